@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Starts a Docker engine when none answers, and waits (bounded) until it does.
+#
+# Used by CI (`.ci/run`) and by developers before `node --test test/docker/*.test.ts`.
+# Idempotent: when `docker info` already succeeds it does nothing.
+#
+# Environment:
+#   DOCKERD_LOG          log file of the started daemon (default /tmp/dockerd.log)
+#   DOCKERD_WAIT_SECONDS how long to wait for the socket (default 60)
+#   DOCKERD_STORAGE      force a storage driver (default: overlay2 when it works, else vfs)
+#   DOCKERD_EXTRA_ARGS   appended to the dockerd command line
+set -euo pipefail
+
+LOG="${DOCKERD_LOG:-/tmp/dockerd.log}"
+WAIT="${DOCKERD_WAIT_SECONDS:-60}"
+SOCK="/var/run/docker.sock"
+
+engine_answers() { timeout 5 docker info >/dev/null 2>&1; }
+
+if engine_answers; then
+  echo "start-dockerd: engine already answers" >&2
+  exit 0
+fi
+
+if ! command -v dockerd >/dev/null 2>&1; then
+  echo "start-dockerd: dockerd not installed (apt-get install -y docker.io)" >&2
+  exit 1
+fi
+if [ "$(id -u)" != 0 ]; then
+  echo "start-dockerd: must run as root to start dockerd" >&2
+  exit 1
+fi
+
+# Probe overlayfs: dockerd falls back by itself only in some versions, and an overlay2 that
+# mounts but fails later (e.g. on an overlay-backed root) gives confusing errors per container.
+pick_storage() {
+  if [ -n "${DOCKERD_STORAGE:-}" ]; then echo "$DOCKERD_STORAGE"; return; fi
+  local d; d="$(mktemp -d /tmp/ovl-probe.XXXXXX)"
+  mkdir -p "$d/l" "$d/u" "$d/w" "$d/m"
+  if mount -t overlay overlay -o "lowerdir=$d/l,upperdir=$d/u,workdir=$d/w" "$d/m" 2>/dev/null; then
+    umount "$d/m"; rm -rf "$d"; echo overlay2
+  else
+    rm -rf "$d"; echo vfs
+  fi
+}
+STORAGE="$(pick_storage)"
+
+# --iptables=false / --ip-masq=false: sessions default to NetworkMode none, and nf_tables
+# backed iptables is unavailable in many CI VMs; without it dockerd refuses to start.
+# Bridge networking still works for containers that are granted network (no NAT to outside).
+ARGS=(--storage-driver="$STORAGE" --iptables=false --ip-masq=false ${DOCKERD_EXTRA_ARGS:-})
+
+echo "start-dockerd: starting dockerd ${ARGS[*]} (log: $LOG)" >&2
+rm -f "$SOCK"
+nohup dockerd "${ARGS[@]}" >"$LOG" 2>&1 </dev/null &
+PID=$!
+
+deadline=$(( $(date +%s) + WAIT ))
+until engine_answers; do
+  if ! kill -0 "$PID" 2>/dev/null; then
+    echo "start-dockerd: dockerd exited; last log lines:" >&2
+    tail -n 30 "$LOG" >&2
+    exit 1
+  fi
+  if [ "$(date +%s)" -ge "$deadline" ]; then
+    echo "start-dockerd: engine did not answer within ${WAIT}s; last log lines:" >&2
+    tail -n 30 "$LOG" >&2
+    exit 1
+  fi
+  sleep 0.5
+done
+echo "start-dockerd: engine up (pid $PID, storage $STORAGE)" >&2
