@@ -1,0 +1,139 @@
+/**
+ * The embedded default backend: sessions are workspace directories on the server host,
+ * processes run with node-pty (PTY) or child_process (pipes), sandboxed with bubblewrap.
+ */
+import { existsSync } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
+import { homedir, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { execError } from '../../errors.ts';
+import type { TenantId } from '../../ids.ts';
+import type { Logger } from '../../logger.ts';
+import type { Backend, BackendProcess, BackendSession, BackendSessionSpec, EnvironmentFacts, ProcessSink, SandboxType, SpawnRequest } from '../types.ts';
+import { bubblewrapArgs, createDenyPlaceholders, probeBubblewrap, type BubblewrapProbe, type DenyPlaceholders } from './bubblewrap.ts';
+import { localFs } from './local-fs.ts';
+import { spawnPipe } from './pipe-process.ts';
+import { spawnPty } from './pty-process.ts';
+
+export interface LocalBackendOptions {
+  /** Directory holding one workspace per session. */
+  readonly workspaceRoot: string;
+  /** Probe result; probed at creation when omitted. Tests pass `{available:false}` to force `none`. */
+  readonly bubblewrap?: BubblewrapProbe | undefined;
+}
+
+/** Variables of the server's own environment that a child must never inherit. */
+function isServerSecret(name: string): boolean {
+  return name.startsWith('EXEC_SERVER_') || name === 'CODEX_EXEC_SERVER_CONNECTION_TOKEN';
+}
+
+function hostEnvironment(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !isServerSecret(k)) env[k] = v;
+  return env;
+}
+
+function hostFacts(): EnvironmentFacts {
+  const shellPath = existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh';
+  return {
+    shell: { name: shellPath.endsWith('bash') ? 'bash' : 'sh', path: shellPath },
+    homeDir: homedir(),
+    tempDir: tmpdir(),
+    platform: process.platform,
+    baseEnv: hostEnvironment(),
+  };
+}
+
+/** Runs `argv` with `arg0` shown as its name, where the spawner cannot set argv[0] itself. */
+function withArg0(argv: readonly string[], arg0: string | undefined, shell: string): readonly string[] {
+  if (arg0 === undefined || !shell.endsWith('bash')) return argv;
+  return [shell, '-c', 'exec -a "$0" "$@"', arg0, ...argv];
+}
+
+class LocalSession implements BackendSession {
+  readonly id: BackendSessionSpec['id'];
+  readonly workdir: string;
+  readonly sandboxType: SandboxType;
+  readonly sandboxUnavailableReason: string | undefined;
+  readonly fs = localFs;
+  readonly environment: EnvironmentFacts;
+  readonly #placeholders: DenyPlaceholders;
+  readonly #ownsWorkdir: boolean;
+  readonly #log: Logger;
+
+  constructor(spec: BackendSessionSpec, workdir: string, ownsWorkdir: boolean, probe: BubblewrapProbe, placeholders: DenyPlaceholders, log: Logger) {
+    this.id = spec.id;
+    this.workdir = workdir;
+    this.#ownsWorkdir = ownsWorkdir;
+    this.sandboxType = probe.available ? 'bubblewrap' : 'none';
+    this.sandboxUnavailableReason = probe.available ? undefined : probe.reason;
+    this.#placeholders = placeholders;
+    this.environment = hostFacts();
+    this.#log = log;
+  }
+
+  async spawn(req: SpawnRequest, sink: ProcessSink): Promise<BackendProcess> {
+    let argv = req.arg0 !== undefined && (req.mode === 'pty' || req.sandbox.kind === 'restricted') ? withArg0(req.argv, req.arg0, this.environment.shell.path) : req.argv;
+    let sandboxType: SandboxType = 'none';
+    if (req.sandbox.kind === 'restricted' && this.sandboxType === 'bubblewrap') {
+      const args = await bubblewrapArgs(req.sandbox, req.cwd, this.#placeholders, req.mode === 'pty');
+      argv = ['bwrap', ...args, '--', ...argv];
+      sandboxType = 'bubblewrap';
+    }
+    const [file, ...args] = argv;
+    if (file === undefined) throw execError('EXEC_ERR_INVALID_PARAMS', 'argv must not be empty');
+    if (!existsSync(req.cwd)) throw execError('EXEC_ERR_INVALID_REQUEST', `cwd ${req.cwd} does not exist`);
+    if (req.mode === 'pty') {
+      return spawnPty({ file, args, cwd: req.cwd, env: req.env, size: req.size, sandboxType }, sink);
+    }
+    const argv0 = sandboxType === 'none' ? req.arg0 : undefined;
+    return spawnPipe({ file, args, argv0, cwd: req.cwd, env: req.env, stdin: req.mode === 'pipe', sandboxType }, sink);
+  }
+
+  async snapshot(): Promise<never> {
+    throw execError('EXEC_ERR_UNSUPPORTED', 'snapshots need the docker backend');
+  }
+
+  onLost(): void {
+    // A host directory cannot vanish under us the way a container can.
+  }
+
+  async destroy(): Promise<void> {
+    if (!this.#ownsWorkdir) return;
+    await rm(this.workdir, { recursive: true, force: true }).catch((err: unknown) => this.#log.warn({ err, workdir: this.workdir }, 'could not remove workspace'));
+  }
+}
+
+export async function createLocalBackend(options: LocalBackendOptions, log: Logger): Promise<Backend> {
+  const probe = options.bubblewrap ?? (await probeBubblewrap());
+  if (!probe.available) log.warn({ reason: probe.reason }, 'bubblewrap unavailable: local sessions run without a sandbox (sandbox type none)');
+  const placeholders = await createDenyPlaceholders();
+  await mkdir(options.workspaceRoot, { recursive: true });
+  const sessions = new Set<LocalSession>();
+  return {
+    kind: 'local',
+    async ping() {
+      // The host is always there.
+    },
+    async createSession(spec) {
+      if (spec.snapshot !== undefined) throw execError('EXEC_ERR_UNSUPPORTED', 'sessions from snapshots need the docker backend');
+      const workdir = spec.workdir ?? join(options.workspaceRoot, spec.id);
+      await mkdir(workdir, { recursive: true });
+      const session = new LocalSession(spec, workdir, spec.workdir === undefined, probe, placeholders, log);
+      sessions.add(session);
+      return session;
+    },
+    async recover() {
+      return [];
+    },
+    async listSnapshots(_tenant: TenantId | undefined) {
+      return [];
+    },
+    async deleteSnapshot() {
+      throw execError('EXEC_ERR_NOT_FOUND', 'snapshots need the docker backend');
+    },
+    async close() {
+      sessions.clear();
+    },
+  };
+}

@@ -1,0 +1,107 @@
+/** `SessionFs` on the host filesystem (node:fs). Sandbox checks happen above, on canonical paths. */
+import { createReadStream, createWriteStream } from 'node:fs';
+import { cp, lstat, mkdir, open, readdir, realpath, rm, stat, writeFile } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { execError, fromErrno } from '../../errors.ts';
+import type { DirectoryEntry, FileMetadata, SessionFs } from '../types.ts';
+
+async function wrap<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw fromErrno(err, what);
+  }
+}
+
+export const localFs: SessionFs = {
+  async realpath(path) {
+    const missing: string[] = [];
+    let current = path;
+    for (;;) {
+      try {
+        return join(await realpath(current), ...missing.reverse());
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if ((code !== 'ENOENT' && code !== 'ENOTDIR') || dirname(current) === current) throw fromErrno(err, path);
+        missing.push(basename(current));
+        current = dirname(current);
+      }
+    }
+  },
+  stat: (path) =>
+    wrap(path, async (): Promise<FileMetadata> => {
+      const link = await lstat(path);
+      const target = link.isSymbolicLink() ? await stat(path).catch(() => link) : link;
+      return {
+        isDirectory: target.isDirectory(),
+        isFile: target.isFile(),
+        isSymlink: link.isSymbolicLink(),
+        size: target.size,
+        createdAtMs: Math.trunc(target.birthtimeMs || target.ctimeMs),
+        modifiedAtMs: Math.trunc(target.mtimeMs),
+      };
+    }),
+  readFile: (path, maxBytes) =>
+    wrap(path, async () => {
+      const handle = await open(path, 'r');
+      try {
+        const info = await handle.stat();
+        if (info.isDirectory()) throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`);
+        if (info.size > maxBytes) throw execError('EXEC_ERR_TOO_LARGE', `${path} is ${info.size} bytes, more than the ${maxBytes}-byte limit of fs/readFile; use fs/open and fs/readBlock`);
+        // Read at most maxBytes+1 so a file that grows while we read still cannot exceed the bound.
+        const buf = Buffer.alloc(Math.min(maxBytes + 1, Math.max(info.size, 0) + 1));
+        let total = 0;
+        for (;;) {
+          const { bytesRead } = await handle.read(buf, total, buf.length - total, total);
+          if (bytesRead === 0) break;
+          total += bytesRead;
+          if (total > maxBytes) throw execError('EXEC_ERR_TOO_LARGE', `${path} grew past the ${maxBytes}-byte limit of fs/readFile`);
+          if (total === buf.length) break;
+        }
+        return buf.subarray(0, total);
+      } finally {
+        await handle.close();
+      }
+    }),
+  openRead: (path, offset) =>
+    wrap(path, async () => {
+      const info = await stat(path);
+      if (info.isDirectory()) throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`);
+      const stream = createReadStream(path, { start: offset });
+      await new Promise<void>((resolve, reject) => stream.once('open', () => resolve()).once('error', reject));
+      return stream;
+    }),
+  writeFile: (path, data) => wrap(path, () => writeFile(path, data)),
+  writeStream: (path, source) =>
+    wrap(path, async () => {
+      const out = createWriteStream(path);
+      await pipeline(source, out);
+      return out.bytesWritten;
+    }),
+  createDirectory: (path, recursive) => wrap(path, async () => void (await mkdir(path, { recursive }))),
+  readDirectory: (path) =>
+    wrap(path, async (): Promise<DirectoryEntry[]> => {
+      const entries = await readdir(path, { withFileTypes: true });
+      return Promise.all(
+        entries.map(async (e) => {
+          if (!e.isSymbolicLink()) return { fileName: e.name, isDirectory: e.isDirectory(), isFile: e.isFile() };
+          const target = await stat(join(path, e.name)).catch(() => undefined);
+          return { fileName: e.name, isDirectory: target?.isDirectory() ?? false, isFile: target?.isFile() ?? false };
+        }),
+      );
+    }),
+  remove: (path, recursive, force) =>
+    wrap(path, async () => {
+      if (!force) await lstat(path);
+      const info = await lstat(path).catch(() => undefined);
+      if (info?.isDirectory() && !recursive) throw execError('EXEC_ERR_FS', `${path}: Is a directory (pass recursive)`);
+      await rm(path, { recursive, force });
+    }),
+  copy: (source, destination, recursive) =>
+    wrap(source, async () => {
+      const info = await stat(source);
+      if (info.isDirectory() && !recursive) throw execError('EXEC_ERR_FS', `${source}: Is a directory (pass recursive)`);
+      await cp(source, destination, { recursive, dereference: false, errorOnExist: false, force: true, verbatimSymlinks: true });
+    }),
+};

@@ -1,0 +1,87 @@
+/**
+ * A pipe-mode process on the host (child_process), in its own session and process group so
+ * signals reach the whole group. The exit is reported after stdout and stderr have ended,
+ * or shortly after the exit when a background grandchild keeps the pipes open.
+ */
+import { spawn } from 'node:child_process';
+import { execError } from '../../errors.ts';
+import type { BackendProcess, ProcessSink, SandboxType, SignalName, TerminalSize } from '../types.ts';
+import { signalGroup, signalNumber } from './signals.ts';
+
+/** After the exit, how long to wait for pipes held open by leftover grandchildren. */
+const PIPE_CLOSE_GRACE_MS = 250;
+/** Bytes of stdin we buffer for a child that does not read; past it writes fail clearly. */
+const STDIN_BUFFER_LIMIT = 8 * 1024 * 1024;
+
+export interface PipeSpawn {
+  readonly file: string;
+  readonly args: readonly string[];
+  readonly argv0?: string | undefined;
+  readonly cwd: string;
+  readonly env: Readonly<Record<string, string>>;
+  readonly stdin: boolean;
+  readonly sandboxType: SandboxType;
+}
+
+export function spawnPipe(opts: PipeSpawn, sink: ProcessSink): Promise<BackendProcess> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(opts.file, [...opts.args], {
+      cwd: opts.cwd,
+      env: opts.env,
+      argv0: opts.argv0,
+      detached: true,
+      stdio: [opts.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+    });
+    let open = 2;
+    let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+    let reported = false;
+    const report = (): void => {
+      if (reported || !exit) return;
+      reported = true;
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+      if (exit.signal) sink.exit({ kind: 'signaled', signal: exit.signal, signo: signalNumber(exit.signal) });
+      else sink.exit({ kind: 'exited', code: exit.code ?? -1 });
+    };
+    const ended = (): void => {
+      if (--open === 0) report();
+    };
+    child.stdout?.on('data', (d: Buffer) => sink.output('stdout', d)).on('end', ended).on('error', ended);
+    child.stderr?.on('data', (d: Buffer) => sink.output('stderr', d)).on('end', ended).on('error', ended);
+    child.stdin?.on('error', () => undefined); // EPIPE when the child stops reading: not our failure
+    child.once('error', (err: NodeJS.ErrnoException) => {
+      if (child.pid === undefined) {
+        reject(execError('EXEC_ERR_INVALID_REQUEST', `failed to start ${opts.file}: ${err.code === 'ENOENT' ? 'No such file or directory' : err.message}`, { cause: err }));
+      }
+    });
+    child.once('exit', (code, signal) => {
+      exit = { code, signal };
+      if (open === 0) report();
+      else setTimeout(report, PIPE_CLOSE_GRACE_MS).unref();
+    });
+    child.once('spawn', () => {
+      const pid = child.pid as number;
+      const proc: BackendProcess = {
+        sandboxType: opts.sandboxType,
+        async write(data) {
+          const stdin = child.stdin;
+          if (!stdin || stdin.destroyed || stdin.writableEnded) return;
+          if (stdin.writableLength + data.length > STDIN_BUFFER_LIMIT) {
+            throw execError('EXEC_ERR_TOO_LARGE', `stdin buffer full (${STDIN_BUFFER_LIMIT} bytes not yet read by the process)`);
+          }
+          stdin.write(data);
+        },
+        async closeStdin() {
+          child.stdin?.end();
+        },
+        async resize(_size: TerminalSize) {
+          // Pipes have no terminal size; the engine rejects resize for them before this point.
+        },
+        async signal(sig: SignalName) {
+          signalGroup(pid, sig);
+        },
+      };
+      resolve(proc);
+    });
+  });
+}

@@ -1,0 +1,197 @@
+/**
+ * The boundary between the backend-independent engine and the places commands really run.
+ * Nothing above `src/backends/` imports dockerode or node-pty; everything goes through here.
+ */
+import type { ContainerId, SessionId, TenantId } from '../ids.ts';
+
+/** Sandbox mechanism of an attempt, as reported to clients (`sandboxType`). */
+export type SandboxType = 'none' | 'bubblewrap' | 'container-user';
+
+/**
+ * A sandbox as the backend must enforce it for one attempt, already resolved from the
+ * session policy (paths absolute, inside the session's filesystem).
+ * `unrestricted`: no sandbox at all (sandbox type `none`).
+ * `restricted`: the whole filesystem readable except `denyRead`; only `writableRoots` writable
+ * (empty for `read-only`); network only when `network` is true.
+ */
+export type ResolvedSandbox =
+  | { readonly kind: 'unrestricted' }
+  | {
+      readonly kind: 'restricted';
+      readonly writableRoots: readonly string[];
+      readonly denyRead: readonly string[];
+      readonly network: boolean;
+    };
+
+/** How the process's stdio is wired. */
+export type SpawnMode = 'pty' | 'pipe' | 'pipe-no-stdin';
+
+/** Output stream label; a PTY merges both streams into `pty`. */
+export type StreamName = 'stdout' | 'stderr' | 'pty';
+
+/** Signals a client may send; they go to the command's whole process group. */
+export const SIGNAL_NAMES = ['SIGINT', 'SIGTERM', 'SIGKILL', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2'] as const;
+export type SignalName = (typeof SIGNAL_NAMES)[number];
+
+export interface TerminalSize {
+  readonly cols: number;
+  readonly rows: number;
+}
+
+export interface SpawnRequest {
+  readonly argv: readonly string[];
+  /** Replaces argv[0] as seen by the program (the executable is still argv[0]). */
+  readonly arg0?: string | undefined;
+  /** Absolute path inside the session's filesystem. */
+  readonly cwd: string;
+  /** The complete environment (already built from envPolicy + env by the engine). */
+  readonly env: Readonly<Record<string, string>>;
+  readonly mode: SpawnMode;
+  readonly size: TerminalSize;
+  readonly sandbox: ResolvedSandbox;
+}
+
+/** How a backend process ended. `lost`: the backend cannot tell (container gone, engine lost). */
+export type BackendExit =
+  | { readonly kind: 'exited'; readonly code: number }
+  | { readonly kind: 'signaled'; readonly signal: string; readonly signo: number }
+  | { readonly kind: 'lost'; readonly reason: string };
+
+/**
+ * Where a backend delivers what a process does. Passed to `spawn` so nothing can be emitted
+ * before a listener exists. Contract: `output` is called in order; `exit` is called exactly
+ * once and only after the last `output` (backends must guard against output-after-exit).
+ * The sink never applies backpressure: the engine always drains.
+ */
+export interface ProcessSink {
+  output(stream: StreamName, data: Buffer): void;
+  exit(result: BackendExit): void;
+}
+
+/** A running process as the backend sees it. All methods are safe to call after exit. */
+export interface BackendProcess {
+  /** Sandbox mechanism this attempt really runs under. */
+  readonly sandboxType: SandboxType;
+  write(data: Buffer): Promise<void>;
+  closeStdin(): Promise<void>;
+  resize(size: TerminalSize): Promise<void>;
+  /** Delivers `signal` to the command's whole process group. */
+  signal(signal: SignalName): Promise<void>;
+}
+
+export interface FileMetadata {
+  readonly isDirectory: boolean;
+  readonly isFile: boolean;
+  readonly isSymlink: boolean;
+  readonly size: number;
+  readonly createdAtMs: number;
+  readonly modifiedAtMs: number;
+}
+
+export interface DirectoryEntry {
+  readonly fileName: string;
+  readonly isDirectory: boolean;
+  readonly isFile: boolean;
+}
+
+/**
+ * Filesystem of one session (the container's on docker). Paths are absolute and already
+ * checked against the sandbox by the caller, except that `realpath` is how the caller
+ * resolves symlinks before checking. Errors are `ExecServerError`s (see `fromErrno`).
+ */
+export interface SessionFs {
+  /** Resolves symlinks and `..`; for a missing path, resolves the deepest existing ancestor and appends the rest. */
+  realpath(path: string): Promise<string>;
+  stat(path: string): Promise<FileMetadata>;
+  readFile(path: string, maxBytes: number): Promise<Buffer>;
+  /** Streams a file out; the stream ends at EOF. */
+  openRead(path: string, offset: number): Promise<NodeJS.ReadableStream>;
+  writeFile(path: string, data: Buffer): Promise<void>;
+  /** Streams `source` into `path` (created or truncated); resolves with the bytes written. */
+  writeStream(path: string, source: NodeJS.ReadableStream): Promise<number>;
+  createDirectory(path: string, recursive: boolean): Promise<void>;
+  readDirectory(path: string): Promise<DirectoryEntry[]>;
+  remove(path: string, recursive: boolean, force: boolean): Promise<void>;
+  copy(source: string, destination: string, recursive: boolean): Promise<void>;
+}
+
+/** What a session looks like from inside, for `environment/info` and `initialize`. */
+export interface EnvironmentFacts {
+  readonly shell: { readonly name: string; readonly path: string };
+  readonly homeDir: string;
+  readonly tempDir: string;
+  readonly platform: string;
+  /** What `envPolicy.inherit` inherits: the executor's own environment (never the server's secrets). */
+  readonly baseEnv: Readonly<Record<string, string>>;
+}
+
+export interface BackendSession {
+  readonly id: SessionId;
+  /** The session's workspace: absolute path inside its filesystem. */
+  readonly workdir: string;
+  readonly containerId?: ContainerId | undefined;
+  readonly image?: string | undefined;
+  /** Sandbox type a `restricted` attempt gets here; `none` when no mechanism is available. */
+  readonly sandboxType: SandboxType;
+  /** Why `sandboxType` is `none` although sandboxing was wanted (e.g. bwrap missing). */
+  readonly sandboxUnavailableReason?: string | undefined;
+  readonly fs: SessionFs;
+  readonly environment: EnvironmentFacts;
+  /** Resolves once the process runs (the early-exit window starts then). */
+  spawn(request: SpawnRequest, sink: ProcessSink): Promise<BackendProcess>;
+  /** Commits the session's filesystem to a snapshot image. */
+  snapshot(name: string | undefined): Promise<SnapshotInfo>;
+  /** Called when the session dies under us (container killed from outside). */
+  onLost(listener: (reason: string) => void): void;
+  /** Kills everything and frees resources. Idempotent. */
+  destroy(): Promise<void>;
+}
+
+/** Session creation parameters after defaults and maxima are applied. */
+export interface BackendSessionSpec {
+  readonly id: SessionId;
+  readonly tenant: TenantId;
+  readonly image?: string | undefined;
+  readonly snapshot?: string | undefined;
+  /** Requested workspace path (absolute); the backend picks one when absent. */
+  readonly workdir?: string | undefined;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly resources: { readonly memoryMb: number; readonly cpus: number; readonly pids: number };
+  /** Whether the session's policy grants network (docker: otherwise NetworkMode none). */
+  readonly network: boolean;
+}
+
+export interface SnapshotInfo {
+  readonly snapshotId: string;
+  readonly name?: string | undefined;
+  readonly sessionId?: string | undefined;
+  readonly tenant?: string | undefined;
+  readonly createdAt: string;
+}
+
+export interface RecoveredSession {
+  readonly session: BackendSession;
+  readonly tenant: TenantId;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly createdAt: Date;
+}
+
+export type BackendKind = 'local' | 'docker';
+
+export interface Backend {
+  readonly kind: BackendKind;
+  /** Throws `EXEC_ERR_BACKEND_UNAVAILABLE` quickly when the backend cannot serve (readyz). */
+  ping(): Promise<void>;
+  createSession(spec: BackendSessionSpec): Promise<BackendSession>;
+  /**
+   * Startup recovery: sessions this server instance left behind that can be re-adopted
+   * (their processes are gone; the filesystem lives on). Orphans that cannot be adopted are
+   * removed by the backend itself.
+   */
+  recover(): Promise<RecoveredSession[]>;
+  /** Snapshots owned by `tenant` (all when undefined). */
+  listSnapshots(tenant: TenantId | undefined): Promise<SnapshotInfo[]>;
+  deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void>;
+  /** Stops everything this backend created (server shutdown). */
+  close(): Promise<void>;
+}

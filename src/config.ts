@@ -1,0 +1,178 @@
+/**
+ * Server configuration: one table of options, each settable by flag and by `EXEC_SERVER_*`
+ * variable (flag wins), validated at boot. The same table prints `--help` and backs the
+ * README's configuration table, so they cannot drift apart.
+ */
+import { parseArgs } from 'node:util';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+type Kind = 'string' | 'int' | 'bool' | 'enum';
+
+interface OptionDef {
+  readonly flag: string;
+  readonly env: string;
+  readonly kind: Kind;
+  readonly default: string | number | boolean | undefined;
+  readonly description: string;
+  readonly values?: readonly string[];
+  readonly min?: number;
+  readonly max?: number;
+  readonly secret?: boolean;
+}
+
+/** Every option the server understands. Order is the order of `--help` and the README. */
+export const OPTIONS = {
+  listen: { flag: 'listen', env: 'EXEC_SERVER_LISTEN', kind: 'string', default: 'ws://127.0.0.1:8765', description: 'Address to serve WebSocket and HTTP on, `ws://HOST:PORT` (port 0 = any free port).' },
+  backend: { flag: 'backend', env: 'EXEC_SERVER_BACKEND', kind: 'enum', values: ['local', 'docker', 'auto'], default: 'local', description: 'Where sessions run: `local` (workspace dirs on this host), `docker` (a container per session), `auto` (docker when an engine answers, else local).' },
+  token: { flag: 'token', env: 'EXEC_SERVER_TOKEN', kind: 'string', default: undefined, secret: true, description: 'Bearer token required on every route but /healthz and /readyz (also read from `CODEX_EXEC_SERVER_CONNECTION_TOKEN`).' },
+  tokens: { flag: 'tokens', env: 'EXEC_SERVER_TOKENS', kind: 'string', default: undefined, secret: true, description: 'Several tenants: `alice:TOKEN1,bob:TOKEN2`.' },
+  tokensFile: { flag: 'tokens-file', env: 'EXEC_SERVER_TOKENS_FILE', kind: 'string', default: undefined, description: 'File with one `tenant:token` per line (`#` comments allowed).' },
+  insecureNoAuth: { flag: 'insecure-no-auth', env: 'EXEC_SERVER_INSECURE_NO_AUTH', kind: 'bool', default: false, description: 'Allow binding a non-loopback address without a token.' },
+  image: { flag: 'image', env: 'EXEC_SERVER_IMAGE', kind: 'string', default: 'exec-server-session:latest', description: 'Default session image (docker backend).' },
+  dockerHost: { flag: 'docker-host', env: 'EXEC_SERVER_DOCKER_HOST', kind: 'string', default: undefined, description: 'Docker engine address (`unix:///path` or `tcp://host:port`); falls back to `DOCKER_HOST`, then the default socket.' },
+  workspaceRoot: { flag: 'workspace-root', env: 'EXEC_SERVER_WORKSPACE_ROOT', kind: 'string', default: join(tmpdir(), 'exec-server'), description: 'Local backend: directory holding one workspace directory per session.' },
+  logLevel: { flag: 'log-level', env: 'EXEC_SERVER_LOG_LEVEL', kind: 'enum', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', description: 'Log level (pino JSON on stderr).' },
+  maxSessions: { flag: 'max-sessions', env: 'EXEC_SERVER_MAX_SESSIONS', kind: 'int', default: 256, min: 1, max: 100_000, description: 'Sessions per server.' },
+  maxSessionsPerTenant: { flag: 'max-sessions-per-tenant', env: 'EXEC_SERVER_MAX_SESSIONS_PER_TENANT', kind: 'int', default: 64, min: 1, max: 100_000, description: 'Sessions per tenant (token); past it creation answers 429.' },
+  maxProcesses: { flag: 'max-processes', env: 'EXEC_SERVER_MAX_PROCESSES', kind: 'int', default: 64, min: 1, max: 4096, description: 'Processes per session, running and retained; past it the least recently used is pruned (8 most recent protected).' },
+  outputRetentionBytes: { flag: 'output-retention-bytes', env: 'EXEC_SERVER_OUTPUT_RETENTION_BYTES', kind: 'int', default: 1024 * 1024, min: 4096, max: 1024 ** 3, description: 'Output kept per process for `process/read` (oldest dropped first).' },
+  exitedRetentionMs: { flag: 'exited-retention-ms', env: 'EXEC_SERVER_EXITED_RETENTION_MS', kind: 'int', default: 600_000, min: 0, max: 7 * 86_400_000, description: 'How long an ended process stays readable.' },
+  terminateGraceMs: { flag: 'terminate-grace-ms', env: 'EXEC_SERVER_TERMINATE_GRACE_MS', kind: 'int', default: 2000, min: 0, max: 600_000, description: 'Delay between SIGTERM and SIGKILL on terminate.' },
+  approvalTimeoutMs: { flag: 'approval-timeout-ms', env: 'EXEC_SERVER_APPROVAL_TIMEOUT_MS', kind: 'int', default: 120_000, min: 100, max: 86_400_000, description: 'An approval request unanswered this long counts as denied.' },
+  maxPendingApprovals: { flag: 'max-pending-approvals', env: 'EXEC_SERVER_MAX_PENDING_APPROVALS', kind: 'int', default: 32, min: 1, max: 10_000, description: 'Pending approval requests per session.' },
+  maxMessageBytes: { flag: 'max-message-bytes', env: 'EXEC_SERVER_MAX_MESSAGE_BYTES', kind: 'int', default: 32 * 1024 * 1024, min: 1024, max: 1024 ** 3, description: 'Largest WebSocket message accepted; a bigger one closes the connection with code 1009.' },
+  wsBufferLimitBytes: { flag: 'ws-buffer-limit-bytes', env: 'EXEC_SERVER_WS_BUFFER_LIMIT_BYTES', kind: 'int', default: 16 * 1024 * 1024, min: 64 * 1024, max: 1024 ** 3, description: 'Bytes buffered for one slow WebSocket client before it is told and disconnected (its processes keep running).' },
+  fsMaxReadBytes: { flag: 'fs-max-read-bytes', env: 'EXEC_SERVER_FS_MAX_READ_BYTES', kind: 'int', default: 64 * 1024 * 1024, min: 1024, max: 1024 ** 3, description: 'Largest `fs/readFile` answer; bigger files need chunked reads.' },
+  idleTimeoutSeconds: { flag: 'idle-timeout-seconds', env: 'EXEC_SERVER_IDLE_TIMEOUT_SECONDS', kind: 'int', default: 3600, min: 1, max: 30 * 86_400, description: 'Default idle time (no client attached, no running process) before a session is reaped.' },
+  maxLifetimeSeconds: { flag: 'max-lifetime-seconds', env: 'EXEC_SERVER_MAX_LIFETIME_SECONDS', kind: 'int', default: 86_400, min: 1, max: 365 * 86_400, description: 'Default and maximum session lifetime.' },
+  sandbox: { flag: 'sandbox', env: 'EXEC_SERVER_SANDBOX', kind: 'enum', values: ['workspace-write', 'read-only', 'danger-full-access'], default: 'workspace-write', description: 'Default sandbox policy of new sessions.' },
+  approvalPolicy: { flag: 'approval-policy', env: 'EXEC_SERVER_APPROVAL_POLICY', kind: 'enum', values: ['untrusted', 'on-failure', 'on-request', 'never'], default: 'on-request', description: 'Default approval policy of new sessions.' },
+  denialHandling: { flag: 'denial-handling', env: 'EXEC_SERVER_DENIAL_HANDLING', kind: 'enum', values: ['auto', 'server', 'report'], default: 'auto', description: 'Who decides on a sandbox denial: `server` (the gate may retry unsandboxed), `report` (always report `sandboxDenied`, the client decides), `auto` (report for Codex clients, server otherwise).' },
+  memoryMb: { flag: 'memory-mb', env: 'EXEC_SERVER_MEMORY_MB', kind: 'int', default: 2048, min: 16, max: 1024 * 1024, description: 'Default container memory limit (docker).' },
+  maxMemoryMb: { flag: 'max-memory-mb', env: 'EXEC_SERVER_MAX_MEMORY_MB', kind: 'int', default: 8192, min: 16, max: 1024 * 1024, description: 'Largest memory limit a session may ask for.' },
+  cpus: { flag: 'cpus', env: 'EXEC_SERVER_CPUS', kind: 'int', default: 2, min: 1, max: 1024, description: 'Default container CPU limit.' },
+  maxCpus: { flag: 'max-cpus', env: 'EXEC_SERVER_MAX_CPUS', kind: 'int', default: 4, min: 1, max: 1024, description: 'Largest CPU limit a session may ask for.' },
+  pids: { flag: 'pids', env: 'EXEC_SERVER_PIDS', kind: 'int', default: 512, min: 8, max: 1_000_000, description: 'Default container pids limit.' },
+  maxPids: { flag: 'max-pids', env: 'EXEC_SERVER_MAX_PIDS', kind: 'int', default: 4096, min: 8, max: 1_000_000, description: 'Largest pids limit a session may ask for.' },
+  warmPool: { flag: 'warm-pool', env: 'EXEC_SERVER_WARM_POOL', kind: 'int', default: 0, min: 0, max: 256, description: 'Started containers of the default image kept ready (docker).' },
+  instanceId: { flag: 'instance-id', env: 'EXEC_SERVER_INSTANCE_ID', kind: 'string', default: 'default', description: 'Names this server in container labels; a restarted server with the same id re-adopts its sessions.' },
+  shutdownGraceMs: { flag: 'shutdown-grace-ms', env: 'EXEC_SERVER_SHUTDOWN_GRACE_MS', kind: 'int', default: 10_000, min: 0, max: 600_000, description: 'Time allowed for a graceful shutdown on SIGTERM.' },
+} as const satisfies Record<string, OptionDef>;
+
+type Options = typeof OPTIONS;
+type ValueOf<D> = D extends { kind: 'int' } ? number : D extends { kind: 'bool' } ? boolean : D extends { kind: 'enum'; values: readonly (infer V)[] } ? V : string;
+type WithDefault<D> = D extends { default: undefined } ? ValueOf<D> | undefined : ValueOf<D>;
+
+/** The validated configuration. */
+export type Config = { -readonly [K in keyof Options]: WithDefault<Options[K]> };
+
+/** A configuration error: the message names the option and what was wrong. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+function coerce(name: string, def: OptionDef, raw: string | boolean): string | number | boolean {
+  const where = `--${def.flag} / ${def.env}`;
+  switch (def.kind) {
+    case 'bool': {
+      if (typeof raw === 'boolean') return raw;
+      if (/^(1|true|yes|on)$/i.test(raw)) return true;
+      if (/^(0|false|no|off|)$/i.test(raw)) return false;
+      throw new ConfigError(`${where}: expected a boolean (true/false), got ${JSON.stringify(raw)}`);
+    }
+    case 'int': {
+      const s = String(raw).trim();
+      if (!/^-?\d+$/.test(s)) throw new ConfigError(`${where}: expected an integer, got ${JSON.stringify(raw)}`);
+      const n = Number(s);
+      if (def.min !== undefined && n < def.min) throw new ConfigError(`${where}: must be at least ${def.min}, got ${n}`);
+      if (def.max !== undefined && n > def.max) throw new ConfigError(`${where}: must be at most ${def.max}, got ${n}`);
+      return n;
+    }
+    case 'enum': {
+      const s = String(raw);
+      if (!def.values?.includes(s)) throw new ConfigError(`${where}: expected one of ${def.values?.join(', ')}, got ${JSON.stringify(s)}`);
+      return s;
+    }
+    case 'string': {
+      const s = String(raw);
+      if (s === '') throw new ConfigError(`${where}: must not be empty`);
+      void name;
+      return s;
+    }
+  }
+}
+
+/** Parsed `--listen` value. */
+export interface ListenAddress {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** Parses `ws://HOST:PORT` (IPv6 in brackets); anything else is a clear error. */
+export function parseListen(value: string): ListenAddress {
+  const m = /^ws:\/\/(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})\/?$/.exec(value);
+  if (!m || m[1] === undefined || m[2] === undefined) {
+    throw new ConfigError(`--listen / EXEC_SERVER_LISTEN: unsupported address ${JSON.stringify(value)}; expected ws://HOST:PORT`);
+  }
+  const port = Number(m[2]);
+  if (port > 65535) throw new ConfigError(`--listen: port ${port} is out of range`);
+  return { host: m[1].replace(/^\[|\]$/g, ''), port };
+}
+
+/** True for addresses only this machine can reach. */
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\./.test(host);
+}
+
+/**
+ * Builds the configuration from argv and environment. Throws `ConfigError` naming the first
+ * bad value; unknown flags are errors too (a typo must not silently fall back to a default).
+ */
+export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Config {
+  const parseOptions: Record<string, { type: 'string' | 'boolean' }> = {};
+  for (const def of Object.values(OPTIONS) as OptionDef[]) parseOptions[def.flag] = { type: def.kind === 'bool' ? 'boolean' : 'string' };
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    values = parseArgs({ args: [...argv], options: parseOptions, strict: true, allowPositionals: false }).values as Record<string, string | boolean | undefined>;
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
+  const out: Record<string, unknown> = {};
+  for (const [name, def] of Object.entries(OPTIONS) as [string, OptionDef][]) {
+    let raw: string | boolean | undefined = values[def.flag] ?? env[def.env];
+    if (raw === undefined && name === 'token') raw = env['CODEX_EXEC_SERVER_CONNECTION_TOKEN'];
+    if (raw === undefined && name === 'dockerHost') raw = env['DOCKER_HOST'];
+    out[name] = raw === undefined ? def.default : coerce(name, def, raw);
+  }
+  const config = out as Config;
+  const listen = parseListen(config.listen);
+  if (config.maxMemoryMb < config.memoryMb) throw new ConfigError(`--max-memory-mb (${config.maxMemoryMb}) is below --memory-mb (${config.memoryMb})`);
+  if (config.maxCpus < config.cpus) throw new ConfigError(`--max-cpus (${config.maxCpus}) is below --cpus (${config.cpus})`);
+  if (config.maxPids < config.pids) throw new ConfigError(`--max-pids (${config.maxPids}) is below --pids (${config.pids})`);
+  const hasAuth = config.token !== undefined || config.tokens !== undefined || config.tokensFile !== undefined;
+  if (!isLoopback(listen.host) && !hasAuth && !config.insecureNoAuth) {
+    throw new ConfigError(`refusing to listen on non-loopback address ${listen.host} without a token; set --token (or EXEC_SERVER_TOKENS) or pass --insecure-no-auth`);
+  }
+  return config;
+}
+
+/** `--help` text, generated from the option table. */
+export function helpText(): string {
+  const lines = ['Usage: exec-server serve [options]', '', 'Options (each also settable by its environment variable):'];
+  for (const def of Object.values(OPTIONS) as OptionDef[]) {
+    const dflt = def.default === undefined ? '' : ` (default: ${String(def.default)})`;
+    lines.push(`  --${def.flag}  [${def.env}]${dflt}`, `      ${def.description}`);
+  }
+  return lines.join('\n');
+}
+
+/** Markdown table for the README (`node --import tsx scripts/config-table.ts`). */
+export function markdownTable(): string {
+  const rows = ['| Flag | Variable | Default | Meaning |', '|---|---|---|---|'];
+  for (const [name, def] of Object.entries(OPTIONS) as [string, OptionDef][]) {
+    const dflt = name === 'workspaceRoot' ? '`$TMPDIR/exec-server`' : def.default === undefined ? '(none)' : `\`${String(def.default)}\``;
+    rows.push(`| \`--${def.flag}\` | \`${def.env}\` | ${dflt} | ${def.description.replace(/\|/g, '\\|')} |`);
+  }
+  return rows.join('\n');
+}

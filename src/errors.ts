@@ -1,0 +1,106 @@
+/**
+ * The one error registry. Every error the server reports carries a stable `code`
+ * (`EXEC_ERR_*`), the HTTP status it maps to, and the JSON-RPC error code it maps to;
+ * the same `code` travels in JSON-RPC `error.data.code` and in HTTP `{code, message}` bodies.
+ */
+
+/** JSON-RPC 2.0 standard codes, plus -32004 which Codex uses for "not found". */
+export const RpcCode = {
+  parseError: -32700,
+  invalidRequest: -32600,
+  methodNotFound: -32601,
+  invalidParams: -32602,
+  internal: -32603,
+  notFound: -32004,
+} as const;
+
+/** Registry: code -> [HTTP status, JSON-RPC code]. Codes are part of the public API; never rename. */
+export const ERROR_REGISTRY = {
+  EXEC_ERR_PARSE: [400, RpcCode.parseError],
+  EXEC_ERR_INVALID_REQUEST: [400, RpcCode.invalidRequest],
+  EXEC_ERR_METHOD_NOT_FOUND: [404, RpcCode.methodNotFound],
+  EXEC_ERR_INVALID_PARAMS: [400, RpcCode.invalidParams],
+  EXEC_ERR_NOT_INITIALIZED: [400, RpcCode.invalidRequest],
+  EXEC_ERR_ALREADY_INITIALIZED: [400, RpcCode.invalidRequest],
+  EXEC_ERR_UNAUTHORIZED: [401, RpcCode.invalidRequest],
+  EXEC_ERR_SESSION_NOT_FOUND: [404, RpcCode.invalidRequest],
+  EXEC_ERR_SESSION_DEAD: [410, RpcCode.invalidRequest],
+  EXEC_ERR_SESSION_LIMIT: [429, RpcCode.invalidRequest],
+  EXEC_ERR_PROCESS_NOT_FOUND: [404, RpcCode.invalidRequest],
+  EXEC_ERR_PROCESS_EXISTS: [409, RpcCode.invalidRequest],
+  EXEC_ERR_PROCESS_STARTING: [409, RpcCode.invalidRequest],
+  EXEC_ERR_PROCESS_LIMIT: [429, RpcCode.invalidRequest],
+  EXEC_ERR_REJECTED: [403, RpcCode.invalidRequest],
+  EXEC_ERR_APPROVAL_NOT_FOUND: [404, RpcCode.invalidRequest],
+  EXEC_ERR_APPROVAL_LIMIT: [429, RpcCode.invalidRequest],
+  EXEC_ERR_NOT_FOUND: [404, RpcCode.notFound],
+  EXEC_ERR_FS_DENIED: [403, RpcCode.invalidRequest],
+  EXEC_ERR_FS: [500, RpcCode.internal],
+  EXEC_ERR_TOO_LARGE: [413, RpcCode.invalidRequest],
+  EXEC_ERR_TOOL_PAYLOAD: [400, RpcCode.invalidParams],
+  EXEC_ERR_UNSUPPORTED: [501, RpcCode.methodNotFound],
+  EXEC_ERR_BACKEND_UNAVAILABLE: [503, RpcCode.internal],
+  EXEC_ERR_BACKEND: [502, RpcCode.internal],
+  EXEC_ERR_SHUTTING_DOWN: [503, RpcCode.internal],
+  EXEC_ERR_CONFIG: [500, RpcCode.internal],
+  EXEC_ERR_INTERNAL: [500, RpcCode.internal],
+} as const satisfies Record<string, readonly [number, number]>;
+
+/** A stable error code. */
+export type ErrorCode = keyof typeof ERROR_REGISTRY;
+
+/**
+ * The base (and only) error class the server throws on purpose. `code` narrows in a
+ * `switch`; `cause` keeps the underlying error (a docker-modem error, an errno) for logs.
+ */
+export class ExecServerError<C extends ErrorCode = ErrorCode> extends Error {
+  override readonly name = 'ExecServerError';
+  readonly code: C;
+  readonly statusCode: number;
+  readonly rpcCode: number;
+  /** Extra machine-readable detail (e.g. the offending field), sent in `error.data`. */
+  readonly detail: Record<string, unknown> | undefined;
+
+  constructor(code: C, message: string, options?: { cause?: unknown; detail?: Record<string, unknown> }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    const [status, rpc] = ERROR_REGISTRY[code];
+    this.statusCode = status;
+    this.rpcCode = rpc;
+    this.detail = options?.detail;
+  }
+}
+
+/** Shorthand constructor; reads better at throw sites than `new ExecServerError(...)`. */
+export function execError<C extends ErrorCode>(
+  code: C,
+  message: string,
+  options?: { cause?: unknown; detail?: Record<string, unknown> },
+): ExecServerError<C> {
+  return new ExecServerError(code, message, options);
+}
+
+/** Wraps anything thrown into an ExecServerError, keeping ours as they are. */
+export function toExecError(err: unknown): ExecServerError {
+  if (err instanceof ExecServerError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  return new ExecServerError('EXEC_ERR_INTERNAL', message, { cause: err });
+}
+
+/** Maps a Node fs errno error to the registry (ENOENT -> not found, EACCES -> denied...). */
+export function fromErrno(err: unknown, what: string): ExecServerError {
+  if (err instanceof ExecServerError) return err;
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  const msg = err instanceof Error ? err.message : String(err);
+  switch (code) {
+    case 'ENOENT':
+      return execError('EXEC_ERR_NOT_FOUND', `${what}: No such file or directory`, { cause: err });
+    case 'EACCES':
+    case 'EPERM':
+      return execError('EXEC_ERR_FS_DENIED', `${what}: Permission denied`, { cause: err });
+    case 'EROFS':
+      return execError('EXEC_ERR_FS_DENIED', `${what}: Read-only file system`, { cause: err });
+    default:
+      return execError('EXEC_ERR_FS', `${what}: ${msg}`, { cause: err });
+  }
+}

@@ -1,0 +1,72 @@
+/**
+ * The approval rules of DESIGN.md section 5 as pure functions: what to do before the first
+ * attempt, and what to do after a denial. The orchestrator carries out the answer.
+ */
+import type { ApprovalPolicy, SessionPolicy } from './sandbox-policy.ts';
+
+export type SandboxPermissions = 'use-default' | 'require-escalated';
+
+/** What the client told us up front, plus what the session remembers. */
+export interface ApprovalContext {
+  readonly policy: SessionPolicy;
+  readonly sandboxPermissions: SandboxPermissions;
+  /** `approval` hint on the start. */
+  readonly preApproved: boolean;
+  /** The session cache holds `approved-for-session` for this command. */
+  readonly cachedForSession: boolean;
+}
+
+export type InitialDecision =
+  | { readonly kind: 'reject'; readonly reason: string }
+  | { readonly kind: 'ask'; readonly reason: string; readonly thenSandboxed: boolean }
+  | { readonly kind: 'run'; readonly sandboxed: boolean; readonly approved: boolean };
+
+export type RetryDecision =
+  | { readonly kind: 'report'; readonly reason: string }
+  | { readonly kind: 'retry' }
+  | { readonly kind: 'ask'; readonly reason: string };
+
+function policyName(p: ApprovalPolicy): string {
+  return typeof p === 'string' ? p : 'granular';
+}
+
+/** Whether the policy allows asking for (and so running) an unsandboxed attempt. */
+export function allowsUnsandboxedRetry(p: ApprovalPolicy): boolean {
+  if (typeof p !== 'string') return p.granular.sandboxApproval;
+  return p === 'untrusted' || p === 'on-failure';
+}
+
+function escalationAllowed(p: ApprovalPolicy): boolean {
+  return p === 'on-request' || typeof p !== 'string';
+}
+
+/** Step 1: approval before the first attempt. */
+export function decideInitial(ctx: ApprovalContext): InitialDecision {
+  const { policy } = ctx;
+  const strict = policy.strictAutoReview;
+  const approved = !strict && (ctx.preApproved || ctx.cachedForSession);
+  // Deny-read can only be enforced inside the sandbox, so the first attempt stays sandboxed.
+  const canBypass = policy.denyRead.length === 0;
+  if (ctx.sandboxPermissions === 'require-escalated') {
+    if (!escalationAllowed(policy.approvalPolicy)) {
+      return { kind: 'reject', reason: `approval policy is ${policyName(policy.approvalPolicy)}; you cannot ask for escalated permissions under it` };
+    }
+    if (approved) return { kind: 'run', sandboxed: !canBypass, approved: true };
+    return { kind: 'ask', reason: 'command asks to run without the sandbox', thenSandboxed: !canBypass };
+  }
+  if (policy.approvalPolicy === 'untrusted' && !approved) {
+    return { kind: 'ask', reason: 'approval policy untrusted: every command needs approval', thenSandboxed: true };
+  }
+  return { kind: 'run', sandboxed: true, approved };
+}
+
+/** Step 4: after a sandboxed attempt was classified as denied. `approved`: the start was approved already. */
+export function decideRetry(policy: SessionPolicy, approved: boolean): RetryDecision {
+  if (policy.denialHandling === 'report') return { kind: 'report', reason: 'denials are reported to the client' };
+  if (!allowsUnsandboxedRetry(policy.approvalPolicy)) {
+    return { kind: 'report', reason: `approval policy ${policyName(policy.approvalPolicy)} does not allow an unsandboxed retry` };
+  }
+  if (policy.denyRead.length > 0) return { kind: 'report', reason: 'a deny-read list forbids running without the sandbox' };
+  if (approved && !policy.strictAutoReview) return { kind: 'retry' };
+  return { kind: 'ask', reason: 'command failed; retry without sandbox?' };
+}

@@ -1,0 +1,24 @@
+/**
+ * Decides whether a failed sandboxed attempt looks like a sandbox denial: Codex's
+ * `is_likely_sandbox_denied`, in the same order (DESIGN.md section 5 step 3).
+ */
+import type { SandboxType } from '../backends/types.ts';
+
+const KEYWORDS = ['operation not permitted', 'permission denied', 'read-only file system', 'seccomp', 'sandbox', 'landlock', 'failed to write file'] as const;
+const SIGSYS = 31;
+
+export interface AttemptOutcome {
+  readonly sandboxType: SandboxType;
+  /** Wire exit code (128+N for a signal). */
+  readonly exitCode: number;
+  /** All output of the attempt (stdout, stderr or pty), as text. */
+  readonly output: string;
+}
+
+export function isLikelySandboxDenied(outcome: AttemptOutcome): boolean {
+  if (outcome.sandboxType === 'none' || outcome.exitCode === 0) return false;
+  const text = outcome.output.toLowerCase();
+  if (KEYWORDS.some((k) => text.includes(k))) return true;
+  if (outcome.exitCode === 2 || outcome.exitCode === 126 || outcome.exitCode === 127) return false;
+  return outcome.sandboxType === 'bubblewrap' && outcome.exitCode === 128 + SIGSYS;
+}

@@ -1,0 +1,139 @@
+/**
+ * Runs one process start through the policy gate (DESIGN.md section 5): approval before the
+ * first attempt, the sandboxed attempt, the 150 ms early-exit window with held output, the
+ * denial classifier, and then either an unsandboxed retry under the same process id or a
+ * report of `sandboxDenied`. The start's reply goes out as soon as the first attempt runs;
+ * everything after that happens in the background.
+ */
+import { setTimeout as delay } from 'node:timers/promises';
+import type { BackendExit, BackendSession, ResolvedSandbox, SpawnRequest } from '../backends/types.ts';
+import { execError } from '../errors.ts';
+import type { Logger } from '../logger.ts';
+import type { Metrics } from '../metrics.ts';
+import type { Attempt, ManagedProcess } from '../processes/managed-process.ts';
+import { decideInitial, decideRetry, type SandboxPermissions } from './approval-gate.ts';
+import { approvalKey, isApproval, type ApprovalDecision, type ApprovalPurpose, type ApprovalRequester } from './approvals.ts';
+import { isLikelySandboxDenied } from './denial-classifier.ts';
+import { resolveSandbox, type SandboxNarrowing, type SessionPolicy } from './sandbox-policy.ts';
+
+/** The early-exit window, measured from the moment the attempt runs. */
+export const EARLY_EXIT_WINDOW_MS = 150;
+
+export interface OrchestratorContext {
+  readonly backend: BackendSession;
+  readonly policy: SessionPolicy;
+  readonly requestApproval: ApprovalRequester;
+  readonly approvalCache: Set<string>;
+  readonly metrics: Metrics;
+  readonly log: Logger;
+}
+
+export interface GateInput {
+  readonly sandboxPermissions: SandboxPermissions;
+  readonly approval?: 'approved' | 'approved-for-session' | undefined;
+  readonly narrowing?: SandboxNarrowing | undefined;
+  /** Spawn request without its sandbox, which the gate decides. */
+  readonly spawn: Omit<SpawnRequest, 'sandbox'>;
+}
+
+function wireExitCode(exit: BackendExit): number {
+  if (exit.kind === 'exited') return exit.code;
+  if (exit.kind === 'signaled') return 128 + exit.signo;
+  return -1;
+}
+
+async function ask(ctx: OrchestratorContext, proc: ManagedProcess, purpose: ApprovalPurpose, reason: string): Promise<ApprovalDecision> {
+  const decision = await ctx.requestApproval({ processId: proc.id, argv: proc.spec.argv, cwd: proc.spec.cwd, purpose, reason });
+  ctx.metrics.approvals.inc({ purpose, decision });
+  if (decision === 'approved-for-session') ctx.approvalCache.add(approvalKey(proc.spec.argv));
+  return decision;
+}
+
+function decide(ctx: OrchestratorContext, proc: ManagedProcess, outcome: string, extra: object = {}): void {
+  ctx.metrics.policyDecisions.inc({ outcome });
+  ctx.log.info({ processId: proc.id, outcome, ...extra }, 'policy decision');
+}
+
+async function spawnAttempt(ctx: OrchestratorContext, proc: ManagedProcess, input: GateInput, sandbox: ResolvedSandbox): Promise<Attempt> {
+  const wouldSandbox = sandbox.kind === 'restricted' && ctx.backend.sandboxType !== 'none';
+  const { attempt, sink } = proc.beginAttempt(wouldSandbox);
+  const started = performance.now();
+  attempt.process = await ctx.backend.spawn({ ...input.spawn, sandbox }, sink);
+  proc.sandboxType = attempt.process.sandboxType;
+  ctx.metrics.startLatency.observe({ sandbox: proc.sandboxType }, (performance.now() - started) / 1000);
+  ctx.metrics.processesStarted.inc({ mode: input.spawn.mode, sandbox: proc.sandboxType });
+  if (proc.sandboxType === 'none') attempt.holding = false;
+  return attempt;
+}
+
+/**
+ * Runs the first attempt (after any initial approval) and returns once it is running.
+ * Throws `EXEC_ERR_REJECTED` when the start is refused; nothing runs then.
+ */
+export async function startWithPolicy(ctx: OrchestratorContext, proc: ManagedProcess, input: GateInput): Promise<void> {
+  const { policy } = ctx;
+  const cached = ctx.approvalCache.has(approvalKey(proc.spec.argv));
+  const initial = decideInitial({ policy, sandboxPermissions: input.sandboxPermissions, preApproved: input.approval !== undefined, cachedForSession: cached });
+  let approved: boolean;
+  let sandboxed: boolean;
+  switch (initial.kind) {
+    case 'reject':
+      decide(ctx, proc, 'initial-rejected', { reason: initial.reason });
+      throw execError('EXEC_ERR_REJECTED', initial.reason);
+    case 'ask': {
+      const decision = await ask(ctx, proc, 'initial', initial.reason);
+      if (!isApproval(decision)) {
+        decide(ctx, proc, 'initial-rejected', { decision });
+        throw execError('EXEC_ERR_REJECTED', `command was not approved (${decision})`);
+      }
+      decide(ctx, proc, 'initial-approved', { decision });
+      approved = true;
+      sandboxed = initial.thenSandboxed;
+      break;
+    }
+    case 'run':
+      approved = initial.approved;
+      sandboxed = initial.sandboxed;
+      if (input.approval === 'approved-for-session' && !policy.strictAutoReview) ctx.approvalCache.add(approvalKey(proc.spec.argv));
+  }
+  if (input.sandboxPermissions === 'require-escalated' && !sandboxed) decide(ctx, proc, 'escalated-first-attempt');
+  const sandbox: ResolvedSandbox = sandboxed ? resolveSandbox(policy, ctx.backend.workdir, input.narrowing) : { kind: 'unrestricted' };
+  const attempt = await spawnAttempt(ctx, proc, input, sandbox);
+  proc.state = { status: 'running' };
+  if (attempt.holding) void watchWindow(ctx, proc, input, attempt, approved);
+}
+
+async function watchWindow(ctx: OrchestratorContext, proc: ManagedProcess, input: GateInput, attempt: Attempt, approved: boolean): Promise<void> {
+  const exit = await Promise.race([attempt.exited, delay(EARLY_EXIT_WINDOW_MS, undefined, { ref: false })]);
+  // Backends deliver the exit only after the attempt's last output chunk (ProcessSink
+  // contract), so the 20 ms trailing-output wait of DESIGN.md is already satisfied here.
+  if (exit === undefined) {
+    proc.release(attempt);
+    return;
+  }
+  const exitCode = wireExitCode(exit);
+  if (!isLikelySandboxDenied({ sandboxType: proc.sandboxType, exitCode, output: attempt.heldText() })) {
+    proc.release(attempt);
+    return;
+  }
+  let decision = decideRetry(ctx.policy, approved);
+  if (proc.pendingEnd) decision = { kind: 'report', reason: 'process was terminated' };
+  if (decision.kind === 'ask') {
+    const answer = await ask(ctx, proc, 'sandbox-retry', decision.reason);
+    decision = isApproval(answer) && !proc.pendingEnd ? { kind: 'retry' } : { kind: 'report', reason: `retry not approved (${answer})` };
+  }
+  if (decision.kind === 'report') {
+    decide(ctx, proc, 'denied-reported', { reason: decision.reason, exitCode });
+    proc.release(attempt, true);
+    return;
+  }
+  decide(ctx, proc, 'denied-retried', { exitCode });
+  proc.discard(attempt);
+  proc.log.append({ kind: 'escalated', reason: 'sandbox denied the command; re-running without the sandbox' });
+  try {
+    await spawnAttempt(ctx, proc, input, { kind: 'unrestricted' });
+  } catch (err) {
+    ctx.log.warn({ processId: proc.id, err }, 'unsandboxed retry failed to start');
+    proc.fail(`retry failed to start: ${(err as Error).message}`);
+  }
+}

@@ -1,0 +1,93 @@
+/**
+ * Session sandbox and approval policy (the wire shapes of DESIGN.md section 4) and their
+ * resolution into the concrete sandbox a backend enforces for one attempt.
+ */
+import { posix } from 'node:path';
+import type { ResolvedSandbox } from '../backends/types.ts';
+
+export type SandboxPolicy =
+  | { readonly type: 'workspace-write'; readonly writableRoots?: readonly string[]; readonly networkAccess?: boolean; readonly excludeSlashTmp?: boolean }
+  | { readonly type: 'read-only'; readonly networkAccess?: boolean }
+  | { readonly type: 'danger-full-access' };
+
+export type ApprovalPolicy = 'untrusted' | 'on-failure' | 'on-request' | 'never' | { readonly granular: { readonly sandboxApproval: boolean } };
+
+/** The policy part of a session, fixed at creation. */
+export interface SessionPolicy {
+  readonly sandbox: SandboxPolicy;
+  readonly denyRead: readonly string[];
+  readonly approvalPolicy: ApprovalPolicy;
+  readonly strictAutoReview: boolean;
+  /** `report`: never retry on the server, always report `sandboxDenied` (the client decides). */
+  readonly denialHandling: 'server' | 'report';
+}
+
+/**
+ * A narrowing a client asks for on one start (Codex's `sandbox` permissions profile).
+ * It can only take rights away from the session policy, never add them.
+ */
+export interface SandboxNarrowing {
+  /** Writable roots the client allows; intersected with the session's. `[]` = read-only. */
+  readonly writableRoots?: readonly string[] | undefined;
+  readonly denyRead?: readonly string[] | undefined;
+  readonly network?: boolean | undefined;
+}
+
+function isWithin(path: string, root: string): boolean {
+  const rel = posix.relative(root, path);
+  return rel === '' || (!rel.startsWith('..') && !posix.isAbsolute(rel));
+}
+
+/**
+ * Writable roots of a policy for a session whose workspace is `workdir`: the workspace, `/tmp`
+ * unless excluded, and the extra roots. Empty for read-only; undefined for full access.
+ */
+export function writableRoots(policy: SandboxPolicy, workdir: string): string[] | undefined {
+  switch (policy.type) {
+    case 'danger-full-access':
+      return undefined;
+    case 'read-only':
+      return [];
+    case 'workspace-write':
+      return [workdir, ...(policy.excludeSlashTmp ? [] : ['/tmp']), ...(policy.writableRoots ?? [])].map((p) => posix.normalize(p));
+  }
+}
+
+/** The sandbox of a sandboxed attempt, with the client's narrowing applied on top. */
+export function resolveSandbox(policy: SessionPolicy, workdir: string, narrowing?: SandboxNarrowing): ResolvedSandbox {
+  const roots = writableRoots(policy.sandbox, workdir);
+  if (roots === undefined && !narrowing) return { kind: 'unrestricted' };
+  const sessionNetwork = policy.sandbox.type === 'danger-full-access' ? true : policy.sandbox.networkAccess === true;
+  let writable = roots ?? ['/'];
+  if (narrowing?.writableRoots) {
+    const asked = narrowing.writableRoots.map((p) => posix.normalize(p));
+    // Keep what both allow: an asked root inside a session root, or a session root inside an asked one.
+    writable = [
+      ...asked.filter((a) => writable.some((r) => isWithin(a, r))),
+      ...writable.filter((r) => asked.some((a) => isWithin(r, a) && r !== a)),
+    ];
+  }
+  return {
+    kind: 'restricted',
+    writableRoots: [...new Set(writable)],
+    denyRead: [...new Set([...policy.denyRead, ...(narrowing?.denyRead ?? [])])],
+    network: sessionNetwork && narrowing?.network !== false,
+  };
+}
+
+/** Whether `path` (absolute, canonical) may be written under `sandbox`. */
+export function canWrite(sandbox: ResolvedSandbox, path: string): boolean {
+  if (sandbox.kind === 'unrestricted') return true;
+  return sandbox.writableRoots.some((root) => isWithin(path, root)) && canRead(sandbox, path);
+}
+
+/** Whether `path` (absolute, canonical) may be read under `sandbox` (deny-read applies). */
+export function canRead(sandbox: ResolvedSandbox, path: string): boolean {
+  if (sandbox.kind === 'unrestricted') return true;
+  return !sandbox.denyRead.some((denied) => isWithin(path, denied));
+}
+
+/** Whether anything in the tree under `dir` is deny-read (a recursive copy or listing must not expose it). */
+export function containsDenied(sandbox: ResolvedSandbox, dir: string): boolean {
+  return sandbox.kind === 'restricted' && sandbox.denyRead.some((denied) => isWithin(denied, dir));
+}

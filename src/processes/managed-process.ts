@@ -1,0 +1,206 @@
+/**
+ * One client-visible process: its state machine, its event log, and the backend attempt(s)
+ * behind it. A denied sandboxed attempt may be replaced by an unsandboxed retry under the
+ * same process id; the attempt whose output is being held back is the only one that can be
+ * discarded, so clients never see output of an attempt that was retried.
+ */
+import { StringDecoder } from 'node:string_decoder';
+import type { BackendExit, BackendProcess, ProcessSink, SandboxType, SignalName, SpawnMode, StreamName } from '../backends/types.ts';
+import type { ProcessId } from '../ids.ts';
+import { OutputLog } from './output-log.ts';
+import { isTerminal, type ProcessState, type TerminalState } from './process-state.ts';
+
+const WRITE_ID_MEMORY = 1024;
+
+export interface ProcessSpec {
+  readonly id: ProcessId;
+  readonly argv: readonly string[];
+  readonly cwd: string;
+  readonly mode: SpawnMode;
+  readonly timeoutMs?: number | undefined;
+}
+
+/** One backend attempt. Output is held while `holding` (inside the early-exit window). */
+export class Attempt {
+  process: BackendProcess | undefined;
+  holding: boolean;
+  discarded = false;
+  exit: BackendExit | undefined;
+  readonly held: Array<{ stream: StreamName; data: Buffer }> = [];
+  heldBytes = 0;
+  droppedWhileHeld = 0;
+  readonly exited: Promise<BackendExit>;
+  #resolveExit!: (exit: BackendExit) => void;
+
+  constructor(holding: boolean) {
+    this.holding = holding;
+    this.exited = new Promise((resolve) => (this.#resolveExit = resolve));
+  }
+
+  markExited(exit: BackendExit): void {
+    this.exit = exit;
+    this.#resolveExit(exit);
+  }
+
+  /** Text of the held output, for the denial classifier. */
+  heldText(): string {
+    const decoder = new StringDecoder('utf8');
+    return this.held.map((c) => decoder.write(c.data)).join('') + decoder.end();
+  }
+}
+
+export class ManagedProcess {
+  readonly spec: ProcessSpec;
+  readonly log: OutputLog;
+  readonly createdAt = Date.now();
+  lastUsed = Date.now();
+  state: ProcessState = { status: 'starting' };
+  sandboxType: SandboxType = 'none';
+  sandboxDenied = false;
+  stdinOpen: boolean;
+  /** Set when the server ends the process itself; decides the terminal state of the exit. */
+  pendingEnd: 'timed-out' | 'terminated' | undefined;
+  attempt: Attempt | undefined;
+  readonly #holdLimit: number;
+  readonly #writeIds = new Set<string>();
+  readonly #timers = new Set<NodeJS.Timeout>();
+  #onTerminal: ((p: ManagedProcess) => void) | undefined;
+
+  constructor(spec: ProcessSpec, retentionBytes: number, onTerminal?: (p: ManagedProcess) => void) {
+    this.spec = spec;
+    this.log = new OutputLog(retentionBytes);
+    this.#holdLimit = retentionBytes;
+    this.stdinOpen = spec.mode !== 'pipe-no-stdin';
+    this.#onTerminal = onTerminal;
+  }
+
+  get id(): ProcessId {
+    return this.spec.id;
+  }
+
+  get running(): boolean {
+    return this.state.status === 'running';
+  }
+
+  /** Starts a new attempt and returns the sink its backend process reports to. */
+  beginAttempt(holding: boolean): { attempt: Attempt; sink: ProcessSink } {
+    const attempt = new Attempt(holding);
+    this.attempt = attempt;
+    this.stdinOpen = this.spec.mode !== 'pipe-no-stdin';
+    const sink: ProcessSink = {
+      output: (stream, data) => {
+        if (attempt.discarded || data.length === 0) return;
+        if (!attempt.holding) {
+          this.log.append({ kind: 'output', stream, data });
+          return;
+        }
+        attempt.held.push({ stream, data });
+        attempt.heldBytes += data.length;
+        // Bounded like the log itself: a burst inside the window drops its oldest bytes.
+        while (attempt.heldBytes > this.#holdLimit && attempt.held.length > 1) {
+          const old = attempt.held.shift();
+          if (!old) break;
+          attempt.heldBytes -= old.data.length;
+          attempt.droppedWhileHeld += old.data.length;
+        }
+      },
+      exit: (result) => {
+        if (attempt.exit) return;
+        attempt.markExited(result);
+        if (!attempt.holding && !attempt.discarded) this.finish(result, false);
+      },
+    };
+    return { attempt, sink };
+  }
+
+  /** Ends the window of `attempt`: publishes what it held and, if it already exited, the exit. */
+  release(attempt: Attempt, sandboxDenied = false): void {
+    if (!attempt.holding) return;
+    attempt.holding = false;
+    this.log.recordDropped(attempt.droppedWhileHeld);
+    for (const chunk of attempt.held.splice(0)) this.log.append({ kind: 'output', stream: chunk.stream, data: chunk.data });
+    attempt.heldBytes = 0;
+    if (attempt.exit) this.finish(attempt.exit, sandboxDenied);
+  }
+
+  /** Drops an attempt that was classified as denied and is about to be retried. */
+  discard(attempt: Attempt): void {
+    attempt.discarded = true;
+    attempt.holding = false;
+    attempt.held.length = 0;
+    attempt.heldBytes = 0;
+  }
+
+  /** Records the terminal state, appends `exited` then `closed` (backends deliver exit after all output). */
+  finish(exit: BackendExit, sandboxDenied: boolean): void {
+    if (isTerminal(this.state)) return;
+    this.clearTimers();
+    const state = this.#terminalState(exit);
+    this.state = state;
+    this.sandboxDenied = sandboxDenied;
+    this.stdinOpen = false;
+    this.log.append({ kind: 'exited', state, sandboxDenied });
+    this.log.append({ kind: 'closed' });
+    this.#onTerminal?.(this);
+  }
+
+  /** Ends a process that never got (or lost) its backend attempt. */
+  fail(reason: string): void {
+    this.finish({ kind: 'lost', reason }, false);
+  }
+
+  #terminalState(exit: BackendExit): TerminalState {
+    if (exit.kind === 'lost') return { status: 'lost', exitCode: -1, reason: exit.reason };
+    if (this.pendingEnd === 'timed-out') return { status: 'timed-out', exitCode: 124 };
+    if (exit.kind === 'signaled') {
+      const exitCode = 128 + exit.signo;
+      return this.pendingEnd === 'terminated' ? { status: 'terminated', exitCode, signal: exit.signal } : { status: 'signaled', exitCode, signal: exit.signal };
+    }
+    if (this.pendingEnd === 'terminated') return { status: 'terminated', exitCode: exit.code, signal: 'SIGTERM' };
+    return { status: 'exited', exitCode: exit.code };
+  }
+
+  /** Remembers a writeId; false when it was seen before (the write is a retry). */
+  rememberWrite(writeId: string): boolean {
+    if (this.#writeIds.has(writeId)) return false;
+    this.#writeIds.add(writeId);
+    if (this.#writeIds.size > WRITE_ID_MEMORY) {
+      const oldest = this.#writeIds.values().next().value;
+      if (oldest !== undefined) this.#writeIds.delete(oldest);
+    }
+    return true;
+  }
+
+  async signal(signal: SignalName): Promise<void> {
+    await this.attempt?.process?.signal(signal);
+  }
+
+  /**
+   * SIGTERM to the group, SIGKILL after `graceMs` if still running. `reason` decides how the
+   * exit is reported. Resolves once the signal is sent (not when the process is gone).
+   */
+  async end(reason: 'timed-out' | 'terminated', graceMs: number): Promise<void> {
+    if (isTerminal(this.state)) return;
+    this.pendingEnd ??= reason;
+    const attempt = this.attempt;
+    if (!attempt?.process) return;
+    // Not one of #timers: the group may outlive its leader (a child trapping SIGTERM), so the
+    // SIGKILL goes to the group even after the exit has been recorded.
+    setTimeout(() => void attempt.process?.signal('SIGKILL').catch(() => undefined), graceMs).unref();
+    await attempt.process.signal('SIGTERM');
+  }
+
+  addTimer(fn: () => void, ms: number): void {
+    const timer = setTimeout(() => {
+      this.#timers.delete(timer);
+      fn();
+    }, ms);
+    timer.unref();
+    this.#timers.add(timer);
+  }
+
+  clearTimers(): void {
+    for (const t of this.#timers) clearTimeout(t);
+    this.#timers.clear();
+  }
+}

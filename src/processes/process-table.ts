@@ -1,0 +1,242 @@
+/**
+ * The processes of one session: start through the policy gate, read/write/signal/terminate,
+ * the per-session limit with Codex's pruning rule, and retention of ended processes.
+ */
+import type { SignalName, SpawnMode, TerminalSize } from '../backends/types.ts';
+import { execError } from '../errors.ts';
+import type { ProcessId } from '../ids.ts';
+import { startWithPolicy, type OrchestratorContext } from '../policy/orchestrator.ts';
+import type { SandboxPermissions } from '../policy/approval-gate.ts';
+import type { SandboxNarrowing } from '../policy/sandbox-policy.ts';
+import { buildEnvironment, type EnvPolicy } from './environment.ts';
+import { ManagedProcess } from './managed-process.ts';
+import type { LogEvent, ReadResult } from './output-log.ts';
+import { isTerminal } from './process-state.ts';
+
+/** Processes protected from pruning: the most recently used ones (Codex keeps 8). */
+const PRUNE_PROTECTED = 8;
+const DEFAULT_SIZE: TerminalSize = { cols: 80, rows: 24 };
+
+export interface ProcessLimits {
+  readonly maxProcesses: number;
+  readonly retentionBytes: number;
+  readonly exitedRetentionMs: number;
+  readonly terminateGraceMs: number;
+}
+
+/** A start as the engine sees it: decoded and validated at the edge. */
+export interface StartRequest {
+  readonly processId: ProcessId;
+  readonly argv: readonly string[];
+  readonly cwd?: string | undefined;
+  readonly env?: Readonly<Record<string, string>> | undefined;
+  readonly envPolicy?: EnvPolicy | undefined;
+  readonly mode: SpawnMode;
+  readonly arg0?: string | undefined;
+  readonly size?: TerminalSize | undefined;
+  readonly timeoutMs?: number | undefined;
+  readonly sandboxPermissions?: SandboxPermissions | undefined;
+  readonly approval?: 'approved' | 'approved-for-session' | undefined;
+  readonly narrowing?: SandboxNarrowing | undefined;
+}
+
+export type WriteStatus = 'accepted' | 'unknownProcess' | 'stdinClosed' | 'starting';
+
+export interface ReadRequest {
+  readonly afterSeq: number;
+  readonly maxBytes: number;
+  readonly waitMs: number;
+  readonly signal?: AbortSignal | undefined;
+}
+
+export interface ProcessSummary {
+  readonly processId: ProcessId;
+  readonly argv: readonly string[];
+  readonly mode: SpawnMode;
+  readonly status: string;
+  readonly exitCode: number | null;
+  readonly sandboxType: string;
+  readonly nextSeq: number;
+  readonly createdAtMs: number;
+}
+
+export class ProcessTable {
+  readonly #procs = new Map<ProcessId, ManagedProcess>();
+  readonly #ctx: OrchestratorContext;
+  readonly #limits: ProcessLimits;
+  readonly #baseEnv: Readonly<Record<string, string>>;
+  readonly #listeners = new Set<(proc: ManagedProcess, event: LogEvent) => void>();
+  #closed = false;
+
+  constructor(ctx: OrchestratorContext, limits: ProcessLimits, baseEnv: Readonly<Record<string, string>>) {
+    this.#ctx = ctx;
+    this.#limits = limits;
+    this.#baseEnv = baseEnv;
+  }
+
+  get size(): number {
+    return this.#procs.size;
+  }
+
+  get runningCount(): number {
+    let n = 0;
+    for (const p of this.#procs.values()) if (!isTerminal(p.state)) n++;
+    return n;
+  }
+
+  /** Every event of every process, for the attached connection's notifications. */
+  subscribe(listener: (proc: ManagedProcess, event: LogEvent) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  get(id: ProcessId): ManagedProcess {
+    const proc = this.#procs.get(id);
+    if (!proc) throw execError('EXEC_ERR_PROCESS_NOT_FOUND', `unknown process id ${id}`);
+    return proc;
+  }
+
+  find(id: ProcessId): ManagedProcess | undefined {
+    return this.#procs.get(id);
+  }
+
+  async start(req: StartRequest): Promise<ManagedProcess> {
+    if (this.#closed) throw execError('EXEC_ERR_SESSION_DEAD', 'session is closed');
+    if (this.#procs.has(req.processId)) throw execError('EXEC_ERR_PROCESS_EXISTS', `process ${req.processId} already exists`);
+    this.#pruneIfNeeded();
+    const cwd = req.cwd ?? this.#ctx.backend.workdir;
+    const proc = new ManagedProcess({ id: req.processId, argv: req.argv, cwd, mode: req.mode, timeoutMs: req.timeoutMs }, this.#limits.retentionBytes, (p) => this.#onTerminal(p));
+    proc.log.subscribe((event) => {
+      if (event.kind === 'output') this.#ctx.metrics.streamBytes.inc({ stream: event.stream }, event.data.length);
+      for (const listener of this.#listeners) listener(proc, event);
+    });
+    this.#procs.set(req.processId, proc);
+    const env = buildEnvironment(this.#baseEnv, req.envPolicy, req.env);
+    try {
+      await startWithPolicy(this.#ctx, proc, {
+        sandboxPermissions: req.sandboxPermissions ?? 'use-default',
+        approval: req.approval,
+        narrowing: req.narrowing,
+        spawn: { argv: req.argv, arg0: req.arg0, cwd, env, mode: req.mode, size: req.size ?? DEFAULT_SIZE },
+      });
+    } catch (err) {
+      this.#procs.delete(req.processId);
+      proc.clearTimers();
+      throw err;
+    }
+    if (req.timeoutMs !== undefined) {
+      proc.addTimer(() => void proc.end('timed-out', this.#limits.terminateGraceMs).catch(() => undefined), req.timeoutMs);
+    }
+    return proc;
+  }
+
+  /** Long-poll read (Codex `process/read`). */
+  async read(id: ProcessId, req: ReadRequest): Promise<{ proc: ManagedProcess; result: ReadResult }> {
+    const proc = this.get(id);
+    proc.lastUsed = Date.now();
+    await proc.log.waitFor(req.afterSeq, req.waitMs, req.signal);
+    return { proc, result: proc.log.read(req.afterSeq, req.maxBytes) };
+  }
+
+  async write(id: ProcessId, chunk: Buffer, writeId: string | undefined): Promise<WriteStatus> {
+    const proc = this.#procs.get(id);
+    if (!proc) return 'unknownProcess';
+    proc.lastUsed = Date.now();
+    if (proc.state.status === 'starting') return 'starting';
+    if (writeId !== undefined && !proc.rememberWrite(writeId)) return 'accepted';
+    if (isTerminal(proc.state)) return 'stdinClosed';
+    if (!proc.stdinOpen) {
+      // Codex: exactly "\u0003" to a pipe process without stdin is an interrupt.
+      if (proc.spec.mode !== 'pty' && chunk.length === 1 && chunk[0] === 3) {
+        await proc.signal('SIGINT');
+        return 'accepted';
+      }
+      return 'stdinClosed';
+    }
+    await proc.attempt?.process?.write(chunk);
+    this.#ctx.metrics.streamBytes.inc({ stream: 'stdin' }, chunk.length);
+    return 'accepted';
+  }
+
+  async closeStdin(id: ProcessId): Promise<void> {
+    const proc = this.get(id);
+    proc.lastUsed = Date.now();
+    if (!proc.stdinOpen) return;
+    proc.stdinOpen = false;
+    await proc.attempt?.process?.closeStdin();
+  }
+
+  async resize(id: ProcessId, size: TerminalSize): Promise<void> {
+    const proc = this.get(id);
+    if (proc.spec.mode !== 'pty') throw execError('EXEC_ERR_INVALID_REQUEST', `process ${id} has no terminal (started without tty)`);
+    proc.lastUsed = Date.now();
+    if (!isTerminal(proc.state)) await proc.attempt?.process?.resize(size);
+  }
+
+  async signal(id: ProcessId, signal: SignalName): Promise<void> {
+    const proc = this.get(id);
+    proc.lastUsed = Date.now();
+    if (proc.state.status === 'starting') throw execError('EXEC_ERR_PROCESS_STARTING', `process id ${id} is starting`);
+    if (!isTerminal(proc.state)) await proc.signal(signal);
+  }
+
+  /** `{running}`: true if a running process was told to end. */
+  async terminate(id: ProcessId): Promise<boolean> {
+    const proc = this.#procs.get(id);
+    if (!proc || proc.state.status !== 'running') return false;
+    proc.lastUsed = Date.now();
+    await proc.end('terminated', this.#limits.terminateGraceMs);
+    return true;
+  }
+
+  async terminateAll(): Promise<number> {
+    const running = [...this.#procs.values()].filter((p) => p.state.status === 'running');
+    await Promise.all(running.map((p) => p.end('terminated', this.#limits.terminateGraceMs).catch(() => undefined)));
+    return running.length;
+  }
+
+  list(): ProcessSummary[] {
+    return [...this.#procs.values()].map((p) => ({
+      processId: p.id,
+      argv: p.spec.argv,
+      mode: p.spec.mode,
+      status: p.state.status,
+      exitCode: isTerminal(p.state) ? p.state.exitCode : null,
+      sandboxType: p.sandboxType,
+      nextSeq: p.log.nextSeq,
+      createdAtMs: p.createdAt,
+    }));
+  }
+
+  /** Ends every process whose backend is gone (container lost). */
+  markAllLost(reason: string): void {
+    for (const p of this.#procs.values()) if (!isTerminal(p.state)) p.fail(reason);
+  }
+
+  /** Kills everything (session destroyed): SIGKILL, no grace. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await Promise.all([...this.#procs.values()].filter((p) => !isTerminal(p.state)).map((p) => p.signal('SIGKILL').catch(() => undefined)));
+  }
+
+  #onTerminal(proc: ManagedProcess): void {
+    this.#ctx.metrics.processExits.inc({ terminal: proc.state.status });
+    proc.addTimer(() => {
+      if (this.#procs.get(proc.id) === proc) this.#procs.delete(proc.id);
+    }, this.#limits.exitedRetentionMs);
+  }
+
+  /** Codex's rule: protect the most recently used; drop the LRU ended one, else the LRU of any. */
+  #pruneIfNeeded(): void {
+    while (this.#procs.size >= this.#limits.maxProcesses) {
+      const byRecency = [...this.#procs.values()].sort((a, b) => b.lastUsed - a.lastUsed);
+      const candidates = byRecency.slice(PRUNE_PROTECTED).reverse();
+      const victim = candidates.find((p) => isTerminal(p.state)) ?? candidates.find((p) => p.state.status === 'running');
+      if (!victim) throw execError('EXEC_ERR_PROCESS_LIMIT', `session has ${this.#procs.size} processes (limit ${this.#limits.maxProcesses}) and none can be pruned`);
+      this.#procs.delete(victim.id);
+      victim.clearTimers();
+      if (!isTerminal(victim.state)) void victim.end('terminated', 0).catch(() => undefined);
+      this.#ctx.log.info({ processId: victim.id }, 'pruned process to stay under the per-session limit');
+    }
+  }
+}
