@@ -1,0 +1,76 @@
+/**
+ * The hardened container every session runs in. One function builds the create options so the
+ * hardening is reviewed in one place (and read back by test/docker/hardening.test.ts).
+ */
+import type Docker from 'dockerode';
+
+/**
+ * Capabilities root-in-container keeps after `CapDrop: ALL` (each justified in
+ * docs/docker-backend.md): the container-user sandbox preparation needs CHOWN and FOWNER;
+ * DAC_OVERRIDE lets the unsandboxed (root) attempt write into the sandbox user's writable roots;
+ * KILL lets root signal process groups that changed uid; SETUID/SETGID let root tools drop
+ * privileges (package managers, su). Everything else (NET_RAW, MKNOD, SYS_CHROOT, AUDIT_WRITE,
+ * NET_BIND_SERVICE, FSETID, SETFCAP, SETPCAP...) is dropped.
+ */
+export const KEPT_CAPABILITIES = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'KILL', 'SETUID', 'SETGID'] as const;
+
+/** tmpfs inside every container for pid files (not committed into snapshots, gone with the container). */
+export const CONTROL_DIR = '/run/exec-server';
+
+/**
+ * PID 1 is docker-init (`Init: true`, reaps zombies); its child is this loop, which keeps the
+ * container alive whatever the image's own CMD is. A loop rather than `sleep infinity` because
+ * not every sleep understands `infinity`.
+ */
+export const KEEPALIVE_CMD = ['/bin/sh', '-c', 'trap "exit 0" TERM; while :; do sleep 3600 & wait $!; done'];
+
+export interface ContainerConfigInput {
+  readonly name: string;
+  readonly image: string;
+  readonly labels: Record<string, string>;
+  readonly memoryMb: number;
+  readonly cpus: number;
+  readonly pids: number;
+  readonly network: boolean;
+  readonly workdir: string;
+  readonly controlTmpfsSize: string;
+}
+
+export function buildContainerConfig(input: ContainerConfigInput): Docker.ContainerCreateOptions {
+  return {
+    name: input.name,
+    Image: input.image,
+    Cmd: KEEPALIVE_CMD,
+    Entrypoint: [],
+    WorkingDir: '/',
+    User: '0:0',
+    Labels: input.labels,
+    Tty: false,
+    OpenStdin: false,
+    AttachStdin: false,
+    AttachStdout: false,
+    AttachStderr: false,
+    NetworkDisabled: !input.network,
+    HostConfig: {
+      Init: true,
+      Privileged: false,
+      CapDrop: ['ALL'],
+      CapAdd: [...KEPT_CAPABILITIES],
+      SecurityOpt: ['no-new-privileges'],
+      NetworkMode: input.network ? 'bridge' : 'none',
+      Memory: input.memoryMb * 1024 * 1024,
+      // Same as Memory: no swap on top of the limit.
+      MemorySwap: input.memoryMb * 1024 * 1024,
+      NanoCpus: Math.round(input.cpus * 1e9),
+      PidsLimit: input.pids,
+      Binds: [],
+      Mounts: [],
+      Tmpfs: { [CONTROL_DIR]: `rw,nosuid,nodev,noexec,mode=755,size=${input.controlTmpfsSize}` },
+      RestartPolicy: { Name: 'no' },
+      AutoRemove: false,
+      ReadonlyRootfs: false,
+      IpcMode: 'private',
+      LogConfig: { Type: 'none', Config: {} },
+    },
+  };
+}

@@ -1,0 +1,249 @@
+/**
+ * `SessionFs` of a container. Metadata comes from the archive API's HEAD (one HTTP round trip,
+ * no exec); everything else runs a small root shell script through an exec, because execs
+ * stream both ways with backpressure: reads are `tail -c +N` piped out through the demuxer,
+ * writes are `cat > file` fed through the hijacked stdin and half-closed at the end. (The
+ * archive API's PUT needs each file's size in its tar header before the first byte, so an
+ * upload of unknown length would have to be buffered or spooled: not bounded.)
+ * Measurements are in docs/docker-backend.md.
+ */
+import { posix } from 'node:path';
+import { Transform } from 'node:stream';
+import type Docker from 'dockerode';
+import { execError, ExecServerError, fromErrno } from '../../errors.ts';
+import type { DirectoryEntry, FileMetadata, SessionFs } from '../types.ts';
+import { statusOf, withDeadline } from './engine-client.ts';
+import { runControl, streamControl, type ControlResult } from './exec-runner.ts';
+
+/** Error tokens the scripts print on stderr (first line), and what they mean. */
+const ERRNO_BY_TEXT: ReadonlyArray<readonly [RegExp, string]> = [
+  [/^ENOENT|No such file or directory/m, 'ENOENT'],
+  [/^EACCES|Permission denied|Operation not permitted/m, 'EACCES'],
+  [/^EROFS|Read-only file system/m, 'EROFS'],
+  [/^EISDIR|Is a directory/m, 'EISDIR'],
+  [/^ENOTDIR|Not a directory/m, 'ENOTDIR'],
+  [/^EEXIST|File exists/m, 'EEXIST'],
+  [/^ENOTEMPTY|Directory not empty/m, 'ENOTEMPTY'],
+  [/^ENOSPC|No space left on device/m, 'ENOSPC'],
+];
+
+/** Maps a failed script to the registry, through `fromErrno` like the local backend. */
+export function scriptError(result: ControlResult, what: string): ExecServerError {
+  const text = result.stderr.trim();
+  const match = ERRNO_BY_TEXT.find(([re]) => re.test(text));
+  const code = match?.[1];
+  if (code === 'EISDIR') return execError('EXEC_ERR_FS', `${what}: Is a directory`);
+  const err = Object.assign(new Error(text.replace(/^E[A-Z]+\s*/, '') || `exit ${result.exitCode}`), { code });
+  return fromErrno(err, what);
+}
+
+const S = {
+  realpath: [
+    'p=$1; rest=',
+    'while [ ! -e "$p" ] && [ ! -L "$p" ] && [ "$p" != / ]; do rest="/${p##*/}$rest"; p=${p%/*}; [ -n "$p" ] || p=/; done',
+    'r=$(realpath -- "$p" 2>/dev/null) || r=$p',
+    'printf "%s%s" "$r" "$rest"',
+  ].join('\n'),
+  readFile: [
+    '[ -e "$1" ] || { echo ENOENT >&2; exit 2; }',
+    '[ -d "$1" ] && { echo EISDIR >&2; exit 2; }',
+    's=$(stat -L -c %s -- "$1") || exit 2',
+    '[ "$s" -le "$2" ] || { echo "ETOOBIG $s" >&2; exit 3; }',
+    'exec head -c "$(($2 + 1))" -- "$1"',
+  ].join('\n'),
+  openRead: [
+    '[ -e "$1" ] || { echo ENOENT >&2; exit 2; }',
+    '[ -d "$1" ] && { echo EISDIR >&2; exit 2; }',
+    'exec tail -c +"$(($2 + 1))" -- "$1"',
+  ].join('\n'),
+  write: [
+    'd=${1%/*}; [ -n "$d" ] || d=/',
+    '[ -d "$d" ] || { echo ENOENT >&2; cat >/dev/null; exit 2; }',
+    '[ -d "$1" ] && { echo EISDIR >&2; cat >/dev/null; exit 2; }',
+    'exec cat >"$1"',
+  ].join('\n'),
+  mkdir: [
+    'if [ "$2" = 1 ]; then exec mkdir -p -- "$1"; fi',
+    '[ -e "$1" ] && { echo EEXIST >&2; exit 2; }',
+    'exec mkdir -- "$1"',
+  ].join('\n'),
+  readdir: [
+    '[ -e "$1" ] || { echo ENOENT >&2; exit 2; }',
+    '[ -d "$1" ] || { echo ENOTDIR >&2; exit 2; }',
+    'cd -- "$1" || exit 2',
+    'for f in * .[!.]* ..?*; do',
+    '  [ -e "$f" ] || [ -L "$f" ] || continue',
+    '  if [ -d "$f" ]; then t=d; elif [ -f "$f" ]; then t=f; else t=o; fi',
+    '  printf "%s/%s\\0" "$t" "$f"',
+    'done',
+  ].join('\n'),
+  remove: [
+    'if [ ! -e "$1" ] && [ ! -L "$1" ]; then [ "$3" = 1 ] && exit 0; echo ENOENT >&2; exit 2; fi',
+    'if [ -d "$1" ] && [ ! -L "$1" ]; then',
+    '  [ "$2" = 1 ] || { echo "$1: Is a directory (pass recursive)" >&2; exit 4; }',
+    '  exec rm -rf -- "$1"',
+    'fi',
+    'exec rm -f -- "$1"',
+  ].join('\n'),
+  copy: [
+    '[ -e "$1" ] || { echo ENOENT >&2; exit 2; }',
+    'if [ -d "$1" ]; then',
+    '  [ "$3" = 1 ] || { echo "$1: Is a directory (pass recursive)" >&2; exit 4; }',
+    '  mkdir -p -- "$2" && exec cp -a -- "$1"/. "$2"/',
+    'fi',
+    'exec cp -a -- "$1" "$2"',
+  ].join('\n'),
+};
+
+/** Stat record the engine returns in `X-Docker-Container-Path-Stat` (lstat semantics). */
+interface PathStat {
+  name: string;
+  size: number;
+  mode: number;
+  mtime: string;
+  linkTarget: string;
+}
+const MODE_DIR = 0x80000000;
+const MODE_SYMLINK = 0x08000000;
+/** Go's os.ModeType: every type bit; none set = regular file. */
+const MODE_TYPE = 0x80000000 | 0x08000000 | 0x02000000 | 0x01000000 | 0x04000000 | 0x00200000 | 0x00080000;
+
+export interface ContainerFsHost {
+  readonly container: Docker.Container;
+  readonly timeoutMs: number;
+  /** Called before anything that creates or changes files (the sandbox must re-own them). */
+  mutated(): void;
+}
+
+export function createContainerFs(host: ContainerFsHost): SessionFs {
+  const run = async (what: string, script: string, args: string[], extra?: { stdin?: NodeJS.ReadableStream; maxStdout?: number }): Promise<Buffer> => {
+    const result = await runControl(host.container, {
+      cmd: ['/bin/sh', '-c', script, 'sh', ...args],
+      timeoutMs: host.timeoutMs,
+      stdin: extra?.stdin,
+      maxStdout: extra?.maxStdout,
+    });
+    if (result.exitCode !== 0) throw scriptError(result, what);
+    return result.stdout;
+  };
+
+  const pathStat = async (path: string): Promise<PathStat> => {
+    const res = await withDeadline(`stat ${path}`, host.timeoutMs, (abortSignal) =>
+      host.container.infoArchive({ path, abortSignal }) as Promise<unknown>,
+    ).catch((err: unknown) => {
+      if (statusOf((err as ExecServerError).cause) === 404) throw fromErrno(Object.assign(new Error('not found'), { code: 'ENOENT' }), path);
+      throw err;
+    });
+    const msg = res as NodeJS.ReadableStream & { headers?: Record<string, string> };
+    msg.resume?.();
+    const header = msg.headers?.['x-docker-container-path-stat'];
+    if (header === undefined) throw execError('EXEC_ERR_BACKEND', `stat ${path}: engine sent no path stat`);
+    return JSON.parse(Buffer.from(header, 'base64').toString('utf8')) as PathStat;
+  };
+
+  return {
+    async realpath(path) {
+      const out = await run(path, S.realpath, [posix.normalize(path)]);
+      return posix.normalize(out.toString('utf8'));
+    },
+
+    async stat(path): Promise<FileMetadata> {
+      const link = await pathStat(path);
+      const isSymlink = (link.mode & MODE_SYMLINK) !== 0;
+      // Like stat(2) for type and size; a dangling link reports itself.
+      const target = isSymlink && link.linkTarget !== '' ? await pathStat(link.linkTarget).catch(() => link) : link;
+      const mtime = Date.parse(target.mtime);
+      return {
+        isDirectory: (target.mode & MODE_DIR) !== 0,
+        isFile: (target.mode & MODE_TYPE) === 0,
+        isSymlink,
+        size: target.size,
+        createdAtMs: mtime,
+        modifiedAtMs: mtime,
+      };
+    },
+
+    async readFile(path, maxBytes) {
+      const result = await runControl(host.container, {
+        cmd: ['/bin/sh', '-c', S.readFile, 'sh', path, String(maxBytes)],
+        timeoutMs: host.timeoutMs,
+        maxStdout: maxBytes + 1,
+      }).catch((err: unknown) => {
+        if (err instanceof ExecServerError && err.code === 'EXEC_ERR_TOO_LARGE') throw tooLarge(path, maxBytes);
+        throw err;
+      });
+      if (result.exitCode === 3) throw tooLarge(path, maxBytes);
+      if (result.exitCode === 2 && /^EISDIR/.test(result.stderr)) throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`);
+      if (result.exitCode !== 0) throw scriptError(result, path);
+      if (result.stdout.length > maxBytes) throw tooLarge(path, maxBytes);
+      return result.stdout;
+    },
+
+    async openRead(path, offset) {
+      // Checked first so that open errors are thrown here, not as a broken stream later.
+      const info = await this.stat(path);
+      if (info.isDirectory) throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`);
+      const { stdout } = await streamControl(host.container, {
+        cmd: ['/bin/sh', '-c', S.openRead, 'sh', path, String(Math.max(0, Math.trunc(offset)))],
+        timeoutMs: host.timeoutMs,
+        failure: (r) => (r.exitCode === 0 ? undefined : scriptError(r, path)),
+      });
+      return stdout;
+    },
+
+    async writeFile(path, data) {
+      host.mutated();
+      await run(path, S.write, [path], { stdin: bufferStream(data) });
+    },
+
+    async writeStream(path, source) {
+      host.mutated();
+      let bytes = 0;
+      const counter = new Transform({
+        transform(chunk: Buffer, _enc, cb) {
+          bytes += chunk.length;
+          cb(null, chunk);
+        },
+      });
+      source.on('error', (err: Error) => counter.destroy(err));
+      await run(path, S.write, [path], { stdin: source.pipe(counter) });
+      return bytes;
+    },
+
+    async createDirectory(path, recursive) {
+      host.mutated();
+      await run(path, S.mkdir, [path, recursive ? '1' : '0']);
+    },
+
+    async readDirectory(path): Promise<DirectoryEntry[]> {
+      const out = await run(path, S.readdir, [path], { maxStdout: 64 * 1024 * 1024 });
+      const entries: DirectoryEntry[] = [];
+      for (const rec of out.toString('utf8').split('\0')) {
+        if (rec.length < 3) continue;
+        const type = rec[0];
+        entries.push({ fileName: rec.slice(2), isDirectory: type === 'd', isFile: type === 'f' });
+      }
+      return entries;
+    },
+
+    async remove(path, recursive, force) {
+      host.mutated();
+      await run(path, S.remove, [path, recursive ? '1' : '0', force ? '1' : '0']);
+    },
+
+    async copy(source, destination, recursive) {
+      host.mutated();
+      await run(source, S.copy, [source, destination, recursive ? '1' : '0']);
+    },
+  };
+}
+
+function tooLarge(path: string, maxBytes: number): ExecServerError {
+  return execError('EXEC_ERR_TOO_LARGE', `${path} is more than the ${maxBytes}-byte limit of fs/readFile; use fs/open and fs/readBlock`);
+}
+
+function bufferStream(data: Buffer): NodeJS.ReadableStream {
+  const t = new Transform();
+  t.end(data);
+  return t;
+}

@@ -1,0 +1,224 @@
+/**
+ * One user command running as a Docker exec (PTY or pipe), wrapped so its process group can be
+ * signalled from a second exec (see scripts.ts). Output goes straight to the sink as it
+ * arrives; the exit is taken from `exec.inspect()` only after the stream ended and the demuxer
+ * handed over everything, so `sink.exit` always comes after the last `sink.output`.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Duplex } from 'node:stream';
+import type Docker from 'dockerode';
+import type { BackendExit, BackendProcess, ProcessSink, SandboxType, SignalName, SpawnRequest, TerminalSize } from '../types.ts';
+import { callbackWritable, FrameDemuxer } from './frame-demuxer.ts';
+import { demuxDone, runControl, socketClosed, startExec, waitExecExit } from './exec-runner.ts';
+import type { DockerLogger } from './options.ts';
+import { ROOT_PID_DIR, SIGNAL_SCRIPT, USER_PID_DIR, WRAPPER_SCRIPT } from './scripts.ts';
+
+const SIGNO: Readonly<Record<string, number>> = {
+  SIGHUP: 1,
+  SIGINT: 2,
+  SIGQUIT: 3,
+  SIGKILL: 9,
+  SIGUSR1: 10,
+  SIGUSR2: 12,
+  SIGTERM: 15,
+};
+
+/** What a process needs from its session. */
+export interface ProcessHost {
+  readonly container: Docker.Container;
+  readonly timeoutMs: number;
+  readonly log: DockerLogger;
+  /** Set once the container is known dead (events or inspection). */
+  lostReason(): string | undefined;
+  /** Fresh look at the container: running or not (undefined: engine unreachable). */
+  containerRunning(): Promise<boolean | undefined>;
+  /** The process is over; its pid file can be removed. */
+  finished(process: DockerProcess, pidFile: string, user: string): void;
+}
+
+export interface SpawnOptions {
+  readonly user: string;
+  readonly sandboxType: SandboxType;
+}
+
+/** Starts `request` in the session container; resolves once the engine started the exec. */
+export async function spawnDockerProcess(host: ProcessHost, request: SpawnRequest, sink: ProcessSink, o: SpawnOptions): Promise<DockerProcess> {
+  const id = randomUUID();
+  const isRoot = o.user === '0:0' || o.user === '0' || o.user === 'root';
+  const pidFile = `${isRoot ? ROOT_PID_DIR : USER_PID_DIR}/${id}`;
+  const tty = request.mode === 'pty';
+  const stty = tty ? `rows ${request.size.rows} cols ${request.size.cols}` : '';
+  const { exec, socket } = await startExec(
+    host.container,
+    {
+      Cmd: ['/bin/sh', '-c', WRAPPER_SCRIPT, 'sh', pidFile, request.cwd, stty, request.arg0 ?? '', ...request.argv],
+      Env: Object.entries(request.env).map(([k, v]) => `${k}=${v}`),
+      User: o.user,
+      Tty: tty,
+      AttachStdin: request.mode !== 'pipe-no-stdin',
+      AttachStdout: true,
+      AttachStderr: true,
+    },
+    host.timeoutMs,
+  );
+  const proc = new DockerProcess(host, exec, socket, request.mode, o.sandboxType, pidFile, o.user, sink);
+  if (tty) void proc.resize(request.size);
+  return proc;
+}
+
+export class DockerProcess implements BackendProcess {
+  readonly sandboxType: SandboxType;
+  readonly #host: ProcessHost;
+  readonly #exec: Docker.Exec;
+  readonly #socket: Duplex;
+  readonly #mode: SpawnRequest['mode'];
+  readonly #pidFile: string;
+  readonly #user: string;
+  readonly #sink: ProcessSink;
+  #exited = false;
+  #stdinClosed: boolean;
+  #lost: string | undefined;
+  #wakeLost: (() => void) | undefined;
+  readonly #signalsSent = new Set<number>();
+
+  constructor(
+    host: ProcessHost,
+    exec: Docker.Exec,
+    socket: Duplex,
+    mode: SpawnRequest['mode'],
+    sandboxType: SandboxType,
+    pidFile: string,
+    user: string,
+    sink: ProcessSink,
+  ) {
+    this.#host = host;
+    this.#exec = exec;
+    this.#socket = socket;
+    this.#mode = mode;
+    this.sandboxType = sandboxType;
+    this.#pidFile = pidFile;
+    this.#user = user;
+    this.#sink = sink;
+    this.#stdinClosed = mode === 'pipe-no-stdin';
+    void this.#run();
+  }
+
+  get exited(): boolean {
+    return this.#exited;
+  }
+
+  /** Streams output until the connection ends, then settles the exit exactly once. */
+  async #run(): Promise<void> {
+    const socket = this.#socket;
+    socket.on('error', (err) => this.#host.log.debug({ err: err.message }, 'exec stream error'));
+    let demux: FrameDemuxer | undefined;
+    if (this.#mode === 'pty') {
+      socket.on('data', (d: Buffer) => {
+        if (!this.#exited) this.#sink.output('pty', d);
+      });
+    } else {
+      demux = new FrameDemuxer(
+        callbackWritable((d) => {
+          if (!this.#exited) this.#sink.output('stdout', d);
+        }),
+        callbackWritable((d) => {
+          if (!this.#exited) this.#sink.output('stderr', d);
+        }),
+      );
+      demux.on('error', (err) => this.#host.log.warn({ err: err.message }, 'exec stream framing error'));
+      socket.pipe(demux);
+      socket.once('close', () => {
+        if (!demux!.writableEnded) demux!.end();
+      });
+    }
+    await socketClosed(socket);
+    if (demux !== undefined) await demuxDone(demux);
+    this.#settle(await this.#exitOf());
+  }
+
+  async #exitOf(): Promise<BackendExit> {
+    if (this.#lost !== undefined) return { kind: 'lost', reason: this.#lost };
+    const lost = new Promise<'lost'>((resolve) => {
+      this.#wakeLost = () => resolve('lost');
+    });
+    const outcome = await Promise.race([waitExecExit(this.#exec, this.#host.timeoutMs), lost]);
+    if (outcome === 'lost' || this.#lost !== undefined) return { kind: 'lost', reason: this.#lost ?? 'session lost' };
+    if (outcome.kind === 'gone') return { kind: 'lost', reason: outcome.reason };
+    const code = outcome.code;
+    const hostLost = this.#host.lostReason();
+    if (hostLost !== undefined) return { kind: 'lost', reason: hostLost };
+    if (code > 128 && code < 160) {
+      const signo = code - 128;
+      if (this.#signalsSent.has(signo)) {
+        const name = Object.keys(SIGNO).find((k) => SIGNO[k] === signo) ?? `SIG${signo}`;
+        return { kind: 'signaled', signal: name, signo };
+      }
+      // Killed by a signal we did not send: maybe the whole container is being killed. The
+      // engine may record the container's death a moment after the exec's, so look twice.
+      for (const wait of [0, 150]) {
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        const running = await this.#host.containerRunning();
+        if (running === false || running === undefined) return { kind: 'lost', reason: this.#host.lostReason() ?? 'container is not running' };
+      }
+    }
+    return { kind: 'exited', code };
+  }
+
+  #settle(exit: BackendExit): void {
+    if (this.#exited) return;
+    this.#exited = true;
+    this.#stdinClosed = true;
+    this.#host.finished(this, this.#pidFile, this.#user);
+    this.#sink.exit(exit);
+  }
+
+  /** The container died under us: end the stream and report `lost` (after what was received). */
+  lose(reason: string): void {
+    if (this.#exited || this.#lost !== undefined) return;
+    this.#lost = reason;
+    this.#wakeLost?.();
+    this.#socket.destroy();
+  }
+
+  async write(data: Buffer): Promise<void> {
+    if (this.#stdinClosed || this.#exited || data.length === 0) return;
+    await new Promise<void>((resolve) => {
+      this.#socket.write(data, () => resolve());
+    });
+  }
+
+  async closeStdin(): Promise<void> {
+    if (this.#stdinClosed || this.#exited) return;
+    if (this.#mode === 'pty') {
+      // A terminal has no separate EOF: send the EOF character like a user pressing Ctrl-D.
+      // (Half-closing a TTY exec's connection makes some engines drop the rest of the output.)
+      await this.write(Buffer.from([4]));
+      return;
+    }
+    this.#stdinClosed = true;
+    // Half-close: FIN on our side only; the engine closes the command's stdin and the socket
+    // keeps delivering the remaining output until the command ends.
+    this.#socket.end();
+  }
+
+  async resize(size: TerminalSize): Promise<void> {
+    if (this.#mode !== 'pty' || this.#exited) return;
+    try {
+      await this.#exec.resize({ h: size.rows, w: size.cols });
+    } catch (err) {
+      // 404/409/500 for an exec that just finished (moby/moby#35561): nothing to resize.
+      this.#host.log.debug({ err: (err as Error).message }, 'exec resize ignored');
+    }
+  }
+
+  async signal(signal: SignalName): Promise<void> {
+    if (this.#exited) return;
+    const signo = SIGNO[signal];
+    if (signo !== undefined) this.#signalsSent.add(signo);
+    await runControl(this.#host.container, {
+      cmd: ['/bin/sh', '-c', SIGNAL_SCRIPT, 'sh', this.#pidFile, signal.replace(/^SIG/, '')],
+      user: this.#user,
+      timeoutMs: this.#host.timeoutMs,
+    });
+  }
+}

@@ -1,0 +1,224 @@
+/**
+ * A session backed by one container: spawns processes in it, prepares the container-user
+ * sandbox, snapshots it, and turns the container's death into `lost` for every process.
+ */
+import type Docker from 'dockerode';
+import { execError } from '../../errors.ts';
+import type { ContainerId, SessionId, TenantId } from '../../ids.ts';
+import type {
+  BackendProcess,
+  BackendSession,
+  EnvironmentFacts,
+  ProcessSink,
+  ResolvedSandbox,
+  SandboxType,
+  SessionFs,
+  SnapshotInfo,
+  SpawnRequest,
+} from '../types.ts';
+import { createContainerFs } from './container-fs.ts';
+import { statusOf, withDeadline } from './engine-client.ts';
+import { runControl } from './exec-runner.ts';
+import { DockerProcess, spawnDockerProcess, type ProcessHost } from './docker-process.ts';
+import type { DockerLogger, ResolvedDockerOptions } from './options.ts';
+import { CLEANUP_SCRIPT, PREPARE_SANDBOX_SCRIPT, SHARED_TMP_DIRS } from './scripts.ts';
+import { commitSnapshot } from './snapshots.ts';
+
+export interface DockerSessionInit {
+  readonly id: SessionId;
+  readonly tenant: TenantId;
+  readonly docker: Docker;
+  readonly containerId: ContainerId;
+  readonly image: string;
+  readonly workdir: string;
+  readonly shellPath: string;
+  /** What an exec inherits from the image (`Config.Env`, plus HOME). */
+  readonly baseEnv: Readonly<Record<string, string>>;
+  readonly options: ResolvedDockerOptions;
+  readonly log: DockerLogger;
+  /** The backend forgets the session (after destroy). */
+  readonly forget: (session: DockerSession) => void;
+}
+
+/** Pid files removed in one batch (each costs a tmpfs page until removed). */
+const CLEANUP_BATCH = 32;
+
+export class DockerSession implements BackendSession {
+  readonly id: SessionId;
+  readonly tenant: TenantId;
+  readonly workdir: string;
+  readonly containerId: ContainerId;
+  readonly image: string;
+  readonly sandboxType: SandboxType = 'container-user';
+  readonly sandboxUnavailableReason = undefined;
+  readonly fs: SessionFs;
+  readonly environment: EnvironmentFacts;
+  readonly container: Docker.Container;
+  readonly #init: DockerSessionInit;
+  readonly #log: DockerLogger;
+  readonly #processes = new Set<DockerProcess>();
+  readonly #lostListeners: Array<(reason: string) => void> = [];
+  #lost: string | undefined;
+  #destroying = false;
+  /** Key of the sandbox layout last applied, and whether root changed files since. */
+  #preparedKey: string | undefined;
+  #dirty = true;
+  #prepareChain: Promise<void> = Promise.resolve();
+  #finishedPidFiles: string[] = [];
+  readonly #host: ProcessHost;
+
+  constructor(init: DockerSessionInit) {
+    this.#init = init;
+    this.#log = init.log;
+    this.id = init.id;
+    this.tenant = init.tenant;
+    this.workdir = init.workdir;
+    this.containerId = init.containerId;
+    this.image = init.image;
+    this.container = init.docker.getContainer(init.containerId);
+    const shellName = init.shellPath.split('/').pop() ?? 'sh';
+    this.environment = { shell: { name: shellName, path: init.shellPath }, homeDir: '/root', tempDir: '/tmp', platform: 'linux', baseEnv: init.baseEnv };
+    this.fs = createContainerFs({
+      container: this.container,
+      timeoutMs: init.options.engineTimeoutMs,
+      mutated: () => {
+        this.#dirty = true;
+      },
+    });
+    this.#host = {
+      container: this.container,
+      timeoutMs: init.options.engineTimeoutMs,
+      log: init.log,
+      lostReason: () => this.#lost,
+      containerRunning: () => this.containerRunning(),
+      finished: (proc, pidFile) => this.#processFinished(proc, pidFile),
+    };
+  }
+
+  /** Why the session is dead, if it is. */
+  get lostReason(): string | undefined {
+    return this.#lost;
+  }
+
+  get destroying(): boolean {
+    return this.#destroying;
+  }
+
+  async spawn(request: SpawnRequest, sink: ProcessSink): Promise<BackendProcess> {
+    if (this.#lost !== undefined) throw execError('EXEC_ERR_SESSION_DEAD', `session container is gone: ${this.#lost}`);
+    if (this.#destroying) throw execError('EXEC_ERR_SESSION_DEAD', 'session is being destroyed');
+    let user = '0:0';
+    let sandboxType: SandboxType = 'none';
+    if (request.sandbox.kind === 'restricted') {
+      await this.#prepareSandbox(request.sandbox);
+      user = this.#init.options.sandboxUser;
+      sandboxType = 'container-user';
+    } else {
+      // Root may create files in the writable roots that the sandbox user must own later.
+      this.#dirty = true;
+    }
+    const proc = await spawnDockerProcess(this.#host, request, sink, { user, sandboxType });
+    if (!proc.exited) this.#processes.add(proc);
+    return proc;
+  }
+
+  /**
+   * Makes the container match `sandbox` for the sandbox user: writable roots owned by it,
+   * shared tmp dirs open only when inside a writable root, deny-read paths closed. Skipped
+   * when the same layout was applied and root changed nothing since. Serialized.
+   */
+  #prepareSandbox(sandbox: Extract<ResolvedSandbox, { kind: 'restricted' }>): Promise<void> {
+    const roots = [...new Set(sandbox.writableRoots)].sort();
+    const deny = [...new Set(sandbox.denyRead)].sort();
+    const key = JSON.stringify([roots, deny]);
+    const run = async (): Promise<void> => {
+      if (!this.#dirty && this.#preparedKey === key) return;
+      const covered = (d: string): boolean => roots.some((r) => d === r || d.startsWith(r.endsWith('/') ? r : `${r}/`));
+      const lock = SHARED_TMP_DIRS.filter((d) => !covered(d));
+      const unlock = SHARED_TMP_DIRS.filter((d) => covered(d));
+      this.#dirty = false;
+      const result = await runControl(this.container, {
+        cmd: ['/bin/sh', '-c', PREPARE_SANDBOX_SCRIPT, 'sh', this.#init.options.sandboxUser, ...roots, '--', ...lock, '--', ...unlock, '--', ...deny],
+        timeoutMs: this.#init.options.engineTimeoutMs,
+      });
+      if (result.exitCode !== 0) {
+        this.#dirty = true;
+        throw execError('EXEC_ERR_BACKEND', `cannot prepare the container-user sandbox: ${result.stderr.trim()}`);
+      }
+      this.#preparedKey = key;
+    };
+    const next = this.#prepareChain.then(run, run);
+    this.#prepareChain = next.catch(() => undefined);
+    return next;
+  }
+
+  #processFinished(proc: DockerProcess, pidFile: string): void {
+    this.#processes.delete(proc);
+    this.#finishedPidFiles.push(pidFile);
+    if (this.#finishedPidFiles.length >= CLEANUP_BATCH && this.#lost === undefined && !this.#destroying) {
+      const files = this.#finishedPidFiles.splice(0);
+      runControl(this.container, { cmd: ['/bin/sh', '-c', CLEANUP_SCRIPT, 'sh', ...files], timeoutMs: this.#init.options.engineTimeoutMs }).catch(
+        (err: unknown) => this.#log.debug({ err: (err as Error).message, sessionId: this.id }, 'pid file cleanup failed'),
+      );
+    }
+  }
+
+  /** Fresh container state: true running, false stopped or gone, undefined engine unreachable. */
+  async containerRunning(): Promise<boolean | undefined> {
+    try {
+      const info = await withDeadline('container inspect', this.#init.options.engineTimeoutMs, (abortSignal) => this.container.inspect({ abortSignal }));
+      // Paused containers report Running too: they are alive.
+      return info.State.Running === true;
+    } catch (err) {
+      const status = statusOf((err as { cause?: unknown }).cause);
+      if (status === 404) return false;
+      return undefined;
+    }
+  }
+
+  snapshot(name: string | undefined): Promise<SnapshotInfo> {
+    if (this.#lost !== undefined) throw execError('EXEC_ERR_SESSION_DEAD', `session container is gone: ${this.#lost}`);
+    return commitSnapshot(this.#init.docker, this.container, { sessionId: this.id, tenant: this.tenant, name });
+  }
+
+  onLost(listener: (reason: string) => void): void {
+    if (this.#lost !== undefined) {
+      queueMicrotask(() => listener(this.#lost!));
+      return;
+    }
+    this.#lostListeners.push(listener);
+  }
+
+  /** The container died or vanished: every running process ends `lost`, listeners hear it. */
+  markLost(reason: string): void {
+    if (this.#lost !== undefined || this.#destroying) return;
+    this.#lost = reason;
+    this.#log.warn({ sessionId: this.id, containerId: this.containerId, reason }, 'session container lost');
+    for (const p of this.#processes) p.lose(reason);
+    for (const l of this.#lostListeners.splice(0)) {
+      try {
+        l(reason);
+      } catch (err) {
+        this.#log.error({ err: (err as Error).message }, 'onLost listener threw');
+      }
+    }
+  }
+
+  async destroy(): Promise<void> {
+    if (this.#destroying) return;
+    this.#destroying = true;
+    for (const p of this.#processes) p.lose('session destroyed');
+    try {
+      await withDeadline('container remove', Math.max(this.#init.options.engineTimeoutMs, 15_000), (abortSignal) =>
+        this.container.remove({ force: true, v: true, abortSignal }),
+      );
+    } catch (err) {
+      if (statusOf((err as { cause?: unknown }).cause) !== 404) {
+        this.#destroying = false;
+        throw err;
+      }
+    } finally {
+      if (this.#destroying) this.#init.forget(this);
+    }
+  }
+}

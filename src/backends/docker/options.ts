@@ -1,0 +1,80 @@
+/**
+ * Configuration of the docker backend, with the defaults the server gets when it passes none.
+ */
+
+/** Minimal structured logger; pino's `logger.info(obj, msg)` signature fits as is. */
+export interface DockerLogger {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+  debug(obj: object, msg: string): void;
+}
+
+/** A logger that drops everything (tests, embedding). */
+export const silentLogger: DockerLogger = {
+  info() {},
+  warn() {},
+  error() {},
+  debug() {},
+};
+
+export interface DockerBackendOptions {
+  /**
+   * Engine address: `unix:///var/run/docker.sock`, a bare socket path, `tcp://host:2375`,
+   * `http(s)://host:port`. Default: `DOCKER_HOST`, else `/var/run/docker.sock`.
+   */
+  readonly dockerHost?: string | undefined;
+  /** Image used when a session names neither image nor snapshot. */
+  readonly defaultImage: string;
+  /**
+   * Stable id of this server instance (labels every container; `recover()` adopts only its own).
+   * Must survive restarts of the same deployment, and differ between deployments sharing an engine.
+   */
+  readonly instanceId: string;
+  /** Workspace path when the session spec names none. Default `/workspace`. */
+  readonly defaultWorkdir?: string | undefined;
+  /** uid:gid the `restricted` (container-user) attempts run as. Default `1000:1000`. */
+  readonly sandboxUser?: string | undefined;
+  /**
+   * Resources of a session that asks for nothing; used by the warm pool to decide whether a
+   * spec matches a pre-started container. Defaults and maxima are applied above the backend.
+   */
+  readonly defaultResources?: { readonly memoryMb: number; readonly cpus: number; readonly pids: number } | undefined;
+  /** Pre-started containers of the default image/policy. Default 0 (no pool). */
+  readonly warmPoolSize?: number | undefined;
+  /** Deadline for engine calls that must not hang (ping, create, inspect...). Default 5000 ms. */
+  readonly engineTimeoutMs?: number | undefined;
+  /** Deadline for `ping()` (readyz, fast failure). Default 2000 ms. */
+  readonly pingTimeoutMs?: number | undefined;
+  /** Size of the per-container tmpfs holding pid files. Default `16m`. */
+  readonly controlTmpfsSize?: string | undefined;
+}
+
+/** Options with every default filled in. */
+export interface ResolvedDockerOptions {
+  readonly dockerHost: string | undefined;
+  readonly defaultImage: string;
+  readonly instanceId: string;
+  readonly defaultWorkdir: string;
+  readonly sandboxUser: string;
+  readonly defaultResources: { readonly memoryMb: number; readonly cpus: number; readonly pids: number };
+  readonly warmPoolSize: number;
+  readonly engineTimeoutMs: number;
+  readonly pingTimeoutMs: number;
+  readonly controlTmpfsSize: string;
+}
+
+export function resolveOptions(o: DockerBackendOptions): ResolvedDockerOptions {
+  return {
+    dockerHost: o.dockerHost,
+    defaultImage: o.defaultImage,
+    instanceId: o.instanceId,
+    defaultWorkdir: o.defaultWorkdir ?? '/workspace',
+    sandboxUser: o.sandboxUser ?? '1000:1000',
+    defaultResources: o.defaultResources ?? { memoryMb: 2048, cpus: 2, pids: 512 },
+    warmPoolSize: Math.max(0, o.warmPoolSize ?? 0),
+    engineTimeoutMs: o.engineTimeoutMs ?? 5000,
+    pingTimeoutMs: o.pingTimeoutMs ?? 2000,
+    controlTmpfsSize: o.controlTmpfsSize ?? '16m',
+  };
+}

@@ -1,0 +1,91 @@
+/**
+ * The shell snippets run inside session containers (POSIX sh; busybox ash, dash and bash all
+ * run them). Every command of a session image therefore needs `/bin/sh`.
+ *
+ * Process-group mechanism (why pid files): Docker has no "kill exec" API, and
+ * `exec.inspect().Pid` is a PID of the engine's namespace, useless when the server runs in
+ * another PID namespace (the Helm chart runs the engine as a sidecar). But every exec process
+ * is made a session and process-group leader by runc (pid == pgid == sid), and `exec` keeps
+ * the pid. So the wrapper writes `$$` to a pid file inside the container before exec'ing the
+ * command, and a signal is a second exec that runs `kill -SIG -<pgid>` next to it.
+ */
+import { CONTROL_DIR } from './container-config.ts';
+
+/** Pid files of root execs: readable and writable by root only. */
+export const ROOT_PID_DIR = `${CONTROL_DIR}/r`;
+/** Pid files of sandbox-user execs: sticky, writable, not listable (mode 1733). */
+export const USER_PID_DIR = `${CONTROL_DIR}/u`;
+
+/**
+ * Session setup, run once as root after the container starts: control directories, the
+ * workdir, and what `environment/info` reports (the shell). Args: workdir.
+ */
+export const SETUP_SCRIPT = [
+  'set -e',
+  `mkdir -p ${ROOT_PID_DIR} ${USER_PID_DIR} "$1"`,
+  `chmod 700 ${ROOT_PID_DIR}`,
+  `chmod 1733 ${USER_PID_DIR}`,
+  'if command -v bash >/dev/null 2>&1; then command -v bash; else echo /bin/sh; fi',
+].join('\n');
+
+/**
+ * Wraps every user command. Args: pidfile, cwd, stty settings ("rows R cols C" or ""),
+ * arg0 ("" for none), then argv. The PTY size is set with `stty` before the command runs, so
+ * it is right from the first instruction even on engines older than API 1.42 (no
+ * `ConsoleSize` on exec create); the API resize after start keeps the engine's view in sync.
+ */
+export const WRAPPER_SCRIPT = [
+  'echo $$ >"$1" || { echo "exec-server: cannot record the process id in $1" >&2; exit 126; }',
+  'cd -- "$2" || exit 126',
+  '[ -z "$3" ] || stty $3 2>/dev/null',
+  'a=$4',
+  'shift 4',
+  '[ -z "$a" ] || exec -a "$a" "$@"',
+  'exec "$@"',
+].join('\n');
+
+/**
+ * Signals a process group. Args: pidfile, signal name without SIG. Runs as the user of the
+ * target exec, so a sandboxed command that tampers with its pid file can at most redirect the
+ * signal to processes it could signal itself. SIGKILL also sweeps every process of the
+ * command's session (children that made their own process group, e.g. shells with job control).
+ */
+export const SIGNAL_SCRIPT = [
+  'p=$(cat "$1" 2>/dev/null) || exit 0',
+  'case $p in ""|*[!0-9]*) exit 0;; esac',
+  'kill -"$2" -"$p" 2>/dev/null',
+  'if [ "$2" = KILL ]; then',
+  '  for d in /proc/[0-9]*; do',
+  '    s=$(sed "s/.*) //" "$d/stat" 2>/dev/null | cut -d" " -f4)',
+  '    [ "$s" = "$p" ] && kill -KILL "${d#/proc/}" 2>/dev/null',
+  '  done',
+  'fi',
+  'exit 0',
+].join('\n');
+
+/**
+ * Prepares the container-user sandbox, as root. Args: uid:gid, then writable roots, `--`,
+ * world-writable dirs to close ("lock"), `--`, world-writable dirs to open ("unlock"), `--`,
+ * deny-read paths. Writable roots get owned by the sandbox user (only what is not already:
+ * cheap when run again); deny-read paths become root-owned and closed to group and others
+ * (root keeps access through ownership, without needing DAC_READ_SEARCH).
+ */
+export const PREPARE_SANDBOX_SCRIPT = [
+  'u=$1; shift',
+  'while [ "$#" -gt 0 ] && [ "$1" != -- ]; do',
+  '  mkdir -p -- "$1" && find "$1" -xdev ! -user "${u%%:*}" -exec chown -h "$u" {} + || exit 1',
+  '  shift',
+  'done; shift',
+  'while [ "$#" -gt 0 ] && [ "$1" != -- ]; do [ -d "$1" ] && chmod 1775 "$1"; shift; done; shift',
+  'while [ "$#" -gt 0 ] && [ "$1" != -- ]; do [ -d "$1" ] && chmod 1777 "$1"; shift; done; shift',
+  'for p; do',
+  '  if [ -e "$p" ] || [ -L "$p" ]; then chown -h 0:0 "$p" && chmod go-rwx "$p" || exit 1; fi',
+  'done',
+  'exit 0',
+].join('\n');
+
+/** Removes finished pid files. Args: paths. */
+export const CLEANUP_SCRIPT = 'rm -f -- "$@"';
+
+/** World-writable directories the sandbox opens or closes depending on the writable roots. */
+export const SHARED_TMP_DIRS = ['/tmp', '/var/tmp', '/dev/shm'] as const;

@@ -1,0 +1,83 @@
+/** Shared helpers of the docker tests: a backend per test file, specs, a recording sink. */
+import { randomUUID } from 'node:crypto';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { createDockerBackend, silentLogger, type DockerBackend, type DockerBackendOptions } from '../../src/backends/docker/index.ts';
+import type { BackendExit, BackendSessionSpec, ProcessSink, ResolvedSandbox, SpawnMode, SpawnRequest, StreamName } from '../../src/backends/types.ts';
+import { asSessionId, asTenantId } from '../../src/ids.ts';
+import { TEST_IMAGE } from './engine.ts';
+
+export const execFileP = promisify(execFile);
+
+export function makeBackend(extra: Partial<DockerBackendOptions> = {}): DockerBackend {
+  return createDockerBackend(
+    { defaultImage: TEST_IMAGE, instanceId: `test-${randomUUID().slice(0, 8)}`, defaultResources: { memoryMb: 512, cpus: 1, pids: 256 }, ...extra },
+    process.env.DEBUG_DOCKER ? { info: console.error, warn: console.error, error: console.error, debug: console.error } : silentLogger,
+  );
+}
+
+export function sessionSpec(extra: Partial<BackendSessionSpec> = {}): BackendSessionSpec {
+  return {
+    id: asSessionId(randomUUID()),
+    tenant: asTenantId('alice'),
+    labels: {},
+    resources: { memoryMb: 512, cpus: 1, pids: 256 },
+    network: false,
+    ...extra,
+  };
+}
+
+export const UNRESTRICTED: ResolvedSandbox = { kind: 'unrestricted' };
+
+export function spawnRequest(argv: string[], extra: Partial<SpawnRequest> & { mode?: SpawnMode } = {}): SpawnRequest {
+  return {
+    argv,
+    cwd: '/workspace',
+    env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/root' },
+    mode: 'pipe-no-stdin',
+    size: { cols: 80, rows: 24 },
+    sandbox: UNRESTRICTED,
+    ...extra,
+  };
+}
+
+/** A sink that records everything and checks the contract (no output after exit, one exit). */
+export class RecordingSink implements ProcessSink {
+  readonly chunks: Array<{ stream: StreamName; data: Buffer }> = [];
+  exitResult: BackendExit | undefined;
+  violations: string[] = [];
+  readonly exited: Promise<BackendExit>;
+  #resolve!: (e: BackendExit) => void;
+  /** When false, output is counted but not kept (memory tests). */
+  keep = true;
+  bytes = 0;
+
+  constructor() {
+    this.exited = new Promise((r) => {
+      this.#resolve = r;
+    });
+  }
+
+  output(stream: StreamName, data: Buffer): void {
+    if (this.exitResult !== undefined) this.violations.push('output after exit');
+    this.bytes += data.length;
+    if (this.keep) this.chunks.push({ stream, data });
+  }
+
+  exit(result: BackendExit): void {
+    if (this.exitResult !== undefined) this.violations.push('second exit');
+    this.exitResult = result;
+    this.#resolve(result);
+  }
+
+  text(stream?: StreamName): string {
+    return Buffer.concat(this.chunks.filter((c) => stream === undefined || c.stream === stream).map((c) => c.data)).toString('utf8');
+  }
+}
+
+export async function docker(...args: string[]): Promise<string> {
+  const { stdout } = await execFileP('docker', args, { maxBuffer: 64 * 1024 * 1024 });
+  return stdout;
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
