@@ -65,13 +65,16 @@ export class ProcessTable {
   readonly #ctx: OrchestratorContext;
   readonly #limits: ProcessLimits;
   readonly #baseEnv: Readonly<Record<string, string>>;
+  readonly #sessionEnv: Readonly<Record<string, string>>;
   readonly #listeners = new Set<(proc: ManagedProcess, event: LogEvent) => void>();
   #closed = false;
 
-  constructor(ctx: OrchestratorContext, limits: ProcessLimits, baseEnv: Readonly<Record<string, string>>) {
+  /** `baseEnv`: what `envPolicy.inherit` inherits; `sessionEnv`: the session's own variables, under each start's `env`. */
+  constructor(ctx: OrchestratorContext, limits: ProcessLimits, baseEnv: Readonly<Record<string, string>>, sessionEnv: Readonly<Record<string, string>>) {
     this.#ctx = ctx;
     this.#limits = limits;
     this.#baseEnv = baseEnv;
+    this.#sessionEnv = sessionEnv;
   }
 
   get size(): number {
@@ -111,7 +114,7 @@ export class ProcessTable {
       for (const listener of this.#listeners) listener(proc, event);
     });
     this.#procs.set(req.processId, proc);
-    const env = buildEnvironment(this.#baseEnv, req.envPolicy, req.env);
+    const env = buildEnvironment(this.#baseEnv, req.envPolicy, { ...this.#sessionEnv, ...req.env });
     try {
       await startWithPolicy(this.#ctx, proc, {
         sandboxPermissions: req.sandboxPermissions ?? 'use-default',

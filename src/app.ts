@@ -1,0 +1,133 @@
+/**
+ * `buildApp(deps)`: the Fastify instance with every route, without listening. Tests build a
+ * fresh one per test; `main.ts` adds config loading, listen and graceful shutdown.
+ */
+import swagger from '@fastify/swagger';
+import websocket from '@fastify/websocket';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import pino from 'pino';
+import type { Backend } from './backends/types.ts';
+import type { Config } from './config.ts';
+import { ExecServerError, toExecError } from './errors.ts';
+import type { TenantId } from './ids.ts';
+import type { Logger } from './logger.ts';
+import { Metrics } from './metrics.ts';
+import type { Connection } from './rpc/connection.ts';
+import { MethodTable } from './rpc/method-table.ts';
+import { registerFsMethods } from './rpc/methods/fs-methods.ts';
+import { registerProcessMethods } from './rpc/methods/process-methods.ts';
+import { registerSessionMethods } from './rpc/methods/session-methods.ts';
+import { SessionManager } from './sessions/session-manager.ts';
+import { createAuthenticator, DEFAULT_TENANT } from './transport/auth.ts';
+import { registerHttpApi } from './transport/http-api.ts';
+import { registerWebSocketRoute } from './transport/websocket-route.ts';
+import { VERSION } from './version.ts';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    tenant: TenantId;
+  }
+  interface FastifyInstance {
+    sessions: SessionManager;
+    metrics: Metrics;
+  }
+}
+
+export interface AppDeps {
+  readonly config: Config;
+  readonly backend: Backend;
+  /** A pino logger (main.ts: JSON on stderr); absent in tests, where pino lines would clutter node:test output. */
+  readonly logger?: FastifyBaseLogger;
+  readonly metrics?: Metrics;
+}
+
+const PUBLIC_ROUTES = new Set(['/healthz', '/readyz']);
+
+/** The logger main.ts uses: pino JSON on stderr, bearer tokens redacted wherever they appear. */
+export function createLogger(level: string): FastifyBaseLogger {
+  return pino(
+    { level, redact: { paths: ['req.headers.authorization', 'headers.authorization', '*.token', '*.tokens', 'config.token', 'config.tokens'], censor: '[redacted]' } },
+    pino.destination({ fd: 2, sync: false }),
+  );
+}
+
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const { config, backend } = deps;
+  const auth = createAuthenticator(config);
+  const metrics = deps.metrics ?? new Metrics();
+  const app = Fastify({ ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }), bodyLimit: config.maxMessageBytes, return503OnClosing: true, forceCloseConnections: true });
+  const log = app.log as unknown as Logger;
+  const sessions = new SessionManager(backend, config, metrics, log);
+  app.decorate('sessions', sessions);
+  app.decorate('metrics', metrics);
+  app.decorateRequest('tenant', DEFAULT_TENANT);
+
+  app.addHook('onRequest', async (request, reply) => {
+    const path = request.url.split('?')[0] ?? '';
+    if (PUBLIC_ROUTES.has(path)) return;
+    const tenant = auth.authenticate(request.headers.authorization);
+    if (tenant === undefined) {
+      // Answered before any WebSocket upgrade happens.
+      await reply.code(401).header('www-authenticate', 'Bearer').send({ code: 'EXEC_ERR_UNAUTHORIZED', message: 'missing or invalid bearer token' });
+      return reply;
+    }
+    request.tenant = tenant;
+  });
+
+  app.setErrorHandler((error, request, reply) => {
+    const err = error as Error & { validation?: unknown; statusCode?: number };
+    const validation = err.validation;
+    if (validation) {
+      return reply.code(400).send({ code: 'EXEC_ERR_INVALID_PARAMS', message: err.message });
+    }
+    const e = error instanceof ExecServerError ? error : toExecError(error);
+    const status = err.statusCode;
+    if (!(error instanceof ExecServerError) && status !== undefined && status < 500) {
+      return reply.code(status).send({ code: 'EXEC_ERR_INVALID_REQUEST', message: err.message });
+    }
+    if (e.statusCode >= 500) request.log.error({ err: error }, 'request failed');
+    return reply.code(e.statusCode).send({ code: e.code, message: e.message });
+  });
+  app.setNotFoundHandler((request, reply) => reply.code(404).send({ code: 'EXEC_ERR_NOT_FOUND', message: `no route ${request.method} ${request.url}` }));
+
+  await app.register(swagger, {
+    openapi: {
+      info: { title: 'exec-server', version: VERSION, description: 'Runs commands for AI coding agents remotely.' },
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
+      security: [{ bearer: [] }],
+    },
+  });
+  await app.register(websocket, { options: { maxPayload: config.maxMessageBytes } });
+
+  app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
+  app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
+    try {
+      await backend.ping();
+      return { status: 'ready', backend: backend.kind };
+    } catch (err) {
+      const e = toExecError(err);
+      return reply.code(503).send({ code: e.code, message: e.message });
+    }
+  });
+  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
+    return reply.header('content-type', metrics.registry.contentType).send(await metrics.registry.metrics());
+  });
+
+  const table = new MethodTable<Connection>();
+  registerSessionMethods(table);
+  registerProcessMethods(table);
+  registerFsMethods(table);
+  registerWebSocketRoute(app, { table, metrics, bufferLimitBytes: config.wsBufferLimitBytes, deps: { sessions, config, metrics, version: VERSION } });
+  await registerHttpApi(app, { config });
+
+  app.addHook('onReady', async () => {
+    await sessions.start();
+  });
+  app.addHook('preClose', async () => {
+    await sessions.close();
+  });
+  app.addHook('onClose', async () => {
+    await backend.close();
+  });
+  return app;
+}

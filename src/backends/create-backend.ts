@@ -1,0 +1,39 @@
+/**
+ * Picks and builds the backend from config. Docker is imported lazily so the local backend
+ * (the default) never loads dockerode.
+ */
+import type { Config } from '../config.ts';
+import type { Logger } from '../logger.ts';
+import { createLocalBackend } from './local/local-backend.ts';
+import type { Backend } from './types.ts';
+
+async function createDocker(config: Config, log: Logger): Promise<Backend> {
+  const { createDockerBackend } = await import('./docker/index.ts');
+  return createDockerBackend(
+    {
+      dockerHost: config.dockerHost,
+      defaultImage: config.image,
+      instanceId: config.instanceId,
+      defaultResources: { memoryMb: config.memoryMb, cpus: config.cpus, pids: config.pids },
+      warmPoolSize: config.warmPool,
+    },
+    log.child({ backend: 'docker' }),
+  );
+}
+
+/** `auto`: docker when an engine answers within its ping deadline, else local. */
+export async function createBackend(config: Config, log: Logger): Promise<Backend> {
+  if (config.backend === 'docker') return createDocker(config, log);
+  if (config.backend === 'auto') {
+    const docker = await createDocker(config, log);
+    try {
+      await docker.ping();
+      log.info({}, 'backend auto: docker engine answered');
+      return docker;
+    } catch (err) {
+      await docker.close();
+      log.info({ reason: (err as Error).message }, 'backend auto: no docker engine, using local');
+    }
+  }
+  return createLocalBackend({ workspaceRoot: config.workspaceRoot }, log.child({ backend: 'local' }));
+}

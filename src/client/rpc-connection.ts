@@ -1,0 +1,156 @@
+/**
+ * Low-level client side of the protocol: a WebSocket JSON-RPC connection with request ids,
+ * notifications, and answers to server-to-client requests (approvals).
+ */
+import WebSocket from 'ws';
+
+/** An error answer from the server, with its JSON-RPC code and our `EXEC_ERR_*` code. */
+export class RpcError extends Error {
+  override readonly name = 'RpcError';
+  readonly rpcCode: number;
+  readonly code: string | undefined;
+  readonly data: Record<string, unknown> | undefined;
+
+  constructor(rpcCode: number, message: string, data: Record<string, unknown> | undefined) {
+    super(message);
+    this.rpcCode = rpcCode;
+    this.data = data;
+    this.code = typeof data?.['code'] === 'string' ? data['code'] : undefined;
+  }
+}
+
+export interface Notification {
+  readonly method: string;
+  readonly params: Record<string, unknown>;
+}
+
+export type ServerRequestHandler = (method: string, params: Record<string, unknown>) => Promise<unknown> | unknown;
+
+export interface RpcConnectionOptions {
+  readonly token?: string | undefined;
+  /** Default handler answers every server request with an error (no approvals given). */
+  readonly onServerRequest?: ServerRequestHandler | undefined;
+  /** Send `"jsonrpc":"2.0"` on every message. */
+  readonly jsonrpc?: boolean | undefined;
+  readonly maxPayload?: number | undefined;
+}
+
+interface Waiter {
+  resolve(value: unknown): void;
+  reject(err: Error): void;
+}
+
+export class RpcConnection {
+  readonly socket: WebSocket;
+  readonly #pending = new Map<number, Waiter>();
+  readonly #listeners = new Set<(n: Notification) => void>();
+  readonly #closeListeners = new Set<(code: number, reason: string) => void>();
+  readonly #opts: RpcConnectionOptions;
+  #nextId = 1;
+  closeCode: number | undefined;
+  closeReason = '';
+
+  private constructor(socket: WebSocket, opts: RpcConnectionOptions) {
+    this.socket = socket;
+    this.#opts = opts;
+    socket.on('message', (data) => this.#onMessage(String(data)));
+    socket.on('close', (code, reason) => {
+      this.closeCode = code;
+      this.closeReason = reason.toString();
+      for (const w of this.#pending.values()) w.reject(new Error(`connection closed (${code} ${this.closeReason})`));
+      this.#pending.clear();
+      for (const l of this.#closeListeners) l(code, this.closeReason);
+    });
+  }
+
+  /** Opens the socket; rejects with the HTTP status when the upgrade is refused (e.g. 401). */
+  static open(url: string, opts: RpcConnectionOptions = {}): Promise<RpcConnection> {
+    const headers: Record<string, string> = opts.token ? { authorization: `Bearer ${opts.token}` } : {};
+    const socket = new WebSocket(url, { headers, maxPayload: opts.maxPayload ?? 256 * 1024 * 1024 });
+    return new Promise((resolve, reject) => {
+      socket.once('open', () => resolve(new RpcConnection(socket, opts)));
+      socket.once('unexpected-response', (_req, res) => reject(Object.assign(new Error(`upgrade refused: HTTP ${res.statusCode}`), { statusCode: res.statusCode })));
+      socket.once('error', reject);
+    });
+  }
+
+  #send(message: Record<string, unknown>): void {
+    this.socket.send(JSON.stringify(this.#opts.jsonrpc ? { jsonrpc: '2.0', ...message } : message));
+  }
+
+  #onMessage(text: string): void {
+    let msg: unknown;
+    try {
+      msg = JSON.parse(text);
+    } catch {
+      return;
+    }
+    for (const m of Array.isArray(msg) ? msg : [msg]) this.#dispatch(m as Record<string, unknown>);
+  }
+
+  #dispatch(m: Record<string, unknown>): void {
+    const id = m['id'];
+    if (typeof m['method'] === 'string') {
+      const params = (m['params'] ?? {}) as Record<string, unknown>;
+      if (id === undefined) {
+        for (const l of this.#listeners) l({ method: m['method'], params });
+        return;
+      }
+      void this.#answer(id as string | number, m['method'], params);
+      return;
+    }
+    if (typeof id !== 'number') return;
+    const waiter = this.#pending.get(id);
+    if (!waiter) return;
+    this.#pending.delete(id);
+    const error = m['error'] as { code: number; message: string; data?: Record<string, unknown> } | undefined;
+    if (error) waiter.reject(new RpcError(error.code, error.message, error.data));
+    else waiter.resolve(m['result']);
+  }
+
+  async #answer(id: string | number, method: string, params: Record<string, unknown>): Promise<void> {
+    const handler = this.#opts.onServerRequest;
+    try {
+      if (!handler) throw new Error(`no handler for ${method}`);
+      const result = await handler(method, params);
+      if (this.socket.readyState === WebSocket.OPEN) this.#send({ id, result });
+    } catch (err) {
+      if (this.socket.readyState === WebSocket.OPEN) this.#send({ id, error: { code: -32603, message: (err as Error).message } });
+    }
+  }
+
+  request<T = Record<string, unknown>>(method: string, params?: unknown): Promise<T> {
+    const id = this.#nextId++;
+    return new Promise<T>((resolve, reject) => {
+      if (this.socket.readyState !== WebSocket.OPEN) {
+        reject(new Error('connection is not open'));
+        return;
+      }
+      this.#pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      this.#send({ id, method, ...(params === undefined ? {} : { params }) });
+    });
+  }
+
+  notify(method: string, params?: unknown): void {
+    this.#send({ method, ...(params === undefined ? {} : { params }) });
+  }
+
+  onNotification(listener: (n: Notification) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  onClose(listener: (code: number, reason: string) => void): () => void {
+    this.#closeListeners.add(listener);
+    return () => this.#closeListeners.delete(listener);
+  }
+
+  /** Resolves once the socket is closed. */
+  close(): Promise<void> {
+    if (this.socket.readyState === WebSocket.CLOSED) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.socket.once('close', () => resolve());
+      this.socket.close();
+    });
+  }
+}

@@ -1,0 +1,132 @@
+/**
+ * Per-connection state: the initialize/initialized lifecycle, the session the connection is
+ * attached to, and the forwarding of that session's process events as notifications.
+ */
+import type { Config } from '../config.ts';
+import { execError } from '../errors.ts';
+import type { TenantId } from '../ids.ts';
+import type { Logger } from '../logger.ts';
+import type { Metrics } from '../metrics.ts';
+import type { ManagedProcess } from '../processes/managed-process.ts';
+import type { LogEvent } from '../processes/output-log.ts';
+import type { Session, SessionClient } from '../sessions/session.ts';
+import type { SessionManager } from '../sessions/session-manager.ts';
+import type { RpcPeer } from './rpc-peer.ts';
+
+export interface ConnectionDeps {
+  readonly sessions: SessionManager;
+  readonly config: Config;
+  readonly metrics: Metrics;
+  readonly log: Logger;
+  readonly tenant: TenantId;
+  readonly version: string;
+}
+
+type Lifecycle = 'new' | 'initializing' | 'awaiting-initialized' | 'ready';
+
+/** Wire form of one log event as a notification. */
+export function toNotification(proc: ManagedProcess, event: LogEvent): { method: string; params: Record<string, unknown> } {
+  const processId = proc.id;
+  switch (event.kind) {
+    case 'output':
+      return { method: 'process/output', params: { processId, seq: event.seq, stream: event.stream, chunk: event.data.toString('base64') } };
+    case 'escalated':
+      return { method: 'process/escalated', params: { processId, seq: event.seq, reason: event.reason } };
+    case 'exited': {
+      const s = event.state;
+      return {
+        method: 'process/exited',
+        params: { processId, seq: event.seq, exitCode: s.exitCode, terminal: s.status, ...('signal' in s ? { signal: s.signal } : {}), sandboxDenied: event.sandboxDenied },
+      };
+    }
+    case 'closed':
+      return { method: 'process/closed', params: { processId, seq: event.seq } };
+  }
+}
+
+export class Connection implements SessionClient {
+  readonly deps: ConnectionDeps;
+  clientName = 'unknown';
+  #lifecycle: Lifecycle = 'new';
+  #session: Session | undefined;
+  #unsubscribe: (() => void) | undefined;
+  #peer: RpcPeer<Connection> | undefined;
+  readonly #close: (code: number, reason: string) => void;
+
+  constructor(deps: ConnectionDeps, close: (code: number, reason: string) => void) {
+    this.deps = deps;
+    this.#close = close;
+  }
+
+  bindPeer(peer: RpcPeer<Connection>): void {
+    this.#peer = peer;
+  }
+
+  /** Throws when `method` may not run in the current lifecycle state. */
+  gate(method: string, requires: 'none' | 'initialized'): void {
+    if (requires === 'none') {
+      if (this.#lifecycle !== 'new') throw execError('EXEC_ERR_ALREADY_INITIALIZED', 'initialize may only be sent once per connection');
+      return;
+    }
+    const area = method.split('/')[0] ?? method;
+    if (this.#lifecycle === 'new' || this.#lifecycle === 'initializing') throw execError('EXEC_ERR_NOT_INITIALIZED', `client must call initialize before using ${area} methods`);
+    if (this.#lifecycle === 'awaiting-initialized') throw execError('EXEC_ERR_NOT_INITIALIZED', `client must send initialized before using ${area} methods`);
+  }
+
+  onNotification(method: string, _params: unknown): void {
+    if (method === 'initialized') {
+      if (this.#lifecycle === 'awaiting-initialized') this.#lifecycle = 'ready';
+      return;
+    }
+    this.deps.log.debug({ method }, 'ignoring unknown client notification');
+  }
+
+  beginInitialize(): void {
+    this.#lifecycle = 'initializing';
+  }
+
+  /** initialize failed (e.g. unknown resume id): the client may try again. */
+  resetInitialize(): void {
+    this.#lifecycle = 'new';
+  }
+
+  attach(session: Session): void {
+    this.#session = session;
+    session.attach(this);
+    this.#unsubscribe = session.processes.subscribe((proc, event) => {
+      const n = toNotification(proc, event);
+      this.#peer?.notify(n.method, n.params);
+    });
+    this.#lifecycle = 'awaiting-initialized';
+  }
+
+  get session(): Session {
+    if (!this.#session) throw execError('EXEC_ERR_NOT_INITIALIZED', 'connection has no session');
+    this.#session.touch();
+    return this.#session;
+  }
+
+  request(method: string, params: unknown, timeoutMs: number): Promise<unknown> {
+    if (!this.#peer) return Promise.reject(new Error('not connected'));
+    return this.#peer.request(method, params, timeoutMs);
+  }
+
+  evict(reason: string): void {
+    this.#detach();
+    this.#close(4000, reason);
+  }
+
+  #detach(): void {
+    this.#unsubscribe?.();
+    this.#unsubscribe = undefined;
+    this.#peer?.close();
+    const session = this.#session;
+    this.#session = undefined;
+    session?.detach(this);
+  }
+
+  /** The socket closed: detach (processes keep running). */
+  closed(): void {
+    this.#detach();
+  }
+}

@@ -1,0 +1,126 @@
+/** `initialize`, the `session/*` extensions and the environment queries. */
+import { hostname } from 'node:os';
+import { pathToFileURL } from 'node:url';
+import { Type } from 'typebox';
+import { execError } from '../../errors.ts';
+import { SessionSpecSchema } from '../../sessions/session-spec.ts';
+import type { Session } from '../../sessions/session.ts';
+import type { Connection } from '../connection.ts';
+import { defineMethod, type MethodTable } from '../method-table.ts';
+import { Opt, Params } from '../schemas.ts';
+
+const uri = (path: string): string => pathToFileURL(path).href;
+
+/**
+ * What Codex reads from `initialize.environmentInfo` (and `environment/info`). Capabilities
+ * advertise only what this server really implements; Codex skips calls for the others.
+ */
+export function environmentInfo(session: Session, version: string): Record<string, unknown> {
+  const env = session.backend.environment;
+  return {
+    shell: env.shell,
+    executorVersion: version,
+    providerId: `exec-server:${session.backend.containerId ? 'docker' : 'local'}`,
+    cwd: uri(session.backend.workdir),
+    userHomeDir: uri(env.homeDir),
+    platformOs: env.platform,
+    prependPathDirs: [],
+    temporaryDirectories: [],
+    tempDir: uri(env.tempDir),
+    capabilities: {
+      networkProxyLaunch: false,
+      networkProxyReviewDomains: false,
+      networkProxyTransparentTcp: false,
+      credentialMasking: false,
+      credentialMaskingCustomProviders: false,
+      capabilityDiscoverySandbox: false,
+      fsWatchMissing: true,
+      capabilityDiscoveryV2: false,
+      environmentConfigRead: true,
+      httpHeaderEnvVars: false,
+      sandboxedFileStreaming: false,
+      fileWriteStreaming: false,
+      shellSnapshotV2: false,
+      windowsMxc: false,
+      linuxRootWritePreservesDevices: false,
+      linuxApprovedRootWritePreservesRestrictions: false,
+    },
+  };
+}
+
+/** Our extensions, advertised in `initialize.capabilities`. */
+function serverCapabilities(session: Session): Record<string, boolean> {
+  return {
+    processResize: true,
+    processCloseStdin: true,
+    processList: true,
+    processEscalated: true,
+    approvals: true,
+    snapshots: session.backend.containerId !== undefined,
+    chunkedFiles: true,
+  };
+}
+
+export function registerSessionMethods(table: MethodTable<Connection>): void {
+  table.add(
+    'initialize',
+    defineMethod({
+      requires: 'none',
+      schema: Params({ clientName: Type.String({ maxLength: 256 }), resumeSessionId: Opt(Type.String({ minLength: 1, maxLength: 128 })), session: Opt(SessionSpecSchema) }),
+      async handler(params, conn) {
+        conn.beginInitialize();
+        conn.clientName = params.clientName;
+        try {
+          const { sessions, tenant } = conn.deps;
+          let session: Session;
+          if (params.resumeSessionId) {
+            session = sessions.get(params.resumeSessionId, tenant);
+          } else {
+            session = await sessions.create(params.session ?? {}, { tenant, clientName: params.clientName });
+          }
+          conn.attach(session);
+          return { sessionId: session.id, capabilities: serverCapabilities(session), environmentInfo: environmentInfo(session, conn.deps.version) };
+        } catch (err) {
+          conn.resetInitialize();
+          throw err;
+        }
+      },
+    }),
+  );
+  table.add('environment/info', defineMethod({ requires: 'initialized', schema: Type.Union([Params({}), Type.Null()]), handler: (_p, conn) => environmentInfo(conn.session, conn.deps.version) }));
+  table.add(
+    'environmentConfig/read',
+    defineMethod({
+      requires: 'initialized',
+      schema: Params({ cwd: Opt(Type.String()), configPaths: Opt(Type.Array(Type.Array(Type.String()))), requirementsPaths: Opt(Type.Array(Type.Array(Type.String()))) }),
+      handler(_p, conn) {
+        // The server keeps no Codex configuration layers of its own; report empty ones.
+        const home = conn.session.backend.environment.homeDir;
+        return {
+          userHomeDir: uri(home),
+          codexHomeDir: uri(`${home.replace(/\/$/, '')}/.codex`),
+          hostname: hostname(),
+          config: { layers: [], cloudInsertionIndex: 0 },
+          requirements: { layers: [], cloudInsertionIndex: 0 },
+        };
+      },
+    }),
+  );
+  table.add('session/info', defineMethod({ requires: 'initialized', schema: Type.Union([Params({}), Type.Null()]), handler: (_p, conn) => conn.session.info() }));
+  table.add(
+    'session/terminateAll',
+    defineMethod({ requires: 'initialized', schema: Type.Union([Params({}), Type.Null()]), handler: async (_p, conn) => ({ terminated: await conn.session.processes.terminateAll() }) }),
+  );
+  table.add(
+    'session/snapshot',
+    defineMethod({
+      requires: 'initialized',
+      schema: Params({ name: Opt(Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_.-]+$' })) }),
+      async handler(params, conn) {
+        const session = conn.session;
+        if (session.status.status === 'dead') throw execError('EXEC_ERR_SESSION_DEAD', `session is dead: ${session.status.reason}`);
+        return session.backend.snapshot(params.name ?? undefined);
+      },
+    }),
+  );
+}

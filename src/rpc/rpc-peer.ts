@@ -1,0 +1,182 @@
+/**
+ * One JSON-RPC peer over a message transport (a WebSocket): parses frames, dispatches requests
+ * through the method table, answers them, sends notifications, and makes server-to-client
+ * requests (approvals) with timeouts. Hand-written rather than json-rpc-2.0 because the
+ * framing rules are Codex's (optional `"jsonrpc"`, echoed only if the client sent it; -32700
+ * keeps the connection) and errors must carry our registry codes.
+ */
+import { RpcCode, toExecError, type ExecServerError } from '../errors.ts';
+import type { Logger } from '../logger.ts';
+import type { Metrics } from '../metrics.ts';
+import type { MethodTable } from './method-table.ts';
+
+export interface RpcTransport {
+  send(text: string): void;
+}
+
+type Id = string | number;
+
+interface Pending {
+  resolve(value: unknown): void;
+  reject(err: Error): void;
+  timer: NodeJS.Timeout;
+}
+
+export interface RpcPeerOptions<Ctx> {
+  readonly table: MethodTable<Ctx>;
+  readonly ctx: Ctx;
+  readonly transport: RpcTransport;
+  readonly log: Logger;
+  readonly metrics: Metrics;
+  /** Throws when `method` may not run yet (initialize gating). */
+  readonly gate: (method: string, requires: 'none' | 'initialized') => void;
+  /** Called for client notifications (`initialized`). */
+  readonly onNotification: (method: string, params: unknown) => void;
+  readonly maxBatch?: number;
+}
+
+const MAX_BATCH = 64;
+
+function isId(value: unknown): value is Id {
+  return typeof value === 'string' || (typeof value === 'number' && Number.isFinite(value));
+}
+
+export class RpcPeer<Ctx> {
+  /** Whether replies carry `"jsonrpc":"2.0"` (only when the client's initialize did). */
+  tagReplies = false;
+  readonly #opts: RpcPeerOptions<Ctx>;
+  readonly #pending = new Map<Id, Pending>();
+  readonly #inflight = new AbortController();
+  #nextId = 1;
+  #closed = false;
+
+  constructor(opts: RpcPeerOptions<Ctx>) {
+    this.#opts = opts;
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  #send(message: Record<string, unknown> | unknown[]): void {
+    if (this.#closed) return;
+    this.#opts.transport.send(JSON.stringify(message));
+  }
+
+  #envelope(body: Record<string, unknown>): Record<string, unknown> {
+    return this.tagReplies ? { jsonrpc: '2.0', ...body } : body;
+  }
+
+  #errorBody(id: Id | null, err: ExecServerError): Record<string, unknown> {
+    return this.#envelope({ id, error: { code: err.rpcCode, message: err.message, data: { code: err.code, ...(err.detail ?? {}) } } });
+  }
+
+  notify(method: string, params: unknown): void {
+    this.#send(this.#envelope({ method, params }));
+  }
+
+  /** Server-to-client request; rejects on timeout, on an error answer and on close. */
+  request(method: string, params: unknown, timeoutMs: number): Promise<unknown> {
+    if (this.#closed) return Promise.reject(new Error('connection closed'));
+    const id = `srv-${this.#nextId++}`;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#pending.delete(id);
+        reject(new Error(`no answer to ${method} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.#pending.set(id, { resolve, reject, timer });
+      this.#send(this.#envelope({ id, method, params }));
+    });
+  }
+
+  /** Handles one text frame. Never throws: every problem becomes an error reply. */
+  handleFrame(text: string): void {
+    let message: unknown;
+    try {
+      message = JSON.parse(text);
+    } catch {
+      this.#send(this.#envelope({ id: null, error: { code: RpcCode.parseError, message: 'parse error: invalid JSON', data: { code: 'EXEC_ERR_PARSE' } } }));
+      return;
+    }
+    if (Array.isArray(message)) {
+      void this.#handleBatch(message);
+      return;
+    }
+    void this.#handleOne(message).then((reply) => {
+      if (reply) this.#send(reply);
+    });
+  }
+
+  async #handleBatch(batch: unknown[]): Promise<void> {
+    const max = this.#opts.maxBatch ?? MAX_BATCH;
+    if (batch.length === 0 || batch.length > max) {
+      this.#send(this.#envelope({ id: null, error: { code: RpcCode.invalidRequest, message: batch.length === 0 ? 'invalid request: empty batch' : `invalid request: batch of ${batch.length} exceeds ${max}`, data: { code: 'EXEC_ERR_INVALID_REQUEST' } } }));
+      return;
+    }
+    const replies = (await Promise.all(batch.map((m) => this.#handleOne(m)))).filter((r): r is Record<string, unknown> => r !== undefined);
+    if (replies.length > 0) this.#send(replies);
+  }
+
+  async #handleOne(message: unknown): Promise<Record<string, unknown> | undefined> {
+    if (typeof message !== 'object' || message === null) return this.#invalid(null, 'message must be a JSON object');
+    const m = message as Record<string, unknown>;
+    const id = m['id'];
+    const method = m['method'];
+    if (typeof method !== 'string') {
+      if (isId(id) && ('result' in m || 'error' in m)) {
+        this.#settle(id, m);
+        return undefined;
+      }
+      return this.#invalid(isId(id) ? id : null, 'missing method');
+    }
+    if (id === undefined) {
+      this.#opts.onNotification(method, m['params']);
+      return undefined;
+    }
+    if (!isId(id)) return this.#invalid(null, 'id must be a string or a number');
+    if (method === 'initialize' && m['jsonrpc'] === '2.0') this.tagReplies = true;
+    const def = this.#opts.table.get(method);
+    if (!def) {
+      this.#opts.metrics.rpcRequests.inc({ method: 'unknown', result: 'error' });
+      return this.#envelope({ id, error: { code: RpcCode.methodNotFound, message: `method not found: ${method}`, data: { code: 'EXEC_ERR_METHOD_NOT_FOUND' } } });
+    }
+    try {
+      this.#opts.gate(method, def.requires);
+      const params = m['params'] ?? {};
+      def.check(params);
+      const result = await def.handler(params as never, this.#opts.ctx, this.#inflight.signal);
+      this.#opts.metrics.rpcRequests.inc({ method, result: 'ok' });
+      return this.#envelope({ id, result: result ?? {} });
+    } catch (err) {
+      const e = toExecError(err);
+      this.#opts.metrics.rpcRequests.inc({ method, result: 'error' });
+      if (e.code === 'EXEC_ERR_INTERNAL') this.#opts.log.error({ err, method }, 'internal error in RPC handler');
+      return this.#errorBody(id, e);
+    }
+  }
+
+  #invalid(id: Id | null, why: string): Record<string, unknown> {
+    return this.#envelope({ id, error: { code: RpcCode.invalidRequest, message: `invalid request: ${why}`, data: { code: 'EXEC_ERR_INVALID_REQUEST' } } });
+  }
+
+  #settle(id: Id, m: Record<string, unknown>): void {
+    const pending = this.#pending.get(id);
+    if (!pending) return;
+    this.#pending.delete(id);
+    clearTimeout(pending.timer);
+    if ('error' in m) pending.reject(new Error(`client answered with an error: ${JSON.stringify(m['error'])}`));
+    else pending.resolve(m['result']);
+  }
+
+  /** Aborts in-flight long polls and fails pending server requests. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#inflight.abort();
+    for (const [id, p] of this.#pending) {
+      clearTimeout(p.timer);
+      p.reject(new Error('connection closed'));
+      this.#pending.delete(id);
+    }
+  }
+}

@@ -1,0 +1,162 @@
+/**
+ * Creates, finds, reaps and destroys sessions; enforces ownership (another tenant's session
+ * does not exist for you) and the server and per-tenant quotas.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Backend } from '../backends/types.ts';
+import type { Config } from '../config.ts';
+import { execError, toExecError } from '../errors.ts';
+import { asSessionId, type SessionId, type TenantId } from '../ids.ts';
+import type { Logger } from '../logger.ts';
+import type { Metrics } from '../metrics.ts';
+import { resolveSessionSpec, type SessionSpec } from './session-spec.ts';
+import { Session, type SessionDeps } from './session.ts';
+
+const REAP_INTERVAL_MS = 5_000;
+
+export interface CreateOptions {
+  readonly tenant: TenantId;
+  /** Who opens it: `codex…` clients get denial reports by default (`--denial-handling auto`). */
+  readonly clientName?: string | undefined;
+}
+
+export class SessionManager {
+  readonly #sessions = new Map<SessionId, Session>();
+  readonly #backend: Backend;
+  readonly #config: Config;
+  readonly #metrics: Metrics;
+  readonly #log: Logger;
+  readonly #deps: SessionDeps;
+  #creating = 0;
+  #reaper: NodeJS.Timeout | undefined;
+  #closing = false;
+
+  constructor(backend: Backend, config: Config, metrics: Metrics, log: Logger) {
+    this.#backend = backend;
+    this.#config = config;
+    this.#metrics = metrics;
+    this.#log = log;
+    this.#deps = {
+      metrics,
+      log,
+      backendKind: backend.kind,
+      approvalTimeoutMs: config.approvalTimeoutMs,
+      maxPendingApprovals: config.maxPendingApprovals,
+      limits: {
+        maxProcesses: config.maxProcesses,
+        retentionBytes: config.outputRetentionBytes,
+        exitedRetentionMs: config.exitedRetentionMs,
+        terminateGraceMs: config.terminateGraceMs,
+      },
+    };
+  }
+
+  get backend(): Backend {
+    return this.#backend;
+  }
+
+  /** Re-adopts sessions the backend kept (docker containers of this instance) and starts reaping. */
+  async start(): Promise<void> {
+    for (const recovered of await this.#backend.recover()) {
+      const spec = resolveSessionSpec({ labels: { ...recovered.labels } }, this.#config, 'server');
+      const session = new Session(recovered.session.id, recovered.tenant, spec, recovered.session, this.#deps, recovered.createdAt);
+      this.#sessions.set(session.id, session);
+      this.#log.info({ sessionId: session.id }, 're-adopted session');
+    }
+    this.#metrics.sessionsActive.set(this.#sessions.size);
+    this.#reaper = setInterval(() => void this.reap(), REAP_INTERVAL_MS);
+    this.#reaper.unref();
+  }
+
+  #denialHandling(clientName: string | undefined): 'server' | 'report' {
+    if (this.#config.denialHandling !== 'auto') return this.#config.denialHandling;
+    return clientName?.toLowerCase().startsWith('codex') ? 'report' : 'server';
+  }
+
+  async create(spec: SessionSpec, options: CreateOptions): Promise<Session> {
+    if (this.#closing) throw execError('EXEC_ERR_SHUTTING_DOWN', 'server is shutting down');
+    const resolved = resolveSessionSpec(spec, this.#config, this.#denialHandling(options.clientName));
+    if (this.#sessions.size + this.#creating >= this.#config.maxSessions) {
+      this.#metrics.sessionsCreated.inc({ result: 'limit' });
+      throw execError('EXEC_ERR_SESSION_LIMIT', `server session limit reached (${this.#config.maxSessions})`);
+    }
+    const owned = [...this.#sessions.values()].filter((s) => s.tenant === options.tenant).length;
+    if (owned >= this.#config.maxSessionsPerTenant) {
+      this.#metrics.sessionsCreated.inc({ result: 'limit' });
+      throw execError('EXEC_ERR_SESSION_LIMIT', `session quota reached: ${owned} of ${this.#config.maxSessionsPerTenant} sessions for this tenant`);
+    }
+    const id = asSessionId(randomUUID());
+    this.#creating++;
+    try {
+      const network = resolved.policy.sandbox.type === 'danger-full-access' || resolved.policy.sandbox.networkAccess === true;
+      const backendSession = await this.#backend.createSession({
+        id,
+        tenant: options.tenant,
+        image: resolved.image,
+        snapshot: resolved.snapshot,
+        workdir: resolved.workdir,
+        labels: resolved.labels,
+        resources: resolved.resources,
+        network,
+      });
+      const session = new Session(id, options.tenant, resolved, backendSession, this.#deps);
+      this.#sessions.set(id, session);
+      this.#metrics.sessionsCreated.inc({ result: 'ok' });
+      this.#metrics.sessionsActive.set(this.#sessions.size);
+      this.#log.info({ sessionId: id, tenant: options.tenant, backend: this.#backend.kind }, 'session created');
+      return session;
+    } catch (err) {
+      this.#metrics.sessionsCreated.inc({ result: 'error' });
+      throw toExecError(err);
+    } finally {
+      this.#creating--;
+    }
+  }
+
+  /** The session, if it exists and belongs to `tenant`; otherwise not found (never "forbidden"). */
+  get(id: string, tenant: TenantId): Session {
+    const session = this.#sessions.get(id as SessionId);
+    if (!session || session.tenant !== tenant) throw execError('EXEC_ERR_SESSION_NOT_FOUND', `session ${id} not found`);
+    return session;
+  }
+
+  list(tenant: TenantId): Session[] {
+    return [...this.#sessions.values()].filter((s) => s.tenant === tenant);
+  }
+
+  get size(): number {
+    return this.#sessions.size;
+  }
+
+  async destroy(id: string, tenant: TenantId): Promise<void> {
+    const session = this.get(id, tenant);
+    await this.#remove(session, 'deleted');
+  }
+
+  async #remove(session: Session, why: string): Promise<void> {
+    if (!this.#sessions.delete(session.id)) return;
+    this.#metrics.sessionsActive.set(this.#sessions.size);
+    this.#log.info({ sessionId: session.id, why }, 'session destroyed');
+    try {
+      await session.destroy();
+    } catch (err) {
+      this.#log.error({ sessionId: session.id, err }, 'session destroy failed');
+    }
+  }
+
+  /** Ends sessions past their lifetime, idle ones (no client, nothing running) and dead ones. */
+  async reap(now = Date.now()): Promise<void> {
+    for (const session of [...this.#sessions.values()]) {
+      const idleFor = now - session.lastActivity;
+      if (now >= session.expiresAt.getTime()) await this.#remove(session, 'max lifetime reached');
+      else if (!session.client && session.processes.runningCount === 0 && idleFor >= session.spec.idleTimeoutSeconds * 1000) await this.#remove(session, 'idle timeout');
+      else if (session.status.status === 'dead' && !session.client && idleFor >= this.#config.exitedRetentionMs) await this.#remove(session, 'dead');
+    }
+  }
+
+  async close(): Promise<void> {
+    this.#closing = true;
+    if (this.#reaper) clearInterval(this.#reaper);
+    await Promise.all([...this.#sessions.values()].map((s) => this.#remove(s, 'server shutdown')));
+  }
+}

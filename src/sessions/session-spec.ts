@@ -1,0 +1,97 @@
+/**
+ * The session spec (`initialize.session`, `POST /v1/sessions`) as a TypeBox schema, and its
+ * resolution against the server's defaults and maxima.
+ */
+import { Type, type Static } from 'typebox';
+import type { Config } from '../config.ts';
+import { execError } from '../errors.ts';
+import type { ApprovalPolicy, SandboxPolicy, SessionPolicy } from '../policy/sandbox-policy.ts';
+
+const AbsPath = Type.String({ minLength: 1, maxLength: 4096, pattern: '^(/|file://)' });
+
+export const SandboxPolicySchema = Type.Union([
+  Type.Object({ type: Type.Literal('workspace-write'), writableRoots: Type.Optional(Type.Array(AbsPath, { maxItems: 64 })), networkAccess: Type.Optional(Type.Boolean()), excludeSlashTmp: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
+  Type.Object({ type: Type.Literal('read-only'), networkAccess: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
+  Type.Object({ type: Type.Literal('danger-full-access') }, { additionalProperties: false }),
+]);
+
+export const ApprovalPolicySchema = Type.Union([
+  Type.Literal('untrusted'),
+  Type.Literal('on-failure'),
+  Type.Literal('on-request'),
+  Type.Literal('never'),
+  Type.Object({ granular: Type.Object({ sandboxApproval: Type.Boolean() }, { additionalProperties: false }) }, { additionalProperties: false }),
+]);
+
+export const SessionSpecSchema = Type.Object(
+  {
+    image: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
+    snapshot: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
+    workdir: Type.Optional(AbsPath),
+    env: Type.Optional(Type.Record(Type.String({ maxLength: 1024 }), Type.String({ maxLength: 131072 }))),
+    labels: Type.Optional(Type.Record(Type.String({ pattern: '^[A-Za-z0-9_.-]{1,63}$' }), Type.String({ maxLength: 256 }))),
+    sandbox: Type.Optional(SandboxPolicySchema),
+    denyRead: Type.Optional(Type.Array(AbsPath, { maxItems: 256 })),
+    approvalPolicy: Type.Optional(ApprovalPolicySchema),
+    strictAutoReview: Type.Optional(Type.Boolean()),
+    resources: Type.Optional(Type.Object({ memoryMb: Type.Optional(Type.Integer({ minimum: 16 })), cpus: Type.Optional(Type.Number({ exclusiveMinimum: 0 })), pids: Type.Optional(Type.Integer({ minimum: 8 })) }, { additionalProperties: false })),
+    idleTimeoutSeconds: Type.Optional(Type.Integer({ minimum: 1 })),
+    maxLifetimeSeconds: Type.Optional(Type.Integer({ minimum: 1 })),
+  },
+  { additionalProperties: false },
+);
+
+export type SessionSpec = Static<typeof SessionSpecSchema>;
+
+/** A spec with every default applied and every maximum enforced. */
+export interface ResolvedSessionSpec {
+  readonly image?: string | undefined;
+  readonly snapshot?: string | undefined;
+  readonly workdir?: string | undefined;
+  readonly env: Record<string, string>;
+  readonly labels: Record<string, string>;
+  readonly policy: SessionPolicy;
+  readonly resources: { memoryMb: number; cpus: number; pids: number };
+  readonly idleTimeoutSeconds: number;
+  readonly maxLifetimeSeconds: number;
+}
+
+/** Strips a `file://` prefix; paths on the wire may be either form. */
+export function toPath(value: string): string {
+  if (!value.startsWith('file://')) return value;
+  const url = new URL(value);
+  if (url.host !== '' && url.host !== 'localhost') throw execError('EXEC_ERR_INVALID_PARAMS', `file URI ${value} names a host; only local paths are supported`);
+  return decodeURIComponent(url.pathname);
+}
+
+function capped(name: string, value: number | undefined, dflt: number, max: number): number {
+  if (value === undefined) return dflt;
+  if (value > max) throw execError('EXEC_ERR_INVALID_PARAMS', `session.${name} ${value} exceeds the server maximum ${max}`, { detail: { field: `session.${name}` } });
+  return value;
+}
+
+export function resolveSessionSpec(spec: SessionSpec, config: Config, denialHandling: 'server' | 'report'): ResolvedSessionSpec {
+  const sandbox = (spec.sandbox ?? { type: config.sandbox }) as SandboxPolicy;
+  const normalizedSandbox: SandboxPolicy = sandbox.type === 'workspace-write' && sandbox.writableRoots ? { ...sandbox, writableRoots: sandbox.writableRoots.map(toPath) } : sandbox;
+  return {
+    image: spec.image,
+    snapshot: spec.snapshot,
+    workdir: spec.workdir === undefined ? undefined : toPath(spec.workdir),
+    env: spec.env ?? {},
+    labels: spec.labels ?? {},
+    policy: {
+      sandbox: normalizedSandbox,
+      denyRead: (spec.denyRead ?? []).map(toPath),
+      approvalPolicy: (spec.approvalPolicy ?? config.approvalPolicy) as ApprovalPolicy,
+      strictAutoReview: spec.strictAutoReview ?? false,
+      denialHandling,
+    },
+    resources: {
+      memoryMb: capped('resources.memoryMb', spec.resources?.memoryMb, config.memoryMb, config.maxMemoryMb),
+      cpus: capped('resources.cpus', spec.resources?.cpus, config.cpus, config.maxCpus),
+      pids: capped('resources.pids', spec.resources?.pids, config.pids, config.maxPids),
+    },
+    idleTimeoutSeconds: capped('idleTimeoutSeconds', spec.idleTimeoutSeconds, config.idleTimeoutSeconds, config.maxLifetimeSeconds),
+    maxLifetimeSeconds: capped('maxLifetimeSeconds', spec.maxLifetimeSeconds, config.maxLifetimeSeconds, config.maxLifetimeSeconds),
+  };
+}

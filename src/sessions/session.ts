@@ -1,0 +1,196 @@
+/**
+ * One session: its backend session (workspace or container), its process table, its policy,
+ * and the client currently attached to it (at most one; a resume evicts the previous one).
+ */
+import type { BackendSession } from '../backends/types.ts';
+import type { SessionId, TenantId } from '../ids.ts';
+import type { Logger } from '../logger.ts';
+import type { Metrics } from '../metrics.ts';
+import type { ApprovalDecision, ApprovalRequest } from '../policy/approvals.ts';
+import { ProcessTable, type ProcessLimits } from '../processes/process-table.ts';
+import type { ResolvedSessionSpec } from './session-spec.ts';
+
+/** The client side of a session: a WebSocket connection, or the HTTP approval queue. */
+export interface SessionClient {
+  readonly clientName: string;
+  /** Sends a server-to-client request; rejects on timeout or disconnect. */
+  request(method: string, params: unknown, timeoutMs: number): Promise<unknown>;
+  /** Closes the client because another connection resumed the session. */
+  evict(reason: string): void;
+}
+
+export type SessionStatus = { readonly status: 'alive' } | { readonly status: 'dead'; readonly reason: string };
+
+export interface SessionInfo {
+  readonly sessionId: SessionId;
+  readonly tenant: TenantId;
+  readonly backend: string;
+  readonly sandboxType: string;
+  readonly sandboxUnavailableReason?: string | undefined;
+  readonly sandbox: ResolvedSessionSpec['policy']['sandbox'];
+  readonly approvalPolicy: ResolvedSessionSpec['policy']['approvalPolicy'];
+  readonly denialHandling: ResolvedSessionSpec['policy']['denialHandling'];
+  readonly image?: string | undefined;
+  readonly containerId?: string | undefined;
+  readonly workdir: string;
+  readonly status: SessionStatus['status'];
+  readonly attached: boolean;
+  readonly processes: number;
+  readonly runningProcesses: number;
+  readonly labels: Record<string, string>;
+  readonly createdAt: string;
+  readonly expiresAt: string;
+}
+
+export interface SessionDeps {
+  readonly metrics: Metrics;
+  readonly log: Logger;
+  readonly limits: ProcessLimits;
+  readonly approvalTimeoutMs: number;
+  readonly maxPendingApprovals: number;
+  readonly backendKind: string;
+}
+
+const APPROVAL_DECISIONS = new Set(['approved', 'approved-for-session', 'denied', 'abort']);
+
+export class Session {
+  readonly id: SessionId;
+  readonly tenant: TenantId;
+  readonly spec: ResolvedSessionSpec;
+  readonly backend: BackendSession;
+  readonly processes: ProcessTable;
+  readonly createdAt: Date;
+  readonly approvalCache = new Set<string>();
+  /** Client paths that stand for the workspace (longest first is not needed: aliases never nest). */
+  readonly workspaceAliases: string[] = [];
+  lastActivity = Date.now();
+  status: SessionStatus = { status: 'alive' };
+  #client: SessionClient | undefined;
+  #pendingApprovals = 0;
+  readonly #deps: SessionDeps;
+  readonly #log: Logger;
+
+  constructor(id: SessionId, tenant: TenantId, spec: ResolvedSessionSpec, backend: BackendSession, deps: SessionDeps, createdAt = new Date()) {
+    this.id = id;
+    this.tenant = tenant;
+    this.spec = spec;
+    this.backend = backend;
+    this.createdAt = createdAt;
+    this.#deps = deps;
+    this.#log = deps.log.child({ sessionId: id });
+    this.processes = new ProcessTable(
+      { backend, policy: spec.policy, requestApproval: (req) => this.requestApproval(req), approvalCache: this.approvalCache, metrics: deps.metrics, log: this.#log },
+      deps.limits,
+      backend.environment.baseEnv,
+      spec.env,
+    );
+    backend.onLost((reason) => this.markDead(reason));
+  }
+
+  /**
+   * Where a path the client names lives in this session. Codex sends its own local working
+   * directory; `workspaceAliases` map such paths onto the session workspace (see
+   * docs/protocol.md, "Working directories").
+   */
+  mapClientPath(path: string): string {
+    for (const alias of this.workspaceAliases) {
+      if (path === alias) return this.backend.workdir;
+      if (path.startsWith(`${alias}/`)) return `${this.backend.workdir}${path.slice(alias.length)}`;
+    }
+    return path;
+  }
+
+  /** Maps a start's `cwd`; a path that does not exist in the session becomes an alias of the workspace. */
+  async resolveCwd(path: string): Promise<string> {
+    const mapped = this.mapClientPath(path);
+    if (mapped !== path || this.backend.containerId === undefined) return mapped;
+    const exists = await this.backend.fs.stat(path).then(() => true, () => false);
+    if (exists) return path;
+    this.workspaceAliases.push(path);
+    this.#log.info({ alias: path, workdir: this.backend.workdir }, 'client working directory mapped onto the session workspace');
+    return this.backend.workdir;
+  }
+
+  get client(): SessionClient | undefined {
+    return this.#client;
+  }
+
+  get expiresAt(): Date {
+    return new Date(this.createdAt.getTime() + this.spec.maxLifetimeSeconds * 1000);
+  }
+
+  /** Attaches `client`, evicting the previous one (DESIGN.md: resume closes the older connection). */
+  attach(client: SessionClient): void {
+    const previous = this.#client;
+    this.#client = client;
+    this.touch();
+    if (previous && previous !== client) previous.evict('session has been resumed by another connection');
+  }
+
+  detach(client: SessionClient): void {
+    if (this.#client === client) this.#client = undefined;
+    this.touch();
+  }
+
+  touch(): void {
+    this.lastActivity = Date.now();
+  }
+
+  markDead(reason: string): void {
+    if (this.status.status === 'dead') return;
+    this.status = { status: 'dead', reason };
+    this.processes.markAllLost(reason);
+    this.#log.warn({ reason }, 'session lost its backend');
+  }
+
+  /** Asks the attached client; fails closed (denied) on no client, disconnect, timeout, overflow or a malformed answer. */
+  async requestApproval(req: ApprovalRequest): Promise<ApprovalDecision> {
+    const client = this.#client;
+    if (!client) return 'denied';
+    if (this.#pendingApprovals >= this.#deps.maxPendingApprovals) {
+      this.#log.warn({ processId: req.processId }, 'too many pending approvals: denied');
+      return 'denied';
+    }
+    this.#pendingApprovals++;
+    try {
+      const answer = (await client.request('approval/request', req, this.#deps.approvalTimeoutMs)) as { decision?: unknown } | null;
+      const decision = answer?.decision;
+      return typeof decision === 'string' && APPROVAL_DECISIONS.has(decision) ? (decision as ApprovalDecision) : 'denied';
+    } catch (err) {
+      this.#log.info({ processId: req.processId, err: (err as Error).message }, 'approval not answered: denied');
+      return 'denied';
+    } finally {
+      this.#pendingApprovals--;
+    }
+  }
+
+  info(): SessionInfo {
+    return {
+      sessionId: this.id,
+      tenant: this.tenant,
+      backend: this.#deps.backendKind,
+      sandboxType: this.spec.policy.sandbox.type === 'danger-full-access' ? 'none' : this.backend.sandboxType,
+      sandboxUnavailableReason: this.backend.sandboxUnavailableReason,
+      sandbox: this.spec.policy.sandbox,
+      approvalPolicy: this.spec.policy.approvalPolicy,
+      denialHandling: this.spec.policy.denialHandling,
+      image: this.backend.image,
+      containerId: this.backend.containerId,
+      workdir: this.backend.workdir,
+      status: this.status.status,
+      attached: this.#client !== undefined,
+      processes: this.processes.size,
+      runningProcesses: this.processes.runningCount,
+      labels: this.spec.labels,
+      createdAt: this.createdAt.toISOString(),
+      expiresAt: this.expiresAt.toISOString(),
+    };
+  }
+
+  async destroy(): Promise<void> {
+    this.#client?.evict('session was deleted');
+    this.#client = undefined;
+    await this.processes.close();
+    await this.backend.destroy();
+  }
+}

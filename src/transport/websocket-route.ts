@@ -1,0 +1,79 @@
+/**
+ * The WebSocket endpoint (`/` and `/v1/ws`): one JSON-RPC message per text frame. Auth ran in
+ * the onRequest hook, before the upgrade. A slow reader is cut off once more than
+ * `wsBufferLimitBytes` wait in its socket buffer (close code 4001); its processes keep running
+ * and it can resume the session.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { WebSocket } from 'ws';
+import { RpcCode } from '../errors.ts';
+import type { Metrics } from '../metrics.ts';
+import { Connection, type ConnectionDeps } from '../rpc/connection.ts';
+import type { MethodTable } from '../rpc/method-table.ts';
+import { RpcPeer } from '../rpc/rpc-peer.ts';
+
+/** Close codes the server uses (also in docs/protocol.md). */
+export const CloseCode = { evicted: 4000, slowConsumer: 4001, shutdown: 1001, tooBig: 1009 } as const;
+
+export interface WebSocketRouteOptions {
+  readonly table: MethodTable<Connection>;
+  readonly deps: Omit<ConnectionDeps, 'tenant' | 'log'>;
+  readonly metrics: Metrics;
+  readonly bufferLimitBytes: number;
+}
+
+export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRouteOptions): void {
+  const wsHandler = (socket: WebSocket, request: { tenant: ConnectionDeps['tenant']; log: FastifyInstance['log'] }): void => {
+    const log = request.log.child({ tenant: request.tenant });
+    opts.metrics.wsConnections.inc();
+    const close = (code: number, reason: string): void => {
+      if (socket.readyState === socket.OPEN || socket.readyState === socket.CONNECTING) socket.close(code, reason.slice(0, 120));
+    };
+    const conn = new Connection({ ...opts.deps, tenant: request.tenant, log }, close);
+    const peer = new RpcPeer<Connection>({
+      table: opts.table,
+      ctx: conn,
+      log,
+      metrics: opts.metrics,
+      gate: (method, requires) => conn.gate(method, requires),
+      onNotification: (method, params) => conn.onNotification(method, params),
+      transport: {
+        send(text) {
+          if (socket.readyState !== socket.OPEN) return;
+          if (socket.bufferedAmount > opts.bufferLimitBytes) {
+            opts.metrics.wsSlowConsumers.inc();
+            log.warn({ buffered: socket.bufferedAmount }, 'slow consumer disconnected');
+            conn.closed();
+            close(CloseCode.slowConsumer, `slow consumer: more than ${opts.bufferLimitBytes} bytes unread; resume the session and read from your last seq`);
+            return;
+          }
+          socket.send(text);
+        },
+      },
+    });
+    conn.bindPeer(peer);
+    // Listeners attach synchronously, before any await, or early frames would be lost.
+    socket.on('message', (data, isBinary) => {
+      if (isBinary) {
+        socket.send(JSON.stringify({ id: null, error: { code: RpcCode.invalidRequest, message: 'invalid request: binary frames are not supported; send JSON text frames', data: { code: 'EXEC_ERR_INVALID_REQUEST' } } }));
+        return;
+      }
+      peer.handleFrame(Array.isArray(data) ? Buffer.concat(data).toString('utf8') : data.toString('utf8'));
+    });
+    socket.on('close', () => {
+      opts.metrics.wsConnections.dec();
+      peer.close();
+      conn.closed();
+    });
+    socket.on('error', (err) => log.debug({ err }, 'websocket error'));
+  };
+  for (const url of ['/', '/v1/ws']) {
+    app.route({
+      method: 'GET',
+      url,
+      schema: { hide: true },
+      handler: async () => ({ name: 'exec-server', websocket: true, docs: '/docs/openapi.json' }),
+      wsHandler: wsHandler as never,
+    });
+  }
+}

@@ -1,0 +1,153 @@
+/**
+ * Test harness: a real server (buildApp + listen on a free port) per test or suite, on the
+ * local or the docker backend, and a session helper over a real WebSocket.
+ */
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/app.ts';
+import type { Backend } from '../../src/backends/types.ts';
+import { createLocalBackend } from '../../src/backends/local/local-backend.ts';
+import { loadConfig, type Config } from '../../src/config.ts';
+import { silentLogger } from '../../src/logger.ts';
+import { RpcConnection, type Notification, type RpcConnectionOptions } from '../../src/client/rpc-connection.ts';
+
+export type BackendKind = 'local' | 'docker';
+
+export interface TestServer {
+  readonly app: FastifyInstance;
+  readonly url: string;
+  readonly httpUrl: string;
+  readonly config: Config;
+  readonly backend: Backend;
+  close(): Promise<void>;
+}
+
+export interface ServerOptions {
+  readonly backend?: BackendKind;
+  /** Extra flags, e.g. ['--token', 'x']. */
+  readonly flags?: readonly string[];
+  /** Local backend: force sandbox type none (as if bwrap were missing). */
+  readonly noBubblewrap?: boolean;
+}
+
+export async function startServer(opts: ServerOptions = {}): Promise<TestServer> {
+  const workspaceRoot = await mkdtemp(join(tmpdir(), 'exec-server-test-'));
+  const kind = opts.backend ?? 'local';
+  const config = loadConfig(['--listen', 'ws://127.0.0.1:0', '--workspace-root', workspaceRoot, '--backend', kind, '--terminate-grace-ms', '500', ...(opts.flags ?? [])], {});
+  let backend: Backend;
+  if (kind === 'docker') {
+    const { createDockerBackend } = await import('../../src/backends/docker/index.ts');
+    const { TEST_IMAGE } = await import('../docker/engine.ts');
+    backend = createDockerBackend({ defaultImage: TEST_IMAGE, instanceId: `test-${process.pid}-${Math.random().toString(16).slice(2, 8)}` }, silentLogger);
+  } else {
+    backend = await createLocalBackend({ workspaceRoot, ...(opts.noBubblewrap ? { bubblewrap: { available: false, path: 'bwrap', reason: 'disabled by the test' } } : {}) }, silentLogger);
+  }
+  const app = await buildApp({ config, backend });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  return {
+    app,
+    url: `ws://127.0.0.1:${port}`,
+    httpUrl: `http://127.0.0.1:${port}`,
+    config,
+    backend,
+    close: () => app.close(),
+  };
+}
+
+export interface ProcessResult {
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly pty: string;
+  readonly exited: Record<string, unknown>;
+  readonly events: Notification[];
+}
+
+/** A connection plus an initialized session, recording every notification. */
+export class TestSession {
+  readonly conn: RpcConnection;
+  readonly sessionId: string;
+  readonly initResult: Record<string, unknown>;
+  readonly notifications: Notification[] = [];
+  #waiters: Array<() => void> = [];
+
+  private constructor(conn: RpcConnection, init: Record<string, unknown>) {
+    this.conn = conn;
+    this.initResult = init;
+    this.sessionId = init['sessionId'] as string;
+  }
+
+  static async open(url: string, init: Record<string, unknown> = {}, opts: RpcConnectionOptions = {}): Promise<TestSession> {
+    const conn = await RpcConnection.open(url, opts);
+    const buffered: Notification[] = [];
+    const off = conn.onNotification((n) => buffered.push(n));
+    const result = await conn.request<Record<string, unknown>>('initialize', { clientName: 'exec-server-tests', ...init });
+    conn.notify('initialized', {});
+    const session = new TestSession(conn, result);
+    off();
+    session.notifications.push(...buffered);
+    conn.onNotification((n) => {
+      session.notifications.push(n);
+      const waiters = session.#waiters;
+      session.#waiters = [];
+      for (const w of waiters) w();
+    });
+    return session;
+  }
+
+  request<T = Record<string, unknown>>(method: string, params?: unknown): Promise<T> {
+    return this.conn.request<T>(method, params);
+  }
+
+  /** Resolves when `predicate` holds over the notifications received so far. */
+  async waitFor(predicate: (all: Notification[]) => boolean, timeoutMs = 20_000, what = 'notification'): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!predicate(this.notifications)) {
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`timed out waiting for ${what}; got ${JSON.stringify(this.notifications.slice(-5))}`);
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, Math.min(left, 200));
+        this.#waiters.push(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
+    }
+  }
+
+  eventsOf(processId: string): Notification[] {
+    return this.notifications.filter((n) => n.params['processId'] === processId);
+  }
+
+  /** Waits for `process/closed` and returns the decoded output and the exit notification. */
+  async result(processId: string, timeoutMs = 20_000): Promise<ProcessResult> {
+    await this.waitFor((all) => all.some((n) => n.method === 'process/closed' && n.params['processId'] === processId), timeoutMs, `process/closed of ${processId}`);
+    const events = this.eventsOf(processId);
+    const text = (stream: string): string =>
+      Buffer.concat(events.filter((e) => e.method === 'process/output' && e.params['stream'] === stream).map((e) => Buffer.from(e.params['chunk'] as string, 'base64'))).toString('utf8');
+    const exited = events.find((e) => e.method === 'process/exited');
+    if (!exited) throw new Error(`closed without exited for ${processId}`);
+    return { stdout: text('stdout'), stderr: text('stderr'), pty: text('pty'), exited: exited.params, events };
+  }
+
+  start(processId: string, argv: string[], extra: Record<string, unknown> = {}): Promise<Record<string, unknown>> {
+    return this.request('process/start', { processId, argv, tty: false, ...extra });
+  }
+
+  /** Starts, waits for the end, returns the result. */
+  async run(processId: string, argv: string[], extra: Record<string, unknown> = {}): Promise<ProcessResult> {
+    await this.start(processId, argv, extra);
+    return this.result(processId);
+  }
+
+  close(): Promise<void> {
+    return this.conn.close();
+  }
+}
+
+export const b64 = (s: string | Buffer): string => Buffer.from(s).toString('base64');
+export const unb64 = (s: unknown): string => Buffer.from(String(s), 'base64').toString('utf8');
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
