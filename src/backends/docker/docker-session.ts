@@ -63,6 +63,7 @@ export class DockerSession implements BackendSession {
   /** Key of the sandbox layout last applied, and whether root changed files since. */
   #preparedKey: string | undefined;
   #dirty = true;
+  #ownedRoots = new Set<string>();
   #prepareChain: Promise<void> = Promise.resolve();
   #finishedPidFiles: string[] = [];
   readonly #host: ProcessHost;
@@ -136,9 +137,11 @@ export class DockerSession implements BackendSession {
       const covered = (d: string): boolean => roots.some((r) => d === r || d.startsWith(r.endsWith('/') ? r : `${r}/`));
       const lock = SHARED_TMP_DIRS.filter((d) => !covered(d));
       const unlock = SHARED_TMP_DIRS.filter((d) => covered(d));
+      // Roots the sandbox user owned under an earlier layout: back to root, or they stay writable.
+      const revoked = [...this.#ownedRoots].filter((r) => !covered(r));
       this.#dirty = false;
       const result = await runControl(this.container, {
-        cmd: ['/bin/sh', '-c', PREPARE_SANDBOX_SCRIPT, 'sh', this.#init.options.sandboxUser, ...roots, '--', ...lock, '--', ...unlock, '--', ...deny],
+        cmd: ['/bin/sh', '-c', PREPARE_SANDBOX_SCRIPT, 'sh', this.#init.options.sandboxUser, ...roots, '--', ...revoked, '--', ...lock, '--', ...unlock, '--', ...deny],
         timeoutMs: this.#init.options.engineTimeoutMs,
       });
       if (result.exitCode !== 0) {
@@ -146,6 +149,7 @@ export class DockerSession implements BackendSession {
         throw execError('EXEC_ERR_BACKEND', `cannot prepare the container-user sandbox: ${result.stderr.trim()}`);
       }
       this.#preparedKey = key;
+      this.#ownedRoots = new Set(roots);
     };
     const next = this.#prepareChain.then(run, run);
     this.#prepareChain = next.catch(() => undefined);

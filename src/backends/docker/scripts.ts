@@ -64,11 +64,13 @@ export const SIGNAL_SCRIPT = [
 ].join('\n');
 
 /**
- * Prepares the container-user sandbox, as root. Args: uid:gid, then writable roots, `--`,
- * world-writable dirs to close ("lock"), `--`, world-writable dirs to open ("unlock"), `--`,
+ * Prepares the container-user sandbox, as root. Args: uid:gid, then four lists each ended by
+ * `--`: writable roots; revoked roots (writable under the previous layout, not now);
+ * world-writable dirs to close ("lock"); world-writable dirs to open ("unlock"); then the
  * deny-read paths. Writable roots get owned by the sandbox user (only what is not already:
- * cheap when run again); deny-read paths become root-owned and closed to group and others
- * (root keeps access through ownership, without needing DAC_READ_SEARCH).
+ * cheap when run again), revoked ones go back to root; shared tmp dirs stay root-owned with
+ * the sticky bit, mode 1777 or 1775; deny-read paths become root-owned and closed to group
+ * and others (root keeps access through ownership, without needing DAC_READ_SEARCH).
  */
 export const PREPARE_SANDBOX_SCRIPT = [
   'u=$1; shift',
@@ -76,8 +78,12 @@ export const PREPARE_SANDBOX_SCRIPT = [
   '  mkdir -p -- "$1" && find "$1" -xdev ! -user "${u%%:*}" -exec chown -h "$u" {} + || exit 1',
   '  shift',
   'done; shift',
-  'while [ "$#" -gt 0 ] && [ "$1" != -- ]; do [ -d "$1" ] && chmod 1775 "$1"; shift; done; shift',
-  'while [ "$#" -gt 0 ] && [ "$1" != -- ]; do [ -d "$1" ] && chmod 1777 "$1"; shift; done; shift',
+  'while [ "$#" -gt 0 ] && [ "$1" != -- ]; do',
+  '  [ -e "$1" ] && { find "$1" -xdev ! -user 0 -exec chown -h 0:0 {} + || exit 1; }',
+  '  shift',
+  'done; shift',
+  'while [ "$#" -gt 0 ] && [ "$1" != -- ]; do [ -d "$1" ] && { chown 0:0 "$1"; chmod 1775 "$1"; }; shift; done; shift',
+  'while [ "$#" -gt 0 ] && [ "$1" != -- ]; do [ -d "$1" ] && { chown 0:0 "$1"; chmod 1777 "$1"; }; shift; done; shift',
   'for p; do',
   '  if [ -e "$p" ] || [ -L "$p" ]; then chown -h 0:0 "$p" && chmod go-rwx "$p" || exit 1; fi',
   'done',
