@@ -8,7 +8,7 @@
  * Measurements are in docs/docker-backend.md.
  */
 import { posix } from 'node:path';
-import { Transform } from 'node:stream';
+import { Readable, Transform } from 'node:stream';
 import type Docker from 'dockerode';
 import { execError, ExecServerError, fromErrno } from '../../errors.ts';
 import type { DirectoryEntry, FileMetadata, SessionFs } from '../types.ts';
@@ -41,7 +41,7 @@ const S = {
   realpath: [
     'p=$1; rest=',
     'while [ ! -e "$p" ] && [ ! -L "$p" ] && [ "$p" != / ]; do rest="/${p##*/}$rest"; p=${p%/*}; [ -n "$p" ] || p=/; done',
-    'r=$(realpath -- "$p" 2>/dev/null) || r=$p',
+    'r=$(realpath "$p" 2>/dev/null) || r=$p',
     'printf "%s%s" "$r" "$rest"',
   ].join('\n'),
   readFile: [
@@ -243,7 +243,5 @@ function tooLarge(path: string, maxBytes: number): ExecServerError {
 }
 
 function bufferStream(data: Buffer): NodeJS.ReadableStream {
-  const t = new Transform();
-  t.end(data);
-  return t;
+  return Readable.from(data.length === 0 ? [] : [data]);
 }

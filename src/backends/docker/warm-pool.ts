@@ -31,7 +31,7 @@ export class WarmPool {
   readonly #remove: (containerId: string) => Promise<void>;
   readonly #log: DockerLogger;
   readonly #ready: PoolEntry[] = [];
-  #filling = false;
+  #filling: Promise<void> | undefined;
   #closed = false;
   #retryTimer: NodeJS.Timeout | undefined;
 
@@ -55,9 +55,8 @@ export class WarmPool {
 
   /** Fills the pool up to its size in the background, one container at a time. */
   refill(): void {
-    if (this.#closed || this.#filling || this.#size === 0) return;
-    this.#filling = true;
-    void (async () => {
+    if (this.#closed || this.#filling !== undefined || this.#size === 0) return;
+    this.#filling = (async () => {
       try {
         while (!this.#closed && this.#ready.length < this.#size) {
           const entry = await this.#create();
@@ -74,7 +73,7 @@ export class WarmPool {
         this.#retryTimer = setTimeout(() => this.refill(), 5000);
         this.#retryTimer.unref();
       } finally {
-        this.#filling = false;
+        this.#filling = undefined;
       }
     })();
   }
@@ -98,6 +97,8 @@ export class WarmPool {
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#retryTimer);
+    // A container being created right now is removed by the fill loop itself once it sees #closed.
+    await this.#filling;
     const entries = this.#ready.splice(0);
     await Promise.all(entries.map((e) => this.#remove(e.containerId).catch(() => undefined)));
   }
