@@ -111,6 +111,13 @@ export class Connection implements SessionClient {
     return this.#peer.request(method, params, timeoutMs);
   }
 
+  /** Sends a notification to this client; false when the connection is closed or detached. */
+  notify(method: string, params: unknown): boolean {
+    if (!this.#session || !this.#peer || this.#peer.closed) return false;
+    this.#peer.notify(method, params);
+    return true;
+  }
+
   evict(reason: string): void {
     this.#detach();
     this.#close(4000, reason);

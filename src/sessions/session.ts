@@ -67,6 +67,8 @@ export class Session {
   status: SessionStatus = { status: 'alive' };
   #client: SessionClient | undefined;
   #pendingApprovals = 0;
+  /** Cleanups run by `destroy()` (e.g. open file handles and watches of session-files.ts). */
+  readonly #onDestroy = new Set<() => void>();
   readonly #deps: SessionDeps;
   readonly #log: Logger;
 
@@ -187,7 +189,15 @@ export class Session {
     };
   }
 
+  /** Registers a cleanup run when the session is destroyed; returns its removal. */
+  onDestroy(cleanup: () => void): () => void {
+    this.#onDestroy.add(cleanup);
+    return () => this.#onDestroy.delete(cleanup);
+  }
+
   async destroy(): Promise<void> {
+    for (const cleanup of this.#onDestroy) cleanup();
+    this.#onDestroy.clear();
     this.#client?.evict('session was deleted');
     this.#client = undefined;
     await this.processes.close();
