@@ -1,5 +1,124 @@
-/** REST API under /v1 (filled in by the HTTP API work). */
+/**
+ * REST API under /v1: sessions, snapshots, the unified-exec tool facade (src/tools/) and the
+ * OpenAPI document generated from the route schemas (`GET /docs/openapi.json`). Routes are
+ * validated with TypeBox (`@fastify/type-provider-typebox`); every error is `{code, message}`
+ * with a stable `EXEC_ERR_*` code, mapped by the app's error handler. Another tenant's
+ * session or snapshot does not exist for the caller (404).
+ */
+import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config.ts';
+import { execError } from '../errors.ts';
+import { SessionSpecSchema, type SessionSpec } from '../sessions/session-spec.ts';
+import { registerToolRoutes } from '../tools/routes.ts';
+import { ErrorSchema, SessionInfoSchema, SessionListSchema, SnapshotBodySchema, SnapshotInfoSchema, SnapshotListSchema, SnapshotParamsSchema } from './http-schemas.ts';
+import { SessionParamsSchema } from '../tools/schemas.ts';
 
-export async function registerHttpApi(_app: FastifyInstance, _opts: { config: Config }): Promise<void> {}
+const errors = { 400: ErrorSchema, 401: ErrorSchema, 404: ErrorSchema, 410: ErrorSchema, 429: ErrorSchema, 500: ErrorSchema, 501: ErrorSchema, 502: ErrorSchema, 503: ErrorSchema };
+
+export async function registerHttpApi(app: FastifyInstance, opts: { config: Config }): Promise<void> {
+  app.get('/docs/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  await app.register(async (scope) => {
+    scope.setValidatorCompiler(TypeBoxValidatorCompiler);
+    const api = scope.withTypeProvider<TypeBoxTypeProvider>();
+
+    api.post(
+      '/v1/sessions',
+      {
+        schema: {
+          operationId: 'createSession',
+          tags: ['sessions'],
+          summary: 'Create a session (same spec as initialize.session)',
+          body: SessionSpecSchema,
+          response: { 201: SessionInfoSchema, ...errors },
+        },
+        // An empty body means "all defaults".
+        preValidation: async (request) => {
+          if (request.body === undefined || request.body === null) request.body = {};
+        },
+      },
+      async (request, reply) => {
+        const session = await app.sessions.create(request.body as SessionSpec, { tenant: request.tenant, clientName: request.headers['x-client-name']?.toString() });
+        return reply.code(201).send(session.info() as never);
+      },
+    );
+
+    api.get(
+      '/v1/sessions',
+      { schema: { operationId: 'listSessions', tags: ['sessions'], summary: "The caller's sessions", response: { 200: SessionListSchema, ...errors } } },
+      async (request) => ({ sessions: app.sessions.list(request.tenant).map((s) => s.info()) }) as never,
+    );
+
+    api.get(
+      '/v1/sessions/:id',
+      { schema: { operationId: 'getSession', tags: ['sessions'], summary: 'One session', params: SessionParamsSchema, response: { 200: SessionInfoSchema, ...errors } } },
+      async (request) => app.sessions.get(request.params.id, request.tenant).info() as never,
+    );
+
+    api.delete(
+      '/v1/sessions/:id',
+      {
+        schema: {
+          operationId: 'deleteSession',
+          tags: ['sessions'],
+          summary: 'Delete a session: its processes are killed and its workspace or container removed',
+          params: SessionParamsSchema,
+          response: { 204: { type: 'null', description: 'Deleted' }, ...errors },
+        },
+      },
+      async (request, reply) => {
+        await app.sessions.destroy(request.params.id, request.tenant);
+        return reply.code(204).send(null as never);
+      },
+    );
+
+    api.post(
+      '/v1/sessions/:id/snapshots',
+      {
+        schema: {
+          operationId: 'snapshotSession',
+          tags: ['snapshots'],
+          summary: "Commit the session's filesystem to a snapshot (docker backend)",
+          params: SessionParamsSchema,
+          body: SnapshotBodySchema,
+          response: { 201: SnapshotInfoSchema, ...errors },
+        },
+        preValidation: async (request) => {
+          if (request.body === undefined || request.body === null) request.body = {};
+        },
+      },
+      async (request, reply) => {
+        const session = app.sessions.get(request.params.id, request.tenant);
+        if (session.status.status === 'dead') throw execError('EXEC_ERR_SESSION_DEAD', `session is dead: ${session.status.reason}`);
+        const snapshot = await session.backend.snapshot(request.body.name);
+        return reply.code(201).send(snapshot as never);
+      },
+    );
+
+    api.get(
+      '/v1/snapshots',
+      { schema: { operationId: 'listSnapshots', tags: ['snapshots'], summary: "The caller's snapshots", response: { 200: SnapshotListSchema, ...errors } } },
+      async (request) => ({ snapshots: await app.sessions.backend.listSnapshots(request.tenant) }) as never,
+    );
+
+    api.delete(
+      '/v1/snapshots/:id',
+      {
+        schema: {
+          operationId: 'deleteSnapshot',
+          tags: ['snapshots'],
+          summary: 'Delete a snapshot',
+          params: SnapshotParamsSchema,
+          response: { 204: { type: 'null', description: 'Deleted' }, ...errors },
+        },
+      },
+      async (request, reply) => {
+        await app.sessions.backend.deleteSnapshot(request.params.id, request.tenant);
+        return reply.code(204).send(null as never);
+      },
+    );
+
+    registerToolRoutes(scope, { terminateGraceMs: opts.config.terminateGraceMs });
+  });
+}

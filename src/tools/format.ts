@@ -1,0 +1,60 @@
+/**
+ * The text block Codex shows its model for an `exec_command`/`write_stdin` result
+ * (`ExecCommandToolOutput::response_text`), and the JSON the HTTP facade answers with.
+ */
+import { randomBytes } from 'node:crypto';
+import { approxTokenCount, formattedTruncateText } from './truncation.ts';
+
+export const DEFAULT_MAX_OUTPUT_TOKENS = 10_000;
+
+/** `generate_chunk_id`: 6 random hex characters. */
+export function chunkId(): string {
+  return randomBytes(3).toString('hex');
+}
+
+export interface ExecToolResult {
+  readonly chunk_id: string;
+  readonly wall_time_seconds: number;
+  readonly exit_code?: number | undefined;
+  readonly session_id?: number | undefined;
+  readonly original_token_count: number;
+  /** The output as the model sees it (middle-truncated to `max_output_tokens`). */
+  readonly output: string;
+  /** The block Codex sends the model. */
+  readonly text: string;
+  readonly sandbox_denied?: boolean | undefined;
+  /** Codex's process-count warning (sent to the model as a separate warning message). */
+  readonly warning?: string | undefined;
+}
+
+export interface ResultInput {
+  readonly wallTimeMs: number;
+  readonly exitCode?: number | undefined;
+  readonly sessionId?: number | undefined;
+  readonly rawOutput: string;
+  readonly maxOutputTokens?: number | undefined;
+  readonly sandboxDenied?: boolean | undefined;
+  readonly warning?: string | undefined;
+}
+
+export function buildResult(input: ResultInput): ExecToolResult {
+  const id = chunkId();
+  const wall = input.wallTimeMs / 1000;
+  const output = formattedTruncateText(input.rawOutput, input.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS);
+  const originalTokenCount = approxTokenCount(input.rawOutput);
+  const lines = [`Chunk ID: ${id}`, `Wall time: ${wall.toFixed(4)} seconds`];
+  if (input.exitCode !== undefined) lines.push(`Process exited with code ${input.exitCode}`);
+  if (input.sessionId !== undefined) lines.push(`Process running with session ID ${input.sessionId}`);
+  lines.push(`Original token count: ${originalTokenCount}`, 'Output:', output);
+  return {
+    chunk_id: id,
+    wall_time_seconds: Number(wall.toFixed(4)),
+    ...(input.exitCode !== undefined ? { exit_code: input.exitCode } : {}),
+    ...(input.sessionId !== undefined ? { session_id: input.sessionId } : {}),
+    original_token_count: originalTokenCount,
+    output,
+    text: lines.join('\n'),
+    ...(input.sandboxDenied ? { sandbox_denied: true } : {}),
+    ...(input.warning !== undefined ? { warning: input.warning } : {}),
+  };
+}

@@ -1,0 +1,144 @@
+/**
+ * HTTP routes of the tool facade: `exec_command`, `write_stdin`, the approval follow-up, and
+ * tool-call routing. Registered by `registerHttpApi` in the TypeBox-validated scope.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { toExecError } from '../errors.ts';
+import type { Session } from '../sessions/session.ts';
+import { outcomeReply, ToolRun, type ToolReply } from './approval-queue.ts';
+import type { ExecToolResult } from './format.ts';
+import {
+  ApprovalParamsSchema,
+  ApprovalRequiredSchema,
+  ApprovalSchema,
+  DecisionBodySchema,
+  ErrorSchema,
+  ExecCommandBodySchema,
+  ExecResultSchema,
+  FunctionCallOutputSchema,
+  SessionParamsSchema,
+  ToolCallItemSchema,
+  WriteStdinBodySchema,
+} from './schemas.ts';
+import { routeToolCall } from './tool-calls.ts';
+import { UnifiedExec } from './unified-exec.ts';
+
+const errors = { 400: ErrorSchema, 401: ErrorSchema, 403: ErrorSchema, 404: ErrorSchema, 409: ErrorSchema, 410: ErrorSchema, 429: ErrorSchema, 500: ErrorSchema, 503: ErrorSchema };
+
+async function asReply(work: () => Promise<ExecToolResult>): Promise<ToolReply> {
+  try {
+    return { statusCode: 200, body: { ...(await work()) } };
+  } catch (err) {
+    const e = toExecError(err);
+    return { statusCode: e.statusCode, body: { code: e.code, message: e.message } };
+  }
+}
+
+export function registerToolRoutes(app: FastifyInstance, opts: { terminateGraceMs: number }): void {
+  const api = app.withTypeProvider<TypeBoxTypeProvider>();
+  const facade = (session: Session): UnifiedExec => UnifiedExec.for(session, opts.terminateGraceMs);
+
+  api.post(
+    '/v1/sessions/:id/exec_command',
+    {
+      schema: {
+        operationId: 'execCommand',
+        tags: ['tools'],
+        summary: 'Run a command with Codex unified-exec semantics',
+        description: 'Waits up to yield_time_ms; a command still running answers a session_id for write_stdin. 202 when a person must approve first.',
+        params: SessionParamsSchema,
+        body: ExecCommandBodySchema,
+        response: { 200: ExecResultSchema, 202: ApprovalRequiredSchema, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const ue = facade(app.sessions.get(request.params.id, request.tenant));
+      const run = new ToolRun(undefined).start((r) => asReply(() => ue.execCommand(request.body, r)));
+      const out = outcomeReply(await run.nextOutcome(), undefined);
+      return reply.code(out.statusCode).send(out.body as never);
+    },
+  );
+
+  api.post(
+    '/v1/sessions/:id/write_stdin',
+    {
+      schema: {
+        operationId: 'writeStdin',
+        tags: ['tools'],
+        summary: 'Write to (or, with empty chars, poll) a running exec_command process',
+        params: SessionParamsSchema,
+        body: WriteStdinBodySchema,
+        response: { 200: ExecResultSchema, 202: ApprovalRequiredSchema, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const ue = facade(app.sessions.get(request.params.id, request.tenant));
+      const run = new ToolRun(undefined).start((r) => asReply(() => ue.writeStdin(request.body, r)));
+      const out = outcomeReply(await run.nextOutcome(), undefined);
+      return reply.code(out.statusCode).send(out.body as never);
+    },
+  );
+
+  api.get(
+    '/v1/sessions/:id/approvals',
+    {
+      schema: {
+        operationId: 'listApprovals',
+        tags: ['tools'],
+        summary: 'Approvals waiting for a decision (HTTP tool calls)',
+        params: SessionParamsSchema,
+        response: { 200: Type.Object({ approvals: Type.Array(ApprovalSchema) }), ...errors },
+      },
+    },
+    async (request) => {
+      const ue = facade(app.sessions.get(request.params.id, request.tenant));
+      return {
+        approvals: ue.approvals.list().map((a) => ({ id: a.id, purpose: a.request.purpose, reason: a.request.reason, argv: [...a.request.argv], cwd: a.request.cwd, createdAt: a.createdAt, expiresAt: a.expiresAt })),
+      };
+    },
+  );
+
+  api.post(
+    '/v1/sessions/:id/approvals/:approvalId',
+    {
+      schema: {
+        operationId: 'decideApproval',
+        tags: ['tools'],
+        summary: 'Decide a pending approval; answers the original call\'s result (or the next approval)',
+        params: ApprovalParamsSchema,
+        body: DecisionBodySchema,
+        response: { 200: Type.Union([ExecResultSchema, FunctionCallOutputSchema]), 202: ApprovalRequiredSchema, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const ue = facade(app.sessions.get(request.params.id, request.tenant));
+      const pending = ue.approvals.decide(request.params.approvalId, request.body.decision);
+      const out = outcomeReply(await pending.run.nextOutcome(), pending.run.callId);
+      return reply.code(out.statusCode).send(out.body as never);
+    },
+  );
+
+  api.post(
+    '/v1/sessions/:id/tool-calls',
+    {
+      schema: {
+        operationId: 'toolCall',
+        tags: ['tools'],
+        summary: 'Route a model response item (function_call / custom_tool_call) to its tool',
+        description: '204: not a tool item. 200: a function_call_output for the model. 202: approval required. 400 EXEC_ERR_TOOL_PAYLOAD is fatal for the harness.',
+        params: SessionParamsSchema,
+        body: ToolCallItemSchema,
+        response: { 200: FunctionCallOutputSchema, 202: ApprovalRequiredSchema, 204: Type.Null({ description: 'Not a tool call: ignored' }), ...errors },
+      },
+    },
+    async (request, reply) => {
+      const session = app.sessions.get(request.params.id, request.tenant);
+      const decision = routeToolCall(request.body as Record<string, unknown>, () => facade(session));
+      if (decision.kind === 'ignore') return reply.code(204).send(null as never);
+      const out = decision.kind === 'reply' ? decision.reply : outcomeReply(await decision.run.nextOutcome(), decision.run.callId);
+      return reply.code(out.statusCode).send(out.body as never);
+    },
+  );
+}

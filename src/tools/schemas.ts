@@ -1,0 +1,92 @@
+/** TypeBox schemas of the tool facade routes (request bodies and answers). */
+import { Type, type TSchema } from 'typebox';
+
+const Opt = <T extends TSchema>(schema: T) => Type.Optional(Type.Union([schema, Type.Null()]));
+
+export const ErrorSchema = Type.Object(
+  { code: Type.String({ description: 'Stable EXEC_ERR_* code' }), message: Type.String(), call_id: Type.Optional(Type.String()) },
+  { description: "Every error answer: a stable code and a readable message" },
+);
+
+export const ExecCommandBodySchema = Type.Object(
+  {
+    cmd: Type.String({ minLength: 1, maxLength: 1024 * 1024, description: 'Shell command line' }),
+    workdir: Opt(Type.String({ maxLength: 4096, description: 'Working directory; relative paths join the session workspace' })),
+    shell: Opt(Type.String({ maxLength: 4096, description: 'Shell binary (default: the session shell)' })),
+    login: Opt(Type.Boolean({ description: 'Run as a login shell (-lc, default) or not (-c)' })),
+    tty: Opt(Type.Boolean({ description: 'Allocate a PTY (stdin stays open for write_stdin)' })),
+    yield_time_ms: Opt(Type.Integer({ minimum: 0, description: 'How long to wait for output (default 10000, clamped to 250..30000)' })),
+    max_output_tokens: Opt(Type.Integer({ minimum: 0, description: 'Output budget in approximate tokens (4 bytes each; default 10000)' })),
+    sandbox_permissions: Opt(Type.Union([Type.Literal('use_default'), Type.Literal('require_escalated')])),
+    justification: Opt(Type.String({ maxLength: 8192 })),
+    prefix_rule: Opt(Type.Array(Type.String({ maxLength: 4096 }), { maxItems: 256 })),
+  },
+  { additionalProperties: true },
+);
+
+export const WriteStdinBodySchema = Type.Object(
+  {
+    session_id: Type.Integer({ description: 'The session_id an exec_command answered with' }),
+    chars: Opt(Type.String({ maxLength: 1024 * 1024, description: 'Bytes to write; empty polls for output' })),
+    yield_time_ms: Opt(Type.Integer({ minimum: 0, description: 'Default 250; a poll waits 5000..300000, a write at most 30000' })),
+    max_output_tokens: Opt(Type.Integer({ minimum: 0 })),
+  },
+  { additionalProperties: true },
+);
+
+export const ExecResultSchema = Type.Object({
+  chunk_id: Type.String(),
+  wall_time_seconds: Type.Number(),
+  exit_code: Type.Optional(Type.Integer({ description: 'Present when the process ended' })),
+  session_id: Type.Optional(Type.Integer({ description: 'Present while the process runs: pass it to write_stdin' })),
+  original_token_count: Type.Integer(),
+  output: Type.String(),
+  text: Type.String({ description: 'The block Codex shows its model' }),
+  sandbox_denied: Type.Optional(Type.Boolean()),
+  warning: Type.Optional(Type.String()),
+});
+
+export const ApprovalSchema = Type.Object({
+  id: Type.String(),
+  purpose: Type.Union([Type.Literal('initial'), Type.Literal('sandbox-retry')]),
+  reason: Type.String(),
+  argv: Type.Array(Type.String()),
+  cwd: Type.String(),
+  createdAt: Type.String(),
+  expiresAt: Type.String(),
+});
+
+export const ApprovalRequiredSchema = Type.Object({
+  status: Type.Literal('approval_required'),
+  call_id: Type.Optional(Type.String()),
+  approval_id: Type.String(),
+  approval: ApprovalSchema,
+});
+
+export const DecisionBodySchema = Type.Object(
+  { decision: Type.Union([Type.Literal('approved'), Type.Literal('approved-for-session'), Type.Literal('denied'), Type.Literal('abort')]) },
+  { additionalProperties: false },
+);
+
+export const ToolCallItemSchema = Type.Object(
+  {
+    type: Type.Optional(Type.String()),
+    call_id: Type.Optional(Type.String({ maxLength: 512 })),
+    name: Type.Optional(Type.String({ maxLength: 512 })),
+    arguments: Type.Optional(Type.Unknown()),
+    input: Type.Optional(Type.Unknown()),
+  },
+  { additionalProperties: true, description: 'A model response item (function_call or custom_tool_call)' },
+);
+
+export const FunctionCallOutputSchema = Type.Object({
+  type: Type.Literal('function_call_output'),
+  call_id: Type.String(),
+  output: Type.String({ description: 'What to send back to the model' }),
+  status: Type.Optional(Type.Union([Type.Literal('completed'), Type.Literal('rejected'), Type.Literal('failed')])),
+  code: Type.Optional(Type.String()),
+  result: Type.Optional(ExecResultSchema),
+});
+
+export const SessionParamsSchema = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) });
+export const ApprovalParamsSchema = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }), approvalId: Type.String({ minLength: 1, maxLength: 128 }) });
