@@ -65,6 +65,8 @@ export class Session {
   readonly workspaceAliases: string[] = [];
   lastActivity = Date.now();
   status: SessionStatus = { status: 'alive' };
+  /** Asked when no client is attached (the HTTP approval queue of the tool facade); attached clients come first. */
+  approvalFallback: SessionClient | undefined;
   #client: SessionClient | undefined;
   #pendingApprovals = 0;
   /** Cleanups run by `destroy()` (e.g. open file handles and watches of session-files.ts). */
@@ -147,7 +149,7 @@ export class Session {
 
   /** Asks the attached client; fails closed (denied) on no client, disconnect, timeout, overflow or a malformed answer. */
   async requestApproval(req: ApprovalRequest): Promise<ApprovalDecision> {
-    const client = this.#client;
+    const client = this.#client ?? this.approvalFallback;
     if (!client) return 'denied';
     if (this.#pendingApprovals >= this.#deps.maxPendingApprovals) {
       this.#log.warn({ processId: req.processId }, 'too many pending approvals: denied');
