@@ -1,0 +1,31 @@
+/** Errors the SDK throws. */
+import type { ExecResult } from './process-handle.ts';
+
+/** An HTTP error answer: the status and the server's stable `EXEC_ERR_*` code. */
+export class ExecServerHttpError extends Error {
+  override readonly name = 'ExecServerHttpError';
+  readonly status: number;
+  readonly code: string;
+
+  constructor(status: number, code: string, message: string) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** `wait()` on a command that did not exit with 0 (unless `check: false`). */
+export class CommandExitError extends Error {
+  override readonly name = 'CommandExitError';
+  readonly result: ExecResult;
+
+  constructor(result: ExecResult) {
+    const how = result.terminal === 'exited' ? `exit code ${result.exitCode}` : `${result.terminal}${result.signal ? ` (${result.signal})` : ''}, code ${result.exitCode}`;
+    super(`command ${JSON.stringify(result.argv.join(' '))} failed: ${how}${result.sandboxDenied ? ' (sandbox denied)' : ''}`);
+    this.result = result;
+  }
+
+  get exitCode(): number {
+    return this.result.exitCode;
+  }
+}

@@ -1,0 +1,8 @@
+/** The exec-server TypeScript SDK. */
+export { ExecServerClient, type ApprovalDecision, type ApprovalRequest, type ConnectOptions, type ExecOptions, type ProcessSummary } from './client.ts';
+export { ExecHandle, type ExecResult, type OutputChunk, type StreamName } from './process-handle.ts';
+export { CommandExitError, ExecServerHttpError } from './errors.ts';
+export { HttpApi, httpBaseOf, wsUrlOf, type SessionInfo, type SessionSpec, type SnapshotInfo } from './http.ts';
+export { RpcConnection, RpcError, type Notification } from './rpc-connection.ts';
+export type { ProcessId, SessionId } from '../ids.ts';
+export { asProcessId, asSessionId } from '../ids.ts';

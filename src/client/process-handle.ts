@@ -1,0 +1,223 @@
+/**
+ * A running (or ended) process as the SDK shows it: ordered output with per-stream UTF-8
+ * decoding (a character split across chunks is never garbled; decoders are flushed at the
+ * end), `wait()`, stdin, resize, signals. Events are applied by `seq`, so after a resume the
+ * gap filled by `process/read` and the live notifications never deliver a byte twice.
+ */
+import { randomUUID } from 'node:crypto';
+import { StringDecoder } from 'node:string_decoder';
+import type { ProcessId } from '../ids.ts';
+import { CommandExitError } from './errors.ts';
+
+export type StreamName = 'stdout' | 'stderr' | 'pty';
+
+export interface OutputChunk {
+  readonly stream: StreamName;
+  readonly seq: number;
+  readonly data: Buffer;
+  /** `data` decoded as UTF-8, with incomplete trailing sequences carried to the next chunk. */
+  readonly text: string;
+}
+
+export interface ExecResult {
+  readonly processId: ProcessId;
+  readonly argv: readonly string[];
+  readonly exitCode: number;
+  /** `exited`, `signaled`, `timed-out`, `terminated` or `lost`. */
+  readonly terminal: string;
+  readonly signal?: string | undefined;
+  readonly sandboxDenied: boolean;
+  readonly stdout: string;
+  readonly stderr: string;
+  /** PTY output (tty processes). */
+  readonly pty: string;
+}
+
+/** What the handle needs from its client. */
+export interface HandleTransport {
+  request<T = Record<string, unknown>>(method: string, params?: unknown): Promise<T>;
+}
+
+interface ExitInfo {
+  exitCode: number;
+  terminal: string;
+  signal?: string | undefined;
+  sandboxDenied: boolean;
+}
+
+export class ExecHandle {
+  readonly processId: ProcessId;
+  readonly argv: readonly string[];
+  readonly #transport: () => HandleTransport;
+  readonly #check: boolean;
+  readonly #collect: boolean;
+  readonly #decoders = new Map<StreamName, StringDecoder>();
+  readonly #text: Record<StreamName, string[]> = { stdout: [], stderr: [], pty: [] };
+  readonly #listeners = new Set<(chunk: OutputChunk) => void>();
+  readonly #endListeners = new Set<(result: ExecResult) => void>();
+  #lastSeq: number;
+  #exit: ExitInfo | undefined;
+  #result: ExecResult | undefined;
+  readonly #done: Promise<ExecResult>;
+  #resolve!: (r: ExecResult) => void;
+  /** While a resume fills the gap, live events wait here. */
+  #held: Array<{ method: string; params: Record<string, unknown> }> | undefined;
+
+  constructor(processId: ProcessId, argv: readonly string[], transport: () => HandleTransport, opts: { check?: boolean | undefined; collect?: boolean | undefined; afterSeq?: number | undefined } = {}) {
+    this.processId = processId;
+    this.argv = argv;
+    this.#transport = transport;
+    this.#check = opts.check ?? true;
+    this.#collect = opts.collect ?? true;
+    this.#lastSeq = opts.afterSeq ?? 0;
+    this.#done = new Promise((resolve) => (this.#resolve = resolve));
+  }
+
+  /** Seq of the last event applied. */
+  get lastSeq(): number {
+    return this.#lastSeq;
+  }
+
+  get done(): boolean {
+    return this.#result !== undefined;
+  }
+
+  /** Calls `cb` for every output chunk from now on, in order. Returns an unsubscribe function. */
+  onOutput(cb: (chunk: OutputChunk) => void): () => void {
+    this.#listeners.add(cb);
+    return () => this.#listeners.delete(cb);
+  }
+
+  onExit(cb: (result: ExecResult) => void): () => void {
+    if (this.#result) cb(this.#result);
+    else this.#endListeners.add(cb);
+    return () => this.#endListeners.delete(cb);
+  }
+
+  /** The result once the process ended and its output closed; throws `CommandExitError` on a non-zero exit when `check` (default). */
+  async wait(opts: { check?: boolean } = {}): Promise<ExecResult> {
+    const result = await this.#done;
+    if ((opts.check ?? this.#check) && result.exitCode !== 0) throw new CommandExitError(result);
+    return result;
+  }
+
+  async sendStdin(data: string | Uint8Array): Promise<string> {
+    const chunk = Buffer.from(typeof data === 'string' ? Buffer.from(data, 'utf8') : data).toString('base64');
+    const { status } = await this.#transport().request<{ status: string }>('process/write', { processId: this.processId, chunk, writeId: randomUUID() });
+    return status;
+  }
+
+  async closeStdin(): Promise<void> {
+    await this.#transport().request('process/closeStdin', { processId: this.processId });
+  }
+
+  async resize(cols: number, rows: number): Promise<void> {
+    await this.#transport().request('process/resize', { processId: this.processId, cols, rows });
+  }
+
+  /** No signal: terminate (SIGTERM, SIGKILL after the server's grace). Else that signal to the process group. */
+  async kill(signal?: 'SIGINT' | 'SIGTERM' | 'SIGKILL' | 'SIGHUP' | 'SIGQUIT' | 'SIGUSR1' | 'SIGUSR2' | 'interrupt'): Promise<void> {
+    if (signal === undefined) await this.#transport().request('process/terminate', { processId: this.processId });
+    else await this.#transport().request('process/signal', { processId: this.processId, signal });
+  }
+
+  /** @internal A `process/*` notification for this process. */
+  _notify(method: string, params: Record<string, unknown>): void {
+    if (this.#held) {
+      this.#held.push({ method, params });
+      return;
+    }
+    this.#apply(method, params);
+  }
+
+  #apply(method: string, params: Record<string, unknown>): void {
+    const seq = Number(params['seq']);
+    if (Number.isFinite(seq)) {
+      if (seq <= this.#lastSeq) return;
+      this.#lastSeq = seq;
+    }
+    switch (method) {
+      case 'process/output':
+        this.#output(params['stream'] as StreamName, seq, Buffer.from(String(params['chunk'] ?? ''), 'base64'));
+        break;
+      case 'process/exited':
+        this.#exit = { exitCode: Number(params['exitCode']), terminal: String(params['terminal'] ?? 'exited'), signal: params['signal'] as string | undefined, sandboxDenied: params['sandboxDenied'] === true };
+        break;
+      case 'process/closed':
+        this.#finish();
+        break;
+    }
+  }
+
+  #output(stream: StreamName, seq: number, data: Buffer): void {
+    let decoder = this.#decoders.get(stream);
+    if (!decoder) {
+      decoder = new StringDecoder('utf8');
+      this.#decoders.set(stream, decoder);
+    }
+    const text = decoder.write(data);
+    if (this.#collect) this.#text[stream].push(text);
+    const chunk: OutputChunk = { stream, seq, data, text };
+    for (const l of this.#listeners) l(chunk);
+  }
+
+  #finish(): void {
+    if (this.#result) return;
+    for (const [stream, decoder] of this.#decoders) {
+      const rest = decoder.end();
+      if (rest === '') continue;
+      if (this.#collect) this.#text[stream].push(rest);
+      for (const l of this.#listeners) l({ stream, seq: this.#lastSeq, data: Buffer.alloc(0), text: rest });
+    }
+    const exit = this.#exit ?? { exitCode: -1, terminal: 'lost', sandboxDenied: false };
+    this.#result = {
+      processId: this.processId,
+      argv: this.argv,
+      ...exit,
+      stdout: this.#text.stdout.join(''),
+      stderr: this.#text.stderr.join(''),
+      pty: this.#text.pty.join(''),
+    };
+    this.#resolve(this.#result);
+    for (const l of this.#endListeners) l(this.#result);
+  }
+
+  /** Starts holding live events (a resume or attach is about to fill the gap). */
+  _hold(): void {
+    this.#held ??= [];
+  }
+
+  /**
+   * Fills the gap after `lastSeq` with `process/read`, then applies the held live events
+   * (skipping what the reads delivered).
+   */
+  async _catchUp(): Promise<void> {
+    this._hold();
+    try {
+      for (;;) {
+        const r = await this.#transport().request<{
+          chunks: Array<{ seq: number; stream: StreamName; chunk: string }>;
+          nextSeq: number;
+          exited: boolean;
+          exitCode: number | null;
+          closed: boolean;
+          sandboxDenied: boolean;
+          terminal?: string | null;
+          signal?: string | null;
+        }>('process/read', { processId: this.processId, afterSeq: this.#lastSeq, maxBytes: 4 * 1024 * 1024, waitMs: 0 });
+        for (const c of r.chunks) this.#apply('process/output', { seq: c.seq, stream: c.stream, chunk: c.chunk });
+        if (r.chunks.length > 0) continue;
+        if (r.exited) this.#exit = { exitCode: r.exitCode ?? -1, terminal: r.terminal ?? 'exited', signal: r.signal ?? undefined, sandboxDenied: r.sandboxDenied };
+        if (r.closed) {
+          this.#lastSeq = Math.max(this.#lastSeq, r.nextSeq - 1);
+          this.#finish();
+        }
+        break;
+      }
+    } finally {
+      const held = this.#held ?? [];
+      this.#held = undefined;
+      for (const e of held) this.#apply(e.method, e.params);
+    }
+  }
+}
