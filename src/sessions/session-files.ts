@@ -388,7 +388,42 @@ export class SessionFiles {
   /** A checked upload: streams `source` into `path` (created or truncated); resolves with the bytes written. */
   async upload(path: string, source: NodeJS.ReadableStream): Promise<{ bytes: number; path: string }> {
     const target = await this.#prepareWrite(path);
-    return { bytes: await this.#fs.writeStream(target, source), path: target };
+    return { bytes: await this.#guardedWrite(target, source), path: target };
+  }
+
+  /**
+   * `writeStream` fed through a stream of our own, so that a failing or aborted `source` (a
+   * client that disconnects mid-upload, an aborted write handle) never reaches the backend as a
+   * stream error: the feed is ended, the partial file removed, and the failure reported.
+   */
+  async #guardedWrite(target: string, source: NodeJS.ReadableStream): Promise<number> {
+    const fs = this.#fs;
+    const feed = new PassThrough({ highWaterMark: 1024 * 1024 });
+    let failure: Error | undefined;
+    let ended = false;
+    const fail = (err: Error): void => {
+      if (failure || ended) return;
+      failure = err;
+      source.unpipe(feed);
+      feed.end();
+    };
+    source.on('error', fail);
+    source.on('end', () => (ended = true));
+    source.on('close', () => fail(new Error('the upload ended before its last byte')));
+    source.pipe(feed);
+    let bytes = 0;
+    try {
+      bytes = await fs.writeStream(target, feed);
+    } catch (err) {
+      failure ??= err instanceof Error ? err : new Error(String(err));
+      source.unpipe(feed);
+      (source as NodeJS.ReadableStream & { resume(): void }).resume();
+    }
+    if (failure) {
+      if (!(failure instanceof ExecServerError)) await fs.remove(target, false, true).catch(() => undefined);
+      throw failure instanceof ExecServerError ? failure : execError('EXEC_ERR_FS', `${target}: write aborted: ${failure.message}; the partial file was removed`, { cause: failure, detail: { path: target } });
+    }
+    return bytes;
   }
 
   async #prepareWrite(path: string, narrowing?: SandboxNarrowing): Promise<string> {
@@ -476,9 +511,9 @@ export class SessionFiles {
       lastUsed: Date.now(),
       queue: Promise.resolve(),
     };
-    const done = this.#fs.writeStream(target, input);
+    const done = this.#guardedWrite(target, input);
     done.catch((err: unknown) => {
-      handle.error = err instanceof Error ? err : new Error(String(err));
+      handle.error ??= err instanceof Error ? err : new Error(String(err));
       input.destroy();
     });
     (handle as { done: Promise<number> }).done = done;
