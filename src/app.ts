@@ -20,6 +20,7 @@ import { registerSessionMethods } from './rpc/methods/session-methods.ts';
 import { SessionManager } from './sessions/session-manager.ts';
 import { createAuthenticator, DEFAULT_TENANT } from './transport/auth.ts';
 import { registerHttpApi } from './transport/http-api.ts';
+import { registerFileRoutes } from './transport/http-files.ts';
 import { registerWebSocketRoute } from './transport/websocket-route.ts';
 import { VERSION } from './version.ts';
 
@@ -119,6 +120,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   registerFsMethods(table);
   registerWebSocketRoute(app, { table, metrics, bufferLimitBytes: config.wsBufferLimitBytes, deps: { sessions, config, metrics, version: VERSION } });
   await registerHttpApi(app, { config });
+  await registerFileRoutes(app, { config });
 
   app.addHook('onReady', async () => {
     await sessions.start();

@@ -39,6 +39,8 @@ export interface FsEnvOptions {
   readonly flags?: readonly string[];
   /** Session spec; `workdir` is chosen here for the local backend. */
   readonly session?: (paths: { workdir: string; outside: string }) => Record<string, unknown>;
+  /** Bearer token for the WebSocket (when the flags configure one). */
+  readonly token?: string;
 }
 
 /** A server and one session on `kind`, closed after the test. */
@@ -55,7 +57,7 @@ export async function fsEnv(t: TestContext, kind: BackendKind, opts: FsEnvOption
     outside = '/opt/outside';
   }
   const spec = { workdir, ...(opts.session?.({ workdir, outside }) ?? {}) };
-  const session = await TestSession.open(server.url, { session: spec });
+  const session = await TestSession.open(server.url, { session: spec }, opts.token ? { token: opts.token } : {});
   t.after(() => session.close());
   const info = await session.request('session/info', {});
   const containerId = info['containerId'] as string | undefined;

@@ -1,0 +1,209 @@
+/**
+ * Client SDK for session files.
+ * - Over a WebSocket `RpcConnection`: `readFile`, `writeFile` (one message each, bounded by the
+ *   server's fs/readFile maximum), and `readFileChunked` / `writeFileChunked` (fs/open +
+ *   fs/readBlock, fs/openWrite + fs/writeBlock: any size, a block at a time).
+ * - Over HTTP (`HttpFiles`): streamed `upload` / `download` plus metadata, list, remove, copy,
+ *   mkdir. Streams are piped with backpressure; nothing is held whole in memory.
+ */
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { Readable, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { RpcConnection } from './rpc-connection.ts';
+
+// ---- JSON-RPC ------------------------------------------------------------------------
+
+/** Reads a whole file with `fs/readFile` (fails with EXEC_ERR_TOO_LARGE past the server maximum). */
+export async function readFile(conn: RpcConnection, path: string): Promise<Buffer> {
+  const r = await conn.request<{ dataBase64: string }>('fs/readFile', { path });
+  return Buffer.from(r.dataBase64, 'base64');
+}
+
+/** Writes a whole file with `fs/writeFile` (created or truncated). */
+export async function writeFile(conn: RpcConnection, path: string, data: Buffer | string): Promise<void> {
+  await conn.request('fs/writeFile', { path, dataBase64: Buffer.from(data).toString('base64') });
+}
+
+/** Reads a file of any size in blocks (`fs/open`, `fs/readBlock`, `fs/close`). */
+export async function* readFileChunked(conn: RpcConnection, path: string, blockBytes = 4 * 1024 * 1024): AsyncGenerator<Buffer> {
+  const { handleId } = await conn.request<{ handleId: string | number }>('fs/open', { path });
+  try {
+    for (let offset = 0; ; ) {
+      const block = await conn.request<{ chunk: string; eof: boolean }>('fs/readBlock', { handleId, offset, len: blockBytes });
+      const chunk = Buffer.from(block.chunk, 'base64');
+      if (chunk.length > 0) yield chunk;
+      offset += chunk.length;
+      if (block.eof) return;
+    }
+  } finally {
+    await conn.request('fs/close', { handleId }).catch(() => undefined);
+  }
+}
+
+/** Writes a file of any size in blocks (`fs/openWrite`, `fs/writeBlock`, `fs/closeWrite`); resolves with the bytes written. */
+export async function writeFileChunked(conn: RpcConnection, path: string, source: AsyncIterable<Buffer | string> | Buffer, blockBytes = 4 * 1024 * 1024): Promise<number> {
+  const { handleId } = await conn.request<{ handleId: string | number }>('fs/openWrite', { path });
+  try {
+    const send = (b: Buffer): Promise<unknown> => conn.request('fs/writeBlock', { handleId, chunk: b.toString('base64') });
+    const iterable = Buffer.isBuffer(source) ? [source] : source;
+    for await (const piece of iterable) {
+      const buf = Buffer.from(piece);
+      for (let off = 0; off < buf.length; off += blockBytes) await send(buf.subarray(off, off + blockBytes));
+    }
+    const { bytesWritten } = await conn.request<{ bytesWritten: number }>('fs/closeWrite', { handleId });
+    return bytesWritten;
+  } catch (err) {
+    await conn.request('fs/close', { handleId }).catch(() => undefined);
+    throw err;
+  }
+}
+
+// ---- HTTP ----------------------------------------------------------------------------
+
+/** An error answer of the HTTP API: status and our `EXEC_ERR_*` code. */
+export class FilesHttpError extends Error {
+  override readonly name = 'FilesHttpError';
+  readonly status: number;
+  readonly code: string | undefined;
+
+  constructor(status: number, code: string | undefined, message: string) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+export interface HttpFilesOptions {
+  /** `http(s)://host:port` of the server; a `ws(s)://` URL is accepted and converted. */
+  readonly baseUrl: string;
+  readonly token?: string | undefined;
+  readonly sessionId: string;
+}
+
+/** `ws://h:p` -> `http://h:p` (and wss -> https); http(s) URLs pass through. */
+export function httpBaseUrl(url: string): string {
+  return url.replace(/^ws(s?):\/\//, 'http$1://').replace(/\/+$/, '');
+}
+
+export interface FileMetadata {
+  readonly isDirectory: boolean;
+  readonly isFile: boolean;
+  readonly isSymlink: boolean;
+  readonly size: number;
+  readonly createdAtMs: number;
+  readonly modifiedAtMs: number;
+}
+
+export class HttpFiles {
+  readonly #base: string;
+  readonly #token: string | undefined;
+  readonly #prefix: string;
+
+  constructor(opts: HttpFilesOptions) {
+    this.#base = httpBaseUrl(opts.baseUrl);
+    this.#token = opts.token;
+    this.#prefix = `/v1/sessions/${encodeURIComponent(opts.sessionId)}/files`;
+  }
+
+  #url(sub: string, query: Record<string, string | number | boolean | undefined>): URL {
+    const url = new URL(`${this.#base}${this.#prefix}${sub}`);
+    for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, String(v));
+    return url;
+  }
+
+  /** One request; `body` is piped (streamed). Resolves with the response once its headers arrived. */
+  #send(method: string, url: URL, body?: { stream: NodeJS.ReadableStream; type: string } | { json: unknown }): Promise<IncomingMessage> {
+    const headers: Record<string, string> = {};
+    if (this.#token) headers['authorization'] = `Bearer ${this.#token}`;
+    let payload: Buffer | undefined;
+    if (body && 'json' in body) {
+      payload = Buffer.from(JSON.stringify(body.json));
+      headers['content-type'] = 'application/json';
+      headers['content-length'] = String(payload.length);
+    } else if (body) {
+      headers['content-type'] = body.type;
+    }
+    const make = url.protocol === 'https:' ? httpsRequest : httpRequest;
+    return new Promise((resolve, reject) => {
+      const req = make(url, { method, headers }, resolve);
+      req.on('error', reject);
+      if (body && 'stream' in body) {
+        pipeline(body.stream, req).catch((err: unknown) => {
+          req.destroy(err as Error);
+          reject(err);
+        });
+      } else {
+        req.end(payload);
+      }
+    });
+  }
+
+  async #json<T>(res: IncomingMessage): Promise<T> {
+    const chunks: Buffer[] = [];
+    for await (const c of res) chunks.push(c as Buffer);
+    const text = Buffer.concat(chunks).toString('utf8');
+    let parsed: unknown;
+    try {
+      parsed = text === '' ? {} : JSON.parse(text);
+    } catch {
+      parsed = { message: text };
+    }
+    if ((res.statusCode ?? 500) >= 400) throw toHttpError(res.statusCode ?? 500, parsed);
+    return parsed as T;
+  }
+
+  /** Streams `source` into `path` in the session (created or truncated). */
+  async upload(path: string, source: NodeJS.ReadableStream | Buffer): Promise<{ path: string; bytesWritten: number }> {
+    const stream = Buffer.isBuffer(source) ? Readable.from(source.length ? [source] : []) : source;
+    const res = await this.#send('PUT', this.#url('/content', { path }), { stream, type: 'application/octet-stream' });
+    return this.#json(res);
+  }
+
+  /** The file's bytes as a stream (starting at `offset`); check the status before reading. */
+  async downloadStream(path: string, offset?: number): Promise<{ stream: Readable; size: number | undefined }> {
+    const res = await this.#send('GET', this.#url('/content', { path, offset }));
+    if ((res.statusCode ?? 500) >= 400) return this.#json<never>(res);
+    const len = res.headers['content-length'];
+    return { stream: res, size: len === undefined ? undefined : Number(len) };
+  }
+
+  /** Streams the file into `dest`; resolves with the bytes received (checked against Content-Length). */
+  async download(path: string, dest: NodeJS.WritableStream, offset?: number): Promise<number> {
+    const { stream, size } = await this.downloadStream(path, offset);
+    let bytes = 0;
+    stream.on('data', (c: Buffer) => (bytes += c.length));
+    await pipeline(stream, dest as Writable);
+    if (size !== undefined && bytes !== size) throw new FilesHttpError(502, 'EXEC_ERR_BACKEND', `download of ${path} ended after ${bytes} of ${size} bytes`);
+    return bytes;
+  }
+
+  async stat(path: string): Promise<FileMetadata> {
+    return this.#json(await this.#send('GET', this.#url('/metadata', { path })));
+  }
+
+  async list(path: string): Promise<Array<{ fileName: string; isDirectory: boolean; isFile: boolean }>> {
+    return (await this.#json<{ entries: Array<{ fileName: string; isDirectory: boolean; isFile: boolean }> }>(await this.#send('GET', this.#url('/list', { path })))).entries;
+  }
+
+  async canonicalize(path: string): Promise<string> {
+    return (await this.#json<{ path: string }>(await this.#send('GET', this.#url('/canonical', { path })))).path;
+  }
+
+  async remove(path: string, opts: { recursive?: boolean; force?: boolean } = {}): Promise<void> {
+    await this.#json(await this.#send('DELETE', this.#url('', { path, recursive: opts.recursive, force: opts.force })));
+  }
+
+  async copy(sourcePath: string, destinationPath: string, opts: { recursive?: boolean } = {}): Promise<void> {
+    await this.#json(await this.#send('POST', this.#url('/copy', {}), { json: { sourcePath, destinationPath, recursive: opts.recursive === true } }));
+  }
+
+  async mkdir(path: string, opts: { recursive?: boolean } = {}): Promise<void> {
+    await this.#json(await this.#send('POST', this.#url('/mkdir', {}), { json: { path, recursive: opts.recursive === true } }));
+  }
+}
+
+function toHttpError(status: number, body: unknown): FilesHttpError {
+  const b = (typeof body === 'object' && body !== null ? body : {}) as { code?: unknown; message?: unknown };
+  return new FilesHttpError(status, typeof b.code === 'string' ? b.code : undefined, typeof b.message === 'string' ? b.message : `HTTP ${status}`);
+}

@@ -1,0 +1,177 @@
+/**
+ * Files of a session over HTTP, under `/v1/sessions/:id/files`: streamed download and upload,
+ * metadata, listing, canonical path, remove, copy and mkdir. Same checks as `fs/*` (everything
+ * goes through `SessionFiles`). Bodies of uploads are never buffered: the request stream goes
+ * straight into the backend's `writeStream`. Auth and tenant come from the app's onRequest hook;
+ * another tenant's session is a 404.
+ */
+import { posix } from 'node:path';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { Type } from 'typebox';
+import type { Config } from '../config.ts';
+import { execError } from '../errors.ts';
+import type { Session } from '../sessions/session.ts';
+import { SessionFiles } from '../sessions/session-files.ts';
+
+const ErrorBody = Type.Object({ code: Type.String(), message: Type.String() }, { description: 'Error: a stable `EXEC_ERR_*` code and a message' });
+const errors = { '4xx': ErrorBody, '5xx': ErrorBody };
+const Path = Type.String({ minLength: 1, maxLength: 4096, pattern: '^(/|file://)', description: 'Absolute path or file:// URI inside the session' });
+const Params = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) });
+const PathQuery = Type.Object({ path: Path });
+const Metadata = Type.Object({
+  isDirectory: Type.Boolean(),
+  isFile: Type.Boolean(),
+  isSymlink: Type.Boolean(),
+  size: Type.Number(),
+  createdAtMs: Type.Number(),
+  modifiedAtMs: Type.Number(),
+});
+const Entry = Type.Object({ fileName: Type.String(), isDirectory: Type.Boolean(), isFile: Type.Boolean() });
+const Empty = Type.Object({});
+const TAGS = ['files'];
+
+export interface FileRoutesOptions {
+  readonly config?: Pick<Config, 'fsMaxReadBytes'>;
+}
+
+/** Registers the file routes in their own scope (its octet-stream parser stays local to them). */
+export async function registerFileRoutes(app: FastifyInstance, opts: FileRoutesOptions = {}): Promise<void> {
+  await app.register(async (scope) => {
+    // Uploads: hand the raw request stream to the handler, unbuffered and unparsed.
+    scope.addContentTypeParser('application/octet-stream', (_request, payload, done) => done(null, payload));
+    const r = scope.withTypeProvider<TypeBoxTypeProvider>();
+    const filesOf = (request: FastifyRequest<{ Params: { id: string } }>): { files: SessionFiles; session: Session } => {
+      const session = scope.sessions.get(request.params.id, request.tenant);
+      session.touch();
+      return { session, files: SessionFiles.for(session, opts.config ? { maxReadBytes: opts.config.fsMaxReadBytes } : {}) };
+    };
+
+    r.get(
+      '/v1/sessions/:id/files/content',
+      {
+        schema: {
+          tags: TAGS,
+          summary: 'Download a file (streamed)',
+          params: Params,
+          querystring: Type.Object({ path: Path, offset: Type.Optional(Type.Integer({ minimum: 0, description: 'Start at this byte' })) }),
+          response: { 200: Type.String({ format: 'binary', description: 'The file bytes (application/octet-stream)' }), ...errors },
+        },
+      },
+      async (request, reply) => {
+        const { files } = filesOf(request);
+        const offset = request.query.offset ?? 0;
+        const { stream, size, path } = await files.openDownload(files.resolvePath(request.query.path), offset);
+        return reply
+          .header('content-type', 'application/octet-stream')
+          .header('content-length', String(Math.max(0, size - offset)))
+          .header('content-disposition', `attachment; filename="${encodeURIComponent(posix.basename(path))}"`)
+          .send(stream as never);
+      },
+    );
+
+    r.put(
+      '/v1/sessions/:id/files/content',
+      {
+        schema: {
+          tags: TAGS,
+          summary: 'Upload a file (request body streamed, application/octet-stream); creates or truncates it',
+          params: Params,
+          querystring: PathQuery,
+          response: { 200: Type.Object({ path: Type.String(), bytesWritten: Type.Number() }), ...errors },
+        },
+      },
+      async (request) => {
+        const { files, session } = filesOf(request);
+        const body = request.body as NodeJS.ReadableStream | undefined;
+        if (!body || typeof body.pipe !== 'function') throw execError('EXEC_ERR_INVALID_REQUEST', 'send the file as the request body with content-type application/octet-stream');
+        const { bytes } = await files.upload(files.resolvePath(request.query.path), body);
+        session.touch();
+        return { path: request.query.path, bytesWritten: bytes };
+      },
+    );
+
+    r.get(
+      '/v1/sessions/:id/files/metadata',
+      { schema: { tags: TAGS, summary: 'Metadata of a path (fs/getMetadata)', params: Params, querystring: PathQuery, response: { 200: Metadata, ...errors } } },
+      async (request) => {
+        const { files } = filesOf(request);
+        return files.getMetadata(files.resolvePath(request.query.path));
+      },
+    );
+
+    r.get(
+      '/v1/sessions/:id/files/list',
+      { schema: { tags: TAGS, summary: 'List a directory (fs/readDirectory)', params: Params, querystring: PathQuery, response: { 200: Type.Object({ entries: Type.Array(Entry) }), ...errors } } },
+      async (request) => {
+        const { files } = filesOf(request);
+        return { entries: await files.readDirectory(files.resolvePath(request.query.path)) };
+      },
+    );
+
+    r.get(
+      '/v1/sessions/:id/files/canonical',
+      { schema: { tags: TAGS, summary: 'Canonical path (fs/canonicalize)', params: Params, querystring: PathQuery, response: { 200: Type.Object({ path: Type.String() }), ...errors } } },
+      async (request) => {
+        const { files } = filesOf(request);
+        const path = files.resolvePath(request.query.path);
+        return { path: files.clientPath(request.query.path, await files.canonicalize(path)) };
+      },
+    );
+
+    r.delete(
+      '/v1/sessions/:id/files',
+      {
+        schema: {
+          tags: TAGS,
+          summary: 'Remove a file or directory (fs/remove)',
+          params: Params,
+          querystring: Type.Object({ path: Path, recursive: Type.Optional(Type.Boolean()), force: Type.Optional(Type.Boolean()) }),
+          response: { 200: Empty, ...errors },
+        },
+      },
+      async (request) => {
+        const { files } = filesOf(request);
+        await files.remove(files.resolvePath(request.query.path), request.query.recursive === true, request.query.force === true);
+        return {};
+      },
+    );
+
+    r.post(
+      '/v1/sessions/:id/files/copy',
+      {
+        schema: {
+          tags: TAGS,
+          summary: 'Copy a file or (recursive) a directory to a new path (fs/copy)',
+          params: Params,
+          body: Type.Object({ sourcePath: Path, destinationPath: Path, recursive: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
+          response: { 200: Empty, ...errors },
+        },
+      },
+      async (request) => {
+        const { files } = filesOf(request);
+        const b = request.body;
+        await files.copy(files.resolvePath(b.sourcePath, 'sourcePath'), files.resolvePath(b.destinationPath, 'destinationPath'), b.recursive === true);
+        return {};
+      },
+    );
+
+    r.post(
+      '/v1/sessions/:id/files/mkdir',
+      {
+        schema: {
+          tags: TAGS,
+          summary: 'Create a directory (fs/createDirectory)',
+          params: Params,
+          body: Type.Object({ path: Path, recursive: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
+          response: { 200: Empty, ...errors },
+        },
+      },
+      async (request) => {
+        const { files } = filesOf(request);
+        await files.createDirectory(files.resolvePath(request.body.path), request.body.recursive === true);
+        return {};
+      },
+    );
+  });
+}
