@@ -1,7 +1,7 @@
 /** Files over HTTP (`/v1/sessions/:id/files...`), the client SDK and `exec-server cp`, on both backends. */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, writeFile, stat } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -105,6 +105,7 @@ for (const { kind, options } of BACKENDS) {
   test(`${kind}: exec-server cp copies both ways`, options, async (t) => {
     const e2 = await fsEnvWithToken(t, kind);
     const dir = await mkdtemp(join(tmpdir(), 'cp-local-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
     const data = randomBytes(300_000);
     await writeFile(join(dir, 'up.bin'), data);
     assert.equal(await cpCommand(['--url', e2.url, '--token', 'tok', join(dir, 'up.bin'), `${e2.sessionId}:${e2.workdir}/`]), 0);

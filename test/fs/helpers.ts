@@ -1,6 +1,6 @@
 /** Shared helpers of the filesystem tests: a server plus session per backend, and root-side fixtures. */
 import { execFile } from 'node:child_process';
-import { mkdtemp, realpath } from 'node:fs/promises';
+import { mkdtemp, realpath, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -52,6 +52,8 @@ export async function fsEnv(t: TestContext, kind: BackendKind, opts: FsEnvOption
   if (kind === 'local') {
     workdir = await realpath(await mkdtemp(join(tmpdir(), 'fs-ws-')));
     outside = await realpath(await mkdtemp(join(tmpdir(), 'fs-outside-')));
+    const dirs = [workdir, outside];
+    t.after(() => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true }))));
   } else {
     workdir = '/workspace';
     outside = '/opt/outside';
