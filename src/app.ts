@@ -63,6 +63,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.decorate('metrics', metrics);
   app.decorateRequest('tenant', DEFAULT_TENANT);
 
+  await app.register(swagger, {
+    openapi: {
+      info: { title: 'exec-server', version: VERSION, description: 'Runs commands for AI coding agents remotely.' },
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
+      security: [{ bearer: [] }],
+    },
+  });
+  // Registered before the auth hook: its own onRequest hook marks upgrade requests, so a
+  // refused upgrade (401) gets its socket destroyed instead of lingering past shutdown.
+  await app.register(websocket, { options: { maxPayload: config.maxMessageBytes } });
+
   app.addHook('onRequest', async (request, reply) => {
     const path = request.url.split('?')[0] ?? '';
     if (PUBLIC_ROUTES.has(path)) return;
@@ -91,14 +102,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   app.setNotFoundHandler((request, reply) => reply.code(404).send({ code: 'EXEC_ERR_NOT_FOUND', message: `no route ${request.method} ${request.url}` }));
 
-  await app.register(swagger, {
-    openapi: {
-      info: { title: 'exec-server', version: VERSION, description: 'Runs commands for AI coding agents remotely.' },
-      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
-      security: [{ bearer: [] }],
-    },
-  });
-  await app.register(websocket, { options: { maxPayload: config.maxMessageBytes } });
 
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {

@@ -69,7 +69,12 @@ export class RpcConnection {
     const socket = new WebSocket(url, { headers, maxPayload: opts.maxPayload ?? 256 * 1024 * 1024 });
     return new Promise((resolve, reject) => {
       socket.once('open', () => resolve(new RpcConnection(socket, opts)));
-      socket.once('unexpected-response', (_req, res) => reject(Object.assign(new Error(`upgrade refused: HTTP ${res.statusCode}`), { statusCode: res.statusCode })));
+      socket.once('unexpected-response', (req, res) => {
+        // ws leaves the request open once this event has a listener; end it ourselves.
+        res.resume();
+        req.destroy();
+        reject(Object.assign(new Error(`upgrade refused: HTTP ${res.statusCode}`), { statusCode: res.statusCode }));
+      });
       socket.once('error', reject);
     });
   }
