@@ -107,7 +107,9 @@ async function watchWindow(ctx: OrchestratorContext, proc: ManagedProcess, input
   const exit = await Promise.race([attempt.exited, delay(EARLY_EXIT_WINDOW_MS, undefined, { ref: false })]);
   // Backends deliver the exit only after the attempt's last output chunk (ProcessSink
   // contract), so the 20 ms trailing-output wait of DESIGN.md is already satisfied here.
-  if (exit === undefined) {
+  // Released early (it printed past the hold budget) or still running: it streams normally
+  // and a later failure is a plain exit, never retried.
+  if (exit === undefined || !attempt.holding) {
     proc.release(attempt);
     return;
   }

@@ -28,7 +28,6 @@ export class Attempt {
   exit: BackendExit | undefined;
   readonly held: Array<{ stream: StreamName; data: Buffer }> = [];
   heldBytes = 0;
-  droppedWhileHeld = 0;
   readonly exited: Promise<BackendExit>;
   #resolveExit!: (exit: BackendExit) => void;
 
@@ -96,13 +95,9 @@ export class ManagedProcess {
         }
         attempt.held.push({ stream, data });
         attempt.heldBytes += data.length;
-        // Bounded like the log itself: a burst inside the window drops its oldest bytes.
-        while (attempt.heldBytes > this.#holdLimit && attempt.held.length > 1) {
-          const old = attempt.held.shift();
-          if (!old) break;
-          attempt.heldBytes -= old.data.length;
-          attempt.droppedWhileHeld += old.data.length;
-        }
+        // Holding is bounded: an attempt that prints more than the budget inside the window
+        // evidently runs, so its output is published (nothing lost) and it will not be retried.
+        if (attempt.heldBytes > this.#holdLimit) this.release(attempt);
       },
       exit: (result) => {
         if (attempt.exit) return;
@@ -117,7 +112,6 @@ export class ManagedProcess {
   release(attempt: Attempt, sandboxDenied = false): void {
     if (!attempt.holding) return;
     attempt.holding = false;
-    this.log.recordDropped(attempt.droppedWhileHeld);
     for (const chunk of attempt.held.splice(0)) this.log.append({ kind: 'output', stream: chunk.stream, data: chunk.data });
     attempt.heldBytes = 0;
     if (attempt.exit) this.finish(attempt.exit, sandboxDenied);

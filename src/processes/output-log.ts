@@ -82,11 +82,6 @@ export class OutputLog {
     return sequenced;
   }
 
-  /** Counts bytes that never entered the log (held output of a denied attempt that overflowed). */
-  recordDropped(bytes: number): void {
-    this.#droppedBytes += bytes;
-  }
-
   #evict(): void {
     // Keep at least the newest chunk even if it alone exceeds the budget.
     while (this.#retainedBytes > this.#budget && this.#chunks.length - this.#head > 1) {
