@@ -188,7 +188,8 @@ for (const backend of BACKENDS) {
       const info = await s.request<Record<string, unknown>>('session/info', {});
       const r = await s.run('env', ['sh', '-c', 'pwd; echo "$FOO|${SECRET_TOKEN:-none}|${KEEP:-none}"'], { cwd: `file://${info['workdir'] as string}`, env: { FOO: 'bar' }, envPolicy: { inherit: 'none', set: { KEEP: 'kept', SECRET_TOKEN: 'x' } } });
       assert.equal(r.stdout, `${info['workdir'] as string}\nbar|x|kept\n`);
-      const a = await s.run('arg0', ['sh', '-c', 'echo $0'], { arg0: 'custom-name' });
+      // bash, not sh: in a busybox image sh dispatches on argv[0] and knows no applet custom-name.
+      const a = await s.run('arg0', ['bash', '-c', 'echo $0'], { arg0: 'custom-name' });
       assert.equal(a.stdout, 'custom-name\n');
     });
 

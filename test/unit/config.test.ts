@@ -1,0 +1,46 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ConfigError, loadConfig, markdownTable, parseListen } from '../../src/config.ts';
+
+test('defaults: local backend on loopback, Codex-compatible limits', () => {
+  const c = loadConfig([], {});
+  assert.equal(c.backend, 'local');
+  assert.equal(c.listen, 'ws://127.0.0.1:8765');
+  assert.equal(c.maxProcesses, 64);
+  assert.equal(c.outputRetentionBytes, 1024 * 1024);
+  assert.equal(c.exitedRetentionMs, 600_000);
+  assert.equal(c.sandbox, 'workspace-write');
+  assert.equal(c.approvalPolicy, 'on-request');
+});
+
+test('flags win over variables; CODEX_EXEC_SERVER_CONNECTION_TOKEN is accepted', () => {
+  const c = loadConfig(['--max-processes', '8'], { EXEC_SERVER_MAX_PROCESSES: '9', CODEX_EXEC_SERVER_CONNECTION_TOKEN: 'tok' });
+  assert.equal(c.maxProcesses, 8);
+  assert.equal(c.token, 'tok');
+});
+
+test('each bad value gets a clear message naming the option', () => {
+  const cases: Array<[string[], NodeJS.ProcessEnv, RegExp]> = [
+    [['--backend', 'k8s'], {}, /--backend .*expected one of local, docker, auto/],
+    [['--max-processes', 'lots'], {}, /--max-processes .*expected an integer/],
+    [['--max-processes', '0'], {}, /at least 1/],
+    [[], { EXEC_SERVER_INSECURE_NO_AUTH: 'maybe' }, /EXEC_SERVER_INSECURE_NO_AUTH: expected a boolean/],
+    [['--listen', 'http://0.0.0.0:1'], {}, /expected ws:\/\/HOST:PORT/],
+    [['--listen', 'ws://127.0.0.1:70000'], {}, /out of range/],
+    [['--bogus'], {}, /Unknown option '--bogus'/],
+    [['--memory-mb', '4096', '--max-memory-mb', '1024'], {}, /below --memory-mb/],
+  ];
+  for (const [argv, env, re] of cases) assert.throws(() => loadConfig(argv, env), (e: Error) => e instanceof ConfigError && re.test(e.message), `${argv.join(' ')} ${JSON.stringify(env)}`);
+});
+
+test('a non-loopback address needs a token unless --insecure-no-auth', () => {
+  assert.throws(() => loadConfig(['--listen', 'ws://0.0.0.0:0'], {}), /refusing to listen on non-loopback/);
+  assert.equal(loadConfig(['--listen', 'ws://0.0.0.0:0', '--token', 't'], {}).token, 't');
+  assert.equal(loadConfig(['--listen', 'ws://0.0.0.0:0', '--insecure-no-auth'], {}).insecureNoAuth, true);
+  assert.deepEqual(parseListen('ws://[::1]:0'), { host: '::1', port: 0 });
+});
+
+test('the README table lists every option', () => {
+  const table = markdownTable();
+  for (const flag of ['--listen', '--backend', '--token', '--image', '--docker-host', '--tokens', '--denial-handling']) assert.match(table, new RegExp(`\`${flag}\``));
+});
