@@ -1,5 +1,21 @@
-/** Client subcommands (filled in by the CLI work). */
-export async function runCli(command: string, _args: string[]): Promise<number> {
-  process.stderr.write(`exec-server: unknown command ${JSON.stringify(command)}; try --help\n`);
-  return 2;
+/** Client subcommands, built on the SDK: run, shell, sessions, cp. */
+import { cpCommand } from './cp.ts';
+import { runCommand } from './run.ts';
+import { sessionsCommand } from './sessions.ts';
+import { shellCommand } from './shell.ts';
+
+export async function runCli(command: string, args: string[]): Promise<number> {
+  switch (command) {
+    case 'run':
+      return runCommand(args);
+    case 'shell':
+      return shellCommand(args);
+    case 'sessions':
+      return sessionsCommand(args);
+    case 'cp':
+      return cpCommand(args);
+    default:
+      process.stderr.write(`exec-server: unknown command ${JSON.stringify(command)}; try --help\n`);
+      return 2;
+  }
 }

@@ -6,3 +6,4 @@ export { HttpApi, httpBaseOf, wsUrlOf, type SessionInfo, type SessionSpec, type 
 export { RpcConnection, RpcError, type Notification } from './rpc-connection.ts';
 export type { ProcessId, SessionId } from '../ids.ts';
 export { asProcessId, asSessionId } from '../ids.ts';
+export * as files from './files.ts';

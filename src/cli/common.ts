@@ -1,0 +1,66 @@
+/** Shared CLI plumbing: options, defaults, readable errors. */
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { ExecServerHttpError } from '../client/errors.ts';
+import { RpcError } from '../client/rpc-connection.ts';
+
+export const DEFAULT_URL = 'ws://127.0.0.1:8765';
+
+/** Exit code for failures of exec-server itself (not of the command), as `docker run` uses 125. */
+export const EXIT_CLI_ERROR = 125;
+export const EXIT_USAGE = 2;
+
+export class UsageError extends Error {
+  override readonly name = 'UsageError';
+}
+
+export const connectionOptions = {
+  url: { type: 'string' },
+  token: { type: 'string' },
+  json: { type: 'boolean', default: false },
+  help: { type: 'boolean', short: 'h', default: false },
+} as const satisfies ParseArgsConfig['options'];
+
+export interface Connection {
+  readonly url: string;
+  readonly token: string | undefined;
+}
+
+export function connectionOf(values: { url?: string | undefined; token?: string | undefined }, env: NodeJS.ProcessEnv = process.env): Connection {
+  return { url: values.url ?? env['EXEC_SERVER_URL'] ?? DEFAULT_URL, token: values.token ?? env['EXEC_SERVER_TOKEN'] };
+}
+
+export function parse<O extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: O) {
+  try {
+    return parseArgs({ args, options, allowPositionals: true, strict: true });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+/** One readable line for any error (no stack traces for expected failures). */
+export function describeError(err: unknown): string {
+  if (err instanceof ExecServerHttpError) return `${err.message} (${err.code}, HTTP ${err.status})`;
+  if (err instanceof RpcError) return `${err.message}${err.code ? ` (${err.code})` : ''}`;
+  const e = err as NodeJS.ErrnoException & { statusCode?: number };
+  if (e?.statusCode === 401) return 'the server refused the token (HTTP 401); set --token or EXEC_SERVER_TOKEN';
+  if (e?.code === 'ECONNREFUSED') return `cannot connect to the server: ${e.message}; is it running? (--url or EXEC_SERVER_URL)`;
+  const cause = (e as { cause?: NodeJS.ErrnoException })?.cause;
+  if (cause?.code === 'ECONNREFUSED') return `cannot connect to the server: ${cause.message}; is it running? (--url or EXEC_SERVER_URL)`;
+  return e instanceof Error ? e.message : String(err);
+}
+
+export function printError(err: unknown, json: boolean): number {
+  if (err instanceof UsageError) {
+    process.stderr.write(`exec-server: ${err.message}\n`);
+    return EXIT_USAGE;
+  }
+  const message = describeError(err);
+  if (json) process.stdout.write(`${JSON.stringify({ error: { message, code: (err as { code?: string })?.code ?? null } })}\n`);
+  process.stderr.write(`exec-server: error: ${message}\n`);
+  return EXIT_CLI_ERROR;
+}
+
+/** Exit codes are 0..255; `lost` (-1) becomes 255. */
+export function shellExitCode(code: number): number {
+  return code < 0 || code > 255 ? 255 : code;
+}

@@ -1,0 +1,66 @@
+/** `exec-server sessions [list | delete ID | show ID] [--json]`. */
+import { HttpApi } from '../client/http.ts';
+import { connectionOf, connectionOptions, parse, printError, UsageError } from './common.ts';
+
+export const SESSIONS_HELP = `Usage: exec-server sessions [list] [--json]
+       exec-server sessions show ID [--json]
+       exec-server sessions delete ID... [--json]
+
+Options: --url URL (default $EXEC_SERVER_URL or ws://127.0.0.1:8765), --token T (default $EXEC_SERVER_TOKEN), --json`;
+
+function table(rows: string[][]): string {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n');
+}
+
+export async function sessionsCommand(args: string[]): Promise<number> {
+  let json = false;
+  try {
+    const { values, positionals } = parse(args, connectionOptions);
+    json = values.json === true;
+    if (values.help) {
+      process.stdout.write(`${SESSIONS_HELP}\n`);
+      return 0;
+    }
+    const { url, token } = connectionOf(values);
+    const api = new HttpApi(url, token);
+    const [sub = 'list', ...ids] = positionals;
+    switch (sub) {
+      case 'list':
+      case 'ls': {
+        const sessions = await api.listSessions();
+        if (json) {
+          process.stdout.write(`${JSON.stringify(sessions)}\n`);
+        } else if (sessions.length === 0) {
+          process.stdout.write('no sessions\n');
+        } else {
+          const rows = [['SESSION', 'STATUS', 'BACKEND', 'SANDBOX', 'RUNNING', 'ATTACHED', 'CREATED']];
+          for (const s of sessions) rows.push([s.sessionId, s.status, s.backend, s.sandboxType, String(s.runningProcesses), s.attached ? 'yes' : 'no', s.createdAt]);
+          process.stdout.write(`${table(rows)}\n`);
+        }
+        return 0;
+      }
+      case 'show':
+      case 'get': {
+        if (ids.length !== 1) throw new UsageError('sessions show needs one session id');
+        const info = await api.getSession(ids[0]!);
+        process.stdout.write(json ? `${JSON.stringify(info)}\n` : `${Object.entries(info).map(([k, v]) => `${k}: ${typeof v === 'object' ? JSON.stringify(v) : String(v)}`).join('\n')}\n`);
+        return 0;
+      }
+      case 'delete':
+      case 'rm': {
+        if (ids.length === 0) throw new UsageError('sessions delete needs a session id');
+        for (const id of ids) {
+          await api.deleteSession(id);
+          if (!json) process.stdout.write(`deleted ${id}\n`);
+        }
+        if (json) process.stdout.write(`${JSON.stringify({ deleted: ids })}\n`);
+        return 0;
+      }
+      default:
+        throw new UsageError(`unknown sessions subcommand ${JSON.stringify(sub)}; expected list, show or delete`);
+    }
+  } catch (err) {
+    return printError(err, json);
+  }
+}
