@@ -83,7 +83,9 @@ export function registerProcessMethods(table: MethodTable<Connection>): void {
           narrowing: p.sandbox ? narrowingFromCodexSandbox(p.sandbox, session) : undefined,
         };
         const proc = await session.processes.start(req);
-        return { processId: proc.id, sandboxType: proc.sandboxType };
+        // Codex parses `sandboxType` as its own enum (none | linuxSeccomp | macosSeatbelt...):
+        // both of our Linux sandboxes answer `linuxSeccomp` there; `sandbox` names the mechanism.
+        return { processId: proc.id, sandboxType: proc.sandboxType === 'none' ? 'none' : 'linuxSeccomp', sandbox: proc.sandboxType };
       },
     }),
   );
