@@ -152,6 +152,14 @@ for (const backend of BACKENDS) {
       await s.close();
     });
 
+    test('every decision is counted in metrics by outcome', async () => {
+      const text = await (await fetch(`${server.httpUrl}/metrics`)).text();
+      for (const outcome of ['denied-retried', 'denied-reported', 'initial-rejected', 'initial-approved']) {
+        assert.match(text, new RegExp(`exec_server_policy_decisions_total\\{outcome="${outcome}"\\} [1-9]`), outcome);
+      }
+      assert.match(text, /exec_server_approvals_total\{purpose="sandbox-retry",decision="approved"\} [1-9]/);
+    });
+
     test('teardown', async () => {
       await server.close();
     });
