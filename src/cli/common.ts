@@ -46,6 +46,7 @@ export function describeError(err: unknown): string {
   if (e?.code === 'ECONNREFUSED') return `cannot connect to the server: ${e.message}; is it running? (--url or EXEC_SERVER_URL)`;
   const cause = (e as { cause?: NodeJS.ErrnoException })?.cause;
   if (cause?.code === 'ECONNREFUSED') return `cannot connect to the server: ${cause.message}; is it running? (--url or EXEC_SERVER_URL)`;
+  if (cause instanceof Error && e instanceof Error) return `${e.message}: ${cause.message}`;
   return e instanceof Error ? e.message : String(err);
 }
 
