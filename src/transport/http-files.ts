@@ -12,7 +12,7 @@ import { Type } from 'typebox';
 import type { Config } from '../config.ts';
 import { execError } from '../errors.ts';
 import type { Session } from '../sessions/session.ts';
-import { SessionFiles } from '../sessions/session-files.ts';
+import { SessionFiles } from '../sessions/files/session-files.ts';
 
 const ErrorBody = Type.Object({ code: Type.String(), message: Type.String() }, { description: 'Error: a stable `EXEC_ERR_*` code and a message' });
 const errors = { '4xx': ErrorBody, '5xx': ErrorBody };

@@ -8,7 +8,7 @@ import { pathToFileURL } from 'node:url';
 import { Type, type TSchema } from 'typebox';
 import { execError, ExecServerError } from '../../errors.ts';
 import type { SandboxNarrowing } from '../../policy/sandbox-policy.ts';
-import { SessionFiles } from '../../sessions/session-files.ts';
+import { SessionFiles } from '../../sessions/files/session-files.ts';
 import type { Connection } from '../connection.ts';
 import { defineMethod, type MethodTable } from '../method-table.ts';
 import { Base64Schema, Opt, Params, PathSchema } from '../schemas.ts';

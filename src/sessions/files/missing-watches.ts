@@ -1,0 +1,120 @@
+/**
+ * `fs/watchMissing` watches: paths expected absent (or present) are polled, and the client is sent
+ * `fs/missingChanged` when one of them appears or goes away. Bounded per session and per watch.
+ */
+import { execError } from '../../errors.ts';
+import type { Session } from '../session.ts';
+import type { FileLimits } from './file-limits.ts';
+import { isNotFound, type Checker } from './path-checker.ts';
+
+/** Something that can receive `fs/missingChanged` (a WebSocket connection). False once it is gone. */
+export interface WatchNotifier {
+  notify(method: string, params: unknown): boolean;
+}
+
+interface Watch {
+  readonly id: string;
+  /** The id as the client sent it (Codex uses numbers), echoed in `fs/missingChanged`. */
+  readonly wireId: string | number;
+  readonly notifier: WatchNotifier;
+  /** Path (in the session) -> whether it was there at the last look. */
+  readonly state: Map<string, boolean>;
+}
+
+/** The watches of one session, and the poller that runs while there are any. */
+export class MissingWatches {
+  readonly #session: Session;
+  readonly #limits: FileLimits;
+  readonly #watches = new Map<string, Watch>();
+  #poller: NodeJS.Timeout | undefined;
+  #polling = false;
+  #closed = false;
+
+  constructor(session: Session, limits: FileLimits) {
+    this.#session = session;
+    this.#limits = limits;
+  }
+
+  /**
+   * Watches `missing` (expected absent) and `present` (expected there) under `wireId`, replacing
+   * a watch of that id. The limits are checked before `checker` is asked for the sandbox, which
+   * must allow reading every path.
+   */
+  async add(wireId: string | number, missing: readonly string[], present: readonly string[], notifier: WatchNotifier, checker: () => Promise<Checker>): Promise<void> {
+    const watchId = String(wireId);
+    if (missing.length + present.length > this.#limits.maxWatchPaths) {
+      throw execError('EXEC_ERR_TOO_LARGE', `a watch may cover at most ${this.#limits.maxWatchPaths} paths`, { detail: { field: 'missing' } });
+    }
+    if (!this.#watches.has(watchId) && this.#watches.size >= this.#limits.maxWatches) {
+      throw execError('EXEC_ERR_INVALID_REQUEST', `too many watches in this session (limit ${this.#limits.maxWatches})`);
+    }
+    const check = await checker();
+    const state = new Map<string, boolean>();
+    for (const [paths, there] of [[missing, false], [present, true]] as const) {
+      for (const path of paths) {
+        check.read(path, 'watch');
+        state.set(path, there);
+      }
+    }
+    this.#watches.set(watchId, { id: watchId, wireId, notifier, state });
+    if (!this.#poller) {
+      this.#poller = setInterval(() => void this.#poll(), this.#limits.watchIntervalMs);
+      this.#poller.unref();
+    }
+  }
+
+  /** Drops the watch `wireId`; false when there was none. */
+  remove(wireId: string | number): boolean {
+    const had = this.#watches.delete(String(wireId));
+    this.#stopPollerIfIdle();
+    return had;
+  }
+
+  /** Drops the watches of a client that went away. */
+  dropWatchesOf(notifier: WatchNotifier): void {
+    for (const watch of [...this.#watches.values()]) if (watch.notifier === notifier) this.#watches.delete(watch.id);
+    this.#stopPollerIfIdle();
+  }
+
+  /** Drops every watch and stops polling for good (the session is going away). */
+  close(): void {
+    this.#closed = true;
+    this.#watches.clear();
+    if (this.#poller) clearInterval(this.#poller);
+    this.#poller = undefined;
+  }
+
+  #stopPollerIfIdle(): void {
+    if (this.#watches.size === 0 && this.#poller) {
+      clearInterval(this.#poller);
+      this.#poller = undefined;
+    }
+  }
+
+  async #poll(): Promise<void> {
+    if (this.#polling || this.#closed) return;
+    this.#polling = true;
+    try {
+      for (const watch of [...this.#watches.values()]) {
+        let changed = false;
+        for (const [path, was] of watch.state) {
+          const is = await this.#session.backend.fs.stat(path).then(
+            () => true,
+            (err: unknown) => (isNotFound(err) ? false : was),
+          );
+          if (is !== was) {
+            watch.state.set(path, is);
+            changed = true;
+          }
+        }
+        if (!this.#watches.has(watch.id)) continue;
+        if (changed && !watch.notifier.notify('fs/missingChanged', { watchId: watch.wireId })) this.#watches.delete(watch.id);
+      }
+    } catch {
+      // A dying session: the next tick (or close) settles it.
+    } finally {
+      this.#polling = false;
+      this.#stopPollerIfIdle();
+    }
+  }
+}

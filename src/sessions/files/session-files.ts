@@ -1,0 +1,290 @@
+/**
+ * Sandbox-checked file operations on a session: what `fs/*` (JSON-RPC) and
+ * `/v1/sessions/:id/files` (HTTP) both go through.
+ *
+ * Every path is taken from the client (absolute path or `file://` URI), mapped onto the session
+ * (`mapClientPath`), canonicalized with the backend's `realpath` (symlinks and `..` resolved, so a
+ * link cannot lead out of what the sandbox allows) and only then checked:
+ * - reads (read, list, copy source, metadata, canonicalize) must not touch a deny-read path;
+ * - writes (write, mkdir, remove, copy destination) must land inside a writable root
+ *   (`workspace-write`), never anywhere under `read-only`, anywhere under `danger-full-access`;
+ * - the Codex per-call `sandbox` parameter narrows the session policy, it can never widen it.
+ * The backend operation then runs on the canonical path, not on the client's spelling.
+ *
+ * The checks live in `path-checker.ts`, chunked read and write handles in `file-handles.ts`,
+ * `fs/watchMissing` watches in `missing-watches.ts`; this facade ties them to the session.
+ */
+import { posix } from 'node:path';
+import type { FileMetadata, SessionFs } from '../../backends/types.ts';
+import { execError, ExecServerError } from '../../errors.ts';
+import { containsDenied, type SandboxNarrowing } from '../../policy/sandbox-policy.ts';
+import type { Session } from '../session.ts';
+import { toPath } from '../session-spec.ts';
+import { FileHandles } from './file-handles.ts';
+import { DEFAULT_FILE_LIMITS, type FileLimits } from './file-limits.ts';
+import { guardedWrite } from './guarded-write.ts';
+import { MissingWatches, type WatchNotifier } from './missing-watches.ts';
+import { isNotFound, SessionPaths, type Checker } from './path-checker.ts';
+
+export { DEFAULT_FILE_LIMITS } from './file-limits.ts';
+export type { FileLimits } from './file-limits.ts';
+export type { WatchNotifier } from './missing-watches.ts';
+
+const registry = new WeakMap<Session, SessionFiles>();
+
+/** The file operations of one session, each checked against its sandbox. */
+export class SessionFiles {
+  readonly session: Session;
+  readonly limits: FileLimits;
+  readonly #paths: SessionPaths;
+  readonly #handles: FileHandles;
+  readonly #watches: MissingWatches;
+  #closed = false;
+
+  /** The one `SessionFiles` of `session` (created on first use, disposed with the session). */
+  static for(session: Session, limits: Partial<FileLimits> = {}): SessionFiles {
+    let files = registry.get(session);
+    if (!files) {
+      files = new SessionFiles(session, { ...DEFAULT_FILE_LIMITS, ...limits });
+      registry.set(session, files);
+    }
+    return files;
+  }
+
+  private constructor(session: Session, limits: FileLimits) {
+    this.session = session;
+    this.limits = limits;
+    const fs = (): SessionFs => this.#fs;
+    this.#paths = new SessionPaths(session, fs);
+    this.#handles = new FileHandles(limits, fs);
+    this.#watches = new MissingWatches(session, limits);
+    session.onDestroy(() => this.close());
+  }
+
+  get #fs(): SessionFs {
+    if (this.#closed) throw execError('EXEC_ERR_SESSION_DEAD', 'session was deleted');
+    if (this.session.status.status === 'dead') throw execError('EXEC_ERR_SESSION_DEAD', `session is dead: ${this.session.status.reason}`);
+    return this.session.backend.fs;
+  }
+
+  /** A client path (absolute or `file://`) as an absolute, normalized path inside the session. */
+  resolvePath(raw: string, field = 'path'): string {
+    let path: string;
+    try {
+      path = toPath(raw);
+    } catch (err) {
+      if (err instanceof ExecServerError) throw err;
+      throw execError('EXEC_ERR_INVALID_PARAMS', `${field}: ${JSON.stringify(raw)} is not a valid file URI`, { detail: { field } });
+    }
+    if (!posix.isAbsolute(path)) throw execError('EXEC_ERR_INVALID_PARAMS', `${field}: ${JSON.stringify(raw)} is not absolute; send an absolute path or a file:// URI`, { detail: { field } });
+    if (path.includes('\0')) throw execError('EXEC_ERR_INVALID_PARAMS', `${field}: contains a NUL byte`, { detail: { field } });
+    return posix.normalize(this.session.mapClientPath(posix.normalize(path)));
+  }
+
+  /** The path as the client spells it: a workspace path maps back onto the alias the client used. */
+  clientPath(raw: string, path: string): string {
+    const asked = toPath(raw);
+    const workdir = this.session.backend.workdir;
+    for (const alias of this.session.workspaceAliases) {
+      if ((asked === alias || asked.startsWith(`${alias}/`)) && (path === workdir || path.startsWith(`${workdir}/`))) {
+        return `${alias}${path.slice(workdir.length)}`;
+      }
+    }
+    return path;
+  }
+
+  /**
+   * The sandbox of one operation: the session policy, narrowed by the client's `narrowing`,
+   * with writable roots and deny-read paths canonicalized like the paths they are compared with.
+   */
+  checker(narrowing?: SandboxNarrowing): Promise<Checker> {
+    return this.#paths.checker(narrowing);
+  }
+
+  /** Canonical path of `path` (symlinks resolved; a missing tail kept as spelled). */
+  canonical(path: string): Promise<string> {
+    return this.#fs.realpath(path);
+  }
+
+  /** The canonical target of a write to `path`, checked against the sandbox. */
+  async #checkedWriteTarget(path: string, narrowing?: SandboxNarrowing): Promise<string> {
+    const check = await this.checker(narrowing);
+    const target = await this.#paths.writeTarget(path);
+    check.write(target);
+    return target;
+  }
+
+  /** The canonical path and size of the file `path`, checked for reading; a directory is refused. */
+  async #readableFile(path: string, narrowing?: SandboxNarrowing): Promise<{ path: string; size: number }> {
+    const check = await this.checker(narrowing);
+    const canonical = await this.#fs.realpath(path);
+    check.read(canonical);
+    const info = await this.#fs.stat(canonical);
+    if (info.isDirectory) throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`, { detail: { path } });
+    return { path: canonical, size: info.size };
+  }
+
+  // ---- one-shot operations ------------------------------------------------------------
+
+  /** Metadata of `path` itself (a symlink is reported as one); its target must be readable too. */
+  async getMetadata(path: string, narrowing?: SandboxNarrowing): Promise<FileMetadata> {
+    const check = await this.checker(narrowing);
+    const link = await this.#paths.linkPath(path);
+    check.read(link, 'metadata');
+    const info = await this.#fs.stat(link);
+    if (info.isSymlink) check.read(await this.#fs.realpath(link), 'metadata');
+    return info;
+  }
+
+  /** The canonical form of `path`, which must exist and be readable. */
+  async canonicalize(path: string, narrowing?: SandboxNarrowing): Promise<string> {
+    const check = await this.checker(narrowing);
+    const canonical = await this.#fs.realpath(path);
+    check.read(canonical, 'canonicalize');
+    await this.#fs.stat(canonical);
+    return canonical;
+  }
+
+  /** The whole file, up to `limits.maxReadBytes`. */
+  async readFile(path: string, narrowing?: SandboxNarrowing): Promise<Buffer> {
+    const check = await this.checker(narrowing);
+    const canonical = await this.#fs.realpath(path);
+    check.read(canonical);
+    return this.#fs.readFile(canonical, this.limits.maxReadBytes);
+  }
+
+  /** Writes `data` to `path` (created or truncated). */
+  async writeFile(path: string, data: Buffer, narrowing?: SandboxNarrowing): Promise<void> {
+    const target = await this.#checkedWriteTarget(path, narrowing);
+    await this.#fs.writeFile(target, data);
+  }
+
+  /** Creates the directory `path` (and its parents when `recursive`). */
+  async createDirectory(path: string, recursive: boolean, narrowing?: SandboxNarrowing): Promise<void> {
+    const target = await this.#checkedWriteTarget(path, narrowing);
+    await this.#fs.createDirectory(target, recursive);
+  }
+
+  /** The entries of the directory `path`. */
+  async readDirectory(path: string, narrowing?: SandboxNarrowing): Promise<Array<{ fileName: string; isDirectory: boolean; isFile: boolean }>> {
+    const check = await this.checker(narrowing);
+    const canonical = await this.#fs.realpath(path);
+    check.read(canonical, 'listing');
+    return this.#fs.readDirectory(canonical);
+  }
+
+  /** Removes `path` itself (a symlink, not its target); a tree only when `recursive`. */
+  async remove(path: string, recursive: boolean, force: boolean, narrowing?: SandboxNarrowing): Promise<void> {
+    const check = await this.checker(narrowing);
+    const link = await this.#paths.linkPath(path);
+    if (link === '/') throw execError('EXEC_ERR_FS_DENIED', 'refusing to remove /');
+    check.write(link);
+    if (recursive && containsDenied(check.sandbox, link)) throw execError('EXEC_ERR_FS_DENIED', `${link}: remove denied: the tree contains a path on the session's deny-read list`, { detail: { path: link } });
+    await this.#fs.remove(link, recursive, force);
+  }
+
+  /** Copies `source` to `destination`; a directory only when `recursive`, and only to a new path. */
+  async copy(source: string, destination: string, recursive: boolean, narrowing?: SandboxNarrowing): Promise<void> {
+    const check = await this.checker(narrowing);
+    const from = await this.#fs.realpath(source);
+    if (recursive) check.readTree(from, 'copy');
+    else check.read(from, 'copy');
+    const info = await this.#fs.stat(from);
+    if (info.isDirectory && !recursive) throw execError('EXEC_ERR_FS', `${source}: Is a directory (pass recursive)`, { detail: { path: source } });
+    const to = await this.#paths.writeTarget(destination);
+    check.write(to);
+    if (info.isDirectory) {
+      // Copying into an existing tree could follow symlinks already planted there; refuse.
+      const exists = await this.#fs.stat(to).then(() => true, (err: unknown) => (isNotFound(err) ? false : Promise.reject(err)));
+      if (exists) throw execError('EXEC_ERR_FS', `${destination}: already exists; a directory is copied only to a new path`, { detail: { path: destination } });
+      if (to === from || to.startsWith(`${from}/`)) throw execError('EXEC_ERR_FS', `${destination}: cannot copy a directory into itself`, { detail: { path: destination } });
+    }
+    await this.#fs.copy(from, to, recursive);
+  }
+
+  // ---- streams (HTTP) -----------------------------------------------------------------
+
+  /** A checked download: the file's bytes from `offset`, and its size when known. */
+  async openDownload(path: string, offset = 0): Promise<{ stream: NodeJS.ReadableStream; size: number; path: string }> {
+    const file = await this.#readableFile(path);
+    return { stream: await this.#fs.openRead(file.path, offset), size: file.size, path: file.path };
+  }
+
+  /** A checked upload: streams `source` into `path` (created or truncated); resolves with the bytes written. */
+  async upload(path: string, source: NodeJS.ReadableStream): Promise<{ bytes: number; path: string }> {
+    const target = await this.#prepareWrite(path);
+    return { bytes: await guardedWrite(() => this.#fs, target, source), path: target };
+  }
+
+  async #prepareWrite(path: string, narrowing?: SandboxNarrowing): Promise<string> {
+    const target = await this.#checkedWriteTarget(path, narrowing);
+    const parent = await this.#fs.stat(posix.dirname(target));
+    if (!parent.isDirectory) throw execError('EXEC_ERR_FS', `${posix.dirname(target)}: Not a directory`, { detail: { path } });
+    const existing = await this.#fs.stat(target).catch((err: unknown) => (isNotFound(err) ? undefined : Promise.reject(err)));
+    if (existing?.isDirectory) throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`, { detail: { path } });
+    return target;
+  }
+
+  // ---- chunked handles ----------------------------------------------------------------
+
+  /** `fs/open`: checks the path now; bytes are read lazily by `readBlock`. */
+  async openRead(path: string, requestedId?: string, narrowing?: SandboxNarrowing): Promise<string> {
+    const file = await this.#readableFile(path, narrowing);
+    return this.#handles.openRead(file.path, requestedId);
+  }
+
+  /** `fs/readBlock`: `len` bytes at `offset` (sequential reads reuse one stream). */
+  readBlock(id: string, offset: number, len: number): Promise<{ chunk: Buffer; eof: boolean }> {
+    return this.#handles.readBlock(id, offset, len);
+  }
+
+  /** `fs/openWrite`: starts streaming into `path` (created or truncated). */
+  async openWrite(path: string, requestedId?: string, narrowing?: SandboxNarrowing): Promise<string> {
+    const target = await this.#prepareWrite(path, narrowing);
+    return this.#handles.openWrite(target, requestedId);
+  }
+
+  /** `fs/writeBlock`: appends `chunk`; resolves once the stream accepted it (backpressure). */
+  writeBlock(id: string, chunk: Buffer): Promise<number> {
+    return this.#handles.writeBlock(id, chunk);
+  }
+
+  /** `fs/closeWrite`: ends the stream and waits until the file is complete. */
+  closeWrite(id: string): Promise<number> {
+    return this.#handles.closeWrite(id);
+  }
+
+  /** `fs/close`: closes a read handle; on a write handle, aborts the write (the file may be partial). */
+  async closeHandle(id: string): Promise<void> {
+    this.#handles.close(id);
+  }
+
+  get openHandles(): number {
+    return this.#handles.size;
+  }
+
+  // ---- watches ------------------------------------------------------------------------
+
+  /** `fs/watchMissing`: polls `missing` (expected absent) and `present` (expected there); notifies on a change. */
+  watchMissing(wireId: string | number, missing: readonly string[], present: readonly string[], notifier: WatchNotifier): Promise<void> {
+    return this.#watches.add(wireId, missing, present, notifier, () => this.checker());
+  }
+
+  /** `fs/unwatch`: drops the watch `wireId`; false when there was none. */
+  unwatch(wireId: string | number): boolean {
+    return this.#watches.remove(wireId);
+  }
+
+  /** Drops the watches of a client that went away. */
+  dropWatchesOf(notifier: WatchNotifier): void {
+    this.#watches.dropWatchesOf(notifier);
+  }
+
+  /** Closes every handle and watch (the session is being destroyed). */
+  close(): void {
+    this.#closed = true;
+    this.#handles.closeAll();
+    this.#watches.close();
+    registry.delete(this.session);
+  }
+}
