@@ -139,6 +139,13 @@ export interface BackendSession {
   readonly environment: EnvironmentFacts;
   /** Resolves once the process runs (the early-exit window starts then). */
   spawn(request: SpawnRequest, sink: ProcessSink): Promise<BackendProcess>;
+  /**
+   * Optional: makes `path` (absent from the session's filesystem) a symlink to the workspace,
+   * creating its parent directories, so commands can `cd` to and name paths under the client's
+   * working directory. Resolves true when the link exists afterwards; false when it cannot be
+   * made (the caller then maps the path without a link). Docker only.
+   */
+  aliasPath?(path: string): Promise<boolean>;
   /** Commits the session's filesystem to a snapshot image. */
   snapshot(name: string | undefined): Promise<SnapshotInfo>;
   /** Called when the session dies under us (container killed from outside). */

@@ -63,6 +63,10 @@ export class Session {
   readonly approvalCache = new Set<string>();
   /** Client paths that stand for the workspace (longest first is not needed: aliases never nest). */
   readonly workspaceAliases: string[] = [];
+  /** Aliases that also exist as a symlink to the workspace inside the session. */
+  readonly #linkedAliases = new Set<string>();
+  /** Alias creations in flight, by path (concurrent starts in one new cwd make one alias). */
+  readonly #aliasing = new Map<string, Promise<string>>();
   lastActivity = Date.now();
   status: SessionStatus = { status: 'alive' };
   /** Asked when no client is attached (the HTTP approval queue of the tool facade); attached clients come first. */
@@ -104,15 +108,49 @@ export class Session {
     return path;
   }
 
-  /** Maps a start's `cwd`; a path that does not exist in the session becomes an alias of the workspace. */
+  /** Whether `path` is an alias of the workspace, or lies under one. */
+  #aliasOf(path: string): string | undefined {
+    return this.workspaceAliases.find((alias) => path === alias || path.startsWith(`${alias}/`));
+  }
+
+  /**
+   * Maps a working directory the client names (a start's `cwd`, `environmentConfig/read`'s
+   * `cwd`). On the docker backend a path that does not exist in the container becomes an alias
+   * of the workspace, and the container gets a symlink there (`BackendSession.aliasPath`), so
+   * `cd`, `pwd` and absolute paths under the client's directory all reach the workspace; the
+   * path is then used as it is (the link resolves it). Without a link the workspace path is
+   * used. The local backend runs on the client's own filesystem view: paths stay as they are.
+   */
   async resolveCwd(path: string): Promise<string> {
-    const mapped = this.mapClientPath(path);
-    if (mapped !== path || this.backend.containerId === undefined) return mapped;
+    const alias = this.#aliasOf(path);
+    if (alias !== undefined) return this.#linkedAliases.has(alias) ? path : this.mapClientPath(path);
+    if (this.backend.containerId === undefined) return path;
+    let pending = this.#aliasing.get(path);
+    if (pending === undefined) {
+      pending = this.#makeAlias(path);
+      this.#aliasing.set(path, pending);
+      const done = (): void => void this.#aliasing.delete(path);
+      pending.then(done, done);
+    }
+    return pending;
+  }
+
+  /** Whether commands started in `cwd` run in a linked alias of the workspace (their `PWD` should say so). */
+  isLinkedAlias(cwd: string): boolean {
+    const alias = this.#aliasOf(cwd);
+    return alias !== undefined && this.#linkedAliases.has(alias);
+  }
+
+  async #makeAlias(path: string): Promise<string> {
     const exists = await this.backend.fs.stat(path).then(() => true, () => false);
     if (exists) return path;
+    // Another start may have made an alias above this path meanwhile.
+    if (this.#aliasOf(path) !== undefined) return this.resolveCwd(path);
     this.workspaceAliases.push(path);
-    this.#log.info({ alias: path, workdir: this.backend.workdir }, 'client working directory mapped onto the session workspace');
-    return this.backend.workdir;
+    const linked = (await this.backend.aliasPath?.(path).catch(() => false)) ?? false;
+    if (linked) this.#linkedAliases.add(path);
+    this.#log.info({ alias: path, workdir: this.backend.workdir, linked }, 'client working directory mapped onto the session workspace');
+    return linked ? path : this.backend.workdir;
   }
 
   get client(): SessionClient | undefined {

@@ -40,6 +40,12 @@ export interface DockerSessionInit {
   readonly forget: (session: DockerSession) => void;
 }
 
+/**
+ * `$1` becomes a symlink to the workspace `$2`: already that link -> ok; anything else there ->
+ * exit 3; otherwise the parents are created (mode 755) and the link made.
+ */
+const ALIAS_SCRIPT = 'if [ -L "$1" ] && [ "$(readlink "$1")" = "$2" ]; then exit 0; fi; if [ -e "$1" ] || [ -L "$1" ]; then exit 3; fi; umask 022; mkdir -p "$(dirname "$1")" && ln -s "$2" "$1"';
+
 /** Pid files removed in one batch (each costs a tmpfs page until removed). */
 const CLEANUP_BATCH = 32;
 
@@ -121,6 +127,17 @@ export class DockerSession implements BackendSession {
     const proc = await spawnDockerProcess(this.#host, request, sink, { user, sandboxType });
     if (!proc.exited) this.#processes.add(proc);
     return proc;
+  }
+
+  /** A symlink at `path` to the workspace (parents created, root-owned, world-traversable). */
+  async aliasPath(path: string): Promise<boolean> {
+    if (this.#lost !== undefined || this.#destroying) return false;
+    const result = await runControl(this.container, {
+      cmd: ['/bin/sh', '-c', ALIAS_SCRIPT, 'sh', path, this.workdir],
+      timeoutMs: this.#init.options.engineTimeoutMs,
+    }).catch((err: unknown) => ({ exitCode: -1, stderr: (err as Error).message }));
+    if (result.exitCode !== 0) this.#log.debug({ sessionId: this.id, path, stderr: String(result.stderr).trim() }, 'cannot link the client path to the workspace');
+    return result.exitCode === 0;
   }
 
   /**

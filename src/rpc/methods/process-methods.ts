@@ -65,12 +65,15 @@ export function registerProcessMethods(table: MethodTable<Connection>): void {
         const session = conn.session;
         if (session.status.status === 'dead') throw execError('EXEC_ERR_SESSION_DEAD', `session is dead: ${session.status.reason}`);
         const mode: SpawnMode = p.tty ? 'pty' : p.pipeStdin ? 'pipe' : 'pipe-no-stdin';
-        const cwd = p.cwd ? session.resolveCwd(toPath(p.cwd)) : undefined;
+        // Resolved before the sandbox below: a new client cwd becomes a workspace alias first.
+        const cwd = p.cwd ? await session.resolveCwd(toPath(p.cwd)) : undefined;
+        // In a linked alias (docker), `pwd` should print the client's path, not the link target.
+        const env = cwd !== undefined && session.isLinkedAlias(cwd) && p.env?.['PWD'] === undefined ? { ...p.env, PWD: cwd } : (p.env ?? undefined);
         const req: StartRequest = {
           processId: asProcessId(p.processId),
           argv: p.argv,
-          cwd: cwd === undefined ? undefined : await cwd,
-          env: p.env ?? undefined,
+          cwd,
+          env,
           envPolicy: p.envPolicy
             ? { inherit: p.envPolicy.inherit ?? undefined, ignoreDefaultExcludes: p.envPolicy.ignoreDefaultExcludes ?? undefined, exclude: p.envPolicy.exclude ?? undefined, set: p.envPolicy.set ?? undefined, includeOnly: p.envPolicy.includeOnly ?? undefined }
             : undefined,

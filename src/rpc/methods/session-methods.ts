@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import { pathToFileURL } from 'node:url';
 import { Type } from 'typebox';
 import { execError } from '../../errors.ts';
-import { SessionSpecSchema } from '../../sessions/session-spec.ts';
+import { SessionSpecSchema, toPath } from '../../sessions/session-spec.ts';
 import type { Session } from '../../sessions/session.ts';
 import type { Connection } from '../connection.ts';
 import { defineMethod, type MethodTable } from '../method-table.ts';
@@ -93,7 +93,17 @@ export function registerSessionMethods(table: MethodTable<Connection>): void {
     defineMethod({
       requires: 'initialized',
       schema: Params({ cwd: Opt(Type.String()), configPaths: Opt(Type.Array(Type.Array(Type.String()))), requirementsPaths: Opt(Type.Array(Type.Array(Type.String()))) }),
-      handler(_p, conn) {
+      async handler(p, conn) {
+        // Codex names its working directory here before its first command: map it now (docker:
+        // a workspace alias), so the fs calls that follow already see the workspace there.
+        if (p.cwd) {
+          try {
+            const cwd = toPath(p.cwd);
+            if (cwd.startsWith('/')) await conn.session.resolveCwd(cwd);
+          } catch {
+            // Best effort: a bad or unmappable cwd only means no alias yet.
+          }
+        }
         // The server keeps no Codex configuration layers of its own; report empty ones.
         const home = conn.session.backend.environment.homeDir;
         return {
