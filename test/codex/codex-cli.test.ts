@@ -1,0 +1,360 @@
+/**
+ * The real Codex CLI (`@openai/codex`, pinned in package.json) as a client of our server, side by
+ * side with the reference `codex exec-server` from the same package.
+ *
+ * `codex exec` runs with `CODEX_EXEC_SERVER_URL` pointing at the server under test and a scripted
+ * Responses-API model (test/support/scripted-model.ts) that asks for tool calls; the assertions
+ * are on the `function_call_output` texts Codex sends back to the model. One Codex run per target
+ * plays every scenario (echo, write_stdin polling a live process, a PTY with a write, files
+ * written by one command and read by the next, a denied write that must run exactly once), so
+ * the whole file stays within a few seconds per target.
+ *
+ * Targets: our server on the local backend (bubblewrap), on the docker backend (a container per
+ * session; the client's cwd does not exist there and becomes a workspace alias), and the
+ * reference. Where we differ from the reference, the test asserts both values explicitly.
+ */
+import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { dockerTestOptions, engineReady } from '../docker/engine.ts';
+import { codexHomeBase, runCodexExec, startReferenceExecServer, type CodexExecResult, type CodexSandboxMode } from '../support/codex-cli.ts';
+import { startServer, TestSession, type BackendKind } from '../support/harness.ts';
+import { assistantMessage, execCommand, sessionIdFromOutput, startScriptedModel, writeStdin, type ScriptedTurn } from '../support/scripted-model.ts';
+
+type Target = BackendKind | 'reference';
+
+interface Endpoint {
+  readonly url: string;
+  /** Our server's HTTP base (metrics); undefined for the reference. */
+  readonly httpUrl?: string;
+  close(): Promise<void>;
+}
+
+async function startTarget(target: Target, flags: readonly string[] = []): Promise<Endpoint> {
+  if (target === 'reference') return startReferenceExecServer();
+  return startServer({ backend: target, flags });
+}
+
+/** A parsed unified-exec output text as Codex shows it to the model. */
+interface ToolOutput {
+  readonly raw: string;
+  /** `exited` with the code, or `running` with the session id. */
+  readonly status: { readonly kind: 'exited'; readonly code: number } | { readonly kind: 'running'; readonly sessionId: number } | { readonly kind: 'other' };
+  /** The text after `Output:\n`, with this machine's environment noise removed (see NOISE). */
+  readonly output: string;
+}
+
+/**
+ * Lines that come from the machine, not from the server: `bash -lc` reads the login profile (on
+ * this host it prints a pyenv warning, on both servers alike), and the busybox test image has no
+ * C.UTF-8 locale, so bash warns about the `LC_ALL` Codex sets.
+ */
+const NOISE = [/^pyenv: .*\r?\n/gm, /^\/bin\/bash: warning: setlocale: .*\r?\n/gm];
+
+function parse(raw: string | undefined): ToolOutput {
+  assert.ok(raw !== undefined, 'Codex sent no function_call_output for this call');
+  const exited = /Process exited with code (-?\d+)/.exec(raw);
+  const running = sessionIdFromOutput(raw);
+  const status = exited?.[1] !== undefined ? ({ kind: 'exited', code: Number(exited[1]) } as const) : running !== undefined ? ({ kind: 'running', sessionId: running } as const) : ({ kind: 'other' } as const);
+  const at = raw.indexOf('Output:\n');
+  let output = at === -1 ? raw : raw.slice(at + 'Output:\n'.length);
+  for (const n of NOISE) output = output.replace(n, '');
+  return { raw, status, output };
+}
+
+/**
+ * Docker only: the sandboxed attempt runs as an unprivileged uid with the image's `HOME=/root`
+ * (mode 700), so a login shell (`bash -lc`, what Codex sends by default) cannot probe root's
+ * profile and says so. A known difference from the reference (docs/codex.md).
+ */
+const DOCKER_LOGIN_NOISE = '/bin/bash: /root/.bash_profile: Permission denied\n';
+
+const exitedWith = (code: number) => ({ kind: 'exited', code }) as const;
+
+/** A directory the sandbox must not let a command write to, as the command sees it. */
+async function outsideDir(target: Target): Promise<string> {
+  // Inside a container, /root belongs to root and the sandbox user cannot write there.
+  if (target === 'docker') return '/root';
+  // On this host: outside the client cwd and outside /tmp (both writable under workspace-write).
+  const dir = join(codexHomeBase(), `outside-${process.pid}-${target}`);
+  await mkdir(dir, { recursive: true });
+  return dir;
+}
+
+interface ScenarioRun {
+  readonly target: Target;
+  readonly cwd: string;
+  readonly outside: string;
+  readonly result: CodexExecResult;
+  readonly out: Record<string, ToolOutput>;
+  readonly metrics?: string;
+  /** Whether the denied write reached the outside file (read on the host; docker: via the next command). */
+  readonly outsideWritten: boolean;
+}
+
+const CALLS = ['echo', 'poll1', 'poll2', 'tty1', 'tty2', 'write', 'read', 'deny', 'count'] as const;
+
+function scenarioTurns(cwd: string, outsideFile: string): ScriptedTurn[] {
+  return [
+    // exec_command echo, as the model usually asks: a login shell (`bash -lc`).
+    execCommand('echo', { cmd: 'echo hello' }),
+    // A live process: the first answer has a session id, the poll gets the end.
+    execCommand('poll1', { cmd: 'sleep 1; echo done', yield_time_ms: 250, login: false }),
+    ({ outputFor }) => writeStdin('poll2', { session_id: sessionIdFromOutput(outputFor('poll1')) ?? -1, chars: '' }),
+    // A PTY session that waits for a line, then gets it through write_stdin.
+    execCommand('tty1', { cmd: 'stty size; read -r x; echo "got:$x"', tty: true, yield_time_ms: 500, login: false }),
+    ({ outputFor }) => writeStdin('tty2', { session_id: sessionIdFromOutput(outputFor('tty1')) ?? -1, chars: 'abc\n' }),
+    // Files: written by one command, read by the next (relative, then by the client's absolute path).
+    execCommand('write', { cmd: 'echo payload-123 > note.txt && echo wrote', login: false }),
+    execCommand('read', { cmd: `cat note.txt && cat '${cwd}/note.txt' && pwd`, login: false }),
+    // A denied write outside the workspace; each attempt leaves a line in attempts.log.
+    execCommand('deny', { cmd: `echo try >> attempts.log; echo x > '${outsideFile}'`, login: false }),
+    execCommand('count', { cmd: `wc -l < attempts.log; test -e '${outsideFile}' && echo outside-written || echo outside-absent`, login: false }),
+    assistantMessage('done'),
+  ];
+}
+
+async function runScenarios(target: Target, sandbox: CodexSandboxMode = 'workspace-write'): Promise<ScenarioRun> {
+  const endpoint = await startTarget(target);
+  const cwd = await mkdtemp(join(tmpdir(), `codex-${target}-`));
+  const outside = await outsideDir(target);
+  const outsideFile = join(outside, `codex-denied-${process.pid}.txt`);
+  const model = await startScriptedModel(scenarioTurns(cwd, outsideFile));
+  try {
+    const result = await runCodexExec({ execServerUrl: endpoint.url, modelUrl: model.url, cwd, prompt: 'run the scenarios', sandbox, timeoutMs: 90_000 });
+    const out: Record<string, ToolOutput> = {};
+    for (const c of CALLS) {
+      const raw = model.outputFor(c);
+      if (raw !== undefined) out[c] = parse(raw);
+    }
+    const metrics = endpoint.httpUrl ? await (await fetch(`${endpoint.httpUrl}/metrics`)).text() : undefined;
+    const outsideWritten = target === 'docker' ? (out['count']?.output.includes('outside-written') ?? false) : await readFile(outsideFile).then(() => true, () => false);
+    return { target, cwd, outside, result, out, outsideWritten, ...(metrics !== undefined ? { metrics } : {}) };
+  } finally {
+    await model.close();
+    await endpoint.close();
+    if (target !== 'docker') await rm(outsideFile, { force: true });
+  }
+}
+
+/** The value of one Prometheus counter line (0 when absent). */
+function counter(metrics: string | undefined, name: string, labels: string): number {
+  const line = metrics?.split('\n').find((l) => l.startsWith(`${name}{`) && l.includes(labels));
+  return line === undefined ? 0 : Number(line.split(' ').pop());
+}
+
+const runs = new Map<Target, ScenarioRun>();
+const TARGETS: Target[] = ['local', ...(engineReady ? (['docker'] as const) : []), 'reference'];
+const cleanups: string[] = [];
+
+function get(target: Target): ScenarioRun {
+  const run = runs.get(target);
+  assert.ok(run, `no scenario run for ${target}`);
+  return run;
+}
+
+/** What Codex reported for one call of one target. */
+function o(target: Target, call: (typeof CALLS)[number]): ToolOutput {
+  const out = get(target).out[call];
+  assert.ok(out, `${target}: Codex sent no output for ${call}; stderr tail: ${get(target).result.stderr.slice(-2000)}`);
+  return out;
+}
+
+describe('codex exec: our server and the reference side by side', { timeout: 240_000 }, () => {
+  before(async () => {
+    for (const target of TARGETS) {
+      const run = await runScenarios(target);
+      runs.set(target, run);
+      cleanups.push(run.cwd);
+      if (target !== 'docker') cleanups.push(run.outside);
+    }
+  });
+  after(async () => {
+    for (const dir of cleanups) await rm(dir, { recursive: true, force: true });
+  });
+
+  for (const target of TARGETS) {
+    const opts = target === 'docker' ? dockerTestOptions : {};
+    describe(target, () => {
+      test('codex exec finishes normally and every scripted call got an answer', opts, () => {
+        const run = get(target);
+        assert.equal(run.result.timedOut, false);
+        assert.equal(run.result.code, 0, run.result.stderr.slice(-3000));
+        assert.equal(run.result.stdout.trim(), 'done');
+        assert.doesNotMatch(run.result.stderr, /No usable execution environment/);
+        assert.deepEqual(Object.keys(run.out).sort(), [...CALLS].sort());
+      });
+
+      test('exec_command echo: exit 0 and the text', opts, () => {
+        const echo = o(target, 'echo');
+        assert.deepEqual(echo.status, exitedWith(0));
+        assert.equal(echo.output, target === 'docker' ? `${DOCKER_LOGIN_NOISE}hello\n` : 'hello\n');
+      });
+
+      test('write_stdin polls a live process to its end', opts, () => {
+        const first = o(target, 'poll1');
+        assert.equal(first.status.kind, 'running', first.raw);
+        assert.equal(first.output, '');
+        const poll = o(target, 'poll2');
+        assert.deepEqual(poll.status, exitedWith(0), poll.raw);
+        assert.equal(poll.output, 'done\n');
+      });
+
+      test('PTY session: 24x80, the write is echoed by the terminal and read by the command', opts, () => {
+        const first = o(target, 'tty1');
+        assert.equal(first.status.kind, 'running', first.raw);
+        assert.equal(first.output, '24 80\r\n');
+        const second = o(target, 'tty2');
+        assert.deepEqual(second.status, exitedWith(0), second.raw);
+        assert.equal(second.output, 'abc\r\ngot:abc\r\n');
+      });
+
+      test('a file written by one command is read by the next, also by the client absolute path', opts, () => {
+        assert.deepEqual(o(target, 'write').status, exitedWith(0));
+        assert.equal(o(target, 'write').output, 'wrote\n');
+        const read = o(target, 'read');
+        assert.deepEqual(read.status, exitedWith(0), read.raw);
+        // `pwd` is the client's directory on every target (docker: a symlink to the workspace).
+        assert.equal(read.output, `payload-123\npayload-123\n${get(target).cwd}\n`);
+      });
+
+      test('a write outside the workspace is denied, ran exactly once, and left nothing', opts, () => {
+        const deny = o(target, 'deny');
+        assert.deepEqual(deny.status, exitedWith(1), deny.raw);
+        const file = join(get(target).outside, `codex-denied-${process.pid}.txt`);
+        // The two sandboxes say it differently: bubblewrap (ours local, and the reference) mounts
+        // the rest of the filesystem read-only; docker's container-user is an unprivileged uid.
+        const why = target === 'docker' ? 'Permission denied' : 'Read-only file system';
+        assert.equal(deny.output, `/bin/bash: line 1: ${file}: ${why}\n`);
+        assert.equal(o(target, 'count').output, '1\noutside-absent\n');
+        assert.equal(get(target).outsideWritten, false);
+      });
+
+      if (target !== 'reference') {
+        test('the server reported the denial to Codex and did not retry (denialHandling: report)', opts, () => {
+          const m = get(target).metrics;
+          assert.equal(counter(m, 'exec_server_policy_decisions_total', 'outcome="denied-reported"'), 1, m);
+          assert.equal(counter(m, 'exec_server_policy_decisions_total', 'outcome="denied-retried"'), 0);
+          assert.equal(counter(m, 'exec_server_approvals_total', 'purpose='), 0);
+        });
+      }
+    });
+  }
+
+  describe('ours vs reference', () => {
+    for (const ours of TARGETS.filter((t) => t !== 'reference')) {
+      const opts = ours === 'docker' ? dockerTestOptions : {};
+      test(`${ours}: the same status and output as the reference for every call but the denial text`, opts, () => {
+        for (const call of CALLS) {
+          const a = o(ours, call);
+          const b = o('reference', call);
+          assert.equal(a.status.kind, b.status.kind, `${call}: status kind`);
+          if (a.status.kind === 'exited' && b.status.kind === 'exited') assert.equal(a.status.code, b.status.code, `${call}: exit code`);
+          if (call === 'deny' || call === 'read') continue; // paths differ (per-target dirs); asserted above
+          if (call === 'echo' && ours === 'docker') {
+            assert.equal(a.output, `${DOCKER_LOGIN_NOISE}${b.output}`, 'echo: docker adds the login-profile line');
+            continue;
+          }
+          assert.equal(a.output, b.output, `${call}: output`);
+        }
+        const denyOurs = o(ours, 'deny').output;
+        const denyRef = o('reference', 'deny').output;
+        assert.match(denyRef, /Read-only file system\n$/);
+        if (ours === 'docker') assert.match(denyOurs, /Permission denied\n$/);
+        else assert.match(denyOurs, /Read-only file system\n$/);
+      });
+    }
+  });
+});
+
+describe('gate interplay with a Codex client', { timeout: 120_000 }, () => {
+  /** One denied write with `codex exec --dangerously-bypass-approvals-and-sandbox` (`sandbox: null` on the wire). */
+  async function bypassRun(target: Target, flags: readonly string[] = [], mode: 'bypass' | CodexSandboxMode = 'bypass') {
+    const endpoint = await startTarget(target, flags);
+    const cwd = await mkdtemp(join(tmpdir(), `codex-gate-${target}-`));
+    const outside = await outsideDir(target);
+    const file = join(outside, `codex-gate-${process.pid}-${Math.random().toString(16).slice(2, 8)}.txt`);
+    const model = await startScriptedModel([
+      execCommand('w', { cmd: `echo try >> attempts.log; echo x > '${file}' && echo written`, login: false }),
+      execCommand('n', { cmd: `wc -l < attempts.log; test -e '${file}' && echo present || echo absent`, login: false }),
+      assistantMessage('done'),
+    ]);
+    try {
+      const result = await runCodexExec({ execServerUrl: endpoint.url, modelUrl: model.url, cwd, prompt: 'write', ...(mode === 'bypass' ? { bypassSandbox: true } : { sandbox: mode }), timeoutMs: 60_000 });
+      assert.equal(result.code, 0, result.stderr.slice(-2000));
+      const metrics = endpoint.httpUrl ? await (await fetch(`${endpoint.httpUrl}/metrics`)).text() : undefined;
+      return { w: parse(model.outputFor('w')), n: parse(model.outputFor('n')), metrics };
+    } finally {
+      await model.close();
+      await endpoint.close();
+      await rm(cwd, { recursive: true, force: true });
+      if (target !== 'docker') await rm(outside, { recursive: true, force: true });
+    }
+  }
+
+  test("reference: Codex's full-access mode (sandbox: null) writes outside the workspace", async () => {
+    const r = await bypassRun('reference');
+    assert.deepEqual(r.w.status, exitedWith(0));
+    assert.equal(r.w.output, 'written\n');
+    assert.equal(r.n.output, '1\npresent\n');
+  });
+
+  for (const target of ['local', 'docker'] as const) {
+    test(`${target}: sandbox: null cannot widen a workspace-write session; the write is denied once`, target === 'docker' ? dockerTestOptions : {}, async () => {
+      const r = await bypassRun(target);
+      assert.deepEqual(r.w.status, exitedWith(1), r.w.raw);
+      assert.match(r.w.output, target === 'docker' ? /Permission denied\n$/ : /Read-only file system\n$/);
+      assert.equal(r.n.output, '1\nabsent\n');
+      assert.equal(counter(r.metrics, 'exec_server_policy_decisions_total', 'outcome="denied-reported"'), 1);
+    });
+  }
+
+  test('local, --denial-handling server: the server gate asks Codex, gets no approval, reports; one attempt', async () => {
+    const r = await bypassRun('local', ['--denial-handling', 'server', '--approval-policy', 'on-failure', '--approval-timeout-ms', '5000'], 'workspace-write');
+    assert.deepEqual(r.w.status, exitedWith(1), r.w.raw);
+    assert.match(r.w.output, /Read-only file system\n$/);
+    assert.equal(r.n.output, '1\nabsent\n');
+    // Codex does not implement approval/request: the request fails, which counts as denied.
+    assert.equal(counter(r.metrics, 'exec_server_approvals_total', 'decision="denied"'), 1, r.metrics);
+    assert.equal(counter(r.metrics, 'exec_server_policy_decisions_total', 'outcome="denied-reported"'), 1);
+    assert.equal(counter(r.metrics, 'exec_server_policy_decisions_total', 'outcome="denied-retried"'), 0);
+  });
+});
+
+describe('docker: the client working directory is one workspace for fs calls and commands', { timeout: 120_000 }, () => {
+  test('environmentConfig/read registers the alias; fs and commands agree on it', dockerTestOptions, async () => {
+    const server = await startServer({ backend: 'docker' });
+    const s = await TestSession.open(server.url, { clientName: 'codex-environment' });
+    try {
+      const cwd = `/tmp/client-${process.pid}/project`;
+      const uri = `file://${cwd}`;
+      // Before any alias: the client path does not exist in the container.
+      await assert.rejects(s.request('fs/getMetadata', { path: `${uri}/.git`, sandbox: null }), (e: { rpcCode?: number }) => e.rpcCode === -32004);
+      await s.request('environmentConfig/read', { cwd: uri, configPaths: [['mcp_servers']], requirementsPaths: [['mcp_servers']] });
+      // A file written through fs/writeFile under the client path is seen by a command there...
+      await s.request('fs/writeFile', { path: `${uri}/from-fs.txt`, dataBase64: Buffer.from('via-fs\n').toString('base64'), sandbox: null });
+      const r = await s.run('p1', ['/bin/bash', '-c', 'cat from-fs.txt; pwd; echo via-cmd > from-cmd.txt; cat /workspace/from-fs.txt'], { cwd: uri });
+      assert.equal(r.stdout, `via-fs\n${cwd}\nvia-fs\n`);
+      assert.equal(r.exited['exitCode'], 0);
+      // ... and a command's file is seen by fs calls under the client path.
+      const meta = await s.request('fs/getMetadata', { path: `${uri}/from-cmd.txt`, sandbox: null });
+      assert.equal(meta['isFile'], true);
+      const read = await s.request<{ dataBase64: string }>('fs/readFile', { path: `${uri}/from-cmd.txt`, sandbox: null });
+      assert.equal(Buffer.from(read.dataBase64, 'base64').toString(), 'via-cmd\n');
+      // Absolute paths under the client directory work inside commands too (the container has a symlink there).
+      const abs = await s.run('p2', ['/bin/sh', '-c', `cat ${cwd}/from-cmd.txt; readlink ${cwd}`]);
+      assert.equal(abs.stdout, 'via-cmd\n/workspace\n');
+    } finally {
+      await s.close();
+      await server.close();
+    }
+  });
+});
+
+// CODEX_TEST_DUMP=<file>: write every tool output Codex sent back, per target, for inspection.
+after(async () => {
+  const dump = process.env['CODEX_TEST_DUMP'];
+  if (dump) await writeFile(dump, JSON.stringify(Object.fromEntries([...runs].map(([k, v]) => [k, v.out])), null, 2));
+});

@@ -1,0 +1,336 @@
+/**
+ * A scripted fake of the OpenAI Responses API, good enough for the Codex CLI (0.171.0).
+ *
+ * Codex posts `POST {base_url}/responses` with `stream: true` and reads the answer as
+ * server-sent events. Each such request consumes the next scripted turn; the turn's answer is
+ * streamed back as `response.created`, `response.output_item.added`,
+ * `response.output_item.done` and `response.completed`. Every request body is recorded so
+ * tests can inspect the `function_call_output` items Codex sends back.
+ *
+ * Only `node:http` is used; the server listens on 127.0.0.1 with an ephemeral port.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** A function call the fake model asks Codex to perform. */
+export interface ScriptedFunctionCall {
+  type: 'function_call';
+  /** Tool name, e.g. `exec_command` or `write_stdin`. */
+  name: string;
+  /** The tool arguments as a JSON string (as the real API sends them). */
+  arguments: string;
+  /** Id that Codex echoes back in the matching `function_call_output`. */
+  call_id: string;
+}
+
+/** A final assistant message; Codex ends the turn when it receives one without tool calls. */
+export interface ScriptedMessage {
+  type: 'message';
+  text: string;
+}
+
+/** What the fake model answers to one request. */
+export type ScriptedAnswer = ScriptedFunctionCall | ScriptedMessage;
+
+/** One item of the `input` array Codex sends (only the fields the harness looks at are typed). */
+export interface ResponsesInputItem {
+  type?: string;
+  role?: string;
+  call_id?: string;
+  name?: string;
+  arguments?: string;
+  /** For `function_call_output`: a string or a list of content items with `text`. */
+  output?: unknown;
+  content?: unknown;
+  [key: string]: unknown;
+}
+
+/** A request body as Codex posts it to `/responses` (loosely typed). */
+export interface ResponsesRequestBody {
+  model?: string;
+  stream?: boolean;
+  input?: ResponsesInputItem[];
+  tools?: unknown[];
+  [key: string]: unknown;
+}
+
+/** One HTTP request the fake model received. */
+export interface RecordedRequest {
+  method: string;
+  /** Request path including the query string. */
+  path: string;
+  headers: Record<string, string | string[] | undefined>;
+  /** Parsed JSON body, or `undefined` when there was none or it was not JSON. */
+  body: ResponsesRequestBody | undefined;
+  /** Milliseconds since the model server started. */
+  atMs: number;
+}
+
+/** Context passed to a computed turn. */
+export interface TurnContext {
+  /** The request being answered. */
+  request: RecordedRequest;
+  /** Index of this turn in the script (0-based). */
+  index: number;
+  /** Output text of an earlier function call, by call id (see {@link ScriptedModel.outputFor}). */
+  outputFor(callId: string): string | undefined;
+}
+
+/**
+ * A scripted turn: a fixed answer, or a function computing the answer from the request
+ * (e.g. to reuse a session id printed in an earlier tool output).
+ */
+export type ScriptedTurn = ScriptedAnswer | ((ctx: TurnContext) => ScriptedAnswer | Promise<ScriptedAnswer>);
+
+/** A running scripted model. */
+export interface ScriptedModel {
+  /** Base URL for a Codex `model_providers.<id>.base_url` (ends in `/v1`). */
+  url: string;
+  /** Every request received, in arrival order (includes non-`/responses` requests). */
+  requests: RecordedRequest[];
+  /** Only the `/responses` requests, in arrival order. */
+  readonly responseRequests: RecordedRequest[];
+  /** How many scripted turns have been consumed. */
+  readonly turnsUsed: number;
+  /** Requests that arrived after the script was exhausted (answered with a final message). */
+  readonly extraRequests: number;
+  /** Errors raised by computed turns (the request was answered with HTTP 500). */
+  readonly errors: Error[];
+  /**
+   * The text of the `function_call_output` Codex sent for `callId`, from the latest request
+   * carrying it; content-item arrays are joined. `undefined` if not (yet) received.
+   */
+  outputFor(callId: string): string | undefined;
+  /** Resolves once `callId`'s output has been received, or rejects after `timeoutMs`. */
+  waitForOutput(callId: string, timeoutMs?: number): Promise<string>;
+  /** Stops the server and drops open connections. */
+  close(): Promise<void>;
+}
+
+/** Builds an `exec_command` function call. */
+export function execCommand(
+  callId: string,
+  args: {
+    cmd: string;
+    workdir?: string;
+    tty?: boolean;
+    yield_time_ms?: number;
+    max_output_tokens?: number;
+    sandbox_permissions?: string;
+    justification?: string;
+    [key: string]: unknown;
+  },
+): ScriptedFunctionCall {
+  return { type: 'function_call', name: 'exec_command', arguments: JSON.stringify(args), call_id: callId };
+}
+
+/** Builds a `write_stdin` function call (empty `chars` polls the session). */
+export function writeStdin(
+  callId: string,
+  args: { session_id: number; chars?: string; yield_time_ms?: number; max_output_tokens?: number },
+): ScriptedFunctionCall {
+  return { type: 'function_call', name: 'write_stdin', arguments: JSON.stringify(args), call_id: callId };
+}
+
+/** Builds a final assistant message. */
+export function assistantMessage(text: string): ScriptedMessage {
+  return { type: 'message', text };
+}
+
+/**
+ * Extracts the session id from a unified-exec output text
+ * (`Process running with session ID <n>`), or `undefined`.
+ */
+export function sessionIdFromOutput(text: string | undefined): number | undefined {
+  const m = text === undefined ? null : /Process running with session ID (\d+)/.exec(text);
+  return m?.[1] === undefined ? undefined : Number(m[1]);
+}
+
+/** Text of a `function_call_output.output`, which is a string or an array of content items. */
+function outputText(output: unknown): string | undefined {
+  if (typeof output === 'string') return output;
+  if (Array.isArray(output)) {
+    return output
+      .map((part: unknown) =>
+        typeof part === 'object' && part !== null && typeof (part as { text?: unknown }).text === 'string'
+          ? (part as { text: string }).text
+          : '',
+      )
+      .join('');
+  }
+  if (typeof output === 'object' && output !== null && typeof (output as { content?: unknown }).content === 'string') {
+    return (output as { content: string }).content;
+  }
+  return undefined;
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+function sseEvent(data: Record<string, unknown> & { type: string }): string {
+  return `event: ${data.type}\ndata: ${JSON.stringify(data)}\n\n`;
+}
+
+/** The SSE body for one answer. */
+function sseForAnswer(answer: ScriptedAnswer, responseId: string, itemId: string): string {
+  const item: Record<string, unknown> =
+    answer.type === 'function_call'
+      ? { type: 'function_call', id: itemId, call_id: answer.call_id, name: answer.name, arguments: answer.arguments, status: 'completed' }
+      : {
+          type: 'message',
+          id: itemId,
+          role: 'assistant',
+          status: 'completed',
+          content: [{ type: 'output_text', text: answer.text, annotations: [] }],
+        };
+  const usage = {
+    input_tokens: 0,
+    input_tokens_details: { cached_tokens: 0 },
+    output_tokens: 0,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: 0,
+  };
+  return [
+    sseEvent({ type: 'response.created', response: { id: responseId, object: 'response', status: 'in_progress', output: [] } }),
+    sseEvent({ type: 'response.output_item.added', output_index: 0, item }),
+    sseEvent({ type: 'response.output_item.done', output_index: 0, item }),
+    sseEvent({
+      type: 'response.completed',
+      response: { id: responseId, object: 'response', status: 'completed', output: [item], usage },
+    }),
+  ].join('');
+}
+
+/**
+ * Starts a scripted Responses API server on 127.0.0.1 (ephemeral port).
+ *
+ * Each `POST .../responses` consumes the next turn. Once the script is exhausted, further
+ * requests get a final assistant message (`"script exhausted"`) so Codex stops, and are
+ * counted in {@link ScriptedModel.extraRequests}. Other paths get a 404 JSON error.
+ */
+export async function startScriptedModel(turns: readonly ScriptedTurn[]): Promise<ScriptedModel> {
+  const started = Date.now();
+  const requests: RecordedRequest[] = [];
+  const errors: Error[] = [];
+  const outputWaiters = new Map<string, Array<(text: string) => void>>();
+  let turnsUsed = 0;
+  let extraRequests = 0;
+  let responseSeq = 0;
+
+  const outputFor = (callId: string): string | undefined => {
+    for (let i = requests.length - 1; i >= 0; i--) {
+      const input = requests[i]?.body?.input;
+      if (!Array.isArray(input)) continue;
+      for (const item of input) {
+        if (item.type === 'function_call_output' && item.call_id === callId) return outputText(item.output);
+      }
+    }
+    return undefined;
+  };
+
+  const notifyWaiters = (): void => {
+    for (const [callId, waiters] of outputWaiters) {
+      const text = outputFor(callId);
+      if (text === undefined) continue;
+      outputWaiters.delete(callId);
+      for (const w of waiters) w(text);
+    }
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const raw = await readBody(req);
+    let body: ResponsesRequestBody | undefined;
+    try {
+      body = raw === '' ? undefined : (JSON.parse(raw) as ResponsesRequestBody);
+    } catch {
+      body = undefined;
+    }
+    const path = req.url ?? '/';
+    const recorded: RecordedRequest = { method: req.method ?? 'GET', path, headers: req.headers, body, atMs: Date.now() - started };
+    requests.push(recorded);
+    notifyWaiters();
+
+    const pathname = path.split('?')[0] ?? '';
+    if (req.method !== 'POST' || !pathname.endsWith('/responses')) {
+      res.writeHead(404, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { message: `scripted model: no route for ${req.method} ${path}`, type: 'not_found' } }));
+      return;
+    }
+
+    const index = turnsUsed;
+    const turn = turns[index];
+    let answer: ScriptedAnswer;
+    if (turn === undefined) {
+      extraRequests++;
+      answer = assistantMessage('script exhausted');
+    } else {
+      turnsUsed++;
+      try {
+        answer = typeof turn === 'function' ? await turn({ request: recorded, index, outputFor }) : turn;
+      } catch (err) {
+        const e = err instanceof Error ? err : new Error(String(err));
+        errors.push(e);
+        res.writeHead(500, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: { message: `scripted turn ${index} failed: ${e.message}`, type: 'server_error' } }));
+        return;
+      }
+    }
+    responseSeq++;
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    res.end(sseForAnswer(answer, `resp_${responseSeq}`, `item_${responseSeq}`));
+  };
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      errors.push(err instanceof Error ? err : new Error(String(err)));
+      if (!res.headersSent) res.writeHead(500);
+      res.end();
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    requests,
+    get responseRequests() {
+      return requests.filter((r) => r.method === 'POST' && (r.path.split('?')[0] ?? '').endsWith('/responses'));
+    },
+    get turnsUsed() {
+      return turnsUsed;
+    },
+    get extraRequests() {
+      return extraRequests;
+    },
+    errors,
+    outputFor,
+    waitForOutput(callId: string, timeoutMs = 30_000): Promise<string> {
+      const now = outputFor(callId);
+      if (now !== undefined) return Promise.resolve(now);
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no function_call_output for ${callId} within ${timeoutMs} ms`)), timeoutMs);
+        const list = outputWaiters.get(callId) ?? [];
+        list.push((text) => {
+          clearTimeout(timer);
+          resolve(text);
+        });
+        outputWaiters.set(callId, list);
+      });
+    },
+    close(): Promise<void> {
+      return new Promise((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+    },
+  };
+}
