@@ -1,0 +1,279 @@
+/**
+ * Our server (local backend) against the reference `codex exec-server` (from the pinned
+ * `@openai/codex` devDependency), in one run, on this machine, with the same sandbox setting on
+ * both sides:
+ *   - none:      ours with a `danger-full-access` session, the reference with `sandbox: null`;
+ *   - sandboxed: ours with a `workspace-write` session (bubblewrap), the reference with the
+ *                workspace-write `sandbox` object exactly as Codex sends it (and ours gets the
+ *                same object, which narrows its session).
+ * Measures (a) the round trip `process/start` of `true` -> `process/closed` (p50/p90), next to a
+ * raw Node `spawn('true')`, and (b) streaming throughput of 256 MB to one client in pipe and in
+ * PTY mode. Both servers run as separate processes and are driven by the same client code.
+ *
+ *   node --import tsx bench/compare-reference.ts [--runs 200] [--mb 256] [--only none|sandboxed]
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import WebSocket from 'ws';
+import { startReferenceExecServer } from '../test/support/codex-cli.ts';
+
+const { values: args } = parseArgs({
+  options: { runs: { type: 'string', default: '200' }, mb: { type: 'string', default: '256' }, only: { type: 'string' }, warmup: { type: 'string', default: '20' } },
+});
+const RUNS = Number(args.runs);
+const MB = Number(args.mb);
+const WARMUP = Number(args.warmup);
+
+type Json = Record<string, unknown>;
+
+/** A minimal JSON-RPC client over one WebSocket, the same for both servers. */
+class Client {
+  readonly #ws: WebSocket;
+  #nextId = 1;
+  readonly #pending = new Map<number, { resolve: (v: Json) => void; reject: (e: Error) => void }>();
+  /** Per process: called for every notification about it. */
+  readonly #listeners = new Map<string, (method: string, params: Json) => void>();
+
+  private constructor(ws: WebSocket) {
+    this.#ws = ws;
+    ws.on('message', (data: Buffer) => {
+      const msg = JSON.parse(data.toString('utf8')) as Json;
+      if (typeof msg['id'] === 'number' && ('result' in msg || 'error' in msg)) {
+        const p = this.#pending.get(msg['id']);
+        this.#pending.delete(msg['id']);
+        if (msg['error']) p?.reject(new Error(JSON.stringify(msg['error'])));
+        else p?.resolve(msg['result'] as Json);
+        return;
+      }
+      const params = (msg['params'] ?? {}) as Json;
+      const id = params['processId'];
+      if (typeof msg['method'] === 'string' && typeof id === 'string') this.#listeners.get(id)?.(msg['method'], params);
+    });
+  }
+
+  static open(url: string): Promise<Client> {
+    return new Promise((resolve, reject) => {
+      const ws = new WebSocket(url, { perMessageDeflate: false, maxPayload: 1024 * 1024 * 1024 });
+      ws.once('open', () => resolve(new Client(ws)));
+      ws.once('error', reject);
+    });
+  }
+
+  request(method: string, params: unknown): Promise<Json> {
+    const id = this.#nextId++;
+    return new Promise((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject });
+      this.#ws.send(JSON.stringify({ id, method, params }));
+    });
+  }
+
+  notify(method: string, params: unknown): void {
+    this.#ws.send(JSON.stringify({ method, params }));
+  }
+
+  /** Starts a process; resolves at `process/closed` with the output bytes seen. */
+  async run(processId: string, startParams: Json): Promise<{ bytes: number; exitCode: unknown }> {
+    let bytes = 0;
+    let exitCode: unknown;
+    const closed = new Promise<void>((resolve) => {
+      this.#listeners.set(processId, (method, params) => {
+        if (method === 'process/output') bytes += Buffer.from(params['chunk'] as string, 'base64').length;
+        else if (method === 'process/exited') exitCode = params['exitCode'];
+        else if (method === 'process/closed') resolve();
+      });
+    });
+    await this.request('process/start', { processId, ...startParams });
+    await closed;
+    this.#listeners.delete(processId);
+    return { bytes, exitCode };
+  }
+
+  close(): void {
+    this.#ws.terminate();
+  }
+}
+
+interface Side {
+  readonly name: 'ours' | 'reference';
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+async function startOurs(workspaceRoot: string): Promise<Side> {
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'serve', '--listen', 'ws://127.0.0.1:0', '--backend', 'local', '--workspace-root', workspaceRoot, '--log-level', 'warn'], {
+    cwd: new URL('..', import.meta.url).pathname,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    let buf = '';
+    child.stdout!.setEncoding('utf8').on('data', (s: string) => {
+      buf += s;
+      const m = /^(ws:\/\/\S+)\s*$/m.exec(buf);
+      if (m?.[1]) resolve(m[1]);
+    });
+    child.once('exit', (code) => reject(new Error(`our server exited early (${String(code)})`)));
+  });
+  child.stdout!.resume();
+  return {
+    name: 'ours',
+    url,
+    close: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}
+
+/** The workspace-write `sandbox` object as Codex 0.171.0 sends it (see codex-client-trace.md). */
+function codexWorkspaceWrite(cwd: string): Json {
+  const special = (kind: string, subpath?: string): Json => ({ type: 'special', value: subpath === undefined ? { kind } : { kind, subpath } });
+  const uri = `file://${cwd}`;
+  return {
+    permissions: {
+      type: 'managed',
+      file_system: {
+        type: 'restricted',
+        entries: [
+          { path: special('root'), access: 'read' },
+          { path: special('project_roots'), access: 'write' },
+          { path: special('slash_tmp'), access: 'write' },
+          { path: special('tmpdir'), access: 'write' },
+          ...['.git', '.agents', '.codex', '.aws'].map((s) => ({ path: special('project_roots', s), access: 'read', missing_path_behavior: 'skip' })),
+        ],
+      },
+      network: 'restricted',
+    },
+    cwd: uri,
+    workspaceRoots: [uri],
+    windowsSandboxLevel: 'disabled',
+    windowsSandboxProxySettingsMode: 'reconcile',
+    useLegacyLandlock: false,
+  };
+}
+
+type Mode = 'none' | 'sandboxed';
+
+async function connect(side: Side, mode: Mode): Promise<Client> {
+  const c = await Client.open(side.url);
+  const init: Json = { clientName: 'codex-environment', resumeSessionId: null };
+  // Ours: the session's server-side policy (the reference has none; it takes the per-call object).
+  if (side.name === 'ours') init['session'] = { sandbox: mode === 'none' ? { type: 'danger-full-access' } : { type: 'workspace-write' } };
+  await c.request('initialize', init);
+  c.notify('initialized', {});
+  return c;
+}
+
+function startParams(argv: string[], cwd: string, mode: Mode, tty: boolean): Json {
+  return {
+    argv,
+    cwd: `file://${cwd}`,
+    env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', LC_ALL: 'C.UTF-8' },
+    tty,
+    pipeStdin: false,
+    arg0: null,
+    sandbox: mode === 'none' ? null : codexWorkspaceWrite(cwd),
+  };
+}
+
+const pct = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+
+async function roundTrips(c: Client, cwd: string, mode: Mode, tag: string): Promise<{ p50: number; p90: number }> {
+  const times: number[] = [];
+  for (let i = 0; i < WARMUP + RUNS; i++) {
+    const t = performance.now();
+    const r = await c.run(`${tag}-rt-${i}`, startParams(['/bin/true'], cwd, mode, false));
+    if (r.exitCode !== 0) throw new Error(`${tag}: true exited ${String(r.exitCode)}`);
+    if (i >= WARMUP) times.push(performance.now() - t);
+  }
+  times.sort((a, b) => a - b);
+  return { p50: pct(times, 50), p90: pct(times, 90) };
+}
+
+async function throughput(c: Client, cwd: string, mode: Mode, tty: boolean, tag: string): Promise<number> {
+  const total = MB * 1024 * 1024;
+  const t = performance.now();
+  const r = await c.run(`${tag}-tp-${tty ? 'pty' : 'pipe'}`, startParams(['/bin/sh', '-c', `head -c ${total} /dev/zero`], cwd, mode, tty));
+  const secs = (performance.now() - t) / 1000;
+  if (r.bytes < total) throw new Error(`${tag}: got ${r.bytes} of ${total} bytes (exit ${String(r.exitCode)})`);
+  return r.bytes / 1024 / 1024 / secs;
+}
+
+async function rawSpawn(): Promise<{ p50: number; p90: number }> {
+  const times: number[] = [];
+  for (let i = 0; i < WARMUP + RUNS; i++) {
+    const t = performance.now();
+    await new Promise<void>((resolve, reject) => {
+      const p = spawn('true', { stdio: 'ignore' });
+      p.once('error', reject);
+      p.once('close', () => resolve());
+    });
+    if (i >= WARMUP) times.push(performance.now() - t);
+  }
+  times.sort((a, b) => a - b);
+  return { p50: pct(times, 50), p90: pct(times, 90) };
+}
+
+interface Row {
+  readonly what: string;
+  readonly unit: string;
+  readonly ours: number;
+  readonly reference: number;
+  /** Higher is better (throughput) or lower is better (latency). */
+  readonly better: 'higher' | 'lower';
+}
+
+async function main(): Promise<void> {
+  const workspaceRoot = await mkdtemp(join(tmpdir(), 'bench-ours-'));
+  const cwd = await mkdtemp(join(tmpdir(), 'bench-cwd-'));
+  const ours = await startOurs(workspaceRoot);
+  const refServer = await startReferenceExecServer({ cwd });
+  const reference: Side = { name: 'reference', url: refServer.url, close: refServer.close };
+  const rows: Row[] = [];
+  try {
+    const raw = await rawSpawn();
+    console.error(`raw spawn('true'): p50 ${raw.p50.toFixed(2)} ms, p90 ${raw.p90.toFixed(2)} ms`);
+    const modes: Mode[] = args.only ? [args.only as Mode] : ['none', 'sandboxed'];
+    for (const mode of modes) {
+      const result: Record<string, Record<string, number>> = {};
+      for (const side of [ours, reference]) {
+        const c = await connect(side, mode);
+        const rt = await roundTrips(c, cwd, mode, `${side.name}-${mode}`);
+        const pipe = await throughput(c, cwd, mode, false, `${side.name}-${mode}`);
+        const pty = await throughput(c, cwd, mode, true, `${side.name}-${mode}`);
+        c.close();
+        result[side.name] = { p50: rt.p50, p90: rt.p90, pipe, pty };
+        console.error(`${side.name} ${mode}: rt p50 ${rt.p50.toFixed(2)} ms p90 ${rt.p90.toFixed(2)} ms, pipe ${pipe.toFixed(0)} MB/s, pty ${pty.toFixed(0)} MB/s`);
+      }
+      const o = result['ours']!;
+      const r = result['reference']!;
+      rows.push(
+        { what: `${mode}: round trip p50`, unit: 'ms', ours: o['p50']!, reference: r['p50']!, better: 'lower' },
+        { what: `${mode}: round trip p90`, unit: 'ms', ours: o['p90']!, reference: r['p90']!, better: 'lower' },
+        { what: `${mode}: pipe ${MB} MB`, unit: 'MB/s', ours: o['pipe']!, reference: r['pipe']!, better: 'higher' },
+        { what: `${mode}: PTY ${MB} MB`, unit: 'MB/s', ours: o['pty']!, reference: r['pty']!, better: 'higher' },
+      );
+    }
+    const fmt = (n: number): string => (n >= 100 ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.toFixed(2));
+    console.log(`\nMachine: ${cpus().length} x ${cpus()[0]?.model ?? '?'}, Node ${process.version}; ${RUNS} round trips per case (after ${WARMUP} warm-up), ${MB} MB per stream`);
+    console.log(`Raw Node spawn('true') -> close: p50 ${fmt(raw.p50)} ms, p90 ${fmt(raw.p90)} ms\n`);
+    console.log('| case | unit | ours | reference | ours/reference | ours is |');
+    console.log('|---|---|---:|---:|---:|---|');
+    for (const row of rows) {
+      const ratio = row.ours / row.reference;
+      const factor = row.better === 'lower' ? row.reference / row.ours : ratio;
+      console.log(`| ${row.what} | ${row.unit} | ${fmt(row.ours)} | ${fmt(row.reference)} | ${ratio.toFixed(3)} | ${factor >= 1 ? `${factor.toFixed(1)}x better` : `${(1 / factor).toFixed(1)}x worse`} |`);
+    }
+  } finally {
+    await ours.close();
+    await reference.close();
+    await rm(workspaceRoot, { recursive: true, force: true });
+    await rm(cwd, { recursive: true, force: true });
+  }
+}
+
+await main();
