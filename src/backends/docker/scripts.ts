@@ -40,7 +40,8 @@ export const WRAPPER_SCRIPT = [
   '[ -z "$3" ] || stty $3 2>/dev/null',
   'a=$4',
   'shift 4',
-  '[ -z "$a" ] || exec -a "$a" "$@"',
+  // busybox ash's `exec -a` does not search PATH: resolve the program first.
+  'if [ -n "$a" ]; then c=$(command -v "$1") || c=$1; shift; exec -a "$a" "$c" "$@"; fi',
   'exec "$@"',
 ].join('\n');
 
