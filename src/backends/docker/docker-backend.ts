@@ -8,31 +8,16 @@ import type Docker from 'dockerode';
 import { execError } from '../../errors.ts';
 import { asContainerId, asSessionId, asTenantId, type SessionId, type TenantId } from '../../ids.ts';
 import type { Backend, BackendSession, BackendSessionSpec, RecoveredSession, SnapshotInfo } from '../types.ts';
-import { buildContainerConfig } from './container-config.ts';
 import { DockerSession } from './docker-session.ts';
-import { createDockerClient, statusOf, withDeadline } from './engine-client.ts';
+import { createDockerClient, withDeadline } from './engine-client.ts';
 import { EventWatcher, type ContainerEvent } from './event-watcher.ts';
 import { runControl } from './exec-runner.ts';
 import { LABEL, readUserLabels, userLabels } from './labels.ts';
 import { resolveOptions, type DockerBackendOptions, type DockerLogger, type ResolvedDockerOptions } from './options.ts';
+import { envOf, provisionContainer, removeContainer, type ProvisionInput } from './provision.ts';
 import { SETUP_SCRIPT } from './scripts.ts';
 import { deleteSnapshot, findSnapshot, listSnapshots } from './snapshots.ts';
 import { claimedName, parseClaimedName, WarmPool, type PoolEntry } from './warm-pool.ts';
-
-/** Create and start can be slow on busy hosts (vfs storage); a dead engine still fails at once. */
-const PROVISION_TIMEOUT_MS = 60_000;
-const PULL_TIMEOUT_MS = 10 * 60_000;
-
-/** What provisioning needs; the same path serves sessions and pool containers. */
-interface ProvisionInput {
-  readonly name: string;
-  readonly image: string;
-  readonly mayPull: boolean;
-  readonly labels: Record<string, string>;
-  readonly resources: BackendSessionSpec['resources'];
-  readonly network: boolean;
-  readonly workdir: string;
-}
 
 /** The docker backend, with a few extras beyond `Backend` for the server and tests. */
 export interface DockerBackend extends Backend {
@@ -192,59 +177,12 @@ class DockerBackendImpl implements DockerBackend {
     });
   }
 
-  /** Create, start, set up; the container is removed again if any step fails. */
-  async #provision(p: ProvisionInput): Promise<PoolEntry> {
-    const config = buildContainerConfig({
-      name: p.name,
-      image: p.image,
-      labels: p.labels,
-      memoryMb: p.resources.memoryMb,
-      cpus: p.resources.cpus,
-      pids: p.resources.pids,
-      network: p.network,
-      workdir: p.workdir,
-      controlTmpfsSize: this.options.controlTmpfsSize,
-    });
-    const create = (): Promise<Docker.Container> =>
-      withDeadline('container create', PROVISION_TIMEOUT_MS, (abortSignal) => this.docker.createContainer({ ...config, abortSignal }));
-    let container: Docker.Container;
-    try {
-      container = await create();
-    } catch (err) {
-      if (!p.mayPull || statusOf((err as { cause?: unknown }).cause) !== 404) throw err;
-      await this.#pull(p.image);
-      container = await create();
-    }
-    try {
-      await withDeadline('container start', PROVISION_TIMEOUT_MS, (abortSignal) => container.start({ abortSignal }));
-      const setup = await runControl(container, { cmd: ['/bin/sh', '-c', SETUP_SCRIPT, 'sh', p.workdir], timeoutMs: PROVISION_TIMEOUT_MS });
-      if (setup.exitCode !== 0) throw execError('EXEC_ERR_BACKEND', `session container setup failed: ${setup.stderr.trim()}`);
-      const info = await withDeadline('container inspect', this.options.engineTimeoutMs, (abortSignal) => container.inspect({ abortSignal }));
-      return { containerId: container.id, shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh', baseEnv: envOf(info.Config.Env) };
-    } catch (err) {
-      await this.#removeContainer(container.id).catch(() => undefined);
-      throw err;
-    }
+  #provision(p: ProvisionInput): Promise<PoolEntry> {
+    return provisionContainer(this.docker, this.options, this.#log, p);
   }
 
-  async #pull(image: string): Promise<void> {
-    this.#log.info({ image }, 'pulling image');
-    await withDeadline(`pull ${image}`, PULL_TIMEOUT_MS, async (abortSignal) => {
-      const stream = await this.docker.pull(image, { abortSignal });
-      await new Promise<void>((resolve, reject) => {
-        this.docker.modem.followProgress(stream, (err) => (err ? reject(err) : resolve()));
-      });
-    }).catch((err: unknown) => {
-      throw execError('EXEC_ERR_NOT_FOUND', `image ${image} not found locally and cannot be pulled: ${(err as Error).message}`, { cause: err });
-    });
-  }
-
-  async #removeContainer(containerId: string): Promise<void> {
-    try {
-      await withDeadline('container remove', 30_000, (abortSignal) => this.docker.getContainer(containerId).remove({ force: true, v: true, abortSignal }));
-    } catch (err) {
-      if (statusOf((err as { cause?: unknown }).cause) !== 404) throw err;
-    }
+  #removeContainer(containerId: string): Promise<void> {
+    return removeContainer(this.docker, containerId);
   }
 
   async recover(): Promise<RecoveredSession[]> {
@@ -325,14 +263,4 @@ class DockerBackendImpl implements DockerBackend {
     await this.#pool.close();
     await Promise.all([...this.#sessions.values()].map((s) => s.destroy().catch(() => undefined)));
   }
-}
-
-function envOf(env: string[] | null | undefined): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const kv of env ?? []) {
-    const i = kv.indexOf('=');
-    if (i > 0) out[kv.slice(0, i)] = kv.slice(i + 1);
-  }
-  out.HOME ??= '/root';
-  return out;
 }

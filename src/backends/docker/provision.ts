@@ -1,0 +1,95 @@
+/**
+ * Provisioning of one session (or pool) container: create, start, set up, with the container
+ * removed again when any step fails, and a pull when the image is missing locally.
+ */
+import type Docker from 'dockerode';
+import { execError } from '../../errors.ts';
+import type { BackendSessionSpec } from '../types.ts';
+import { buildContainerConfig } from './container-config.ts';
+import { statusOf, withDeadline } from './engine-client.ts';
+import { runControl } from './exec-runner.ts';
+import type { DockerLogger, ResolvedDockerOptions } from './options.ts';
+import { SETUP_SCRIPT } from './scripts.ts';
+import type { PoolEntry } from './warm-pool.ts';
+
+/** Create and start can be slow on busy hosts (vfs storage); a dead engine still fails at once. */
+const PROVISION_TIMEOUT_MS = 60_000;
+const PULL_TIMEOUT_MS = 10 * 60_000;
+
+/** What provisioning needs; the same path serves sessions and pool containers. */
+export interface ProvisionInput {
+  readonly name: string;
+  readonly image: string;
+  /** Pull when the image is missing (not for snapshots: they only exist locally). */
+  readonly mayPull: boolean;
+  readonly labels: Record<string, string>;
+  readonly resources: BackendSessionSpec['resources'];
+  readonly network: boolean;
+  readonly workdir: string;
+}
+
+export async function provisionContainer(docker: Docker, options: ResolvedDockerOptions, log: DockerLogger, p: ProvisionInput): Promise<PoolEntry> {
+  const config = buildContainerConfig({
+    name: p.name,
+    image: p.image,
+    labels: p.labels,
+    memoryMb: p.resources.memoryMb,
+    cpus: p.resources.cpus,
+    pids: p.resources.pids,
+    network: p.network,
+    workdir: p.workdir,
+    controlTmpfsSize: options.controlTmpfsSize,
+  });
+  const create = (): Promise<Docker.Container> =>
+    withDeadline('container create', PROVISION_TIMEOUT_MS, (abortSignal) => docker.createContainer({ ...config, abortSignal }));
+  let container: Docker.Container;
+  try {
+    container = await create();
+  } catch (err) {
+    if (!p.mayPull || statusOf((err as { cause?: unknown }).cause) !== 404) throw err;
+    await pullImage(docker, log, p.image);
+    container = await create();
+  }
+  try {
+    await withDeadline('container start', PROVISION_TIMEOUT_MS, (abortSignal) => container.start({ abortSignal }));
+    const setup = await runControl(container, { cmd: ['/bin/sh', '-c', SETUP_SCRIPT, 'sh', p.workdir], timeoutMs: PROVISION_TIMEOUT_MS });
+    if (setup.exitCode !== 0) throw execError('EXEC_ERR_BACKEND', `session container setup failed: ${setup.stderr.trim()}`);
+    const info = await withDeadline('container inspect', options.engineTimeoutMs, (abortSignal) => container.inspect({ abortSignal }));
+    return { containerId: container.id, shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh', baseEnv: envOf(info.Config.Env) };
+  } catch (err) {
+    await removeContainer(docker, container.id).catch(() => undefined);
+    throw err;
+  }
+}
+
+async function pullImage(docker: Docker, log: DockerLogger, image: string): Promise<void> {
+  log.info({ image }, 'pulling image');
+  await withDeadline(`pull ${image}`, PULL_TIMEOUT_MS, async (abortSignal) => {
+    const stream = await docker.pull(image, { abortSignal });
+    await new Promise<void>((resolve, reject) => {
+      docker.modem.followProgress(stream, (err) => (err ? reject(err) : resolve()));
+    });
+  }).catch((err: unknown) => {
+    throw execError('EXEC_ERR_NOT_FOUND', `image ${image} not found locally and cannot be pulled: ${(err as Error).message}`, { cause: err });
+  });
+}
+
+/** Force-removes a container (and its anonymous volumes); already gone is fine. */
+export async function removeContainer(docker: Docker, containerId: string): Promise<void> {
+  try {
+    await withDeadline('container remove', 30_000, (abortSignal) => docker.getContainer(containerId).remove({ force: true, v: true, abortSignal }));
+  } catch (err) {
+    if (statusOf((err as { cause?: unknown }).cause) !== 404) throw err;
+  }
+}
+
+/** The image's environment as an exec sees it (what `envPolicy.inherit` inherits), plus HOME. */
+export function envOf(env: string[] | null | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const kv of env ?? []) {
+    const i = kv.indexOf('=');
+    if (i > 0) out[kv.slice(0, i)] = kv.slice(i + 1);
+  }
+  out.HOME ??= '/root';
+  return out;
+}
