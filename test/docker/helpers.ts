@@ -2,7 +2,8 @@
 import { randomUUID } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { createDockerBackend, silentLogger, type DockerBackend, type DockerBackendOptions } from '../../src/backends/docker/index.ts';
+import { createDockerBackend, type DockerBackend, type DockerBackendOptions } from '../../src/backends/docker/index.ts';
+import { silentLogger } from '../../src/logger.ts';
 import type { BackendExit, BackendSessionSpec, ProcessSink, ResolvedSandbox, SpawnMode, SpawnRequest, StreamName } from '../../src/backends/types.ts';
 import { asSessionId, asTenantId } from '../../src/ids.ts';
 import { TEST_IMAGE } from './engine.ts';

@@ -1,4 +1,4 @@
 /** The docker backend: `createDockerBackend(options, log)`. */
 export { createDockerBackend, type DockerBackend } from './docker-backend.ts';
-export { silentLogger, type DockerBackendOptions, type DockerLogger } from './options.ts';
+export type { DockerBackendOptions, DockerLogger } from './options.ts';
 export { KEPT_CAPABILITIES } from './container-config.ts';

@@ -2,21 +2,10 @@
  * Configuration of the docker backend, with the defaults the server gets when it passes none.
  */
 
-/** Minimal structured logger; pino's `logger.info(obj, msg)` signature fits as is. */
-export interface DockerLogger {
-  info(obj: object, msg: string): void;
-  warn(obj: object, msg: string): void;
-  error(obj: object, msg: string): void;
-  debug(obj: object, msg: string): void;
-}
+import type { Logger } from '../../logger.ts';
 
-/** A logger that drops everything (tests, embedding). */
-export const silentLogger: DockerLogger = {
-  info() {},
-  warn() {},
-  error() {},
-  debug() {},
-};
+/** The docker backend logs through the server's logger (pino fits). */
+export type DockerLogger = Pick<Logger, 'info' | 'warn' | 'error' | 'debug'>;
 
 export interface DockerBackendOptions {
   /**
