@@ -11,6 +11,8 @@
  * PTY mode. Both servers run as separate processes and are driven by the same client code.
  *
  *   node --import tsx bench/compare-reference.ts [--runs 200] [--mb 256] [--only none|sandboxed]
+ *     [--side ours|reference] [--cases rt,pipe,pty]
+ * Profiling our side: BENCH_OURS_NODE_ARGS='--cpu-prof --cpu-prof-dir=/some/dir'.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -21,7 +23,7 @@ import WebSocket from 'ws';
 import { startReferenceExecServer } from '../test/support/codex-cli.ts';
 
 const { values: args } = parseArgs({
-  options: { runs: { type: 'string', default: '200' }, mb: { type: 'string', default: '256' }, only: { type: 'string' }, warmup: { type: 'string', default: '20' } },
+  options: { runs: { type: 'string', default: '200' }, mb: { type: 'string', default: '256' }, only: { type: 'string' }, side: { type: 'string' }, cases: { type: 'string', default: 'rt,pipe,pty' }, warmup: { type: 'string', default: '20' } },
 });
 const RUNS = Number(args.runs);
 const MB = Number(args.mb);
@@ -37,8 +39,17 @@ class Client {
   /** Per process: called for every notification about it. */
   readonly #listeners = new Map<string, (method: string, params: Json) => void>();
 
+  #closedWith: Error | undefined;
+  readonly #onClose = new Set<(err: Error) => void>();
+
   private constructor(ws: WebSocket) {
     this.#ws = ws;
+    ws.on('close', (code: number, reason: Buffer) => {
+      this.#closedWith = new Error(`connection closed: ${code} ${reason.toString()}`);
+      for (const p of this.#pending.values()) p.reject(this.#closedWith);
+      this.#pending.clear();
+      for (const f of this.#onClose) f(this.#closedWith);
+    });
     ws.on('message', (data: Buffer) => {
       const msg = JSON.parse(data.toString('utf8')) as Json;
       if (typeof msg['id'] === 'number' && ('result' in msg || 'error' in msg)) {
@@ -77,17 +88,28 @@ class Client {
   /** Starts a process; resolves at `process/closed` with the output bytes seen. */
   async run(processId: string, startParams: Json): Promise<{ bytes: number; exitCode: unknown }> {
     let bytes = 0;
+    let messages = 0;
     let exitCode: unknown;
-    const closed = new Promise<void>((resolve) => {
+    if (this.#closedWith) throw this.#closedWith;
+    const closed = new Promise<void>((resolve, reject) => {
+      const onClose = (err: Error): void => reject(err);
+      this.#onClose.add(onClose);
       this.#listeners.set(processId, (method, params) => {
-        if (method === 'process/output') bytes += Buffer.from(params['chunk'] as string, 'base64').length;
+        if (method === 'process/output') {
+          bytes += Buffer.from(params['chunk'] as string, 'base64').length;
+          messages++;
+        }
         else if (method === 'process/exited') exitCode = params['exitCode'];
-        else if (method === 'process/closed') resolve();
+        else if (method === 'process/closed') {
+          this.#onClose.delete(onClose);
+          resolve();
+        }
       });
     });
     await this.request('process/start', { processId, ...startParams });
     await closed;
     this.#listeners.delete(processId);
+    if (process.env['BENCH_DEBUG']) console.error(`${processId}: ${bytes} bytes in ${messages} output messages`);
     return { bytes, exitCode };
   }
 
@@ -103,7 +125,8 @@ interface Side {
 }
 
 async function startOurs(workspaceRoot: string): Promise<Side> {
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'serve', '--listen', 'ws://127.0.0.1:0', '--backend', 'local', '--workspace-root', workspaceRoot, '--log-level', 'warn'], {
+  const extraNodeArgs = (process.env['BENCH_OURS_NODE_ARGS'] ?? '').split(' ').filter(Boolean);
+  const child: ChildProcess = spawn(process.execPath, [...extraNodeArgs, '--import', 'tsx', 'src/main.ts', 'serve', '--listen', 'ws://127.0.0.1:0', '--backend', 'local', '--workspace-root', workspaceRoot, '--log-level', 'warn'], {
     cwd: new URL('..', import.meta.url).pathname,
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -240,17 +263,19 @@ async function main(): Promise<void> {
     const modes: Mode[] = args.only ? [args.only as Mode] : ['none', 'sandboxed'];
     for (const mode of modes) {
       const result: Record<string, Record<string, number>> = {};
-      for (const side of [ours, reference]) {
+      const cases = new Set((args.cases ?? '').split(','));
+      for (const side of [ours, reference].filter((s) => !args.side || s.name === args.side)) {
         const c = await connect(side, mode);
-        const rt = await roundTrips(c, cwd, mode, `${side.name}-${mode}`);
-        const pipe = await throughput(c, cwd, mode, false, `${side.name}-${mode}`);
-        const pty = await throughput(c, cwd, mode, true, `${side.name}-${mode}`);
+        const rt = cases.has('rt') ? await roundTrips(c, cwd, mode, `${side.name}-${mode}`) : { p50: NaN, p90: NaN };
+        const pipe = cases.has('pipe') ? await throughput(c, cwd, mode, false, `${side.name}-${mode}`) : NaN;
+        const pty = cases.has('pty') ? await throughput(c, cwd, mode, true, `${side.name}-${mode}`) : NaN;
         c.close();
         result[side.name] = { p50: rt.p50, p90: rt.p90, pipe, pty };
         console.error(`${side.name} ${mode}: rt p50 ${rt.p50.toFixed(2)} ms p90 ${rt.p90.toFixed(2)} ms, pipe ${pipe.toFixed(0)} MB/s, pty ${pty.toFixed(0)} MB/s`);
       }
-      const o = result['ours']!;
-      const r = result['reference']!;
+      const none = { p50: NaN, p90: NaN, pipe: NaN, pty: NaN };
+      const o = result['ours'] ?? none;
+      const r = result['reference'] ?? none;
       rows.push(
         { what: `${mode}: round trip p50`, unit: 'ms', ours: o['p50']!, reference: r['p50']!, better: 'lower' },
         { what: `${mode}: round trip p90`, unit: 'ms', ours: o['p90']!, reference: r['p90']!, better: 'lower' },

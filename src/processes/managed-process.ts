@@ -11,6 +11,13 @@ import { OutputLog } from './output-log.ts';
 import { isTerminal, type ProcessState, type TerminalState } from './process-state.ts';
 
 const WRITE_ID_MEMORY = 1024;
+/**
+ * Output arriving within one event-loop turn is published as one chunk (one seq, one
+ * notification) of up to this size. Bigger chunks measured slower end to end (the client's
+ * per-byte cost dominates and big frames pipeline worse; bench/compare-reference.ts).
+ * Latency added: at most one loop turn (setImmediate).
+ */
+const COALESCE_MAX_BYTES = 64 * 1024;
 
 export interface ProcessSpec {
   readonly id: ProcessId;
@@ -64,6 +71,11 @@ export class ManagedProcess {
   readonly #writeIds = new Set<string>();
   readonly #timers = new Set<NodeJS.Timeout>();
   #onTerminal: ((p: ManagedProcess) => void) | undefined;
+  /** Output not yet appended to the log (coalescing), all of one stream. */
+  #pending: Buffer[] = [];
+  #pendingStream: StreamName = 'stdout';
+  #pendingBytes = 0;
+  #flushScheduled: NodeJS.Immediate | undefined;
 
   constructor(spec: ProcessSpec, retentionBytes: number, onTerminal?: (p: ManagedProcess) => void) {
     this.spec = spec;
@@ -90,7 +102,7 @@ export class ManagedProcess {
       output: (stream, data) => {
         if (attempt.discarded || data.length === 0) return;
         if (!attempt.holding) {
-          this.log.append({ kind: 'output', stream, data });
+          this.#publish(stream, data);
           return;
         }
         attempt.held.push({ stream, data });
@@ -108,11 +120,34 @@ export class ManagedProcess {
     return { attempt, sink };
   }
 
+  /** Queues output for the log, merging what arrives within one loop turn (COALESCE_MAX_BYTES). */
+  #publish(stream: StreamName, data: Buffer): void {
+    if (this.#pendingBytes > 0 && stream !== this.#pendingStream) this.flushOutput();
+    this.#pendingStream = stream;
+    this.#pending.push(data);
+    this.#pendingBytes += data.length;
+    if (this.#pendingBytes >= COALESCE_MAX_BYTES) this.flushOutput();
+    else this.#flushScheduled ??= setImmediate(() => this.flushOutput());
+  }
+
+  /** Appends queued output to the log now (before an exit, and on each loop turn). */
+  flushOutput(): void {
+    if (this.#flushScheduled !== undefined) {
+      clearImmediate(this.#flushScheduled);
+      this.#flushScheduled = undefined;
+    }
+    if (this.#pendingBytes === 0) return;
+    const data = this.#pending.length === 1 ? this.#pending[0]! : Buffer.concat(this.#pending, this.#pendingBytes);
+    this.#pending = [];
+    this.#pendingBytes = 0;
+    this.log.append({ kind: 'output', stream: this.#pendingStream, data });
+  }
+
   /** Ends the window of `attempt`: publishes what it held and, if it already exited, the exit. */
   release(attempt: Attempt, sandboxDenied = false): void {
     if (!attempt.holding) return;
     attempt.holding = false;
-    for (const chunk of attempt.held.splice(0)) this.log.append({ kind: 'output', stream: chunk.stream, data: chunk.data });
+    for (const chunk of attempt.held.splice(0)) this.#publish(chunk.stream, chunk.data);
     attempt.heldBytes = 0;
     if (attempt.exit) this.finish(attempt.exit, sandboxDenied);
   }
@@ -128,6 +163,7 @@ export class ManagedProcess {
   /** Records the terminal state, appends `exited` then `closed` (backends deliver exit after all output). */
   finish(exit: BackendExit, sandboxDenied: boolean): void {
     if (isTerminal(this.state)) return;
+    this.flushOutput();
     this.clearTimers();
     const state = this.#terminalState(exit);
     this.state = state;

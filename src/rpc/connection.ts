@@ -94,6 +94,10 @@ export class Connection implements SessionClient {
     this.#session = session;
     session.attach(this);
     this.#unsubscribe = session.processes.subscribe((proc, event) => {
+      if (event.kind === 'output') {
+        this.#peer?.notifyOutput(proc.id, event.seq, event.stream, event.data);
+        return;
+      }
       const n = toNotification(proc, event);
       this.#peer?.notify(n.method, n.params);
     });

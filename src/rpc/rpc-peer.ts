@@ -11,7 +11,8 @@ import type { Metrics } from '../metrics.ts';
 import type { MethodTable } from './method-table.ts';
 
 export interface RpcTransport {
-  send(text: string): void;
+  /** One JSON text message; a Buffer holds its UTF-8 bytes (sent as a text frame all the same). */
+  send(text: string | Buffer): void;
 }
 
 type Id = string | number;
@@ -73,6 +74,23 @@ export class RpcPeer<Ctx> {
 
   notify(method: string, params: unknown): void {
     this.#send(this.#envelope({ method, params }));
+  }
+
+  /**
+   * The output hot path: a `process/output` notification written straight into one Buffer
+   * (ASCII only: the id is JSON-escaped, the chunk is base64, which needs no escaping), with
+   * no JSON.stringify pass and no UTF-8 re-encoding of the large base64 text.
+   */
+  notifyOutput(processId: string, seq: number, stream: string, data: Buffer): void {
+    if (this.#closed) return;
+    const head = `{${this.tagReplies ? '"jsonrpc":"2.0",' : ''}"method":"process/output","params":{"processId":${JSON.stringify(processId)},"seq":${seq},"stream":"${stream}","chunk":"`;
+    const headBytes = Buffer.byteLength(head);
+    const b64Bytes = 4 * Math.ceil(data.length / 3);
+    const frame = Buffer.allocUnsafe(headBytes + b64Bytes + 3);
+    frame.write(head, 0, 'utf8');
+    frame.write(data.toString('base64'), headBytes, 'latin1');
+    frame.write('"}}', headBytes + b64Bytes, 'latin1');
+    this.#opts.transport.send(frame);
   }
 
   /** Server-to-client request; rejects on timeout, on an error answer and on close. */

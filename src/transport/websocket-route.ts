@@ -47,7 +47,9 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
             close(CloseCode.slowConsumer, `slow consumer: more than ${opts.bufferLimitBytes} bytes unread; resume the session and read from your last seq`);
             return;
           }
-          socket.send(text);
+          // A Buffer is JSON text already encoded (the output hot path): still a text frame.
+          if (typeof text === 'string') socket.send(text);
+          else socket.send(text, { binary: false });
         },
       },
     });
