@@ -59,7 +59,9 @@ async function kindOf(path: string): Promise<'dir' | 'file' | 'missing'> {
 
 /** The `bwrap` arguments (without the command) for a restricted sandbox. */
 export async function bubblewrapArgs(sandbox: Extract<ResolvedSandbox, { kind: 'restricted' }>, cwd: string, placeholders: DenyPlaceholders, pty: boolean): Promise<string[]> {
-  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--cap-drop', 'ALL', '--die-with-parent'];
+  // No `--proc`: without a pid namespace a fresh procfs shows exactly what the read-only bind
+  // of / already shows, and mounting it costs ~0.4 ms per start.
+  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--cap-drop', 'ALL', '--die-with-parent'];
   // A new session would detach a PTY child from its controlling terminal; pipe children
   // already run in their own session (spawned detached), which also blocks TIOCSTI.
   if (!pty) args.push('--new-session');
