@@ -268,26 +268,35 @@ async function main(): Promise<void> {
     const raw = await rawSpawn();
     console.error(`raw spawn('true'): p50 ${raw.p50.toFixed(2)} ms, p90 ${raw.p90.toFixed(2)} ms`);
     const modes: Mode[] = args.only ? [args.only as Mode] : ['none', 'sandboxed'];
-    for (const mode of modes) {
-      const result: Record<string, Record<string, number>> = {};
-      const cases = new Set((args.cases ?? '').split(','));
-      for (const side of [ours, reference].filter((s) => !args.side || s.name === args.side)) {
-        const c = await connect(side, mode);
-        const rt = cases.has('rt') ? await roundTrips(c, cwd, mode, `${side.name}-${mode}`) : { p50: NaN, p90: NaN };
-        const pipe = cases.has('pipe') ? await throughput(c, cwd, mode, false, `${side.name}-${mode}`) : NaN;
-        const pty = cases.has('pty') ? await throughput(c, cwd, mode, true, `${side.name}-${mode}`) : NaN;
-        c.close();
-        result[side.name] = { p50: rt.p50, p90: rt.p90, pipe, pty };
-        console.error(`${side.name} ${mode}: rt p50 ${rt.p50.toFixed(2)} ms p90 ${rt.p90.toFixed(2)} ms, pipe ${pipe.toFixed(0)} MB/s, pty ${pty.toFixed(0)} MB/s`);
+    const cases = new Set((args.cases ?? '').split(','));
+    const sides = [ours, reference].filter((s) => !args.side || s.name === args.side);
+    const none = { p50: NaN, p90: NaN, pipe: NaN, pty: NaN };
+    const result = new Map<string, { p50: number; p90: number; pipe: number; pty: number }>();
+    const key = (side: Side, mode: Mode): string => `${side.name}/${mode}`;
+    // Round trips of every mode first, then streams: a 256 MB stream leaves a server process
+    // with a larger heap, which makes its next fork()s slower and would bias what follows.
+    for (const phase of ['rt', 'stream'] as const) {
+      for (const mode of modes) {
+        for (const side of sides) {
+          const c = await connect(side, mode);
+          const r = result.get(key(side, mode)) ?? { ...none };
+          if (phase === 'rt' && cases.has('rt')) Object.assign(r, await roundTrips(c, cwd, mode, `${side.name}-${mode}`));
+          if (phase === 'stream' && cases.has('pipe')) r.pipe = await throughput(c, cwd, mode, false, `${side.name}-${mode}`);
+          if (phase === 'stream' && cases.has('pty')) r.pty = await throughput(c, cwd, mode, true, `${side.name}-${mode}`);
+          c.close();
+          result.set(key(side, mode), r);
+        }
       }
-      const none = { p50: NaN, p90: NaN, pipe: NaN, pty: NaN };
-      const o = result['ours'] ?? none;
-      const r = result['reference'] ?? none;
+    }
+    for (const mode of modes) {
+      const o = result.get(key(ours, mode)) ?? none;
+      const r = result.get(key(reference, mode)) ?? none;
+      console.error(`${mode}: ours rt p50 ${o.p50.toFixed(2)} ms, pipe ${o.pipe.toFixed(0)} MB/s, pty ${o.pty.toFixed(0)} MB/s; reference rt p50 ${r.p50.toFixed(2)} ms, pipe ${r.pipe.toFixed(0)} MB/s, pty ${r.pty.toFixed(0)} MB/s`);
       rows.push(
-        { what: `${mode}: round trip p50`, unit: 'ms', ours: o['p50']!, reference: r['p50']!, better: 'lower' },
-        { what: `${mode}: round trip p90`, unit: 'ms', ours: o['p90']!, reference: r['p90']!, better: 'lower' },
-        { what: `${mode}: pipe ${MB} MB`, unit: 'MB/s', ours: o['pipe']!, reference: r['pipe']!, better: 'higher' },
-        { what: `${mode}: PTY ${MB} MB`, unit: 'MB/s', ours: o['pty']!, reference: r['pty']!, better: 'higher' },
+        { what: `${mode}: round trip p50`, unit: 'ms', ours: o.p50, reference: r.p50, better: 'lower' },
+        { what: `${mode}: round trip p90`, unit: 'ms', ours: o.p90, reference: r.p90, better: 'lower' },
+        { what: `${mode}: pipe ${MB} MB`, unit: 'MB/s', ours: o.pipe, reference: r.pipe, better: 'higher' },
+        { what: `${mode}: PTY ${MB} MB`, unit: 'MB/s', ours: o.pty, reference: r.pty, better: 'higher' },
       );
     }
     const fmt = (n: number): string => (n >= 100 ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.toFixed(2));
