@@ -77,6 +77,12 @@ export interface BackendProcess {
   resize(size: TerminalSize): Promise<void>;
   /** Delivers `signal` to the command's whole process group. */
   signal(signal: SignalName): Promise<void>;
+  /**
+   * Stops reading the process's output (it blocks once its pipe or terminal buffer is full)
+   * until `resumeOutput`. Used only while an attached client is behind; idempotent.
+   */
+  pauseOutput(): void;
+  resumeOutput(): void;
 }
 
 export interface FileMetadata {

@@ -59,6 +59,7 @@ async function spawnAttempt(ctx: OrchestratorContext, proc: ManagedProcess, inpu
   const { attempt, sink } = proc.beginAttempt(wouldSandbox);
   const started = performance.now();
   attempt.process = await ctx.backend.spawn({ ...input.spawn, sandbox }, sink);
+  if (proc.outputPaused) attempt.process.pauseOutput();
   proc.sandboxType = attempt.process.sandboxType;
   ctx.metrics.startLatency.observe({ sandbox: proc.sandboxType }, (performance.now() - started) / 1000);
   ctx.metrics.processesStarted.inc({ mode: input.spawn.mode, sandbox: proc.sandboxType });

@@ -69,6 +69,7 @@ export class ManagedProcess {
   attempt: Attempt | undefined;
   readonly #holdLimit: number;
   readonly #writeIds = new Set<string>();
+  #outputPaused = false;
   readonly #timers = new Set<NodeJS.Timeout>();
   #onTerminal: ((p: ManagedProcess) => void) | undefined;
   /** Output not yet appended to the log (coalescing), all of one stream. */
@@ -87,6 +88,19 @@ export class ManagedProcess {
 
   get id(): ProcessId {
     return this.spec.id;
+  }
+
+  /** Output flow control from the attached client (see ProcessTable.setOutputPaused). */
+  setOutputPaused(paused: boolean): void {
+    this.#outputPaused = paused;
+    const process = this.attempt?.process;
+    if (!process) return;
+    if (paused) process.pauseOutput();
+    else process.resumeOutput();
+  }
+
+  get outputPaused(): boolean {
+    return this.#outputPaused;
   }
 
   get running(): boolean {

@@ -68,6 +68,7 @@ export class ProcessTable {
   readonly #sessionEnv: Readonly<Record<string, string>>;
   readonly #listeners = new Set<(proc: ManagedProcess, event: LogEvent) => void>();
   #closed = false;
+  #outputPaused = false;
 
   /** `baseEnv`: what `envPolicy.inherit` inherits; `sessionEnv`: the session's own variables, under each start's `env`. */
   constructor(ctx: OrchestratorContext, limits: ProcessLimits, baseEnv: Readonly<Record<string, string>>, sessionEnv: Readonly<Record<string, string>>) {
@@ -114,6 +115,7 @@ export class ProcessTable {
       for (const listener of this.#listeners) listener(proc, event);
     });
     this.#procs.set(req.processId, proc);
+    if (this.#outputPaused) proc.setOutputPaused(true);
     const env = buildEnvironment(this.#baseEnv, req.envPolicy, { ...this.#sessionEnv, ...req.env });
     try {
       await startWithPolicy(this.#ctx, proc, {
@@ -209,6 +211,17 @@ export class ProcessTable {
       nextSeq: p.log.nextSeq,
       createdAtMs: p.createdAt,
     }));
+  }
+
+  /**
+   * Flow control for the attached client: while it is behind, the backends stop reading output
+   * (commands block on a full pipe, as under a terminal) instead of the server buffering without
+   * bound. Never paused without an attached client: then output is always drained.
+   */
+  setOutputPaused(paused: boolean): void {
+    if (this.#outputPaused === paused) return;
+    this.#outputPaused = paused;
+    for (const p of this.#procs.values()) if (!isTerminal(p.state)) p.setOutputPaused(paused);
   }
 
   /** Ends every process whose backend is gone (container lost). */

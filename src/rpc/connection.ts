@@ -52,6 +52,9 @@ export class Connection implements SessionClient {
   #unsubscribe: (() => void) | undefined;
   #peer: RpcPeer<Connection> | undefined;
   readonly #close: (code: number, reason: string) => void;
+  #outputPaused = false;
+  #stallTimer: NodeJS.Timeout | undefined;
+  #onStall: (() => void) | undefined;
 
   constructor(deps: ConnectionDeps, close: (code: number, reason: string) => void) {
     this.deps = deps;
@@ -60,6 +63,37 @@ export class Connection implements SessionClient {
 
   bindPeer(peer: RpcPeer<Connection>): void {
     this.#peer = peer;
+  }
+
+  /** What to do when the client stays behind past `--ws-stall-timeout-ms` (the transport disconnects it). */
+  onStall(handler: () => void): void {
+    this.#onStall = handler;
+  }
+
+  /**
+   * Flow control, called with the socket's unread byte count after each send and each flush:
+   * above a quarter of `--ws-buffer-limit-bytes` the session's commands wait (their output is
+   * not read); below a sixteenth they go on. A client that stays behind is cut by `onStall`.
+   */
+  flowCheck(buffered: number): void {
+    const session = this.#session;
+    if (!session) return;
+    const limit = this.deps.config.wsBufferLimitBytes;
+    if (!this.#outputPaused && buffered > limit / 4) {
+      this.#outputPaused = true;
+      session.processes.setOutputPaused(true);
+      this.#stallTimer = setTimeout(() => this.#onStall?.(), this.deps.config.wsStallTimeoutMs);
+      this.#stallTimer.unref();
+    } else if (this.#outputPaused && buffered <= limit / 16) {
+      this.#resumeOutput();
+    }
+  }
+
+  #resumeOutput(): void {
+    if (!this.#outputPaused) return;
+    this.#outputPaused = false;
+    clearTimeout(this.#stallTimer);
+    this.#session?.processes.setOutputPaused(false);
   }
 
   /** Throws when `method` may not run in the current lifecycle state. */
@@ -128,6 +162,8 @@ export class Connection implements SessionClient {
   }
 
   #detach(): void {
+    // Without a client nobody is behind: output is drained again.
+    this.#resumeOutput();
     this.#unsubscribe?.();
     this.#unsubscribe = undefined;
     this.#peer?.close();

@@ -1,8 +1,9 @@
 /**
  * The WebSocket endpoint (`/` and `/v1/ws`): one JSON-RPC message per text frame. Auth ran in
- * the onRequest hook, before the upgrade. A slow reader is cut off once more than
- * `wsBufferLimitBytes` wait in its socket buffer (close code 4001); its processes keep running
- * and it can resume the session.
+ * the onRequest hook, before the upgrade. A client that falls behind makes its session's
+ * commands wait (flow control in Connection); one that stays behind past the stall timeout,
+ * or has more than `wsBufferLimitBytes` unread, is cut off (close code 4001); its processes
+ * keep running and it can resume the session.
  */
 import type { FastifyInstance } from 'fastify';
 import type { WebSocket } from 'ws';
@@ -41,19 +42,24 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
         send(text) {
           if (socket.readyState !== socket.OPEN) return;
           if (socket.bufferedAmount > opts.bufferLimitBytes) {
-            opts.metrics.wsSlowConsumers.inc();
-            log.warn({ buffered: socket.bufferedAmount }, 'slow consumer disconnected');
-            conn.closed();
-            close(CloseCode.slowConsumer, `slow consumer: more than ${opts.bufferLimitBytes} bytes unread; resume the session and read from your last seq`);
+            cutSlowConsumer(`more than ${opts.bufferLimitBytes} bytes unread`);
             return;
           }
           // A Buffer is JSON text already encoded (the output hot path): still a text frame.
-          if (typeof text === 'string') socket.send(text);
-          else socket.send(text, { binary: false });
+          socket.send(text, { binary: false }, flushed);
+          conn.flowCheck(socket.bufferedAmount);
         },
       },
     });
     conn.bindPeer(peer);
+    const flushed = (): void => conn.flowCheck(socket.bufferedAmount);
+    const cutSlowConsumer = (why: string): void => {
+      opts.metrics.wsSlowConsumers.inc();
+      log.warn({ buffered: socket.bufferedAmount, why }, 'slow consumer disconnected');
+      conn.closed();
+      close(CloseCode.slowConsumer, `slow consumer: ${why}; resume the session and read from your last seq`);
+    };
+    conn.onStall(() => cutSlowConsumer('behind for longer than the stall timeout'));
     // Listeners attach synchronously, before any await, or early frames would be lost.
     socket.on('message', (data, isBinary) => {
       if (isBinary) {

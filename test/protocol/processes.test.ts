@@ -237,8 +237,31 @@ describe('limits', { timeout: 120_000 }, () => {
     await s.request('session/terminateAll', {});
   });
 
-  test('a slow consumer is disconnected past the buffer cap and can resume; its process keeps running', async (t) => {
-    const server = await startServer({ flags: ['--ws-buffer-limit-bytes', '65536'] });
+  test('a healthy client slower than its command gets every byte: the command waits, nobody is cut', async (t) => {
+    const server = await startServer({ flags: ['--ws-buffer-limit-bytes', '1048576'] });
+    t.after(() => server.close());
+    const s = await TestSession.open(server.url, { session: { sandbox: { type: 'danger-full-access' } } });
+    t.after(() => s.close());
+    let closed = false;
+    s.conn.onClose(() => (closed = true));
+    await s.start('burst', ['sh', '-c', 'head -c 33554432 /dev/zero | tr "\\0" z; echo end']);
+    // Read in fits and starts, far slower than `head` writes.
+    for (let i = 0; i < 6; i++) {
+      s.conn.socket.pause();
+      await sleep(150);
+      s.conn.socket.resume();
+      await sleep(50);
+    }
+    const r = await s.result('burst', 60_000);
+    assert.equal(closed, false);
+    assert.equal(r.stdout.length, 33554432 + 4);
+    assert.ok(r.stdout.endsWith('zend\n'));
+    const seqs = r.events.map((e) => e.params['seq'] as number);
+    assert.deepEqual(seqs, seqs.map((_, i) => i + 1), 'no gap: nothing was dropped');
+  });
+
+  test('a client that stays behind is disconnected after the stall timeout and can resume; its process keeps running', async (t) => {
+    const server = await startServer({ flags: ['--ws-buffer-limit-bytes', '65536', '--ws-stall-timeout-ms', '500'] });
     t.after(() => server.close());
     const s = await TestSession.open(server.url);
     const closed = new Promise<number>((resolve) => s.conn.onClose((code) => resolve(code)));

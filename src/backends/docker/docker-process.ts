@@ -211,6 +211,15 @@ export class DockerProcess implements BackendProcess {
     }
   }
 
+  pauseOutput(): void {
+    // Stops reading the engine connection; the engine then stops reading the exec's output.
+    if (!this.#exited) this.#socket.pause();
+  }
+
+  resumeOutput(): void {
+    if (!this.#exited) this.#socket.resume();
+  }
+
   async signal(signal: SignalName): Promise<void> {
     if (this.#exited) return;
     const signo = SIGNO[signal];

@@ -80,6 +80,14 @@ export function spawnPipe(opts: PipeSpawn, sink: ProcessSink): Promise<BackendPr
         async signal(sig: SignalName) {
           signalGroup(pid, sig);
         },
+        pauseOutput() {
+          child.stdout?.pause();
+          child.stderr?.pause();
+        },
+        resumeOutput() {
+          child.stdout?.resume();
+          child.stderr?.resume();
+        },
       };
       resolve(proc);
     });

@@ -102,5 +102,11 @@ export function spawnPty(opts: PtySpawn, sink: ProcessSink): BackendProcess {
     async signal(sig: SignalName) {
       signalGroup(term.pid, sig);
     },
+    pauseOutput() {
+      if (!exited) term.pause();
+    },
+    resumeOutput() {
+      if (!exited) term.resume();
+    },
   };
 }
