@@ -296,3 +296,19 @@ describe('early-exit hold budget', () => {
     assert.equal(r.exited['exitCode'], 0);
   });
 });
+
+describe('flow control and PTY teardown', () => {
+  test('a PTY program streaming to a client that is behind delivers every byte, in order', { timeout: 120_000 }, async (t) => {
+    const server = await startServer({ flags: ['--ws-buffer-limit-bytes', '262144'] });
+    t.after(() => server.close());
+    const s = await TestSession.open(server.url, { session: { sandbox: { type: 'danger-full-access' } } });
+    t.after(() => s.close());
+    s.conn.socket.pause();
+    s.conn.socket.send(JSON.stringify({ id: 'x', method: 'process/start', params: { processId: 'ptyburst', argv: ['sh', '-c', 'head -c 4194304 /dev/zero | tr "\\0" p; echo done'], tty: true } }));
+    await sleep(1500);
+    s.conn.socket.resume();
+    const r = await s.result('ptyburst', 60_000);
+    assert.equal(r.pty.replace(/\r\n/g, '\n'), `${'p'.repeat(4194304)}done\n`);
+    assert.equal(r.exited['exitCode'], 0);
+  });
+});

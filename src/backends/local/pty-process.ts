@@ -17,6 +17,8 @@ import { signalGroup, signalName } from './signals.ts';
 const DRAIN_QUIET_MS = 5;
 const POLL_MIN_MS = 2;
 const POLL_MAX_MS = 100;
+/** Poll ceiling while output is paused, well inside node-pty's 200 ms teardown after the exit. */
+const POLL_PAUSED_MS = 20;
 
 export interface PtySpawn {
   readonly file: string;
@@ -49,6 +51,7 @@ export function spawnPty(opts: PtySpawn, sink: ProcessSink): BackendProcess {
   let slave: number | undefined = openSync(ptsName, constants.O_RDWR | constants.O_NOCTTY);
   let lastData = performance.now();
   let exited = false;
+  let paused = false;
 
   term.onData((data: Buffer | string) => {
     lastData = performance.now();
@@ -75,6 +78,12 @@ export function spawnPty(opts: PtySpawn, sink: ProcessSink): BackendProcess {
   const poll = (): void => {
     if (exited || slave === undefined) return;
     if (!alive(term.pid)) {
+      // node-pty destroys the terminal 200 ms after the child is reaped whether or not its
+      // output was read: a paused reader (flow control) must drain the (kernel-bounded) rest now.
+      if (paused) {
+        paused = false;
+        term.resume();
+      }
       if (performance.now() - lastData >= DRAIN_QUIET_MS) {
         releaseSlave();
         return;
@@ -82,7 +91,7 @@ export function spawnPty(opts: PtySpawn, sink: ProcessSink): BackendProcess {
       setTimeout(poll, DRAIN_QUIET_MS).unref();
       return;
     }
-    delay = performance.now() - lastData < 50 ? POLL_MIN_MS : Math.min(delay * 2, POLL_MAX_MS);
+    delay = performance.now() - lastData < 50 ? POLL_MIN_MS : Math.min(delay * 2, paused ? POLL_PAUSED_MS : POLL_MAX_MS);
     setTimeout(poll, delay).unref();
   };
   setTimeout(poll, delay).unref();
@@ -103,10 +112,14 @@ export function spawnPty(opts: PtySpawn, sink: ProcessSink): BackendProcess {
       signalGroup(term.pid, sig);
     },
     pauseOutput() {
-      if (!exited) term.pause();
+      if (exited || paused || !alive(term.pid)) return;
+      paused = true;
+      term.pause();
     },
     resumeOutput() {
-      if (!exited) term.resume();
+      if (exited || !paused) return;
+      paused = false;
+      term.resume();
     },
   };
 }
