@@ -51,7 +51,7 @@ export async function spawnDockerProcess(host: ProcessHost, request: SpawnReques
   const { exec, socket } = await startExec(
     host.container,
     {
-      Cmd: ['/bin/sh', '-c', WRAPPER_SCRIPT, 'sh', pidFile, request.cwd, stty, request.arg0 ?? '', ...request.argv],
+      Cmd: ['/bin/sh', '-c', WRAPPER_SCRIPT, 'sh', pidFile, request.cwd, stty, request.arg0 ?? '', isRoot ? '' : (o.user.split(':')[0] ?? ''), ...request.argv],
       Env: Object.entries(request.env).map(([k, v]) => `${k}=${v}`),
       User: o.user,
       Tty: tty,

@@ -30,7 +30,10 @@ export const SETUP_SCRIPT = [
 
 /**
  * Wraps every user command. Args: pidfile, cwd, stty settings ("rows R cols C" or ""),
- * arg0 ("" for none), then argv. The PTY size is set with `stty` before the command runs, so
+ * arg0 ("" for none), uid of a non-root user ("" for root), then argv. A non-root attempt whose
+ * HOME it cannot read (the image's `/root`, inherited through `envPolicy`) gets its own home from
+ * /etc/passwd (builtins only: no extra exec), else /tmp, so login shells do not start with an
+ * error. The PTY size is set with `stty` before the command runs, so
  * it is right from the first instruction even on engines older than API 1.42 (no
  * `ConsoleSize` on exec create); the API resize after start keeps the engine's view in sync.
  */
@@ -39,7 +42,12 @@ export const WRAPPER_SCRIPT = [
   'cd -- "$2" || exit 126',
   '[ -z "$3" ] || stty $3 2>/dev/null',
   'a=$4',
-  'shift 4',
+  'if [ -n "$5" ] && [ ! -r "${HOME:-/nonexistent}" ]; then',
+  '  while IFS=: read -r _n _p _u _g _c _h _s; do [ "$_u" = "$5" ] && HOME=$_h && break; done </etc/passwd',
+  '  [ -r "${HOME:-/nonexistent}" ] || HOME=/tmp',
+  '  export HOME',
+  'fi',
+  'shift 5',
   // busybox ash's `exec -a` does not search PATH: resolve the program first.
   'if [ -n "$a" ]; then c=$(command -v "$1") || c=$1; shift; exec -a "$a" "$c" "$@"; fi',
   'exec "$@"',
