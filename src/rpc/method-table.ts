@@ -30,6 +30,12 @@ interface ValidationError {
   readonly params: Record<string, unknown>;
 }
 
+/** Our schema patterns, said in words instead of quoting the regular expression. */
+const PATTERN_MEANINGS: Record<string, string> = {
+  '^(/|file://)': 'must be an absolute path or a file:// URI',
+  '^[A-Za-z0-9+/]*={0,2}$': 'must be standard base64',
+};
+
 /** Turns TypeBox errors into one message that names the field, e.g. "invalid params: argv: must be array". */
 function describe(errors: readonly ValidationError[]): { message: string; field: string } {
   const relevant = errors.filter((e) => e.keyword !== 'boolean' && e.keyword !== 'anyOf');
@@ -41,7 +47,9 @@ function describe(errors: readonly ValidationError[]): { message: string; field:
     const at = field ? `${field}.` : '';
     return { message: `invalid params: missing field ${at}${missing}`, field: `${at}${missing}` };
   }
-  return { message: `invalid params: ${field || 'params'}: ${first.message}`, field };
+  // The path pattern is ours; say what it means rather than quoting the regular expression.
+  const message = first.keyword !== 'pattern' ? first.message : (PATTERN_MEANINGS[String(first.params['pattern'])] ?? first.message);
+  return { message: `invalid params: ${field || 'params'}: ${message}`, field };
 }
 
 export class MethodTable<Ctx> {

@@ -7,8 +7,7 @@ export function Opt<T extends TSchema>(schema: T) {
 }
 
 export const ProcessIdSchema = Type.String({ minLength: 1, maxLength: 256 });
-/** An absolute path or a `file://` URI. */
-export const PathSchema = Type.String({ minLength: 1, maxLength: 4096, pattern: '^(/|file://)' });
+export { PathSchema } from '../sessions/session-spec.ts';
 export const Base64Schema = Type.String({ maxLength: 128 * 1024 * 1024, pattern: '^[A-Za-z0-9+/]*={0,2}$' });
 
 /** Params objects accept unknown fields (newer clients send more than we know) but must be objects. */

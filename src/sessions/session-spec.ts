@@ -7,10 +7,11 @@ import type { Config } from '../config.ts';
 import { execError } from '../errors.ts';
 import type { ApprovalPolicy, SandboxPolicy, SessionPolicy } from '../policy/sandbox-policy.ts';
 
-const AbsPath = Type.String({ minLength: 1, maxLength: 4096, pattern: '^(/|file://)' });
+/** An absolute path or a `file://` URI (the form every path on the wire may take). */
+export const PathSchema = Type.String({ minLength: 1, maxLength: 4096, pattern: '^(/|file://)' });
 
 export const SandboxPolicySchema = Type.Union([
-  Type.Object({ type: Type.Literal('workspace-write'), writableRoots: Type.Optional(Type.Array(AbsPath, { maxItems: 64 })), networkAccess: Type.Optional(Type.Boolean()), excludeSlashTmp: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
+  Type.Object({ type: Type.Literal('workspace-write'), writableRoots: Type.Optional(Type.Array(PathSchema, { maxItems: 64 })), networkAccess: Type.Optional(Type.Boolean()), excludeSlashTmp: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
   Type.Object({ type: Type.Literal('read-only'), networkAccess: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
   Type.Object({ type: Type.Literal('danger-full-access') }, { additionalProperties: false }),
 ]);
@@ -27,11 +28,11 @@ export const SessionSpecSchema = Type.Object(
   {
     image: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
     snapshot: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
-    workdir: Type.Optional(AbsPath),
+    workdir: Type.Optional(PathSchema),
     env: Type.Optional(Type.Record(Type.String({ maxLength: 1024 }), Type.String({ maxLength: 131072 }))),
     labels: Type.Optional(Type.Record(Type.String({ pattern: '^[A-Za-z0-9_.-]{1,63}$' }), Type.String({ maxLength: 256 }))),
     sandbox: Type.Optional(SandboxPolicySchema),
-    denyRead: Type.Optional(Type.Array(AbsPath, { maxItems: 256 })),
+    denyRead: Type.Optional(Type.Array(PathSchema, { maxItems: 256 })),
     approvalPolicy: Type.Optional(ApprovalPolicySchema),
     strictAutoReview: Type.Optional(Type.Boolean()),
     resources: Type.Optional(Type.Object({ memoryMb: Type.Optional(Type.Integer({ minimum: 16 })), cpus: Type.Optional(Type.Number({ exclusiveMinimum: 0 })), pids: Type.Optional(Type.Integer({ minimum: 8 })) }, { additionalProperties: false })),
