@@ -54,11 +54,23 @@ function decide(ctx: OrchestratorContext, proc: ManagedProcess, outcome: string,
   ctx.log.info({ processId: proc.id, outcome, ...extra }, 'policy decision');
 }
 
+/**
+ * A sandboxed attempt's TMPDIR points inside a writable root (`/tmp` when writable, else the
+ * first root), never at whatever the server or the client's environment named; with no
+ * writable root at all (read-only) it is unset.
+ */
+export function sandboxedEnvironment(env: Readonly<Record<string, string>>, sandbox: ResolvedSandbox): Readonly<Record<string, string>> {
+  if (sandbox.kind !== 'restricted') return env;
+  const { TMPDIR: _ignored, ...rest } = env;
+  const tmp = sandbox.writableRoots.includes('/tmp') ? '/tmp' : sandbox.writableRoots[0];
+  return tmp === undefined ? rest : { ...rest, TMPDIR: tmp };
+}
+
 async function spawnAttempt(ctx: OrchestratorContext, proc: ManagedProcess, input: GateInput, sandbox: ResolvedSandbox): Promise<Attempt> {
   const wouldSandbox = sandbox.kind === 'restricted' && ctx.backend.sandboxType !== 'none';
   const { attempt, sink } = proc.beginAttempt(wouldSandbox);
   const started = performance.now();
-  attempt.process = await ctx.backend.spawn({ ...input.spawn, sandbox }, sink);
+  attempt.process = await ctx.backend.spawn({ ...input.spawn, env: sandboxedEnvironment(input.spawn.env, sandbox), sandbox }, sink);
   if (proc.outputPaused) attempt.process.pauseOutput();
   proc.sandboxType = attempt.process.sandboxType;
   ctx.metrics.startLatency.observe({ sandbox: proc.sandboxType }, (performance.now() - started) / 1000);

@@ -65,3 +65,12 @@ test('sandbox resolution: writable roots, read-only, deny-read, narrowing never 
   const net = resolveSandbox(policy({ sandbox: { type: 'workspace-write', networkAccess: true } }), '/w', { network: false });
   assert.equal(net.kind === 'restricted' && net.network, false);
 });
+
+test('sandboxed attempts get TMPDIR inside a writable root, never an inherited one', async () => {
+  const { sandboxedEnvironment } = await import('../../src/policy/orchestrator.ts');
+  const env = { TMPDIR: '/server/private', PATH: '/bin' };
+  assert.deepEqual(sandboxedEnvironment(env, { kind: 'restricted', writableRoots: ['/w', '/tmp'], denyRead: [], network: false }), { PATH: '/bin', TMPDIR: '/tmp' });
+  assert.deepEqual(sandboxedEnvironment(env, { kind: 'restricted', writableRoots: ['/w'], denyRead: [], network: false }), { PATH: '/bin', TMPDIR: '/w' });
+  assert.deepEqual(sandboxedEnvironment(env, { kind: 'restricted', writableRoots: [], denyRead: [], network: false }), { PATH: '/bin' });
+  assert.deepEqual(sandboxedEnvironment(env, { kind: 'unrestricted' }), env);
+});
