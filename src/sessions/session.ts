@@ -42,6 +42,9 @@ export interface SessionInfo {
   readonly expiresAt: string;
 }
 
+/** Client working directories a session maps onto its workspace, at most. */
+const MAX_WORKSPACE_ALIASES = 16;
+
 export interface SessionDeps {
   readonly metrics: Metrics;
   readonly log: Logger;
@@ -143,7 +146,10 @@ export class Session {
 
   async #makeAlias(path: string): Promise<string> {
     const exists = await this.backend.fs.stat(path).then(() => true, () => false);
-    if (exists) return path;
+    // A missing directory inside the workspace is a mistake to report (the start fails on its
+    // cwd), not a client directory to map; and aliases are bounded per session.
+    const workdir = this.backend.workdir;
+    if (exists || path === workdir || path.startsWith(`${workdir}/`) || this.workspaceAliases.length >= MAX_WORKSPACE_ALIASES) return path;
     // Another start may have made an alias above this path meanwhile.
     if (this.#aliasOf(path) !== undefined) return this.resolveCwd(path);
     this.workspaceAliases.push(path);
