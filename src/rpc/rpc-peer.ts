@@ -5,7 +5,7 @@
  * framing rules are Codex's (optional `"jsonrpc"`, echoed only if the client sent it; -32700
  * keeps the connection) and errors must carry our registry codes.
  */
-import { RpcCode, toExecError, type ExecServerError } from '../errors.ts';
+import { execError, RpcCode, toExecError, type ExecServerError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { MethodTable } from './method-table.ts';
@@ -37,6 +37,8 @@ export interface RpcPeerOptions<Ctx> {
 }
 
 const MAX_BATCH = 64;
+/** Requests of one connection being handled at once (long polls included); bounds memory. */
+const MAX_IN_FLIGHT = 1024;
 
 function isId(value: unknown): value is Id {
   return typeof value === 'string' || (typeof value === 'number' && Number.isFinite(value));
@@ -49,6 +51,7 @@ export class RpcPeer<Ctx> {
   readonly #pending = new Map<Id, Pending>();
   readonly #inflight = new AbortController();
   #nextId = 1;
+  #running = 0;
   #closed = false;
 
   constructor(opts: RpcPeerOptions<Ctx>) {
@@ -158,6 +161,11 @@ export class RpcPeer<Ctx> {
       this.#opts.metrics.rpcRequests.inc({ method: 'unknown', result: 'error' });
       return this.#envelope({ id, error: { code: RpcCode.methodNotFound, message: `method not found: ${method}`, data: { code: 'EXEC_ERR_METHOD_NOT_FOUND' } } });
     }
+    if (this.#running >= MAX_IN_FLIGHT) {
+      this.#opts.metrics.rpcRequests.inc({ method, result: 'error' });
+      return this.#errorBody(id, execError('EXEC_ERR_BUSY', `too many requests in flight on this connection (limit ${MAX_IN_FLIGHT}); wait for answers first`));
+    }
+    this.#running++;
     try {
       this.#opts.gate(method, def.requires);
       const params = m['params'] ?? {};
@@ -170,6 +178,8 @@ export class RpcPeer<Ctx> {
       this.#opts.metrics.rpcRequests.inc({ method, result: 'error' });
       if (e.code === 'EXEC_ERR_INTERNAL') this.#opts.log.error({ err, method }, 'internal error in RPC handler');
       return this.#errorBody(id, e);
+    } finally {
+      this.#running--;
     }
   }
 

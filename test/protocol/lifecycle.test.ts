@@ -176,3 +176,18 @@ describe('authentication', () => {
     assert.match(await authed.text(), /exec_server_sessions_active 1/);
   });
 });
+
+describe('bounds', () => {
+  test('requests in flight per connection are bounded; the excess gets a clear error, the rest are answered', { timeout: 60_000 }, async (t) => {
+    const server = await startServer();
+    t.after(() => server.close());
+    const s = await TestSession.open(server.url);
+    t.after(() => s.close());
+    await s.start('quiet', ['sleep', '30']);
+    const polls = Array.from({ length: 1100 }, () => s.request('process/read', { processId: 'quiet', afterSeq: 0, waitMs: 2000 }).then(() => 'ok', (e: RpcError) => e.code));
+    const results = await Promise.all(polls);
+    assert.equal(results.filter((r) => r === 'ok').length, 1024);
+    assert.equal(results.filter((r) => r === 'EXEC_ERR_BUSY').length, 76);
+    await s.request('process/terminate', { processId: 'quiet' });
+  });
+});
