@@ -1,0 +1,344 @@
+/**
+ * Static checks of the Helm chart (helm/exec-server) and the Dockerfile. There is no `helm`
+ * binary here, so nothing is rendered: Chart.yaml and values.yaml are parsed, values.yaml is
+ * validated against values.schema.json with ajv, and the templates are checked structurally
+ * (referenced values exist, EXEC_SERVER_* variables exist in the option table, the security
+ * settings of each container). `helm lint` / `helm template` belong in CI where helm exists.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync, readdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse } from 'yaml';
+import { OPTIONS } from '../../src/config.ts';
+
+const root = fileURLToPath(new URL('../../', import.meta.url));
+const chartDir = join(root, 'helm', 'exec-server');
+const templatesDir = join(chartDir, 'templates');
+const read = (path: string): string => readFileSync(path, 'utf8');
+
+// ajv comes with fastify (not a direct dependency): load it the CommonJS way, typed minimally.
+interface AjvError { instancePath: string; message?: string; params: Record<string, unknown> }
+interface ValidateFn { (data: unknown): boolean; errors?: AjvError[] | null }
+interface AjvInstance { compile(schema: object): ValidateFn }
+type AjvCtor = new (options: Record<string, unknown>) => AjvInstance;
+const require = createRequire(import.meta.url);
+const ajvModule = require('ajv') as AjvCtor & { default?: AjvCtor };
+const Ajv: AjvCtor = ajvModule.default ?? ajvModule;
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+const values = parse(read(join(chartDir, 'values.yaml'))) as Record<string, Json>;
+const schema = JSON.parse(read(join(chartDir, 'values.schema.json'))) as Record<string, Json>;
+const validate = new Ajv({ allErrors: true, allowUnionTypes: true, strict: true }).compile(schema);
+const templateFiles = readdirSync(templatesDir).filter((f) => /\.(ya?ml|tpl|txt)$/.test(f)).sort();
+const templates = new Map(templateFiles.map((f) => [f, read(join(templatesDir, f))]));
+const template = (name: string): string => {
+  const text = templates.get(name);
+  assert.ok(text !== undefined, `templates/${name} exists`);
+  return text;
+};
+
+function errorsOf(data: unknown): string[] {
+  if (validate(data)) return [];
+  return (validate.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message ?? ''} ${JSON.stringify(e.params)}`);
+}
+
+/** values.yaml with `patch` applied at a dotted path. */
+function withValue(path: string, value: Json): Record<string, Json> {
+  const copy = structuredClone(values);
+  const keys = path.split('.');
+  let node: Record<string, Json> = copy;
+  for (const key of keys.slice(0, -1)) {
+    const next = node[key];
+    if (!isObject(next)) throw new Error(`no object at ${key} of ${path}`);
+    node = next as Record<string, Json>;
+  }
+  node[keys[keys.length - 1] ?? ''] = value;
+  return copy;
+}
+
+/** True when the dotted path exists as keys in values.yaml (a null value counts). */
+function hasPath(obj: unknown, path: readonly string[]): boolean {
+  let node: unknown = obj;
+  for (const key of path) {
+    if (!isObject(node) || !Object.hasOwn(node, key)) return false;
+    node = node[key];
+  }
+  return true;
+}
+
+/** Dotted paths of the leaves of values.yaml (arrays and empty maps are leaves). */
+function leafPaths(obj: unknown, prefix: string[] = []): string[][] {
+  if (!isObject(obj) || Object.keys(obj).length === 0) return [prefix];
+  return Object.entries(obj).flatMap(([k, v]) => leafPaths(v, [...prefix, k]));
+}
+
+/** Every `.Values.a.b` path referenced by the templates. */
+function referencedValuePaths(): Map<string, string> {
+  const refs = new Map<string, string>();
+  for (const [file, text] of templates) {
+    for (const m of text.matchAll(/\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)/g)) refs.set((m[1] ?? '').slice(1), file);
+  }
+  return refs;
+}
+
+/**
+ * A template reduced to plain YAML: lines that are only actions (if/else/end/with/range,
+ * include or toYaml with nindent) are dropped, other actions become the scalar TEMPLATE.
+ * Both branches of an if stay, so duplicate keys are allowed. Enough to check literal settings.
+ */
+function skeleton(text: string): unknown {
+  const lines = text
+    .replace(/\{\{-?\s*\/\*[\s\S]*?\*\/\s*-?\}\}/g, '')
+    .split('\n')
+    .filter((line) => !/^\s*(\{\{-?[\s\S]*?-?\}\}\s*)+$/.test(line))
+    .map((line) => line.replace(/\{\{-?[\s\S]*?-?\}\}/g, 'TEMPLATE'));
+  return parse(lines.join('\n'), { uniqueKeys: false });
+}
+
+/** The body of `{{- define "name" -}} ... {{- end }}` in a template file (nesting aware). */
+function defineBody(text: string, name: string): string {
+  const start = text.indexOf(`{{- define "${name}" -}}`);
+  assert.ok(start >= 0, `define ${name} exists`);
+  const actions = /\{\{-?\s*(if|with|range|define|end)\b[^}]*\}\}/g;
+  actions.lastIndex = start;
+  let depth = 0;
+  let bodyStart = -1;
+  for (let m = actions.exec(text); m; m = actions.exec(text)) {
+    if (m[1] === 'end') depth -= 1;
+    else depth += 1;
+    if (bodyStart < 0) bodyStart = m.index + m[0].length;
+    if (depth === 0) return text.slice(bodyStart, m.index);
+  }
+  throw new Error(`define ${name} is not closed`);
+}
+
+interface Container {
+  name?: string;
+  args?: unknown[];
+  env?: Array<{ name: string; value?: unknown }>;
+  securityContext?: Record<string, unknown>;
+  volumeMounts?: Array<{ name: string; mountPath: string }>;
+}
+
+function serverContainer(): Container {
+  const doc = skeleton(template('deployment.yaml')) as { spec: { template: { spec: { containers: Container[] } } } };
+  const server = doc.spec.template.spec.containers.find((c) => c.name === 'exec-server');
+  assert.ok(server, 'the deployment has an exec-server container');
+  return server;
+}
+
+function dindContainer(): Container {
+  const list = skeleton(defineBody(template('_helpers.tpl'), 'exec-server.dindContainer')) as Container[];
+  assert.equal(list.length, 1);
+  const dind = list[0];
+  assert.ok(dind && dind.name === 'dind');
+  return dind;
+}
+
+test('Chart.yaml: apiVersion v2, name, SemVer version, appVersion', () => {
+  const chart = parse(read(join(chartDir, 'Chart.yaml'))) as Record<string, unknown>;
+  assert.equal(chart['apiVersion'], 'v2');
+  assert.equal(chart['name'], 'exec-server');
+  assert.equal(chart['type'], 'application');
+  assert.match(String(chart['version']), /^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$/);
+  assert.equal(typeof chart['appVersion'], 'string');
+  const pkg = JSON.parse(read(join(root, 'package.json'))) as { version: string };
+  assert.equal(chart['appVersion'], pkg.version, 'appVersion follows package.json');
+});
+
+test('values.yaml is valid against values.schema.json', () => {
+  assert.deepEqual(errorsOf(values), []);
+});
+
+test('the schema rejects typos at every level, bad enums and unsafe settings', () => {
+  const rejected: Array<[string, Record<string, Json>]> = [
+    ['top-level typo', { ...values, iamge: { tag: 'latest' } }],
+    ['nested typo', withValue('image.tga', 'latest')],
+    ['server typo', withValue('server.maxSesions', 10)],
+    ['deep typo', withValue('dind.storage.sizelimit', '1Gi')],
+    ['probe typo', withValue('readinessProbe.httpGet.pth', '/readyz')],
+    ['bad enum docker.mode', withValue('docker.mode', 'host')],
+    ['bad enum sandbox', withValue('server.sandbox', 'none')],
+    ['string for an integer', withValue('server.maxSessions', '256')],
+    ['out of range (config.ts max)', withValue('server.maxProcesses', 5000)],
+    ['fractional cpus (config.ts takes integers)', withValue('session.limits.cpus', 1.5)],
+    ['root server uid', withValue('securityContext.runAsUser', 0)],
+    ['capabilities are not configurable', withValue('securityContext.capabilities', { add: ['SYS_ADMIN'] } as Json)],
+    ['dind TCP listener via extraArgs', withValue('dind.extraArgs', ['--host=tcp://0.0.0.0:2375'])],
+    ['external mode without a host', withValue('docker.mode', 'external')],
+    ['bad tenant name', withValue('auth.tokens', { 'alice smith': 'x'.repeat(32) })],
+    ['short token', withValue('auth.tokens', { alice: 'short' })],
+  ];
+  for (const [what, data] of rejected) assert.notDeepEqual(errorsOf(data), [], `${what} must be rejected`);
+  const typo = errorsOf({ ...values, iamge: { tag: 'latest' } }).join('\n');
+  assert.match(typo, /additionalProperty":"iamge"/, 'the error names the unknown key');
+
+  const external = withValue('docker.mode', 'external');
+  (external['docker'] as Record<string, Json>)['host'] = 'tcp://docker-engine:2375';
+  assert.deepEqual(errorsOf(external), [], 'external mode with a host is accepted');
+  assert.deepEqual(errorsOf(withValue('auth.tokens', { alice: 'a'.repeat(32), 'bob.ci': 'b'.repeat(40) })), []);
+  assert.deepEqual(errorsOf(withValue('terminationGracePeriodSeconds', 60)), []);
+});
+
+test('every object in the schema forbids unknown keys (or types its map values)', () => {
+  // Kubernetes objects passed through whole; the API server checks their contents.
+  const opaque = new Set([
+    'properties.affinity.properties.nodeAffinity',
+    'properties.affinity.properties.podAffinity',
+    'properties.affinity.properties.podAntiAffinity',
+    'properties.server.properties.extraEnv.items.properties.valueFrom.properties.secretKeyRef',
+    'properties.server.properties.extraEnv.items.properties.valueFrom.properties.configMapKeyRef',
+    'properties.server.properties.extraEnv.items.properties.valueFrom.properties.fieldRef',
+    'properties.server.properties.extraEnv.items.properties.valueFrom.properties.resourceFieldRef',
+  ]);
+  const open: string[] = [];
+  const walk = (node: unknown, path: string): void => {
+    if (!isObject(node)) return;
+    if (node['type'] === 'object' && !('additionalProperties' in node) && !opaque.has(path)) open.push(path || '(root)');
+    if (node['additionalProperties'] === true) open.push(path);
+    for (const [k, v] of Object.entries(node)) {
+      if (Array.isArray(v)) v.forEach((item, i) => walk(item, `${path}.${k}.${i}`.replace(/^\./, '')));
+      else walk(v, `${path}.${k}`.replace(/^\./, ''));
+    }
+  };
+  walk(schema, '');
+  assert.deepEqual(open, []);
+});
+
+test('templates reference only values defined in values.yaml, and every value is used', () => {
+  const refs = referencedValuePaths();
+  assert.ok(refs.size > 40, `found ${refs.size} value references`);
+  const missing = [...refs].filter(([path]) => !hasPath(values, path.split('.'))).map(([p, f]) => `${f}: .Values.${p}`);
+  assert.deepEqual(missing, []);
+  const used = [...refs.keys()];
+  const unused = leafPaths(values)
+    .map((p) => p.join('.'))
+    .filter((leaf) => !used.some((ref) => leaf === ref || leaf.startsWith(`${ref}.`)));
+  assert.deepEqual(unused, [], 'values.yaml keys no template reads');
+});
+
+test('every EXEC_SERVER_* variable the chart sets exists in the option table', () => {
+  const known = new Set<string>(Object.values(OPTIONS).map((o) => o.env));
+  const set = new Set<string>();
+  for (const text of templates.values()) for (const m of text.matchAll(/\bEXEC_SERVER_[A-Z0-9_]+/g)) set.add(m[0]);
+  assert.ok(set.size >= 20, `found ${set.size} variables`);
+  assert.deepEqual([...set].filter((v) => !known.has(v)), []);
+  const env = new Map((serverContainer().env ?? []).map((e) => [e.name, e.value]));
+  assert.equal(env.get('EXEC_SERVER_TOKENS_FILE'), '/etc/exec-server/tokens/tokens');
+  assert.ok(env.has('EXEC_SERVER_INSTANCE_ID') && env.has('EXEC_SERVER_SHUTDOWN_GRACE_MS'));
+  assert.ok(!env.has('EXEC_SERVER_TOKEN') && !env.has('EXEC_SERVER_TOKENS'), 'tokens only through the mounted file');
+});
+
+test('the instance id is stable per release (fullname), never the pod name', () => {
+  const helpers = template('_helpers.tpl');
+  assert.match(defineBody(helpers, 'exec-server.instanceId'), /include "exec-server\.fullname"/);
+  const deployment = template('deployment.yaml');
+  assert.match(deployment, /name: EXEC_SERVER_INSTANCE_ID\n\s+value: \{\{ include "exec-server\.instanceId" \. \| quote \}\}/);
+  assert.doesNotMatch(deployment, /metadata\.name/, 'no downward-API pod name');
+});
+
+test('the server container runs non-root, read-only, with every capability dropped', () => {
+  const server = serverContainer();
+  assert.deepEqual(server.args?.slice(0, 2), ['serve', '--listen']);
+  assert.match(String(server.args?.[2]), /^ws:\/\/0\.0\.0\.0:/);
+  assert.deepEqual(server.args?.slice(3, 5), ['--backend', 'docker']);
+  const sc = server.securityContext ?? {};
+  assert.equal(sc['runAsNonRoot'], true);
+  assert.equal(sc['privileged'], false);
+  assert.equal(sc['allowPrivilegeEscalation'], false);
+  assert.equal(sc['readOnlyRootFilesystem'], true);
+  assert.deepEqual(sc['capabilities'], { drop: ['ALL'] });
+  assert.ok(server.volumeMounts?.some((m) => m.name === 'tmp' && m.mountPath === '/tmp'), '/tmp is an emptyDir');
+  const deployment = template('deployment.yaml');
+  assert.match(deployment, /- name: tmp\n\s+emptyDir:/);
+  assert.match(deployment, /path: \/healthz|livenessProbe/);
+  assert.equal((values['livenessProbe'] as { httpGet: { path: string } }).httpGet.path, '/healthz');
+  assert.equal((values['readinessProbe'] as { httpGet: { path: string } }).httpGet.path, '/readyz');
+});
+
+test('dind is the only privileged container and listens only on the shared unix socket', () => {
+  const helpers = template('_helpers.tpl');
+  const dindBody = defineBody(helpers, 'exec-server.dindContainer');
+  for (const [file, text] of templates) {
+    const outside = file === '_helpers.tpl' ? text.replace(dindBody, '') : text;
+    assert.doesNotMatch(outside, /privileged:\s*true/, `${file}: privileged outside the dind container`);
+    assert.doesNotMatch(text, /hostPath|hostNetwork|hostPID|hostIPC|\/var\/run\/docker\.sock/, `${file}: no host socket or host namespaces`);
+  }
+  const dind = dindContainer();
+  assert.equal(dind.securityContext?.['privileged'], true);
+  // First arg `dockerd`: the docker:dind entrypoint adds nothing (given only flags it would add
+  // a plaintext tcp://0.0.0.0:2375 listener).
+  assert.equal(dind.args?.[0], 'dockerd');
+  assert.ok(dind.args?.some((a) => String(a).startsWith('--host=unix://')));
+  assert.ok(!dind.args?.some((a) => /tcp:\/\//.test(String(a))));
+  const env = new Map((dind.env ?? []).map((e) => [e.name, e.value]));
+  assert.equal(env.get('DOCKER_TLS_CERTDIR'), '');
+  assert.deepEqual(dind.volumeMounts?.map((m) => m.name), ['docker-socket', 'docker-storage']);
+  assert.equal(dind.volumeMounts?.[1]?.mountPath, '/var/lib/docker');
+  assert.ok(serverContainer().volumeMounts?.some((m) => m.name === 'docker-socket'), 'the server shares the socket directory');
+  assert.match(defineBody(helpers, 'exec-server.dockerSocketDir').trim(), /^\/run\/docker$/);
+  const deployment = template('deployment.yaml');
+  assert.match(deployment, /- name: docker-storage\n\s+emptyDir:[\s\S]*?sizeLimit: \{\{ \.Values\.dind\.storage\.sizeLimit \}\}/);
+  assert.match(deployment, /initContainers:\n\s+\{\{- include "exec-server\.dindContainer" \. \| nindent 8 \}\}/, 'native sidecar');
+  assert.match(dindBody, /\{\{- if \.Values\.docker\.nativeSidecar \}\}\n\s+restartPolicy: Always/);
+});
+
+test('conditional resources: ServiceMonitor needs the CRD, Secret only when the chart manages tokens', () => {
+  assert.match(template('servicemonitor.yaml').split('\n')[0] ?? '', /^\{\{- if and \.Values\.serviceMonitor\.enabled \(\.Capabilities\.APIVersions\.Has "monitoring\.coreos\.com\/v1"\) \}\}$/);
+  assert.match(template('secret.yaml').split('\n')[0] ?? '', /^\{\{- if not \.Values\.auth\.existingSecret \}\}$/);
+  const service = skeleton(template('service.yaml')) as { spec: { ports: Array<{ name: string }> } };
+  assert.deepEqual(service.spec.ports.map((p) => p.name), ['http']);
+  assert.match(template('servicemonitor.yaml'), /- port: http\n\s+path: \/metrics/);
+});
+
+test('template actions are balanced and YAML files use 2-space indentation', () => {
+  for (const [file, text] of templates) {
+    const stripped = text.replace(/\{\{-?\s*\/\*[\s\S]*?\*\/\s*-?\}\}/g, '');
+    const opens = [...stripped.matchAll(/\{\{-?\s*(if|with|range|define)\b/g)].length;
+    const ends = [...stripped.matchAll(/\{\{-?\s*end\b/g)].length;
+    assert.equal(opens, ends, `${file}: ${opens} blocks opened, ${ends} closed`);
+    assert.doesNotMatch(text, /\t/, `${file}: no tabs`);
+    if (file.endsWith('.yaml')) {
+      for (const line of text.split('\n')) {
+        const indent = /^( *)/.exec(line)?.[1]?.length ?? 0;
+        assert.equal(indent % 2, 0, `${file}: odd indentation: ${line}`);
+      }
+      assert.doesNotMatch(text, /\{\{\s*template\s/, `${file}: include, not template`);
+    }
+  }
+});
+
+test('Dockerfile: two stages on node:20-bookworm-slim, non-root user, the bin entry point', () => {
+  const text = read(join(root, 'Dockerfile'));
+  const instructions = text
+    .replace(/\\\n/g, ' ')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('#'));
+  const froms = instructions.filter((l) => /^FROM\s/i.test(l));
+  assert.equal(froms.length, 2);
+  assert.match(froms[0] ?? '', /^FROM node:20-bookworm-slim AS builder$/i);
+  assert.match(froms[1] ?? '', /^FROM node:20-bookworm-slim( AS \w+)?$/i);
+  const runtimeStart = instructions.indexOf(froms[1] ?? '');
+  const builder = instructions.slice(0, runtimeStart).join('\n');
+  const runtime = instructions.slice(runtimeStart).join('\n');
+  assert.match(builder, /apt-get install[^\n]*python3[^\n]*make[^\n]*g\+\+/);
+  assert.match(builder, /npm ci\b/);
+  assert.match(runtime, /apt-get install[^\n]*bubblewrap/);
+  assert.match(runtime, /COPY --from=builder [^\n]*node_modules/);
+  const users = instructions.filter((l) => /^USER\s/i.test(l));
+  const lastUser = (users[users.length - 1] ?? '').replace(/^USER\s+/i, '');
+  assert.ok(lastUser !== '' && !/^(root|0)(:|$)/.test(lastUser), `runs as non-root (USER ${lastUser})`);
+  const uid = Number(lastUser.split(':')[0]);
+  assert.equal(uid, (values['securityContext'] as { runAsUser: number }).runAsUser, 'the chart runs the image user');
+  const entrypoint = instructions.find((l) => /^ENTRYPOINT\s/i.test(l)) ?? '';
+  assert.deepEqual(JSON.parse(entrypoint.replace(/^ENTRYPOINT\s+/i, '')), ['node', 'bin/exec-server.js']);
+  const cmd = instructions.find((l) => /^CMD\s/i.test(l)) ?? '';
+  assert.deepEqual(JSON.parse(cmd.replace(/^CMD\s+/i, '')), ['serve', '--listen', 'ws://0.0.0.0:8765']);
+  assert.ok(instructions.indexOf(users[users.length - 1] ?? '') > runtimeStart, 'USER is set in the runtime stage');
+});
