@@ -154,6 +154,11 @@ export interface BackendSession {
   aliasPath?(path: string): Promise<boolean>;
   /** Commits the session's filesystem to a snapshot image. */
   snapshot(name: string | undefined): Promise<SnapshotInfo>;
+  /**
+   * Keeps `record` (the session's policy, opaque to the backend) where `recover()` finds it
+   * again, out of reach of sandboxed commands. Backends without recovery ignore it.
+   */
+  persistRecord(record: string): Promise<void>;
   /** Called when the session dies under us (container killed from outside). */
   onLost(listener: (reason: string) => void): void;
   /** Kills everything and frees resources. Idempotent. */
@@ -187,6 +192,8 @@ export interface RecoveredSession {
   readonly tenant: TenantId;
   readonly labels: Readonly<Record<string, string>>;
   readonly createdAt: Date;
+  /** What `persistRecord` stored; undefined when the session died before it was stored. */
+  readonly record?: string | undefined;
 }
 
 export type BackendKind = 'local' | 'docker';

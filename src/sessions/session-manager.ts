@@ -9,7 +9,7 @@ import { execError, toExecError } from '../errors.ts';
 import { asSessionId, type SessionId, type TenantId } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import { resolveSessionSpec, type SessionSpec } from './session-spec.ts';
+import { fromSessionRecord, resolveSessionSpec, sessionRecord, type SessionSpec } from './session-spec.ts';
 import { Session, type SessionDeps } from './session.ts';
 
 const REAP_INTERVAL_MS = 5_000;
@@ -58,7 +58,14 @@ export class SessionManager {
   /** Re-adopts sessions the backend kept (docker containers of this instance) and starts reaping. */
   async start(): Promise<void> {
     for (const recovered of await this.#backend.recover()) {
-      const spec = resolveSessionSpec({ labels: { ...recovered.labels } }, this.#config, 'server');
+      const spec = fromSessionRecord(recovered.record, this.#config);
+      if (spec === undefined) {
+        // Without its record the session's policy is unknown; re-adopting it under defaults
+        // could widen its sandbox or drop its deny-read list. It goes instead.
+        this.#log.warn({ sessionId: recovered.session.id }, 'recovered session has no readable record: removing it');
+        await recovered.session.destroy().catch((err: unknown) => this.#log.warn({ err }, 'removing an unrecoverable session failed'));
+        continue;
+      }
       const session = new Session(recovered.session.id, recovered.tenant, spec, recovered.session, this.#deps, recovered.createdAt);
       this.#sessions.set(session.id, session);
       this.#log.info({ sessionId: session.id }, 're-adopted session');
@@ -101,6 +108,9 @@ export class SessionManager {
       });
       const session = new Session(id, options.tenant, resolved, backendSession, this.#deps);
       this.#sessions.set(id, session);
+      // Not awaited (a warm-pool session is ready in milliseconds); if the server dies before
+      // the record is stored, recovery removes the session rather than guess its policy.
+      backendSession.persistRecord(sessionRecord(resolved)).catch((err: unknown) => this.#log.warn({ sessionId: id, err }, 'session record not stored; the session will not survive a restart'));
       this.#metrics.sessionsCreated.inc({ result: 'ok' });
       this.#metrics.sessionsActive.set(this.#sessions.size);
       this.#log.info({ sessionId: id, tenant: options.tenant, backend: this.#backend.kind }, 'session created');

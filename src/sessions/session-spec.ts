@@ -3,6 +3,7 @@
  * resolution against the server's defaults and maxima.
  */
 import { Type, type Static } from 'typebox';
+import { Compile } from 'typebox/compile';
 import type { Config } from '../config.ts';
 import { execError } from '../errors.ts';
 import type { ApprovalPolicy, SandboxPolicy, SessionPolicy } from '../policy/sandbox-policy.ts';
@@ -96,3 +97,41 @@ export function resolveSessionSpec(spec: SessionSpec, config: Config, denialHand
     maxLifetimeSeconds: capped('maxLifetimeSeconds', spec.maxLifetimeSeconds, config.maxLifetimeSeconds, config.maxLifetimeSeconds),
   };
 }
+
+/**
+ * What a session keeps for recovery (`BackendSession.persistRecord`): its resolved spec with
+ * every value explicit (so later changes of the server defaults do not change it), without `env`
+ * (values may be secrets; a re-adopted session starts without its session variables).
+ */
+export function sessionRecord(spec: ResolvedSessionSpec): string {
+  const explicit: SessionSpec = {
+    ...(spec.image !== undefined ? { image: spec.image } : {}),
+    ...(spec.snapshot !== undefined ? { snapshot: spec.snapshot } : {}),
+    ...(spec.workdir !== undefined ? { workdir: spec.workdir } : {}),
+    labels: spec.labels,
+    sandbox: spec.policy.sandbox as SessionSpec['sandbox'],
+    denyRead: [...spec.policy.denyRead],
+    approvalPolicy: spec.policy.approvalPolicy as SessionSpec['approvalPolicy'],
+    strictAutoReview: spec.policy.strictAutoReview,
+    resources: spec.resources,
+    idleTimeoutSeconds: spec.idleTimeoutSeconds,
+    maxLifetimeSeconds: spec.maxLifetimeSeconds,
+  };
+  return JSON.stringify({ version: 1, spec: explicit, denialHandling: spec.policy.denialHandling });
+}
+
+const checkSpec = Compile(SessionSpecSchema);
+
+/** The spec of a stored record, or undefined when the record is missing or not ours. */
+export function fromSessionRecord(record: string | undefined, config: Config): ResolvedSessionSpec | undefined {
+  if (record === undefined) return undefined;
+  try {
+    const parsed = JSON.parse(record) as { version?: unknown; spec?: unknown; denialHandling?: unknown };
+    if (parsed.version !== 1 || !checkSpec.Check(parsed.spec)) return undefined;
+    const handling = parsed.denialHandling === 'report' ? 'report' : parsed.denialHandling === 'server' ? 'server' : undefined;
+    return handling === undefined ? undefined : resolveSessionSpec(parsed.spec, config, handling);
+  } catch {
+    return undefined;
+  }
+}
+

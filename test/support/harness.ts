@@ -30,6 +30,8 @@ export interface ServerOptions {
   readonly flags?: readonly string[];
   /** Local backend: force sandbox type none (as if bwrap were missing). */
   readonly noBubblewrap?: boolean;
+  /** Docker backend: the instance id (a restarted server with the same id re-adopts its sessions). */
+  readonly instanceId?: string;
 }
 
 export async function startServer(opts: ServerOptions = {}): Promise<TestServer> {
@@ -40,7 +42,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<TestServer>
   if (kind === 'docker') {
     const { createDockerBackend } = await import('../../src/backends/docker/index.ts');
     const { TEST_IMAGE } = await import('../docker/engine.ts');
-    backend = createDockerBackend({ defaultImage: TEST_IMAGE, instanceId: `test-${process.pid}-${Math.random().toString(16).slice(2, 8)}` }, silentLogger);
+    backend = createDockerBackend({ defaultImage: TEST_IMAGE, instanceId: opts.instanceId ?? `test-${process.pid}-${Math.random().toString(16).slice(2, 8)}` }, silentLogger);
   } else {
     backend = await createLocalBackend({ workspaceRoot, ...(opts.noBubblewrap ? { bubblewrap: { available: false, path: 'bwrap', reason: 'disabled by the test' } } : {}) }, silentLogger);
   }

@@ -15,7 +15,7 @@ import { runControl } from './exec-runner.ts';
 import { LABEL, readUserLabels, userLabels } from './labels.ts';
 import { resolveOptions, type DockerBackendOptions, type DockerLogger, type ResolvedDockerOptions } from './options.ts';
 import { envOf, provisionContainer, removeContainer, type ProvisionInput } from './provision.ts';
-import { SETUP_SCRIPT } from './scripts.ts';
+import { RECORD_FILE, SETUP_SCRIPT } from './scripts.ts';
 import { deleteSnapshot, findSnapshot, listSnapshots } from './snapshots.ts';
 import { claimedName, parseClaimedName, WarmPool, type PoolEntry } from './warm-pool.ts';
 
@@ -216,7 +216,9 @@ class DockerBackendImpl implements DockerBackend {
           workdir,
         );
         const created = labels[LABEL.created] ?? info.Created;
-        recovered.push({ session, tenant: asTenantId(tenant), labels: readUserLabels(labels), createdAt: new Date(created) });
+        const stored = await runControl(container, { cmd: ['cat', RECORD_FILE], timeoutMs: this.options.engineTimeoutMs, maxStdout: 64 * 1024 });
+        const record = stored.exitCode === 0 ? stored.stdout.toString('utf8') : undefined;
+        recovered.push({ session, tenant: asTenantId(tenant), labels: readUserLabels(labels), createdAt: new Date(created), record });
         this.#log.info({ sessionId, containerId: c.Id }, 'recover: re-adopted session');
       } catch (err) {
         this.#log.warn({ containerId: c.Id, err: (err as Error).message }, 'recover: cannot re-adopt, removing');

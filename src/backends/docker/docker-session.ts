@@ -21,7 +21,7 @@ import { statusOf, withDeadline } from './engine-client.ts';
 import { runControl } from './exec-runner.ts';
 import { DockerProcess, spawnDockerProcess, type ProcessHost } from './docker-process.ts';
 import type { DockerLogger, ResolvedDockerOptions } from './options.ts';
-import { CLEANUP_SCRIPT, PREPARE_SANDBOX_SCRIPT, SHARED_TMP_DIRS } from './scripts.ts';
+import { CLEANUP_SCRIPT, PREPARE_SANDBOX_SCRIPT, RECORD_FILE, SHARED_TMP_DIRS } from './scripts.ts';
 import { commitSnapshot } from './snapshots.ts';
 
 export interface DockerSessionInit {
@@ -127,6 +127,15 @@ export class DockerSession implements BackendSession {
     const proc = await spawnDockerProcess(this.#host, request, sink, { user, sandboxType });
     if (!proc.exited) this.#processes.add(proc);
     return proc;
+  }
+
+  async persistRecord(record: string): Promise<void> {
+    const result = await runControl(this.container, {
+      cmd: ['/bin/sh', '-c', 'umask 077 && cat > "$1.tmp" && mv "$1.tmp" "$1"', 'sh', RECORD_FILE],
+      stdin: Buffer.from(record),
+      timeoutMs: this.#init.options.engineTimeoutMs,
+    });
+    if (result.exitCode !== 0) throw new Error(`cannot store the session record: ${String(result.stderr).trim()}`);
   }
 
   /** A symlink at `path` to the workspace (parents created, root-owned, world-traversable). */

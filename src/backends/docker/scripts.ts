@@ -15,6 +15,8 @@ import { CONTROL_DIR } from './container-config.ts';
 export const ROOT_PID_DIR = `${CONTROL_DIR}/r`;
 /** Pid files of sandbox-user execs: sticky, writable, not listable (mode 1733). */
 export const USER_PID_DIR = `${CONTROL_DIR}/u`;
+/** The session record (policy) for recovery: root-only, on the control tmpfs. */
+export const RECORD_FILE = `${ROOT_PID_DIR}/session-record.json`;
 
 /**
  * Session setup, run once as root after the container starts: control directories, the

@@ -94,6 +94,10 @@ class LocalSession implements BackendSession {
     throw execError('EXEC_ERR_UNSUPPORTED', 'snapshots need the docker backend');
   }
 
+  async persistRecord(): Promise<void> {
+    // Local sessions are never recovered (their processes die with the server).
+  }
+
   onLost(): void {
     // A host directory cannot vanish under us the way a container can.
   }
