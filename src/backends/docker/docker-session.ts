@@ -18,7 +18,7 @@ import type {
 } from '../types.ts';
 import { createContainerFs } from './container-fs.ts';
 import { statusOf, withDeadline } from './engine-client.ts';
-import { runControl } from './exec-runner.ts';
+import { closeExecStreams, runControl } from './exec-runner.ts';
 import { DockerProcess, spawnDockerProcess, type ProcessHost } from './docker-process.ts';
 import type { DockerLogger, ResolvedDockerOptions } from './options.ts';
 import { CLEANUP_SCRIPT, PREPARE_SANDBOX_SCRIPT, RECORD_FILE, SHARED_TMP_DIRS } from './scripts.ts';
@@ -248,7 +248,10 @@ export class DockerSession implements BackendSession {
         throw err;
       }
     } finally {
-      if (this.#destroying) this.#init.forget(this);
+      if (this.#destroying) {
+        closeExecStreams(this.container.id);
+        this.#init.forget(this);
+      }
     }
   }
 }

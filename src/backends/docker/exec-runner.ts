@@ -22,6 +22,29 @@ export interface StartedExec {
  * `timeoutMs`; a start that answers after the deadline has its socket destroyed. (No
  * AbortSignal on start: aborting the request after the upgrade would tear the stream down.)
  */
+/** Open exec connections per container, so removing a container can end them all. */
+const openStreams = new Map<string, Set<Duplex>>();
+
+function trackStream(containerId: string, socket: Duplex): void {
+  let set = openStreams.get(containerId);
+  if (!set) openStreams.set(containerId, (set = new Set()));
+  set.add(socket);
+  socket.once('close', () => {
+    set.delete(socket);
+    if (set.size === 0 && openStreams.get(containerId) === set) openStreams.delete(containerId);
+  });
+}
+
+/**
+ * Ends every exec connection still open to a container that was removed: the engine does not
+ * always close a hijacked connection whose exec was attached while the container went away,
+ * and such a connection would hang its caller and keep the server process alive.
+ */
+export function closeExecStreams(containerId: string): void {
+  for (const socket of openStreams.get(containerId) ?? []) socket.destroy();
+  openStreams.delete(containerId);
+}
+
 export async function startExec(container: Docker.Container, options: Docker.ExecCreateOptions, timeoutMs: number): Promise<StartedExec> {
   const exec = await withDeadline('exec create', timeoutMs, (abortSignal) => container.exec({ ...options, abortSignal }));
   let timedOut = false;
@@ -41,6 +64,7 @@ export async function startExec(container: Docker.Container, options: Docker.Exe
   );
   try {
     const socket = await Promise.race([started, deadline]);
+    trackStream(container.id, socket);
     return { exec, socket };
   } catch (err) {
     throw engineError(err, 'exec start');
