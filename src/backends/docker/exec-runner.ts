@@ -24,8 +24,15 @@ export interface StartedExec {
  */
 /** Open exec connections per container, so removing a container can end them all. */
 const openStreams = new Map<string, Set<Duplex>>();
+/** Containers removed recently: an exec attached just before the removal is ended on arrival. */
+const removed = new Set<string>();
+const REMOVED_MEMORY = 1024;
 
 function trackStream(containerId: string, socket: Duplex): void {
+  if (removed.has(containerId)) {
+    socket.destroy();
+    return;
+  }
   let set = openStreams.get(containerId);
   if (!set) openStreams.set(containerId, (set = new Set()));
   set.add(socket);
@@ -41,6 +48,11 @@ function trackStream(containerId: string, socket: Duplex): void {
  * and such a connection would hang its caller and keep the server process alive.
  */
 export function closeExecStreams(containerId: string): void {
+  removed.add(containerId);
+  if (removed.size > REMOVED_MEMORY) {
+    const oldest = removed.values().next().value;
+    if (oldest !== undefined) removed.delete(oldest);
+  }
   for (const socket of openStreams.get(containerId) ?? []) socket.destroy();
   openStreams.delete(containerId);
 }
