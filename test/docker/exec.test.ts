@@ -1,29 +1,16 @@
 /** Exec in the three modes against a real engine: output, stdin, PTY size, exit codes, signals. */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { BackendSession } from '../../src/backends/types.ts';
-import type { DockerBackend } from '../../src/backends/docker/index.ts';
-import { dockerTestOptions, engineReady } from './engine.ts';
-import { makeBackend, RecordingSink, sessionSpec, sleep, spawnRequest } from './helpers.ts';
+import { dockerTestOptions } from './engine.ts';
+import { RecordingSink, sharedSession, sleep, spawnRequest } from './helpers.ts';
 
-let backend: DockerBackend;
-let session: BackendSession;
-
-before(async () => {
-  if (!engineReady) return;
-  backend = makeBackend();
-  session = await backend.createSession(sessionSpec());
-});
-
-after(async () => {
-  if (!engineReady) return;
-  await backend.close();
-});
+const shared = sharedSession();
 
 test('pipe without stdin: stdout and stderr labelled, exit code', dockerTestOptions, async () => {
   const sink = new RecordingSink();
   const started = Date.now();
-  await session.spawn(spawnRequest(['sh', '-c', 'echo out; echo err >&2; exit 3']), sink);
+  await shared.session.spawn(spawnRequest(['sh', '-c', 'echo out; echo err >&2; exit 3']), sink);
   const exit = await sink.exited;
   const ms = Date.now() - started;
   assert.deepEqual(exit, { kind: 'exited', code: 3 });
@@ -35,24 +22,24 @@ test('pipe without stdin: stdout and stderr labelled, exit code', dockerTestOpti
 
 test('env, cwd and arg0 are honoured', dockerTestOptions, async () => {
   const sink = new RecordingSink();
-  await session.spawn(spawnRequest(['/bin/bash', '-c', 'echo "$FOO $(pwd) $0"'], { env: { FOO: 'bar', PATH: '/bin' }, cwd: '/tmp', arg0: 'myname' }), sink);
+  await shared.session.spawn(spawnRequest(['/bin/bash', '-c', 'echo "$FOO $(pwd) $0"'], { env: { FOO: 'bar', PATH: '/bin' }, cwd: '/tmp', arg0: 'myname' }), sink);
   assert.deepEqual(await sink.exited, { kind: 'exited', code: 0 });
   assert.equal(sink.text(), 'bar /tmp myname\n');
 });
 
 test('missing cwd and missing command fail like a shell', dockerTestOptions, async () => {
   const a = new RecordingSink();
-  await session.spawn(spawnRequest(['true'], { cwd: '/nope' }), a);
+  await shared.session.spawn(spawnRequest(['true'], { cwd: '/nope' }), a);
   assert.deepEqual(await a.exited, { kind: 'exited', code: 126 });
   assert.match(a.text('stderr'), /No such file or directory/);
   const b = new RecordingSink();
-  await session.spawn(spawnRequest(['no-such-command']), b);
+  await shared.session.spawn(spawnRequest(['no-such-command']), b);
   assert.deepEqual(await b.exited, { kind: 'exited', code: 127 });
 });
 
 test('pipe with stdin: write, close stdin, the rest of the output still arrives', dockerTestOptions, async () => {
   const sink = new RecordingSink();
-  const proc = await session.spawn(spawnRequest(['sh', '-c', 'cat; echo done; sleep 0.2; echo after'], { mode: 'pipe' }), sink);
+  const proc = await shared.session.spawn(spawnRequest(['sh', '-c', 'cat; echo done; sleep 0.2; echo after'], { mode: 'pipe' }), sink);
   await proc.write(Buffer.from('hello\n'));
   await proc.write(Buffer.from('world\n'));
   await proc.closeStdin();
@@ -67,7 +54,7 @@ test('pipe with stdin: write, close stdin, the rest of the output still arrives'
 
 test('PTY: initial size, resize, stty sees it', dockerTestOptions, async () => {
   const sink = new RecordingSink();
-  const proc = await session.spawn(
+  const proc = await shared.session.spawn(
     spawnRequest(['sh', '-c', 'stty size; read x; stty size'], { mode: 'pty', size: { cols: 100, rows: 30 } }),
     sink,
   );
@@ -82,7 +69,7 @@ test('PTY: initial size, resize, stty sees it', dockerTestOptions, async () => {
 test('PTY: 64 KiB of output delivered completely', dockerTestOptions, async () => {
   const sink = new RecordingSink();
   // 1024 lines of 63 chars + \n = 64 KiB; the tty turns \n into \r\n.
-  await session.spawn(spawnRequest(['sh', '-c', 'i=0; while [ $i -lt 1024 ]; do printf "%063d\\n" $i; i=$((i+1)); done'], { mode: 'pty' }), sink);
+  await shared.session.spawn(spawnRequest(['sh', '-c', 'i=0; while [ $i -lt 1024 ]; do printf "%063d\\n" $i; i=$((i+1)); done'], { mode: 'pty' }), sink);
   assert.deepEqual(await sink.exited, { kind: 'exited', code: 0 });
   const text = sink.text().replace(/\r\n/g, '\n');
   assert.equal(text.length, 64 * 1024);
@@ -91,7 +78,7 @@ test('PTY: 64 KiB of output delivered completely', dockerTestOptions, async () =
 
 test('PTY: closeStdin sends EOF', dockerTestOptions, async () => {
   const sink = new RecordingSink();
-  const proc = await session.spawn(spawnRequest(['sh', '-c', 'cat >/dev/null; echo eof'], { mode: 'pty' }), sink);
+  const proc = await shared.session.spawn(spawnRequest(['sh', '-c', 'cat >/dev/null; echo eof'], { mode: 'pty' }), sink);
   await proc.closeStdin();
   assert.deepEqual(await sink.exited, { kind: 'exited', code: 0 });
   assert.match(sink.text(), /eof/);
@@ -99,33 +86,33 @@ test('PTY: closeStdin sends EOF', dockerTestOptions, async () => {
 
 test('signal reaches the whole process group; signaled exit reported', dockerTestOptions, async () => {
   const sink = new RecordingSink();
-  const proc = await session.spawn(spawnRequest(['sh', '-c', 'sleep 300 & sleep 301 & echo started; wait']), sink);
+  const proc = await shared.session.spawn(spawnRequest(['sh', '-c', 'sleep 300 & sleep 301 & echo started; wait']), sink);
   await waitFor(() => sink.text().includes('started'));
   await proc.signal('SIGTERM');
   const exit = await sink.exited;
   assert.deepEqual(exit, { kind: 'signaled', signal: 'SIGTERM', signo: 15 });
-  assert.equal(await countProcs(session, 'sleep 30'), 0);
+  assert.equal(await countProcs(shared.session, 'sleep 30'), 0);
 });
 
 test('SIGKILL of a group whose children ignore SIGTERM leaves nothing alive', dockerTestOptions, async () => {
   const sink = new RecordingSink();
-  const proc = await session.spawn(
+  const proc = await shared.session.spawn(
     spawnRequest(['sh', '-c', 'trap "" TERM; (trap "" TERM; sleep 400) & (trap "" TERM; sleep 401) & echo started; wait'], { mode: 'pty' }),
     sink,
   );
   await waitFor(() => sink.text().includes('started'));
   await proc.signal('SIGTERM');
   await sleep(300);
-  assert.ok((await countProcs(session, 'sleep 40')) >= 2, 'TERM was ignored');
+  assert.ok((await countProcs(shared.session, 'sleep 40')) >= 2, 'TERM was ignored');
   await proc.signal('SIGKILL');
   const exit = await sink.exited;
   assert.deepEqual(exit, { kind: 'signaled', signal: 'SIGKILL', signo: 9 });
-  assert.equal(await countProcs(session, 'sleep 40'), 0);
+  assert.equal(await countProcs(shared.session, 'sleep 40'), 0);
 });
 
 test('SIGINT on a pipe process without stdin', dockerTestOptions, async () => {
   const sink = new RecordingSink();
-  const proc = await session.spawn(spawnRequest(['sleep', '300']), sink);
+  const proc = await shared.session.spawn(spawnRequest(['sleep', '300']), sink);
   await sleep(100);
   await proc.signal('SIGINT');
   assert.deepEqual(await sink.exited, { kind: 'signaled', signal: 'SIGINT', signo: 2 });

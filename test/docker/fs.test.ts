@@ -1,27 +1,15 @@
 /** SessionFs of a container: round trips, errors, and a 200 MB file streamed with bounded memory. */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
-import type { DockerBackend } from '../../src/backends/docker/index.ts';
-import type { BackendSession } from '../../src/backends/types.ts';
-import { dockerTestOptions, engineReady } from './engine.ts';
-import { makeBackend, RecordingSink, sessionSpec, spawnRequest } from './helpers.ts';
+import { dockerTestOptions } from './engine.ts';
+import { RecordingSink, sharedSession, spawnRequest } from './helpers.ts';
 
-let backend: DockerBackend;
-let session: BackendSession;
-
-before(async () => {
-  if (!engineReady) return;
-  backend = makeBackend();
-  session = await backend.createSession(sessionSpec());
-});
-after(async () => {
-  if (engineReady) await backend.close();
-});
+const shared = sharedSession();
 
 test('write, read, stat, list, copy, remove round trip', dockerTestOptions, async () => {
-  const fs = session.fs;
+  const fs = shared.session.fs;
   await fs.createDirectory('/workspace/d/e', true);
   await assert.rejects(fs.createDirectory('/workspace/d', false), { code: 'EXEC_ERR_FS' });
   await fs.writeFile('/workspace/d/a.txt', Buffer.from('hello'));
@@ -46,13 +34,13 @@ test('write, read, stat, list, copy, remove round trip', dockerTestOptions, asyn
   await assert.rejects(fs.remove('/workspace/d2', true, false), { code: 'EXEC_ERR_NOT_FOUND' });
   // The file written through fs is visible to commands.
   const sink = new RecordingSink();
-  await session.spawn(spawnRequest(['cat', '/workspace/d/a.txt']), sink);
+  await shared.session.spawn(spawnRequest(['cat', '/workspace/d/a.txt']), sink);
   await sink.exited;
   assert.equal(sink.text(), 'hello');
 });
 
 test('errors map to the registry', dockerTestOptions, async () => {
-  const fs = session.fs;
+  const fs = shared.session.fs;
   await assert.rejects(fs.readFile('/nope', 10), { code: 'EXEC_ERR_NOT_FOUND' });
   await assert.rejects(fs.stat('/nope/x'), { code: 'EXEC_ERR_NOT_FOUND' });
   await assert.rejects(fs.readDirectory('/nope'), { code: 'EXEC_ERR_NOT_FOUND' });
@@ -65,9 +53,9 @@ test('errors map to the registry', dockerTestOptions, async () => {
 });
 
 test('realpath and symlinks', dockerTestOptions, async () => {
-  const fs = session.fs;
+  const fs = shared.session.fs;
   const sink = new RecordingSink();
-  await session.spawn(spawnRequest(['sh', '-c', 'mkdir -p /workspace/real && ln -sfn /workspace/real /workspace/link']), sink);
+  await shared.session.spawn(spawnRequest(['sh', '-c', 'mkdir -p /workspace/real && ln -sfn /workspace/real /workspace/link']), sink);
   await sink.exited;
   assert.equal(await fs.realpath('/workspace/link'), '/workspace/real');
   assert.equal(await fs.realpath('/workspace/link/missing/x'), '/workspace/real/missing/x');
@@ -80,9 +68,9 @@ test('realpath and symlinks', dockerTestOptions, async () => {
 });
 
 test('openRead with offset', dockerTestOptions, async () => {
-  await session.fs.writeFile('/workspace/off.txt', Buffer.from('0123456789'));
+  await shared.session.fs.writeFile('/workspace/off.txt', Buffer.from('0123456789'));
   const chunks: Buffer[] = [];
-  for await (const c of await session.fs.openRead('/workspace/off.txt', 4)) chunks.push(c as Buffer);
+  for await (const c of await shared.session.fs.openRead('/workspace/off.txt', 4)) chunks.push(c as Buffer);
   assert.equal(Buffer.concat(chunks).toString(), '456789');
 });
 
@@ -116,15 +104,15 @@ test('200 MB file: writeStream and openRead with checksums and bounded memory', 
     },
   });
   let t = Date.now();
-  const written = await session.fs.writeStream('/workspace/big.bin', source);
+  const written = await shared.session.fs.writeStream('/workspace/big.bin', source);
   const writeMs = Date.now() - t;
   assert.equal(written, SIZE);
-  assert.equal((await session.fs.stat('/workspace/big.bin')).size, SIZE);
+  assert.equal((await shared.session.fs.stat('/workspace/big.bin')).size, SIZE);
 
   t = Date.now();
   const hashOut = createHash('sha256');
   let read = 0;
-  for await (const c of await session.fs.openRead('/workspace/big.bin', 0)) {
+  for await (const c of await shared.session.fs.openRead('/workspace/big.bin', 0)) {
     hashOut.update(c as Buffer);
     read += (c as Buffer).length;
   }
@@ -134,7 +122,7 @@ test('200 MB file: writeStream and openRead with checksums and bounded memory', 
   assert.equal(hashOut.digest('hex'), hashIn.digest('hex'));
   // In the container too.
   const sink = new RecordingSink();
-  await session.spawn(spawnRequest(['sh', '-c', 'sha256sum /workspace/big.bin | cut -c1-64']), sink);
+  await shared.session.spawn(spawnRequest(['sh', '-c', 'sha256sum /workspace/big.bin | cut -c1-64']), sink);
   await sink.exited;
   const growthMb = (peakRss - base.rss) / 1024 / 1024;
   console.log(

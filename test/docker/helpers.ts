@@ -1,12 +1,13 @@
 /** Shared helpers of the docker tests: a backend per test file, specs, a recording sink. */
 import { randomUUID } from 'node:crypto';
+import { after, before } from 'node:test';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { createDockerBackend, type DockerBackend, type DockerBackendOptions } from '../../src/backends/docker/index.ts';
 import { silentLogger } from '../../src/logger.ts';
-import type { BackendExit, BackendSessionSpec, ProcessSink, ResolvedSandbox, SpawnMode, SpawnRequest, StreamName } from '../../src/backends/types.ts';
+import type { BackendExit, BackendSession, BackendSessionSpec, ProcessSink, ResolvedSandbox, SpawnMode, SpawnRequest, StreamName } from '../../src/backends/types.ts';
 import { asSessionId, asTenantId } from '../../src/ids.ts';
-import { TEST_IMAGE } from './engine.ts';
+import { engineReady, TEST_IMAGE } from './engine.ts';
 
 export const execFileP = promisify(execFile);
 
@@ -82,3 +83,27 @@ export async function docker(...args: string[]): Promise<string> {
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * One backend and one session shared by the tests of a file: created before them, closed after
+ * (nothing happens when no engine answers; the tests themselves are then skipped or failed).
+ */
+export function sharedSession(): { readonly session: BackendSession } {
+  let backend: DockerBackend | undefined;
+  let session: BackendSession | undefined;
+  before(async () => {
+    if (!engineReady) return;
+    backend = makeBackend();
+    session = await backend.createSession(sessionSpec());
+  });
+  after(async () => {
+    await backend?.close();
+  });
+  return {
+    get session(): BackendSession {
+      if (!session) throw new Error('no docker session (engine unavailable)');
+      return session;
+    },
+  };
+}
+

@@ -1,28 +1,17 @@
 /** The container-user sandbox: writes only in writable roots, deny-read enforced, root unaffected. */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { DockerBackend } from '../../src/backends/docker/index.ts';
-import type { BackendSession, ResolvedSandbox } from '../../src/backends/types.ts';
-import { dockerTestOptions, engineReady } from './engine.ts';
-import { makeBackend, RecordingSink, sessionSpec, spawnRequest, UNRESTRICTED } from './helpers.ts';
+import type { ResolvedSandbox } from '../../src/backends/types.ts';
+import { dockerTestOptions } from './engine.ts';
+import { RecordingSink, sharedSession, spawnRequest, UNRESTRICTED } from './helpers.ts';
 
-let backend: DockerBackend;
-let session: BackendSession;
-
-before(async () => {
-  if (!engineReady) return;
-  backend = makeBackend();
-  session = await backend.createSession(sessionSpec());
-});
-after(async () => {
-  if (engineReady) await backend.close();
-});
+const shared = sharedSession();
 
 const RESTRICTED: ResolvedSandbox = { kind: 'restricted', writableRoots: ['/workspace', '/tmp'], denyRead: ['/workspace/secret', '/etc/shadow-like'], network: false };
 
 async function run(script: string, sandbox: ResolvedSandbox): Promise<{ code: number; out: string; sandboxType: string }> {
   const sink = new RecordingSink();
-  const proc = await session.spawn(spawnRequest(['sh', '-c', script], { sandbox }), sink);
+  const proc = await shared.session.spawn(spawnRequest(['sh', '-c', script], { sandbox }), sink);
   const exit = await sink.exited;
   return { code: exit.kind === 'exited' ? exit.code : -1, out: sink.text(), sandboxType: proc.sandboxType };
 }
@@ -67,7 +56,7 @@ test('read-only sandbox: nothing writable, /tmp closed too; files root made late
 
 test('signals reach a sandbox-user process group', dockerTestOptions, async () => {
   const sink = new RecordingSink();
-  const proc = await session.spawn(spawnRequest(['sh', '-c', 'sleep 500 & echo started; wait'], { sandbox: RESTRICTED }), sink);
+  const proc = await shared.session.spawn(spawnRequest(['sh', '-c', 'sleep 500 & echo started; wait'], { sandbox: RESTRICTED }), sink);
   while (!sink.text().includes('started')) await new Promise((r) => setTimeout(r, 10));
   await proc.signal('SIGKILL');
   assert.deepEqual(await sink.exited, { kind: 'signaled', signal: 'SIGKILL', signo: 9 });
