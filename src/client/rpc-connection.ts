@@ -4,6 +4,9 @@
  */
 import WebSocket from 'ws';
 
+/** How long `close()` waits for the server's half of the close handshake. */
+const CLOSE_HANDSHAKE_MS = 5_000;
+
 /** An error answer from the server, with its JSON-RPC code and our `EXEC_ERR_*` code. */
 export class RpcError extends Error {
   override readonly name = 'RpcError';
@@ -150,11 +153,21 @@ export class RpcConnection {
     return () => this.#closeListeners.delete(listener);
   }
 
-  /** Resolves once the socket is closed. */
+  /**
+   * Resolves once the socket is closed. A server that does not answer the close handshake
+   * within `CLOSE_HANDSHAKE_MS` (busy, or its side of the socket stalled) gets the socket
+   * torn down instead, so closing never hangs.
+   */
   close(): Promise<void> {
     if (this.socket.readyState === WebSocket.CLOSED) return Promise.resolve();
     return new Promise((resolve) => {
-      this.socket.once('close', () => resolve());
+      const force = setTimeout(() => this.socket.terminate(), CLOSE_HANDSHAKE_MS);
+      this.socket.once('close', () => {
+        clearTimeout(force);
+        resolve();
+      });
+      // A paused socket would never read the server's close frame.
+      this.socket.resume();
       this.socket.close();
     });
   }

@@ -77,7 +77,7 @@ for (const backend of BACKENDS) {
     });
 
     test('signals reach grandchildren: terminate leaves no sleep of the group behind', async () => {
-      const marker = 3000 + Math.floor(Math.random() * 999);
+      const marker = 4000 + Math.floor(Math.random() * 999); // never 3600, the container keepalive's sleep
       await s.start('group', ['sh', '-c', `sleep ${marker} & sleep ${marker} & wait`]);
       await sleep(300);
       assert.deepEqual(await s.request('process/terminate', { processId: 'group' }), { running: true });

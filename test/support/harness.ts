@@ -56,8 +56,35 @@ export async function startServer(opts: ServerOptions = {}): Promise<TestServer>
     httpUrl: `http://127.0.0.1:${port}`,
     config,
     backend,
-    close: () => app.close(),
+    close: () => closeServer(app),
   };
+}
+
+/** How long a teardown may take before it is forced and its test fails (instead of hanging the run). */
+const TEARDOWN_MS = 30_000;
+
+/** Rejects when `promise` is still pending after `ms`. */
+export async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function closeServer(app: FastifyInstance): Promise<void> {
+  try {
+    await within(app.close(), TEARDOWN_MS, 'server close');
+  } catch (err) {
+    // Force what is left so the file can still end, and fail the test that hung.
+    for (const client of app.websocketServer?.clients ?? []) client.terminate();
+    app.server.closeAllConnections();
+    throw err;
+  }
 }
 
 export interface ProcessResult {

@@ -62,6 +62,9 @@ export const WRAPPER_SCRIPT = [
  * command's session (children that made their own process group, e.g. shells with job control).
  */
 export const SIGNAL_SCRIPT = [
+  // A signal sent right after the start can arrive before the wrapper has written its pid:
+  // wait for it (bounded, 2 s) instead of dropping the signal.
+  'i=0; while [ ! -s "$1" ] && [ "$i" -lt 200 ]; do sleep 0.01 2>/dev/null || sleep 1; i=$((i + 1)); done',
   'p=$(cat "$1" 2>/dev/null) || exit 0',
   'case $p in ""|*[!0-9]*) exit 0;; esac',
   'kill -"$2" -"$p" 2>/dev/null',

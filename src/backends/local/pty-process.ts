@@ -2,23 +2,33 @@
  * A PTY-mode process on the host (node-pty).
  *
  * node-pty loses the tail of a fast-exiting program's output on Linux (microsoft/node-pty#726,
- * #72): when the child exits, the last slave descriptor closes, the kernel hangs the terminal
- * up and the master reads EIO while output may still sit in the tty buffer. We hold a slave
- * descriptor open ourselves, so the master never sees the hangup early; once the child is
- * gone and output has been quiet briefly, we close it, the master drains and reads EIO, and
- * node-pty emits its exit after the last data.
+ * #72) in two ways, both fixed here:
+ * - when the child exits, the last slave descriptor closes and the terminal hangs up while
+ *   output may still be in flight. We hold a slave descriptor open ourselves, so the master
+ *   never sees the hangup early; once the child is gone and output has been quiet briefly, we
+ *   close it, the master drains and reads EIO, and node-pty emits its exit after the last data;
+ * - node-pty destroys its reader 200 ms after the exit whether or not everything was read. A
+ *   loop stalled that long (a loaded machine runs timers before it polls for input) or a reader
+ *   paused by flow control loses what is unread. We take that destroy over: it waits for our
+ *   drain, and happens anyway once output has been quiet after the release (a background
+ *   process still holding the terminal) or after a hard bound.
  */
 import { closeSync, constants, openSync } from 'node:fs';
 import pty from 'node-pty';
 import type { BackendProcess, ProcessSink, SandboxType, SignalName, TerminalSize } from '../types.ts';
+import { attachReader } from './pty-reader.ts';
 import { signalGroup, signalName } from './signals.ts';
 
 /** Output quiet time after the child is gone before we let the terminal hang up. */
 const DRAIN_QUIET_MS = 5;
 const POLL_MIN_MS = 2;
 const POLL_MAX_MS = 100;
-/** Poll ceiling while output is paused, well inside node-pty's 200 ms teardown after the exit. */
+/** Poll ceiling while output is paused, so a finished child is drained promptly. */
 const POLL_PAUSED_MS = 20;
+/** After the release: quiet time before the reader is destroyed although no EIO came. */
+const CLOSE_QUIET_MS = 200;
+/** After the release: the reader is destroyed by then whatever still prints to the terminal. */
+const CLOSE_MAX_MS = 5_000;
 
 export interface PtySpawn {
   readonly file: string;
@@ -52,10 +62,12 @@ export function spawnPty(opts: PtySpawn, sink: ProcessSink): BackendProcess {
   let lastData = performance.now();
   let exited = false;
   let paused = false;
+  const reader = attachReader(term);
 
   term.onData((data: Buffer | string) => {
     lastData = performance.now();
-    sink.output('pty', typeof data === 'string' ? Buffer.from(data) : data);
+    const chunk = typeof data === 'string' ? Buffer.from(data) : data;
+    sink.output('pty', paused ? chunk : reader.readMore(chunk));
   });
   term.onExit(({ exitCode, signal }) => {
     exited = true;
@@ -71,6 +83,16 @@ export function spawnPty(opts: PtySpawn, sink: ProcessSink): BackendProcess {
     if (slave === undefined) return;
     closeSync(slave);
     slave = undefined;
+    const releasedAt = performance.now();
+    // EIO normally closes the reader once the master is drained; a background process that
+    // keeps the terminal open prevents that, so end it ourselves, as node-pty would have.
+    const closeIfQuiet = (): void => {
+      if (exited || reader.closed()) return;
+      const now = performance.now();
+      if (now - lastData >= CLOSE_QUIET_MS || now - releasedAt >= CLOSE_MAX_MS) reader.destroy();
+      else setTimeout(closeIfQuiet, CLOSE_QUIET_MS).unref();
+    };
+    setTimeout(closeIfQuiet, CLOSE_QUIET_MS).unref();
   }
 
   // Polls (with backoff while idle) for the child being reaped; node-pty offers no earlier hook.
@@ -78,8 +100,8 @@ export function spawnPty(opts: PtySpawn, sink: ProcessSink): BackendProcess {
   const poll = (): void => {
     if (exited || slave === undefined) return;
     if (!alive(term.pid)) {
-      // node-pty destroys the terminal 200 ms after the child is reaped whether or not its
-      // output was read: a paused reader (flow control) must drain the (kernel-bounded) rest now.
+      // The child is gone: what is left in the terminal is bounded, so read it whatever the
+      // flow control says.
       if (paused) {
         paused = false;
         term.resume();
@@ -95,6 +117,8 @@ export function spawnPty(opts: PtySpawn, sink: ProcessSink): BackendProcess {
     setTimeout(poll, delay).unref();
   };
   setTimeout(poll, delay).unref();
+  // node-pty's post-exit destroy arrives here instead: the child is gone, drain now.
+  reader.onDeferredDestroy(poll);
 
   return {
     sandboxType: opts.sandboxType,
