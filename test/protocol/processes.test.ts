@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { RpcError } from '../../src/client/rpc-connection.ts';
+import { assertSameText } from '../support/assert-text.ts';
 import { BACKENDS } from '../support/backends.ts';
 import { b64, sleep, startServer, TestSession, unb64, type TestServer } from '../support/harness.ts';
 
@@ -308,7 +309,7 @@ describe('flow control and PTY teardown', () => {
     await sleep(1500);
     s.conn.socket.resume();
     const r = await s.result('ptyburst', 60_000);
-    assert.equal(r.pty.replace(/\r\n/g, '\n'), `${'p'.repeat(4194304)}done\n`);
+    assertSameText(r.pty.replace(/\r\n/g, '\n'), `${'p'.repeat(4194304)}done\n`, 'PTY output');
     assert.equal(r.exited['exitCode'], 0);
   });
 });
