@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 # exec-server image. The server runs TypeScript through tsx (a runtime dependency), so there is
-# no compile step: the builder only installs node_modules (node-pty compiles its addon there).
+# no compile step: the builder installs node_modules (node-pty compiles its addon there) and
+# builds the small native sandbox-join helper.
 
 FROM node:20-bookworm-slim AS builder
 RUN apt-get update \
@@ -8,6 +9,9 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY package.json package-lock.json ./
+# The postinstall step builds build/sandbox-join (warm sandboxes of the local backend).
+COPY scripts/build-native.sh ./scripts/
+COPY native ./native
 # Production dependencies only (tsx is one); install scripts build node-pty's pty.node.
 RUN npm ci --omit=dev --no-audit --no-fund \
  && npm cache clean --force
@@ -22,6 +26,7 @@ RUN apt-get update \
 WORKDIR /app
 ENV NODE_ENV=production
 COPY --from=builder /app/node_modules ./node_modules
+COPY --from=builder /app/build ./build
 COPY package.json package-lock.json ./
 COPY bin ./bin
 COPY src ./src

@@ -182,7 +182,7 @@ describe('codex exec: our server and the reference side by side', { timeout: 240
 
       test('exec_command echo: exit 0 and the text', opts, () => {
         const echo = o(target, 'echo');
-        assert.deepEqual(echo.status, exitedWith(0));
+        assert.deepEqual(echo.status, exitedWith(0), echo.output);
         // Docker too: the sandboxed user gets its own readable HOME, so `bash -lc` starts cleanly.
         assert.equal(echo.output, 'hello\n');
       });

@@ -30,6 +30,8 @@ export interface ServerOptions {
   readonly flags?: readonly string[];
   /** Local backend: force sandbox type none (as if bwrap were missing). */
   readonly noBubblewrap?: boolean;
+  /** Local backend: one bwrap per command instead of kept-warm sandboxes. */
+  readonly coldSandbox?: boolean;
   /** Docker backend: the instance id (a restarted server with the same id re-adopts its sessions). */
   readonly instanceId?: string;
 }
@@ -44,7 +46,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<TestServer>
     const { TEST_IMAGE } = await import('../docker/engine.ts');
     backend = createDockerBackend({ defaultImage: TEST_IMAGE, instanceId: opts.instanceId ?? `test-${process.pid}-${Math.random().toString(16).slice(2, 8)}` }, silentLogger);
   } else {
-    backend = await createLocalBackend({ workspaceRoot, ...(opts.noBubblewrap ? { bubblewrap: { available: false, path: 'bwrap', reason: 'disabled by the test' } } : {}) }, silentLogger);
+    backend = await createLocalBackend({ workspaceRoot, warmSandboxes: !opts.coldSandbox, ...(opts.noBubblewrap ? { bubblewrap: { available: false, path: 'bwrap', reason: 'disabled by the test' } } : {}) }, silentLogger);
   }
   const app = await buildApp({ config, backend });
   await app.listen({ host: '127.0.0.1', port: 0 });

@@ -14,12 +14,15 @@ import { bubblewrapArgs, createDenyPlaceholders, probeBubblewrap, type Bubblewra
 import { localFs } from './local-fs.ts';
 import { spawnPipe } from './pipe-process.ts';
 import { spawnPty } from './pty-process.ts';
+import { probeWarmSandbox, WarmSandboxes, type WarmSandboxTools } from './warm-sandbox.ts';
 
 export interface LocalBackendOptions {
   /** Directory holding one workspace per session. */
   readonly workspaceRoot: string;
   /** Probe result; probed at creation when omitted. Tests pass `{available:false}` to force `none`. */
   readonly bubblewrap?: BubblewrapProbe | undefined;
+  /** Keep sandboxes warm where possible (warm-sandbox.ts); default true. Tests turn it off to cover the per-command path. */
+  readonly warmSandboxes?: boolean | undefined;
 }
 
 /** Variables of the server's own environment that a child must never inherit. */
@@ -60,8 +63,10 @@ class LocalSession implements BackendSession {
   readonly #placeholders: DenyPlaceholders;
   readonly #ownsWorkdir: boolean;
   readonly #log: Logger;
+  readonly #bwrap: string;
+  readonly #warm: WarmSandboxes | undefined;
 
-  constructor(spec: BackendSessionSpec, workdir: string, ownsWorkdir: boolean, probe: BubblewrapProbe, placeholders: DenyPlaceholders, log: Logger) {
+  constructor(spec: BackendSessionSpec, workdir: string, ownsWorkdir: boolean, probe: BubblewrapProbe, placeholders: DenyPlaceholders, warmTools: WarmSandboxTools | undefined, log: Logger) {
     this.id = spec.id;
     this.workdir = workdir;
     this.#ownsWorkdir = ownsWorkdir;
@@ -70,6 +75,8 @@ class LocalSession implements BackendSession {
     this.#placeholders = placeholders;
     this.environment = hostFacts();
     this.#log = log;
+    this.#bwrap = probe.path;
+    this.#warm = probe.available && warmTools ? new WarmSandboxes(warmTools, log) : undefined;
   }
 
   async spawn(req: SpawnRequest, sink: ProcessSink): Promise<BackendProcess> {
@@ -77,7 +84,7 @@ class LocalSession implements BackendSession {
     let sandboxType: SandboxType = 'none';
     if (req.sandbox.kind === 'restricted' && this.sandboxType === 'bubblewrap') {
       const args = await bubblewrapArgs(req.sandbox, req.cwd, this.#placeholders, req.mode === 'pty');
-      argv = ['bwrap', ...args, '--', ...argv];
+      argv = this.#warm ? await this.#warm.wrap(args, req.cwd, argv) : [this.#bwrap, ...args, '--', ...argv];
       sandboxType = 'bubblewrap';
     }
     const [file, ...args] = argv;
@@ -103,6 +110,7 @@ class LocalSession implements BackendSession {
   }
 
   async destroy(): Promise<void> {
+    this.#warm?.close();
     if (!this.#ownsWorkdir) return;
     await rm(this.workdir, { recursive: true, force: true }).catch((err: unknown) => this.#log.warn({ err, workdir: this.workdir }, 'could not remove workspace'));
   }
@@ -111,6 +119,7 @@ class LocalSession implements BackendSession {
 export async function createLocalBackend(options: LocalBackendOptions, log: Logger): Promise<Backend> {
   const probe = options.bubblewrap ?? (await probeBubblewrap());
   if (!probe.available) log.warn({ reason: probe.reason }, 'bubblewrap unavailable: local sessions run without a sandbox (sandbox type none)');
+  const warmTools = probe.available && options.warmSandboxes !== false ? await probeWarmSandbox(probe.path, log) : undefined;
   const placeholders = await createDenyPlaceholders();
   await mkdir(options.workspaceRoot, { recursive: true });
   const sessions = new Set<LocalSession>();
@@ -123,7 +132,7 @@ export async function createLocalBackend(options: LocalBackendOptions, log: Logg
       if (spec.snapshot !== undefined) throw execError('EXEC_ERR_UNSUPPORTED', 'sessions from snapshots need the docker backend');
       const workdir = spec.workdir ?? join(options.workspaceRoot, spec.id);
       await mkdir(workdir, { recursive: true });
-      const session = new LocalSession(spec, workdir, spec.workdir === undefined, probe, placeholders, log);
+      const session = new LocalSession(spec, workdir, spec.workdir === undefined, probe, placeholders, warmTools, log);
       sessions.add(session);
       return session;
     },

@@ -1,0 +1,197 @@
+/**
+ * Kept-warm bubblewrap sandboxes: a sandboxed start without bwrap's setup on the hot path.
+ *
+ * Setting up a bubblewrap sandbox (mount and network namespaces, the read-only bind of /, the
+ * binds and deny placeholders) costs several milliseconds per command, most of a sandboxed
+ * round trip. Instead, a session keeps one idle sandbox per distinct set of bwrap arguments
+ * (a bwrap "holder" whose `cat` lives until its stdin closes), and each command joins the
+ * holder's namespaces and root, drops every capability, sets no_new_privs, and changes to its
+ * directory inside the sandbox before it execs: in one exec with build/sandbox-join
+ * (native/sandbox-join.c, built at install), else with util-linux `nsenter`, `setpriv` and a
+ * `cd` in `sh`. The command sees exactly the filesystem and network the same arguments give a
+ * fresh bwrap.
+ *
+ * The arguments are computed per command as before (bubblewrap.ts stats the writable roots
+ * and deny-read paths each time), and a holder is only reused for identical arguments: a
+ * deny-read path that appears later (a new `.env`) changes the arguments and gets a holder
+ * of its own, never an old view. Joining namespaces needs root; without it, or without
+ * nsenter/setpriv, the probe fails and every command gets its own bwrap as before.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { Readable } from 'node:stream';
+import type { Logger } from '../../logger.ts';
+
+/** Distinct argument sets kept warm per session (a narrowing client can vary them). */
+const MAX_HOLDERS = 4;
+/** A holder that does not report its sandbox by then is given up (the command falls back). */
+const HOLDER_START_TIMEOUT_MS = 10_000;
+
+export interface WarmSandboxTools {
+  readonly bwrap: string;
+  /** build/sandbox-join (native/sandbox-join.c) when it was built: one exec instead of three. */
+  readonly join: string | undefined;
+  readonly nsenter: string;
+  readonly setpriv: string;
+}
+
+/** Where scripts/build-native.sh puts the helper. */
+const JOIN_HELPER = fileURLToPath(new URL('../../../build/sandbox-join', import.meta.url));
+
+interface Holder {
+  readonly child: ChildProcess;
+  readonly pid: number;
+  lastUsed: number;
+}
+
+/** Per-exec bwrap options: they are not part of the sandbox a holder keeps. */
+function sandboxKey(args: readonly string[]): { key: string; sandboxArgs: string[]; netns: boolean } {
+  const sandboxArgs: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (a === '--chdir') i++;
+    else if (a !== '--new-session') sandboxArgs.push(a);
+  }
+  return { key: JSON.stringify(sandboxArgs), sandboxArgs, netns: sandboxArgs.includes('--unshare-net') };
+}
+
+function startHolder(tools: WarmSandboxTools, sandboxArgs: readonly string[]): Promise<Holder> {
+  return new Promise((resolve, reject) => {
+    // bwrap reports the child pid (--info-fd) before the child has switched to the sandbox's
+    // root; the holder's own line on stdout says the sandbox is entirely in place.
+    const child = spawn(tools.bwrap, [...sandboxArgs, '--info-fd', '3', '--', '/bin/sh', '-c', 'echo ready; exec cat'], { stdio: ['pipe', 'pipe', 'pipe', 'pipe'] });
+    let info = '';
+    let ready = false;
+    let stderr = '';
+    const timer = setTimeout(() => fail(new Error('the sandbox did not start in time')), HOLDER_START_TIMEOUT_MS);
+    const fail = (err: Error): void => {
+      clearTimeout(timer);
+      child.kill('SIGKILL');
+      reject(err);
+    };
+    const settle = (): void => {
+      if (!ready || !infoEnded) return;
+      clearTimeout(timer);
+      const pid = /"child-pid":\s*(\d+)/.exec(info)?.[1];
+      if (!pid) return fail(new Error(`bwrap reported no sandbox: ${stderr.trim() || 'no output'}`));
+      child.stdout!.resume();
+      child.stderr!.resume();
+      resolve({ child, pid: Number(pid), lastUsed: Date.now() });
+    };
+    let infoEnded = false;
+    child.once('error', fail);
+    child.once('exit', () => fail(new Error(`the sandbox ended at start: ${stderr.trim() || 'no output'}`)));
+    child.stderr!.setEncoding('utf8').on('data', (s: string) => {
+      if (stderr.length < 4096) stderr += s;
+    });
+    child.stdout!.setEncoding('utf8').once('data', () => {
+      ready = true;
+      settle();
+    });
+    const infoStream = child.stdio[3] as Readable;
+    infoStream.setEncoding('utf8').on('data', (s: string) => (info += s));
+    infoStream.once('end', () => {
+      infoEnded = true;
+      settle();
+    });
+  });
+}
+
+/** The warm sandboxes of one session. */
+export class WarmSandboxes {
+  readonly #tools: WarmSandboxTools;
+  readonly #log: Logger;
+  readonly #holders = new Map<string, Promise<Holder>>();
+  #closed = false;
+
+  constructor(tools: WarmSandboxTools, log: Logger) {
+    this.#tools = tools;
+    this.#log = log;
+  }
+
+  /**
+   * The argv that runs `argv` in `cwd` inside the sandbox `bwrapArgs` describes, through a warm
+   * holder; a plain `bwrap` argv when no holder can be had (the command still runs sandboxed).
+   */
+  async wrap(bwrapArgs: readonly string[], cwd: string, argv: readonly string[]): Promise<string[]> {
+    const { key, sandboxArgs, netns } = sandboxKey(bwrapArgs);
+    let holder: Holder;
+    try {
+      holder = await this.#holder(key, sandboxArgs);
+    } catch (err) {
+      this.#log.warn({ err }, 'no warm sandbox; starting this command in its own bwrap');
+      return [this.#tools.bwrap, ...bwrapArgs, '--', ...argv];
+    }
+    holder.lastUsed = Date.now();
+    const { join, nsenter, setpriv } = this.#tools;
+    if (join) return [join, String(holder.pid), netns ? '1' : '0', cwd, '--', ...argv];
+    return [
+      nsenter, '-t', String(holder.pid), '-m', ...(netns ? ['-n'] : []), '-r', '--',
+      setpriv, '--bounding-set=-all', '--inh-caps=-all', '--no-new-privs', '--',
+      // Not nsenter's --wd: it opens the directory before entering the namespaces, and a
+      // relative path would then resolve through the host's mounts, not the sandbox's.
+      '/bin/sh', '-c', 'cd -- "$1" || exit 126; shift; exec "$@"', 'sh', cwd, ...argv,
+    ];
+  }
+
+  async #holder(key: string, sandboxArgs: readonly string[]): Promise<Holder> {
+    const existing = this.#holders.get(key);
+    if (existing) {
+      const holder = await existing;
+      if (holder.child.exitCode === null && holder.child.signalCode === null) return holder;
+      this.#holders.delete(key);
+    }
+    if (this.#closed) throw new Error('session closed');
+    const starting = startHolder(this.#tools, sandboxArgs);
+    this.#holders.set(key, starting);
+    starting.catch(() => this.#holders.delete(key));
+    this.#evictBeyondLimit();
+    const holder = await starting;
+    holder.child.once('exit', () => {
+      if (this.#holders.get(key) === starting) this.#holders.delete(key);
+    });
+    return holder;
+  }
+
+  #evictBeyondLimit(): void {
+    if (this.#holders.size <= MAX_HOLDERS) return;
+    // Oldest inserted first: Map order; a reused key is not moved, so this is FIFO, close to LRU
+    // for the few keys a session has.
+    const [oldestKey, oldest] = this.#holders.entries().next().value as [string, Promise<Holder>];
+    this.#holders.delete(oldestKey);
+    void oldest.then((h) => h.child.stdin?.end(), () => undefined);
+  }
+
+  /** Ends every holder (its `cat` sees EOF; commands already started keep running). */
+  close(): void {
+    this.#closed = true;
+    for (const h of this.#holders.values()) void h.then((holder) => holder.child.stdin?.end(), () => undefined);
+    this.#holders.clear();
+  }
+}
+
+/** Finds the tools and checks that a command can join a warm sandbox here; the reason if not. */
+export async function probeWarmSandbox(bwrap: string, log: Logger): Promise<WarmSandboxTools | undefined> {
+  if (process.getuid?.() !== 0) return undefined;
+  const tools: WarmSandboxTools = { bwrap, join: existsSync(JOIN_HELPER) ? JOIN_HELPER : undefined, nsenter: '/usr/bin/nsenter', setpriv: '/usr/bin/setpriv' };
+  const sandboxes = new WarmSandboxes(tools, log);
+  try {
+    const argv = await sandboxes.wrap(['--ro-bind', '/', '/', '--dev', '/dev', '--cap-drop', 'ALL', '--unshare-net', '--die-with-parent'], '/', ['sh', '-c', 'touch /.exec-server-probe 2>/dev/null && exit 3; exit 0']);
+    const [file, ...args] = argv;
+    if (file !== (tools.join ?? tools.nsenter)) return undefined;
+    const code = await new Promise<number | null>((resolve) => {
+      const child: ChildProcess = spawn(file, args, { stdio: 'ignore' });
+      child.once('error', () => resolve(null));
+      child.once('exit', (c: number | null) => resolve(c));
+    });
+    if (code !== 0) {
+      log.info({ code, via: file }, 'warm sandboxes unavailable (the probe command failed): one bwrap per command');
+      return undefined;
+    }
+    log.debug({ via: file }, 'warm sandboxes available');
+    return tools;
+  } finally {
+    sandboxes.close();
+  }
+}

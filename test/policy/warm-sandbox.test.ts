@@ -1,0 +1,104 @@
+/**
+ * Kept-warm sandboxes (local backend, src/backends/local/warm-sandbox.ts): a command that joins
+ * a warm sandbox is confined exactly like one started in its own bwrap, a sandbox is reused
+ * only for identical arguments, and a session's sandboxes end with it.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { readlinkSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { silentLogger } from '../../src/logger.ts';
+import { probeWarmSandbox, WarmSandboxes } from '../../src/backends/local/warm-sandbox.ts';
+import { startServer, TestSession } from '../support/harness.ts';
+
+/** `bwrap ... -- sh -c 'echo ready; exec cat'` holders whose arguments mention `path`. */
+function holdersFor(path: string): number {
+  const ps = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' });
+  return ps.split('\n').filter((l) => l.startsWith('bwrap ') && l.includes(path) && l.endsWith('echo ready; exec cat')).length;
+}
+
+const CONFINEMENT = [
+  'echo data > inside && cat inside',
+  'touch /etc/exec-server-escape 2>/dev/null && echo ESCAPED-ROOT || echo root-read-only',
+  'grep CapEff /proc/self/status',
+  'readlink /proc/self/ns/net',
+  'cat "$DENIED" 2>/dev/null || echo denied-unreadable',
+].join('; ');
+
+for (const mode of ['warm', 'cold'] as const) {
+  describe(`sandbox confinement [${mode}]`, { timeout: 120_000 }, () => {
+    test('workspace writable, root read-only, no capabilities, own network, deny-read honoured', async (t) => {
+      const server = await startServer({ coldSandbox: mode === 'cold' });
+      t.after(() => server.close());
+      const s0 = await TestSession.open(server.url, { session: { sandbox: { type: 'workspace-write' } } });
+      const workdir = String((await s0.request<Record<string, unknown>>('session/info', {}))['workdir']);
+      await s0.close();
+      const denied = `${workdir}-secret`;
+      execFileSync('sh', ['-c', `echo top-secret > '${denied}'`]);
+      t.after(() => execFileSync('rm', ['-f', denied]));
+      const s = await TestSession.open(server.url, { session: { sandbox: { type: 'workspace-write' }, denyRead: [denied] } });
+      t.after(() => s.close());
+      for (let i = 0; i < 3; i++) {
+        const r = await s.run(`c${i}`, ['sh', '-c', CONFINEMENT], { env: { DENIED: denied } });
+        const lines = r.stdout.trim().split('\n');
+        assert.equal(lines[0], 'data');
+        assert.equal(lines[1], 'root-read-only');
+        assert.equal(lines[2], 'CapEff:\t0000000000000000');
+        assert.notEqual(lines[3], readlinkSync('/proc/self/ns/net'), 'a network namespace of its own');
+        assert.equal(lines[4], 'denied-unreadable');
+        assert.equal(r.exited['exitCode'], 0);
+      }
+    });
+  });
+}
+
+test('one warm sandbox per argument set: reused, replaced when a deny-read path appears, ended with the session', async (t) => {
+  const server = await startServer();
+  t.after(() => server.close());
+  const workdir = await mkdtemp(join(tmpdir(), 'exec-server-warm-'));
+  t.after(() => rm(workdir, { recursive: true, force: true }));
+  const s = await TestSession.open(server.url, { session: { workdir, sandbox: { type: 'workspace-write' }, denyRead: [`${workdir}/.env`] } });
+  t.after(() => s.close());
+  for (let i = 0; i < 5; i++) assert.equal((await s.run(`a${i}`, ['true'])).exited['exitCode'], 0);
+  assert.equal(holdersFor(workdir), 1, 'five commands, one warm sandbox');
+
+  // The deny-read path does not exist yet; once it does, no command may see it through the old sandbox.
+  const make = await s.run('make-env', ['sh', '-c', 'echo API_KEY=1 > .env && echo made']);
+  assert.equal(make.stdout, 'made\n');
+  const read = await s.run('read-env', ['sh', '-c', 'cat .env 2>/dev/null || echo unreadable']);
+  assert.equal(read.stdout, 'unreadable\n');
+  assert.equal(holdersFor(workdir), 2);
+
+  const res = await server.app.inject({ method: 'DELETE', url: `/v1/sessions/${s.sessionId}` });
+  assert.equal(res.statusCode, 204);
+  const deadline = Date.now() + 5_000;
+  while (holdersFor(workdir) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  assert.equal(holdersFor(workdir), 0, 'the session took its warm sandboxes with it');
+});
+
+test('both ways of joining (the native helper, nsenter + setpriv + sh) confine relative paths too', async (t) => {
+  const tools = await probeWarmSandbox('bwrap', silentLogger);
+  assert.ok(tools, 'warm sandboxes are available here (root, bwrap, util-linux)');
+  assert.ok(tools.join, 'build/sandbox-join was built by npm install');
+  const dir = await mkdtemp(join(tmpdir(), 'exec-server-join-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  execFileSync('sh', ['-c', `echo secret > '${dir}/.env'`]);
+  const placeholder = join(dir, 'placeholder');
+  execFileSync('sh', ['-c', `: > '${placeholder}'; chmod 000 '${placeholder}'`]);
+  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--cap-drop', 'ALL', '--die-with-parent', '--unshare-net', '--bind', dir, dir, '--ro-bind', placeholder, `${dir}/.env`, '--chdir', dir];
+  for (const via of [{ ...tools }, { ...tools, join: undefined }]) {
+    const sandboxes = new WarmSandboxes(via, silentLogger);
+    try {
+      const argv = await sandboxes.wrap(args, dir, ['sh', '-c', 'pwd; cat .env 2>/dev/null || echo unreadable; echo ok > made && cat made; touch /etc/escape 2>/dev/null && echo ESCAPED || echo read-only; grep CapBnd /proc/self/status']);
+      assert.equal(argv[0], via.join ?? via.nsenter);
+      const r = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', cwd: '/' });
+      assert.equal(r.stdout, `${dir}\nunreadable\nok\nread-only\nCapBnd:\t0000000000000000\n`, r.stderr);
+      assert.equal(r.status, 0);
+    } finally {
+      sandboxes.close();
+    }
+  }
+});
