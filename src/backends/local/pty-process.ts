@@ -66,8 +66,7 @@ export function spawnPty(opts: PtySpawn, sink: ProcessSink): BackendProcess {
 
   term.onData((data: Buffer | string) => {
     lastData = performance.now();
-    const chunk = typeof data === 'string' ? Buffer.from(data) : data;
-    sink.output('pty', paused ? chunk : reader.readMore(chunk));
+    sink.output('pty', typeof data === 'string' ? Buffer.from(data) : data);
   });
   term.onExit(({ exitCode, signal }) => {
     exited = true;
