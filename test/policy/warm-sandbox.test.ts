@@ -102,3 +102,17 @@ test('both ways of joining (the native helper, nsenter + setpriv + sh) confine r
     }
   }
 });
+
+test('a writable root removed and created again is the new directory for the next command', async (t) => {
+  const server = await startServer();
+  t.after(() => server.close());
+  const extra = await mkdtemp(join(tmpdir(), 'exec-server-extra-'));
+  t.after(() => rm(extra, { recursive: true, force: true }));
+  const s = await TestSession.open(server.url, { session: { sandbox: { type: 'workspace-write', writableRoots: [extra] } } });
+  t.after(() => s.close());
+  assert.equal((await s.run('w1', ['sh', '-c', `echo one > '${extra}/first' && echo ok`])).stdout, 'ok\n');
+  await rm(extra, { recursive: true, force: true });
+  execFileSync('mkdir', [extra]);
+  assert.equal((await s.run('w2', ['sh', '-c', `echo two > '${extra}/second' && echo ok`])).stdout, 'ok\n');
+  assert.equal(execFileSync('cat', [join(extra, 'second')], { encoding: 'utf8' }), 'two\n');
+});

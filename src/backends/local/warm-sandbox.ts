@@ -19,6 +19,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type { Readable } from 'node:stream';
 import type { Logger } from '../../logger.ts';
@@ -45,15 +46,22 @@ interface Holder {
   lastUsed: number;
 }
 
-/** Per-exec bwrap options: they are not part of the sandbox a holder keeps. */
-function sandboxKey(args: readonly string[]): { key: string; sandboxArgs: string[]; netns: boolean } {
+/**
+ * The holder identity of a set of bwrap arguments: the arguments without the per-exec options,
+ * plus the identity (device, inode) of every bind source, so that a directory removed and
+ * created again under the same name gets a holder of its own instead of the old one's view.
+ */
+async function sandboxKey(args: readonly string[]): Promise<{ key: string; sandboxArgs: string[]; netns: boolean }> {
   const sandboxArgs: string[] = [];
+  const sources: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
     if (a === '--chdir') i++;
     else if (a !== '--new-session') sandboxArgs.push(a);
+    if ((a === '--bind' || a === '--ro-bind') && args[i + 1] !== undefined) sources.push(args[i + 1]!);
   }
-  return { key: JSON.stringify(sandboxArgs), sandboxArgs, netns: sandboxArgs.includes('--unshare-net') };
+  const ids = await Promise.all(sources.map((p) => stat(p).then((st) => `${st.dev}:${st.ino}`, () => 'missing')));
+  return { key: JSON.stringify([sandboxArgs, ids]), sandboxArgs, netns: sandboxArgs.includes('--unshare-net') };
 }
 
 function startHolder(tools: WarmSandboxTools, sandboxArgs: readonly string[]): Promise<Holder> {
@@ -115,7 +123,7 @@ export class WarmSandboxes {
    * holder; a plain `bwrap` argv when no holder can be had (the command still runs sandboxed).
    */
   async wrap(bwrapArgs: readonly string[], cwd: string, argv: readonly string[]): Promise<string[]> {
-    const { key, sandboxArgs, netns } = sandboxKey(bwrapArgs);
+    const { key, sandboxArgs, netns } = await sandboxKey(bwrapArgs);
     let holder: Holder;
     try {
       holder = await this.#holder(key, sandboxArgs);
