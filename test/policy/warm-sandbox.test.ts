@@ -55,7 +55,7 @@ for (const mode of ['warm', 'cold'] as const) {
   });
 }
 
-test('one warm sandbox per argument set: reused, replaced when a deny-read path appears, ended with the session', async (t) => {
+test('one warm sandbox per argument set: reused, replaced when a deny-read path appears or is recreated, ended with the session', async (t) => {
   const server = await startServer();
   t.after(() => server.close());
   const workdir = await mkdtemp(join(tmpdir(), 'exec-server-warm-'));
@@ -71,6 +71,11 @@ test('one warm sandbox per argument set: reused, replaced when a deny-read path 
   const read = await s.run('read-env', ['sh', '-c', 'cat .env 2>/dev/null || echo unreadable']);
   assert.equal(read.stdout, 'unreadable\n');
   assert.equal(holdersFor(workdir), 2);
+  // Deleted and written again, the file is a new one; the placeholder over the old one would not cover it.
+  await rm(join(workdir, '.env'));
+  execFileSync('sh', ['-c', `echo API_KEY=2 > '${workdir}/.env'`]);
+  const again = await s.run('read-env-again', ['sh', '-c', 'cat .env 2>/dev/null || echo unreadable']);
+  assert.equal(again.stdout, 'unreadable\n');
 
   const res = await server.app.inject({ method: 'DELETE', url: `/v1/sessions/${s.sessionId}` });
   assert.equal(res.statusCode, 204);
@@ -106,7 +111,8 @@ test('both ways of joining (the native helper, nsenter + setpriv + sh) confine r
 test('a writable root removed and created again is the new directory for the next command', async (t) => {
   const server = await startServer();
   t.after(() => server.close());
-  const extra = await mkdtemp(join(tmpdir(), 'exec-server-extra-'));
+  // Outside /tmp: a root under a writable parent would be reached through the parent's bind anyway.
+  const extra = await mkdtemp('/var/tmp/exec-server-extra-');
   t.after(() => rm(extra, { recursive: true, force: true }));
   const s = await TestSession.open(server.url, { session: { sandbox: { type: 'workspace-write', writableRoots: [extra] } } });
   t.after(() => s.close());

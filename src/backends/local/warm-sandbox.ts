@@ -48,7 +48,7 @@ interface Holder {
 
 /**
  * The holder identity of a set of bwrap arguments: the arguments without the per-exec options,
- * plus the identity (device, inode) of every bind source, so that a directory removed and
+ * plus the identity (device, inode, birth time) of both ends of every bind, so that a directory removed and
  * created again under the same name gets a holder of its own instead of the old one's view.
  */
 async function sandboxKey(args: readonly string[]): Promise<{ key: string; sandboxArgs: string[]; netns: boolean }> {
@@ -58,9 +58,12 @@ async function sandboxKey(args: readonly string[]): Promise<{ key: string; sandb
     const a = args[i]!;
     if (a === '--chdir') i++;
     else if (a !== '--new-session') sandboxArgs.push(a);
-    if ((a === '--bind' || a === '--ro-bind') && args[i + 1] !== undefined) sources.push(args[i + 1]!);
+    // Both ends: removing a mount's target detaches the mount in the holder (a deny-read
+    // placeholder over a file deleted and written again would no longer cover it).
+    if ((a === '--bind' || a === '--ro-bind') && args[i + 2] !== undefined) sources.push(args[i + 1]!, args[i + 2]!);
   }
-  const ids = await Promise.all(sources.map((p) => stat(p).then((st) => `${st.dev}:${st.ino}`, () => 'missing')));
+  // The birth time too: a directory created again right away usually gets the same inode number.
+  const ids = await Promise.all(sources.map((p) => stat(p, { bigint: true }).then((st) => `${st.dev}:${st.ino}:${st.birthtimeNs}`, () => 'missing')));
   return { key: JSON.stringify([sandboxArgs, ids]), sandboxArgs, netns: sandboxArgs.includes('--unshare-net') };
 }
 
