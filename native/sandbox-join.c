@@ -7,6 +7,11 @@
  * without it the server uses nsenter and setpriv.
  *
  *   sandbox-join HOLDER_PID NET(0|1) CWD -- PROGRAM [ARG...]
+ *   sandbox-join --hold      (the holder itself, run by bwrap inside the sandbox)
+ *
+ * As the holder it marks itself non-dumpable, says "ready" and waits for EOF on stdin: a
+ * sandboxed command of this or another session (same uid, no pid namespace) can then neither
+ * ptrace it nor open its /proc entries to borrow a wider sandbox.
  *
  * The order matters: the holder's root is opened before entering its mount namespace (the
  * path /proc/PID/root is resolved in ours), the directory is changed after the chroot so that
@@ -40,7 +45,17 @@ static int open_proc(const char *pid, const char *entry, int flags) {
   return fd;
 }
 
+static int hold(void) {
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) die("cannot set", "non-dumpable");
+  if (write(1, "ready\n", 6) != 6) die("cannot write", "ready");
+  char buf[256];
+  while (read(0, buf, sizeof buf) > 0) {
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--hold") == 0) return hold();
   if (argc < 6 || strcmp(argv[4], "--") != 0 || strspn(argv[1], "0123456789") != strlen(argv[1])) {
     fprintf(stderr, "usage: sandbox-join HOLDER_PID NET(0|1) CWD -- PROGRAM [ARG...]\n");
     return EXIT_SETUP;

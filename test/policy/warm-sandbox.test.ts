@@ -14,10 +14,10 @@ import { silentLogger } from '../../src/logger.ts';
 import { probeWarmSandbox, WarmSandboxes } from '../../src/backends/local/warm-sandbox.ts';
 import { startServer, TestSession } from '../support/harness.ts';
 
-/** `bwrap ... -- sh -c 'echo ready; exec cat'` holders whose arguments mention `path`. */
+/** bwrap holder processes (`... -- sandbox-join --hold`) whose arguments mention `path`. */
 function holdersFor(path: string): number {
   const ps = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' });
-  return ps.split('\n').filter((l) => l.startsWith('bwrap ') && l.includes(path) && l.endsWith('echo ready; exec cat')).length;
+  return ps.split('\n').filter((l) => l.startsWith('bwrap ') && l.includes(path) && l.endsWith(' --hold')).length;
 }
 
 const CONFINEMENT = [
@@ -84,28 +84,27 @@ test('one warm sandbox per argument set: reused, replaced when a deny-read path 
   assert.equal(holdersFor(workdir), 0, 'the session took its warm sandboxes with it');
 });
 
-test('both ways of joining (the native helper, nsenter + setpriv + sh) confine relative paths too', async (t) => {
+test('the native helper confines relative paths too, and a missing cwd fails clearly', async (t) => {
   const tools = await probeWarmSandbox('bwrap', silentLogger);
-  assert.ok(tools, 'warm sandboxes are available here (root, bwrap, util-linux)');
-  assert.ok(tools.join, 'build/sandbox-join was built by npm install');
+  assert.ok(tools, 'warm sandboxes are available here (root, bwrap, build/sandbox-join built by npm install)');
   const dir = await mkdtemp(join(tmpdir(), 'exec-server-join-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
   execFileSync('sh', ['-c', `echo secret > '${dir}/.env'`]);
   const placeholder = join(dir, 'placeholder');
   execFileSync('sh', ['-c', `: > '${placeholder}'; chmod 000 '${placeholder}'`]);
   const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--cap-drop', 'ALL', '--die-with-parent', '--unshare-net', '--bind', dir, dir, '--ro-bind', placeholder, `${dir}/.env`, '--chdir', dir];
-  for (const via of [{ ...tools }, { ...tools, join: undefined }]) {
-    const sandboxes = new WarmSandboxes(via, silentLogger);
-    try {
-      const argv = await sandboxes.wrap(args, dir, ['sh', '-c', 'pwd; cat .env 2>/dev/null || echo unreadable; echo ok > made && cat made; touch /etc/escape 2>/dev/null && echo ESCAPED || echo read-only; grep CapBnd /proc/self/status']);
-      assert.equal(argv[0], via.join ?? via.nsenter);
-      const r = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', cwd: '/' });
-      assert.equal(r.stdout, `${dir}\nunreadable\nok\nread-only\nCapBnd:\t0000000000000000\n`, r.stderr);
-      assert.equal(r.status, 0);
-    } finally {
-      sandboxes.close();
-    }
-  }
+  const sandboxes = new WarmSandboxes(tools, silentLogger);
+  t.after(() => sandboxes.close());
+  const argv = await sandboxes.wrap(args, dir, ['sh', '-c', 'pwd; cat .env 2>/dev/null || echo unreadable; echo ok > made && cat made; touch /etc/escape 2>/dev/null && echo ESCAPED || echo read-only; grep CapBnd /proc/self/status']);
+  assert.equal(argv[0], tools.join);
+  // Started from elsewhere on purpose: the directory is entered inside the sandbox.
+  const r = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', cwd: '/' });
+  assert.equal(r.stdout, `${dir}\nunreadable\nok\nread-only\nCapBnd:\t0000000000000000\n`, r.stderr);
+  assert.equal(r.status, 0);
+  const missing = await sandboxes.wrap(args, `${dir}/nope`, ['true']);
+  const m = spawnSync(missing[0]!, missing.slice(1), { encoding: 'utf8' });
+  assert.equal(m.status, 125);
+  assert.match(m.stderr, /cannot change directory to .*nope: No such file or directory/);
 });
 
 test('a writable root removed and created again is the new directory for the next command', async (t) => {
@@ -121,4 +120,20 @@ test('a writable root removed and created again is the new directory for the nex
   execFileSync('mkdir', [extra]);
   assert.equal((await s.run('w2', ['sh', '-c', `echo two > '${extra}/second' && echo ok`])).stdout, 'ok\n');
   assert.equal(execFileSync('cat', [join(extra, 'second')], { encoding: 'utf8' }), 'two\n');
+});
+
+test('a sandboxed command cannot reach into a warm holder (non-dumpable: no ptrace, no /proc root)', async (t) => {
+  const server = await startServer();
+  t.after(() => server.close());
+  const s = await TestSession.open(server.url, { session: { sandbox: { type: 'workspace-write' } } });
+  t.after(() => s.close());
+  const workdir = String((await s.request<Record<string, unknown>>('session/info', {}))['workdir']);
+  assert.equal((await s.run('warm', ['true'])).exited['exitCode'], 0);
+  const ps = execFileSync('ps', ['-eo', 'pid,args'], { encoding: 'utf8' }).split('\n');
+  const bwrapPid = ps.find((l) => l.includes(workdir) && l.trim().split(/\s+/)[1] === 'bwrap' && l.endsWith(' --hold'))?.trim().split(/\s+/)[0];
+  assert.ok(bwrapPid, 'the holder bwrap runs');
+  const holderPid = execFileSync('pgrep', ['-P', bwrapPid], { encoding: 'utf8' }).trim();
+  const probe = `ls /proc/${holderPid}/root/ >/dev/null 2>&1 && echo root-open || echo root-closed; cat /proc/${holderPid}/environ >/dev/null 2>&1 && echo environ-open || echo environ-closed`;
+  const r = await s.run('probe', ['sh', '-c', probe]);
+  assert.equal(r.stdout, 'root-closed\nenviron-closed\n');
 });

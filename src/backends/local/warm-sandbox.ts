@@ -6,16 +6,20 @@
  * round trip. Instead, a session keeps one idle sandbox per distinct set of bwrap arguments
  * (a bwrap "holder" whose `cat` lives until its stdin closes), and each command joins the
  * holder's namespaces and root, drops every capability, sets no_new_privs, and changes to its
- * directory inside the sandbox before it execs: in one exec with build/sandbox-join
- * (native/sandbox-join.c, built at install), else with util-linux `nsenter`, `setpriv` and a
- * `cd` in `sh`. The command sees exactly the filesystem and network the same arguments give a
- * fresh bwrap.
+ * directory inside the sandbox before it execs, all in one exec of build/sandbox-join
+ * (native/sandbox-join.c, built at install), which is also the holder. The command sees exactly
+ * the filesystem and network the same arguments give a fresh bwrap.
+ *
+ * Why not util-linux `nsenter` + `setpriv` (tried first): three execs instead of one, `nsenter
+ * --wd` opens the directory before entering the namespaces (relative paths then resolve through
+ * the host's mounts), and a `cat` holder stays dumpable, so any sandboxed process of any session
+ * (same uid, no pid namespace) could open its /proc root and work in its wider sandbox.
  *
  * The arguments are computed per command as before (bubblewrap.ts stats the writable roots
  * and deny-read paths each time), and a holder is only reused for identical arguments: a
  * deny-read path that appears later (a new `.env`) changes the arguments and gets a holder
- * of its own, never an old view. Joining namespaces needs root; without it, or without
- * nsenter/setpriv, the probe fails and every command gets its own bwrap as before.
+ * of its own, never an old view. Joining namespaces needs root; without it, or without the
+ * helper (no C compiler at install), every command gets its own bwrap as before.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -31,10 +35,8 @@ const HOLDER_START_TIMEOUT_MS = 10_000;
 
 export interface WarmSandboxTools {
   readonly bwrap: string;
-  /** build/sandbox-join (native/sandbox-join.c) when it was built: one exec instead of three. */
-  readonly join: string | undefined;
-  readonly nsenter: string;
-  readonly setpriv: string;
+  /** build/sandbox-join (native/sandbox-join.c): the holder, and the way into it. */
+  readonly join: string;
 }
 
 /** Where scripts/build-native.sh puts the helper. */
@@ -71,7 +73,7 @@ function startHolder(tools: WarmSandboxTools, sandboxArgs: readonly string[]): P
   return new Promise((resolve, reject) => {
     // bwrap reports the child pid (--info-fd) before the child has switched to the sandbox's
     // root; the holder's own line on stdout says the sandbox is entirely in place.
-    const child = spawn(tools.bwrap, [...sandboxArgs, '--info-fd', '3', '--', '/bin/sh', '-c', 'echo ready; exec cat'], { stdio: ['pipe', 'pipe', 'pipe', 'pipe'] });
+    const child = spawn(tools.bwrap, [...sandboxArgs, '--info-fd', '3', '--', tools.join, '--hold'], { stdio: ['pipe', 'pipe', 'pipe', 'pipe'] });
     let info = '';
     let ready = false;
     let stderr = '';
@@ -135,15 +137,7 @@ export class WarmSandboxes {
       return [this.#tools.bwrap, ...bwrapArgs, '--', ...argv];
     }
     holder.lastUsed = Date.now();
-    const { join, nsenter, setpriv } = this.#tools;
-    if (join) return [join, String(holder.pid), netns ? '1' : '0', cwd, '--', ...argv];
-    return [
-      nsenter, '-t', String(holder.pid), '-m', ...(netns ? ['-n'] : []), '-r', '--',
-      setpriv, '--bounding-set=-all', '--inh-caps=-all', '--no-new-privs', '--',
-      // Not nsenter's --wd: it opens the directory before entering the namespaces, and a
-      // relative path would then resolve through the host's mounts, not the sandbox's.
-      '/bin/sh', '-c', 'cd -- "$1" || exit 126; shift; exec "$@"', 'sh', cwd, ...argv,
-    ];
+    return [this.#tools.join, String(holder.pid), netns ? '1' : '0', cwd, '--', ...argv];
   }
 
   async #holder(key: string, sandboxArgs: readonly string[]): Promise<Holder> {
@@ -174,7 +168,7 @@ export class WarmSandboxes {
     void oldest.then((h) => h.child.stdin?.end(), () => undefined);
   }
 
-  /** Ends every holder (its `cat` sees EOF; commands already started keep running). */
+  /** Ends every holder (it sees EOF on stdin; commands already started keep running). */
   close(): void {
     this.#closed = true;
     for (const h of this.#holders.values()) void h.then((holder) => holder.child.stdin?.end(), () => undefined);
@@ -185,12 +179,16 @@ export class WarmSandboxes {
 /** Finds the tools and checks that a command can join a warm sandbox here; the reason if not. */
 export async function probeWarmSandbox(bwrap: string, log: Logger): Promise<WarmSandboxTools | undefined> {
   if (process.getuid?.() !== 0) return undefined;
-  const tools: WarmSandboxTools = { bwrap, join: existsSync(JOIN_HELPER) ? JOIN_HELPER : undefined, nsenter: '/usr/bin/nsenter', setpriv: '/usr/bin/setpriv' };
+  if (!existsSync(JOIN_HELPER)) {
+    log.info({ helper: JOIN_HELPER }, 'warm sandboxes unavailable (helper not built: no C compiler at install?): one bwrap per command');
+    return undefined;
+  }
+  const tools: WarmSandboxTools = { bwrap, join: JOIN_HELPER };
   const sandboxes = new WarmSandboxes(tools, log);
   try {
     const argv = await sandboxes.wrap(['--ro-bind', '/', '/', '--dev', '/dev', '--cap-drop', 'ALL', '--unshare-net', '--die-with-parent'], '/', ['sh', '-c', 'touch /.exec-server-probe 2>/dev/null && exit 3; exit 0']);
     const [file, ...args] = argv;
-    if (file !== (tools.join ?? tools.nsenter)) return undefined;
+    if (file !== tools.join) return undefined;
     const code = await new Promise<number | null>((resolve) => {
       const child: ChildProcess = spawn(file, args, { stdio: 'ignore' });
       child.once('error', () => resolve(null));
