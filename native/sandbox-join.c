@@ -2,9 +2,9 @@
  * sandbox-join: runs a command inside a kept-warm bubblewrap sandbox (see
  * src/backends/local/warm-sandbox.ts). Does in one exec what `nsenter -m [-n] -r` followed by
  * `setpriv --bounding-set=-all --inh-caps=-all --no-new-privs` and a `cd` inside the sandbox
- * do in three; on a sandboxed start each exec costs about a millisecond, a fifth of the whole
- * round trip, which is why this exists. It is built at install time (scripts/build-native.sh);
- * without it the server uses nsenter and setpriv.
+ * do in three (each exec costs about a millisecond of a 4 ms sandboxed round trip), and enters
+ * the directory inside the sandbox, which `nsenter --wd` does not. Built at install time
+ * (scripts/build-native.sh); without it every sandboxed command gets its own bwrap.
  *
  *   sandbox-join HOLDER_PID NET(0|1) CWD -- PROGRAM [ARG...]
  *   sandbox-join --hold      (the holder itself, run by bwrap inside the sandbox)
