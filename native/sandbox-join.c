@@ -6,14 +6,16 @@
  * the directory inside the sandbox, which `nsenter --wd` does not. Built at install time
  * (scripts/build-native.sh); without it every sandboxed command gets its own bwrap.
  *
- *   sandbox-join HOLDER_PID NET(0|1) CWD -- PROGRAM [ARG...]
+ *   sandbox-join HOLDER_PID MNT_NS NET_NS|- CWD -- PROGRAM [ARG...]
  *   sandbox-join --hold      (the holder itself, run by bwrap inside the sandbox)
  *
  * As the holder it marks itself non-dumpable, says "ready" and waits for EOF on stdin: a
  * sandboxed command of this or another session (same uid, no pid namespace) can then neither
  * ptrace it nor open its /proc entries to borrow a wider sandbox.
  *
- * The order matters: the holder's root is opened before entering its mount namespace (the
+ * MNT_NS and NET_NS are the holder's namespace ids as bwrap reported them (`-`: keep ours): a
+ * holder that is gone and whose pid was reused refuses the join instead of lending another
+ * process's namespaces. The order matters: the holder's root is opened before entering its mount namespace (the
  * path /proc/PID/root is resolved in ours), the directory is changed after the chroot so that
  * CWD and every relative path resolve through the sandbox's mounts, and capabilities are
  * dropped last, after the namespace and chroot calls that need them.
@@ -27,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -45,6 +48,20 @@ static int open_proc(const char *pid, const char *entry, int flags) {
   return fd;
 }
 
+static int digits(const char *s) {
+  return *s != '\0' && strspn(s, "0123456789") == strlen(s);
+}
+
+/* The namespace behind fd must be the one the holder had when it started. */
+static void expect_ns(int fd, const char *id, const char *what) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) die("cannot inspect the namespace", what);
+  if (st.st_ino != strtoull(id, NULL, 10)) {
+    fprintf(stderr, "sandbox-join: the %s namespace is not the sandbox's (holder gone?)\n", what);
+    exit(EXIT_SETUP);
+  }
+}
+
 static int hold(void) {
   if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) die("cannot set", "non-dumpable");
   if (write(1, "ready\n", 6) != 6) die("cannot write", "ready");
@@ -56,17 +73,26 @@ static int hold(void) {
 
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--hold") == 0) return hold();
-  if (argc < 6 || strcmp(argv[4], "--") != 0 || strspn(argv[1], "0123456789") != strlen(argv[1])) {
-    fprintf(stderr, "usage: sandbox-join HOLDER_PID NET(0|1) CWD -- PROGRAM [ARG...]\n");
+  if (argc < 7 || strcmp(argv[5], "--") != 0 || !digits(argv[1]) || !digits(argv[2]) || (strcmp(argv[3], "-") != 0 && !digits(argv[3]))) {
+    fprintf(stderr, "usage: sandbox-join HOLDER_PID MNT_NS NET_NS|- CWD -- PROGRAM [ARG...]\n");
     return EXIT_SETUP;
   }
   const char *pid = argv[1];
-  int join_net = strcmp(argv[2], "1") == 0;
-  const char *cwd = argv[3];
+  int join_net = strcmp(argv[3], "-") != 0;
+  const char *cwd = argv[4];
 
   int mnt = open_proc(pid, "ns/mnt", O_RDONLY);
-  int net = join_net ? open_proc(pid, "ns/net", O_RDONLY) : -1;
+  expect_ns(mnt, argv[2], "mount");
+  int net = -1;
+  if (join_net) {
+    net = open_proc(pid, "ns/net", O_RDONLY);
+    expect_ns(net, argv[3], "network");
+  }
   int root = open_proc(pid, "root", O_RDONLY | O_DIRECTORY);
+  /* Still the same process after opening its root (its pid cannot have been reused meanwhile). */
+  int again = open_proc(pid, "ns/mnt", O_RDONLY);
+  expect_ns(again, argv[2], "mount");
+  close(again);
 
   if (net >= 0 && setns(net, CLONE_NEWNET) != 0) die("cannot join the network namespace of", pid);
   if (setns(mnt, CLONE_NEWNS) != 0) die("cannot join the mount namespace of", pid);
@@ -85,8 +111,8 @@ int main(int argc, char **argv) {
   memset(data, 0, sizeof data);
   if (syscall(SYS_capset, &header, data) != 0) die("cannot clear", "capabilities");
 
-  execvp(argv[5], argv + 5);
+  execvp(argv[6], argv + 6);
   int err = errno;
-  fprintf(stderr, "sandbox-join: cannot run %s: %s\n", argv[5], strerror(err));
+  fprintf(stderr, "sandbox-join: cannot run %s: %s\n", argv[6], strerror(err));
   return err == ENOENT ? 127 : 126;
 }

@@ -101,6 +101,12 @@ test('the native helper confines relative paths too, and a missing cwd fails cle
   const r = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', cwd: '/' });
   assert.equal(r.stdout, `${dir}\nunreadable\nok\nread-only\nCapBnd:\t0000000000000000\n`, r.stderr);
   assert.equal(r.status, 0);
+  // A pid whose namespaces are not the holder's (the holder gone, its pid reused) is refused.
+  const wrongNs = [...argv];
+  wrongNs[2] = String(Number(argv[2]) + 1);
+  const refused = spawnSync(wrongNs[0]!, wrongNs.slice(1), { encoding: 'utf8' });
+  assert.equal(refused.status, 125);
+  assert.match(refused.stderr, /the mount namespace is not the sandbox's/);
   const missing = await sandboxes.wrap(args, `${dir}/nope`, ['true']);
   const m = spawnSync(missing[0]!, missing.slice(1), { encoding: 'utf8' });
   assert.equal(m.status, 125);

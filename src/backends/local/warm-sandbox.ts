@@ -30,6 +30,8 @@ import type { Logger } from '../../logger.ts';
 
 /** Distinct argument sets kept warm per session (a narrowing client can vary them). */
 const MAX_HOLDERS = 4;
+/** An evicted holder lives this long, for commands handed it just before. */
+const EVICTION_GRACE_MS = 5_000;
 /** A holder that does not report its sandbox by then is given up (the command falls back). */
 const HOLDER_START_TIMEOUT_MS = 10_000;
 
@@ -44,8 +46,10 @@ const JOIN_HELPER = fileURLToPath(new URL('../../../build/sandbox-join', import.
 
 interface Holder {
   readonly child: ChildProcess;
-  readonly pid: number;
-  lastUsed: number;
+  readonly pid: string;
+  /** Namespace ids bwrap reported; sandbox-join refuses a pid whose namespaces differ. */
+  readonly mntNs: string;
+  readonly netNs: string | undefined;
 }
 
 /**
@@ -86,11 +90,13 @@ function startHolder(tools: WarmSandboxTools, sandboxArgs: readonly string[]): P
     const settle = (): void => {
       if (!ready || !infoEnded) return;
       clearTimeout(timer);
-      const pid = /"child-pid":\s*(\d+)/.exec(info)?.[1];
-      if (!pid) return fail(new Error(`bwrap reported no sandbox: ${stderr.trim() || 'no output'}`));
+      const field = (name: string): string | undefined => new RegExp(`"${name}":\\s*(\\d+)`).exec(info)?.[1];
+      const pid = field('child-pid');
+      const mntNs = field('mnt-namespace');
+      if (!pid || !mntNs) return fail(new Error(`bwrap reported no sandbox: ${stderr.trim() || info.trim() || 'no output'}`));
       child.stdout!.resume();
       child.stderr!.resume();
-      resolve({ child, pid: Number(pid), lastUsed: Date.now() });
+      resolve({ child, pid, mntNs, netNs: field('net-namespace') });
     };
     let infoEnded = false;
     child.once('error', fail);
@@ -136,16 +142,19 @@ export class WarmSandboxes {
       this.#log.warn({ err }, 'no warm sandbox; starting this command in its own bwrap');
       return [this.#tools.bwrap, ...bwrapArgs, '--', ...argv];
     }
-    holder.lastUsed = Date.now();
-    return [this.#tools.join, String(holder.pid), netns ? '1' : '0', cwd, '--', ...argv];
+    if (netns && !holder.netNs) return [this.#tools.bwrap, ...bwrapArgs, '--', ...argv];
+    return [this.#tools.join, holder.pid, holder.mntNs, netns ? holder.netNs! : '-', cwd, '--', ...argv];
   }
 
   async #holder(key: string, sandboxArgs: readonly string[]): Promise<Holder> {
     const existing = this.#holders.get(key);
     if (existing) {
+      // Most recently used last: eviction takes the first.
+      this.#holders.delete(key);
+      this.#holders.set(key, existing);
       const holder = await existing;
       if (holder.child.exitCode === null && holder.child.signalCode === null) return holder;
-      this.#holders.delete(key);
+      if (this.#holders.get(key) === existing) this.#holders.delete(key);
     }
     if (this.#closed) throw new Error('session closed');
     const starting = startHolder(this.#tools, sandboxArgs);
@@ -161,11 +170,10 @@ export class WarmSandboxes {
 
   #evictBeyondLimit(): void {
     if (this.#holders.size <= MAX_HOLDERS) return;
-    // Oldest inserted first: Map order; a reused key is not moved, so this is FIFO, close to LRU
-    // for the few keys a session has.
-    const [oldestKey, oldest] = this.#holders.entries().next().value as [string, Promise<Holder>];
-    this.#holders.delete(oldestKey);
-    void oldest.then((h) => h.child.stdin?.end(), () => undefined);
+    const [lruKey, lru] = this.#holders.entries().next().value as [string, Promise<Holder>];
+    this.#holders.delete(lruKey);
+    // A command given this holder a moment ago may not have joined it yet.
+    setTimeout(() => void lru.then((h) => h.child.stdin?.end(), () => undefined), EVICTION_GRACE_MS).unref();
   }
 
   /** Ends every holder (it sees EOF on stdin; commands already started keep running). */
