@@ -38,6 +38,9 @@ export interface HandleTransport {
   request<T = Record<string, unknown>>(method: string, params?: unknown): Promise<T>;
 }
 
+/** Bound of the output kept for a first `onOutput` listener that comes late. */
+const UNHEARD_MAX_BYTES = 1024 * 1024;
+
 interface ExitInfo {
   exitCode: number;
   terminal: string;
@@ -54,6 +57,9 @@ export class ExecHandle {
   readonly #decoders = new Map<StreamName, StringDecoder>();
   readonly #text: Record<StreamName, string[]> = { stdout: [], stderr: [], pty: [] };
   readonly #listeners = new Set<(chunk: OutputChunk) => void>();
+  /** Output before the first listener (a fast command's output can beat `exec()`'s return). */
+  #unheard: OutputChunk[] | undefined = [];
+  #unheardBytes = 0;
   readonly #endListeners = new Set<(result: ExecResult) => void>();
   #lastSeq: number;
   #exit: ExitInfo | undefined;
@@ -82,9 +88,16 @@ export class ExecHandle {
     return this.#result !== undefined;
   }
 
-  /** Calls `cb` for every output chunk from now on, in order. Returns an unsubscribe function. */
+  /**
+   * Calls `cb` for every output chunk from now on, in order. The first listener also gets, at
+   * once, what arrived before any listener (up to `UNHEARD_MAX_BYTES`, the oldest dropped first),
+   * so output printed before `exec()` returned is not lost. Returns an unsubscribe function.
+   */
   onOutput(cb: (chunk: OutputChunk) => void): () => void {
     this.#listeners.add(cb);
+    const unheard = this.#unheard;
+    this.#unheard = undefined;
+    for (const chunk of unheard ?? []) cb(chunk);
     return () => this.#listeners.delete(cb);
   }
 
@@ -157,8 +170,18 @@ export class ExecHandle {
     }
     const text = decoder.write(data);
     if (this.#collect) this.#text[stream].push(text);
-    const chunk: OutputChunk = { stream, seq, data, text };
+    this.#emit({ stream, seq, data, text });
+  }
+
+  #emit(chunk: OutputChunk): void {
     for (const l of this.#listeners) l(chunk);
+    if (!this.#unheard) return;
+    this.#unheard.push(chunk);
+    this.#unheardBytes += chunk.data.length + chunk.text.length;
+    while (this.#unheardBytes > UNHEARD_MAX_BYTES && this.#unheard.length > 1) {
+      const dropped = this.#unheard.shift()!;
+      this.#unheardBytes -= dropped.data.length + dropped.text.length;
+    }
   }
 
   #finish(): void {
@@ -167,7 +190,7 @@ export class ExecHandle {
       const rest = decoder.end();
       if (rest === '') continue;
       if (this.#collect) this.#text[stream].push(rest);
-      for (const l of this.#listeners) l({ stream, seq: this.#lastSeq, data: Buffer.alloc(0), text: rest });
+      this.#emit({ stream, seq: this.#lastSeq, data: Buffer.alloc(0), text: rest });
     }
     const exit = this.#exit ?? { exitCode: -1, terminal: 'lost', sandboxDenied: false };
     this.#result = {

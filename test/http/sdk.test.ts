@@ -27,6 +27,13 @@ test('SDK: exec, wait, CommandExitError, stdin, resize, kill, UTF-8 split across
   assert.equal(s.stdout, 'é\n');
   assert.ok(!chunks.some((c) => c.text.includes('\uFFFD')));
 
+  // A listener added late (here: after the end) still gets what was printed before it.
+  const fast = await client.exec(['sh', '-c', 'echo early-out; echo early-err >&2']);
+  await fast.wait();
+  const late: string[] = [];
+  fast.onOutput((c) => late.push(`${c.stream}:${c.text}`));
+  assert.deepEqual(late.sort(), ['stderr:early-err\n', 'stdout:early-out\n']);
+
   const cat = await client.exec(['cat'], { stdin: 'hello stdin' });
   assert.equal((await cat.wait()).stdout, 'hello stdin');
   const piped = await client.exec(['sh', '-c', 'read x; echo "got:$x"'], { stdin: 'pipe' });
