@@ -64,8 +64,12 @@ export function spawnPty(opts: PtySpawn, sink: ProcessSink): BackendProcess {
   let paused = false;
   const reader = attachReader(term);
 
+  /** Chunks read so far: the drain below compares it across loop turns. */
+  let reads = 0;
+
   term.onData((data: Buffer | string) => {
     lastData = performance.now();
+    reads++;
     sink.output('pty', typeof data === 'string' ? Buffer.from(data) : data);
   });
   term.onExit(({ exitCode, signal }) => {
@@ -84,18 +88,30 @@ export function spawnPty(opts: PtySpawn, sink: ProcessSink): BackendProcess {
     slave = undefined;
     const releasedAt = performance.now();
     // EIO normally closes the reader once the master is drained; a background process that
-    // keeps the terminal open prevents that, so end it ourselves, as node-pty would have.
+    // keeps the terminal open prevents that, so end it ourselves, as node-pty would have
+    // (checked from the check phase, after a poll of the terminal, so a stalled loop reads first).
+    let readsBefore = reads;
     const closeIfQuiet = (): void => {
       if (exited || reader.closed()) return;
       const now = performance.now();
-      if (now - lastData >= CLOSE_QUIET_MS || now - releasedAt >= CLOSE_MAX_MS) reader.destroy();
-      else setTimeout(closeIfQuiet, CLOSE_QUIET_MS).unref();
+      const quiet = reads === readsBefore && now - lastData >= CLOSE_QUIET_MS;
+      readsBefore = reads;
+      if (quiet || now - releasedAt >= CLOSE_MAX_MS) reader.destroy();
+      else setTimeout(() => setImmediate(closeIfQuiet), CLOSE_QUIET_MS).unref();
     };
-    setTimeout(closeIfQuiet, CLOSE_QUIET_MS).unref();
+    setTimeout(() => setImmediate(closeIfQuiet), CLOSE_QUIET_MS).unref();
   }
 
   // Polls (with backoff while idle) for the child being reaped; node-pty offers no earlier hook.
+  // Once it is gone, the terminal counts as drained when output has been quiet for
+  // DRAIN_QUIET_MS *and* two checks in a row saw no new chunk: a loop stalled past the quiet
+  // time runs this timer before it polls the terminal again, so wall time alone would release
+  // the slave with output still unread.
   let delay = POLL_MIN_MS;
+  let readsAtCheck = -1;
+  /** Loop turns, counted in the check phase (after each poll phase) once a check asks for it. */
+  let turn = 0;
+  let turnAtCheck = -1;
   const poll = (): void => {
     if (exited || slave === undefined) return;
     if (!alive(term.pid)) {
@@ -105,7 +121,15 @@ export function spawnPty(opts: PtySpawn, sink: ProcessSink): BackendProcess {
         paused = false;
         term.resume();
       }
-      if (performance.now() - lastData >= DRAIN_QUIET_MS) {
+      // Two checks count as two only with a poll phase between them (not two timers of one turn).
+      const polledSince = turn > turnAtCheck;
+      const quietChecks = polledSince && reads === readsAtCheck;
+      if (polledSince) {
+        readsAtCheck = reads;
+        turnAtCheck = turn;
+        setImmediate(() => turn++);
+      }
+      if (quietChecks && performance.now() - lastData >= DRAIN_QUIET_MS) {
         releaseSlave();
         return;
       }
