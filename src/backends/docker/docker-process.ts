@@ -13,6 +13,10 @@ import { demuxDone, runControl, socketClosed, startExec, waitExecExit } from './
 import type { DockerLogger } from './options.ts';
 import { ROOT_PID_DIR, SIGNAL_SCRIPT, USER_PID_DIR, WRAPPER_SCRIPT } from './scripts.ts';
 
+/** Resize attempts while the exec runs, RESIZE_RETRY_MS apart (see `resize`). */
+const RESIZE_ATTEMPTS = 10;
+const RESIZE_RETRY_MS = 25;
+
 const SIGNO: Readonly<Record<string, number>> = {
   SIGHUP: 1,
   SIGINT: 2,
@@ -202,12 +206,20 @@ export class DockerProcess implements BackendProcess {
   }
 
   async resize(size: TerminalSize): Promise<void> {
-    if (this.#mode !== 'pty' || this.#exited) return;
-    try {
-      await this.#exec.resize({ h: size.rows, w: size.cols });
-    } catch (err) {
-      // 404/409/500 for an exec that just finished (moby/moby#35561): nothing to resize.
-      this.#host.log.debug({ err: (err as Error).message }, 'exec resize ignored');
+    // The engine refuses a resize both for an exec that just finished (moby/moby#35561) and,
+    // briefly, for one that has just started (its process not yet registered, though output
+    // already flows): retry while ours still runs, bounded, then give up quietly.
+    for (let attempt = 1; this.#mode === 'pty' && !this.#exited; attempt++) {
+      try {
+        await this.#exec.resize({ h: size.rows, w: size.cols });
+        return;
+      } catch (err) {
+        if (attempt >= RESIZE_ATTEMPTS) {
+          this.#host.log.debug({ err: (err as Error).message }, 'exec resize ignored');
+          return;
+        }
+        await new Promise((r) => setTimeout(r, RESIZE_RETRY_MS));
+      }
     }
   }
 
