@@ -39,6 +39,11 @@ export interface PtySpawn {
   readonly sandboxType: SandboxType;
 }
 
+/** Runs `fn` `ms` from now, in the check phase: after the loop has polled the terminal once more. */
+function afterPoll(fn: () => void, ms: number): void {
+  setTimeout(() => setImmediate(fn), ms).unref();
+}
+
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -88,8 +93,7 @@ export function spawnPty(opts: PtySpawn, sink: ProcessSink): BackendProcess {
     slave = undefined;
     const releasedAt = performance.now();
     // EIO normally closes the reader once the master is drained; a background process that
-    // keeps the terminal open prevents that, so end it ourselves, as node-pty would have
-    // (checked from the check phase, after a poll of the terminal, so a stalled loop reads first).
+    // keeps the terminal open prevents that, so end it ourselves, as node-pty would have.
     let readsBefore = reads;
     const closeIfQuiet = (): void => {
       if (exited || reader.closed()) return;
@@ -97,21 +101,13 @@ export function spawnPty(opts: PtySpawn, sink: ProcessSink): BackendProcess {
       const quiet = reads === readsBefore && now - lastData >= CLOSE_QUIET_MS;
       readsBefore = reads;
       if (quiet || now - releasedAt >= CLOSE_MAX_MS) reader.destroy();
-      else setTimeout(() => setImmediate(closeIfQuiet), CLOSE_QUIET_MS).unref();
+      else afterPoll(closeIfQuiet, CLOSE_QUIET_MS);
     };
-    setTimeout(() => setImmediate(closeIfQuiet), CLOSE_QUIET_MS).unref();
+    afterPoll(closeIfQuiet, CLOSE_QUIET_MS);
   }
 
   // Polls (with backoff while idle) for the child being reaped; node-pty offers no earlier hook.
-  // Once it is gone, the terminal counts as drained when output has been quiet for
-  // DRAIN_QUIET_MS *and* two checks in a row saw no new chunk: a loop stalled past the quiet
-  // time runs this timer before it polls the terminal again, so wall time alone would release
-  // the slave with output still unread.
   let delay = POLL_MIN_MS;
-  let readsAtCheck = -1;
-  /** Loop turns, counted in the check phase (after each poll phase) once a check asks for it. */
-  let turn = 0;
-  let turnAtCheck = -1;
   const poll = (): void => {
     if (exited || slave === undefined) return;
     if (!alive(term.pid)) {
@@ -121,27 +117,25 @@ export function spawnPty(opts: PtySpawn, sink: ProcessSink): BackendProcess {
         paused = false;
         term.resume();
       }
-      // Two checks count as two only with a poll phase between them (not two timers of one turn).
-      const polledSince = turn > turnAtCheck;
-      const quietChecks = polledSince && reads === readsAtCheck;
-      if (polledSince) {
-        readsAtCheck = reads;
-        turnAtCheck = turn;
-        setImmediate(() => turn++);
-      }
-      if (quietChecks && performance.now() - lastData >= DRAIN_QUIET_MS) {
-        releaseSlave();
-        return;
-      }
-      setTimeout(poll, DRAIN_QUIET_MS).unref();
+      drain();
       return;
     }
     delay = performance.now() - lastData < 50 ? POLL_MIN_MS : Math.min(delay * 2, paused ? POLL_PAUSED_MS : POLL_MAX_MS);
     setTimeout(poll, delay).unref();
   };
   setTimeout(poll, delay).unref();
-  // node-pty's post-exit destroy arrives here instead: the child is gone, drain now.
-  reader.onDeferredDestroy(poll);
+
+  // The terminal counts as drained when output has been quiet for DRAIN_QUIET_MS *and* two
+  // checks in a row saw no new chunk, each made after a poll of the terminal (afterPoll): a
+  // loop stalled past the quiet time would otherwise release the slave with output unread.
+  let readsAtCheck = -1;
+  const drain = (): void => {
+    if (exited || slave === undefined) return;
+    const quiet = reads === readsAtCheck && performance.now() - lastData >= DRAIN_QUIET_MS;
+    readsAtCheck = reads;
+    if (quiet) releaseSlave();
+    else afterPoll(drain, DRAIN_QUIET_MS);
+  };
 
   return {
     sandboxType: opts.sandboxType,

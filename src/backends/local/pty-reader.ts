@@ -20,8 +20,6 @@ export interface PtyReader {
   /** Destroys node-pty's reader for real (node-pty then emits close, then exit). */
   destroy(): void;
   closed(): boolean;
-  /** Called when node-pty asks for its post-exit destroy while we still drain. */
-  onDeferredDestroy(listener: () => void): void;
 }
 
 export function attachReader(term: pty.IPty): PtyReader {
@@ -30,12 +28,11 @@ export function attachReader(term: pty.IPty): PtyReader {
     throw new Error('node-pty internals changed (no _socket): check the pinned version');
   }
   const original = socket.destroy.bind(socket);
-  let listener: (() => void) | undefined;
   let released = false;
   socket.destroy = (err?: Error) => {
-    // An error (EIO once drained) or our own call destroys; node-pty's bare timer call waits.
+    // An error (EIO once drained) or our own call destroys; node-pty's bare timer call waits
+    // (our poll finds the child gone and drains).
     if (released || err) return original(err);
-    listener?.();
     return socket;
   };
   return {
@@ -44,8 +41,5 @@ export function attachReader(term: pty.IPty): PtyReader {
       original();
     },
     closed: () => socket.destroyed,
-    onDeferredDestroy(l) {
-      listener = l;
-    },
   };
 }
