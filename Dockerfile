@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # exec-server image. The server runs TypeScript through tsx (a runtime dependency), so there is
-# no compile step: the builder installs node_modules (node-pty compiles its addon there) and
-# builds the small native sandbox-join helper.
+# no compile step: the builder installs node_modules and builds the two small native helpers of
+# the local backend (build/pty-relay, build/sandbox-join).
 
 FROM node:20-bookworm-slim AS builder
 RUN apt-get update \
@@ -9,10 +9,11 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY package.json package-lock.json ./
-# The postinstall step builds build/sandbox-join (warm sandboxes of the local backend).
+# The postinstall step builds build/pty-relay (PTY mode) and build/sandbox-join (warm sandboxes).
 COPY scripts/build-native.sh ./scripts/
 COPY native ./native
-# Production dependencies only (tsx is one); install scripts build node-pty's pty.node.
+# Production dependencies only (tsx is one); make/python3/g++ also let dockerode's optional
+# native extras (cpu-features, ssh2) build.
 RUN npm ci --omit=dev --no-audit --no-fund \
  && npm cache clean --force
 

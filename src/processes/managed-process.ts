@@ -136,7 +136,8 @@ export class ManagedProcess {
 
   /** Queues output for the log, merging what arrives within one loop turn (COALESCE_MAX_BYTES). */
   #publish(stream: StreamName, data: Buffer): void {
-    if (this.#pendingBytes > 0 && stream !== this.#pendingStream) this.flushOutput();
+    // Flushing first keeps every chunk within the bound (a backend read is at most 64 KiB).
+    if (this.#pendingBytes > 0 && (stream !== this.#pendingStream || this.#pendingBytes + data.length > COALESCE_MAX_BYTES)) this.flushOutput();
     this.#pendingStream = stream;
     this.#pending.push(data);
     this.#pendingBytes += data.length;

@@ -8,13 +8,20 @@
 import { execError, RpcCode, toExecError, type ExecServerError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
+import { FramePool } from './frame-pool.ts';
 import type { MethodTable } from './method-table.ts';
 
 export interface RpcTransport {
-  /** One JSON text message; a Buffer holds its UTF-8 bytes (sent as a text frame all the same). */
-  send(text: string | Buffer): void;
+  /**
+   * One JSON text message; a Buffer holds its UTF-8 bytes (sent as a text frame all the same).
+   * `sent` runs once the socket is done with a Buffer (written, or failed); a frame dropped
+   * on a closed socket never gets it. The Buffer is not reused before.
+   */
+  send(text: string | Buffer, sent?: () => void): void;
 }
 
+/** Output frames: a chunk is at most 64 KiB (87,384 bytes of base64) plus the envelope. */
+const outputFrames = new FramePool(96 * 1024, 64);
 type Id = string | number;
 
 interface Pending {
@@ -89,11 +96,11 @@ export class RpcPeer<Ctx> {
     const head = `{${this.tagReplies ? '"jsonrpc":"2.0",' : ''}"method":"process/output","params":{"processId":${JSON.stringify(processId)},"seq":${seq},"stream":"${stream}","chunk":"`;
     const headBytes = Buffer.byteLength(head);
     const b64Bytes = 4 * Math.ceil(data.length / 3);
-    const frame = Buffer.allocUnsafe(headBytes + b64Bytes + 3);
+    const { frame, release } = outputFrames.take(headBytes + b64Bytes + 3);
     frame.write(head, 0, 'utf8');
     frame.write(data.toString('base64'), headBytes, 'latin1');
     frame.write('"}}', headBytes + b64Bytes, 'latin1');
-    this.#opts.transport.send(frame);
+    this.#opts.transport.send(frame, release);
   }
 
   /** Server-to-client request; rejects on timeout, on an error answer and on close. */

@@ -39,14 +39,15 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
       gate: (method, requires) => conn.gate(method, requires),
       onNotification: (method, params) => conn.onNotification(method, params),
       transport: {
-        send(text) {
+        send(text, sent) {
           if (socket.readyState !== socket.OPEN) return;
           if (socket.bufferedAmount > opts.bufferLimitBytes) {
             cutSlowConsumer(`more than ${opts.bufferLimitBytes} bytes unread`);
             return;
           }
           // A Buffer is JSON text already encoded (the output hot path): still a text frame.
-          socket.send(text, { binary: false }, flushed);
+          // ws calls back once the socket has written it (or failed): only then may it be reused.
+          socket.send(text, { binary: false }, sent ? () => (flushed(), sent()) : flushed);
           conn.flowCheck(socket.bufferedAmount);
         },
       },

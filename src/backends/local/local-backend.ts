@@ -1,6 +1,6 @@
 /**
  * The embedded default backend: sessions are workspace directories on the server host,
- * processes run with node-pty (PTY) or child_process (pipes), sandboxed with bubblewrap.
+ * processes run through build/pty-relay (PTY) or child_process (pipes), sandboxed with bubblewrap.
  */
 import { existsSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
@@ -13,7 +13,7 @@ import type { Backend, BackendProcess, BackendSession, BackendSessionSpec, Envir
 import { bubblewrapArgs, createDenyPlaceholders, probeBubblewrap, type BubblewrapProbe, type DenyPlaceholders } from './bubblewrap.ts';
 import { localFs } from './local-fs.ts';
 import { spawnPipe } from './pipe-process.ts';
-import { spawnPty } from './pty-process.ts';
+import { ptyRelayProblem, spawnPty } from './pty-process.ts';
 import { probeWarmSandbox, WarmSandboxes, type WarmSandboxTools } from './warm-sandbox.ts';
 
 export interface LocalBackendOptions {
@@ -120,6 +120,8 @@ export async function createLocalBackend(options: LocalBackendOptions, log: Logg
   const probe = options.bubblewrap ?? (await probeBubblewrap());
   if (!probe.available) log.warn({ reason: probe.reason }, 'bubblewrap unavailable: local sessions run without a sandbox (sandbox type none)');
   const warmTools = probe.available && options.warmSandboxes !== false ? await probeWarmSandbox(probe.path, log) : undefined;
+  const ptyProblem = ptyRelayProblem();
+  if (ptyProblem) log.warn({ reason: ptyProblem }, 'PTY mode unavailable on the local backend');
   const placeholders = await createDenyPlaceholders();
   await mkdir(options.workspaceRoot, { recursive: true });
   const sessions = new Set<LocalSession>();

@@ -1,166 +1,149 @@
 /**
- * A PTY-mode process on the host (node-pty).
+ * A PTY-mode process on the host, through `build/pty-relay` (native/pty-relay.c, built at
+ * install). The relay opens the terminal, starts the command on it, and relays the terminal over
+ * sockets: output on its stdout, keystrokes on its stdin, resizes and the command's pid and exit
+ * on a control socket (fd 3).
  *
- * node-pty loses the tail of a fast-exiting program's output on Linux (microsoft/node-pty#726,
- * #72) in two ways, both fixed here:
- * - when the child exits, the last slave descriptor closes and the terminal hangs up while
- *   output may still be in flight. We hold a slave descriptor open ourselves, so the master
- *   never sees the hangup early; once the child is gone and output has been quiet briefly, we
- *   close it, the master drains and reads EIO, and node-pty emits its exit after the last data;
- * - node-pty destroys its reader 200 ms after the exit whether or not everything was read. A
- *   loop stalled that long (a loaded machine runs timers before it polls for input) or a reader
- *   paused by flow control loses what is unread. We take that destroy over: it waits for our
- *   drain, and happens anyway once output has been quiet after the release (a background
- *   process still holding the terminal) or after a hard bound.
+ * Why not node-pty: the kernel hands out a terminal 4 KiB per read, so a Node reader takes one
+ * callback per 4 KiB and the command waits on a full terminal while the loop encodes and sends;
+ * the relay reads the terminal in C as it fills and we read its socket up to 64 KiB at a time
+ * (PTY streams went from 55-70 to 80-105 MB/s here, docs/benchmarks.md). The relay also decides when the
+ * output has ended (the master reads EIO once every holder of the terminal is gone, with a bound
+ * for background processes that keep it open), which node-pty got wrong on fast exits.
  */
-import { closeSync, constants, openSync } from 'node:fs';
-import pty from 'node-pty';
-import type { BackendProcess, ProcessSink, SandboxType, SignalName, TerminalSize } from '../types.ts';
-import { attachReader } from './pty-reader.ts';
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import type { Duplex, Writable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import { execError } from '../../errors.ts';
+import type { BackendExit, BackendProcess, ProcessSink, SandboxType, SignalName } from '../types.ts';
 import { signalGroup, signalName } from './signals.ts';
 
-/** Output quiet time after the child is gone before we let the terminal hang up. */
-const DRAIN_QUIET_MS = 5;
-const POLL_MIN_MS = 2;
-const POLL_MAX_MS = 100;
-/** Poll ceiling while output is paused, so a finished child is drained promptly. */
-const POLL_PAUSED_MS = 20;
-/** After the release: quiet time before the reader is destroyed although no EIO came. */
-const CLOSE_QUIET_MS = 200;
-/** After the release: the reader is destroyed by then whatever still prints to the terminal. */
-const CLOSE_MAX_MS = 5_000;
+/** The relay binary; `sh scripts/build-native.sh` (run by `npm install`) builds it. */
+export const PTY_RELAY = fileURLToPath(new URL('../../../build/pty-relay', import.meta.url));
+/** Bytes of keystrokes we buffer for a terminal nobody reads; past it writes fail clearly. */
+const STDIN_BUFFER_LIMIT = 8 * 1024 * 1024;
+/** Diagnostics the relay may print on its stderr, kept for the error message. */
+const RELAY_STDERR_LIMIT = 4096;
 
 export interface PtySpawn {
   readonly file: string;
   readonly args: readonly string[];
   readonly cwd: string;
   readonly env: Readonly<Record<string, string>>;
-  readonly size: TerminalSize;
+  readonly size: { readonly cols: number; readonly rows: number };
   readonly sandboxType: SandboxType;
 }
 
-/** Runs `fn` `ms` from now, in the check phase: after the loop has polled the terminal once more. */
-function afterPoll(fn: () => void, ms: number): void {
-  setTimeout(() => setImmediate(fn), ms).unref();
+/** Whether PTY mode can run here; the reason when not. */
+export function ptyRelayProblem(): string | undefined {
+  return existsSync(PTY_RELAY) ? undefined : `the PTY helper ${PTY_RELAY} is missing (it is built by \`npm install\`; needs a C compiler): run \`sh scripts/build-native.sh\``;
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+export function spawnPty(opts: PtySpawn, sink: ProcessSink): Promise<BackendProcess> {
+  const problem = ptyRelayProblem();
+  if (problem) return Promise.reject(execError('EXEC_ERR_UNSUPPORTED', `PTY mode is unavailable: ${problem}`));
+  return new Promise((resolve, reject) => {
+    const relay = spawn(PTY_RELAY, [String(opts.size.cols), String(opts.size.rows), opts.file, ...opts.args], {
+      cwd: opts.cwd,
+      env: { TERM: 'xterm-256color', ...opts.env },
+      stdio: ['pipe', 'pipe', 'pipe', 'pipe'],
+    });
+    const keys = relay.stdin as Writable;
+    const output = relay.stdout as Duplex;
+    const control = relay.stdio[3] as Duplex;
+    let stderr = '';
+    let pid: number | undefined;
+    let status: BackendExit | undefined;
+    let outputEnded = false;
+    let reported = false;
+    let paused = false;
 
-export function spawnPty(opts: PtySpawn, sink: ProcessSink): BackendProcess {
-  const term = pty.spawn(opts.file, [...opts.args], {
-    name: opts.env['TERM'] ?? 'xterm-256color',
-    cols: opts.size.cols,
-    rows: opts.size.rows,
-    cwd: opts.cwd,
-    env: { ...opts.env },
-    encoding: null,
-  });
-  const ptsName = (term as unknown as { ptsName: string }).ptsName;
-  let slave: number | undefined = openSync(ptsName, constants.O_RDWR | constants.O_NOCTTY);
-  let lastData = performance.now();
-  let exited = false;
-  let paused = false;
-  const reader = attachReader(term);
-
-  /** Chunks read so far: the drain below compares it across loop turns. */
-  let reads = 0;
-
-  term.onData((data: Buffer | string) => {
-    lastData = performance.now();
-    reads++;
-    sink.output('pty', typeof data === 'string' ? Buffer.from(data) : data);
-  });
-  term.onExit(({ exitCode, signal }) => {
-    exited = true;
-    releaseSlave();
-    if (signal) {
-      sink.exit({ kind: 'signaled', signal: signalName(signal), signo: signal });
-    } else {
-      sink.exit({ kind: 'exited', code: exitCode });
-    }
-  });
-
-  function releaseSlave(): void {
-    if (slave === undefined) return;
-    closeSync(slave);
-    slave = undefined;
-    const releasedAt = performance.now();
-    // EIO normally closes the reader once the master is drained; a background process that
-    // keeps the terminal open prevents that, so end it ourselves, as node-pty would have.
-    let readsBefore = reads;
-    const closeIfQuiet = (): void => {
-      if (exited || reader.closed()) return;
-      const now = performance.now();
-      const quiet = reads === readsBefore && now - lastData >= CLOSE_QUIET_MS;
-      readsBefore = reads;
-      if (quiet || now - releasedAt >= CLOSE_MAX_MS) reader.destroy();
-      else afterPoll(closeIfQuiet, CLOSE_QUIET_MS);
+    const report = (): void => {
+      if (reported || !status || !outputEnded) return;
+      reported = true;
+      control.destroy();
+      sink.exit(status);
     };
-    afterPoll(closeIfQuiet, CLOSE_QUIET_MS);
-  }
-
-  // Polls (with backoff while idle) for the child being reaped; node-pty offers no earlier hook.
-  let delay = POLL_MIN_MS;
-  const poll = (): void => {
-    if (exited || slave === undefined) return;
-    if (!alive(term.pid)) {
-      // The child is gone: what is left in the terminal is bounded, so read it whatever the
-      // flow control says.
-      if (paused) {
-        paused = false;
-        term.resume();
+    const fail = (why: string): void => {
+      if (pid === undefined) {
+        reject(execError('EXEC_ERR_INTERNAL', `PTY helper failed: ${why}${stderr ? ` (${stderr.trim()})` : ''}`));
+      } else if (!status) {
+        status = { kind: 'lost', reason: `PTY helper ended without reporting the exit: ${why}` };
+        outputEnded = true;
+        report();
       }
-      drain();
-      return;
-    }
-    delay = performance.now() - lastData < 50 ? POLL_MIN_MS : Math.min(delay * 2, paused ? POLL_PAUSED_MS : POLL_MAX_MS);
-    setTimeout(poll, delay).unref();
-  };
-  setTimeout(poll, delay).unref();
+    };
 
-  // The terminal counts as drained when output has been quiet for DRAIN_QUIET_MS *and* two
-  // checks in a row saw no new chunk, each made after a poll of the terminal (afterPoll): a
-  // loop stalled past the quiet time would otherwise release the slave with output unread.
-  let readsAtCheck = -1;
-  const drain = (): void => {
-    if (exited || slave === undefined) return;
-    const quiet = reads === readsAtCheck && performance.now() - lastData >= DRAIN_QUIET_MS;
-    readsAtCheck = reads;
-    if (quiet) releaseSlave();
-    else afterPoll(drain, DRAIN_QUIET_MS);
-  };
+    relay.stderr?.setEncoding('utf8').on('data', (s: string) => {
+      if (stderr.length < RELAY_STDERR_LIMIT) stderr += s.slice(0, RELAY_STDERR_LIMIT - stderr.length);
+    });
+    output.on('data', (d: Buffer) => sink.output('pty', d));
+    output.once('end', () => {
+      outputEnded = true;
+      report();
+    });
+    output.on('error', () => undefined); // the relay's exit is what counts
+    keys.on('error', () => undefined); // EPIPE after the relay is gone: not the caller's failure
+    control.on('error', () => undefined);
+    relay.once('error', (err) => fail(err.message));
+    relay.once('exit', (code, signal) => {
+      // The relay reports on the control socket before it exits; give the socket its last read.
+      setImmediate(() => fail(signal ? `killed by ${signal}` : `exit code ${String(code)}`));
+    });
 
-  return {
-    sandboxType: opts.sandboxType,
-    async write(data) {
-      if (!exited) term.write(data);
-    },
-    async closeStdin() {
-      // A terminal has no separate stdin to close: send EOF (Ctrl-D) like a user would.
-      if (!exited) term.write('\x04');
-    },
-    async resize(size) {
-      if (!exited) term.resize(size.cols, size.rows);
-    },
-    async signal(sig: SignalName) {
-      signalGroup(term.pid, sig);
-    },
-    pauseOutput() {
-      if (exited || paused || !alive(term.pid)) return;
-      paused = true;
-      term.pause();
-    },
-    resumeOutput() {
-      if (exited || !paused) return;
-      paused = false;
-      term.resume();
-    },
-  };
+    let lines = '';
+    control.setEncoding('utf8').on('data', (s: string) => {
+      lines += s;
+      let nl: number;
+      while ((nl = lines.indexOf('\n')) >= 0) {
+        const [word = '', arg = '', ...rest] = lines.slice(0, nl).split(' ');
+        lines = lines.slice(nl + 1);
+        const n = Number(arg);
+        if (word === 'pid') {
+          pid = n;
+          resolve(proc);
+        } else if (word === 'error') {
+          reject(execError('EXEC_ERR_INVALID_REQUEST', `failed to start ${opts.file}: ${rest.join(' ')}`));
+        } else if (word === 'exit' || word === 'signal') {
+          status = word === 'exit' ? { kind: 'exited', code: n } : { kind: 'signaled', signal: signalName(n), signo: n };
+          // What is left in the terminal is bounded: read it whatever the flow control says.
+          if (paused) output.resume();
+          report();
+        }
+      }
+    });
+
+    const proc: BackendProcess = {
+      sandboxType: opts.sandboxType,
+      async write(data) {
+        if (status || keys.destroyed) return;
+        if (keys.writableLength + data.length > STDIN_BUFFER_LIMIT) {
+          throw execError('EXEC_ERR_TOO_LARGE', `terminal input buffer full (${STDIN_BUFFER_LIMIT} bytes not yet read by the process)`);
+        }
+        keys.write(data);
+      },
+      async closeStdin() {
+        // A terminal has no separate stdin to close: send EOF (Ctrl-D) like a user would.
+        await proc.write(Buffer.from('\x04'));
+      },
+      async resize(size) {
+        if (!status && !control.destroyed) control.write(`resize ${size.cols} ${size.rows}\n`);
+      },
+      async signal(sig: SignalName) {
+        // Once reported, the group may be gone and its id reused.
+        if (pid !== undefined && !reported) signalGroup(pid, sig);
+      },
+      pauseOutput() {
+        if (status || paused) return;
+        paused = true;
+        output.pause();
+      },
+      resumeOutput() {
+        if (!paused) return;
+        paused = false;
+        output.resume();
+      },
+    };
+  });
 }

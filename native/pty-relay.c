@@ -1,0 +1,321 @@
+/*
+ * pty-relay: runs one command on a new pseudo-terminal and relays it over plain descriptors.
+ *
+ *   pty-relay COLS ROWS FILE [ARG...]
+ *
+ *   fd 0  bytes for the terminal (the command's keyboard)
+ *   fd 1  everything the command writes to the terminal
+ *   fd 3  control, both ways. In: "resize COLS ROWS\n". Out: "pid N\n" once the command runs
+ *         (or "error ERRNO TEXT\n" when it could not be started), then "exit CODE\n" or
+ *         "signal SIGNO\n" when it has been reaped. fd 1 is closed once the terminal is drained.
+ *
+ * Why a helper instead of reading the terminal in Node: the kernel hands out at most 4 KiB per
+ * read of a terminal, so at 100 MB/s a Node reader takes 25,000 callbacks a second, and while it
+ * encodes and sends one chunk the terminal fills and the command waits. This loop reads the
+ * terminal as fast as it fills, into a buffer, and the server reads that buffer through a socket
+ * in chunks of up to 64 KiB: fewer events, fewer frames, and the command keeps running while the
+ * server works. It also owns the end of the output: the terminal counts as drained when the master
+ * reads EIO (every holder of the slave is gone; the kernel hands out what was written first), or,
+ * when a background process keeps the terminal open after the command exited, once output has been
+ * quiet for QUIET_US or MAX_DRAIN_US have passed.
+ *
+ * Backpressure: when the server stops reading fd 1, the buffer fills, the loop stops reading the
+ * terminal, and the command blocks on its writes, as it would on a real terminal.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CTL_FD 3
+#define OUT_CAP (256 * 1024)
+#define IN_CAP (64 * 1024)
+#define QUIET_US 200000
+/*
+ * Pacing, measured with bench/compare-reference.ts (docs/benchmarks.md): the terminal is read at
+ * most READ_BURST bytes per wakeup and output is handed on once FLUSH_BYTES are buffered or the
+ * oldest byte waited FLUSH_US: small steady hand-offs keep the server busy while the command
+ * writes; long read bursts made both wait on each other. While output is streaming (data within
+ * STREAMING_US), the loop polls without sleeping for up to SPIN_US before it blocks: on a
+ * virtual machine, waking a halted CPU for each 4 KiB the terminal delivers costs more than the
+ * spin. The spin ends when output stops, so an idle terminal costs nothing.
+ */
+#define READ_BURST (8 * 1024)
+#define FLUSH_BYTES (8 * 1024)
+#define FLUSH_US 500
+#define STREAMING_US 1000
+#define SPIN_US 300
+#define MAX_DRAIN_US 5000000
+
+static char out[OUT_CAP];
+static size_t out_off, out_end;
+static char in[IN_CAP];
+static size_t in_off, in_end;
+
+static void die(const char *what) {
+  fprintf(stderr, "pty-relay: %s: %s\n", what, strerror(errno));
+  exit(2);
+}
+
+static long long now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int parse_dim(const char *s) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  return (*s && !*end && v >= 1 && v <= 65535) ? (int)v : -1;
+}
+
+static void set_nonblock(int fd) {
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) die("fcntl");
+}
+
+/* Control lines to the server are tiny; a full socket here means the server is gone. */
+static void ctl_say(const char *fmt, long a, const char *text) {
+  char line[256];
+  int n = text ? snprintf(line, sizeof line, fmt, a, text) : snprintf(line, sizeof line, fmt, a);
+  if (n > 0) (void)!write(CTL_FD, line, (size_t)n);
+}
+
+/* The settings node-pty and most terminal emulators start with: cooked, echo, UTF-8 aware. */
+static void init_termios(int slave, int cols, int rows) {
+  struct termios t;
+  if (tcgetattr(slave, &t) < 0) die("tcgetattr");
+  t.c_iflag = ICRNL | IXON | IXANY | IMAXBEL | BRKINT | IUTF8;
+  t.c_oflag = OPOST | ONLCR;
+  t.c_cflag = CREAD | CS8 | HUPCL;
+  t.c_lflag = ICANON | ISIG | IEXTEN | ECHO | ECHOE | ECHOK | ECHOKE | ECHOCTL;
+  cfsetispeed(&t, B38400);
+  cfsetospeed(&t, B38400);
+  if (tcsetattr(slave, TCSANOW, &t) < 0) die("tcsetattr");
+  struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+  if (ioctl(slave, TIOCSWINSZ, &ws) < 0) die("TIOCSWINSZ");
+}
+
+static void handle_ctl_line(int master, char *line) {
+  int cols, rows;
+  if (sscanf(line, "resize %d %d", &cols, &rows) == 2 && cols >= 1 && rows >= 1 && cols <= 65535 && rows <= 65535) {
+    struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+    (void)ioctl(master, TIOCSWINSZ, &ws);
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc < 4) {
+    fprintf(stderr, "usage: pty-relay COLS ROWS FILE [ARG...]\n");
+    return 2;
+  }
+  int cols = parse_dim(argv[1]), rows = parse_dim(argv[2]);
+  if (cols < 0 || rows < 0) {
+    fprintf(stderr, "pty-relay: bad size %s x %s\n", argv[1], argv[2]);
+    return 2;
+  }
+  struct stat st;
+  if (fstat(CTL_FD, &st) < 0) die("control descriptor 3");
+  if (fcntl(CTL_FD, F_SETFD, FD_CLOEXEC) < 0) die("fcntl");
+  signal(SIGPIPE, SIG_IGN);
+
+  int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (master < 0) die("posix_openpt");
+  if (grantpt(master) < 0 || unlockpt(master) < 0) die("unlockpt");
+  char name[128];
+  if (ptsname_r(master, name, sizeof name) != 0) die("ptsname");
+  int slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (slave < 0) die("open slave");
+  init_termios(slave, cols, rows);
+
+  sigset_t chld, old;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  if (sigprocmask(SIG_BLOCK, &chld, &old) < 0) die("sigprocmask");
+  int sigfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sigfd < 0) die("signalfd");
+  int errpipe[2];
+  if (pipe2(errpipe, O_CLOEXEC) < 0) die("pipe2");
+
+  pid_t pid = fork();
+  if (pid < 0) die("fork");
+  if (pid == 0) {
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    if (setsid() < 0 || ioctl(slave, TIOCSCTTY, 0) < 0 || dup2(slave, 0) < 0 || dup2(slave, 1) < 0 || dup2(slave, 2) < 0) {
+      int e = errno;
+      (void)!write(errpipe[1], &e, sizeof e);
+      _exit(127);
+    }
+    execvp(argv[3], argv + 3);
+    int e = errno;
+    (void)!write(errpipe[1], &e, sizeof e);
+    _exit(127);
+  }
+  /* Only the command holds the slave from here on, so EIO on the master means it is all read. */
+  close(slave);
+  close(errpipe[1]);
+  int exec_errno = 0;
+  ssize_t n;
+  while ((n = read(errpipe[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {}
+  close(errpipe[0]);
+  if (n > 0) {
+    waitpid(pid, NULL, 0);
+    ctl_say("error %ld %s\n", exec_errno, strerror(exec_errno));
+    return 0;
+  }
+  ctl_say("pid %ld\n", pid, NULL);
+
+  set_nonblock(master);
+  set_nonblock(0);
+  set_nonblock(1);
+  set_nonblock(CTL_FD);
+
+  char ctl[128];
+  size_t ctl_len = 0;
+  int master_done = 0, out_dead = 0, in_eof = 0, ctl_eof = 0, reaped = 0;
+  long long exited_at = 0, last_data = now_us(), pending_since = 0;
+
+  for (;;) {
+    if (out_dead) out_off = out_end = 0;
+    if (reaped && master_done && out_off == out_end) break;
+    int room = out_end < OUT_CAP || out_off > 0;
+    int in_pending = in_off < in_end;
+    short mev = (short)((!master_done && room ? POLLIN : 0) | (!master_done && in_pending ? POLLOUT : 0));
+    struct pollfd p[5] = {
+        {.fd = mev ? master : -1, .events = mev},
+        {.fd = out_off < out_end ? 1 : -1, .events = POLLOUT},
+        {.fd = !in_eof && !in_pending ? 0 : -1, .events = POLLIN},
+        {.fd = ctl_eof ? -1 : CTL_FD, .events = POLLIN},
+        {.fd = reaped ? -1 : sigfd, .events = POLLIN},
+    };
+    long long t = now_us(), deadline = -1;
+    if (reaped && !master_done) {
+      /* Quiet time counts only while we are reading: a full buffer is the server's pause. */
+      deadline = exited_at + MAX_DRAIN_US;
+      if (room && last_data + QUIET_US < deadline) deadline = last_data + QUIET_US;
+      if (deadline <= t) {
+        master_done = 1;
+        continue;
+      }
+    }
+    /* Output below FLUSH_BYTES waits briefly for more. */
+    size_t pending = out_end - out_off;
+    if (pending > 0 && pending < FLUSH_BYTES && !master_done && pending_since + FLUSH_US > t) {
+      p[1].fd = -1;
+      if (deadline < 0 || pending_since + FLUSH_US < deadline) deadline = pending_since + FLUSH_US;
+    }
+    struct timespec ts, *tsp = NULL;
+    if (deadline >= 0) {
+      ts.tv_sec = (deadline - t) / 1000000;
+      ts.tv_nsec = ((deadline - t) % 1000000) * 1000;
+      tsp = &ts;
+    }
+    int ready = 0;
+    if (p[0].fd >= 0 && t - last_data < STREAMING_US) {
+      struct timespec zero = {0, 0};
+      while ((ready = ppoll(p, 5, &zero, NULL)) == 0 && now_us() - t < SPIN_US) {}
+    }
+    if (!ready && ppoll(p, 5, tsp, NULL) < 0) {
+      if (errno == EINTR) continue;
+      die("poll");
+    }
+
+    if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      if (room) {
+        if (out_end == OUT_CAP) {
+          memmove(out, out + out_off, out_end - out_off);
+          out_end -= out_off;
+          out_off = 0;
+        }
+        /* The terminal hands out at most 4 KiB per read. */
+        size_t burst = 0;
+        while (out_end < OUT_CAP && burst < READ_BURST) {
+          n = read(master, out + out_end, OUT_CAP - out_end);
+          if (n > 0) {
+            if (out_end == out_off) pending_since = now_us();
+            out_end += (size_t)n;
+            burst += (size_t)n;
+            last_data = now_us();
+            continue;
+          }
+          if (n < 0 && errno == EINTR) continue;
+          if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) master_done = 1;
+          break;
+        }
+      } else if (p[0].revents & (POLLHUP | POLLERR)) {
+        in_off = in_end = 0; /* nobody is left to read keystrokes */
+      }
+    }
+    if (in_off < in_end && !master_done && (p[0].revents & POLLOUT)) {
+      n = write(master, in + in_off, in_end - in_off);
+      if (n > 0) in_off += (size_t)n;
+      else if (n < 0 && errno != EAGAIN && errno != EINTR) in_off = in_end;
+    }
+    if (in_off == in_end) in_off = in_end = 0;
+
+    if (out_off < out_end && p[1].fd == 1) {
+      n = write(1, out + out_off, out_end - out_off);
+      if (n > 0) out_off += (size_t)n;
+      else if (n < 0 && errno != EAGAIN && errno != EINTR) out_dead = 1;
+      if (out_off == out_end) out_off = out_end = 0;
+    }
+
+    if (p[2].revents & (POLLIN | POLLHUP | POLLERR)) {
+      n = read(0, in, IN_CAP);
+      if (n > 0) {
+        in_off = 0;
+        in_end = (size_t)n;
+      } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        in_eof = 1;
+      }
+    }
+
+    if (p[3].revents & (POLLIN | POLLHUP | POLLERR)) {
+      n = read(CTL_FD, ctl + ctl_len, sizeof ctl - 1 - ctl_len);
+      if (n > 0) {
+        ctl_len += (size_t)n;
+        char *nl;
+        while ((nl = memchr(ctl, '\n', ctl_len)) != NULL) {
+          *nl = '\0';
+          handle_ctl_line(master, ctl);
+          size_t used = (size_t)(nl + 1 - ctl);
+          memmove(ctl, nl + 1, ctl_len - used);
+          ctl_len -= used;
+        }
+        if (ctl_len == sizeof ctl - 1) ctl_len = 0; /* an overlong line: not ours, drop it */
+      } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        /* The server is gone: hang up the terminal (the command gets SIGHUP) and leave. */
+        ctl_eof = 1;
+        close(master);
+        return 1;
+      }
+    }
+
+    if (p[4].revents & POLLIN) {
+      struct signalfd_siginfo si;
+      while (read(sigfd, &si, sizeof si) > 0) {}
+      int status;
+      if (!reaped && waitpid(pid, &status, WNOHANG) == pid) {
+        reaped = 1;
+        exited_at = now_us();
+        if (WIFSIGNALED(status)) ctl_say("signal %ld\n", WTERMSIG(status), NULL);
+        else ctl_say("exit %ld\n", WEXITSTATUS(status), NULL);
+      }
+    }
+  }
+  close(1);
+  close(master);
+  return 0;
+}
