@@ -15,7 +15,7 @@
  * Profiling our side: BENCH_OURS_NODE_ARGS='--cpu-prof --cpu-prof-dir=/some/dir'.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -221,11 +221,48 @@ async function roundTrips(c: Client, cwd: string, mode: Mode, tag: string): Prom
 
 async function throughput(c: Client, cwd: string, mode: Mode, tty: boolean, tag: string): Promise<number> {
   const total = MB * 1024 * 1024;
+  const [cpu0, client0] = [await cpuTicks(), process.cpuUsage()];
   const t = performance.now();
   const r = await c.run(`${tag}-tp-${tty ? 'pty' : 'pipe'}`, startParams(['/bin/sh', '-c', `head -c ${total} /dev/zero`], cwd, mode, tty));
   const secs = (performance.now() - t) / 1000;
+  if (process.env['BENCH_DEBUG']) {
+    const client = process.cpuUsage(client0);
+    const machine = (await cpuTicks()) - cpu0;
+    console.error(`${tag} ${tty ? 'pty' : 'pipe'}: ${secs.toFixed(2)} s, machine busy ${(machine / 100).toFixed(2)} CPU-s, bench client ${((client.user + client.system) / 1e6).toFixed(2)} CPU-s`);
+  }
   if (r.bytes < total) throw new Error(`${tag}: got ${r.bytes} of ${total} bytes (exit ${String(r.exitCode)})`);
   return r.bytes / 1024 / 1024 / secs;
+}
+
+/** Busy time of all CPUs so far, in clock ticks (1/100 s), from /proc/stat. */
+async function cpuTicks(): Promise<number> {
+  const f = (await readFile('/proc/stat', 'utf8')).split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  return f.reduce((x, y) => x + y, 0) - (f[3] ?? 0) - (f[4] ?? 0);
+}
+
+/** Busy share of all CPUs over `ms`, from /proc/stat. */
+async function busyShare(ms: number): Promise<number> {
+  const sample = async (): Promise<number[]> => (await readFile('/proc/stat', 'utf8')).split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const a = await sample();
+  await new Promise((r) => setTimeout(r, ms));
+  const b = await sample();
+  const d = b.map((v, i) => v - (a[i] ?? 0));
+  const total = d.reduce((x, y) => x + y, 0);
+  const idle = (d[3] ?? 0) + (d[4] ?? 0);
+  return total > 0 ? 1 - idle / total : 0;
+}
+
+/**
+ * Runs `measure` once the machine is quiet (under 15 % busy over 200 ms, at most 10 s of
+ * waiting): what one server left running (the reference tears down its sandboxes after the
+ * round trips) must not slow the next measurement, whichever side it is.
+ */
+async function settled<T>(measure: () => Promise<T>): Promise<T> {
+  const until = performance.now() + 10_000;
+  let busy = await busyShare(200);
+  while (busy > 0.15 && performance.now() < until) busy = await busyShare(200);
+  if (busy > 0.15) console.error(`warning: machine still ${(busy * 100).toFixed(0)} % busy before a measurement`);
+  return measure();
 }
 
 async function rawSpawn(): Promise<{ p50: number; p90: number }> {
@@ -275,9 +312,9 @@ async function main(): Promise<void> {
         for (const side of sides) {
           const c = await connect(side, mode);
           const r = result.get(key(side, mode)) ?? { ...none };
-          if (phase === 'rt' && cases.has('rt')) Object.assign(r, await roundTrips(c, cwd, mode, `${side.name}-${mode}`));
-          if (phase === 'stream' && cases.has('pipe')) r.pipe = await throughput(c, cwd, mode, false, `${side.name}-${mode}`);
-          if (phase === 'stream' && cases.has('pty')) r.pty = await throughput(c, cwd, mode, true, `${side.name}-${mode}`);
+          if (phase === 'rt' && cases.has('rt')) Object.assign(r, await settled(() => roundTrips(c, cwd, mode, `${side.name}-${mode}`)));
+          if (phase === 'stream' && cases.has('pipe')) r.pipe = await settled(() => throughput(c, cwd, mode, false, `${side.name}-${mode}`));
+          if (phase === 'stream' && cases.has('pty')) r.pty = await settled(() => throughput(c, cwd, mode, true, `${side.name}-${mode}`));
           c.close();
           result.set(key(side, mode), r);
         }
