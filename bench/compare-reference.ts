@@ -8,10 +8,14 @@
  *                same object, which narrows its session).
  * Measures (a) the round trip `process/start` of `true` -> `process/closed` (p50/p90), next to a
  * raw Node `spawn('true')`, and (b) streaming throughput of 256 MB to one client in pipe and in
- * PTY mode. Both servers run as separate processes and are driven by the same client code.
+ * PTY mode, `--repeat` times per side, the sides alternating (which goes first swaps every
+ * time), reported as the median with the range: one stream on a shared virtual machine moves by
+ * 10-20 % from one run to the next. Both servers run as separate processes and are driven by
+ * the same client code; every measurement waits for a quiet machine first.
  *
- *   node --import tsx bench/compare-reference.ts [--runs 200] [--mb 256] [--only none|sandboxed]
- *     [--side ours|reference] [--cases rt,pipe,pty] [--ours-flags '--ws-buffer-limit-bytes N']
+ *   node --import tsx bench/compare-reference.ts [--runs 200] [--mb 256] [--repeat 5]
+ *     [--only none|sandboxed] [--side ours|reference] [--cases rt,pipe,pty]
+ *     [--ours-flags '--ws-buffer-limit-bytes N']
  * Profiling our side: BENCH_OURS_NODE_ARGS='--cpu-prof --cpu-prof-dir=/some/dir'.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -23,11 +27,12 @@ import WebSocket from 'ws';
 import { startReferenceExecServer } from '../test/support/codex-cli.ts';
 
 const { values: args } = parseArgs({
-  options: { runs: { type: 'string', default: '200' }, mb: { type: 'string', default: '256' }, only: { type: 'string' }, 'ours-flags': { type: 'string', default: '' }, side: { type: 'string' }, cases: { type: 'string', default: 'rt,pipe,pty' }, warmup: { type: 'string', default: '20' } },
+  options: { repeat: { type: 'string', default: '5' }, runs: { type: 'string', default: '200' }, mb: { type: 'string', default: '256' }, only: { type: 'string' }, 'ours-flags': { type: 'string', default: '' }, side: { type: 'string' }, cases: { type: 'string', default: 'rt,pipe,pty' }, warmup: { type: 'string', default: '20' } },
 });
 const RUNS = Number(args.runs);
 const MB = Number(args.mb);
 const WARMUP = Number(args.warmup);
+const REPEAT = Number(args.repeat);
 /** Extra flags for our server (none by default: the same defaults a user gets). */
 const OURS_FLAGS = (args['ours-flags'] ?? '').split(' ').filter(Boolean);
 
@@ -205,6 +210,11 @@ function startParams(argv: string[], cwd: string, mode: Mode, tty: boolean): Jso
   };
 }
 
+const median = (values: number[]): number => {
+  const s = [...values].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 ? (s[mid] ?? NaN) : ((s[mid - 1] ?? NaN) + (s[mid] ?? NaN)) / 2;
+};
 const pct = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 
 async function roundTrips(c: Client, cwd: string, mode: Mode, tag: string): Promise<{ p50: number; p90: number }> {
@@ -287,6 +297,8 @@ interface Row {
   readonly reference: number;
   /** Higher is better (throughput) or lower is better (latency). */
   readonly better: 'higher' | 'lower';
+  /** Streams: min-max of the repeated runs, per side. */
+  readonly ranges?: readonly [string, string];
 }
 
 async function main(): Promise<void> {
@@ -301,23 +313,46 @@ async function main(): Promise<void> {
     console.error(`raw spawn('true'): p50 ${raw.p50.toFixed(2)} ms, p90 ${raw.p90.toFixed(2)} ms`);
     const modes: Mode[] = args.only ? [args.only as Mode] : ['none', 'sandboxed'];
     const cases = new Set((args.cases ?? '').split(','));
+    const ranges = new Map<string, string>();
     const sides = [ours, reference].filter((s) => !args.side || s.name === args.side);
     const none = { p50: NaN, p90: NaN, pipe: NaN, pty: NaN };
     const result = new Map<string, { p50: number; p90: number; pipe: number; pty: number }>();
     const key = (side: Side, mode: Mode): string => `${side.name}/${mode}`;
+    const streams = new Map<string, number[]>();
+    const record = (side: Side, mode: Mode, what: 'pipe' | 'pty', mbs: number): void => {
+      const k = `${key(side, mode)}/${what}`;
+      streams.set(k, [...(streams.get(k) ?? []), mbs]);
+    };
     // Round trips of every mode first, then streams: a 256 MB stream leaves a server process
     // with a larger heap, which makes its next fork()s slower and would bias what follows.
-    for (const phase of ['rt', 'stream'] as const) {
+    if (cases.has('rt')) {
       for (const mode of modes) {
         for (const side of sides) {
           const c = await connect(side, mode);
-          const r = result.get(key(side, mode)) ?? { ...none };
-          if (phase === 'rt' && cases.has('rt')) Object.assign(r, await settled(() => roundTrips(c, cwd, mode, `${side.name}-${mode}`)));
-          if (phase === 'stream' && cases.has('pipe')) r.pipe = await settled(() => throughput(c, cwd, mode, false, `${side.name}-${mode}`));
-          if (phase === 'stream' && cases.has('pty')) r.pty = await settled(() => throughput(c, cwd, mode, true, `${side.name}-${mode}`));
+          result.set(key(side, mode), { ...none, ...(await settled(() => roundTrips(c, cwd, mode, `${side.name}-${mode}`))) });
           c.close();
-          result.set(key(side, mode), r);
         }
+      }
+    }
+    for (const mode of modes) {
+      for (let rep = 0; rep < REPEAT; rep++) {
+        for (const side of rep % 2 === 0 ? sides : [...sides].reverse()) {
+          const c = await connect(side, mode);
+          if (cases.has('pipe')) record(side, mode, 'pipe', await settled(() => throughput(c, cwd, mode, false, `${side.name}-${mode}`)));
+          if (cases.has('pty')) record(side, mode, 'pty', await settled(() => throughput(c, cwd, mode, true, `${side.name}-${mode}`)));
+          c.close();
+        }
+      }
+      for (const side of sides) {
+        const r = result.get(key(side, mode)) ?? { ...none };
+        for (const what of ['pipe', 'pty'] as const) {
+          const all = streams.get(`${key(side, mode)}/${what}`);
+          if (!all) continue;
+          r[what] = median(all);
+          console.error(`${side.name} ${mode} ${what} MB/s: ${all.map((v) => v.toFixed(0)).join(' ')}`);
+          ranges.set(`${key(side, mode)}/${what}`, `${Math.min(...all).toFixed(0)}-${Math.max(...all).toFixed(0)}`);
+        }
+        result.set(key(side, mode), r);
       }
     }
     for (const mode of modes) {
@@ -327,12 +362,12 @@ async function main(): Promise<void> {
       rows.push(
         { what: `${mode}: round trip p50`, unit: 'ms', ours: o.p50, reference: r.p50, better: 'lower' },
         { what: `${mode}: round trip p90`, unit: 'ms', ours: o.p90, reference: r.p90, better: 'lower' },
-        { what: `${mode}: pipe ${MB} MB`, unit: 'MB/s', ours: o.pipe, reference: r.pipe, better: 'higher' },
-        { what: `${mode}: PTY ${MB} MB`, unit: 'MB/s', ours: o.pty, reference: r.pty, better: 'higher' },
+        { what: `${mode}: pipe ${MB} MB`, unit: 'MB/s', ours: o.pipe, reference: r.pipe, better: 'higher', ranges: [ranges.get(`${key(ours, mode)}/pipe`) ?? '', ranges.get(`${key(reference, mode)}/pipe`) ?? ''] },
+        { what: `${mode}: PTY ${MB} MB`, unit: 'MB/s', ours: o.pty, reference: r.pty, better: 'higher', ranges: [ranges.get(`${key(ours, mode)}/pty`) ?? '', ranges.get(`${key(reference, mode)}/pty`) ?? ''] },
       );
     }
     const fmt = (n: number): string => (n >= 100 ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.toFixed(2));
-    console.log(`\nMachine: ${cpus().length} x ${cpus()[0]?.model ?? '?'}, Node ${process.version}; ${RUNS} round trips per case (after ${WARMUP} warm-up), ${MB} MB per stream`);
+    console.log(`\nMachine: ${cpus().length} x ${cpus()[0]?.model ?? '?'}, Node ${process.version}; ${RUNS} round trips per case (after ${WARMUP} warm-up); ${MB} MB per stream, median of ${REPEAT} alternating runs per side (range in brackets)`);
     console.log(`Our server's extra flags: ${OURS_FLAGS.join(' ') || '(none)'}`);
     console.log(`Raw Node spawn('true') -> close: p50 ${fmt(raw.p50)} ms, p90 ${fmt(raw.p90)} ms\n`);
     console.log('| case | unit | ours | reference | ours/reference | ours is |');
@@ -340,7 +375,10 @@ async function main(): Promise<void> {
     for (const row of rows) {
       const ratio = row.ours / row.reference;
       const factor = row.better === 'lower' ? row.reference / row.ours : ratio;
-      console.log(`| ${row.what} | ${row.unit} | ${fmt(row.ours)} | ${fmt(row.reference)} | ${ratio.toFixed(3)} | ${factor >= 1 ? `${factor.toFixed(1)}x better` : `${(1 / factor).toFixed(1)}x worse`} |`);
+      const [ourRange, refRange] = row.ranges ?? ['', ''];
+      const value = (v: number, range: string): string => (range ? `${fmt(v)} [${range}]` : fmt(v));
+      const times = (f: number): string => f.toFixed(f < 2 ? 2 : 1);
+      console.log(`| ${row.what} | ${row.unit} | ${value(row.ours, ourRange)} | ${value(row.reference, refRange)} | ${ratio.toFixed(3)} | ${factor >= 1 ? `${times(factor)}x better` : `${times(1 / factor)}x worse`} |`);
     }
   } finally {
     await ours.close();
