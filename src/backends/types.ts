@@ -1,6 +1,6 @@
 /**
  * The boundary between the backend-independent engine and the places commands really run.
- * Nothing above `src/backends/` imports dockerode or node-pty; everything goes through here.
+ * Nothing above `src/backends/` imports dockerode or starts a process; everything goes through here.
  */
 import type { ContainerId, SessionId, TenantId } from '../ids.ts';
 
