@@ -6,6 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { spawnPty } from '../../src/backends/local/pty-process.ts';
 import type { BackendExit, BackendProcess } from '../../src/backends/types.ts';
@@ -78,8 +79,10 @@ test('a signal reaches the command and is reported as the way it ended', async (
 test('a background process that keeps the terminal open does not hold the exit back for long', async () => {
   const started = performance.now();
   // In a session of its own, the hangup when the shell exits does not reach it: the terminal
-  // never reads EIO while it lives.
-  const r = await run('setsid -f sleep 8; echo foreground done');
+  // never reads EIO while it lives. The shell waits until it is in that session (the marker
+  // file is written after setsid), or the hangup could still catch it.
+  const marker = join(tmpdir(), `pty-relay-bg-${process.pid}-${Date.now()}`);
+  const r = await run(`setsid -f sh -c 'touch ${marker}; exec sleep 8'; while [ ! -e ${marker} ]; do sleep 0.01; done; rm -f ${marker}; echo foreground done`);
   assert.deepEqual(await r.ended, { kind: 'exited', code: 0 });
   assert.match(r.text(), /foreground done/);
   const took = performance.now() - started;

@@ -87,9 +87,20 @@ export function spawnPty(opts: PtySpawn, sink: ProcessSink): Promise<BackendProc
     keys.on('error', () => undefined); // EPIPE after the relay is gone: not the caller's failure
     control.on('error', () => undefined);
     relay.once('error', (err) => fail(err.message));
+    // Whatever the relay reported reaches us before its control socket closes, whereas its exit
+    // may be seen first: a relay counts as gone without a report only once both have happened.
+    let relayEnd: string | undefined;
+    let controlClosed = false;
+    const ended = (): void => {
+      if (controlClosed && relayEnd !== undefined) fail(relayEnd);
+    };
     relay.once('exit', (code, signal) => {
-      // The relay reports on the control socket before it exits; give the socket its last read.
-      setImmediate(() => fail(signal ? `killed by ${signal}` : `exit code ${String(code)}`));
+      relayEnd = signal ? `killed by ${signal}` : `exit code ${String(code)}`;
+      ended();
+    });
+    control.once('close', () => {
+      controlClosed = true;
+      ended();
     });
 
     let lines = '';
