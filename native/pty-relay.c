@@ -185,7 +185,7 @@ int main(int argc, char **argv) {
 
   char ctl[128];
   size_t ctl_len = 0;
-  int master_done = 0, out_dead = 0, in_eof = 0, ctl_eof = 0, reaped = 0;
+  int master_done = 0, out_dead = 0, in_eof = 0, reaped = 0;
   long long exited_at = 0, last_data = now_us();
 
   for (;;) {
@@ -198,7 +198,7 @@ int main(int argc, char **argv) {
         {.fd = mev ? master : -1, .events = mev},
         {.fd = out_off < out_end ? 1 : -1, .events = POLLOUT},
         {.fd = !in_eof && !in_pending ? 0 : -1, .events = POLLIN},
-        {.fd = ctl_eof ? -1 : CTL_FD, .events = POLLIN},
+        {.fd = CTL_FD, .events = POLLIN},
         {.fd = reaped ? -1 : sigfd, .events = POLLIN},
     };
     long long t = now_us(), deadline = -1;
@@ -284,7 +284,6 @@ int main(int argc, char **argv) {
         if (ctl_len == sizeof ctl - 1) ctl_len = 0; /* an overlong line: not ours, drop it */
       } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
         /* The server is gone: hang up the terminal (the command gets SIGHUP) and leave. */
-        ctl_eof = 1;
         close(master);
         return 1;
       }

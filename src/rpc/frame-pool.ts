@@ -1,8 +1,8 @@
 /**
  * Reusable buffers for `process/output` frames.
  *
- * Why: a stream of output allocates one frame per chunk (about 87 KB for 64 KiB of output);
- * each is external memory to V8, and that churn alone started a full mark-compact every few
+ * Why: a stream of output allocates one frame per chunk; each is external memory to V8, and
+ * with 64 KiB chunks (87 KB frames) that churn alone started a full mark-compact every few
  * megabytes of a 256 MB stream (bench/compare-reference.ts with `--trace-gc`: 49-58 against
  * 30-39 with the pool, pipe throughput up about 10 %). A frame goes back to the pool once the
  * socket has written it; a frame that is never written (a closed socket) is simply dropped.

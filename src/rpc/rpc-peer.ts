@@ -20,8 +20,11 @@ export interface RpcTransport {
   send(text: string | Buffer, sent?: () => void): void;
 }
 
-/** Output frames: a chunk is at most 64 KiB (87,384 bytes of base64) plus the envelope. */
-const outputFrames = new FramePool(96 * 1024, 64);
+/**
+ * Output frames: a chunk is at most 16 KiB (processes/managed-process.ts), 21,848 bytes of
+ * base64 plus the envelope; a bigger frame is a plain allocation.
+ */
+const outputFrames = new FramePool(32 * 1024, 64);
 type Id = string | number;
 
 interface Pending {

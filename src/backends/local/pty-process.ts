@@ -14,13 +14,12 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import type { Duplex, Writable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
 import { execError } from '../../errors.ts';
-import type { BackendExit, BackendProcess, ProcessSink, SandboxType, SignalName } from '../types.ts';
+import type { BackendExit, BackendProcess, ProcessSink, SandboxType, SignalName, TerminalSize } from '../types.ts';
+import { nativeHelperPath } from './native-helpers.ts';
 import { signalGroup, signalName } from './signals.ts';
 
-/** The relay binary; `sh scripts/build-native.sh` (run by `npm install`) builds it. */
-export const PTY_RELAY = fileURLToPath(new URL('../../../build/pty-relay', import.meta.url));
+const PTY_RELAY = nativeHelperPath('pty-relay');
 /** Bytes of keystrokes we buffer for a terminal nobody reads; past it writes fail clearly. */
 const STDIN_BUFFER_LIMIT = 8 * 1024 * 1024;
 /** Diagnostics the relay may print on its stderr, kept for the error message. */
@@ -31,7 +30,7 @@ export interface PtySpawn {
   readonly args: readonly string[];
   readonly cwd: string;
   readonly env: Readonly<Record<string, string>>;
-  readonly size: { readonly cols: number; readonly rows: number };
+  readonly size: TerminalSize;
   readonly sandboxType: SandboxType;
 }
 

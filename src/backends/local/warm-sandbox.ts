@@ -24,9 +24,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
 import type { Readable } from 'node:stream';
 import type { Logger } from '../../logger.ts';
+import { nativeHelperPath } from './native-helpers.ts';
 
 /** Distinct argument sets kept warm per session (a narrowing client can vary them). */
 const MAX_HOLDERS = 4;
@@ -41,8 +41,7 @@ export interface WarmSandboxTools {
   readonly join: string;
 }
 
-/** Where scripts/build-native.sh puts the helper. */
-const JOIN_HELPER = fileURLToPath(new URL('../../../build/sandbox-join', import.meta.url));
+const JOIN_HELPER = nativeHelperPath('sandbox-join');
 
 interface Holder {
   readonly child: ChildProcess;
