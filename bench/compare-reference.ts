@@ -19,7 +19,7 @@
  * Profiling our side: BENCH_OURS_NODE_ARGS='--cpu-prof --cpu-prof-dir=/some/dir'.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -128,6 +128,8 @@ class Client {
 interface Side {
   readonly name: 'ours' | 'reference';
   readonly url: string;
+  /** The server's process id, for its CPU time in BENCH_DEBUG lines. */
+  readonly pid: number | undefined;
   close(): Promise<void>;
 }
 
@@ -140,6 +142,7 @@ async function startOurs(workspaceRoot: string): Promise<Side> {
   const url = await new Promise<string>((resolve, reject) => {
     let buf = '';
     child.stdout!.setEncoding('utf8').on('data', (s: string) => {
+      if (process.env['BENCH_DEBUG']) process.stderr.write(s); // e.g. --trace-gc from BENCH_OURS_NODE_ARGS
       buf += s;
       const m = /^(ws:\/\/\S+)\s*$/m.exec(buf);
       if (m?.[1]) resolve(m[1]);
@@ -150,6 +153,7 @@ async function startOurs(workspaceRoot: string): Promise<Side> {
   return {
     name: 'ours',
     url,
+    pid: child.pid,
     close: () =>
       new Promise<void>((resolve) => {
         if (child.exitCode !== null) return resolve();
@@ -229,19 +233,47 @@ async function roundTrips(c: Client, cwd: string, mode: Mode, tag: string): Prom
   return { p50: pct(times, 50), p90: pct(times, 90) };
 }
 
-async function throughput(c: Client, cwd: string, mode: Mode, tty: boolean, tag: string, mb = MB): Promise<number> {
+async function throughput(c: Client, side: Side, cwd: string, mode: Mode, tty: boolean, tag: string, mb = MB): Promise<number> {
   const total = Math.ceil(mb * 1024 * 1024);
-  const [cpu0, client0] = [await cpuTicks(), process.cpuUsage()];
+  const [cpu0, client0, server0] = [await cpuTicks(), process.cpuUsage(), await processTicks(side.pid)];
   const t = performance.now();
   const r = await c.run(`${tag}-tp-${tty ? 'pty' : 'pipe'}`, startParams(['/bin/sh', '-c', `head -c ${total} /dev/zero`], cwd, mode, tty));
   const secs = (performance.now() - t) / 1000;
   if (process.env['BENCH_DEBUG']) {
     const client = process.cpuUsage(client0);
     const machine = (await cpuTicks()) - cpu0;
-    console.error(`${tag} ${tty ? 'pty' : 'pipe'}: ${secs.toFixed(2)} s, machine busy ${(machine / 100).toFixed(2)} CPU-s, bench client ${((client.user + client.system) / 1e6).toFixed(2)} CPU-s`);
+    const server1 = await processTicks(side.pid);
+    const [server, children] = [server1.own - server0.own, server1.children - server0.children].map((t) => (t / 100).toFixed(2));
+    console.error(`${tag} ${tty ? 'pty' : 'pipe'}: ${secs.toFixed(2)} s, CPU-s: machine ${(machine / 100).toFixed(2)}, server ${server} (its children ${children}), bench client ${((client.user + client.system) / 1e6).toFixed(2)}`);
   }
   if (r.bytes < total) throw new Error(`${tag}: got ${r.bytes} of ${total} bytes (exit ${String(r.exitCode)})`);
   return r.bytes / 1024 / 1024 / secs;
+}
+
+/** CPU time of one process (all its threads) and of its reaped children so far, in clock ticks. */
+async function processTicks(pid: number | undefined): Promise<{ own: number; children: number }> {
+  if (pid === undefined) return { own: NaN, children: NaN };
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+  // utime, stime, cutime, cstime: fields 14 to 17 of proc(5)
+  return { own: (f[11] ?? NaN) + (f[12] ?? NaN), children: (f[13] ?? NaN) + (f[14] ?? NaN) };
+}
+
+/** The npm package's launcher runs the native `codex` binary as a child: that one is the server. */
+async function nativeServerPid(launcher: number | undefined): Promise<number | undefined> {
+  const procs = await Promise.all(
+    (await readdir('/proc')).filter((d) => /^\d+$/.test(d)).map(async (d) => {
+      const stat = await readFile(`/proc/${d}/stat`, 'utf8').catch(() => '');
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      return { pid: Number(d), comm, ppid: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) };
+    }),
+  );
+  const tree = new Set([launcher]);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const p of procs) if (tree.has(p.ppid) && !tree.has(p.pid)) (tree.add(p.pid), (grew = true));
+  }
+  return procs.find((p) => tree.has(p.pid) && p.comm === 'codex')?.pid ?? launcher;
 }
 
 /** Busy time of all CPUs so far, in clock ticks (1/100 s), from /proc/stat. */
@@ -306,7 +338,7 @@ async function main(): Promise<void> {
   const cwd = await mkdtemp(join(tmpdir(), 'bench-cwd-'));
   const ours = await startOurs(workspaceRoot);
   const refServer = await startReferenceExecServer({ cwd });
-  const reference: Side = { name: 'reference', url: refServer.url, close: refServer.close };
+  const reference: Side = { name: 'reference', url: refServer.url, pid: await nativeServerPid(refServer.child.pid), close: refServer.close };
   const rows: Row[] = [];
   try {
     const raw = await rawSpawn();
@@ -340,15 +372,15 @@ async function main(): Promise<void> {
       // stream paid for faulting them back in (ours 194-216 MB/s against 270-350 afterwards).
       for (const side of sides) {
         const c = await connect(side, mode);
-        if (cases.has('pipe')) await throughput(c, cwd, mode, false, `${side.name}-${mode}-warmup`, MB / 8);
-        if (cases.has('pty')) await throughput(c, cwd, mode, true, `${side.name}-${mode}-warmup`, MB / 8);
+        if (cases.has('pipe')) await throughput(c, side, cwd, mode, false, `${side.name}-${mode}-warmup`, MB / 8);
+        if (cases.has('pty')) await throughput(c, side, cwd, mode, true, `${side.name}-${mode}-warmup`, MB / 8);
         c.close();
       }
       for (let rep = 0; rep < REPEAT; rep++) {
         for (const side of rep % 2 === 0 ? sides : [...sides].reverse()) {
           const c = await connect(side, mode);
-          if (cases.has('pipe')) record(side, mode, 'pipe', await settled(() => throughput(c, cwd, mode, false, `${side.name}-${mode}`)));
-          if (cases.has('pty')) record(side, mode, 'pty', await settled(() => throughput(c, cwd, mode, true, `${side.name}-${mode}`)));
+          if (cases.has('pipe')) record(side, mode, 'pipe', await settled(() => throughput(c, side, cwd, mode, false, `${side.name}-${mode}`)));
+          if (cases.has('pty')) record(side, mode, 'pty', await settled(() => throughput(c, side, cwd, mode, true, `${side.name}-${mode}`)));
           c.close();
         }
       }
