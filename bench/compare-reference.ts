@@ -244,19 +244,19 @@ async function throughput(c: Client, side: Side, cwd: string, mode: Mode, tty: b
     const machine = (await cpuTicks()) - cpu0;
     const server1 = await processTicks(side.pid);
     const [server, children] = [server1.own - server0.own, server1.children - server0.children].map((t) => (t / 100).toFixed(2));
-    console.error(`${tag} ${tty ? 'pty' : 'pipe'}: ${secs.toFixed(2)} s, CPU-s: machine ${(machine / 100).toFixed(2)}, server ${server} (its children ${children}), bench client ${((client.user + client.system) / 1e6).toFixed(2)}`);
+    console.error(`${tag} ${tty ? 'pty' : 'pipe'}: ${secs.toFixed(2)} s, CPU-s: machine ${(machine / 100).toFixed(2)}, server ${server} (its children ${children}; ${server1.faults - server0.faults} page faults), bench client ${((client.user + client.system) / 1e6).toFixed(2)}`);
   }
   if (r.bytes < total) throw new Error(`${tag}: got ${r.bytes} of ${total} bytes (exit ${String(r.exitCode)})`);
   return r.bytes / 1024 / 1024 / secs;
 }
 
 /** CPU time of one process (all its threads) and of its reaped children so far, in clock ticks. */
-async function processTicks(pid: number | undefined): Promise<{ own: number; children: number }> {
-  if (pid === undefined) return { own: NaN, children: NaN };
+async function processTicks(pid: number | undefined): Promise<{ own: number; children: number; faults: number }> {
+  if (pid === undefined) return { own: NaN, children: NaN, faults: NaN };
   const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
   // utime, stime, cutime, cstime: fields 14 to 17 of proc(5)
-  return { own: (f[11] ?? NaN) + (f[12] ?? NaN), children: (f[13] ?? NaN) + (f[14] ?? NaN) };
+  return { own: (f[11] ?? NaN) + (f[12] ?? NaN), children: (f[13] ?? NaN) + (f[14] ?? NaN), faults: (f[7] ?? NaN) + (f[9] ?? NaN) };
 }
 
 /** The npm package's launcher runs the native `codex` binary as a child: that one is the server. */
