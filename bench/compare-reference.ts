@@ -17,6 +17,8 @@
  *     [--only none|sandboxed] [--side ours|reference] [--cases rt,pipe,pty]
  *     [--ours-flags '--ws-buffer-limit-bytes N']
  * Profiling our side: BENCH_OURS_NODE_ARGS='--cpu-prof --cpu-prof-dir=/some/dir'.
+ * BENCH_DEBUG=1: per stream, the CPU of the machine, of each server process and its reaped
+ * children, of this client, and the server's page faults (docs/benchmarks.md uses them).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
