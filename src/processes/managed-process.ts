@@ -8,6 +8,7 @@ import { StringDecoder } from 'node:string_decoder';
 import type { BackendExit, BackendProcess, ProcessSink, SandboxType, SignalName, SpawnMode, StreamName } from '../backends/types.ts';
 import type { ProcessId } from '../ids.ts';
 import { OutputLog } from './output-log.ts';
+import { SlabWriter } from './output-slabs.ts';
 import { isTerminal, type ProcessState, type TerminalState } from './process-state.ts';
 
 const WRITE_ID_MEMORY = 1024;
@@ -76,6 +77,7 @@ export class ManagedProcess {
   #onTerminal: ((p: ManagedProcess) => void) | undefined;
   /** Output not yet appended to the log (coalescing), all of one stream. */
   #pending: Buffer[] = [];
+  readonly #slabs = new SlabWriter();
   #pendingStream: StreamName = 'stdout';
   #pendingBytes = 0;
   #flushScheduled: NodeJS.Immediate | undefined;
@@ -157,10 +159,11 @@ export class ManagedProcess {
       this.#flushScheduled = undefined;
     }
     if (this.#pendingBytes === 0) return;
-    const data = this.#pending.length === 1 ? this.#pending[0]! : Buffer.concat(this.#pending, this.#pendingBytes);
+    // A copy into recycled storage: the read buffers die young (output-slabs.ts).
+    const { data, release } = this.#slabs.copy(this.#pending, this.#pendingBytes);
     this.#pending = [];
     this.#pendingBytes = 0;
-    this.log.append({ kind: 'output', stream: this.#pendingStream, data });
+    this.log.append({ kind: 'output', stream: this.#pendingStream, data }, release);
   }
 
   /** Ends the window of `attempt`: publishes what it held and, if it already exited, the exit. */
@@ -189,6 +192,7 @@ export class ManagedProcess {
     this.state = state;
     this.sandboxDenied = sandboxDenied;
     this.stdinOpen = false;
+    this.#slabs.close();
     this.log.append({ kind: 'exited', state, sandboxDenied });
     this.log.append({ kind: 'closed' });
     this.#onTerminal?.(this);

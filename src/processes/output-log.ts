@@ -26,6 +26,8 @@ export interface ReadResult {
 export class OutputLog {
   readonly #budget: number;
   readonly #chunks: Array<Extract<LogEvent, { kind: 'output' }>> = [];
+  /** Per retained chunk (same index), what frees its storage once it is dropped. */
+  readonly #releases: Array<(() => void) | undefined> = [];
   #head = 0; // index of the oldest retained chunk (array compacted lazily)
   #retainedBytes = 0;
   #droppedBytes = 0;
@@ -56,12 +58,16 @@ export class OutputLog {
     return this.#chunks[this.#head]?.seq ?? this.#nextSeq;
   }
 
-  /** Appends an event, assigns its seq and tells every listener synchronously. */
-  append(event: NewLogEvent): LogEvent {
+  /**
+   * Appends an event, assigns its seq and tells every listener synchronously. `release` (output
+   * only) runs when the chunk is dropped from retention: its data may be reused after that turn.
+   */
+  append(event: NewLogEvent, release?: () => void): LogEvent {
     const sequenced = { ...event, seq: this.#nextSeq++ } as LogEvent;
     switch (sequenced.kind) {
       case 'output':
         this.#chunks.push(sequenced);
+        this.#releases.push(release);
         this.#retainedBytes += sequenced.data.length;
         this.#evict();
         break;
@@ -85,6 +91,8 @@ export class OutputLog {
   #evict(): void {
     // Keep at least the newest chunk even if it alone exceeds the budget.
     while (this.#retainedBytes > this.#budget && this.#chunks.length - this.#head > 1) {
+      this.#releases[this.#head]?.();
+      this.#releases[this.#head] = undefined;
       const old = this.#chunks[this.#head++];
       if (!old) break;
       this.#retainedBytes -= old.data.length;
@@ -92,6 +100,7 @@ export class OutputLog {
     }
     if (this.#head > 1024 && this.#head * 2 > this.#chunks.length) {
       this.#chunks.splice(0, this.#head);
+      this.#releases.splice(0, this.#head);
       this.#head = 0;
     }
   }

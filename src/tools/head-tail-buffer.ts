@@ -28,8 +28,9 @@ export class HeadTailBuffer {
     return this.#headBytes + this.#tailBytes;
   }
 
+  /** Keeps a copy: a log chunk's storage is reused once the log drops it (output-slabs.ts). */
   push(chunk: Buffer): void {
-    let data = chunk;
+    let data = Buffer.from(chunk);
     if (this.#headBytes < this.#headMax) {
       const take = Math.min(this.#headMax - this.#headBytes, data.length);
       this.#head.push(data.subarray(0, take));
