@@ -75,11 +75,9 @@ export class ManagedProcess {
   #outputPaused = false;
   readonly #timers = new Set<NodeJS.Timeout>();
   #onTerminal: ((p: ManagedProcess) => void) | undefined;
-  /** Output not yet appended to the log (coalescing), all of one stream. */
-  #pending: Buffer[] = [];
-  readonly #slabs = new SlabWriter();
+  /** Output storage; what it holds untaken is not yet in the log (coalescing), all of one stream. */
+  readonly #output = new SlabWriter();
   #pendingStream: StreamName = 'stdout';
-  #pendingBytes = 0;
   #flushScheduled: NodeJS.Immediate | undefined;
 
   constructor(spec: ProcessSpec, retentionBytes: number, onTerminal?: (p: ManagedProcess) => void) {
@@ -123,7 +121,7 @@ export class ManagedProcess {
           this.#publish(stream, data);
           return;
         }
-        attempt.held.push({ stream, data });
+        attempt.held.push({ stream, data: Buffer.from(data) }); // `data` is the backend's to reuse
         attempt.heldBytes += data.length;
         // Holding is bounded: an attempt that prints more than the budget inside the window
         // evidently runs, so its output is published (nothing lost) and it will not be retried.
@@ -144,11 +142,11 @@ export class ManagedProcess {
       this.#publish(stream, data.subarray(0, CHUNK_MAX_BYTES));
       data = data.subarray(CHUNK_MAX_BYTES);
     }
-    if (this.#pendingBytes > 0 && (stream !== this.#pendingStream || this.#pendingBytes + data.length > CHUNK_MAX_BYTES)) this.flushOutput();
+    const pending = this.#output.pendingBytes;
+    if (pending > 0 && (stream !== this.#pendingStream || pending + data.length > CHUNK_MAX_BYTES)) this.flushOutput();
     this.#pendingStream = stream;
-    this.#pending.push(data);
-    this.#pendingBytes += data.length;
-    if (this.#pendingBytes >= CHUNK_MAX_BYTES) this.flushOutput();
+    this.#output.append(data);
+    if (this.#output.pendingBytes >= CHUNK_MAX_BYTES) this.flushOutput();
     else this.#flushScheduled ??= setImmediate(() => this.flushOutput());
   }
 
@@ -158,12 +156,8 @@ export class ManagedProcess {
       clearImmediate(this.#flushScheduled);
       this.#flushScheduled = undefined;
     }
-    if (this.#pendingBytes === 0) return;
-    // A copy into recycled storage: the read buffers die young (output-slabs.ts).
-    const { data, release } = this.#slabs.copy(this.#pending, this.#pendingBytes);
-    this.#pending = [];
-    this.#pendingBytes = 0;
-    this.log.append({ kind: 'output', stream: this.#pendingStream, data }, release);
+    const chunk = this.#output.take();
+    if (chunk) this.log.append({ kind: 'output', stream: this.#pendingStream, data: chunk.data }, chunk.release);
   }
 
   /** Ends the window of `attempt`: publishes what it held and, if it already exited, the exit. */
@@ -192,7 +186,7 @@ export class ManagedProcess {
     this.state = state;
     this.sandboxDenied = sandboxDenied;
     this.stdinOpen = false;
-    this.#slabs.close();
+    this.#output.close();
     this.log.append({ kind: 'exited', state, sandboxDenied });
     this.log.append({ kind: 'closed' });
     this.#onTerminal?.(this);

@@ -8,7 +8,7 @@
  * a pool when the log drops them, the read buffers die young and streaming allocates nothing:
  * 0.4-0.6 CPU-s and about 1.4x the throughput (docs/benchmarks.md).
  *
- * The rule that makes reuse safe: a chunk handed out by `SlabWriter.copy` is valid while the
+ * The rule that makes reuse safe: a chunk handed out by `SlabWriter.take` is valid while the
  * log retains it and until the end of the event-loop turn in which the log dropped it (a
  * released slab is reused only from the next turn on). Whoever keeps output longer copies it.
  */
@@ -57,31 +57,69 @@ class SlabPool {
 
 const pool = new SlabPool();
 
-/** One process's copier into slabs. */
+/**
+ * One process's output storage: bytes are copied in as they arrive (`append`), and what has
+ * gathered becomes one chunk with `take`. Copying at once lets a backend hand over a buffer it
+ * reuses for its next read.
+ */
 export class SlabWriter {
   #current: Slab | undefined;
+  /** Start of the open chunk in the current slab (slab mode). */
+  #start = 0;
+  /** The open chunk in plain mode. */
+  #plain: Buffer[] = [];
+  #plainBytes = 0;
+  #inSlab = false;
   #copied = 0;
 
-  /** Copies `parts` (`bytes` in all) into one chunk; `release` when the log drops it, once. */
-  copy(parts: readonly Buffer[], bytes: number): { readonly data: Buffer; readonly release: (() => void) | undefined } {
-    this.#copied += bytes;
-    if (this.#copied <= PLAIN_COPY_BYTES || bytes > SLAB_BYTES) return { data: Buffer.concat(parts, bytes), release: undefined };
-    let slab = this.#current;
-    if (!slab || slab.used + bytes > SLAB_BYTES) {
-      if (slab) pool.drop(slab);
-      slab = this.#current = pool.take();
+  /** Bytes appended since the last `take`. */
+  get pendingBytes(): number {
+    return this.#inSlab && this.#current ? this.#current.used - this.#start : this.#plainBytes;
+  }
+
+  /** Copies `data` (at most SLAB_BYTES for the open chunk in all) into the open chunk. */
+  append(data: Buffer): void {
+    if (this.pendingBytes === 0) this.#inSlab = this.#copied >= PLAIN_COPY_BYTES;
+    this.#copied += data.length;
+    if (!this.#inSlab) {
+      this.#plain.push(Buffer.from(data));
+      this.#plainBytes += data.length;
+      return;
     }
-    const start = slab.used;
-    for (const part of parts) slab.used += part.copy(slab.buf, slab.used);
+    let slab = this.#current;
+    if (!slab || slab.used + data.length > SLAB_BYTES) {
+      // The open chunk moves to a fresh slab so that it stays contiguous.
+      const next = pool.take();
+      if (slab) {
+        next.used = slab.buf.copy(next.buf, 0, this.#start, slab.used);
+        pool.drop(slab);
+      }
+      slab = this.#current = next;
+      this.#start = 0;
+    }
+    slab.used += data.copy(slab.buf, slab.used);
+  }
+
+  /** The open chunk, closed; `release` (when set) when the log drops it, once. */
+  take(): { readonly data: Buffer; readonly release: (() => void) | undefined } | undefined {
+    if (this.pendingBytes === 0) return undefined;
+    if (!this.#inSlab || !this.#current) {
+      const data = this.#plain.length === 1 ? this.#plain[0]! : Buffer.concat(this.#plain, this.#plainBytes);
+      this.#plain = [];
+      this.#plainBytes = 0;
+      return { data, release: undefined };
+    }
+    const slab = this.#current;
+    const data = slab.buf.subarray(this.#start, slab.used);
+    this.#start = slab.used;
     slab.refs++;
-    const owner = slab;
     let released = false;
     const release = (): void => {
       if (released) return;
       released = true;
-      pool.drop(owner);
+      pool.drop(slab);
     };
-    return { data: slab.buf.subarray(start, slab.used), release };
+    return { data, release };
   }
 
   /** The process writes no more: its current slab returns once its chunks are released. */

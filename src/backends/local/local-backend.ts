@@ -12,6 +12,7 @@ import type { Logger } from '../../logger.ts';
 import type { Backend, BackendProcess, BackendSession, BackendSessionSpec, EnvironmentFacts, ProcessSink, SandboxType, SpawnRequest } from '../types.ts';
 import { bubblewrapArgs, createDenyPlaceholders, probeBubblewrap, type BubblewrapProbe, type DenyPlaceholders } from './bubblewrap.ts';
 import { localFs } from './local-fs.ts';
+import { OutputChannels } from './output-channels.ts';
 import { spawnPipe } from './pipe-process.ts';
 import { ptyRelayProblem, spawnPty } from './pty-process.ts';
 import { probeWarmSandbox, WarmSandboxes, type WarmSandboxTools } from './warm-sandbox.ts';
@@ -65,8 +66,9 @@ class LocalSession implements BackendSession {
   readonly #log: Logger;
   readonly #bwrap: string;
   readonly #warm: WarmSandboxes | undefined;
+  readonly #channels: OutputChannels | undefined;
 
-  constructor(spec: BackendSessionSpec, workdir: string, ownsWorkdir: boolean, probe: BubblewrapProbe, placeholders: DenyPlaceholders, warmTools: WarmSandboxTools | undefined, log: Logger) {
+  constructor(spec: BackendSessionSpec, workdir: string, ownsWorkdir: boolean, probe: BubblewrapProbe, placeholders: DenyPlaceholders, warmTools: WarmSandboxTools | undefined, channels: OutputChannels | undefined, log: Logger) {
     this.id = spec.id;
     this.workdir = workdir;
     this.#ownsWorkdir = ownsWorkdir;
@@ -77,6 +79,7 @@ class LocalSession implements BackendSession {
     this.#log = log;
     this.#bwrap = probe.path;
     this.#warm = probe.available && warmTools ? new WarmSandboxes(warmTools, log) : undefined;
+    this.#channels = channels;
   }
 
   async spawn(req: SpawnRequest, sink: ProcessSink): Promise<BackendProcess> {
@@ -91,10 +94,10 @@ class LocalSession implements BackendSession {
     if (file === undefined) throw execError('EXEC_ERR_INVALID_PARAMS', 'argv must not be empty');
     if (!existsSync(req.cwd)) throw execError('EXEC_ERR_INVALID_REQUEST', `cwd ${req.cwd} does not exist`);
     if (req.mode === 'pty') {
-      return spawnPty({ file, args, cwd: req.cwd, env: req.env, size: req.size, sandboxType }, sink);
+      return spawnPty({ file, args, cwd: req.cwd, env: req.env, size: req.size, sandboxType, channels: this.#channels }, sink);
     }
     const argv0 = sandboxType === 'none' ? req.arg0 : undefined;
-    return spawnPipe({ file, args, argv0, cwd: req.cwd, env: req.env, stdin: req.mode === 'pipe', sandboxType }, sink);
+    return spawnPipe({ file, args, argv0, cwd: req.cwd, env: req.env, stdin: req.mode === 'pipe', sandboxType, channels: this.#channels }, sink);
   }
 
   async snapshot(): Promise<never> {
@@ -123,6 +126,10 @@ export async function createLocalBackend(options: LocalBackendOptions, log: Logg
   const ptyProblem = ptyRelayProblem();
   if (ptyProblem) log.warn({ reason: ptyProblem }, 'PTY mode unavailable on the local backend');
   const placeholders = await createDenyPlaceholders();
+  const channels = await OutputChannels.create().catch((err: unknown) => {
+    log.warn({ err }, 'output channels unavailable: command output is read through plain pipes (more CPU per byte)');
+    return undefined;
+  });
   await mkdir(options.workspaceRoot, { recursive: true });
   const sessions = new Set<LocalSession>();
   return {
@@ -134,7 +141,7 @@ export async function createLocalBackend(options: LocalBackendOptions, log: Logg
       if (spec.snapshot !== undefined) throw execError('EXEC_ERR_UNSUPPORTED', 'sessions from snapshots need the docker backend');
       const workdir = spec.workdir ?? join(options.workspaceRoot, spec.id);
       await mkdir(workdir, { recursive: true });
-      const session = new LocalSession(spec, workdir, spec.workdir === undefined, probe, placeholders, warmTools, log);
+      const session = new LocalSession(spec, workdir, spec.workdir === undefined, probe, placeholders, warmTools, channels, log);
       sessions.add(session);
       return session;
     },
@@ -149,6 +156,7 @@ export async function createLocalBackend(options: LocalBackendOptions, log: Logg
     },
     async close() {
       sessions.clear();
+      await channels?.close();
     },
   };
 }

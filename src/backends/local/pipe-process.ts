@@ -4,8 +4,10 @@
  * or shortly after the exit when a background grandchild keeps the pipes open.
  */
 import { spawn } from 'node:child_process';
+import type { Readable } from 'node:stream';
 import { execError } from '../../errors.ts';
 import type { BackendProcess, ProcessSink, SandboxType, SignalName, TerminalSize } from '../types.ts';
+import type { OutputChannels } from './output-channels.ts';
 import { signalGroup, signalNumber } from './signals.ts';
 
 /** After the exit, how long to wait for pipes held open by leftover grandchildren. */
@@ -21,36 +23,49 @@ export interface PipeSpawn {
   readonly env: Readonly<Record<string, string>>;
   readonly stdin: boolean;
   readonly sandboxType: SandboxType;
+  /**
+   * Where stdout is read (a plain pipe without). stderr stays a plain pipe: volume goes to
+   * stdout, and each channel costs the loop a handshake per spawn (see output-channels.ts).
+   */
+  readonly channels?: OutputChannels | undefined;
 }
 
-export function spawnPipe(opts: PipeSpawn, sink: ProcessSink): Promise<BackendProcess> {
+export async function spawnPipe(opts: PipeSpawn, sink: ProcessSink): Promise<BackendProcess> {
+  const channel = await opts.channels?.open((d) => sink.output('stdout', d)).catch(() => undefined);
   return new Promise((resolve, reject) => {
     const child = spawn(opts.file, [...opts.args], {
       cwd: opts.cwd,
       env: opts.env,
       argv0: opts.argv0,
       detached: true,
-      stdio: [opts.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+      stdio: [opts.stdin ? 'pipe' : 'ignore', channel?.childEnd ?? 'pipe', 'pipe'],
     });
+    channel?.childEnd.destroy(); // the child has its own copy now (or never will)
+    const stdout: Readable | null = channel?.reader ?? child.stdout;
+    const stderr = child.stderr;
     let open = 2;
     let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
     let reported = false;
     const report = (): void => {
       if (reported || !exit) return;
       reported = true;
-      child.stdout?.destroy();
-      child.stderr?.destroy();
+      stdout?.destroy();
+      stderr?.destroy();
       if (exit.signal) sink.exit({ kind: 'signaled', signal: exit.signal, signo: signalNumber(exit.signal) });
       else sink.exit({ kind: 'exited', code: exit.code ?? -1 });
     };
     const ended = (): void => {
       if (--open === 0) report();
     };
-    child.stdout?.on('data', (d: Buffer) => sink.output('stdout', d)).on('end', ended).on('error', ended);
-    child.stderr?.on('data', (d: Buffer) => sink.output('stderr', d)).on('end', ended).on('error', ended);
+    if (!channel) stdout?.on('data', (d: Buffer) => sink.output('stdout', d));
+    stderr?.on('data', (d: Buffer) => sink.output('stderr', d));
+    stdout?.on('end', ended).on('error', ended);
+    stderr?.on('end', ended).on('error', ended);
     child.stdin?.on('error', () => undefined); // EPIPE when the child stops reading: not our failure
     child.once('error', (err: NodeJS.ErrnoException) => {
       if (child.pid === undefined) {
+        stdout?.destroy();
+        stderr?.destroy();
         reject(execError('EXEC_ERR_INVALID_REQUEST', `failed to start ${opts.file}: ${err.code === 'ENOENT' ? 'No such file or directory' : err.message}`, { cause: err }));
       }
     });
@@ -81,12 +96,12 @@ export function spawnPipe(opts: PipeSpawn, sink: ProcessSink): Promise<BackendPr
           signalGroup(pid, sig);
         },
         pauseOutput() {
-          child.stdout?.pause();
-          child.stderr?.pause();
+          stdout?.pause();
+          stderr?.pause();
         },
         resumeOutput() {
-          child.stdout?.resume();
-          child.stderr?.resume();
+          stdout?.resume();
+          stderr?.resume();
         },
       };
       resolve(proc);

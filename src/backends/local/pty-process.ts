@@ -17,6 +17,7 @@ import type { Duplex, Writable } from 'node:stream';
 import { execError } from '../../errors.ts';
 import type { BackendExit, BackendProcess, ProcessSink, SandboxType, SignalName, TerminalSize } from '../types.ts';
 import { nativeHelperPath } from './native-helpers.ts';
+import type { OutputChannels } from './output-channels.ts';
 import { signalGroup, signalName } from './signals.ts';
 
 const PTY_RELAY = nativeHelperPath('pty-relay');
@@ -32,6 +33,8 @@ export interface PtySpawn {
   readonly env: Readonly<Record<string, string>>;
   readonly size: TerminalSize;
   readonly sandboxType: SandboxType;
+  /** Where the relay's output is read (a plain pipe without). */
+  readonly channels?: OutputChannels | undefined;
 }
 
 /** Whether PTY mode can run here; the reason when not. */
@@ -39,17 +42,19 @@ export function ptyRelayProblem(): string | undefined {
   return existsSync(PTY_RELAY) ? undefined : `the PTY helper ${PTY_RELAY} is missing (it is built by \`npm install\`; needs a C compiler): run \`sh scripts/build-native.sh\``;
 }
 
-export function spawnPty(opts: PtySpawn, sink: ProcessSink): Promise<BackendProcess> {
+export async function spawnPty(opts: PtySpawn, sink: ProcessSink): Promise<BackendProcess> {
   const problem = ptyRelayProblem();
-  if (problem) return Promise.reject(execError('EXEC_ERR_UNSUPPORTED', `PTY mode is unavailable: ${problem}`));
+  if (problem) throw execError('EXEC_ERR_UNSUPPORTED', `PTY mode is unavailable: ${problem}`);
+  const channel = await opts.channels?.open((d) => sink.output('pty', d)).catch(() => undefined);
   return new Promise((resolve, reject) => {
     const relay = spawn(PTY_RELAY, [String(opts.size.cols), String(opts.size.rows), opts.file, ...opts.args], {
       cwd: opts.cwd,
       env: { TERM: 'xterm-256color', ...opts.env },
-      stdio: ['pipe', 'pipe', 'pipe', 'pipe'],
+      stdio: ['pipe', channel?.childEnd ?? 'pipe', 'pipe', 'pipe'],
     });
+    channel?.childEnd.destroy(); // the relay has its own copy now (or never will)
     const keys = relay.stdin as Writable;
-    const output = relay.stdout as Duplex;
+    const output = (channel?.reader ?? relay.stdout) as Duplex;
     const control = relay.stdio[3] as Duplex;
     let stderr = '';
     let pid: number | undefined;
@@ -77,7 +82,7 @@ export function spawnPty(opts: PtySpawn, sink: ProcessSink): Promise<BackendProc
     relay.stderr?.setEncoding('utf8').on('data', (s: string) => {
       if (stderr.length < RELAY_STDERR_LIMIT) stderr += s.slice(0, RELAY_STDERR_LIMIT - stderr.length);
     });
-    output.on('data', (d: Buffer) => sink.output('pty', d));
+    if (!channel) output.on('data', (d: Buffer) => sink.output('pty', d));
     output.once('end', () => {
       outputEnded = true;
       report();
