@@ -61,7 +61,8 @@ export type BackendExit =
  * Where a backend delivers what a process does. Passed to `spawn` so nothing can be emitted
  * before a listener exists. Contract: `output` is called in order; `exit` is called exactly
  * once and only after the last `output` (backends must guard against output-after-exit).
- * The sink never applies backpressure: the engine always drains.
+ * The sink never applies backpressure: the engine always drains. `output` copies what it keeps
+ * before it returns, so a backend may reuse `data`'s memory for its next read.
  */
 export interface ProcessSink {
   output(stream: StreamName, data: Buffer): void;

@@ -1,12 +1,11 @@
 /**
  * Recycled storage for the output chunks a process's log retains.
  *
- * Why: every read of a command's output arrives in a buffer Node allocated for that read. Kept
- * as is, those buffers outlive young-generation collections (the log retains 1 MiB per
- * process), so their memory returns only with a full collection, and a 256 MB stream made the
- * server take 10,000-24,000 page faults and 0.6-1.4 CPU-s. Copied into slabs that go back to
- * a pool when the log drops them, the read buffers die young and streaming allocates nothing:
- * 0.4-0.6 CPU-s and about 1.4x the throughput (docs/benchmarks.md).
+ * Why: kept as they arrived, output buffers outlive young-generation collections (the log
+ * retains 1 MiB per process), so their memory returns only with a full collection, and a
+ * 256 MB stream made the server take 10,000-24,000 page faults and 0.6-1.4 CPU-s. Copied into
+ * slabs that go back to a pool when the log drops them, a streaming process reuses the same few
+ * slabs: 0.46-0.65 CPU-s in the same benchmark (docs/benchmarks.md).
  *
  * The rule that makes reuse safe: a chunk handed out by `SlabWriter.take` is valid while the
  * log retains it and until the end of the event-loop turn in which the log dropped it (a

@@ -2,12 +2,13 @@
  * Channels for a child's output whose reads all land in one reused buffer.
  *
  * Why: Node reads a child's `stdio: 'pipe'` into a freshly allocated 64 KiB buffer per read,
- * plus an exact-size copy when the read is shorter. A 256 MB stream is thousands of those, and
- * the heap they churn cost our server 5,000-25,000 page faults and a third of its CPU per
- * stream (docs/benchmarks.md). `net.Socket`'s `onread` option reads into a buffer we own, but
- * Node offers it only for sockets we connect ourselves and has no socketpair: so the child's
- * end of each channel is the accepted side of a connection to a private Unix socket (in a
- * directory only we can enter), matched to its reader by a random token the reader sends first.
+ * plus an exact-size copy when the read is shorter. With the output slabs in place those were
+ * most of the server's remaining page faults, and in full benchmark runs a 256 MB pipe stream
+ * cost our server 0.6-1.2 CPU-s; read through channels, 0.5-0.6 (docs/benchmarks.md).
+ * `net.Socket`'s `onread` option reads into a buffer we own, but Node offers it only for
+ * sockets we connect ourselves and has no socketpair: so the child's end of each channel is the
+ * accepted side of a connection to a private Unix socket (in a directory only we can enter),
+ * matched to its reader by a random token the reader sends first.
  * The engine copies what it keeps at once (ProcessSink), so one buffer serves every channel.
  */
 import { randomBytes } from 'node:crypto';
