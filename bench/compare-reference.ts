@@ -10,7 +10,9 @@
  * raw Node `spawn('true')`, and (b) streaming throughput of 256 MB to one client in pipe and in
  * PTY mode, `--repeat` times per side, the sides alternating (which goes first swaps every
  * time), reported as the median with the range: one stream on a shared virtual machine moves by
- * 10-20 % from one run to the next. Both servers run as separate processes and are driven by
+ * 10-20 % from one run to the next. Next to the PTY streams, in the same rounds, the bare
+ * terminal: the same command on a terminal read by build/pty-relay into /dev/null, no server
+ * and no client (the ceiling any server reading a terminal works under on this machine). Both servers run as separate processes and are driven by
  * the same client code; every measurement waits for a quiet machine first.
  *
  *   node --import tsx bench/compare-reference.ts [--runs 200] [--mb 256] [--repeat 5]
@@ -21,11 +23,13 @@
  * children, of this client, and the server's page faults (docs/benchmarks.md uses them).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
+import { nativeHelperPath } from '../src/backends/local/native-helpers.ts';
 import { startReferenceExecServer } from '../test/support/codex-cli.ts';
 
 const { values: args } = parseArgs({
@@ -324,6 +328,27 @@ async function rawSpawn(): Promise<{ p50: number; p90: number }> {
   return { p50: pct(times, 50), p90: pct(times, 90) };
 }
 
+/** MB/s of `head -c` through a terminal with nothing but the relay reading it (into /dev/null). */
+async function bareTerminal(mb = MB): Promise<number> {
+  const total = mb * 1024 * 1024;
+  const devNull = openSync('/dev/null', 'w');
+  const t = performance.now();
+  try {
+    const relay = spawn(nativeHelperPath('pty-relay'), ['80', '24', '/bin/sh', '-c', `head -c ${total} /dev/zero`], { stdio: ['pipe', devNull, 'inherit', 'pipe'] });
+    let report = '';
+    (relay.stdio[3] as NodeJS.ReadableStream).setEncoding('utf8').on('data', (s: string) => (report += s));
+    await new Promise<void>((resolve, reject) => {
+      relay.once('error', reject);
+      relay.once('close', (code) => (code === 0 && /exit 0\n/.test(report) ? resolve() : reject(new Error(`bare terminal: relay exit ${String(code)}, ${report.trim()}`))));
+    });
+  } finally {
+    closeSync(devNull);
+  }
+  const mbs = mb / ((performance.now() - t) / 1000);
+  if (process.env['BENCH_DEBUG']) console.error(`bare terminal: ${mbs.toFixed(1)} MB/s`);
+  return mbs;
+}
+
 interface Row {
   readonly what: string;
   readonly unit: string;
@@ -353,6 +378,7 @@ async function main(): Promise<void> {
     const result = new Map<string, { p50: number; p90: number; pipe: number; pty: number }>();
     const key = (side: Side, mode: Mode): string => `${side.name}/${mode}`;
     const streams = new Map<string, number[]>();
+    const bare: number[] = [];
     const record = (side: Side, mode: Mode, what: 'pipe' | 'pty', mbs: number): void => {
       const k = `${key(side, mode)}/${what}`;
       streams.set(k, [...(streams.get(k) ?? []), mbs]);
@@ -385,6 +411,7 @@ async function main(): Promise<void> {
           if (cases.has('pty')) record(side, mode, 'pty', await settled(() => throughput(c, side, cwd, mode, true, `${side.name}-${mode}`)));
           c.close();
         }
+        if (cases.has('pty')) bare.push(await settled(() => bareTerminal()));
       }
       for (const side of sides) {
         const r = result.get(key(side, mode)) ?? { ...none };
@@ -412,7 +439,9 @@ async function main(): Promise<void> {
     const fmt = (n: number): string => (n >= 100 ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.toFixed(2));
     console.log(`\nMachine: ${cpus().length} x ${cpus()[0]?.model ?? '?'}, Node ${process.version}; ${RUNS} round trips per case (after ${WARMUP} warm-up); ${MB} MB per stream, median of ${REPEAT} alternating runs per side (range in brackets)`);
     console.log(`Our server's extra flags: ${OURS_FLAGS.join(' ') || '(none)'}`);
-    console.log(`Raw Node spawn('true') -> close: p50 ${fmt(raw.p50)} ms, p90 ${fmt(raw.p90)} ms\n`);
+    console.log(`Raw Node spawn('true') -> close: p50 ${fmt(raw.p50)} ms, p90 ${fmt(raw.p90)} ms`);
+    if (bare.length) console.log(`Bare terminal (the PTY command read by build/pty-relay into /dev/null; no server, no client): median ${fmt(median(bare))} MB/s [${Math.min(...bare).toFixed(0)}-${Math.max(...bare).toFixed(0)}], ${bare.length} runs in the same rounds`);
+    console.log('');
     console.log('| case | unit | ours | reference | ours/reference | ours is |');
     console.log('|---|---|---:|---:|---:|---|');
     for (const row of rows) {
