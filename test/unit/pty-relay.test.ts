@@ -23,7 +23,7 @@ async function run(script: string, size = { cols: 80, rows: 24 }): Promise<Run> 
   const ended = new Promise<BackendExit>((resolve) => (exit = resolve));
   const proc = await spawnPty(
     { file: 'sh', args: ['-c', script], cwd: tmpdir(), env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' }, size, sandboxType: 'none' },
-    { output: (_stream, data) => chunks.push(data), exit },
+    { output: (_stream, data) => chunks.push(Buffer.from(data)), exit }, // a sink copies what it keeps (ProcessSink)
   );
   return { proc, ended, text: () => Buffer.concat(chunks).toString('utf8') };
 }
