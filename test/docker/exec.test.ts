@@ -52,6 +52,19 @@ test('pipe with stdin: write, close stdin, the rest of the output still arrives'
   await proc.signal('SIGTERM');
 });
 
+test('PTY: a resize right after the start wins over the size the start asked for', dockerTestOptions, async () => {
+  for (let i = 0; i < 3; i++) {
+    const sink = new RecordingSink();
+    const proc = await shared.session.spawn(spawnRequest(['sh', '-c', 'read x; stty size'], { mode: 'pty', size: { cols: 100, rows: 30 } }), sink);
+    // The start's own resize may still be retrying (the engine refuses one for an exec it has not
+    // registered yet); it must not land after this one.
+    await proc.resize({ cols: 132, rows: 43 });
+    await proc.write(Buffer.from('go\r'));
+    assert.deepEqual(await sink.exited, { kind: 'exited', code: 0 });
+    assert.match(sink.text(), /43 132/, `run ${i}`);
+  }
+});
+
 test('PTY: initial size, resize, stty sees it', dockerTestOptions, async () => {
   const sink = new RecordingSink();
   const proc = await shared.session.spawn(

@@ -80,6 +80,9 @@ export class DockerProcess implements BackendProcess {
   readonly #user: string;
   readonly #sink: ProcessSink;
   #exited = false;
+  /** The size the terminal should have; the one resize loop applies the newest (see `resize`). */
+  #wantedSize: TerminalSize | undefined;
+  #resizing: Promise<void> | undefined;
   #stdinClosed: boolean;
   #lost: string | undefined;
   #wakeLost: (() => void) | undefined;
@@ -206,13 +209,25 @@ export class DockerProcess implements BackendProcess {
   }
 
   async resize(size: TerminalSize): Promise<void> {
+    this.#wantedSize = size;
+    // One loop at a time, always sending the newest size: the spawn's own resize may still be
+    // retrying when a client resizes, and must not land after it with the older size.
+    this.#resizing ??= this.#applyResize().finally(() => (this.#resizing = undefined));
+    return this.#resizing;
+  }
+
+  async #applyResize(): Promise<void> {
     // The engine refuses a resize both for an exec that just finished (moby/moby#35561) and,
     // briefly, for one that has just started (its process not yet registered, though output
     // already flows): retry while ours still runs, bounded, then give up quietly.
     for (let attempt = 1; this.#mode === 'pty' && !this.#exited; attempt++) {
+      const size = this.#wantedSize;
+      if (!size) return;
       try {
         await this.#exec.resize({ h: size.rows, w: size.cols });
-        return;
+        if (size === this.#wantedSize) return;
+        attempt = 0; // a newer size came meanwhile: it gets its own attempts
+        continue;
       } catch (err) {
         if (attempt >= RESIZE_ATTEMPTS) {
           this.#host.log.debug({ err: (err as Error).message }, 'exec resize ignored');
