@@ -1,7 +1,7 @@
 /*
  * pty-relay: runs one command on a new pseudo-terminal and relays it over plain descriptors.
  *
- *   pty-relay COLS ROWS FILE [ARG...]
+ *   pty-relay [--no-pin] COLS ROWS FILE [ARG...]
  *
  *   fd 0  bytes for the terminal (the command's keyboard)
  *   fd 1  everything the command writes to the terminal
@@ -30,7 +30,7 @@
  * exits to the hypervisor. Pinned, a 256 MB PTY stream ran at 114-121 MB/s against 90-101
  * unpinned, the reference 94-102 (bench/compare-reference.ts, docs/benchmarks.md). A program
  * that writes to its terminal that fast is a dump (cat, head, a log); one that only prints a
- * little keeps all its CPUs.
+ * little keeps all its CPUs. `--no-pin` turns this off (the server's --pty-no-pin).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -150,12 +150,12 @@ static int in_group(pid_t p, pid_t pgrp) { return getpgid(p) == pgrp; }
 static int in_session(pid_t p, pid_t sid) { return getsid(p) == sid; }
 
 static cpu_set_t own_cpus;
-static int pinned;
+static int pinned, no_pin;
 
 static void pin(int master) {
   pid_t pgrp = tcgetpgrp(master);
   int cpu = sched_getcpu();
-  if (pinned || pgrp <= 0 || cpu < 0 || CPU_COUNT(&own_cpus) < 2) return;
+  if (no_pin || pinned || pgrp <= 0 || cpu < 0 || CPU_COUNT(&own_cpus) < 2) return;
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(cpu, &one);
@@ -181,8 +181,13 @@ static void handle_ctl_line(int master, char *line) {
 }
 
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--no-pin") == 0) {
+    no_pin = 1;
+    argv++;
+    argc--;
+  }
   if (argc < 4) {
-    fprintf(stderr, "usage: pty-relay COLS ROWS FILE [ARG...]\n");
+    fprintf(stderr, "usage: pty-relay [--no-pin] COLS ROWS FILE [ARG...]\n");
     return 2;
   }
   int cols = parse_dim(argv[1]), rows = parse_dim(argv[2]);

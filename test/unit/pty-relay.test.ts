@@ -48,39 +48,51 @@ test('output paused across the exit is delivered whole once resumed', async () =
   }
 });
 
-test('a command streaming fast is pinned with the relay to one CPU, and gets its CPUs back once quiet', async () => {
-  const cpusOf = (status: string): string => /Cpus_allowed_list:\s*(\S+)/.exec(status)?.[1] ?? '?';
-  const own = cpusOf(readFileSync('/proc/self/status', 'utf8'));
-  const single = /^\d+$/.test(own);
-  // 24 MiB of zeros, then the CPU list of the shell right away (still streaming's pin: it
-  // forks after the pin) and after a quiet spell longer than the relay's 100 ms.
+const ownCpus = /Cpus_allowed_list:\s*(\S+)/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? '?';
+
+/** Streams 24 MiB of zeros, then prints the shell's CPU list right away and after 0.5 s of quiet. */
+async function cpusDuringAndAfterStream(pinning?: boolean): Promise<{ during?: string | undefined; after?: string | undefined }> {
+  // The first list is read while the stream's pin holds (the shell forks after it), the second
+  // after a quiet spell longer than the relay's 100 ms.
   const script = 'head -c 25165824 /dev/zero; grep Cpus_allowed_list /proc/self/status; sleep 0.5; grep Cpus_allowed_list /proc/self/status';
+  let text = '';
+  let zeros = 0;
+  let exit!: (e: BackendExit) => void;
+  const ended = new Promise<BackendExit>((resolve) => (exit = resolve));
+  await spawnPty(
+    { file: 'sh', args: ['-c', script], cwd: tmpdir(), env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' }, size: { cols: 80, rows: 24 }, sandboxType: 'none', pinning },
+    {
+      output: (_stream, data) => {
+        const firstText = data.findIndex((b) => b !== 0);
+        zeros += firstText < 0 ? data.length : firstText;
+        if (firstText >= 0) text += data.subarray(firstText).toString('utf8');
+      },
+      exit,
+    },
+  );
+  assert.deepEqual(await ended, { kind: 'exited', code: 0 });
+  assert.equal(zeros, 25165824, 'every byte arrives');
+  const [during, after] = [...text.matchAll(/Cpus_allowed_list:\s*(\S+)/g)].map((m) => m[1]);
+  return { during, after };
+}
+
+test('a command streaming fast is pinned with the relay to one CPU, and gets its CPUs back once quiet', async () => {
+  const single = /^\d+$/.test(ownCpus);
   let pinnedSeen = false;
   for (let attempt = 0; attempt < 3 && !pinnedSeen; attempt++) {
-    let text = '';
-    let zeros = 0;
-    let exit!: (e: BackendExit) => void;
-    const ended = new Promise<BackendExit>((resolve) => (exit = resolve));
-    await spawnPty(
-      { file: 'sh', args: ['-c', script], cwd: tmpdir(), env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' }, size: { cols: 80, rows: 24 }, sandboxType: 'none' },
-      {
-        output: (_stream, data) => {
-          const firstText = data.findIndex((b) => b !== 0);
-          zeros += firstText < 0 ? data.length : firstText;
-          if (firstText >= 0) text += data.subarray(firstText).toString('utf8');
-        },
-        exit,
-      },
-    );
-    assert.deepEqual(await ended, { kind: 'exited', code: 0 });
-    assert.equal(zeros, 25165824, 'every byte arrives');
-    const [during, after] = [...text.matchAll(/Cpus_allowed_list:\s*(\S+)/g)].map((m) => m[1]);
-    assert.equal(after, own, 'once quiet, the command has the CPUs the relay started with');
-    if (single) assert.equal(during, own, 'with one CPU there is nothing to pin');
-    else assert.ok(during === own || /^\d+$/.test(during ?? ''), `pinned to one CPU or not at all: ${during}`);
-    pinnedSeen = single || during !== own;
+    const { during, after } = await cpusDuringAndAfterStream();
+    assert.equal(after, ownCpus, 'once quiet, the command has the CPUs the relay started with');
+    if (single) assert.equal(during, ownCpus, 'with one CPU there is nothing to pin');
+    else assert.ok(during === ownCpus || /^\d+$/.test(during ?? ''), `pinned to one CPU or not at all: ${during}`);
+    pinnedSeen = single || during !== ownCpus;
   }
   assert.ok(pinnedSeen, 'a 24 MiB stream was pinned in one of three attempts');
+});
+
+test('with pinning off (--pty-no-pin), a command streaming fast keeps its CPUs', async () => {
+  const { during, after } = await cpusDuringAndAfterStream(false);
+  assert.equal(during, ownCpus);
+  assert.equal(after, ownCpus);
 });
 
 test('a command that cannot be started is a clear error, not a terminal message', async () => {

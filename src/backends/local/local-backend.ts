@@ -24,6 +24,8 @@ export interface LocalBackendOptions {
   readonly bubblewrap?: BubblewrapProbe | undefined;
   /** Keep sandboxes warm where possible (warm-sandbox.ts); default true. Tests turn it off to cover the per-command path. */
   readonly warmSandboxes?: boolean | undefined;
+  /** Whether a PTY command streaming fast is pinned to one CPU with its relay (default true). */
+  readonly ptyPinning?: boolean | undefined;
 }
 
 /** Variables of the server's own environment that a child must never inherit. */
@@ -67,8 +69,9 @@ class LocalSession implements BackendSession {
   readonly #bwrap: string;
   readonly #warm: WarmSandboxes | undefined;
   readonly #channels: OutputChannels | undefined;
+  readonly #ptyPinning: boolean;
 
-  constructor(spec: BackendSessionSpec, workdir: string, ownsWorkdir: boolean, probe: BubblewrapProbe, placeholders: DenyPlaceholders, warmTools: WarmSandboxTools | undefined, channels: OutputChannels | undefined, log: Logger) {
+  constructor(spec: BackendSessionSpec, workdir: string, ownsWorkdir: boolean, probe: BubblewrapProbe, placeholders: DenyPlaceholders, warmTools: WarmSandboxTools | undefined, channels: OutputChannels | undefined, ptyPinning: boolean, log: Logger) {
     this.id = spec.id;
     this.workdir = workdir;
     this.#ownsWorkdir = ownsWorkdir;
@@ -80,6 +83,7 @@ class LocalSession implements BackendSession {
     this.#bwrap = probe.path;
     this.#warm = probe.available && warmTools ? new WarmSandboxes(warmTools, log) : undefined;
     this.#channels = channels;
+    this.#ptyPinning = ptyPinning;
   }
 
   async spawn(req: SpawnRequest, sink: ProcessSink): Promise<BackendProcess> {
@@ -94,7 +98,7 @@ class LocalSession implements BackendSession {
     if (file === undefined) throw execError('EXEC_ERR_INVALID_PARAMS', 'argv must not be empty');
     if (!existsSync(req.cwd)) throw execError('EXEC_ERR_INVALID_REQUEST', `cwd ${req.cwd} does not exist`);
     if (req.mode === 'pty') {
-      return spawnPty({ file, args, cwd: req.cwd, env: req.env, size: req.size, sandboxType, channels: this.#channels }, sink);
+      return spawnPty({ file, args, cwd: req.cwd, env: req.env, size: req.size, sandboxType, channels: this.#channels, pinning: this.#ptyPinning }, sink);
     }
     const argv0 = sandboxType === 'none' ? req.arg0 : undefined;
     return spawnPipe({ file, args, argv0, cwd: req.cwd, env: req.env, stdin: req.mode === 'pipe', sandboxType, channels: this.#channels }, sink);
@@ -141,7 +145,7 @@ export async function createLocalBackend(options: LocalBackendOptions, log: Logg
       if (spec.snapshot !== undefined) throw execError('EXEC_ERR_UNSUPPORTED', 'sessions from snapshots need the docker backend');
       const workdir = spec.workdir ?? join(options.workspaceRoot, spec.id);
       await mkdir(workdir, { recursive: true });
-      const session = new LocalSession(spec, workdir, spec.workdir === undefined, probe, placeholders, warmTools, channels, log);
+      const session = new LocalSession(spec, workdir, spec.workdir === undefined, probe, placeholders, warmTools, channels, options.ptyPinning !== false, log);
       sessions.add(session);
       return session;
     },

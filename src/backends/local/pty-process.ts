@@ -33,6 +33,8 @@ export interface PtySpawn {
   readonly env: Readonly<Record<string, string>>;
   readonly size: TerminalSize;
   readonly sandboxType: SandboxType;
+  /** Whether the relay may pin the command to one CPU while it streams fast (default true). */
+  readonly pinning?: boolean | undefined;
   /** Where the relay's output is read (a plain pipe without). */
   readonly channels?: OutputChannels | undefined;
 }
@@ -47,7 +49,7 @@ export async function spawnPty(opts: PtySpawn, sink: ProcessSink): Promise<Backe
   if (problem) throw execError('EXEC_ERR_UNSUPPORTED', `PTY mode is unavailable: ${problem}`);
   const channel = await opts.channels?.open((d) => sink.output('pty', d)).catch(() => undefined);
   return new Promise((resolve, reject) => {
-    const relay = spawn(PTY_RELAY, [String(opts.size.cols), String(opts.size.rows), opts.file, ...opts.args], {
+    const relay = spawn(PTY_RELAY, [...(opts.pinning === false ? ['--no-pin'] : []), String(opts.size.cols), String(opts.size.rows), opts.file, ...opts.args], {
       cwd: opts.cwd,
       env: { TERM: 'xterm-256color', ...opts.env },
       stdio: ['pipe', channel?.childEnd ?? 'pipe', 'pipe', 'pipe'],
