@@ -12,8 +12,9 @@
  * time), reported as the median with the range: one stream on a shared virtual machine moves by
  * 10-20 % from one run to the next. Next to the PTY streams, in the same rounds, the bare
  * terminal: the same command on a terminal read by build/pty-relay into /dev/null, no server
- * and no client (the ceiling any server reading a terminal works under on this machine). Both servers run as separate processes and are driven by
- * the same client code; every measurement waits for a quiet machine first.
+ * and no client (the ceiling any server reading a terminal works under on this machine). Both
+ * servers run as separate processes and are driven by the same client code; every measurement
+ * waits for a quiet machine first.
  *
  *   node --import tsx bench/compare-reference.ts [--runs 200] [--mb 256] [--repeat 5]
  *     [--only none|sandboxed] [--side ours|reference] [--cases rt,pipe,pty]

@@ -152,10 +152,12 @@ static int in_session(pid_t p, pid_t sid) { return getsid(p) == sid; }
 static cpu_set_t own_cpus;
 static int pinned, no_pin;
 
+/* Called on every read while output is fast: cheap once pinned or when there is nothing to do. */
 static void pin(int master) {
+  if (no_pin || pinned) return;
   pid_t pgrp = tcgetpgrp(master);
   int cpu = sched_getcpu();
-  if (no_pin || pinned || pgrp <= 0 || cpu < 0 || CPU_COUNT(&own_cpus) < 2) return;
+  if (pgrp <= 0 || cpu < 0) return;
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(cpu, &one);
@@ -257,7 +259,8 @@ int main(int argc, char **argv) {
   int master_done = 0, out_dead = 0, in_eof = 0, reaped = 0;
   long long exited_at = 0, last_data = now_us();
   long long fast_since = 0, fast_bytes = 0;
-  if (sched_getaffinity(0, sizeof own_cpus, &own_cpus) < 0) CPU_ZERO(&own_cpus);
+  /* With one CPU (or an unknown set) there is nothing to gather on. */
+  if (sched_getaffinity(0, sizeof own_cpus, &own_cpus) < 0 || CPU_COUNT(&own_cpus) < 2) no_pin = 1;
 
   for (;;) {
     if (out_dead) out_off = out_end = 0;

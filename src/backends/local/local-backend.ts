@@ -28,6 +28,12 @@ export interface LocalBackendOptions {
   readonly ptyPinning?: boolean | undefined;
 }
 
+/** What every session's spawns share: where output is read, and the PTY co-location switch. */
+interface SpawnSetup {
+  readonly channels: OutputChannels | undefined;
+  readonly ptyPinning: boolean;
+}
+
 /** Variables of the server's own environment that a child must never inherit. */
 function isServerSecret(name: string): boolean {
   return name.startsWith('EXEC_SERVER_') || name === 'CODEX_EXEC_SERVER_CONNECTION_TOKEN';
@@ -68,10 +74,9 @@ class LocalSession implements BackendSession {
   readonly #log: Logger;
   readonly #bwrap: string;
   readonly #warm: WarmSandboxes | undefined;
-  readonly #channels: OutputChannels | undefined;
-  readonly #ptyPinning: boolean;
+  readonly #spawning: SpawnSetup;
 
-  constructor(spec: BackendSessionSpec, workdir: string, ownsWorkdir: boolean, probe: BubblewrapProbe, placeholders: DenyPlaceholders, warmTools: WarmSandboxTools | undefined, channels: OutputChannels | undefined, ptyPinning: boolean, log: Logger) {
+  constructor(spec: BackendSessionSpec, workdir: string, ownsWorkdir: boolean, probe: BubblewrapProbe, placeholders: DenyPlaceholders, warmTools: WarmSandboxTools | undefined, spawning: SpawnSetup, log: Logger) {
     this.id = spec.id;
     this.workdir = workdir;
     this.#ownsWorkdir = ownsWorkdir;
@@ -82,8 +87,7 @@ class LocalSession implements BackendSession {
     this.#log = log;
     this.#bwrap = probe.path;
     this.#warm = probe.available && warmTools ? new WarmSandboxes(warmTools, log) : undefined;
-    this.#channels = channels;
-    this.#ptyPinning = ptyPinning;
+    this.#spawning = spawning;
   }
 
   async spawn(req: SpawnRequest, sink: ProcessSink): Promise<BackendProcess> {
@@ -98,10 +102,10 @@ class LocalSession implements BackendSession {
     if (file === undefined) throw execError('EXEC_ERR_INVALID_PARAMS', 'argv must not be empty');
     if (!existsSync(req.cwd)) throw execError('EXEC_ERR_INVALID_REQUEST', `cwd ${req.cwd} does not exist`);
     if (req.mode === 'pty') {
-      return spawnPty({ file, args, cwd: req.cwd, env: req.env, size: req.size, sandboxType, channels: this.#channels, pinning: this.#ptyPinning }, sink);
+      return spawnPty({ file, args, cwd: req.cwd, env: req.env, size: req.size, sandboxType, channels: this.#spawning.channels, pinning: this.#spawning.ptyPinning }, sink);
     }
     const argv0 = sandboxType === 'none' ? req.arg0 : undefined;
-    return spawnPipe({ file, args, argv0, cwd: req.cwd, env: req.env, stdin: req.mode === 'pipe', sandboxType, channels: this.#channels }, sink);
+    return spawnPipe({ file, args, argv0, cwd: req.cwd, env: req.env, stdin: req.mode === 'pipe', sandboxType, channels: this.#spawning.channels }, sink);
   }
 
   async snapshot(): Promise<never> {
@@ -134,6 +138,7 @@ export async function createLocalBackend(options: LocalBackendOptions, log: Logg
     log.warn({ err }, 'output channels unavailable: command output is read through plain pipes (more CPU per byte)');
     return undefined;
   });
+  const spawning: SpawnSetup = { channels, ptyPinning: options.ptyPinning !== false };
   await mkdir(options.workspaceRoot, { recursive: true });
   const sessions = new Set<LocalSession>();
   return {
@@ -145,7 +150,7 @@ export async function createLocalBackend(options: LocalBackendOptions, log: Logg
       if (spec.snapshot !== undefined) throw execError('EXEC_ERR_UNSUPPORTED', 'sessions from snapshots need the docker backend');
       const workdir = spec.workdir ?? join(options.workspaceRoot, spec.id);
       await mkdir(workdir, { recursive: true });
-      const session = new LocalSession(spec, workdir, spec.workdir === undefined, probe, placeholders, warmTools, channels, options.ptyPinning !== false, log);
+      const session = new LocalSession(spec, workdir, spec.workdir === undefined, probe, placeholders, warmTools, spawning, log);
       sessions.add(session);
       return session;
     },
