@@ -15,6 +15,7 @@ export interface MethodDef<S extends TSchema, Ctx, R> {
 
 interface CompiledMethod<Ctx> {
   readonly requires: 'none' | 'initialized';
+  readonly schema: TSchema;
   check(params: unknown): void;
   readonly handler: (params: never, ctx: Ctx, signal: AbortSignal) => unknown;
 }
@@ -59,6 +60,7 @@ export class MethodTable<Ctx> {
     const compiled = Compile(def.schema);
     this.#methods.set(name, {
       requires: def.requires,
+      schema: def.schema,
       check(params) {
         if (compiled.Check(params)) return;
         const { message, field } = describe([...compiled.Errors(params)] as unknown as ValidationError[]);
