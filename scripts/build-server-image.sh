@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Builds the server image from the repository's Dockerfile on a machine that reaches no
+# container registry, the way CI does before test/image/ runs it.
+#
+# 1. A local base image stands in for the Dockerfile's default `node:*-bookworm-slim`: Debian
+#    (the suite of the host's apt sources, `mmdebstrap --variant=minbase`, documentation left
+#    out as in Debian's slim images) plus the host's Node.js and npm under /usr/local, the
+#    layout of the official Node images, imported with `docker import`. It also carries the
+#    CA bundle npm's `cafile` names (NODE_EXTRA_CA_CERTS), so `npm ci` inside the build trusts
+#    what the host trusts. It is rebuilt only when its inputs change (a hash label).
+# 2. `docker build --build-arg BASE_IMAGE=<that image>` of the unchanged Dockerfile, with the
+#    host network (the build downloads Debian and npm packages); the engine's layer cache makes
+#    a rebuild without changes to package*.json or the native sources take seconds.
+#
+# Environment:
+#   IMAGE        image to build (default exec-server:ci)
+#   BASE_IMAGE   use this base instead of building one (e.g. node:20-bookworm-slim)
+#   FORCE_BASE=1 rebuild the local base even when its hash matches
+#   BASE_CACHE   directory keeping the base's downloaded .deb files between runs
+#                (default /var/cache/exec-server-base-debs; empty: no cache)
+# Prints the image's size and the time each step took.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+IMAGE="${IMAGE:-exec-server:ci}"
+BASE_CACHE="${BASE_CACHE-/var/cache/exec-server-base-debs}"
+
+die() { echo "build-server-image: $*" >&2; exit 1; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+timeout 10 docker info >/dev/null 2>&1 || die "no Docker engine answers (run scripts/start-dockerd.sh)"
+
+# --- 1. the local base image -------------------------------------------------------------------
+build_base() {
+  command -v mmdebstrap >/dev/null || die "mmdebstrap missing (apt-get install -y mmdebstrap)"
+  local node npm_dir sources cafile suite
+  node="$(readlink -f "$(command -v node)")" || die "no node on PATH"
+  npm_dir="$(dirname "$(dirname "$(readlink -f "$(command -v npm)")")")"
+  [ -f "$npm_dir/package.json" ] || die "cannot find npm's package directory (from $(command -v npm))"
+  sources=/etc/apt/sources.list.d/debian.sources
+  [ -f "$sources" ] || sources=/etc/apt/sources.list
+  [ -f "$sources" ] || die "no apt sources on the host"
+  suite="$(. /etc/os-release && echo "$VERSION_CODENAME")"
+  [ -n "$suite" ] || die "cannot tell the host's Debian suite from /etc/os-release"
+  cafile="$(npm config get cafile 2>/dev/null || true)"
+  case "$cafile" in null|undefined) cafile="" ;; esac
+  [ -z "$cafile" ] || [ -f "$cafile" ] || die "npm's cafile $cafile does not exist"
+
+  local node_version tag hash
+  node_version="$("$node" --version)"
+  tag="exec-server-base:node${node_version#v}-$suite"
+  # The recipe below is part of the hash through this function's own text.
+  hash="$( { declare -f build_base; "$node" --version; sha256sum "$node"; cat "$npm_dir/package.json" "$sources";
+    [ -z "$cafile" ] || cat "$cafile"; } | sha256sum | cut -c1-16)"
+  BASE_IMAGE="$tag"
+  if [ "${FORCE_BASE:-0}" != 1 ]; then
+    local have
+    have="$(docker image inspect -f '{{ index .Config.Labels "exec-server.base-image-hash" }}' "$tag" 2>/dev/null || true)"
+    if [ "$have" = "$hash" ]; then
+      echo "build-server-image: base $tag is up to date ($hash)" >&2
+      return
+    fi
+  fi
+
+  local start; start="$(now)"
+  local hooks=()
+  if [ -n "$BASE_CACHE" ]; then
+    mkdir -p "$BASE_CACHE"
+    # Downloaded packages kept between runs; the image itself leaves them out.
+    hooks+=(--skip=download/empty --skip=essential/unlink
+      --setup-hook='mkdir -p "$1/var/cache/apt/archives/partial"'
+      --setup-hook="sync-in '$BASE_CACHE' /var/cache/apt/archives/"
+      --customize-hook="sync-out /var/cache/apt/archives '$BASE_CACHE'"
+      --customize-hook='rm -f "$1"/var/cache/apt/archives/*.deb')
+  fi
+  local ca_hooks=() ca_env=()
+  if [ -n "$cafile" ]; then
+    ca_hooks=(--customize-hook='mkdir -p "$1/etc/ssl"'
+      --customize-hook="upload '$cafile' /etc/ssl/exec-server-build-ca.pem")
+    ca_env=(-c 'ENV NODE_EXTRA_CA_CERTS=/etc/ssl/exec-server-build-ca.pem')
+  fi
+
+  # Slim like Debian's slim images: no manuals, no docs but the copyright files, no locales.
+  mmdebstrap --variant=minbase --mode=root --format=tar ${MMDEBSTRAP_ARGS:---quiet} \
+    --aptopt='Acquire::Check-Valid-Until "false"' \
+    --aptopt='Acquire::Languages "none"' \
+    --dpkgopt='path-exclude=/usr/share/man/*' \
+    --dpkgopt='path-exclude=/usr/share/info/*' \
+    --dpkgopt='path-exclude=/usr/share/doc/*' \
+    --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+    --dpkgopt='path-exclude=/usr/share/locale/*' \
+    --dpkgopt='path-include=/usr/share/locale/locale.alias' \
+    --dpkgopt='path-exclude=/usr/share/lintian/*' \
+    "${hooks[@]}" \
+    --customize-hook="upload '$node' /usr/local/bin/node" \
+    --customize-hook='chmod 755 "$1/usr/local/bin/node"' \
+    --customize-hook='mkdir -p "$1/usr/local/lib/node_modules/npm"' \
+    --customize-hook="sync-in '$npm_dir' /usr/local/lib/node_modules/npm" \
+    --customize-hook='ln -s ../lib/node_modules/npm/bin/npm-cli.js "$1/usr/local/bin/npm"' \
+    --customize-hook='ln -s ../lib/node_modules/npm/bin/npx-cli.js "$1/usr/local/bin/npx"' \
+    "${ca_hooks[@]}" \
+    --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin "$1"/var/log/apt/* "$1"/var/log/dpkg.log' \
+    "$suite" - "$sources" \
+  | docker import \
+      -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+      -c "ENV NODE_VERSION=${node_version#v}" \
+      "${ca_env[@]}" \
+      -c 'CMD ["node"]' \
+      -c "LABEL exec-server.base-image-hash=$hash" \
+      - "$tag" >/dev/null
+  docker run --rm --network none "$tag" node -e 'process.exit(0)' \
+    || die "the base image $tag cannot run node"
+  echo "build-server-image: built base $tag ($hash) in $(since "$start") s" >&2
+}
+
+if [ -z "${BASE_IMAGE:-}" ]; then
+  build_base
+fi
+
+# --- 2. the Dockerfile -------------------------------------------------------------------------
+version="$(node -p 'require("./package.json").version')"
+revision="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+start="$(now)"
+# The classic builder: BuildKit needs the buildx plugin (or a frontend image from a registry)
+# with newer clients; the Dockerfile uses nothing the classic builder lacks.
+DOCKER_BUILDKIT=0 docker build --network host --quiet \
+  --build-arg "BASE_IMAGE=$BASE_IMAGE" \
+  --build-arg "VERSION=$version" \
+  --build-arg "REVISION=$revision" \
+  -t "$IMAGE" . >/dev/null \
+  || die "docker build failed (run it without --quiet to see why: DOCKER_BUILDKIT=0 docker build --network host --build-arg BASE_IMAGE=$BASE_IMAGE .)"
+size="$(docker image inspect -f '{{ .Size }}' "$IMAGE")"
+base_size="$(docker image inspect -f '{{ .Size }}' "$BASE_IMAGE")"
+echo "build-server-image: built $IMAGE from $BASE_IMAGE in $(since "$start") s;" \
+  "size $((size / 1000000)) MB (base $((base_size / 1000000)) MB, added $(((size - base_size) / 1000000)) MB)" >&2
