@@ -3,7 +3,10 @@
 #  - build/pty-relay (native/pty-relay.c): runs a PTY-mode command of the local backend; without
 #    it the local backend refuses PTY mode with a clear error (pipe mode and docker still work);
 #  - build/sandbox-join (native/sandbox-join.c): the holder of a kept-warm sandbox and the way
-#    into it; without it every sandboxed command gets its own bwrap (slower, same confinement).
+#    into it; without it every sandboxed command gets its own bwrap (slower, same confinement);
+#  - build/exec-agent (native/exec-agent.c, statically linked: it runs inside session containers
+#    of any image): the docker backend's agent; without it docker sessions use one engine exec
+#    per command (slower, same contract).
 # A failure is reported but never fails the install.
 cd "$(dirname "$0")/.." || exit 0
 [ "$(uname -s)" = Linux ] || exit 0
@@ -20,4 +23,11 @@ for helper in pty-relay sandbox-join; do
     echo "build-native: compiling native/$helper.c failed (see above)" >&2
   fi
 done
+# Static: needs libc.a (Debian: libc6-dev).
+if "$cc" -O2 -Wall -static -o build/exec-agent.tmp native/exec-agent.c; then
+  mv build/exec-agent.tmp build/exec-agent
+else
+  rm -f build/exec-agent.tmp
+  echo "build-native: compiling native/exec-agent.c failed (see above): docker sessions will use one engine exec per command" >&2
+fi
 exit 0

@@ -57,6 +57,7 @@ export const OPTIONS = {
   maxCpus: { flag: 'max-cpus', env: 'EXEC_SERVER_MAX_CPUS', kind: 'int', default: 4, min: 1, max: 1024, description: 'Largest CPU limit a session may ask for.' },
   pids: { flag: 'pids', env: 'EXEC_SERVER_PIDS', kind: 'int', default: 512, min: 8, max: 1_000_000, description: 'Default container pids limit.' },
   maxPids: { flag: 'max-pids', env: 'EXEC_SERVER_MAX_PIDS', kind: 'int', default: 4096, min: 8, max: 1_000_000, description: 'Largest pids limit a session may ask for.' },
+  dockerExecPath: { flag: 'docker-exec-path', env: 'EXEC_SERVER_DOCKER_EXEC_PATH', kind: 'enum', values: ['agent', 'exec'], default: 'agent', description: 'How commands reach a docker session: `agent` (the exec agent inside the container; a session where it cannot start falls back to `exec`) or `exec` (one engine exec per command).' },
   warmPool: { flag: 'warm-pool', env: 'EXEC_SERVER_WARM_POOL', kind: 'int', default: 0, min: 0, max: 256, description: 'Started containers of the default image kept ready (docker).' },
   instanceId: { flag: 'instance-id', env: 'EXEC_SERVER_INSTANCE_ID', kind: 'string', default: 'default', description: 'Names this server in container labels; a restarted server with the same id re-adopts its sessions.' },
   shutdownGraceMs: { flag: 'shutdown-grace-ms', env: 'EXEC_SERVER_SHUTDOWN_GRACE_MS', kind: 'int', default: 10_000, min: 0, max: 600_000, description: 'Time allowed for a graceful shutdown on SIGTERM.' },

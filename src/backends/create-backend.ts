@@ -16,6 +16,8 @@ async function createDocker(config: Config, log: Logger): Promise<Backend> {
       instanceId: config.instanceId,
       defaultResources: { memoryMb: config.memoryMb, cpus: config.cpus, pids: config.pids },
       warmPoolSize: config.warmPool,
+      retentionBytes: config.outputRetentionBytes,
+      execPath: config.dockerExecPath,
     },
     log.child({ backend: 'docker' }),
   );

@@ -49,6 +49,12 @@ export interface SpawnRequest {
   readonly mode: SpawnMode;
   readonly size: TerminalSize;
   readonly sandbox: ResolvedSandbox;
+  /**
+   * Opaque to the backend: what the engine needs to re-adopt this process after a server
+   * restart. Backends whose processes survive the server keep it and hand it back from
+   * `recover()`; others ignore it.
+   */
+  readonly recoveryTag?: string | undefined;
 }
 
 /** How a backend process ended. `lost`: the backend cannot tell (container gone, engine lost). */
@@ -84,6 +90,14 @@ export interface BackendProcess {
    */
   pauseOutput(): void;
   resumeOutput(): void;
+  /**
+   * Optional: the engine published this process's output through byte `endOffset` (counted
+   * over everything the backend gave the sink) as the log event `seq`. Backends whose
+   * processes survive the server keep these marks to rebuild the same seqs after a restart.
+   */
+  acknowledge?(seq: number, endOffset: number): void;
+  /** Optional: the engine no longer needs the process (pruned); the backend may drop its record. */
+  dispose?(): void;
 }
 
 export interface FileMetadata {
@@ -144,6 +158,11 @@ export interface BackendSession {
   readonly sandboxUnavailableReason?: string | undefined;
   readonly fs: SessionFs;
   readonly environment: EnvironmentFacts;
+  /**
+   * How commands reach the session (docker): `agent` (the exec agent inside the container) or
+   * `exec` (one engine exec per command, the fallback). Undefined on backends without a choice.
+   */
+  readonly execPath?: 'agent' | 'exec' | undefined;
   /** Resolves once the process runs (the early-exit window starts then). */
   spawn(request: SpawnRequest, sink: ProcessSink): Promise<BackendProcess>;
   /**

@@ -14,7 +14,7 @@ import { EventWatcher, type ContainerEvent } from './event-watcher.ts';
 import { runControl } from './exec-runner.ts';
 import { LABEL, readUserLabels, userLabels } from './labels.ts';
 import { resolveOptions, type DockerBackendOptions, type DockerLogger, type ResolvedDockerOptions } from './options.ts';
-import { envOf, provisionContainer, removeContainer, type ProvisionInput } from './provision.ts';
+import { envOf, installIfWanted, provisionContainer, removeContainer, startAgent, type ProvisionInput } from './provision.ts';
 import { RECORD_FILE, SETUP_SCRIPT } from './scripts.ts';
 import { deleteSnapshot, findSnapshot, listSnapshots } from './snapshots.ts';
 import { claimedName, parseClaimedName, WarmPool, type PoolEntry } from './warm-pool.ts';
@@ -155,6 +155,8 @@ class DockerBackendImpl implements DockerBackend {
       workdir,
       shellPath: c.shellPath,
       baseEnv: c.baseEnv,
+      agent: c.agent,
+      agentUnavailable: c.agentUnavailable,
       options: this.options,
       log: this.#log,
       forget: (s) => {
@@ -208,10 +210,13 @@ class DockerBackendImpl implements DockerBackend {
         const setup = await runControl(container, { cmd: ['/bin/sh', '-c', SETUP_SCRIPT, 'sh', workdir], timeoutMs: this.options.engineTimeoutMs });
         if (setup.exitCode !== 0) throw new Error(setup.stderr.trim());
         const info = await withDeadline('container inspect', this.options.engineTimeoutMs, (abortSignal) => container.inspect({ abortSignal }));
+        // The agent kept running with the container: attaching finds it (and its processes).
+        const installed = await installIfWanted(container, this.options, { running: true });
+        const agent = installed === true ? await startAgent(container, this.options, this.#log) : { agentUnavailable: installed };
         const session = this.#adopt(
           asSessionId(sessionId),
           asTenantId(tenant),
-          { containerId: c.Id, shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh', baseEnv: envOf(info.Config.Env) },
+          { containerId: c.Id, shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh', baseEnv: envOf(info.Config.Env), ...agent },
           labels[LABEL.pool] === 'true' ? this.options.defaultImage : c.Image,
           workdir,
         );

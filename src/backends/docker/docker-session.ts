@@ -23,6 +23,7 @@ import { DockerProcess, spawnDockerProcess, type ProcessHost } from './docker-pr
 import type { DockerLogger, ResolvedDockerOptions } from './options.ts';
 import { CLEANUP_SCRIPT, PREPARE_SANDBOX_SCRIPT, RECORD_FILE, SHARED_TMP_DIRS } from './scripts.ts';
 import { commitSnapshot } from './snapshots.ts';
+import type { AgentChannel } from './agent-channel.ts';
 
 export interface DockerSessionInit {
   readonly id: SessionId;
@@ -36,6 +37,10 @@ export interface DockerSessionInit {
   readonly baseEnv: Readonly<Record<string, string>>;
   readonly options: ResolvedDockerOptions;
   readonly log: DockerLogger;
+  /** The exec agent (commands go through it); undefined: one engine exec per command. */
+  readonly agent?: AgentChannel | undefined;
+  /** Why there is no agent. */
+  readonly agentUnavailable?: string | undefined;
   /** The backend forgets the session (after destroy). */
   readonly forget: (session: DockerSession) => void;
 }
@@ -73,6 +78,7 @@ export class DockerSession implements BackendSession {
   #prepareChain: Promise<void> = Promise.resolve();
   #finishedPidFiles: string[] = [];
   readonly #host: ProcessHost;
+  readonly #agent: AgentChannel | undefined;
 
   constructor(init: DockerSessionInit) {
     this.#init = init;
@@ -100,6 +106,22 @@ export class DockerSession implements BackendSession {
       containerRunning: () => this.containerRunning(),
       finished: (proc, pidFile) => this.#processFinished(proc, pidFile),
     };
+    this.#agent = init.agent;
+    if (this.#agent) this.#agent.owner = { lostReason: () => this.#lost ?? (this.#destroying ? 'session destroyed' : undefined), containerRunning: () => this.containerRunning() };
+  }
+
+  get execPath(): 'agent' | 'exec' {
+    return this.#agent ? 'agent' : 'exec';
+  }
+
+  /** Why commands use one engine exec each (undefined on the agent path). */
+  get execPathReason(): string | undefined {
+    return this.#agent ? undefined : this.#init.agentUnavailable;
+  }
+
+  /** The session's exec agent, when it has one (recovery, hibernation). */
+  get agent(): AgentChannel | undefined {
+    return this.#agent;
   }
 
   /** Why the session is dead, if it is. */
@@ -123,6 +145,10 @@ export class DockerSession implements BackendSession {
     } else {
       // Root may create files in the writable roots that the sandbox user must own later.
       this.#dirty = true;
+    }
+    if (this.#agent) {
+      const [uid, gid] = user.split(':').map(Number);
+      return this.#agent.spawn(request, sink, { uid: uid ?? 0, gid: gid ?? uid ?? 0, sandboxType });
     }
     const proc = await spawnDockerProcess(this.#host, request, sink, { user, sandboxType });
     if (!proc.exited) this.#processes.add(proc);
@@ -225,6 +251,7 @@ export class DockerSession implements BackendSession {
     this.#lost = reason;
     this.#log.warn({ sessionId: this.id, containerId: this.containerId, reason }, 'session container lost');
     for (const p of this.#processes) p.lose(reason);
+    this.#agent?.close(reason);
     for (const l of this.#lostListeners.splice(0)) {
       try {
         l(reason);
@@ -238,6 +265,7 @@ export class DockerSession implements BackendSession {
     if (this.#destroying) return;
     this.#destroying = true;
     for (const p of this.#processes) p.lose('session destroyed');
+    this.#agent?.close('session destroyed');
     try {
       await withDeadline('container remove', Math.max(this.#init.options.engineTimeoutMs, 15_000), (abortSignal) =>
         this.container.remove({ force: true, v: true, abortSignal }),

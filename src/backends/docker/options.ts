@@ -37,6 +37,14 @@ export interface DockerBackendOptions {
   readonly pingTimeoutMs?: number | undefined;
   /** Size of the per-container tmpfs holding pid files. Default `16m`. */
   readonly controlTmpfsSize?: string | undefined;
+  /**
+   * How commands reach a session: `agent` (the exec agent inside the container, falling back to
+   * `exec` per session when it cannot start there), or `exec` (one engine exec per command).
+   * Default `agent`.
+   */
+  readonly execPath?: 'agent' | 'exec' | undefined;
+  /** Output the agent keeps per process while no server is attached (the engine's retention). Default 1 MiB. */
+  readonly retentionBytes?: number | undefined;
 }
 
 /** Options with every default filled in. */
@@ -51,6 +59,8 @@ export interface ResolvedDockerOptions {
   readonly engineTimeoutMs: number;
   readonly pingTimeoutMs: number;
   readonly controlTmpfsSize: string;
+  readonly execPath: 'agent' | 'exec';
+  readonly retentionBytes: number;
 }
 
 export function resolveOptions(o: DockerBackendOptions): ResolvedDockerOptions {
@@ -65,5 +75,7 @@ export function resolveOptions(o: DockerBackendOptions): ResolvedDockerOptions {
     engineTimeoutMs: o.engineTimeoutMs ?? 5000,
     pingTimeoutMs: o.pingTimeoutMs ?? 2000,
     controlTmpfsSize: o.controlTmpfsSize ?? '16m',
+    execPath: o.execPath ?? 'agent',
+    retentionBytes: o.retentionBytes ?? 1024 * 1024,
   };
 }

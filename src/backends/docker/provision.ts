@@ -11,6 +11,8 @@ import { runControl } from './exec-runner.ts';
 import type { DockerLogger, ResolvedDockerOptions } from './options.ts';
 import { SETUP_SCRIPT } from './scripts.ts';
 import type { PoolEntry } from './warm-pool.ts';
+import { AgentChannel } from './agent-channel.ts';
+import { agentBinary, agentPresent, installAgent } from './agent-install.ts';
 
 /** Create and start can be slow on busy hosts (vfs storage); a dead engine still fails at once. */
 const PROVISION_TIMEOUT_MS = 60_000;
@@ -51,14 +53,49 @@ export async function provisionContainer(docker: Docker, options: ResolvedDocker
     container = await create();
   }
   try {
+    // Before the start: the archive API writes into the container's own filesystem then.
+    const installed = await installIfWanted(container, options);
     await withDeadline('container start', PROVISION_TIMEOUT_MS, (abortSignal) => container.start({ abortSignal }));
     const setup = await runControl(container, { cmd: ['/bin/sh', '-c', SETUP_SCRIPT, 'sh', p.workdir], timeoutMs: PROVISION_TIMEOUT_MS });
     if (setup.exitCode !== 0) throw execError('EXEC_ERR_BACKEND', `session container setup failed: ${setup.stderr.trim()}`);
     const info = await withDeadline('container inspect', options.engineTimeoutMs, (abortSignal) => container.inspect({ abortSignal }));
-    return { containerId: container.id, shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh', baseEnv: envOf(info.Config.Env) };
+    const agent = installed === true ? await startAgent(container, options, log) : { agentUnavailable: installed };
+    return { containerId: container.id, shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh', baseEnv: envOf(info.Config.Env), ...agent };
   } catch (err) {
     await removeContainer(docker, container.id).catch(() => undefined);
     throw err;
+  }
+}
+
+/** true when the agent is in the container, else why not. */
+export async function installIfWanted(container: Docker.Container, options: ResolvedDockerOptions, o: { running?: boolean } = {}): Promise<true | string> {
+  if (options.execPath === 'exec') return 'the server runs with one engine exec per command (execPath exec)';
+  const binary = await agentBinary();
+  if (binary === undefined) return 'the exec agent is not built (build/exec-agent; npm ci builds it with a C compiler and libc6-dev)';
+  // A running container may have its agent running: the file stays (it may be busy).
+  if (o.running === true && (await agentPresent(container, options.engineTimeoutMs))) return true;
+  try {
+    await installAgent(container, binary, options.engineTimeoutMs);
+    return true;
+  } catch (err) {
+    return `cannot copy the exec agent into the container: ${(err as Error).message}`;
+  }
+}
+
+/**
+ * Attaches to a freshly installed agent (which starts it). When it cannot run there (another
+ * architecture, a noexec root), the session falls back to one exec per command.
+ */
+export async function startAgent(container: Docker.Container, options: ResolvedDockerOptions, log: DockerLogger): Promise<Pick<PoolEntry, 'agent' | 'agentUnavailable'>> {
+  const agent = new AgentChannel({ container, timeoutMs: options.engineTimeoutMs, retentionBytes: options.retentionBytes, log });
+  try {
+    await agent.connection();
+    return { agent };
+  } catch (err) {
+    agent.close('agent did not start');
+    const reason = `the exec agent does not start in this container: ${(err as Error).message}`;
+    log.warn({ containerId: container.id, reason }, 'session falls back to one engine exec per command');
+    return { agentUnavailable: reason };
   }
 }
 

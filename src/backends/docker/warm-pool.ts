@@ -5,12 +5,17 @@
  * treat them like any other; since labels cannot change after creation, a taken container is
  * renamed to carry its session (see `claimedName`).
  */
+import type { AgentChannel } from './agent-channel.ts';
 import type { DockerLogger } from './options.ts';
 
 export interface PoolEntry {
   readonly containerId: string;
   readonly shellPath: string;
   readonly baseEnv: Readonly<Record<string, string>>;
+  /** The exec agent, attached at provision; undefined when the session uses one exec per command. */
+  readonly agent?: AgentChannel | undefined;
+  /** Why there is no agent (reported in the log and `session/info`). */
+  readonly agentUnavailable?: string | undefined;
 }
 
 /** Name of a pool container once it belongs to a session: `exs.<sessionId>.<hex tenant>`. */

@@ -1,0 +1,275 @@
+/**
+ * The docker backend's container path against a raw dockerode exec, in one run, same image,
+ * same engine, on this machine. "Ours" is the whole server (a separate process, `--backend
+ * docker`) driven over WebSocket by the SDK; "raw" is what a program using dockerode directly
+ * does per command: exec create, hijacked start, read to the end, inspect the exit code.
+ *
+ * Cases (targets from the issue that introduced the exec agent; docs/benchmarks.md):
+ *   rt        round trip of `true`, start -> closed, p50/p99: ours unsandboxed and sandboxed
+ *             (container-user) vs raw exec (target <= 0.10x, sandboxed <= 0.15x, p99 <= 0.2x);
+ *   pipe/pty  64 MB of output to one client vs the raw exec stream (>= 0.95x);
+ *   signal    SIGKILL to a running `sleep` until its exit is reported (<= 10 ms p50);
+ *   pool      a session from the warm pool: initialize + first `true` closed, vs a raw
+ *             create + start + exec (<= 0.25x);
+ *   burst     16 sessions x 10 commands at once vs 16 raw containers x 10 execs (<= 0.25x).
+ *
+ *   node --import tsx bench/docker-agent.ts [--runs 100] [--mb 64] [--repeat 3]
+ *     [--cases rt,pipe,pty,signal,pool,burst] [--image exec-server-test:latest]
+ *     [--exec-path agent|exec]   (our side; `exec` measures the per-command fallback)
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { parseArgs } from 'node:util';
+import type { Duplex } from 'node:stream';
+import Docker from 'dockerode';
+import { ExecServerClient } from '../src/client/index.ts';
+
+const { values: args } = parseArgs({
+  options: {
+    runs: { type: 'string', default: '100' },
+    mb: { type: 'string', default: '64' },
+    repeat: { type: 'string', default: '3' },
+    cases: { type: 'string', default: 'rt,pipe,pty,signal,pool,burst' },
+    image: { type: 'string', default: 'exec-server-test:latest' },
+    'exec-path': { type: 'string', default: 'agent' },
+  },
+});
+const RUNS = Number(args.runs);
+const BYTES = Number(args.mb) * 1024 * 1024;
+const REPEAT = Number(args.repeat);
+const CASES = new Set(args.cases.split(','));
+const IMAGE = args.image;
+const docker = new Docker();
+
+const pct = (xs: number[], p: number): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
+};
+const median = (xs: number[]): number => pct(xs, 50);
+const fmt = (n: number, d = 1): string => n.toFixed(d);
+const rows: string[][] = [];
+const row = (...cells: string[]): void => {
+  rows.push(cells);
+  console.log(cells.join(' | '));
+};
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
+    });
+  });
+}
+
+async function startServer(extra: string[]): Promise<{ url: string; child: ChildProcess }> {
+  const port = await freePort();
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', 'src/main.ts', 'serve', '--backend', 'docker', '--image', IMAGE, '--listen', `ws://127.0.0.1:${port}`, '--log-level', 'warn', '--instance-id', `bench-${port}`, '--cpus', '1', ...extra],
+    { stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, EXEC_SERVER_DOCKER_EXEC_PATH: args['exec-path'] } },
+  );
+  const url = `ws://127.0.0.1:${port}`;
+  for (let i = 0; i < 200; i++) {
+    const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false);
+    if (ok) return { url, child };
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error('server did not become ready');
+}
+
+async function stopServer(child: ChildProcess): Promise<void> {
+  const gone = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  await gone;
+}
+
+// --- raw dockerode --------------------------------------------------------------------------
+
+async function rawContainer(): Promise<Docker.Container> {
+  const c = await docker.createContainer({ Image: IMAGE, Cmd: ['/bin/sh', '-c', 'trap "exit 0" TERM; while :; do sleep 3600 & wait $!; done'], HostConfig: { NetworkMode: 'none', Init: true, NanoCpus: 1e9 } });
+  await c.start();
+  return c;
+}
+
+/** One raw exec to the end: create, hijacked start, drain, inspect. Returns bytes read. */
+async function rawExec(c: Docker.Container, cmd: string[], tty = false): Promise<number> {
+  const exec = await c.exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true, Tty: tty });
+  const socket = (await exec.start({ hijack: true, stdin: false, Tty: tty })) as unknown as Duplex;
+  let bytes = 0;
+  socket.on('data', (d: Buffer) => (bytes += d.length));
+  await new Promise((r) => socket.once('close', r));
+  for (let delay = 1; ; delay = Math.min(delay * 2, 50)) {
+    const info = await exec.inspect();
+    if (!info.Running) break;
+    await new Promise((r) => setTimeout(r, delay));
+  }
+  return bytes;
+}
+
+async function remove(c: Docker.Container): Promise<void> {
+  await c.remove({ force: true }).catch(() => undefined);
+}
+
+// --- ours -----------------------------------------------------------------------------------
+
+type Sandbox = 'danger-full-access' | 'workspace-write';
+
+async function ourSession(url: string, sandbox: Sandbox): Promise<ExecServerClient> {
+  return ExecServerClient.connect(url, { session: { sandbox: { type: sandbox } as never, approvalPolicy: 'never' }, clientName: 'bench' });
+}
+
+async function ourRun(client: ExecServerClient, argv: string[], tty = false): Promise<number> {
+  let bytes = 0;
+  const h = await client.exec(argv, { tty, collect: false });
+  h.onOutput((c) => (bytes += c.data.length));
+  await h.wait();
+  return bytes;
+}
+
+// --- cases ----------------------------------------------------------------------------------
+
+async function roundTrips(url: string, raw: Docker.Container): Promise<void> {
+  const ours: Record<Sandbox, number[]> = { 'danger-full-access': [], 'workspace-write': [] };
+  const rawTimes: number[] = [];
+  const clients = { 'danger-full-access': await ourSession(url, 'danger-full-access'), 'workspace-write': await ourSession(url, 'workspace-write') };
+  for (let i = 0; i < 5; i++) {
+    await ourRun(clients['danger-full-access'], ['true']);
+    await ourRun(clients['workspace-write'], ['true']);
+    await rawExec(raw, ['true']);
+  }
+  for (let i = 0; i < RUNS; i++) {
+    // Interleaved, so a noisy moment hits all three alike.
+    for (const s of ['danger-full-access', 'workspace-write'] as const) {
+      const t = performance.now();
+      await ourRun(clients[s], ['true']);
+      ours[s].push(performance.now() - t);
+    }
+    const t = performance.now();
+    await rawExec(raw, ['true']);
+    rawTimes.push(performance.now() - t);
+  }
+  for (const c of Object.values(clients)) await c.deleteSession();
+  const r50 = median(rawTimes);
+  const r99 = pct(rawTimes, 99);
+  for (const [name, xs] of [['none', ours['danger-full-access']], ['sandboxed', ours['workspace-write']]] as const) {
+    row(`round trip ${name} p50`, `${fmt(median(xs), 2)} ms`, `${fmt(r50, 2)} ms`, `${fmt(median(xs) / r50, 3)}x`);
+    row(`round trip ${name} p99`, `${fmt(pct(xs, 99), 2)} ms`, `${fmt(r99, 2)} ms`, `${fmt(pct(xs, 99) / r99, 3)}x`);
+  }
+}
+
+async function streams(url: string, raw: Docker.Container, tty: boolean): Promise<void> {
+  const client = await ourSession(url, 'danger-full-access');
+  const cmd = ['head', '-c', String(BYTES), '/dev/zero'];
+  const oursMbs: number[] = [];
+  const rawMbs: number[] = [];
+  await ourRun(client, ['head', '-c', String(BYTES / 8), '/dev/zero'], tty);
+  await rawExec(raw, ['head', '-c', String(BYTES / 8), '/dev/zero'], tty);
+  for (let i = 0; i < REPEAT; i++) {
+    const sides = i % 2 === 0 ? (['ours', 'raw'] as const) : (['raw', 'ours'] as const);
+    for (const side of sides) {
+      const t = performance.now();
+      const bytes = side === 'ours' ? await ourRun(client, cmd, tty) : await rawExec(raw, cmd, tty);
+      const mbs = bytes / 1e6 / ((performance.now() - t) / 1000);
+      (side === 'ours' ? oursMbs : rawMbs).push(mbs);
+    }
+  }
+  await client.deleteSession();
+  const o = median(oursMbs);
+  const r = median(rawMbs);
+  row(`${tty ? 'PTY' : 'pipe'} ${args.mb} MB`, `${fmt(o)} MB/s (${fmt(Math.min(...oursMbs))}-${fmt(Math.max(...oursMbs))})`, `${fmt(r)} MB/s (${fmt(Math.min(...rawMbs))}-${fmt(Math.max(...rawMbs))})`, `${fmt(o / r, 2)}x`);
+}
+
+async function signals(url: string): Promise<void> {
+  const client = await ourSession(url, 'danger-full-access');
+  const times: number[] = [];
+  for (let i = 0; i < Math.min(RUNS, 50); i++) {
+    const h = await client.exec(['sleep', '100'], { collect: false });
+    await new Promise((r) => setTimeout(r, 5));
+    const t = performance.now();
+    await h.kill('SIGKILL');
+    await h.wait();
+    times.push(performance.now() - t);
+  }
+  await client.deleteSession();
+  row('signal to exited p50', `${fmt(median(times), 2)} ms`, '(no kill API: a second exec)', `p99 ${fmt(pct(times, 99), 2)} ms`);
+}
+
+async function pool(): Promise<void> {
+  const { url, child } = await startServer(['--warm-pool', '2']);
+  const ours: number[] = [];
+  const rawTimes: number[] = [];
+  try {
+    for (let i = 0; i < Math.min(REPEAT * 2, 8); i++) {
+      await waitPool(url);
+      const t = performance.now();
+      const client = await ourSession(url, 'danger-full-access');
+      await ourRun(client, ['true']);
+      ours.push(performance.now() - t);
+      await client.deleteSession();
+      const r0 = performance.now();
+      const c = await rawContainer();
+      await rawExec(c, ['true']);
+      rawTimes.push(performance.now() - r0);
+      await remove(c);
+    }
+  } finally {
+    await stopServer(child);
+  }
+  row('warm-pool session + first command', `${fmt(median(ours))} ms`, `${fmt(median(rawTimes))} ms (create+start+exec)`, `${fmt(median(ours) / median(rawTimes), 3)}x`);
+}
+
+async function waitPool(_url: string): Promise<void> {
+  // The pool refills in the background (about a second per container here); give it the time
+  // an idle gap between two agents' sessions would.
+  await new Promise((r) => setTimeout(r, 4000));
+}
+
+async function burst(url: string): Promise<void> {
+  const SESSIONS = 16;
+  const COMMANDS = 10;
+  const clients = await Promise.all(Array.from({ length: SESSIONS }, () => ourSession(url, 'danger-full-access')));
+  const raws = await Promise.all(Array.from({ length: SESSIONS }, () => rawContainer()));
+  await Promise.all(clients.map((c) => ourRun(c, ['true'])));
+  await Promise.all(raws.map((c) => rawExec(c, ['true'])));
+  let t = performance.now();
+  await Promise.all(clients.map(async (c) => {
+    for (let i = 0; i < COMMANDS; i++) await ourRun(c, ['true']);
+  }));
+  const ours = performance.now() - t;
+  t = performance.now();
+  await Promise.all(raws.map(async (c) => {
+    for (let i = 0; i < COMMANDS; i++) await rawExec(c, ['true']);
+  }));
+  const raw = performance.now() - t;
+  await Promise.all(clients.map((c) => c.deleteSession()));
+  await Promise.all(raws.map(remove));
+  row(`${SESSIONS} sessions x ${COMMANDS} commands at once`, `${fmt(ours)} ms`, `${fmt(raw)} ms`, `${fmt(ours / raw, 3)}x`);
+}
+
+async function main(): Promise<void> {
+  console.log(`# docker path vs raw dockerode exec: image ${IMAGE}, our exec path ${args['exec-path']}, ${RUNS} runs, ${args.mb} MB streams x ${REPEAT}`);
+  console.log('case | ours | raw dockerode | ratio');
+  const needsServer = ['rt', 'pipe', 'pty', 'signal', 'burst'].some((c) => CASES.has(c));
+  const raw = await rawContainer();
+  try {
+    if (needsServer) {
+      const { url, child } = await startServer([]);
+      try {
+        if (CASES.has('rt')) await roundTrips(url, raw);
+        if (CASES.has('pipe')) await streams(url, raw, false);
+        if (CASES.has('pty')) await streams(url, raw, true);
+        if (CASES.has('signal')) await signals(url);
+        if (CASES.has('burst')) await burst(url);
+      } finally {
+        await stopServer(child);
+      }
+    }
+    if (CASES.has('pool')) await pool();
+  } finally {
+    await remove(raw);
+  }
+  console.log(`\n${rows.length} rows measured.`);
+}
+
+await main();

@@ -1,0 +1,241 @@
+/**
+ * One connection from the server to a session's exec agent: an attached `exec-agent attach`
+ * exec whose stream the agent daemon speaks on (agent-protocol.ts). Frames are routed to the
+ * process that owns their handle; replies to requests (hello, spawn, list) are awaited with a
+ * deadline. The connection can end (server detach, agent killed, engine gone) without the
+ * daemon's processes ending; `AgentChannel` decides what that means for them.
+ */
+import type { Duplex } from 'node:stream';
+import type Docker from 'dockerode';
+import { execError } from '../../errors.ts';
+import {
+  AgentStreamParser,
+  encodeHello,
+  frame,
+  FromAgent,
+  parseProcRecord,
+  ToAgent,
+  type AgentFrame,
+  type ProcRecord,
+} from './agent-protocol.ts';
+import { startExec } from './exec-runner.ts';
+import type { DockerLogger } from './options.ts';
+
+/** Where the agent lives in a session container (root-only; see docs/docker-backend.md). */
+export const AGENT_DIR = '/.exec-server';
+export const AGENT_PATH = `${AGENT_DIR}/exec-agent`;
+
+/** What a process handle receives. */
+export interface HandleListener {
+  frame(f: AgentFrame): void;
+}
+
+/** A kept process as the agent replayed it after attaching. */
+export interface ListedProcess {
+  readonly handle: number;
+  readonly record: ProcRecord;
+  /** Retained output, in order (copies). */
+  readonly output: Array<{ stream: AgentFrame['stream']; offset: number; data: Buffer }>;
+  exit: Buffer | undefined;
+}
+
+export interface AgentConnectOptions {
+  readonly container: Docker.Container;
+  readonly socketPath: string;
+  readonly timeoutMs: number;
+  readonly retentionBytes: number;
+  readonly windowBytes: number;
+  readonly log: DockerLogger;
+}
+
+export class AgentConnection {
+  readonly #socket: Duplex;
+  readonly #log: DockerLogger;
+  readonly #listeners = new Map<number, HandleListener>();
+  readonly #waiting = new Map<number, (f: AgentFrame) => void>();
+  #onHello: ((f: AgentFrame) => void) | undefined;
+  #listing: { procs: Map<number, ListedProcess>; done: (l: ListedProcess[]) => void } | undefined;
+  #closed = false;
+  #closeReason = 'agent connection closed';
+  readonly #closedListeners: Array<(reason: string) => void> = [];
+  /** The agent daemon's pid (inside the container), from its hello. */
+  agentPid = 0;
+
+  private constructor(socket: Duplex, log: DockerLogger) {
+    this.#socket = socket;
+    this.#log = log;
+    const parser = new AgentStreamParser(
+      (f) => this.#route(f),
+      (text) => log.warn({ agent: text.toString('utf8').trim().slice(0, 500) }, 'exec agent stderr'),
+      (err) => this.#end(`exec agent stream broken: ${err.message}`),
+    );
+    socket.on('data', (d: Buffer) => parser.push(d));
+    socket.on('error', (err) => log.debug({ err: err.message }, 'exec agent stream error'));
+    socket.once('close', () => this.#end(this.#closeReason));
+  }
+
+  /** Attaches to the agent (starting it when none runs) and exchanges hellos. */
+  static async connect(o: AgentConnectOptions): Promise<AgentConnection> {
+    const { socket } = await startExec(
+      o.container,
+      { Cmd: [AGENT_PATH, 'attach', o.socketPath], User: '0:0', Tty: false, AttachStdin: true, AttachStdout: true, AttachStderr: true },
+      o.timeoutMs,
+    );
+    const conn = new AgentConnection(socket, o.log);
+    try {
+      const hello = await conn.#await('hello', o.timeoutMs, (resolve) => {
+        conn.#onHello = resolve;
+        conn.#socket.write(encodeHello(o.retentionBytes, o.windowBytes));
+      });
+      if (hello.type === FromAgent.ERROR) throw execError('EXEC_ERR_BACKEND', `exec agent refused the connection: ${hello.payload.toString('utf8')}`);
+      const pid = /pid=(\d+)/.exec(hello.payload.toString('utf8'));
+      conn.agentPid = pid ? Number(pid[1]) : 0;
+      return conn;
+    } catch (err) {
+      conn.close();
+      throw err;
+    }
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  onClose(listener: (reason: string) => void): void {
+    if (this.#closed) queueMicrotask(() => listener(this.#closeReason));
+    else this.#closedListeners.push(listener);
+  }
+
+  listen(handle: number, listener: HandleListener): void {
+    this.#listeners.set(handle, listener);
+  }
+
+  unlisten(handle: number): void {
+    this.#listeners.delete(handle);
+  }
+
+  /**
+   * Whether the connection keeps the event loop alive. The engine's upgraded socket may come
+   * from an idle (unref'd) keep-alive socket; while a command runs or a reply is awaited the
+   * connection must hold the process open, and it must not once nothing is pending.
+   */
+  hold(on: boolean): void {
+    const s = this.#socket as Duplex & { ref?: () => void; unref?: () => void };
+    if (on) s.ref?.();
+    else s.unref?.();
+  }
+
+  send(data: Buffer): void {
+    if (!this.#closed) this.#socket.write(data);
+  }
+
+  /** Sends `request` for `handle` and resolves with the agent's first reply for it. */
+  request(handle: number, request: Buffer, timeoutMs: number): Promise<AgentFrame> {
+    return this.#await(`request for handle ${handle}`, timeoutMs, (resolve) => {
+      this.#waiting.set(handle, resolve);
+      this.send(request);
+    });
+  }
+
+  /**
+   * Every process the agent keeps, with its retained output and exit. `onListed` runs
+   * synchronously when the list ends, before any later frame is routed, so it can bind
+   * listeners without missing live output.
+   */
+  async list(timeoutMs: number, onListed: (listed: ListedProcess[]) => void): Promise<void> {
+    const listed = await this.#await<ListedProcess[]>('list', timeoutMs, (resolve) => {
+      this.#listing = {
+        procs: new Map(),
+        done: (l) => {
+          onListed(l);
+          resolve(l);
+        },
+      };
+      this.send(frame(ToAgent.LIST, 0));
+    });
+    void listed;
+  }
+
+  /** Asks the agent to flush and let this connection go (its processes keep running). */
+  detach(): void {
+    this.send(frame(ToAgent.DETACH, 0));
+  }
+
+  close(reason = 'agent connection closed'): void {
+    this.#closeReason = reason;
+    this.#socket.destroy();
+  }
+
+  #route(f: AgentFrame): void {
+    if (this.#listing && f.type !== FromAgent.ERROR) {
+      const l = this.#listing;
+      if (f.type === FromAgent.LIST_END) {
+        this.#listing = undefined;
+        l.done([...l.procs.values()]);
+        return;
+      }
+      if (f.type === FromAgent.PROC) {
+        l.procs.set(f.handle, { handle: f.handle, record: parseProcRecord(f.payload), output: [], exit: undefined });
+        return;
+      }
+      const p = l.procs.get(f.handle);
+      if (p && f.type === FromAgent.OUTPUT) {
+        p.output.push({ stream: f.stream, offset: Number(f.payload.readBigUInt64LE(0)), data: Buffer.from(f.payload.subarray(8)) });
+        return;
+      }
+      if (p && f.type === FromAgent.EXIT) {
+        p.exit = Buffer.from(f.payload);
+        return;
+      }
+    }
+    if (f.type === FromAgent.HELLO || (f.type === FromAgent.ERROR && f.handle === 0 && this.#onHello)) {
+      const h = this.#onHello;
+      this.#onHello = undefined;
+      h?.(f);
+      return;
+    }
+    const waiter = this.#waiting.get(f.handle);
+    if (waiter && (f.type === FromAgent.SPAWNED || f.type === FromAgent.FAILED || f.type === FromAgent.ERROR)) {
+      this.#waiting.delete(f.handle);
+      waiter(f);
+      return;
+    }
+    const listener = this.#listeners.get(f.handle);
+    if (listener) {
+      listener.frame(f);
+      return;
+    }
+    if (f.type === FromAgent.ERROR) this.#log.warn({ handle: f.handle, err: f.payload.toString('utf8') }, 'exec agent reported an error');
+  }
+
+  #await(what: string, timeoutMs: number, start: (resolve: (f: AgentFrame) => void) => void): Promise<AgentFrame>;
+  #await<T>(what: string, timeoutMs: number, start: (resolve: (v: T) => void) => void): Promise<T>;
+  #await<T>(what: string, timeoutMs: number, start: (resolve: (v: T) => void) => void): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      if (this.#closed) {
+        reject(execError('EXEC_ERR_BACKEND', `exec agent: ${this.#closeReason}`));
+        return;
+      }
+      const timer = setTimeout(() => reject(execError('EXEC_ERR_BACKEND_UNAVAILABLE', `exec agent did not answer the ${what} within ${timeoutMs} ms`)), timeoutMs);
+      const onClose = (reason: string): void => {
+        clearTimeout(timer);
+        reject(execError('EXEC_ERR_BACKEND', `exec agent: ${reason}`));
+      };
+      this.#closedListeners.push(onClose);
+      start((v) => {
+        clearTimeout(timer);
+        const i = this.#closedListeners.indexOf(onClose);
+        if (i >= 0) this.#closedListeners.splice(i, 1);
+        resolve(v);
+      });
+    });
+  }
+
+  #end(reason: string): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#closeReason = reason;
+    this.#socket.destroy();
+    for (const l of this.#closedListeners.splice(0)) l(reason);
+  }
+}

@@ -1,0 +1,189 @@
+/**
+ * A user command run by the session's exec agent. Output arrives as offset-tagged frames, so a
+ * replay after a reconnect is deduplicated byte-exactly; the exit arrives after the last output
+ * (the agent queues it behind), which keeps the sink contract. Delivered output is acknowledged
+ * once per event-loop turn: that is the agent's credit (flow control) and, with the seq the
+ * engine published it under, the mark a restarted server rebuilds the log from.
+ */
+import { execError } from '../../errors.ts';
+import type { BackendExit, BackendProcess, ProcessSink, SandboxType, SignalName, SpawnMode, TerminalSize } from '../types.ts';
+import { encodeAck, encodeResize, encodeSignal, frame, FromAgent, parseExit, ToAgent, type AgentFrame } from './agent-protocol.ts';
+import type { AgentConnection, HandleListener } from './agent-connection.ts';
+
+export const SIGNO: Readonly<Record<string, number>> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGUSR1: 10, SIGUSR2: 12, SIGTERM: 15 };
+const SIGNAL_NAME: Readonly<Record<number, string>> = Object.fromEntries(Object.entries(SIGNO).map(([k, v]) => [v, k]));
+
+/** Unread stdin the server lets a command have in flight (as the local backend). */
+const STDIN_LIMIT = 8 * 1024 * 1024;
+/** Stdin goes out in frames of at most this size. */
+const STDIN_FRAME = 256 * 1024;
+
+export interface AgentProcessInit {
+  readonly handle: number;
+  readonly mode: SpawnMode;
+  readonly sandboxType: SandboxType;
+  readonly sink: ProcessSink;
+  /** Offset of the next byte this process expects (0 for a new one). */
+  readonly receivedOffset?: number;
+  /** The process is done with the agent (exit delivered or lost): the channel forgets it. */
+  readonly done: (p: AgentProcess) => void;
+}
+
+export class AgentProcess implements BackendProcess, HandleListener {
+  readonly handle: number;
+  readonly sandboxType: SandboxType;
+  readonly #mode: SpawnMode;
+  readonly #sink: ProcessSink;
+  readonly #done: (p: AgentProcess) => void;
+  #conn: AgentConnection | undefined;
+  #received: number;
+  #acked: number;
+  #marks: Array<readonly [number, number]> = [];
+  #ackScheduled = false;
+  #stdinSent = 0;
+  #stdinWritten = 0;
+  #stdinClosed: boolean;
+  #paused = false;
+  #exited = false;
+
+  constructor(init: AgentProcessInit) {
+    this.handle = init.handle;
+    this.#mode = init.mode;
+    this.sandboxType = init.sandboxType;
+    this.#sink = init.sink;
+    this.#done = init.done;
+    this.#received = init.receivedOffset ?? 0;
+    this.#acked = this.#received;
+    this.#stdinClosed = init.mode === 'pipe-no-stdin';
+  }
+
+  get exited(): boolean {
+    return this.#exited;
+  }
+
+  /** (Re)binds the process to a live connection. */
+  bind(conn: AgentConnection): void {
+    this.#conn = conn;
+    conn.listen(this.handle, this);
+    if (this.#paused) conn.send(frame(ToAgent.PAUSE, this.handle));
+  }
+
+  frame(f: AgentFrame): void {
+    if (this.#exited) return;
+    switch (f.type) {
+      case FromAgent.OUTPUT: {
+        const offset = Number(f.payload.readBigUInt64LE(0));
+        let data = f.payload.subarray(8);
+        const end = offset + data.length;
+        if (end <= this.#received) return; // replayed: already delivered
+        if (offset < this.#received) data = data.subarray(this.#received - offset);
+        else if (offset > this.#received) {
+          // The agent dropped output while no server was attached (past its retention).
+          this.#received = offset;
+        }
+        this.#received = end;
+        this.#sink.output(f.stream ?? 'stdout', data);
+        this.#scheduleAck();
+        return;
+      }
+      case FromAgent.STDIN_ACK:
+        this.#stdinWritten = Number(f.payload.readBigUInt64LE(0));
+        return;
+      case FromAgent.EXIT: {
+        const e = parseExit(f.payload);
+        this.#finish(e.kind === 'signaled' ? { kind: 'signaled', signo: e.signo, signal: SIGNAL_NAME[e.signo] ?? `SIG${e.signo}` } : { kind: 'exited', code: e.code });
+        return;
+      }
+      case FromAgent.ERROR:
+        // Per-process errors (stdin overflow) are the agent's report; the command goes on.
+        return;
+    }
+  }
+
+  /**
+   * The engine published output of this process up to `endOffset` (bytes delivered to the sink)
+   * under `seq`: a restarted server rebuilds that chunk under the same seq.
+   */
+  acknowledge(seq: number, endOffset: number): void {
+    this.#marks.push([seq, endOffset]);
+    this.#scheduleAck();
+  }
+
+  get deliveredBytes(): number {
+    return this.#received;
+  }
+
+  #scheduleAck(): void {
+    if (this.#ackScheduled) return;
+    this.#ackScheduled = true;
+    setImmediate(() => {
+      this.#ackScheduled = false;
+      if (!this.#conn || this.#conn.closed) return;
+      const marks = this.#marks.splice(0);
+      if (this.#received > this.#acked || marks.length === 0) marks.push([0, this.#received]);
+      this.#acked = this.#received;
+      this.#conn.send(encodeAck(this.handle, marks));
+    });
+  }
+
+  /** The connection broke and the agent no longer has this process (or the container died). */
+  lose(reason: string): void {
+    this.#finish({ kind: 'lost', reason });
+  }
+
+  #finish(exit: BackendExit): void {
+    if (this.#exited) return;
+    this.#exited = true;
+    this.#stdinClosed = true;
+    this.#conn?.unlisten(this.handle);
+    this.#done(this);
+    this.#sink.exit(exit);
+  }
+
+  async write(data: Buffer): Promise<void> {
+    if (this.#stdinClosed || this.#exited || data.length === 0) return;
+    if (this.#stdinSent - this.#stdinWritten + data.length > STDIN_LIMIT) {
+      throw execError('EXEC_ERR_TOO_LARGE', `stdin buffer full (${STDIN_LIMIT} bytes not yet read by the process)`);
+    }
+    for (let off = 0; off < data.length; off += STDIN_FRAME) this.#conn?.send(frame(ToAgent.STDIN, this.handle, data.subarray(off, off + STDIN_FRAME)));
+    this.#stdinSent += data.length;
+  }
+
+  async closeStdin(): Promise<void> {
+    if (this.#stdinClosed || this.#exited) return;
+    if (this.#mode === 'pty') {
+      // A terminal has no separate EOF: the EOF character, like a user pressing Ctrl-D.
+      await this.write(Buffer.from([4]));
+      return;
+    }
+    this.#stdinClosed = true;
+    this.#conn?.send(frame(ToAgent.CLOSE_STDIN, this.handle));
+  }
+
+  async resize(size: TerminalSize): Promise<void> {
+    if (this.#mode === 'pty' && !this.#exited) this.#conn?.send(encodeResize(this.handle, size));
+  }
+
+  async signal(signal: SignalName): Promise<void> {
+    const signo = SIGNO[signal];
+    // SIGKILL goes out even after the exit: it also sweeps what the command left in its session.
+    if (signo !== undefined && (!this.#exited || signo === 9)) this.#conn?.send(encodeSignal(this.handle, signo));
+  }
+
+  pauseOutput(): void {
+    if (this.#paused || this.#exited) return;
+    this.#paused = true;
+    this.#conn?.send(frame(ToAgent.PAUSE, this.handle));
+  }
+
+  resumeOutput(): void {
+    if (!this.#paused || this.#exited) return;
+    this.#paused = false;
+    this.#conn?.send(frame(ToAgent.RESUME, this.handle));
+  }
+
+  /** The engine no longer needs the process: the agent may drop its record. */
+  dispose(): void {
+    this.#conn?.send(frame(ToAgent.FORGET, this.handle));
+  }
+}
