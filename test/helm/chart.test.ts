@@ -172,6 +172,11 @@ test('the schema rejects typos at every level, bad enums and unsafe settings', (
     ['external mode without a host', withValue('docker.mode', 'external')],
     ['bad tenant name', withValue('auth.tokens', { 'alice smith': 'x'.repeat(32) })],
     ['short token', withValue('auth.tokens', { alice: 'short' })],
+    ['networkPolicy typo', withValue('networkPolicy.ingresFrom', [])],
+    ['unknown peer key', withValue('networkPolicy.ingressFrom', [{ podselector: {} }] as Json)],
+    ['empty peer', withValue('networkPolicy.ingressFrom', [{}] as Json)],
+    ['bad selector operator', withValue('networkPolicy.metricsFrom', [{ podSelector: { matchExpressions: [{ key: 'a', operator: 'Is' }] } }] as Json)],
+    ['bad egress protocol', withValue('networkPolicy.egress.extra', [{ ports: [{ port: 443, protocol: 'HTTP' }] }] as Json)],
   ];
   for (const [what, data] of rejected) assert.notDeepEqual(errorsOf(data), [], `${what} must be rejected`);
   const typo = errorsOf({ ...values, iamge: { tag: 'latest' } }).join('\n');
@@ -182,6 +187,13 @@ test('the schema rejects typos at every level, bad enums and unsafe settings', (
   assert.deepEqual(errorsOf(external), [], 'external mode with a host is accepted');
   assert.deepEqual(errorsOf(withValue('auth.tokens', { alice: 'a'.repeat(32), 'bob.ci': 'b'.repeat(40) })), []);
   assert.deepEqual(errorsOf(withValue('terminationGracePeriodSeconds', 60)), []);
+
+  // external mode with a restricting policy must name the engine's peers.
+  const externalPolicy = structuredClone(external);
+  (externalPolicy['networkPolicy'] as Record<string, Json>)['enabled'] = true;
+  assert.match(errorsOf(externalPolicy).join('\n'), /\/networkPolicy\/egress\/engine must NOT have fewer than 1 items/);
+  ((externalPolicy['networkPolicy'] as Record<string, Json>)['egress'] as Record<string, Json>)['engine'] = [{ ipBlock: { cidr: '10.0.0.5/32' } }];
+  assert.deepEqual(errorsOf(externalPolicy), []);
 });
 
 test('every object in the schema forbids unknown keys (or types its map values)', () => {
@@ -201,6 +213,8 @@ test('every object in the schema forbids unknown keys (or types its map values)'
     if (node['type'] === 'object' && !('additionalProperties' in node) && !opaque.has(path)) open.push(path || '(root)');
     if (node['additionalProperties'] === true) open.push(path);
     for (const [k, v] of Object.entries(node)) {
+      // Conditions (if/then/else) only add constraints to objects defined elsewhere.
+      if (k === 'if' || k === 'then' || k === 'else') continue;
       if (Array.isArray(v)) v.forEach((item, i) => walk(item, `${path}.${k}.${i}`.replace(/^\./, '')));
       else walk(v, `${path}.${k}`.replace(/^\./, ''));
     }

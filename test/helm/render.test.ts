@@ -1,0 +1,290 @@
+/**
+ * The chart rendered by real helm binaries (Helm 3 and Helm 4, see helm-binary.ts): `helm lint
+ * --strict` and `helm template` for the default values and every ci/*-values.yaml; every
+ * rendered object is validated against the Kubernetes API schemas (kubernetes-models; the
+ * ServiceMonitor against the Prometheus Operator's) and checked for the settings the chart
+ * promises: the server non-root and read-only with no capabilities, dind the only privileged
+ * container, the NetworkPolicy's peers and ports. Helm's own refusals (schema, fail) are checked
+ * for the bad combinations.
+ *
+ * Under CI=true a helm binary that cannot be had fails; elsewhere these tests are skipped.
+ */
+import { describe, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { parseAllDocuments, parse } from 'yaml';
+import { Deployment, type IDeployment } from 'kubernetes-models/apps/v1/Deployment';
+import { NetworkPolicy, type INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
+import { Secret, type ISecret } from 'kubernetes-models/v1/Secret';
+import { Service, type IService } from 'kubernetes-models/v1/Service';
+import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
+import { ServiceMonitor, type IServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor';
+import { HELM_RELEASES, helmBinary } from './helm-binary.ts';
+
+const run = promisify(execFile);
+const IN_CI = process.env['CI'] === 'true' || process.env['CI'] === '1';
+const root = fileURLToPath(new URL('../../', import.meta.url));
+const chart = join(root, 'helm', 'exec-server');
+const ciDir = join(chart, 'ci');
+const RELEASE = 'exec-server';
+const NAMESPACE = 'exec-server';
+
+type Obj = Record<string, unknown> & { apiVersion: string; kind: string; metadata: { name: string } };
+type Values = Record<string, unknown>;
+
+/** Schema validators by apiVersion/kind: every kind the chart renders must be here. */
+const MODELS: Record<string, (o: Obj) => void> = {
+  'v1/ServiceAccount': (o) => new ServiceAccount(o as never).validate(),
+  'v1/Secret': (o) => new Secret(o as never).validate(),
+  'v1/Service': (o) => new Service(o as never).validate(),
+  'apps/v1/Deployment': (o) => new Deployment(o as never).validate(),
+  'policy/v1/PodDisruptionBudget': (o) => new PodDisruptionBudget(o as never).validate(),
+  'networking.k8s.io/v1/NetworkPolicy': (o) => new NetworkPolicy(o as never).validate(),
+  'monitoring.coreos.com/v1/ServiceMonitor': (o) => new ServiceMonitor(o as never).validate(),
+};
+
+const defaults = parse(readFileSync(join(chart, 'values.yaml'), 'utf8')) as Values;
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Helm's merge of a values file over values.yaml (maps merge, everything else replaces). */
+function merge(base: Values, over: Values): Values {
+  const out: Values = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    const b = out[k];
+    out[k] = isObject(b) && isObject(v) ? merge(b, v) : v;
+  }
+  return out;
+}
+
+function get(values: Values, path: string): unknown {
+  let node: unknown = values;
+  for (const key of path.split('.')) node = isObject(node) ? node[key] : undefined;
+  return node;
+}
+
+interface Case { name: string; args: string[]; values: Values }
+const cases: Case[] = [
+  { name: 'default values', args: [], values: defaults },
+  ...readdirSync(ciDir)
+    .filter((f) => f.endsWith('-values.yaml'))
+    .sort()
+    .map((f) => ({
+      name: `ci/${f}`,
+      args: ['-f', join(ciDir, f)],
+      values: merge(defaults, parse(readFileSync(join(ciDir, f), 'utf8')) as Values),
+    })),
+];
+
+async function helm(bin: string, args: string[]): Promise<{ code: number; out: string }> {
+  try {
+    const { stdout, stderr } = await run(bin, args, { timeout: 60_000, maxBuffer: 16 * 1024 * 1024, env: { ...process.env, HELM_CACHE_HOME: join(root, 'node_modules', '.cache', 'exec-server-helm', 'home') } });
+    return { code: 0, out: stdout + stderr };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    return { code: typeof e.code === 'number' ? e.code : -1, out: `${e.stdout ?? ''}${e.stderr ?? ''}` };
+  }
+}
+
+async function render(bin: string, args: string[], apiVersions = ['monitoring.coreos.com/v1']): Promise<Obj[]> {
+  const r = await helm(bin, ['template', RELEASE, chart, '--namespace', NAMESPACE, ...apiVersions.flatMap((a) => ['--api-versions', a]), ...args]);
+  assert.equal(r.code, 0, `helm template ${args.join(' ')} failed:\n${r.out}`);
+  return parseAllDocuments(r.out)
+    .map((d) => d.toJS() as unknown)
+    .filter((o): o is Obj => isObject(o));
+}
+
+function one<T>(objects: Obj[], kind: string): T {
+  const found = objects.filter((o) => o.kind === kind);
+  assert.equal(found.length, 1, `one ${kind}`);
+  return found[0] as unknown as T;
+}
+
+type Container = NonNullable<NonNullable<NonNullable<IDeployment['spec']>['template']['spec']>['containers'][number]>;
+
+/** The settings every rendering must have, whatever the values. */
+function checkSecurity(objects: Obj[], values: Values): void {
+  const dep = one<IDeployment>(objects, 'Deployment');
+  const pod = dep.spec?.template.spec;
+  assert.ok(pod);
+  const all: Container[] = [...pod.containers, ...(pod.initContainers ?? [])];
+  const server = pod.containers.find((c) => c.name === 'exec-server');
+  assert.ok(server, 'the exec-server container');
+  const sc = server.securityContext ?? {};
+  assert.equal(sc.runAsNonRoot, true);
+  assert.equal(sc.runAsUser, get(values, 'securityContext.runAsUser'));
+  assert.equal(sc.readOnlyRootFilesystem, true);
+  assert.equal(sc.allowPrivilegeEscalation, false);
+  assert.equal(sc.privileged, false);
+  assert.deepEqual(sc.capabilities, { drop: ['ALL'] });
+  assert.ok(server.resources?.limits?.['memory'], 'a memory limit');
+  assert.deepEqual(server.args?.slice(0, 5), ['serve', '--listen', `ws://0.0.0.0:${String(get(values, 'server.port'))}`, '--backend', 'docker']);
+  assert.deepEqual(server.ports?.map((p) => [p.name, p.containerPort]), [['http', get(values, 'server.port')]]);
+
+  assert.equal(pod.automountServiceAccountToken, false);
+  assert.equal(pod.securityContext?.seccompProfile?.type, 'RuntimeDefault');
+  assert.ok(!pod.hostNetwork && !pod.hostPID && !pod.hostIPC, 'no host namespaces');
+  assert.ok(!(pod.volumes ?? []).some((v) => v.hostPath), 'no hostPath volume');
+  const grace = Math.ceil(Number(get(values, 'server.shutdownGraceMs')) / 1000);
+  assert.ok((pod.terminationGracePeriodSeconds ?? 30) > grace, 'the pod outlives the shutdown grace');
+
+  const privileged = all.filter((c) => c.securityContext?.privileged === true).map((c) => c.name);
+  const dind = get(values, 'docker.mode') === 'dind';
+  assert.deepEqual(privileged, dind ? ['dind'] : [], 'dind is the only privileged container');
+  if (dind) {
+    const engine = all.find((c) => c.name === 'dind');
+    assert.ok(engine);
+    assert.equal(engine.args?.[0], 'dockerd');
+    assert.ok(!engine.args?.some((a) => a.includes('tcp://')), 'no TCP listener');
+    const native = get(values, 'docker.nativeSidecar') === true;
+    assert.equal(pod.initContainers?.some((c) => c.name === 'dind' && c.restartPolicy === 'Always') ?? false, native, 'native sidecar as configured');
+    assert.ok(pod.securityContext?.supplementalGroups?.includes(Number(get(values, 'docker.socketGid'))));
+  } else {
+    assert.equal(dep.spec?.strategy?.type, 'Recreate');
+    const env = new Map(server.env?.map((e) => [e.name, e.value]));
+    assert.equal(env.get('DOCKER_HOST'), get(values, 'docker.host'));
+  }
+  assert.equal(dep.spec?.replicas, get(values, 'replicaCount'));
+
+  const svc = one<IService>(objects, 'Service');
+  assert.deepEqual(svc.spec?.ports?.map((p) => [p.name, p.targetPort]), [['http', 'http']]);
+  assert.equal(svc.spec?.sessionAffinity, get(values, 'service.sessionAffinity'));
+  assert.deepEqual(svc.spec?.selector, dep.spec?.selector.matchLabels);
+}
+
+function checkNetworkPolicy(objects: Obj[], values: Values): void {
+  const policies = objects.filter((o) => o.kind === 'NetworkPolicy') as unknown as INetworkPolicy[];
+  if (get(values, 'networkPolicy.enabled') !== true) {
+    assert.equal(policies.length, 0, 'no NetworkPolicy unless enabled');
+    return;
+  }
+  assert.equal(policies.length, 1);
+  const np = policies[0]?.spec;
+  const dep = one<IDeployment>(objects, 'Deployment');
+  assert.ok(np);
+  assert.deepEqual(np.podSelector?.matchLabels, dep.spec?.selector.matchLabels, 'selects exactly the release pods');
+  const restrict = get(values, 'networkPolicy.egress.restrict') === true;
+  assert.deepEqual(np.policyTypes, restrict ? ['Ingress', 'Egress'] : ['Ingress']);
+
+  const peers = [...(get(values, 'networkPolicy.ingressFrom') as unknown[]), ...(get(values, 'networkPolicy.metricsFrom') as unknown[])];
+  assert.equal(np.ingress?.length, peers.length > 0 ? 1 : 0, 'one ingress rule, or none (deny)');
+  if (peers.length > 0) {
+    assert.deepEqual(np.ingress?.[0]?.from, peers, 'exactly the named peers');
+    assert.deepEqual(np.ingress?.[0]?.ports, [{ port: 'http', protocol: 'TCP' }], 'only the server port');
+  }
+  if (!restrict) {
+    assert.equal(np.egress, undefined);
+    return;
+  }
+  const egress = np.egress ?? [];
+  assert.deepEqual(egress[0], { to: get(values, 'networkPolicy.egress.dns'), ports: [{ port: 53, protocol: 'UDP' }, { port: 53, protocol: 'TCP' }] });
+  const extra = get(values, 'networkPolicy.egress.extra') as unknown[];
+  if (get(values, 'docker.mode') === 'external') {
+    const port = Number(/:(\d+)\/?$/.exec(String(get(values, 'docker.host')))?.[1]);
+    assert.deepEqual(egress[1], { to: get(values, 'networkPolicy.egress.engine'), ports: [{ port, protocol: 'TCP' }] });
+    assert.deepEqual(egress.slice(2), extra);
+  } else {
+    assert.deepEqual(egress.slice(1), extra, 'dind: DNS and the configured rules only');
+  }
+  for (const rule of egress) assert.ok((rule.to ?? []).length > 0, 'no egress rule open to every destination');
+}
+
+function checkServiceMonitor(objects: Obj[], values: Values): void {
+  const monitors = objects.filter((o) => o.kind === 'ServiceMonitor') as unknown as IServiceMonitor[];
+  if (get(values, 'serviceMonitor.enabled') !== true) {
+    assert.equal(monitors.length, 0);
+    return;
+  }
+  assert.equal(monitors.length, 1);
+  const endpoint = monitors[0]?.spec.endpoints?.[0];
+  assert.equal(endpoint?.port, 'http');
+  assert.equal(endpoint?.path, '/metrics');
+  const credentials = endpoint?.authorization?.credentials;
+  assert.ok(credentials, 'the scrape presents a bearer token');
+  const secret = objects.find((o) => o.kind === 'Secret' && o.metadata.name === credentials.name) as ISecret | undefined;
+  assert.ok(secret?.data?.[credentials.key], 'the token is in the chart Secret');
+  const tokens = Buffer.from(secret.data[String(get(values, 'auth.tokensKey'))] ?? '', 'base64').toString('utf8');
+  const token = Buffer.from(secret.data[credentials.key] ?? '', 'base64').toString('utf8');
+  assert.ok(tokens.split('\n').includes(`metrics:${token}`), 'the metrics tenant is in the tokens file');
+}
+
+for (const release of HELM_RELEASES) {
+  describe(`helm ${release.version}`, () => {
+    let bin = '';
+    let unavailable: string | undefined;
+    before(async () => {
+      try {
+        bin = await helmBinary(release);
+      } catch (err) {
+        unavailable = `helm ${release.version} cannot be had: ${(err as Error).message}`;
+        if (IN_CI) throw new Error(unavailable);
+      }
+    });
+    const ready = (t: { skip(message?: string): void }): boolean => {
+      if (unavailable === undefined) return true;
+      t.skip(unavailable);
+      return false;
+    };
+
+    test('helm lint --strict: the default values and every ci/*-values.yaml', { timeout: 600_000 }, async (t) => {
+      if (!ready(t)) return;
+      assert.ok(cases.length >= 6, `${cases.length} cases`);
+      for (const c of cases) {
+        const r = await helm(bin, ['lint', '--strict', chart, ...c.args]);
+        assert.equal(r.code, 0, `${c.name}:\n${r.out}`);
+        assert.match(r.out, /1 chart\(s\) linted, 0 chart\(s\) failed/);
+      }
+    });
+
+    for (const c of cases) {
+      test(`helm template, ${c.name}: objects valid against the API schemas, security settings`, { timeout: 120_000 }, async (t) => {
+        if (!ready(t)) return;
+        const objects = await render(bin, c.args);
+        assert.ok(objects.length >= 4, `${objects.length} objects`);
+        for (const o of objects) {
+          const validate = MODELS[`${o.apiVersion}/${o.kind}`];
+          assert.ok(validate, `a schema for ${o.apiVersion} ${o.kind}`);
+          try {
+            validate(o);
+          } catch (err) {
+            assert.fail(`${o.kind} ${o.metadata.name} is not valid: ${(err as Error).message}`);
+          }
+          assert.equal((o.metadata as { namespace?: string }).namespace, undefined, 'the release namespace applies');
+        }
+        checkSecurity(objects, c.values);
+        checkNetworkPolicy(objects, c.values);
+        checkServiceMonitor(objects, c.values);
+      });
+    }
+
+    test('without the monitoring.coreos.com/v1 API no ServiceMonitor is rendered', { timeout: 120_000 }, async (t) => {
+      if (!ready(t)) return;
+      const objects = await render(bin, ['-f', join(ciDir, 'servicemonitor-values.yaml')], []);
+      assert.equal(objects.filter((o) => o.kind === 'ServiceMonitor').length, 0);
+    });
+
+    test('helm refuses bad values with a clear message', { timeout: 120_000 }, async (t) => {
+      if (!ready(t)) return;
+      const refused: Array<[string[], RegExp]> = [
+        [['--set', 'iamge.tag=x'], /iamge/],
+        [['--set', 'docker.mode=external', '--set', 'docker.host=tcp://e:2375', '--set', 'replicaCount=2'], /replicaCount 1 only/],
+        [['--set', 'terminationGracePeriodSeconds=5'], /must exceed server\.shutdownGraceMs/],
+        [['--set', 'docker.mode=external', '--set', 'docker.host=tcp://e:2375', '--set', 'networkPolicy.enabled=true'], /engine/],
+        [['--set', 'networkPolicy.enabled=true', '--set', 'networkPolicy.ingressFrom[0].podselector.app=x'], /podselector/],
+      ];
+      for (const [args, message] of refused) {
+        const r = await helm(bin, ['template', RELEASE, chart, ...args]);
+        assert.notEqual(r.code, 0, `refused: ${args.join(' ')}`);
+        assert.match(r.out, message, args.join(' '));
+      }
+      // The template's own check, for installs that skip schema validation.
+      const skip = await helm(bin, ['template', RELEASE, chart, '--skip-schema-validation', '--set', 'docker.mode=external', '--set', 'docker.host=tcp://e:2375', '--set', 'networkPolicy.enabled=true']);
+      assert.notEqual(skip.code, 0);
+      assert.match(skip.out, /networkPolicy\.egress\.engine must name the external engine's peers/);
+    });
+  });
+}
