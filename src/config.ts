@@ -32,7 +32,7 @@ export const OPTIONS = {
   image: { flag: 'image', env: 'EXEC_SERVER_IMAGE', kind: 'string', default: 'exec-server-session:latest', description: 'Default session image (docker backend).' },
   dockerHost: { flag: 'docker-host', env: 'EXEC_SERVER_DOCKER_HOST', kind: 'string', default: undefined, description: 'Docker engine address (`unix:///path` or `tcp://host:port`); falls back to `DOCKER_HOST`, then the default socket.' },
   workspaceRoot: { flag: 'workspace-root', env: 'EXEC_SERVER_WORKSPACE_ROOT', kind: 'string', default: join(tmpdir(), 'exec-server'), description: 'Local backend: directory holding one workspace directory per session.' },
-  ptyNoPin: { flag: 'pty-no-pin', env: 'EXEC_SERVER_PTY_NO_PIN', kind: 'bool', default: false, description: 'Local backend: never pin a PTY command streaming fast to one CPU with its relay (see README).' },
+  ptyPin: { flag: 'pty-pin', env: 'EXEC_SERVER_PTY_PIN', kind: 'bool', default: false, description: 'Local backend: pin a PTY command streaming fast to one CPU with its relay while it streams (faster terminals on VMs; changes the command\'s CPU affinity, so off unless turned on; see README).' },
   logLevel: { flag: 'log-level', env: 'EXEC_SERVER_LOG_LEVEL', kind: 'enum', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', description: 'Log level (pino JSON on stderr).' },
   maxSessions: { flag: 'max-sessions', env: 'EXEC_SERVER_MAX_SESSIONS', kind: 'int', default: 256, min: 1, max: 100_000, description: 'Sessions per server.' },
   maxSessionsPerTenant: { flag: 'max-sessions-per-tenant', env: 'EXEC_SERVER_MAX_SESSIONS_PER_TENANT', kind: 'int', default: 64, min: 1, max: 100_000, description: 'Sessions per tenant (token); past it creation answers 429.' },

@@ -37,5 +37,5 @@ export async function createBackend(config: Config, log: Logger): Promise<Backen
       log.info({ reason: (err as Error).message }, 'backend auto: no docker engine, using local');
     }
   }
-  return createLocalBackend({ workspaceRoot: config.workspaceRoot, ptyPinning: !config.ptyNoPin }, log.child({ backend: 'local' }));
+  return createLocalBackend({ workspaceRoot: config.workspaceRoot, ptyPinning: config.ptyPin }, log.child({ backend: 'local' }));
 }

@@ -89,7 +89,7 @@ test('a command streaming fast is pinned with the relay to one CPU, and gets its
   assert.ok(pinnedSeen, 'a 24 MiB stream was pinned in one of three attempts');
 });
 
-test('with pinning off (--pty-no-pin), a command streaming fast keeps its CPUs', async () => {
+test('with pinning off (the default; --pty-pin turns it on), a command streaming fast keeps its CPUs', async () => {
   const { during, after } = await cpusDuringAndAfterStream(false);
   assert.equal(during, ownCpus);
   assert.equal(after, ownCpus);

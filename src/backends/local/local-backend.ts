@@ -24,7 +24,7 @@ export interface LocalBackendOptions {
   readonly bubblewrap?: BubblewrapProbe | undefined;
   /** Keep sandboxes warm where possible (warm-sandbox.ts); default true. Tests turn it off to cover the per-command path. */
   readonly warmSandboxes?: boolean | undefined;
-  /** Whether a PTY command streaming fast is pinned to one CPU with its relay (default true). */
+  /** Whether a PTY command streaming fast is pinned to one CPU with its relay (default false: it changes the command's affinity). */
   readonly ptyPinning?: boolean | undefined;
 }
 
@@ -138,7 +138,7 @@ export async function createLocalBackend(options: LocalBackendOptions, log: Logg
     log.warn({ err }, 'output channels unavailable: command output is read through plain pipes (more CPU per byte)');
     return undefined;
   });
-  const spawning: SpawnSetup = { channels, ptyPinning: options.ptyPinning !== false };
+  const spawning: SpawnSetup = { channels, ptyPinning: options.ptyPinning === true };
   await mkdir(options.workspaceRoot, { recursive: true });
   const sessions = new Set<LocalSession>();
   return {
