@@ -146,6 +146,23 @@ export interface EnvironmentFacts {
   readonly baseEnv: Readonly<Record<string, string>>;
 }
 
+/**
+ * A session's resource use at one moment, as counters: callers derive rates (CPU percent)
+ * from two samples. Docker: the engine's container stats; local: the session's process trees.
+ */
+export interface SessionStats {
+  /** CPU time the session's processes have used, in nanoseconds (docker: the container's cgroup, cumulative; local: the live process trees, so it can drop when a command ends). */
+  readonly cpuNanos: number;
+  /** Memory in use now, in bytes (docker: the cgroup's usage; local: the sum of resident set sizes). */
+  readonly memoryBytes: number;
+  /** The most memory the session may use, when it is limited (docker: the container's limit). */
+  readonly memoryLimitBytes?: number | undefined;
+  /** Processes (and threads, on docker: the cgroup's pids count) alive now. */
+  readonly pids: number;
+  /** The most processes the session may have, when limited. */
+  readonly pidsLimit?: number | undefined;
+}
+
 export interface BackendSession {
   readonly id: SessionId;
   /** The session's workspace: absolute path inside its filesystem. */
@@ -172,6 +189,8 @@ export interface BackendSession {
    * made (the caller then maps the path without a link). Docker only.
    */
   aliasPath?(path: string): Promise<boolean>;
+  /** Optional: the session's resource use now (one sample; bounded by the backend's own deadline). */
+  stats?(): Promise<SessionStats>;
   /** Commits the session's filesystem to a snapshot image. */
   snapshot(name: string | undefined): Promise<SnapshotInfo>;
   /**

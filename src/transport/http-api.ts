@@ -11,7 +11,8 @@ import type { Config } from '../config.ts';
 import { execError } from '../errors.ts';
 import { SessionSpecSchema, type SessionSpec } from '../sessions/session-spec.ts';
 import { registerToolRoutes } from '../tools/routes.ts';
-import { ErrorSchema, SessionInfoSchema, SessionListSchema, SnapshotBodySchema, SnapshotInfoSchema, SnapshotListSchema, SnapshotParamsSchema } from './http-schemas.ts';
+import { sampleUsage } from '../sessions/resource-usage.ts';
+import { ErrorSchema, SessionInfoSchema, SessionListQuerySchema, SessionListSchema, SnapshotBodySchema, SnapshotInfoSchema, SnapshotListSchema, SnapshotParamsSchema } from './http-schemas.ts';
 import { SessionParamsSchema } from '../tools/schemas.ts';
 
 const errors = { 400: ErrorSchema, 401: ErrorSchema, 404: ErrorSchema, 410: ErrorSchema, 429: ErrorSchema, 500: ErrorSchema, 501: ErrorSchema, 502: ErrorSchema, 503: ErrorSchema };
@@ -46,14 +47,21 @@ export async function registerHttpApi(app: FastifyInstance, opts: { config: Conf
 
     api.get(
       '/v1/sessions',
-      { schema: { operationId: 'listSessions', tags: ['sessions'], summary: "The caller's sessions", response: { 200: SessionListSchema, ...errors } } },
-      async (request) => ({ sessions: app.sessions.list(request.tenant).map((s) => s.info()) }) as never,
+      { schema: { operationId: 'listSessions', tags: ['sessions'], summary: "The caller's sessions", querystring: SessionListQuerySchema, response: { 200: SessionListSchema, ...errors } } },
+      async (request) => {
+        const sessions = app.sessions.list(request.tenant);
+        if (request.query.usage !== true) return { sessions: sessions.map((s) => s.info()) } as never;
+        return { sessions: await Promise.all(sessions.map(async (s) => ({ ...s.info(), usage: await sampleUsage(s) }))) } as never;
+      },
     );
 
     api.get(
       '/v1/sessions/:id',
-      { schema: { operationId: 'getSession', tags: ['sessions'], summary: 'One session', params: SessionParamsSchema, response: { 200: SessionInfoSchema, ...errors } } },
-      async (request) => app.sessions.get(request.params.id, request.tenant).info() as never,
+      { schema: { operationId: 'getSession', tags: ['sessions'], summary: 'One session, with its resource use', params: SessionParamsSchema, response: { 200: SessionInfoSchema, ...errors } } },
+      async (request) => {
+        const session = app.sessions.get(request.params.id, request.tenant);
+        return { ...session.info(), usage: await sampleUsage(session) } as never;
+      },
     );
 
     api.delete(

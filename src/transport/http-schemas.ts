@@ -1,5 +1,6 @@
 /** TypeBox schemas of the REST routes; the OpenAPI document is generated from them. */
 import { Type } from 'typebox';
+import { ResourceUsageSchema } from '../sessions/resource-usage.ts';
 import { ApprovalPolicySchema, SandboxPolicySchema } from '../sessions/session-spec.ts';
 
 export { ErrorSchema } from '../tools/schemas.ts';
@@ -24,9 +25,13 @@ export const SessionInfoSchema = Type.Object(
     labels: Type.Record(Type.String(), Type.String()),
     createdAt: Type.String(),
     expiresAt: Type.String(),
+    usage: Type.Optional(Type.Union([ResourceUsageSchema, Type.Null()])),
   },
   { additionalProperties: true },
 );
+
+/** `?usage=true` adds each session's resource use to the list (one backend stats call per session). */
+export const SessionListQuerySchema = Type.Object({ usage: Type.Optional(Type.Boolean()) });
 
 export const SessionListSchema = Type.Object({ sessions: Type.Array(SessionInfoSchema) });
 

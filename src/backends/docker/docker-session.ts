@@ -13,6 +13,7 @@ import type {
   ResolvedSandbox,
   SandboxType,
   SessionFs,
+  SessionStats,
   SnapshotInfo,
   SpawnRequest,
 } from '../types.ts';
@@ -24,6 +25,7 @@ import type { DockerLogger, ResolvedDockerOptions } from './options.ts';
 import { CLEANUP_SCRIPT, PREPARE_SANDBOX_SCRIPT, RECORD_FILE, SHARED_TMP_DIRS } from './scripts.ts';
 import { commitSnapshot } from './snapshots.ts';
 import type { AgentChannel } from './agent-channel.ts';
+import { containerStats } from './stats.ts';
 
 export interface DockerSessionInit {
   readonly id: SessionId;
@@ -230,6 +232,10 @@ export class DockerSession implements BackendSession {
       if (status === 404) return false;
       return undefined;
     }
+  }
+
+  stats(): Promise<SessionStats> {
+    return containerStats(this.container, this.#init.options.engineTimeoutMs);
   }
 
   snapshot(name: string | undefined): Promise<SnapshotInfo> {

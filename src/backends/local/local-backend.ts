@@ -9,11 +9,12 @@ import { join } from 'node:path';
 import { execError } from '../../errors.ts';
 import type { TenantId } from '../../ids.ts';
 import type { Logger } from '../../logger.ts';
-import type { Backend, BackendProcess, BackendSession, BackendSessionSpec, EnvironmentFacts, ProcessSink, SandboxType, SpawnRequest } from '../types.ts';
+import type { Backend, BackendProcess, BackendSession, BackendSessionSpec, EnvironmentFacts, ProcessSink, SandboxType, SessionStats, SpawnRequest } from '../types.ts';
 import { bubblewrapArgs, createDenyPlaceholders, probeBubblewrap, type BubblewrapProbe, type DenyPlaceholders } from './bubblewrap.ts';
 import { localFs } from './local-fs.ts';
 import { OutputChannels } from './output-channels.ts';
 import { spawnPipe } from './pipe-process.ts';
+import { processTreeStats } from './process-stats.ts';
 import { ptyRelayProblem, spawnPty } from './pty-process.ts';
 import { probeWarmSandbox, WarmSandboxes, type WarmSandboxTools } from './warm-sandbox.ts';
 
@@ -75,6 +76,8 @@ class LocalSession implements BackendSession {
   readonly #bwrap: string;
   readonly #warm: WarmSandboxes | undefined;
   readonly #spawning: SpawnSetup;
+  /** Pids of the commands still running (each leads its process group); `stats()` reads their trees. */
+  readonly #running = new Set<number>();
 
   constructor(spec: BackendSessionSpec, workdir: string, ownsWorkdir: boolean, probe: BubblewrapProbe, placeholders: DenyPlaceholders, warmTools: WarmSandboxTools | undefined, spawning: SpawnSetup, log: Logger) {
     this.id = spec.id;
@@ -101,11 +104,26 @@ class LocalSession implements BackendSession {
     const [file, ...args] = argv;
     if (file === undefined) throw execError('EXEC_ERR_INVALID_PARAMS', 'argv must not be empty');
     if (!existsSync(req.cwd)) throw execError('EXEC_ERR_INVALID_REQUEST', `cwd ${req.cwd} does not exist`);
-    if (req.mode === 'pty') {
-      return spawnPty({ file, args, cwd: req.cwd, env: req.env, size: req.size, sandboxType, channels: this.#spawning.channels, pinning: this.#spawning.ptyPinning }, sink);
-    }
-    const argv0 = sandboxType === 'none' ? req.arg0 : undefined;
-    return spawnPipe({ file, args, argv0, cwd: req.cwd, env: req.env, stdin: req.mode === 'pipe', sandboxType, channels: this.#spawning.channels }, sink);
+    let pid: number | undefined;
+    let ended = false;
+    const tracked: ProcessSink = {
+      output: sink.output.bind(sink),
+      exit: (result) => {
+        ended = true;
+        if (pid !== undefined) this.#running.delete(pid);
+        sink.exit(result);
+      },
+    };
+    const proc =
+      req.mode === 'pty'
+        ? await spawnPty({ file, args, cwd: req.cwd, env: req.env, size: req.size, sandboxType, channels: this.#spawning.channels, pinning: this.#spawning.ptyPinning }, tracked)
+        : await spawnPipe({ file, args, argv0: sandboxType === 'none' ? req.arg0 : undefined, cwd: req.cwd, env: req.env, stdin: req.mode === 'pipe', sandboxType, channels: this.#spawning.channels }, tracked);
+    if (!ended && proc.pid !== undefined) this.#running.add((pid = proc.pid));
+    return proc;
+  }
+
+  stats(): Promise<SessionStats> {
+    return processTreeStats(this.#running);
   }
 
   async snapshot(): Promise<never> {

@@ -30,7 +30,7 @@ export interface PipeSpawn {
   readonly channels?: OutputChannels | undefined;
 }
 
-export async function spawnPipe(opts: PipeSpawn, sink: ProcessSink): Promise<BackendProcess> {
+export async function spawnPipe(opts: PipeSpawn, sink: ProcessSink): Promise<BackendProcess & { readonly pid: number }> {
   const channel = await opts.channels?.open((d) => sink.output('stdout', d)).catch(() => undefined);
   return new Promise((resolve, reject) => {
     const child = spawn(opts.file, [...opts.args], {
@@ -76,7 +76,8 @@ export async function spawnPipe(opts: PipeSpawn, sink: ProcessSink): Promise<Bac
     });
     child.once('spawn', () => {
       const pid = child.pid as number;
-      const proc: BackendProcess = {
+      const proc = {
+        pid,
         sandboxType: opts.sandboxType,
         async write(data) {
           const stdin = child.stdin;
@@ -103,7 +104,7 @@ export async function spawnPipe(opts: PipeSpawn, sink: ProcessSink): Promise<Bac
           stdout?.resume();
           stderr?.resume();
         },
-      };
+      } satisfies BackendProcess & { readonly pid: number };
       resolve(proc);
     });
   });

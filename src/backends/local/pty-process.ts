@@ -44,7 +44,7 @@ export function ptyRelayProblem(): string | undefined {
   return existsSync(PTY_RELAY) ? undefined : `the PTY helper ${PTY_RELAY} is missing (it is built by \`npm install\`; needs a C compiler): run \`sh scripts/build-native.sh\``;
 }
 
-export async function spawnPty(opts: PtySpawn, sink: ProcessSink): Promise<BackendProcess> {
+export async function spawnPty(opts: PtySpawn, sink: ProcessSink): Promise<BackendProcess & { readonly pid: number | undefined }> {
   const problem = ptyRelayProblem();
   if (problem) throw execError('EXEC_ERR_UNSUPPORTED', `PTY mode is unavailable: ${problem}`);
   const channel = await opts.channels?.open((d) => sink.output('pty', d)).catch(() => undefined);
@@ -131,7 +131,11 @@ export async function spawnPty(opts: PtySpawn, sink: ProcessSink): Promise<Backe
       }
     });
 
-    const proc: BackendProcess = {
+    const proc = {
+      /** The command's (its process group's) pid, known once the relay reported it. */
+      get pid(): number | undefined {
+        return pid;
+      },
       sandboxType: opts.sandboxType,
       async write(data) {
         if (status || keys.destroyed) return;
@@ -161,6 +165,6 @@ export async function spawnPty(opts: PtySpawn, sink: ProcessSink): Promise<Backe
         paused = false;
         output.resume();
       },
-    };
+    } satisfies BackendProcess & { readonly pid: number | undefined };
   });
 }

@@ -4,6 +4,7 @@ import { pathToFileURL } from 'node:url';
 import { Type } from 'typebox';
 import { execError } from '../../errors.ts';
 import { SessionSpecSchema, toPath } from '../../sessions/session-spec.ts';
+import { sampleUsage } from '../../sessions/resource-usage.ts';
 import type { Session } from '../../sessions/session.ts';
 import type { Connection } from '../connection.ts';
 import { defineMethod, type MethodTable } from '../method-table.ts';
@@ -116,7 +117,7 @@ export function registerSessionMethods(table: MethodTable<Connection>): void {
       },
     }),
   );
-  table.add('session/info', defineMethod({ requires: 'initialized', schema: Type.Union([Params({}), Type.Null()]), handler: (_p, conn) => conn.session.info() }));
+  table.add('session/info', defineMethod({ requires: 'initialized', schema: Type.Union([Params({}), Type.Null()]), handler: async (_p, conn) => ({ ...conn.session.info(), usage: await sampleUsage(conn.session) }) }));
   table.add(
     'session/terminateAll',
     defineMethod({ requires: 'initialized', schema: Type.Union([Params({}), Type.Null()]), handler: async (_p, conn) => ({ terminated: await conn.session.processes.terminateAll() }) }),

@@ -1,0 +1,77 @@
+/**
+ * Live resource use of a session (`session/info`, `GET /v1/sessions/:id`, the console): the
+ * backend's counters (`BackendSession.stats`) turned into a CPU rate from the previous sample.
+ * Callers that ask at once share one sample, so polling clients cost one backend call.
+ */
+import { Type, type Static } from 'typebox';
+import type { SessionStats } from '../backends/types.ts';
+import type { Session } from './session.ts';
+
+export const ResourceUsageSchema = Type.Object(
+  {
+    cpuPercent: Type.Union([Type.Number(), Type.Null()], { description: 'CPU use since the previous sample, in percent of one CPU; null on the first sample' }),
+    cpuSeconds: Type.Number({ description: 'CPU time used so far (local: by the live process trees)' }),
+    memoryBytes: Type.Integer(),
+    memoryLimitBytes: Type.Union([Type.Integer(), Type.Null()]),
+    pids: Type.Integer(),
+    pidsLimit: Type.Union([Type.Integer(), Type.Null()]),
+    sampledAt: Type.String(),
+  },
+  { description: 'Resource use now (docker: the engine stats; local: the process trees of the running commands)' },
+);
+export type ResourceUsage = Static<typeof ResourceUsageSchema>;
+
+/** A sample younger than this answers again instead of asking the backend (and makes no noisy rate). */
+const REUSE_MS = 250;
+
+interface Sample {
+  readonly stats: SessionStats;
+  readonly atMs: number;
+  readonly usage: ResourceUsage;
+}
+
+const last = new WeakMap<Session, Sample>();
+const inflight = new WeakMap<Session, Promise<ResourceUsage | null>>();
+
+function toUsage(stats: SessionStats, atMs: number, previous: Sample | undefined): ResourceUsage {
+  const wallNanos = previous ? (atMs - previous.atMs) * 1e6 : 0;
+  // Local counters follow the live trees and may drop when a command ends: no negative rates.
+  const cpuPercent = previous && wallNanos > 0 ? Math.max(0, ((stats.cpuNanos - previous.stats.cpuNanos) / wallNanos) * 100) : null;
+  return {
+    cpuPercent: cpuPercent === null ? null : Math.round(cpuPercent * 10) / 10,
+    cpuSeconds: Math.round(stats.cpuNanos / 1e6) / 1000,
+    memoryBytes: Math.round(stats.memoryBytes),
+    memoryLimitBytes: stats.memoryLimitBytes ?? null,
+    pids: stats.pids,
+    pidsLimit: stats.pidsLimit ?? null,
+    sampledAt: new Date(atMs).toISOString(),
+  };
+}
+
+/**
+ * The session's resource use now; null when its backend cannot tell (no `stats`, the session is
+ * dead, or the sample failed: resource use is information, never a reason for a call to fail).
+ */
+export function sampleUsage(session: Session): Promise<ResourceUsage | null> {
+  const stats = session.backend.stats;
+  if (stats === undefined || session.status.status === 'dead') return Promise.resolve(null);
+  const previous = last.get(session);
+  if (previous && Date.now() - previous.atMs < REUSE_MS) return Promise.resolve(previous.usage);
+  const pending = inflight.get(session);
+  if (pending) return pending;
+  const run = (async (): Promise<ResourceUsage | null> => {
+    try {
+      const sample = await stats.call(session.backend);
+      const atMs = Date.now();
+      const usage = toUsage(sample, atMs, previous);
+      last.set(session, { stats: sample, atMs, usage });
+      return usage;
+    } catch {
+      return null;
+    } finally {
+      inflight.delete(session);
+    }
+  })();
+  inflight.set(session, run);
+  return run;
+}
