@@ -8,6 +8,8 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import pino from 'pino';
 import type { Backend } from './backends/types.ts';
 import type { Config } from './config.ts';
+import { isConsolePath, registerConsole } from './console/routes.ts';
+import { bearerFromProtocols, selectProtocol } from './console/websocket-token.ts';
 import { ExecServerError, toExecError } from './errors.ts';
 import type { TenantId } from './ids.ts';
 import type { Logger } from './logger.ts';
@@ -47,7 +49,7 @@ const PUBLIC_ROUTES = new Set(['/healthz', '/readyz']);
 /** The logger main.ts uses: pino JSON on stderr, bearer tokens redacted wherever they appear. */
 export function createLogger(level: string): FastifyBaseLogger {
   return pino(
-    { level, redact: { paths: ['req.headers.authorization', 'headers.authorization', '*.token', '*.tokens', 'config.token', 'config.tokens'], censor: '[redacted]' } },
+    { level, redact: { paths: ['req.headers.authorization', 'headers.authorization', 'req.headers["sec-websocket-protocol"]', '*.token', '*.tokens', 'config.token', 'config.tokens'], censor: '[redacted]' } },
     pino.destination({ fd: 2, sync: false }),
   );
 }
@@ -72,12 +74,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   // Registered before the auth hook: its own onRequest hook marks upgrade requests, so a
   // refused upgrade (401) gets its socket destroyed instead of lingering past shutdown.
-  await app.register(websocket, { options: { maxPayload: config.maxMessageBytes } });
+  // handleProtocols: browsers send their token as a subprotocol (console/websocket-token.ts).
+  await app.register(websocket, { options: { maxPayload: config.maxMessageBytes, handleProtocols: selectProtocol } });
 
   app.addHook('onRequest', async (request, reply) => {
     const path = request.url.split('?')[0] ?? '';
-    if (PUBLIC_ROUTES.has(path)) return;
-    const tenant = auth.authenticate(request.headers.authorization);
+    if (PUBLIC_ROUTES.has(path) || isConsolePath(path)) return;
+    const upgrade = request.headers.upgrade?.toLowerCase() === 'websocket';
+    const tenant = auth.authenticate(request.headers.authorization ?? (upgrade ? bearerFromProtocols(request.headers['sec-websocket-protocol']) : undefined));
     if (tenant === undefined) {
       // Answered before any WebSocket upgrade happens.
       await reply.code(401).header('www-authenticate', 'Bearer').send({ code: 'EXEC_ERR_UNAUTHORIZED', message: 'missing or invalid bearer token' });
@@ -124,6 +128,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   registerWebSocketRoute(app, { table, metrics, bufferLimitBytes: config.wsBufferLimitBytes, deps: { sessions, config, metrics, version: VERSION } });
   await registerHttpApi(app, { config });
   await registerFileRoutes(app, { config });
+  registerConsole(app);
 
   app.addHook('onReady', async () => {
     await sessions.start();

@@ -62,6 +62,8 @@ export class ManagedProcess {
   readonly spec: ProcessSpec;
   readonly log: OutputLog;
   readonly createdAt = Date.now();
+  /** When the process reached its terminal state (ms since the epoch). */
+  endedAt: number | undefined;
   lastUsed = Date.now();
   state: ProcessState = { status: 'starting' };
   sandboxType: SandboxType = 'none';
@@ -184,6 +186,7 @@ export class ManagedProcess {
     this.clearTimers();
     const state = this.#terminalState(exit);
     this.state = state;
+    this.endedAt = Date.now();
     this.sandboxDenied = sandboxDenied;
     this.stdinOpen = false;
     this.#output.close();

@@ -58,6 +58,9 @@ export interface ProcessSummary {
   readonly sandboxType: string;
   readonly nextSeq: number;
   readonly createdAtMs: number;
+  /** When it ended; null while it runs. */
+  readonly endedAtMs: number | null;
+  readonly sandboxDenied: boolean;
 }
 
 export class ProcessTable {
@@ -210,6 +213,8 @@ export class ProcessTable {
       sandboxType: p.sandboxType,
       nextSeq: p.log.nextSeq,
       createdAtMs: p.createdAt,
+      endedAtMs: p.endedAt ?? null,
+      sandboxDenied: p.sandboxDenied,
     }));
   }
 

@@ -55,6 +55,9 @@ export class Connection implements SessionClient {
   #outputPaused = false;
   #stallTimer: NodeJS.Timeout | undefined;
   #onStall: (() => void) | undefined;
+  /** An observer (initialize `observe`) follows the session without being its client. */
+  #observer = false;
+  #offDestroy: (() => void) | undefined;
 
   constructor(deps: ConnectionDeps, close: (code: number, reason: string) => void) {
     this.deps = deps;
@@ -77,7 +80,9 @@ export class Connection implements SessionClient {
    */
   flowCheck(buffered: number): void {
     const session = this.#session;
-    if (!session) return;
+    // An observer never makes the session's commands wait: when it stays behind, the transport
+    // cuts it at the buffer limit and it resumes from its last seq.
+    if (!session || this.#observer) return;
     const limit = this.deps.config.wsBufferLimitBytes;
     if (!this.#outputPaused && buffered > limit / 4) {
       this.#outputPaused = true;
@@ -124,9 +129,16 @@ export class Connection implements SessionClient {
     this.#lifecycle = 'new';
   }
 
-  attach(session: Session): void {
+  /**
+   * Attaches to `session`: as its client (a previous client is evicted, approvals come here),
+   * or as an observer that only follows its processes (the console): nobody is evicted, and
+   * the observer is closed when the session is deleted.
+   */
+  attach(session: Session, role: 'client' | 'observer' = 'client'): void {
     this.#session = session;
-    session.attach(this);
+    this.#observer = role === 'observer';
+    if (this.#observer) this.#offDestroy = session.onDestroy(() => this.evict('session was deleted'));
+    else session.attach(this);
     this.#unsubscribe = session.processes.subscribe((proc, event) => {
       if (event.kind === 'output') {
         this.#peer?.notifyOutput(proc.id, event.seq, event.stream, event.data);
@@ -166,6 +178,8 @@ export class Connection implements SessionClient {
     this.#resumeOutput();
     this.#unsubscribe?.();
     this.#unsubscribe = undefined;
+    this.#offDestroy?.();
+    this.#offDestroy = undefined;
     this.#peer?.close();
     const session = this.#session;
     this.#session = undefined;

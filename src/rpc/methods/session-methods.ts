@@ -67,8 +67,9 @@ export function registerSessionMethods(table: MethodTable<Connection>): void {
     'initialize',
     defineMethod({
       requires: 'none',
-      schema: Params({ clientName: Type.String({ maxLength: 256 }), resumeSessionId: Opt(Type.String({ minLength: 1, maxLength: 128 })), session: Opt(SessionSpecSchema) }),
+      schema: Params({ clientName: Type.String({ maxLength: 256 }), resumeSessionId: Opt(Type.String({ minLength: 1, maxLength: 128 })), session: Opt(SessionSpecSchema), observe: Opt(Type.Boolean()) }),
       async handler(params, conn) {
+        if (params.observe === true && !params.resumeSessionId) throw execError('EXEC_ERR_INVALID_PARAMS', 'observe needs resumeSessionId: an observer follows an existing session', { detail: { field: 'observe' } });
         conn.beginInitialize();
         conn.clientName = params.clientName;
         try {
@@ -79,7 +80,7 @@ export function registerSessionMethods(table: MethodTable<Connection>): void {
           } else {
             session = await sessions.create(params.session ?? {}, { tenant, clientName: params.clientName });
           }
-          conn.attach(session);
+          conn.attach(session, params.observe === true ? 'observer' : 'client');
           return { sessionId: session.id, capabilities: serverCapabilities(session), environmentInfo: environmentInfo(session, conn.deps.version) };
         } catch (err) {
           conn.resetInitialize();
