@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 npx tsc --noEmit -p .
+npx tsc --noEmit -p web
 
 mapfile -t files < <(find test -name '*.test.ts' | sort)
 if [ "${#files[@]}" -eq 0 ]; then

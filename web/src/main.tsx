@@ -1,0 +1,87 @@
+/**
+ * The console's shell: sign-in, the hash router (`#/` sessions, `#/sessions/ID` one session)
+ * and the header. The token lives in this tab's sessionStorage only: never in the URL, never in
+ * a cookie.
+ */
+import '@xterm/xterm/css/xterm.css';
+import './styles.css';
+import { render } from 'preact';
+import { useEffect, useMemo, useState } from 'preact/hooks';
+import { Api } from './api.ts';
+import { SessionView } from './views/session.tsx';
+import { Sessions } from './views/sessions.tsx';
+import { SignIn } from './views/sign-in.tsx';
+
+const TOKEN_KEY = 'exec-server.console.token';
+
+function readToken(): string | undefined {
+  try {
+    return sessionStorage.getItem(TOKEN_KEY) ?? undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function useHash(): string {
+  const [hash, setHash] = useState(location.hash);
+  useEffect(() => {
+    const on = (): void => setHash(location.hash);
+    addEventListener('hashchange', on);
+    return () => removeEventListener('hashchange', on);
+  }, []);
+  return hash;
+}
+
+function App() {
+  const [token, setToken] = useState<string | undefined>(readToken);
+  const [signedOut, setSignedOut] = useState<string | undefined>();
+  const hash = useHash();
+  const api = useMemo(() => (token === undefined ? undefined : new Api(token)), [token]);
+
+  // Any 401 means the token is no longer good (server restarted with other tokens): sign out.
+  useEffect(() => {
+    const on = (e: PromiseRejectionEvent): void => {
+      if ((e.reason as { status?: number } | undefined)?.status === 401) signOut('The server no longer accepts this token.');
+    };
+    addEventListener('unhandledrejection', on);
+    return () => removeEventListener('unhandledrejection', on);
+  }, []);
+
+  const signIn = (t: string): void => {
+    sessionStorage.setItem(TOKEN_KEY, t);
+    setSignedOut(undefined);
+    setToken(t);
+  };
+  const signOut = (why?: string): void => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    setSignedOut(why);
+    setToken(undefined);
+  };
+
+  if (api === undefined) return <SignIn onSignIn={signIn} reason={signedOut} />;
+  const m = /^#\/sessions\/([^/]+)$/.exec(hash);
+  return (
+    <>
+      <a class="skip" href="#main">
+        Skip to content
+      </a>
+      <header class="bar">
+        <a href="#/" class="brand">
+          exec-server <span class="muted">console</span>
+        </a>
+        <nav aria-label="Main">
+          <a href="#/" aria-current={m ? undefined : 'page'}>
+            Sessions
+          </a>
+        </nav>
+        <button type="button" class="btn btn-ghost" onClick={() => signOut()}>
+          Sign out
+        </button>
+      </header>
+      <main id="main">{m?.[1] ? <SessionView key={m[1]} api={api} sessionId={decodeURIComponent(m[1])} /> : <Sessions api={api} />}</main>
+    </>
+  );
+}
+
+const root = document.getElementById('app');
+if (root) render(<App />, root);

@@ -1,0 +1,63 @@
+/** Pending approvals of a session (HTTP tool calls waiting for a person), with their answers. */
+import { useState } from 'preact/hooks';
+import type { Api, Approval } from '../api.ts';
+import { since } from '../format.ts';
+import { useNow, usePoll } from '../hooks.ts';
+import { Notice } from './states.tsx';
+
+export function Approvals({ api, sessionId, onDecided }: { api: Api; sessionId: string; onDecided: () => void }) {
+  const [state, reload] = usePoll(() => api.approvals(sessionId), 1500, [api, sessionId]);
+  const [busy, setBusy] = useState<string | undefined>();
+  const [outcome, setOutcome] = useState<{ tone: 'info' | 'error'; text: string } | undefined>();
+  const now = useNow();
+
+  const decide = async (a: Approval, decision: 'approved' | 'denied'): Promise<void> => {
+    setBusy(a.id);
+    setOutcome(undefined);
+    try {
+      const answer = await api.decide(sessionId, a.id, decision);
+      const exit = answer['exit_code'];
+      setOutcome({ tone: 'info', text: decision === 'approved' ? `Approved: ${a.argv.join(' ')}${typeof exit === 'number' ? ` — exited with ${exit}` : ''}` : `Denied: ${a.argv.join(' ')}` });
+    } catch (err) {
+      setOutcome({ tone: 'error', text: `The decision was not taken: ${(err as Error).message}` });
+    } finally {
+      setBusy(undefined);
+      reload();
+      onDecided();
+    }
+  };
+
+  const approvals = state.kind === 'ready' ? state.data.approvals : [];
+  return (
+    <section class="card" aria-labelledby="approvals-title">
+      <h2 id="approvals-title">
+        Pending approvals {approvals.length > 0 ? <span class="count count-warn">{approvals.length}</span> : null}
+      </h2>
+      {outcome ? <Notice tone={outcome.tone}>{outcome.text}</Notice> : null}
+      {state.kind === 'loading' ? <p class="muted">Loading approvals…</p> : null}
+      {state.kind === 'failed' ? <Notice tone="error">Approvals could not be loaded: {state.error.message}</Notice> : null}
+      {state.kind === 'ready' && approvals.length === 0 ? <p class="muted">Nothing waits for a decision. Tool calls that need a person appear here.</p> : null}
+      <ul class="approvals">
+        {approvals.map((a) => (
+          <li key={a.id} class="approval" data-approval={a.id}>
+            <div>
+              <span class={`badge ${a.purpose === 'sandbox-retry' ? 'badge-warn' : 'badge-idle'}`}>{a.purpose === 'sandbox-retry' ? 'sandbox retry' : 'before start'}</span>{' '}
+              <code class="argv">{a.argv.join(' ')}</code>
+            </div>
+            <div class="muted small">
+              {a.reason} · in {a.cwd} · asked {since(a.createdAt, now)} ago
+            </div>
+            <div class="actions">
+              <button type="button" class="btn btn-primary" disabled={busy !== undefined} onClick={() => void decide(a, 'approved')}>
+                Approve
+              </button>
+              <button type="button" class="btn btn-danger" disabled={busy !== undefined} onClick={() => void decide(a, 'denied')}>
+                Deny
+              </button>
+            </div>
+          </li>
+        ))}
+      </ul>
+    </section>
+  );
+}
