@@ -4,7 +4,7 @@
 // /console/). Run by `npm run build` and by `npm ci` / `npm install` (postinstall).
 // --postinstall: when the console's packages are absent (an install without them), say so and
 // exit 0 instead of failing the install; a build error still fails.
-import { copyFile, mkdir, rm } from 'node:fs/promises';
+import { copyFile, mkdir, rename, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -28,11 +28,13 @@ try {
   process.exit(1);
 }
 
-await rm(out, { recursive: true, force: true });
-await mkdir(join(out, 'assets'), { recursive: true });
+// Built beside the output and swapped in, so a server starting meanwhile never reads half a build.
+const staging = `${out}.tmp-${process.pid}`;
+await rm(staging, { recursive: true, force: true });
+await mkdir(join(staging, 'assets'), { recursive: true });
 const result = await esbuild.build({
   entryPoints: { console: join(here, 'src', 'main.tsx') },
-  outdir: join(out, 'assets'),
+  outdir: join(staging, 'assets'),
   bundle: true,
   format: 'esm',
   target: ['es2022'],
@@ -45,6 +47,12 @@ const result = await esbuild.build({
   logLevel: 'warning',
   metafile: true,
 });
-await copyFile(join(here, 'index.html'), join(out, 'index.html'));
+await copyFile(join(here, 'index.html'), join(staging, 'index.html'));
+const old = `${out}.old-${process.pid}`;
+await rename(out, old).catch((err) => {
+  if (err.code !== 'ENOENT') throw err;
+});
+await rename(staging, out);
+await rm(old, { recursive: true, force: true });
 const bytes = Object.values(result.metafile.outputs).reduce((n, o) => n + o.bytes, 0);
 console.error(`build-console: build/console/ (${Math.round(bytes / 1024)} KiB)`);

@@ -42,7 +42,7 @@ export function Approvals({ api, sessionId, onDecided }: { api: Api; sessionId: 
           <li key={a.id} class="approval" data-approval={a.id}>
             <div>
               <span class={`badge ${a.purpose === 'sandbox-retry' ? 'badge-warn' : 'badge-idle'}`}>{a.purpose === 'sandbox-retry' ? 'sandbox retry' : 'before start'}</span>{' '}
-              <code class="argv">{a.argv.join(' ')}</code>
+              <code class="argv-full">{a.argv.join(' ')}</code>
             </div>
             <div class="muted small">
               {a.reason} · in {a.cwd} · asked {since(a.createdAt, now)} ago

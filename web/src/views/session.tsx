@@ -273,10 +273,8 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
                     <tr>
                       <th scope="col">Process</th>
                       <th scope="col">Command</th>
-                      <th scope="col">Mode</th>
                       <th scope="col">State</th>
-                      <th scope="col">Started</th>
-                      <th scope="col" class="num">Duration</th>
+                      <th scope="col">Started · duration</th>
                       <th scope="col">
                         <span class="sr-only">Actions</span>
                       </th>
@@ -289,21 +287,22 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
                       return (
                         <tr key={p.processId} data-process={p.processId} class={isSelected ? 'selected' : ''}>
                           <td>
-                            <button type="button" class="link mono" onClick={() => setSelected({ id: p.processId, interactive: false })} aria-pressed={isSelected}>
+                            <button type="button" class="link mono" title={p.processId} onClick={() => setSelected({ id: p.processId, interactive: false })} aria-pressed={isSelected}>
                               {p.processId}
                             </button>
+                            <div class="muted small">{p.mode === 'pty' ? 'pty' : 'pipe'}</div>
                           </td>
                           <td>
                             <code class="argv" title={p.argv.join(' ')}>
                               {p.argv.join(' ')}
                             </code>
                           </td>
-                          <td>{p.mode}</td>
                           <td data-col="state">
                             <span class={`badge ${running ? 'badge-good' : p.exitCode === 0 ? 'badge-idle' : 'badge-bad'}`}>{running ? p.status : endText({ exitCode: p.exitCode, terminal: p.status, sandboxDenied: p.sandboxDenied ?? false })}</span>
                           </td>
-                          <td>{time(p.createdAtMs)}</td>
-                          <td class="num">{duration((p.endedAtMs ?? now) - p.createdAtMs)}</td>
+                          <td class="nowrap">
+                            {time(p.createdAtMs)} <span class="muted">· {duration((p.endedAtMs ?? now) - p.createdAtMs)}</span>
+                          </td>
                           <td>
                             {running ? (
                               <button type="button" class="btn btn-small btn-danger" onClick={() => void terminate(p.processId)} disabled={!ready || busy}>
