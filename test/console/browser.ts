@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { CONSOLE_BUILD_DIR } from '../../src/console/routes.ts';
 
 const run = promisify(execFile);
@@ -49,6 +49,9 @@ export async function ensureConsoleBuilt(): Promise<void> {
 }
 
 export async function launch(): Promise<Browser> {
+  // Loaded here, not at import: its module evaluation is heavy, and at import time it would
+  // delay the docker tests' engine ping (test/docker/engine.ts) on a busy machine.
+  const { chromium } = await import('playwright-core');
   return chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
