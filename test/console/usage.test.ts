@@ -28,9 +28,11 @@ async function measure(kind: BackendKind): Promise<void> {
       const usage = info.usage;
       assert.ok((usage['pids'] ?? 0) >= 2, `pids ${usage['pids']}`);
       assert.ok((usage['memoryBytes'] ?? 0) > 0, `memory ${usage['memoryBytes']}`);
-      assert.ok((usage['cpuSeconds'] ?? 0) > 0.3, `cpu seconds ${usage['cpuSeconds']}`);
-      // One CPU spinning: well above idle, at most a little over one CPU (sampling jitter).
-      assert.ok((usage['cpuPercent'] ?? 0) > 30 && (usage['cpuPercent'] ?? 0) < 150, `cpu percent ${usage['cpuPercent']}`);
+      assert.ok((usage['cpuSeconds'] ?? 0) > 0.05, `cpu seconds ${usage['cpuSeconds']}`);
+      // One CPU spinning: clearly above idle (how far depends on the machine's load), never more
+      // than one CPU beyond sampling jitter.
+      const busy = usage['cpuPercent'] ?? 0;
+      assert.ok(busy > 5 && busy < 150, `cpu percent ${busy}`);
       if (kind === 'docker') {
         assert.ok((usage['memoryLimitBytes'] ?? 0) > 0, 'the container limit is reported');
         assert.ok((usage['pidsLimit'] ?? 0) > 0, 'the pids limit is reported');
@@ -49,9 +51,9 @@ async function measure(kind: BackendKind): Promise<void> {
       while (Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, 300));
         after = (await s.request<{ usage: Record<string, number | null> }>('session/info')).usage;
-        if ((after['cpuPercent'] ?? 100) < 20) break;
+        if ((after['cpuPercent'] ?? 100) < Math.min(5, busy / 2)) break;
       }
-      assert.ok((after['cpuPercent'] ?? 100) < 20, `cpu falls once the command ends: ${after['cpuPercent']}`);
+      assert.ok((after['cpuPercent'] ?? 100) < Math.min(5, busy / 2), `cpu falls once the command ends: ${busy} -> ${after['cpuPercent']}`);
     } finally {
       s.conn.close();
     }
