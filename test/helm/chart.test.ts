@@ -325,3 +325,14 @@ test('template actions are balanced and YAML files use 2-space indentation', () 
     }
   }
 });
+
+test('NetworkPolicy: off by default, the release pods, the server port only, egress to DNS first', () => {
+  const text = template('networkpolicy.yaml');
+  assert.match(text.split('\n')[0] ?? '', /^\{\{- if \.Values\.networkPolicy\.enabled \}\}$/);
+  assert.equal((values['networkPolicy'] as { enabled: boolean }).enabled, false);
+  assert.match(text, /podSelector:\n\s+matchLabels:\n\s+\{\{- include "exec-server\.selectorLabels" \. \| nindent 6 \}\}/);
+  assert.deepEqual([...text.matchAll(/- port: (\S+)/g)].map((m) => m[1]), ['http', '53', '53', '{{'], 'ports: the server port; DNS; the engine port');
+  assert.match(text, /concat \.Values\.networkPolicy\.ingressFrom \.Values\.networkPolicy\.metricsFrom/);
+  assert.match(text, /ingress: \[\]/, 'no peers named: no ingress');
+  assert.match(text, /egress:\n\s+- to:\n\s+\{\{- toYaml \.Values\.networkPolicy\.egress\.dns/);
+});
