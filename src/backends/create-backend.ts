@@ -8,7 +8,7 @@ import { createLocalBackend } from './local/local-backend.ts';
 import type { Backend } from './types.ts';
 
 async function createDocker(config: Config, log: Logger): Promise<Backend> {
-  const { createDockerBackend } = await import('./docker/index.ts');
+  const { createDockerBackend, agentWindowFor } = await import('./docker/index.ts');
   return createDockerBackend(
     {
       dockerHost: config.dockerHost,
@@ -18,6 +18,7 @@ async function createDocker(config: Config, log: Logger): Promise<Backend> {
       warmPoolSize: config.warmPool,
       retentionBytes: config.outputRetentionBytes,
       execPath: config.dockerExecPath,
+      agentWindowBytes: agentWindowFor(config.wsBufferLimitBytes),
     },
     log.child({ backend: 'docker' }),
   );

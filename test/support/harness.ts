@@ -36,15 +36,20 @@ export interface ServerOptions {
   readonly instanceId?: string;
 }
 
+/** The docker path the suites run on: the agent unless EXEC_SERVER_DOCKER_EXEC_PATH=exec. */
+export function dockerExecPath(): 'agent' | 'exec' {
+  return process.env['EXEC_SERVER_DOCKER_EXEC_PATH'] === 'exec' ? 'exec' : 'agent';
+}
+
 export async function startServer(opts: ServerOptions = {}): Promise<TestServer> {
   const workspaceRoot = await mkdtemp(join(tmpdir(), 'exec-server-test-'));
   const kind = opts.backend ?? 'local';
   const config = loadConfig(['--listen', 'ws://127.0.0.1:0', '--workspace-root', workspaceRoot, '--backend', kind, '--terminate-grace-ms', '500', ...(opts.flags ?? [])], {});
   let backend: Backend;
   if (kind === 'docker') {
-    const { createDockerBackend } = await import('../../src/backends/docker/index.ts');
+    const { createDockerBackend, agentWindowFor } = await import('../../src/backends/docker/index.ts');
     const { TEST_IMAGE } = await import('../docker/engine.ts');
-    backend = createDockerBackend({ defaultImage: TEST_IMAGE, instanceId: opts.instanceId ?? `test-${process.pid}-${Math.random().toString(16).slice(2, 8)}` }, silentLogger);
+    backend = createDockerBackend({ defaultImage: TEST_IMAGE, instanceId: opts.instanceId ?? `test-${process.pid}-${Math.random().toString(16).slice(2, 8)}`, execPath: dockerExecPath(), agentWindowBytes: agentWindowFor(config.wsBufferLimitBytes) }, silentLogger);
   } else {
     backend = await createLocalBackend({ workspaceRoot, warmSandboxes: !opts.coldSandbox, ...(opts.noBubblewrap ? { bubblewrap: { available: false, path: 'bwrap', reason: 'disabled by the test' } } : {}) }, silentLogger);
   }

@@ -16,14 +16,14 @@ import { ROOT_PID_DIR } from './scripts.ts';
 
 /** The agent daemon's socket: on the control tmpfs, in the root-only directory. */
 export const AGENT_SOCKET = `${ROOT_PID_DIR}/agent.sock`;
-/** Unacknowledged output the agent may have in flight per process. */
-const WINDOW_BYTES = Number(process.env.AGENT_WINDOW ?? 2 * 1024 * 1024);
 const AGENT_DIED = 'the exec agent died (killed, or out of memory): its processes went with it';
 
 export interface AgentChannelInit {
   readonly container: Docker.Container;
   readonly timeoutMs: number;
   readonly retentionBytes: number;
+  /** Unacknowledged output the agent may have in flight per process. */
+  readonly windowBytes: number;
   readonly log: DockerLogger;
 }
 
@@ -70,7 +70,7 @@ export class AgentChannel {
       socketPath: AGENT_SOCKET,
       timeoutMs: i.timeoutMs,
       retentionBytes: i.retentionBytes,
-      windowBytes: WINDOW_BYTES,
+      windowBytes: i.windowBytes,
       log: i.log,
     });
     await conn.list(i.timeoutMs, (listed) => {

@@ -13,12 +13,13 @@ import { AGENT_DIR, AGENT_PATH } from './agent-connection.ts';
 /** `scripts/build-native.sh` builds it statically (npm install / npm ci). */
 export const AGENT_BINARY = fileURLToPath(new URL('../../../build/exec-agent', import.meta.url));
 
-let cached: Promise<Buffer | undefined> | undefined;
+const cached = new Map<string, Promise<Buffer | undefined>>();
 
-/** The agent binary, or undefined (with the reason logged once by the caller) when not built. */
-export function agentBinary(): Promise<Buffer | undefined> {
-  cached ??= readFile(AGENT_BINARY).catch(() => undefined);
-  return cached;
+/** The agent binary at `path` (read once), or undefined when it is not built. */
+export function agentBinary(path = AGENT_BINARY): Promise<Buffer | undefined> {
+  let binary = cached.get(path);
+  if (!binary) cached.set(path, (binary = readFile(path).catch(() => undefined)));
+  return binary;
 }
 
 /** A tar holding the agent's directory and binary, root-owned and closed to everyone else. */

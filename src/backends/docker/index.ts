@@ -1,4 +1,5 @@
 /** The docker backend: `createDockerBackend(options, log)`. */
 export { createDockerBackend, type DockerBackend } from './docker-backend.ts';
 export type { DockerBackendOptions, DockerLogger } from './options.ts';
+export { agentWindowFor } from './options.ts';
 export { KEPT_CAPABILITIES } from './container-config.ts';

@@ -45,6 +45,24 @@ export interface DockerBackendOptions {
   readonly execPath?: 'agent' | 'exec' | undefined;
   /** Output the agent keeps per process while no server is attached (the engine's retention). Default 1 MiB. */
   readonly retentionBytes?: number | undefined;
+  /** The agent binary copied into containers. Default `build/exec-agent`. */
+  readonly agentBinary?: string | undefined;
+  /**
+   * Output of one process the agent may send ahead of the server's acknowledgements. What is
+   * in flight still arrives after the server pauses a process for a client that fell behind,
+   * so it must stay well below what the server lets a client leave unread (`agentWindowFor`).
+   * Default 2 MiB.
+   */
+  readonly agentWindowBytes?: number | undefined;
+}
+
+/**
+ * The agent's window for a server that cuts clients at `wsBufferLimitBytes` unread and pauses
+ * commands at a quarter of it: an eighth of the limit (so a paused process's in-flight output
+ * fits in what is left), at most 2 MiB, at least 64 KiB.
+ */
+export function agentWindowFor(wsBufferLimitBytes: number): number {
+  return Math.max(64 * 1024, Math.min(2 * 1024 * 1024, Math.floor(wsBufferLimitBytes / 8)));
 }
 
 /** Options with every default filled in. */
@@ -61,6 +79,8 @@ export interface ResolvedDockerOptions {
   readonly controlTmpfsSize: string;
   readonly execPath: 'agent' | 'exec';
   readonly retentionBytes: number;
+  readonly agentBinary: string | undefined;
+  readonly agentWindowBytes: number;
 }
 
 export function resolveOptions(o: DockerBackendOptions): ResolvedDockerOptions {
@@ -77,5 +97,7 @@ export function resolveOptions(o: DockerBackendOptions): ResolvedDockerOptions {
     controlTmpfsSize: o.controlTmpfsSize ?? '16m',
     execPath: o.execPath ?? 'agent',
     retentionBytes: o.retentionBytes ?? 1024 * 1024,
+    agentBinary: o.agentBinary,
+    agentWindowBytes: o.agentWindowBytes ?? 2 * 1024 * 1024,
   };
 }

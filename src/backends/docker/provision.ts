@@ -70,7 +70,7 @@ export async function provisionContainer(docker: Docker, options: ResolvedDocker
 /** true when the agent is in the container, else why not. */
 export async function installIfWanted(container: Docker.Container, options: ResolvedDockerOptions, o: { running?: boolean } = {}): Promise<true | string> {
   if (options.execPath === 'exec') return 'the server runs with one engine exec per command (execPath exec)';
-  const binary = await agentBinary();
+  const binary = await agentBinary(options.agentBinary);
   if (binary === undefined) return 'the exec agent is not built (build/exec-agent; npm ci builds it with a C compiler and libc6-dev)';
   // A running container may have its agent running: the file stays (it may be busy).
   if (o.running === true && (await agentPresent(container, options.engineTimeoutMs))) return true;
@@ -87,7 +87,7 @@ export async function installIfWanted(container: Docker.Container, options: Reso
  * architecture, a noexec root), the session falls back to one exec per command.
  */
 export async function startAgent(container: Docker.Container, options: ResolvedDockerOptions, log: DockerLogger): Promise<Pick<PoolEntry, 'agent' | 'agentUnavailable'>> {
-  const agent = new AgentChannel({ container, timeoutMs: options.engineTimeoutMs, retentionBytes: options.retentionBytes, log });
+  const agent = new AgentChannel({ container, timeoutMs: options.engineTimeoutMs, retentionBytes: options.retentionBytes, windowBytes: options.agentWindowBytes, log });
   try {
     await agent.connection();
     return { agent };
