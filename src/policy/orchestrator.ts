@@ -34,6 +34,8 @@ export interface GateInput {
   readonly narrowing?: SandboxNarrowing | undefined;
   /** Spawn request without its sandbox, which the gate decides. */
   readonly spawn: Omit<SpawnRequest, 'sandbox'>;
+  /** What a restarted server needs to re-adopt the attempt, given its first seq and sandbox. */
+  readonly recoveryTag?: ((seqBase: number, sandboxed: boolean) => string) | undefined;
 }
 
 function wireExitCode(exit: BackendExit): number {
@@ -70,7 +72,8 @@ async function spawnAttempt(ctx: OrchestratorContext, proc: ManagedProcess, inpu
   const wouldSandbox = sandbox.kind === 'restricted' && ctx.backend.sandboxType !== 'none';
   const { attempt, sink } = proc.beginAttempt(wouldSandbox);
   const started = performance.now();
-  attempt.process = await ctx.backend.spawn({ ...input.spawn, env: sandboxedEnvironment(input.spawn.env, sandbox), sandbox }, sink);
+  const recoveryTag = input.recoveryTag?.(proc.log.nextSeq, wouldSandbox);
+  attempt.process = await ctx.backend.spawn({ ...input.spawn, env: sandboxedEnvironment(input.spawn.env, sandbox), sandbox, recoveryTag }, sink);
   if (proc.outputPaused) attempt.process.pauseOutput();
   proc.sandboxType = attempt.process.sandboxType;
   ctx.metrics.startLatency.observe({ sandbox: proc.sandboxType }, (performance.now() - started) / 1000);
@@ -144,6 +147,7 @@ async function watchWindow(ctx: OrchestratorContext, proc: ManagedProcess, input
   }
   decide(ctx, proc, 'denied-retried', { exitCode });
   proc.discard(attempt);
+  attempt.process?.dispose?.();
   proc.log.append({ kind: 'escalated', reason: 'sandbox denied the command; re-running without the sandbox' });
   try {
     await spawnAttempt(ctx, proc, input, { kind: 'unrestricted' });

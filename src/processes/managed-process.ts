@@ -61,7 +61,7 @@ export class Attempt {
 export class ManagedProcess {
   readonly spec: ProcessSpec;
   readonly log: OutputLog;
-  readonly createdAt = Date.now();
+  readonly createdAt: number;
   /** When the process reached its terminal state (ms since the epoch). */
   endedAt: number | undefined;
   lastUsed = Date.now();
@@ -81,9 +81,12 @@ export class ManagedProcess {
   readonly #output = new SlabWriter();
   #pendingStream: StreamName = 'stdout';
   #flushScheduled: NodeJS.Immediate | undefined;
+  /** Bytes of the current attempt's output in the log: what `acknowledge` tells its backend. */
+  #attemptBytes = 0;
 
-  constructor(spec: ProcessSpec, retentionBytes: number, onTerminal?: (p: ManagedProcess) => void) {
+  constructor(spec: ProcessSpec, retentionBytes: number, onTerminal?: (p: ManagedProcess) => void, createdAt = Date.now()) {
     this.spec = spec;
+    this.createdAt = createdAt;
     this.log = new OutputLog(retentionBytes);
     this.#holdLimit = retentionBytes;
     this.stdinOpen = spec.mode !== 'pipe-no-stdin';
@@ -115,6 +118,7 @@ export class ManagedProcess {
   beginAttempt(holding: boolean): { attempt: Attempt; sink: ProcessSink } {
     const attempt = new Attempt(holding);
     this.attempt = attempt;
+    this.#attemptBytes = 0;
     this.stdinOpen = this.spec.mode !== 'pipe-no-stdin';
     const sink: ProcessSink = {
       output: (stream, data) => {
@@ -159,7 +163,31 @@ export class ManagedProcess {
       this.#flushScheduled = undefined;
     }
     const chunk = this.#output.take();
-    if (chunk) this.log.append({ kind: 'output', stream: this.#pendingStream, data: chunk.data }, chunk.release);
+    if (!chunk) return;
+    this.#attemptBytes += chunk.data.length;
+    // Before the append (which notifies clients): a restarted server must never know less
+    // than a client was told.
+    this.attempt?.process?.acknowledge?.(this.log.nextSeq, this.#attemptBytes);
+    this.log.append({ kind: 'output', stream: this.#pendingStream, data: chunk.data }, chunk.release);
+  }
+
+  /**
+   * Recovery: makes this (new) process the continuation of one a previous server started.
+   * `chunks` are the output the backend kept, under the seqs they had (those without one were
+   * never published and get the next seqs); `process` goes on with the returned sink.
+   */
+  adopt(r: { readonly seqBase: number; readonly droppedBytes: number; readonly endOffset: number; readonly sandboxType: SandboxType; readonly chunks: ReadonlyArray<{ readonly stream: StreamName; readonly data: Buffer; readonly seq?: number | undefined }> }, process: BackendProcess): ProcessSink {
+    this.log.resumeAt(r.seqBase, r.droppedBytes);
+    for (const c of r.chunks) {
+      if (c.seq !== undefined) this.log.resumeAt(c.seq);
+      this.log.append({ kind: 'output', stream: c.stream, data: Buffer.from(c.data) });
+    }
+    const { attempt, sink } = this.beginAttempt(false);
+    attempt.process = process;
+    this.#attemptBytes = r.endOffset;
+    this.sandboxType = r.sandboxType;
+    this.state = { status: 'running' };
+    return sink;
   }
 
   /** Ends the window of `attempt`: publishes what it held and, if it already exited, the exit. */

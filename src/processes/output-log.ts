@@ -88,6 +88,15 @@ export class OutputLog {
     return sequenced;
   }
 
+  /**
+   * Recovery (a restarted server re-adopting a process): the next event gets `seq` (never
+   * lower than what the log already assigned), and `bytes` count as dropped before it.
+   */
+  resumeAt(seq: number, droppedBytes = 0): void {
+    this.#nextSeq = Math.max(this.#nextSeq, seq);
+    this.#droppedBytes += droppedBytes;
+  }
+
   #evict(): void {
     // Keep at least the newest chunk even if it alone exceeds the budget.
     while (this.#retainedBytes > this.#budget && this.#chunks.length - this.#head > 1) {

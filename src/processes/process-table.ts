@@ -12,6 +12,8 @@ import { buildEnvironment, type EnvPolicy } from './environment.ts';
 import { ManagedProcess } from './managed-process.ts';
 import type { LogEvent, ReadResult } from './output-log.ts';
 import { isTerminal } from './process-state.ts';
+import { decodeRecoveryTag, encodeRecoveryTag } from './recovery.ts';
+import type { BackendProcess, ProcessSink, RecoveredProcess } from '../backends/types.ts';
 
 /** Processes protected from pruning: the most recently used ones (Codex keeps 8). */
 const PRUNE_PROTECTED = 8;
@@ -112,12 +114,7 @@ export class ProcessTable {
     if (this.#procs.has(req.processId)) throw execError('EXEC_ERR_PROCESS_EXISTS', `process ${req.processId} already exists`);
     this.#pruneIfNeeded();
     const cwd = req.cwd ?? this.#ctx.backend.workdir;
-    const proc = new ManagedProcess({ id: req.processId, argv: req.argv, cwd, mode: req.mode, timeoutMs: req.timeoutMs }, this.#limits.retentionBytes, (p) => this.#onTerminal(p));
-    proc.log.subscribe((event) => {
-      if (event.kind === 'output') this.#ctx.metrics.streamBytes.inc({ stream: event.stream }, event.data.length);
-      for (const listener of this.#listeners) listener(proc, event);
-    });
-    this.#procs.set(req.processId, proc);
+    const proc = this.#register(new ManagedProcess({ id: req.processId, argv: req.argv, cwd, mode: req.mode, timeoutMs: req.timeoutMs }, this.#limits.retentionBytes, (p) => this.#onTerminal(p)));
     if (this.#outputPaused) proc.setOutputPaused(true);
     const env = buildEnvironment(this.#baseEnv, req.envPolicy, { ...this.#sessionEnv, ...req.env });
     try {
@@ -126,6 +123,8 @@ export class ProcessTable {
         approval: req.approval,
         narrowing: req.narrowing,
         spawn: { argv: req.argv, arg0: req.arg0, cwd, env, mode: req.mode, size: req.size ?? DEFAULT_SIZE },
+        recoveryTag: (seqBase, sandboxed) =>
+          encodeRecoveryTag({ processId: req.processId, argv: req.argv, cwd, mode: req.mode, createdAt: proc.createdAt, timeoutAt: req.timeoutMs === undefined ? undefined : proc.createdAt + req.timeoutMs, seqBase, sandboxed }),
       });
     } catch (err) {
       this.#procs.delete(req.processId);
@@ -136,6 +135,33 @@ export class ProcessTable {
       proc.addTimer(() => void proc.end('timed-out', this.#limits.terminateGraceMs).catch(() => undefined), req.timeoutMs);
     }
     return proc;
+  }
+
+  #register(proc: ManagedProcess): ManagedProcess {
+    proc.log.subscribe((event) => {
+      if (event.kind === 'output') this.#ctx.metrics.streamBytes.inc({ stream: event.stream }, event.data.length);
+      for (const listener of this.#listeners) listener(proc, event);
+    });
+    this.#procs.set(proc.id, proc);
+    return proc;
+  }
+
+  /**
+   * Recovery: a process a previous server started, which the backend kept. Returns the sink
+   * the backend reports to from now on; undefined (let it go) for a tag this server cannot read
+   * or an id already taken.
+   */
+  adopt(kept: RecoveredProcess, process: BackendProcess): ProcessSink | undefined {
+    const tag = decodeRecoveryTag(kept.tag);
+    if (!tag || this.#procs.has(tag.processId) || this.#closed) return undefined;
+    const proc = new ManagedProcess({ id: tag.processId, argv: tag.argv, cwd: tag.cwd, mode: tag.mode }, this.#limits.retentionBytes, (p) => this.#onTerminal(p), tag.createdAt);
+    const sink = proc.adopt({ seqBase: tag.seqBase, droppedBytes: kept.droppedBytes, endOffset: kept.endOffset, sandboxType: kept.sandboxType, chunks: kept.chunks }, process);
+    this.#register(proc);
+    if (this.#outputPaused) proc.setOutputPaused(true);
+    if (tag.timeoutAt !== undefined) {
+      proc.addTimer(() => void proc.end('timed-out', this.#limits.terminateGraceMs).catch(() => undefined), Math.max(0, tag.timeoutAt - Date.now()));
+    }
+    return sink;
   }
 
   /** Long-poll read (Codex `process/read`). */
@@ -243,7 +269,9 @@ export class ProcessTable {
   #onTerminal(proc: ManagedProcess): void {
     this.#ctx.metrics.processExits.inc({ terminal: proc.state.status });
     proc.addTimer(() => {
-      if (this.#procs.get(proc.id) === proc) this.#procs.delete(proc.id);
+      if (this.#procs.get(proc.id) !== proc) return;
+      this.#procs.delete(proc.id);
+      proc.attempt?.process?.dispose?.();
     }, this.#limits.exitedRetentionMs);
   }
 
@@ -256,6 +284,7 @@ export class ProcessTable {
       if (!victim) throw execError('EXEC_ERR_PROCESS_LIMIT', `session has ${this.#procs.size} processes (limit ${this.#limits.maxProcesses}) and none can be pruned`);
       this.#procs.delete(victim.id);
       victim.clearTimers();
+      victim.attempt?.process?.dispose?.();
       if (!isTerminal(victim.state)) void victim.end('terminated', 0).catch(() => undefined);
       this.#ctx.log.info({ processId: victim.id }, 'pruned process to stay under the per-session limit');
     }

@@ -68,7 +68,12 @@ export class SessionManager {
       }
       const session = new Session(recovered.session.id, recovered.tenant, spec, recovered.session, this.#deps, recovered.createdAt);
       this.#sessions.set(session.id, session);
-      this.#log.info({ sessionId: session.id }, 're-adopted session');
+      // Running and ended processes the backend kept (docker's exec agent): seqs continue.
+      const processes = await recovered.adoptProcesses?.((kept, process) => session.processes.adopt(kept, process)).catch((err: unknown) => {
+        this.#log.warn({ sessionId: session.id, err }, 'cannot re-adopt the processes of a recovered session');
+        return 0;
+      });
+      this.#log.info({ sessionId: session.id, processes: processes ?? 0 }, 're-adopted session');
     }
     this.#metrics.sessionsActive.set(this.#sessions.size);
     this.#reaper = setInterval(() => void this.reap(), REAP_INTERVAL_MS);

@@ -6,7 +6,7 @@
  * naming it. A container that is gone makes everything `lost` with the session's reason.
  */
 import type Docker from 'dockerode';
-import type { ProcessSink, SandboxType, SpawnRequest } from '../types.ts';
+import type { BackendProcess, ProcessSink, RecoveredProcess, SandboxType, SpawnRequest, StreamName } from '../types.ts';
 import { execError } from '../../errors.ts';
 import { encodeSpawn, frame, FromAgent, ToAgent } from './agent-protocol.ts';
 import { AgentConnection, type ListedProcess } from './agent-connection.ts';
@@ -62,8 +62,8 @@ export class AgentChannel {
     return this.#connecting;
   }
 
-  /** Attaches and lists what the agent kept; `onListed` runs before any later frame is routed. */
-  async #attach(onListed?: (listed: ListedProcess[], conn: AgentConnection) => void): Promise<AgentConnection> {
+  /** Attaches and lists what the agent kept; known processes are rebound before any later frame is routed. */
+  async #attach(): Promise<AgentConnection> {
     const i = this.#init;
     const conn = await AgentConnection.connect({
       container: i.container,
@@ -76,7 +76,6 @@ export class AgentChannel {
     await conn.list(i.timeoutMs, (listed) => {
       for (const l of listed) this.#nextHandle = Math.max(this.#nextHandle, l.handle + 1);
       this.#rebind(listed, conn);
-      onListed?.(listed, conn);
     });
     this.#conn = conn;
     conn.hold(this.#procs.size > 0);
@@ -133,7 +132,7 @@ export class AgentChannel {
     this.#track(proc, conn);
     const reply = await conn.request(
       handle,
-      encodeSpawn(handle, { ...request, uid: o.uid, gid: o.gid, tag: request.recoveryTag ?? '' }),
+      encodeSpawn(handle, { ...request, uid: o.uid, gid: o.gid, tag: `${o.sandboxType}\n${request.recoveryTag ?? ''}` }),
       this.#init.timeoutMs,
     ).catch((err: unknown) => {
       conn.unlisten(handle);
@@ -150,28 +149,40 @@ export class AgentChannel {
   }
 
   /**
-   * Server restart: what the agent kept (running or ended) for the engine to adopt. `adopt`
-   * runs synchronously for each, before any later frame is routed, and returns its sink (or
-   * undefined: the engine does not want it, and the agent forgets it).
+   * Server restart: hands every process the agent kept (running or ended) to `adopt`, which
+   * runs synchronously for each, before any later frame is routed, and returns the sink the
+   * process reports to from now on (or undefined: the agent kills and forgets it).
    */
-  async recover(adopt: (l: ListedProcess) => { sink: ProcessSink; sandboxType: SandboxType; receivedOffset: number } | undefined): Promise<number> {
+  async recover(adopt: (p: RecoveredProcess, process: BackendProcess) => ProcessSink | undefined): Promise<number> {
     let adopted = 0;
-    this.#connecting ??= this.#attach((listed, conn) => {
+    const conn = await this.connection();
+    // Listed again on the live connection: what arrived before anyone listened is replayed.
+    await conn.list(this.#init.timeoutMs, (listed) => {
       for (const l of listed) {
-        const a = adopt(l);
-        const proc = a && new AgentProcess({ handle: l.handle, mode: l.record.mode, sandboxType: a.sandboxType, sink: a.sink, receivedOffset: a.receivedOffset, done: (p) => this.#processDone(p) });
-        if (!proc) {
+        if (this.#procs.has(l.handle)) continue;
+        this.#nextHandle = Math.max(this.#nextHandle, l.handle + 1);
+        const kept = keptProcess(l);
+        let target: ProcessSink | undefined;
+        const proc = new AgentProcess({
+          handle: l.handle,
+          mode: l.record.mode,
+          sandboxType: kept.sandboxType,
+          sink: { output: (stream, data) => target?.output(stream, data), exit: (e) => target?.exit(e) },
+          receivedOffset: kept.endOffset,
+          done: (p) => this.#processDone(p),
+        });
+        this.#track(proc, conn);
+        proc.bind(conn);
+        target = adopt(kept, proc);
+        if (!target) {
           conn.send(frame(ToAgent.FORGET, l.handle));
+          proc.lose('not adopted');
           continue;
         }
         adopted++;
-        this.#track(proc, conn);
-        proc.bind(conn);
-        for (const o of l.output) proc.frame(outputFrame(l.handle, o));
         if (l.exit) proc.frame({ type: FromAgent.EXIT, stream: undefined, handle: l.handle, payload: l.exit });
       }
-    }).finally(() => (this.#connecting = undefined));
-    await this.#connecting;
+    });
     return adopted;
   }
 
@@ -212,3 +223,41 @@ function outputFrame(handle: number, o: ListedProcess['output'][number]): Parame
   return { type: FromAgent.OUTPUT, stream: o.stream, handle, payload };
 }
 
+
+/**
+ * What the agent kept of one process, as the engine rebuilds it: the retained output cut at the
+ * previous server's acknowledgement marks (each piece under the seq it had), the rest after.
+ */
+export function keptProcess(l: ListedProcess): RecoveredProcess {
+  const newline = l.record.tag.indexOf('\n');
+  const sandboxType: SandboxType = l.record.tag.startsWith('container-user\n') ? 'container-user' : 'none';
+  const tag = newline < 0 ? '' : l.record.tag.slice(newline + 1);
+  const chunks: Array<{ stream: StreamName; data: Buffer; seq?: number }> = [];
+  const first = l.output[0]?.offset ?? l.record.totalOffset;
+  let pos = first;
+  const bytesBetween = (from: number, to: number): { stream: StreamName; data: Buffer } => {
+    const parts: Buffer[] = [];
+    let stream: StreamName | undefined;
+    for (const o of l.output) {
+      const start = Math.max(from, o.offset);
+      const end = Math.min(to, o.offset + o.data.length);
+      if (start >= end) continue;
+      stream ??= o.stream ?? 'stdout';
+      parts.push(o.data.subarray(start - o.offset, end - o.offset));
+    }
+    return { stream: stream ?? 'stdout', data: Buffer.concat(parts) };
+  };
+  const end = l.output.length > 0 ? Math.max(...l.output.map((o) => o.offset + o.data.length)) : l.record.totalOffset;
+  for (const [seq, markEnd] of l.record.marks) {
+    if (markEnd <= pos) continue;
+    const piece = bytesBetween(pos, Math.min(markEnd, end));
+    if (piece.data.length > 0) chunks.push({ ...piece, seq });
+    pos = markEnd;
+  }
+  for (const o of l.output) {
+    const start = Math.max(pos, o.offset);
+    if (start >= o.offset + o.data.length) continue;
+    chunks.push({ stream: o.stream ?? 'stdout', data: o.data.subarray(start - o.offset) });
+  }
+  return { tag, chunks, droppedBytes: first, endOffset: end, sandboxType };
+}

@@ -38,7 +38,6 @@ export class AgentProcess implements BackendProcess, HandleListener {
   #conn: AgentConnection | undefined;
   #received: number;
   #acked: number;
-  #marks: Array<readonly [number, number]> = [];
   #ackScheduled = false;
   #stdinSent = 0;
   #stdinWritten = 0;
@@ -105,8 +104,9 @@ export class AgentProcess implements BackendProcess, HandleListener {
    * under `seq`: a restarted server rebuilds that chunk under the same seq.
    */
   acknowledge(seq: number, endOffset: number): void {
-    this.#marks.push([seq, endOffset]);
-    this.#scheduleAck();
+    // At once, not batched: the engine tells clients about the chunk right after this.
+    this.#acked = Math.max(this.#acked, endOffset);
+    this.#conn?.send(encodeAck(this.handle, [[seq, endOffset]]));
   }
 
   get deliveredBytes(): number {
@@ -118,11 +118,10 @@ export class AgentProcess implements BackendProcess, HandleListener {
     this.#ackScheduled = true;
     setImmediate(() => {
       this.#ackScheduled = false;
-      if (!this.#conn || this.#conn.closed) return;
-      const marks = this.#marks.splice(0);
-      if (this.#received > this.#acked || marks.length === 0) marks.push([0, this.#received]);
+      if (!this.#conn || this.#conn.closed || this.#received <= this.#acked) return;
+      // Credit for what arrived but is not published yet (held, or coalescing).
       this.#acked = this.#received;
-      this.#conn.send(encodeAck(this.handle, marks));
+      this.#conn.send(encodeAck(this.handle, [[0, this.#received]]));
     });
   }
 

@@ -223,7 +223,15 @@ class DockerBackendImpl implements DockerBackend {
         const created = labels[LABEL.created] ?? info.Created;
         const stored = await runControl(container, { cmd: ['cat', RECORD_FILE], timeoutMs: this.options.engineTimeoutMs, maxStdout: 64 * 1024 });
         const record = stored.exitCode === 0 ? stored.stdout.toString('utf8') : undefined;
-        recovered.push({ session, tenant: asTenantId(tenant), labels: readUserLabels(labels), createdAt: new Date(created), record });
+        const channel = session.agent;
+        recovered.push({
+          session,
+          tenant: asTenantId(tenant),
+          labels: readUserLabels(labels),
+          createdAt: new Date(created),
+          record,
+          ...(channel ? { adoptProcesses: (adopt: Parameters<NonNullable<RecoveredSession['adoptProcesses']>>[0]) => channel.recover(adopt) } : {}),
+        });
         this.#log.info({ sessionId, containerId: c.Id }, 'recover: re-adopted session');
       } catch (err) {
         this.#log.warn({ containerId: c.Id, err: (err as Error).message }, 'recover: cannot re-adopt, removing');
