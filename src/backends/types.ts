@@ -180,6 +180,8 @@ export interface BackendSession {
    * `exec` (one engine exec per command, the fallback). Undefined on backends without a choice.
    */
   readonly execPath?: 'agent' | 'exec' | undefined;
+  /** Why `execPath` is `exec` (the agent could not start there, or the server runs without it). */
+  readonly execPathReason?: string | undefined;
   /** Resolves once the process runs (the early-exit window starts then). */
   spawn(request: SpawnRequest, sink: ProcessSink): Promise<BackendProcess>;
   /**

@@ -32,6 +32,10 @@ export interface SessionInfo {
   readonly denialHandling: ResolvedSessionSpec['policy']['denialHandling'];
   readonly image?: string | undefined;
   readonly containerId?: string | undefined;
+  /** Docker: how commands reach the container (the exec agent, or one engine exec each). */
+  readonly execPath?: 'agent' | 'exec' | undefined;
+  /** Docker on the `exec` path: why the agent is not used. */
+  readonly execPathReason?: string | undefined;
   readonly workdir: string;
   readonly status: SessionStatus['status'];
   readonly attached: boolean;
@@ -224,6 +228,8 @@ export class Session {
       denialHandling: this.spec.policy.denialHandling,
       image: this.backend.image,
       containerId: this.backend.containerId,
+      execPath: this.backend.execPath,
+      execPathReason: this.backend.execPathReason,
       workdir: this.backend.workdir,
       status: this.status.status,
       attached: this.#client !== undefined,

@@ -17,6 +17,8 @@ export const SessionInfoSchema = Type.Object(
     denialHandling: Type.String(),
     image: Type.Optional(Type.String()),
     containerId: Type.Optional(Type.String()),
+    execPath: Type.Optional(Type.Union([Type.Literal('agent'), Type.Literal('exec')], { description: 'Docker: the exec agent inside the container, or one engine exec per command (the fallback)' })),
+    execPathReason: Type.Optional(Type.String({ description: 'Docker, exec path: why the agent is not used' })),
     workdir: Type.String(),
     status: Type.Union([Type.Literal('alive'), Type.Literal('dead')]),
     attached: Type.Boolean({ description: 'A WebSocket client is attached' }),

@@ -97,6 +97,7 @@ test('fallback: forced per-command execs, and an agent that cannot run there, ke
   t.after(() => broken.close());
   const b = await broken.createSession(sessionSpec());
   assert.equal(execPathOf(b), 'exec');
+  assert.match(b.execPathReason ?? '', /exec agent does not start/);
   const sink = await run(b, ['sh', '-c', 'echo still-works; exit 4']);
   assert.equal(sink.text(), 'still-works\n');
   assert.deepEqual(sink.exitResult, { kind: 'exited', code: 4 });
@@ -109,6 +110,9 @@ test('a 32 MB burst to a stop-and-go client arrives whole through the agent', do
   t.after(() => s.close());
   let closed = false;
   s.conn.onClose(() => (closed = true));
+  const info = await s.request<Record<string, unknown>>('session/info', {});
+  assert.equal(info['execPath'], 'agent', 'session/info says which path the session uses');
+  assert.equal(info['execPathReason'], undefined);
   await s.start('burst', ['sh', '-c', 'head -c 33554432 /dev/zero | tr "\\0" z; echo end']);
   for (let i = 0; i < 6; i++) {
     s.conn.socket.pause();
