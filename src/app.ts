@@ -13,6 +13,7 @@ import { bearerFromProtocols, selectProtocol } from './console/websocket-token.t
 import { ExecServerError, toExecError } from './errors.ts';
 import type { TenantId } from './ids.ts';
 import type { Logger } from './logger.ts';
+import { registerMcpEndpoint } from './mcp/endpoint.ts';
 import { Metrics } from './metrics.ts';
 import type { Connection } from './rpc/connection.ts';
 import { MethodTable } from './rpc/method-table.ts';
@@ -129,6 +130,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await registerHttpApi(app, { config });
   await registerFileRoutes(app, { config });
   registerConsole(app);
+  registerMcpEndpoint(app, { config });
 
   app.addHook('onReady', async () => {
     await sessions.start();

@@ -8,10 +8,11 @@
  * the original call's next outcome. Unanswered approvals expire as denied (fail closed).
  */
 import { randomUUID } from 'node:crypto';
-import { execError } from '../errors.ts';
+import { execError, toExecError } from '../errors.ts';
 import type { ProcessId } from '../ids.ts';
 import type { ApprovalDecision, ApprovalRequest } from '../policy/approvals.ts';
 import type { SessionClient } from '../sessions/session.ts';
+import type { ExecToolResult } from './format.ts';
 
 export interface PendingApproval {
   readonly id: string;
@@ -25,6 +26,16 @@ export interface PendingApproval {
 export interface ToolReply {
   readonly statusCode: number;
   readonly body: Record<string, unknown>;
+}
+
+/** A facade call's result as a reply: 200 with the result, or its error's status and `{code, message}`. */
+export async function asReply(work: () => Promise<ExecToolResult>): Promise<ToolReply> {
+  try {
+    return { statusCode: 200, body: { ...(await work()) } };
+  } catch (err) {
+    const e = toExecError(err);
+    return { statusCode: e.statusCode, body: { code: e.code, message: e.message } };
+  }
 }
 
 export type RunOutcome = { readonly kind: 'reply'; readonly reply: ToolReply } | { readonly kind: 'approval'; readonly approval: PendingApproval };

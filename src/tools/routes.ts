@@ -5,10 +5,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { toExecError } from '../errors.ts';
 import type { Session } from '../sessions/session.ts';
-import { outcomeReply, ToolRun, type ToolReply } from './approval-queue.ts';
-import type { ExecToolResult } from './format.ts';
+import { asReply, outcomeReply, ToolRun } from './approval-queue.ts';
 import {
   ApprovalParamsSchema,
   ApprovalRequiredSchema,
@@ -26,15 +24,6 @@ import { routeToolCall } from './tool-calls.ts';
 import { UnifiedExec } from './unified-exec.ts';
 
 const errors = { 400: ErrorSchema, 401: ErrorSchema, 403: ErrorSchema, 404: ErrorSchema, 409: ErrorSchema, 410: ErrorSchema, 429: ErrorSchema, 500: ErrorSchema, 503: ErrorSchema };
-
-async function asReply(work: () => Promise<ExecToolResult>): Promise<ToolReply> {
-  try {
-    return { statusCode: 200, body: { ...(await work()) } };
-  } catch (err) {
-    const e = toExecError(err);
-    return { statusCode: e.statusCode, body: { code: e.code, message: e.message } };
-  }
-}
 
 export function registerToolRoutes(app: FastifyInstance, opts: { terminateGraceMs: number }): void {
   const api = app.withTypeProvider<TypeBoxTypeProvider>();

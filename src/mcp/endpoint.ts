@@ -1,0 +1,141 @@
+/**
+ * `/mcp`: the Model Context Protocol over Streamable HTTP (the SDK's
+ * `StreamableHTTPServerTransport`, stateful: one MCP connection per `Mcp-Session-Id`).
+ * Authentication is the app's bearer hook; an MCP connection belongs to the tenant that opened
+ * it, and for any other tenant it does not exist (404, like another tenant's session). An
+ * `Origin` header naming another host is refused (a web page must not drive a local server).
+ *
+ * Bounded: at most `MAX_CONNECTIONS` MCP connections (`MAX_PER_TENANT` per tenant); one idle
+ * for `IDLE_MS` (no request in flight, no open stream) is closed, and with it the session it
+ * created implicitly (tools.ts).
+ */
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Config } from '../config.ts';
+import { toExecError } from '../errors.ts';
+import type { TenantId } from '../ids.ts';
+import { createMcpServer } from './mcp-server.ts';
+import { SessionBinding } from './tool-context.ts';
+
+export const MCP_PATH = '/mcp';
+/** Header naming the exec-server session an MCP connection works on (read at initialize). */
+export const SESSION_HEADER = 'x-exec-session';
+const MAX_CONNECTIONS = 1024;
+const MAX_PER_TENANT = 64;
+const IDLE_MS = 30 * 60_000;
+const SWEEP_MS = 60_000;
+
+interface McpConnection {
+  readonly tenant: TenantId;
+  readonly transport: StreamableHTTPServerTransport;
+  readonly server: Server;
+  readonly binding: SessionBinding;
+  id: string | undefined;
+  inFlight: number;
+  lastSeen: number;
+  closed: boolean;
+}
+
+function rpcError(reply: FastifyReply, status: number, code: number, message: string): FastifyReply {
+  return reply.code(status).header('content-type', 'application/json').send({ jsonrpc: '2.0', error: { code, message }, id: null });
+}
+
+/** True when the request comes from a page of another origin than the server itself. */
+function foreignOrigin(raw: IncomingMessage): boolean {
+  const origin = raw.headers.origin;
+  if (origin === undefined || origin === 'null') return origin === 'null';
+  try {
+    return new URL(origin).host !== raw.headers.host;
+  } catch {
+    return true;
+  }
+}
+
+export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config }): void {
+  const connections = new Map<string, McpConnection>();
+
+  const close = async (conn: McpConnection): Promise<void> => {
+    if (conn.closed) return;
+    conn.closed = true;
+    if (conn.id !== undefined) connections.delete(conn.id);
+    await conn.server.close().catch(() => {});
+    for (const id of conn.binding.implicit) await app.sessions.destroy(id, conn.tenant).catch(() => {});
+  };
+
+  const sweeper = setInterval(() => {
+    const now = Date.now();
+    for (const conn of [...connections.values()]) if (conn.inFlight === 0 && now - conn.lastSeen > IDLE_MS) void close(conn);
+  }, SWEEP_MS);
+  sweeper.unref();
+  app.addHook('preClose', async () => {
+    clearInterval(sweeper);
+    await Promise.all([...connections.values()].map(close));
+  });
+
+  const open = (tenant: TenantId, sessionId: string | undefined): McpConnection => {
+    const binding = new SessionBinding(sessionId);
+    const server = createMcpServer({ sessions: app.sessions, config: opts.config, tenant, binding });
+    const conn: McpConnection = {
+      tenant,
+      binding,
+      server,
+      id: undefined,
+      inFlight: 0,
+      lastSeen: Date.now(),
+      closed: false,
+      transport: new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        onsessioninitialized: (id) => {
+          conn.id = id;
+          connections.set(id, conn);
+        },
+        onsessionclosed: () => void close(conn),
+      }),
+    };
+    conn.transport.onclose = () => void close(conn);
+    return conn;
+  };
+
+  const handle = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
+    if (foreignOrigin(request.raw)) return rpcError(reply, 403, -32600, 'requests from another origin are refused');
+    const header = request.headers['mcp-session-id'];
+    let conn: McpConnection | undefined;
+    if (typeof header === 'string') {
+      conn = connections.get(header);
+      if (!conn || conn.tenant !== request.tenant) return rpcError(reply, 404, -32001, 'MCP session not found');
+    } else if (request.method === 'POST' && isInitializeRequest(request.body)) {
+      const owned = [...connections.values()].filter((c) => c.tenant === request.tenant).length;
+      if (connections.size >= MAX_CONNECTIONS || owned >= MAX_PER_TENANT) return rpcError(reply, 429, -32600, `too many MCP connections (${owned} of ${MAX_PER_TENANT} for this tenant, ${connections.size} of ${MAX_CONNECTIONS} in all)`);
+      const bound = request.headers[SESSION_HEADER];
+      if (bound !== undefined && typeof bound !== 'string') return rpcError(reply, 400, -32602, `one ${SESSION_HEADER} header at most`);
+      try {
+        if (bound !== undefined) app.sessions.get(bound, request.tenant);
+      } catch (err) {
+        return rpcError(reply, 404, -32602, `${SESSION_HEADER}: ${toExecError(err).message}`);
+      }
+      conn = open(request.tenant, bound);
+      await conn.server.connect(conn.transport);
+    } else {
+      return rpcError(reply, 400, -32600, 'no Mcp-Session-Id header: initialize first');
+    }
+    conn.inFlight++;
+    conn.lastSeen = Date.now();
+    const current = conn;
+    reply.raw.once('close', () => {
+      current.inFlight--;
+      current.lastSeen = Date.now();
+    });
+    reply.hijack();
+    await conn.transport.handleRequest(request.raw, reply.raw, request.body);
+    return undefined;
+  };
+
+  const route = { schema: { hide: true } };
+  app.post(MCP_PATH, route, handle);
+  app.get(MCP_PATH, route, handle);
+  app.delete(MCP_PATH, route, handle);
+}

@@ -1,0 +1,34 @@
+/**
+ * One MCP server per MCP connection, on the SDK's low-level `Server`: the tools are listed with
+ * the JSON Schemas of `schemas.ts` and checked with TypeBox (the SDK's `McpServer.registerTool`
+ * would need every schema restated in zod).
+ */
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { VERSION } from '../version.ts';
+import type { ToolContext } from './tool-context.ts';
+import { callTool, toolList } from './tools.ts';
+
+const INSTRUCTIONS = [
+  'exec-server runs commands in an isolated session (a container, or a sandboxed workspace).',
+  'exec_command runs a shell command; one still running after yield_time_ms answers a session_id for write_stdin.',
+  'read_file, write_file and list_dir work on the same session; relative paths are under its workspace.',
+  'A result asking for approval names an approval_id: ask the user, then call decide_approval.',
+].join(' ');
+
+export function createMcpServer(ctx: Omit<ToolContext, 'clientName'>): Server {
+  const server = new Server({ name: 'exec-server', version: VERSION }, { capabilities: { tools: {} }, instructions: INSTRUCTIONS });
+  const context: ToolContext = {
+    ...ctx,
+    get clientName() {
+      return server.getClientVersion()?.name;
+    },
+  };
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: toolList() }));
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    const result = await callTool(request.params.name, request.params.arguments, context);
+    if (result === undefined) throw new McpError(ErrorCode.InvalidParams, `unknown tool ${JSON.stringify(request.params.name)}`);
+    return result;
+  });
+  return server;
+}

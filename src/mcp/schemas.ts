@@ -1,0 +1,86 @@
+/**
+ * Input schemas of the MCP tools. The command tools take exactly the HTTP facade's bodies
+ * (`src/tools/schemas.ts`) and `create_session` the session spec, each plus the optional
+ * `session` that picks the exec-server session; so the MCP endpoint and the HTTP routes can
+ * never disagree on what an argument means. TypeBox schemas are JSON Schema, which is what an
+ * MCP tool listing carries.
+ */
+import { Type, type Static, type TObject, type TProperties, type TSchema } from 'typebox';
+import { SessionSpecSchema } from '../sessions/session-spec.ts';
+import { DecisionBodySchema, ExecCommandBodySchema, WriteStdinBodySchema } from '../tools/schemas.ts';
+
+/** Largest `read_file` answer (bytes): a model's context is the real limit. */
+export const MAX_READ_BYTES = 1024 * 1024;
+export const DEFAULT_READ_BYTES = 256 * 1024;
+/** Largest `write_file` content (characters of text or base64). */
+export const MAX_WRITE_CHARS = 16 * 1024 * 1024;
+/** Entries `list_dir` shows at most. */
+export const MAX_LIST_ENTRIES = 1000;
+
+const SessionArg = Type.Optional(
+  Type.String({
+    minLength: 1,
+    maxLength: 128,
+    description: 'exec-server session id (from create_session or list_sessions). Default: the session bound to this MCP connection; the first call binds one, and one with default settings is created when none is bound.',
+  }),
+);
+
+/** `schema`'s properties plus `session`, as a closed object (the MCP client sees every field). */
+function withSession<P extends TProperties>(properties: P, extra: { description?: string } = {}): TObject<P & { session: typeof SessionArg }> {
+  return Type.Object({ ...properties, session: SessionArg }, { additionalProperties: false, ...extra });
+}
+
+const FilePath = Type.String({ minLength: 1, maxLength: 4096, description: 'Path inside the session: absolute, a file:// URI, or relative to the session workspace' });
+
+export const ExecCommandArgsSchema = withSession(ExecCommandBodySchema.properties);
+export const WriteStdinArgsSchema = withSession(WriteStdinBodySchema.properties);
+
+export const ReadFileArgsSchema = withSession({
+  path: FilePath,
+  offset: Type.Optional(Type.Integer({ minimum: 0, description: 'Byte offset to start at (default 0)' })),
+  max_bytes: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_READ_BYTES, description: `Bytes to return at most (default ${DEFAULT_READ_BYTES})` })),
+});
+
+export const WriteFileArgsSchema = withSession({
+  path: FilePath,
+  content: Type.String({ maxLength: MAX_WRITE_CHARS, description: 'The new content of the file (created or replaced)' }),
+  encoding: Type.Optional(Type.Union([Type.Literal('utf8'), Type.Literal('base64')], { description: 'How `content` is encoded (default utf8)' })),
+  create_parents: Type.Optional(Type.Boolean({ description: 'Create missing parent directories (default true)' })),
+});
+
+export const ListDirArgsSchema = withSession({
+  path: Type.Optional({ ...FilePath, description: 'Directory to list (default: the session workspace)' }),
+});
+
+export const CreateSessionArgsSchema = Type.Object(
+  {
+    ...SessionSpecSchema.properties,
+    bind: Type.Optional(Type.Boolean({ description: 'Make it the session of this MCP connection (default true)' })),
+  },
+  { additionalProperties: false },
+);
+
+export const ListSessionsArgsSchema = Type.Object({}, { additionalProperties: false });
+
+export const SnapshotSessionArgsSchema = withSession({
+  name: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'Snapshot name' })),
+});
+
+export const DecideApprovalArgsSchema = withSession({
+  approval_id: Type.String({ minLength: 1, maxLength: 128, description: 'The approval_id an approval_required result named' }),
+  decision: DecisionBodySchema.properties.decision,
+});
+
+export type ExecCommandToolArgs = Static<typeof ExecCommandArgsSchema>;
+export type WriteStdinToolArgs = Static<typeof WriteStdinArgsSchema>;
+export type ReadFileToolArgs = Static<typeof ReadFileArgsSchema>;
+export type WriteFileToolArgs = Static<typeof WriteFileArgsSchema>;
+export type ListDirToolArgs = Static<typeof ListDirArgsSchema>;
+export type CreateSessionToolArgs = Static<typeof CreateSessionArgsSchema>;
+export type SnapshotSessionToolArgs = Static<typeof SnapshotSessionArgsSchema>;
+export type DecideApprovalToolArgs = Static<typeof DecideApprovalArgsSchema>;
+
+/** A tool's JSON Schema as plain data (TypeBox keeps its own markers off the wire). */
+export function jsonSchema(schema: TSchema): { type: 'object'; [key: string]: unknown } {
+  return JSON.parse(JSON.stringify(schema)) as { type: 'object'; [key: string]: unknown };
+}

@@ -1,0 +1,151 @@
+/**
+ * The MCP tools and their dispatch. `exec_command`, `write_stdin` and `decide_approval` run
+ * through the HTTP facade's own code (`UnifiedExec`, `ToolRun`, the session's approval queue),
+ * so semantics, truncation and output format are the facade's; the file tools are in
+ * file-tools.ts; which session a call works on is tool-context.ts's business.
+ */
+import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
+import { Compile } from 'typebox/compile';
+import { execError } from '../errors.ts';
+import type { SessionSpec } from '../sessions/session-spec.ts';
+import type { Session } from '../sessions/session.ts';
+import { asReply, ToolRun } from '../tools/approval-queue.ts';
+import type { ExecToolResult } from '../tools/format.ts';
+import { UnifiedExec } from '../tools/unified-exec.ts';
+import { listDirTool, readFileTool, writeFileTool } from './file-tools.ts';
+import { errorResult, outcomeResult, textResult } from './results.ts';
+import {
+  CreateSessionArgsSchema,
+  DecideApprovalArgsSchema,
+  ExecCommandArgsSchema,
+  jsonSchema,
+  ListSessionsArgsSchema,
+  SnapshotSessionArgsSchema,
+  WriteStdinArgsSchema,
+  type CreateSessionToolArgs,
+  type DecideApprovalToolArgs,
+  type ExecCommandToolArgs,
+  type SnapshotSessionToolArgs,
+  type WriteStdinToolArgs,
+} from './schemas.ts';
+import { defineTool, SESSION_NOTE, sessionOf, type ToolContext, type ToolDef } from './tool-context.ts';
+
+/** Runs facade work as the HTTP routes do: its result, or first an approval a person must give. */
+async function runFacade(session: Session, tool: string, ctx: ToolContext, work: (ue: UnifiedExec, run: ToolRun) => Promise<ExecToolResult>): Promise<CallToolResult> {
+  const ue = UnifiedExec.for(session, ctx.config.terminateGraceMs);
+  const run = new ToolRun(undefined).start((r) => asReply(() => work(ue, r)));
+  return outcomeResult(tool, await run.nextOutcome(), session.spec.policy.approvalPolicy);
+}
+
+const execCommandTool = defineTool({
+  name: 'exec_command',
+  title: 'Run a command',
+  description: `Runs a shell command in the session (Codex unified exec). Waits up to yield_time_ms for it to finish; a command still running then answers a session_id to pass to write_stdin. Output is middle-truncated to max_output_tokens. ${SESSION_NOTE}`,
+  schema: ExecCommandArgsSchema,
+  annotations: { destructiveHint: true, openWorldHint: true },
+  async run(args: ExecCommandToolArgs, ctx) {
+    const { session: requested, ...body } = args;
+    const session = await sessionOf(ctx, requested);
+    return runFacade(session, 'exec_command', ctx, (ue, r) => ue.execCommand(body, r));
+  },
+});
+
+const writeStdinTool = defineTool({
+  name: 'write_stdin',
+  title: 'Write to or poll a running command',
+  description: `Writes chars to a command exec_command left running (tty=true keeps stdin open), or with empty chars waits for more output. session_id is the number exec_command answered. ${SESSION_NOTE}`,
+  schema: WriteStdinArgsSchema,
+  annotations: { destructiveHint: true, openWorldHint: true },
+  async run(args: WriteStdinToolArgs, ctx) {
+    const { session: requested, ...body } = args;
+    const session = await sessionOf(ctx, requested);
+    return runFacade(session, 'write_stdin', ctx, (ue, r) => ue.writeStdin(body, r));
+  },
+});
+
+const decideApprovalTool = defineTool({
+  name: 'decide_approval',
+  title: 'Answer an approval',
+  description: `Answers an approval that an exec_command or write_stdin result asked for (approval_required) with the user's decision; answers with that command's result. ${SESSION_NOTE}`,
+  schema: DecideApprovalArgsSchema,
+  async run(args: DecideApprovalToolArgs, ctx) {
+    const session = await sessionOf(ctx, args.session);
+    const pending = UnifiedExec.for(session, ctx.config.terminateGraceMs).approvals.decide(args.approval_id, args.decision);
+    return outcomeResult('decide_approval', await pending.run.nextOutcome(), session.spec.policy.approvalPolicy);
+  },
+});
+
+const createSessionTool = defineTool({
+  name: 'create_session',
+  title: 'Create a session',
+  description: 'Creates an exec-server session (a container on the docker backend) from the session spec: image, sandbox, approvalPolicy, env... Unless bind is false it becomes the session of this MCP connection. It lives until deleted or reaped (idle timeout).',
+  schema: CreateSessionArgsSchema,
+  annotations: { openWorldHint: true },
+  async run(args: CreateSessionToolArgs, ctx) {
+    const { bind, ...spec } = args;
+    const session = await ctx.sessions.create(spec as SessionSpec, { tenant: ctx.tenant, clientName: ctx.clientName });
+    if (bind !== false) ctx.binding.sessionId = session.id;
+    const info = session.info();
+    return textResult(`created session ${session.id}${bind !== false ? ' (bound to this connection)' : ''}\n${JSON.stringify(info, null, 2)}`, { ...info });
+  },
+});
+
+const listSessionsTool = defineTool({
+  name: 'list_sessions',
+  title: 'List sessions',
+  description: "Lists this tenant's exec-server sessions; the bound one is marked.",
+  schema: ListSessionsArgsSchema,
+  annotations: { readOnlyHint: true },
+  async run(_args: Record<string, never>, ctx) {
+    const infos = ctx.sessions.list(ctx.tenant).map((s) => s.info());
+    const lines = infos.map(
+      (i) => `${i.sessionId}${i.sessionId === ctx.binding.sessionId ? ' (bound)' : ''} ${i.status} backend=${i.backend} sandbox=${i.sandbox.type} workdir=${i.workdir} running=${i.runningProcesses} processes=${i.processes}`,
+    );
+    return textResult(infos.length === 0 ? 'no sessions' : lines.join('\n'), { boundSession: ctx.binding.sessionId ?? null, sessions: infos });
+  },
+});
+
+const snapshotSessionTool = defineTool({
+  name: 'snapshot_session',
+  title: 'Snapshot a session',
+  description: `Commits the session's filesystem to a snapshot image that create_session can start from ("snapshot"). Docker backend. ${SESSION_NOTE}`,
+  schema: SnapshotSessionArgsSchema,
+  async run(args: SnapshotSessionToolArgs, ctx) {
+    const session = await sessionOf(ctx, args.session);
+    if (session.status.status === 'dead') throw execError('EXEC_ERR_SESSION_DEAD', `session is dead: ${session.status.reason}`);
+    const snapshot = await session.backend.snapshot(args.name);
+    return textResult(`snapshot ${snapshot.snapshotId} of session ${session.id}`, { ...snapshot });
+  },
+});
+
+const TOOLS: ReadonlyArray<ToolDef<never>> = [execCommandTool, writeStdinTool, decideApprovalTool, readFileTool, writeFileTool, listDirTool, createSessionTool, listSessionsTool, snapshotSessionTool];
+
+const byName = new Map(TOOLS.map((t) => [t.name, { tool: t, check: Compile(t.schema) }]));
+
+/** The tool listing (`tools/list`). */
+export function toolList(): Tool[] {
+  return TOOLS.map((t) => ({ name: t.name, title: t.title, description: t.description, inputSchema: jsonSchema(t.schema), ...(t.annotations ? { annotations: t.annotations } : {}) }));
+}
+
+/** Why `args` do not fit the tool, in one line, or undefined when they do. */
+function argumentError(check: ReturnType<typeof Compile>, args: unknown): string | undefined {
+  if (check.Check(args)) return undefined;
+  const first = check.Errors(args)[0] as { keyword?: string; instancePath?: string; message?: string; params?: { requiredProperties?: string[]; additionalProperties?: string[] } } | undefined;
+  if (first?.keyword === 'required') return `missing field ${first.params?.requiredProperties?.[0] ?? '?'}`;
+  if (first?.keyword === 'additionalProperties') return `unknown field ${first.params?.additionalProperties?.[0] ?? '?'}`;
+  return `${first?.instancePath || 'arguments'} ${first?.message ?? 'is invalid'}`;
+}
+
+/** Runs a tool; undefined when there is no tool of that name (a protocol error for the caller). */
+export async function callTool(name: string, args: unknown, ctx: ToolContext): Promise<CallToolResult | undefined> {
+  const entry = byName.get(name);
+  if (!entry) return undefined;
+  const value = args ?? {};
+  const invalid = argumentError(entry.check, value);
+  if (invalid !== undefined) return errorResult(name, execError('EXEC_ERR_INVALID_PARAMS', `invalid arguments: ${invalid}`));
+  try {
+    return await entry.tool.run(value as never, ctx);
+  } catch (err) {
+    return errorResult(name, err);
+  }
+}
