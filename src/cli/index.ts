@@ -1,4 +1,4 @@
-/** Client subcommands, built on the SDK: run, shell, sessions, cp. */
+/** Client subcommands, built on the SDK: run, shell, sessions, cp; mcp (the MCP endpoint on stdio). */
 import { cpCommand } from './cp.ts';
 import { runCommand } from './run.ts';
 import { sessionsCommand } from './sessions.ts';
@@ -14,6 +14,8 @@ export async function runCli(command: string, args: string[]): Promise<number> {
       return sessionsCommand(args);
     case 'cp':
       return cpCommand(args);
+    case 'mcp':
+      return (await import('./mcp.ts')).mcpCommand(args);
     default:
       process.stderr.write(`exec-server: unknown command ${JSON.stringify(command)}; try --help\n`);
       return 2;
