@@ -58,12 +58,13 @@ function foreignOrigin(raw: IncomingMessage): boolean {
 export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config }): void {
   const connections = new Map<string, McpConnection>();
 
-  const close = async (conn: McpConnection): Promise<void> => {
+  /** Ends an MCP connection and, unless the server is shutting down anyway, the sessions it made implicitly. */
+  const close = async (conn: McpConnection, shutdown = false): Promise<void> => {
     if (conn.closed) return;
     conn.closed = true;
     if (conn.id !== undefined) connections.delete(conn.id);
     await conn.server.close().catch(() => {});
-    for (const id of conn.binding.implicit) await app.sessions.destroy(id, conn.tenant).catch(() => {});
+    if (!shutdown) await Promise.all([...conn.binding.implicit].map((id) => app.sessions.destroy(id, conn.tenant).catch(() => {})));
   };
 
   const sweeper = setInterval(() => {
@@ -73,7 +74,8 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
   sweeper.unref();
   app.addHook('preClose', async () => {
     clearInterval(sweeper);
-    await Promise.all([...connections.values()].map(close));
+    // The session manager removes every session on shutdown itself.
+    await Promise.all([...connections.values()].map((conn) => close(conn, true)));
   });
 
   const open = (tenant: TenantId, sessionId: string | undefined): McpConnection => {
