@@ -13,7 +13,6 @@ import { bearerFromProtocols, selectProtocol } from './console/websocket-token.t
 import { ExecServerError, toExecError } from './errors.ts';
 import type { TenantId } from './ids.ts';
 import type { Logger } from './logger.ts';
-import { registerMcpEndpoint } from './mcp/endpoint.ts';
 import { Metrics } from './metrics.ts';
 import type { Connection } from './rpc/connection.ts';
 import { MethodTable } from './rpc/method-table.ts';
@@ -130,6 +129,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await registerHttpApi(app, { config });
   await registerFileRoutes(app, { config });
   registerConsole(app);
+  // Loaded on first use: the MCP SDK and its dependencies take a while to evaluate, which every
+  // importer of this module (CLI client commands, tests) would otherwise pay at load time.
+  const { registerMcpEndpoint } = await import('./mcp/endpoint.ts');
   registerMcpEndpoint(app, { config });
 
   app.addHook('onReady', async () => {

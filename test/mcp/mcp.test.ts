@@ -4,11 +4,15 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { BACKENDS } from '../support/backends.ts';
-import { startServer, type BackendKind, type TestServer } from '../support/harness.ts';
-import { TEXT_RE } from '../http/helpers.ts';
 import { dockerTestOptions } from '../docker/engine.ts';
-import { call, mcpClient, textOf } from './helpers.ts';
+import { BACKENDS } from '../support/backends.ts';
+import type { BackendKind, TestServer } from '../support/harness.ts';
+
+// Loaded once the engine check above is done: evaluating the server's modules takes seconds,
+// which must not run while that check waits for the engine's answer.
+const { startServer } = await import('../support/harness.ts');
+const { TEXT_RE } = await import('../http/helpers.ts');
+const { call, mcpClient, textOf } = await import('./helpers.ts');
 
 const EXPECTED_TOOLS = ['create_session', 'decide_approval', 'exec_command', 'list_dir', 'list_sessions', 'read_file', 'snapshot_session', 'write_file', 'write_stdin'];
 
