@@ -1,6 +1,7 @@
 # exec-server image. The server runs TypeScript through tsx (a runtime dependency), so there is
-# no compile step: the builder installs the production node_modules and builds the native
-# helpers (scripts/build-native.sh); the runtime stage gets those, bin/ and src/.
+# no compile step: the builder installs the production node_modules, builds the native helpers
+# (scripts/build-native.sh) and bundles the web console (web/build.mjs); the runtime stage gets
+# those, bin/ and src/.
 #
 # BASE_IMAGE: any Debian bookworm image with Node.js and npm under /usr/local (the official
 # node:*-bookworm-slim images). scripts/build-server-image.sh builds an equivalent one locally
@@ -35,6 +36,9 @@ RUN sh scripts/build-native.sh \
       helper="build/$(basename "$src" .c)"; \
       [ -x "$helper" ] || { echo "missing $helper" >&2; exit 1; }; \
     done
+# The web console's bundle (build/console/, served at /console/); its sources stay here.
+COPY web ./web
+RUN node web/build.mjs && test -f build/console/index.html
 
 FROM ${BASE_IMAGE}
 # bubblewrap: the sandbox of the local backend. ca-certificates: TLS to remote engines.

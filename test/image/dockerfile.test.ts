@@ -47,6 +47,7 @@ test('the builder installs production dependencies and fails on a missing native
   assert.match(text, /npm ci --omit=dev\b/);
   assert.match(text, /sh scripts\/build-native\.sh/);
   assert.match(text, /for src in native\/\*\.c[^\n]*exit 1/, 'every native/*.c must give a build/ binary');
+  assert.match(text, /node web\/build\.mjs && test -f build\/console\/index\.html/, 'the console bundle, or a failed build');
   // package*.json before the sources, so a source change reuses the dependency layer.
   const copyLock = builder.findIndex((l) => /^COPY package\.json package-lock\.json/.test(l));
   const npmCi = builder.findIndex((l) => /npm ci/.test(l));

@@ -153,13 +153,16 @@ test('the image carries its OCI labels, runs as the non-root user, on a read-onl
   await docker('exec', name, 'touch', '/tmp/written');
 });
 
-test('/healthz and /readyz answer; /readyz reports the docker backend', opts, async () => {
+test('/healthz and /readyz answer (backend docker), the API needs the token, the console is served', opts, async () => {
   const health = await fetch(`${base}/healthz`);
   assert.equal(health.status, 200);
   const ready = await fetch(`${base}/readyz`);
   assert.equal(ready.status, 200);
   assert.deepEqual(await ready.json(), { status: 'ready', backend: 'docker' });
   assert.equal((await fetch(`${base}/v1/sessions`)).status, 401, 'the API needs the token');
+  const page = await fetch(`${base}/console/`);
+  assert.equal(page.status, 200, 'the web console is bundled into the image');
+  assert.match(await page.text(), /<script[^>]+src=/);
 });
 
 test('a session on the host engine runs a command; docker stop ends it within the grace', opts, async () => {
