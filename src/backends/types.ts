@@ -193,6 +193,12 @@ export interface BackendSession {
   aliasPath?(path: string): Promise<boolean>;
   /** Optional: the session's resource use now (one sample; bounded by the backend's own deadline). */
   stats?(): Promise<SessionStats>;
+  /**
+   * Optional: prepares what a `restricted` attempt under `sandbox` needs (docker: the
+   * container-user layout) ahead of the first command. Spawns under the same sandbox find it
+   * done; a later change of layout is applied by `spawn` itself.
+   */
+  prepareSandbox?(sandbox: ResolvedSandbox): Promise<void>;
   /** Commits the session's filesystem to a snapshot image. */
   snapshot(name: string | undefined): Promise<SnapshotInfo>;
   /**

@@ -3,6 +3,7 @@
  * does not exist for you) and the server and per-tenant quotas.
  */
 import { randomUUID } from 'node:crypto';
+import { resolveSandbox } from '../policy/sandbox-policy.ts';
 import type { Backend } from '../backends/types.ts';
 import type { Config } from '../config.ts';
 import { execError, toExecError } from '../errors.ts';
@@ -113,6 +114,11 @@ export class SessionManager {
       });
       const session = new Session(id, options.tenant, resolved, backendSession, this.#deps);
       this.#sessions.set(id, session);
+      // Not awaited: creation answers at once, and the first sandboxed command waits only for
+      // what is left of it.
+      if (resolved.policy.sandbox.type !== 'danger-full-access' && backendSession.prepareSandbox) {
+        backendSession.prepareSandbox(resolveSandbox(resolved.policy, backendSession.workdir)).catch((err: unknown) => this.#log.warn({ sessionId: id, err }, 'preparing the sandbox ahead of the first command failed'));
+      }
       // Not awaited (a warm-pool session is ready in milliseconds); if the server dies before
       // the record is stored, recovery removes the session rather than guess its policy.
       backendSession.persistRecord(sessionRecord(resolved)).catch((err: unknown) => this.#log.warn({ sessionId: id, err }, 'session record not stored; the session will not survive a restart'));

@@ -87,6 +87,7 @@ export class AgentProcess implements BackendProcess, HandleListener {
       }
       case FromAgent.STDIN_ACK:
         this.#stdinWritten = Number(f.payload.readBigUInt64LE(0));
+        this.#wakeStdin();
         return;
       case FromAgent.EXIT: {
         const e = parseExit(f.payload);
@@ -130,9 +131,24 @@ export class AgentProcess implements BackendProcess, HandleListener {
     this.#finish({ kind: 'lost', reason });
   }
 
+  #stdinWaiters: Array<() => void> = [];
+
+  #wakeStdin(): void {
+    for (const w of this.#stdinWaiters.splice(0)) w();
+  }
+
+  /** Resolves once `bytes` more stdin fit in what the command may have unread (or it ended). */
+  async stdinRoom(bytes: number): Promise<void> {
+    const need = Math.min(bytes, STDIN_LIMIT);
+    while (!this.#exited && !this.#stdinClosed && this.#stdinSent - this.#stdinWritten + need > STDIN_LIMIT) {
+      await new Promise<void>((resolve) => this.#stdinWaiters.push(resolve));
+    }
+  }
+
   #finish(exit: BackendExit): void {
     if (this.#exited) return;
     this.#exited = true;
+    this.#wakeStdin();
     this.#stdinClosed = true;
     this.#conn?.unlisten(this.handle);
     this.#done(this);

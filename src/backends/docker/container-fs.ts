@@ -13,7 +13,8 @@ import type Docker from 'dockerode';
 import { execError, ExecServerError, fromErrno } from '../../errors.ts';
 import type { DirectoryEntry, FileMetadata, SessionFs } from '../types.ts';
 import { statusOf, withDeadline } from './engine-client.ts';
-import { runControl, streamControl, type ControlResult } from './exec-runner.ts';
+import type { ControlResult } from './exec-runner.ts';
+import type { ControlRunner } from './control-runner.ts';
 
 /** Error tokens the scripts print on stderr (first line), and what they mean. */
 const ERRNO_BY_TEXT: ReadonlyArray<readonly [RegExp, string]> = [
@@ -110,6 +111,8 @@ const MODE_TYPE = 0x80000000 | 0x08000000 | 0x02000000 | 0x01000000 | 0x04000000
 
 export interface ContainerFsHost {
   readonly container: Docker.Container;
+  /** Runs the filesystem's small scripts (through the exec agent when the session has one). */
+  readonly runner: ControlRunner;
   readonly timeoutMs: number;
   /** Called before anything that creates or changes files (the sandbox must re-own them). */
   mutated(): void;
@@ -117,7 +120,7 @@ export interface ContainerFsHost {
 
 export function createContainerFs(host: ContainerFsHost): SessionFs {
   const run = async (what: string, script: string, args: string[], extra?: { stdin?: NodeJS.ReadableStream; maxStdout?: number }): Promise<Buffer> => {
-    const result = await runControl(host.container, {
+    const result = await host.runner.run({
       cmd: ['/bin/sh', '-c', script, 'sh', ...args],
       timeoutMs: host.timeoutMs,
       stdin: extra?.stdin,
@@ -164,7 +167,7 @@ export function createContainerFs(host: ContainerFsHost): SessionFs {
     },
 
     async readFile(path, maxBytes) {
-      const result = await runControl(host.container, {
+      const result = await host.runner.run({
         cmd: ['/bin/sh', '-c', S.readFile, 'sh', path, String(maxBytes)],
         timeoutMs: host.timeoutMs,
         maxStdout: maxBytes + 1,
@@ -183,7 +186,7 @@ export function createContainerFs(host: ContainerFsHost): SessionFs {
       // Checked first so that open errors are thrown here, not as a broken stream later.
       const info = await this.stat(path);
       if (info.isDirectory) throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`);
-      const { stdout } = await streamControl(host.container, {
+      const { stdout } = await host.runner.stream({
         cmd: ['/bin/sh', '-c', S.openRead, 'sh', path, String(Math.max(0, Math.trunc(offset)))],
         timeoutMs: host.timeoutMs,
         failure: (r) => (r.exitCode === 0 ? undefined : scriptError(r, path)),

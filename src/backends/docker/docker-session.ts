@@ -25,6 +25,7 @@ import type { DockerLogger, ResolvedDockerOptions } from './options.ts';
 import { CLEANUP_SCRIPT, PREPARE_SANDBOX_SCRIPT, RECORD_FILE, SHARED_TMP_DIRS } from './scripts.ts';
 import { commitSnapshot } from './snapshots.ts';
 import type { AgentChannel } from './agent-channel.ts';
+import { agentRunner, execRunner, type ControlRunner } from './control-runner.ts';
 import { containerStats } from './stats.ts';
 
 export interface DockerSessionInit {
@@ -81,6 +82,8 @@ export class DockerSession implements BackendSession {
   #finishedPidFiles: string[] = [];
   readonly #host: ProcessHost;
   readonly #agent: AgentChannel | undefined;
+  /** Control commands: through the agent when there is one. */
+  readonly #runner: ControlRunner;
 
   constructor(init: DockerSessionInit) {
     this.#init = init;
@@ -93,8 +96,11 @@ export class DockerSession implements BackendSession {
     this.container = init.docker.getContainer(init.containerId);
     const shellName = init.shellPath.split('/').pop() ?? 'sh';
     this.environment = { shell: { name: shellName, path: init.shellPath }, homeDir: '/root', tempDir: '/tmp', platform: 'linux', baseEnv: init.baseEnv };
+    this.#agent = init.agent;
+    this.#runner = this.#agent ? agentRunner(this.#agent, init.baseEnv) : execRunner(this.container);
     this.fs = createContainerFs({
       container: this.container,
+      runner: this.#runner,
       timeoutMs: init.options.engineTimeoutMs,
       mutated: () => {
         this.#dirty = true;
@@ -108,7 +114,6 @@ export class DockerSession implements BackendSession {
       containerRunning: () => this.containerRunning(),
       finished: (proc, pidFile) => this.#processFinished(proc, pidFile),
     };
-    this.#agent = init.agent;
     if (this.#agent) this.#agent.owner = { lostReason: () => this.#lost ?? (this.#destroying ? 'session destroyed' : undefined), containerRunning: () => this.containerRunning() };
   }
 
@@ -157,8 +162,13 @@ export class DockerSession implements BackendSession {
     return proc;
   }
 
+  /** Session creation: the default sandbox's layout is made before the first command needs it. */
+  async prepareSandbox(sandbox: ResolvedSandbox): Promise<void> {
+    if (sandbox.kind === 'restricted' && this.#lost === undefined && !this.#destroying) await this.#prepareSandbox(sandbox);
+  }
+
   async persistRecord(record: string): Promise<void> {
-    const result = await runControl(this.container, {
+    const result = await this.#runner.run({
       cmd: ['/bin/sh', '-c', 'umask 077 && cat > "$1.tmp" && mv "$1.tmp" "$1"', 'sh', RECORD_FILE],
       stdin: Buffer.from(record),
       timeoutMs: this.#init.options.engineTimeoutMs,
@@ -169,7 +179,7 @@ export class DockerSession implements BackendSession {
   /** A symlink at `path` to the workspace (parents created, root-owned, world-traversable). */
   async aliasPath(path: string): Promise<boolean> {
     if (this.#lost !== undefined || this.#destroying) return false;
-    const result = await runControl(this.container, {
+    const result = await this.#runner.run({
       cmd: ['/bin/sh', '-c', ALIAS_SCRIPT, 'sh', path, this.workdir],
       timeoutMs: this.#init.options.engineTimeoutMs,
     }).catch((err: unknown) => ({ exitCode: -1, stderr: (err as Error).message }));
@@ -194,7 +204,7 @@ export class DockerSession implements BackendSession {
       // Roots the sandbox user owned under an earlier layout: back to root, or they stay writable.
       const revoked = [...this.#ownedRoots].filter((r) => !covered(r));
       this.#dirty = false;
-      const result = await runControl(this.container, {
+      const result = await this.#runner.run({
         cmd: ['/bin/sh', '-c', PREPARE_SANDBOX_SCRIPT, 'sh', this.#init.options.sandboxUser, ...roots, '--', ...revoked, '--', ...lock, '--', ...unlock, '--', ...deny],
         timeoutMs: this.#init.options.engineTimeoutMs,
       });
