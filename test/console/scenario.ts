@@ -100,6 +100,11 @@ export async function signInAndList(t: TestContext, f: Fixture): Promise<void> {
   assert.match(await row.locator('[data-col="memory"]').innerText(), /(KiB|MiB|GiB)/);
   await screenshot(page, `${f.kind}-sessions`);
   await agent.request('process/terminate', { processId: 'busy' });
+  // A token the server no longer accepts (it restarted with other tokens) signs the tab out.
+  await page.evaluate(() => sessionStorage.setItem('exec-server.console.token', 'revoked-token'));
+  await page.reload();
+  await page.getByRole('alert').filter({ hasText: 'no longer accepts this token' }).waitFor();
+  assert.equal(await page.evaluate(() => sessionStorage.length), 0);
   assert.deepEqual(errors, []);
 }
 

@@ -62,8 +62,11 @@ export interface SnapshotInfo {
 
 export class Api {
   readonly token: string;
-  constructor(token: string) {
+  readonly #onUnauthorized: (() => void) | undefined;
+  /** `onUnauthorized`: the server refused the token (restarted with other tokens): sign out. */
+  constructor(token: string, onUnauthorized?: () => void) {
     this.token = token;
+    this.#onUnauthorized = onUnauthorized;
   }
 
   async call<T>(method: string, path: string, body?: unknown): Promise<T> {
@@ -83,6 +86,7 @@ export class Api {
     } catch {
       parsed = undefined;
     }
+    if (res.status === 401) this.#onUnauthorized?.();
     if (!res.ok && res.status !== 202) {
       const e = (parsed ?? {}) as { code?: string; message?: string };
       throw new ApiError(res.status, e.code ?? `HTTP_${res.status}`, e.message ?? `${method} ${path} answered ${res.status}`);

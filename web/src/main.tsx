@@ -36,16 +36,8 @@ function App() {
   const [token, setToken] = useState<string | undefined>(readToken);
   const [signedOut, setSignedOut] = useState<string | undefined>();
   const hash = useHash();
-  const api = useMemo(() => (token === undefined ? undefined : new Api(token)), [token]);
-
-  // Any 401 means the token is no longer good (server restarted with other tokens): sign out.
-  useEffect(() => {
-    const on = (e: PromiseRejectionEvent): void => {
-      if ((e.reason as { status?: number } | undefined)?.status === 401) signOut('The server no longer accepts this token.');
-    };
-    addEventListener('unhandledrejection', on);
-    return () => removeEventListener('unhandledrejection', on);
-  }, []);
+  // A 401 on any call means the token is no longer good (the server restarted with other tokens).
+  const api = useMemo(() => (token === undefined ? undefined : new Api(token, () => signOut('The server no longer accepts this token.'))), [token]);
 
   const signIn = (t: string): void => {
     sessionStorage.setItem(TOKEN_KEY, t);

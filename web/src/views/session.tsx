@@ -228,6 +228,18 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
               </dd>
               <dt>Workspace</dt>
               <dd class="mono">{s.workdir}</dd>
+              {Object.keys(s.labels).length > 0 ? (
+                <>
+                  <dt>Labels</dt>
+                  <dd>
+                    {Object.entries(s.labels).map(([k, v]) => (
+                      <span key={k} class="badge badge-idle">
+                        {k}={v}
+                      </span>
+                    ))}
+                  </dd>
+                </>
+              ) : null}
               <dt>Age</dt>
               <dd>
                 {since(s.createdAt, now)} <span class="muted">· expires in {duration(Date.parse(s.expiresAt) - now)}</span>
