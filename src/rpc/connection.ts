@@ -152,7 +152,8 @@ export class Connection implements SessionClient {
 
   get session(): Session {
     if (!this.#session) throw execError('EXEC_ERR_NOT_INITIALIZED', 'connection has no session');
-    this.#session.touch();
+    // Watching is not activity: an observer polling a session does not keep it from idling out.
+    if (!this.#observer) this.#session.touch();
     return this.#session;
   }
 

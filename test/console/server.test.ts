@@ -17,7 +17,8 @@ import { CONSOLE_CSP, registerConsole } from '../../src/console/routes.ts';
 import { bearerFromProtocols, selectProtocol } from '../../src/console/websocket-token.ts';
 import { silentLogger } from '../../src/logger.ts';
 import Fastify from 'fastify';
-import { startServer, TestSession } from '../support/harness.ts';
+import { DEFAULT_TENANT } from '../../src/transport/auth.ts';
+import { sleep, startServer, TestSession } from '../support/harness.ts';
 
 const TOKENS = ['--tokens', 'alice:tok-alice,bob:tok-bob'];
 const b64url = (s: string): string => Buffer.from(s).toString('base64url');
@@ -120,8 +121,12 @@ test('an observer follows a session without evicting its client, is not asked fo
   assert.equal(result.stdout, 'from-agent\n', 'the agent is still attached and was approved by itself');
   await observer.waitFor((all) => all.some((n) => n.method === 'process/closed' && n.params['processId'] === 'p1'), 10_000, 'the observer sees the events');
   assert.deepEqual(asked, ['agent:approval/request']);
+  const live = server.app.sessions.get(agent.sessionId, DEFAULT_TENANT);
+  const lastActivity = live.lastActivity;
+  await sleep(20);
   const info = await observer.request<{ attached: boolean }>('session/info');
   assert.equal(info.attached, true, 'the agent remains the session client');
+  assert.equal(live.lastActivity, lastActivity, 'watching is not activity (an idle session still expires)');
 
   const list = await observer.request<{ processes: Array<Record<string, unknown>> }>('process/list');
   const p1 = list.processes.find((p) => p['processId'] === 'p1');
