@@ -52,6 +52,8 @@ async function signedIn(t: TestContext, f: Fixture, token = ALICE): Promise<{ pa
   const page = await context.newPage();
   const errors = pageErrors(page);
   await page.goto(`${f.server.httpUrl}/console/`);
+  // The token field takes the focus by itself (autofocus); type once it has.
+  await page.waitForFunction(() => document.activeElement?.id === 'token');
   await page.keyboard.type(token);
   await page.keyboard.press('Enter');
   await page.getByRole('heading', { name: 'Sessions' }).waitFor();
@@ -64,6 +66,18 @@ async function openSession(page: Page, sessionId: string): Promise<void> {
   await page.keyboard.press('Enter');
   await page.locator('#session-title').waitFor();
   await page.locator('[data-testid="socket"]', { hasText: 'live' }).waitFor();
+}
+
+/** Waits until the terminal's visible text matches `pattern`. */
+async function waitForTerminal(page: Page, pattern: RegExp, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let text = '';
+  while (Date.now() < deadline) {
+    text = (await terminalText(page)).replace(/\s+$/, '');
+    if (pattern.test(text)) return;
+    await sleep(100);
+  }
+  throw new Error(`the terminal never showed ${pattern}; it shows:\n${text}`);
 }
 
 async function agentSession(f: Fixture, spec: Record<string, unknown> = {}): Promise<TestSession> {
@@ -160,7 +174,8 @@ export async function ptyTypeAndResize(t: TestContext, f: Fixture): Promise<void
   // Start a shell: interactive at once.
   await page.getByRole('button', { name: 'Start shell' }).click();
   await page.getByRole('button', { name: 'Interactive: on' }).waitFor();
-  await sleep(500);
+  // Type once the shell has printed its prompt (a `$` or `#` on the last line).
+  await waitForTerminal(page, /[$#]\s*$/);
   await page.keyboard.type('echo console-$((6*7))\n');
   await page.locator('.xterm-rows', { hasText: 'console-42' }).waitFor({ timeout: 15_000 });
 
