@@ -2,6 +2,7 @@
  * `buildApp(deps)`: the Fastify instance with every route, without listening. Tests build a
  * fresh one per test; `main.ts` adds config loading, listen and graceful shutdown.
  */
+import type { IncomingMessage } from 'node:http';
 import swagger from '@fastify/swagger';
 import websocket from '@fastify/websocket';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
@@ -13,6 +14,9 @@ import { bearerFromProtocols, selectProtocol } from './console/websocket-token.t
 import { ExecServerError, toExecError } from './errors.ts';
 import type { TenantId } from './ids.ts';
 import type { Logger } from './logger.ts';
+import { registerPreviewMethods } from './preview/rpc-methods.ts';
+import { isPreviewProxyRequest, previewRewriter, registerPreviewRoutes } from './preview/routes.ts';
+import { PreviewSigner } from './preview/signing.ts';
 import { Metrics } from './metrics.ts';
 import type { Connection } from './rpc/connection.ts';
 import { MethodTable } from './rpc/method-table.ts';
@@ -54,11 +58,16 @@ export function createLogger(level: string): FastifyBaseLogger {
   );
 }
 
+/** Fastify's `rewriteUrl` option, only when there is a rewrite (the wildcard preview host). */
+function withRewrite(rewrite: ((req: IncomingMessage) => string) | undefined): { rewriteUrl?: (req: IncomingMessage) => string } {
+  return rewrite ? { rewriteUrl: rewrite } : {};
+}
+
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, backend } = deps;
   const auth = createAuthenticator(config);
   const metrics = deps.metrics ?? new Metrics();
-  const app = Fastify({ ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }), bodyLimit: config.maxMessageBytes, return503OnClosing: true, forceCloseConnections: true });
+  const app = Fastify({ ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }), bodyLimit: config.maxMessageBytes, return503OnClosing: true, forceCloseConnections: true, ...withRewrite(previewRewriter(config.previewHost)) });
   const log = app.log as unknown as Logger;
   const sessions = new SessionManager(backend, config, metrics, log);
   app.decorate('sessions', sessions);
@@ -79,7 +88,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   app.addHook('onRequest', async (request, reply) => {
     const path = request.url.split('?')[0] ?? '';
-    if (PUBLIC_ROUTES.has(path) || isConsolePath(path)) return;
+    // Preview proxies authenticate themselves (a signed URL or the bearer token).
+    if (PUBLIC_ROUTES.has(path) || isConsolePath(path) || isPreviewProxyRequest(request.method, request.url)) return;
     const upgrade = request.headers.upgrade?.toLowerCase() === 'websocket';
     const tenant = auth.authenticate(request.headers.authorization ?? (upgrade ? bearerFromProtocols(request.headers['sec-websocket-protocol']) : undefined));
     if (tenant === undefined) {
@@ -125,6 +135,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   registerSessionMethods(table);
   registerProcessMethods(table);
   registerFsMethods(table);
+  const signer = new PreviewSigner(config.previewSecret);
+  registerPreviewMethods(table, { config, signer });
   registerWebSocketRoute(app, { table, metrics, bufferLimitBytes: config.wsBufferLimitBytes, deps: { sessions, config, metrics, version: VERSION } });
   await registerHttpApi(app, { config });
   await registerFileRoutes(app, { config });
@@ -133,6 +145,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // importer of this module (CLI client commands, tests) would otherwise pay at load time.
   const { registerMcpEndpoint } = await import('./mcp/endpoint.ts');
   registerMcpEndpoint(app, { config });
+  await registerPreviewRoutes(app, { config, signer });
 
   app.addHook('onReady', async () => {
     await sessions.start();

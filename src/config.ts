@@ -60,6 +60,9 @@ export const OPTIONS = {
   dockerExecPath: { flag: 'docker-exec-path', env: 'EXEC_SERVER_DOCKER_EXEC_PATH', kind: 'enum', values: ['agent', 'exec'], default: 'agent', description: 'How commands reach a docker session: `agent` (the exec agent inside the container; a session where it cannot start falls back to `exec`) or `exec` (one engine exec per command).' },
   warmPool: { flag: 'warm-pool', env: 'EXEC_SERVER_WARM_POOL', kind: 'int', default: 0, min: 0, max: 256, description: 'Started containers of the default image kept ready (docker).' },
   instanceId: { flag: 'instance-id', env: 'EXEC_SERVER_INSTANCE_ID', kind: 'string', default: 'default', description: 'Names this server in container labels; a restarted server with the same id re-adopts its sessions.' },
+  previewHost: { flag: 'preview-host', env: 'EXEC_SERVER_PREVIEW_HOST', kind: 'string', default: undefined, description: 'Wildcard host of preview ports: `p{port}-{session}.HOST` is proxied like `/v1/sessions/{session}/ports/{port}/` (DNS `*.HOST` pointing at this server).' },
+  previewSecret: { flag: 'preview-secret', env: 'EXEC_SERVER_PREVIEW_SECRET', kind: 'string', default: undefined, secret: true, description: 'Key that signs preview URLs (same value on every replica); default a random key per process (its signed URLs end with it).' },
+  previewUrlTtlSeconds: { flag: 'preview-url-ttl-seconds', env: 'EXEC_SERVER_PREVIEW_URL_TTL_SECONDS', kind: 'int', default: 3600, min: 10, max: 7 * 86_400, description: 'Default validity of a signed preview URL.' },
   shutdownGraceMs: { flag: 'shutdown-grace-ms', env: 'EXEC_SERVER_SHUTDOWN_GRACE_MS', kind: 'int', default: 10_000, min: 0, max: 600_000, description: 'Time allowed for a graceful shutdown on SIGTERM.' },
 } as const satisfies Record<string, OptionDef>;
 

@@ -2,6 +2,7 @@
  * The boundary between the backend-independent engine and the places commands really run.
  * Nothing above `src/backends/` imports dockerode or starts a process; everything goes through here.
  */
+import type { Duplex } from 'node:stream';
 import type { ContainerId, SessionId, TenantId } from '../ids.ts';
 
 /** Sandbox mechanism of an attempt, as reported to clients (`sandboxType`). */
@@ -199,6 +200,12 @@ export interface BackendSession {
    * done; a later change of layout is applied by `spawn` itself.
    */
   prepareSandbox?(sandbox: ResolvedSandbox): Promise<void>;
+  /**
+   * Optional: a TCP connection to `port` on the loopback that commands running under `sandbox`
+   * (the session's own) see, for preview ports. Never grants the session network: docker
+   * reaches the container through the engine, local through the sandbox's namespace.
+   */
+  connectPort?(port: number, sandbox: ResolvedSandbox): Promise<Duplex>;
   /** Commits the session's filesystem to a snapshot image. */
   snapshot(name: string | undefined): Promise<SnapshotInfo>;
   /**

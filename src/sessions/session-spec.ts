@@ -36,6 +36,7 @@ export const SessionSpecSchema = Type.Object(
     denyRead: Type.Optional(Type.Array(PathSchema, { maxItems: 256 })),
     approvalPolicy: Type.Optional(ApprovalPolicySchema),
     strictAutoReview: Type.Optional(Type.Boolean()),
+    previewPorts: Type.Optional(Type.Boolean({ description: 'Allow exposing TCP ports of the session as preview URLs (default false)' })),
     resources: Type.Optional(Type.Object({ memoryMb: Type.Optional(Type.Integer({ minimum: 16 })), cpus: Type.Optional(Type.Number({ exclusiveMinimum: 0 })), pids: Type.Optional(Type.Integer({ minimum: 8 })) }, { additionalProperties: false })),
     idleTimeoutSeconds: Type.Optional(Type.Integer({ minimum: 1 })),
     maxLifetimeSeconds: Type.Optional(Type.Integer({ minimum: 1 })),
@@ -56,6 +57,8 @@ export interface ResolvedSessionSpec {
   readonly resources: { memoryMb: number; cpus: number; pids: number };
   readonly idleTimeoutSeconds: number;
   readonly maxLifetimeSeconds: number;
+  /** Whether ports of the session may be exposed (src/preview/). */
+  readonly previewPorts: boolean;
 }
 
 /** Strips a `file://` prefix; paths on the wire may be either form. */
@@ -95,6 +98,7 @@ export function resolveSessionSpec(spec: SessionSpec, config: Config, denialHand
     },
     idleTimeoutSeconds: capped('idleTimeoutSeconds', spec.idleTimeoutSeconds, config.idleTimeoutSeconds, config.maxLifetimeSeconds),
     maxLifetimeSeconds: capped('maxLifetimeSeconds', spec.maxLifetimeSeconds, config.maxLifetimeSeconds, config.maxLifetimeSeconds),
+    previewPorts: spec.previewPorts ?? false,
   };
 }
 
@@ -116,6 +120,7 @@ export function sessionRecord(spec: ResolvedSessionSpec): string {
     resources: spec.resources,
     idleTimeoutSeconds: spec.idleTimeoutSeconds,
     maxLifetimeSeconds: spec.maxLifetimeSeconds,
+    previewPorts: spec.previewPorts,
   };
   return JSON.stringify({ version: 1, spec: explicit, denialHandling: spec.policy.denialHandling });
 }

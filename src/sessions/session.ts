@@ -7,6 +7,7 @@ import type { SessionId, TenantId } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { ApprovalDecision, ApprovalRequest } from '../policy/approvals.ts';
+import { exposedPorts, type ExposedPort } from '../preview/ports.ts';
 import { ProcessTable, type ProcessLimits } from '../processes/process-table.ts';
 import type { ResolvedSessionSpec } from './session-spec.ts';
 
@@ -44,6 +45,8 @@ export interface SessionInfo {
   readonly labels: Record<string, string>;
   readonly createdAt: string;
   readonly expiresAt: string;
+  /** Exposed preview ports (src/preview/). */
+  readonly ports: ExposedPort[];
 }
 
 /** Client working directories a session maps onto its workspace, at most. */
@@ -238,6 +241,7 @@ export class Session {
       labels: this.spec.labels,
       createdAt: this.createdAt.toISOString(),
       expiresAt: this.expiresAt.toISOString(),
+      ports: exposedPorts(this),
     };
   }
 

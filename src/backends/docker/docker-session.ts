@@ -2,6 +2,7 @@
  * A session backed by one container: spawns processes in it, prepares the container-user
  * sandbox, snapshots it, and turns the container's death into `lost` for every process.
  */
+import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
 import { execError } from '../../errors.ts';
 import type { ContainerId, SessionId, TenantId } from '../../ids.ts';
@@ -21,6 +22,7 @@ import { createContainerFs } from './container-fs.ts';
 import { statusOf, withDeadline } from './engine-client.ts';
 import { closeExecStreams, runControl } from './exec-runner.ts';
 import { DockerProcess, spawnDockerProcess, type ProcessHost } from './docker-process.ts';
+import { connectContainerPort } from './port-forward.ts';
 import type { DockerLogger, ResolvedDockerOptions } from './options.ts';
 import { CLEANUP_SCRIPT, PREPARE_SANDBOX_SCRIPT, RECORD_FILE, SHARED_TMP_DIRS } from './scripts.ts';
 import { commitSnapshot } from './snapshots.ts';
@@ -165,6 +167,11 @@ export class DockerSession implements BackendSession {
   /** Session creation: the default sandbox's layout is made before the first command needs it. */
   async prepareSandbox(sandbox: ResolvedSandbox): Promise<void> {
     if (sandbox.kind === 'restricted' && this.#lost === undefined && !this.#destroying) await this.#prepareSandbox(sandbox);
+  }
+
+  /** Preview ports: a relay in the container, started through the engine (port-forward.ts). */
+  connectPort(port: number): Promise<Duplex> {
+    return connectContainerPort((request, sink) => this.spawn(request, sink), this.workdir, port);
   }
 
   async persistRecord(record: string): Promise<void> {

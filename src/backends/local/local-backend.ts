@@ -9,9 +9,11 @@ import { join } from 'node:path';
 import { execError } from '../../errors.ts';
 import type { TenantId } from '../../ids.ts';
 import type { Logger } from '../../logger.ts';
-import type { Backend, BackendProcess, BackendSession, BackendSessionSpec, EnvironmentFacts, ProcessSink, SandboxType, SessionStats, SpawnRequest } from '../types.ts';
+import type { Duplex } from 'node:stream';
+import type { Backend, BackendProcess, BackendSession, BackendSessionSpec, EnvironmentFacts, ProcessSink, ResolvedSandbox, SandboxType, SessionStats, SpawnRequest } from '../types.ts';
 import { bubblewrapArgs, createDenyPlaceholders, probeBubblewrap, type BubblewrapProbe, type DenyPlaceholders } from './bubblewrap.ts';
 import { localFs } from './local-fs.ts';
+import { connectLocalPort } from './port-forward.ts';
 import { OutputChannels } from './output-channels.ts';
 import { spawnPipe } from './pipe-process.ts';
 import { processTreeStats } from './process-stats.ts';
@@ -124,6 +126,11 @@ class LocalSession implements BackendSession {
 
   stats(): Promise<SessionStats> {
     return processTreeStats(this.#running);
+  }
+
+  /** Preview ports: the host loopback, or the kept-warm sandbox's namespace (port-forward.ts). */
+  connectPort(port: number, sandbox: ResolvedSandbox): Promise<Duplex> {
+    return connectLocalPort({ spawn: (request, sink) => this.spawn(request, sink), workdir: this.workdir, bubblewrap: this.sandboxType === 'bubblewrap', warm: this.#warm !== undefined }, port, sandbox);
   }
 
   async snapshot(): Promise<never> {

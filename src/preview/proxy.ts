@@ -1,0 +1,138 @@
+/**
+ * HTTP and WebSocket proxying to a port inside a session. Each proxied request or WebSocket gets
+ * its own connection from the backend (`BackendSession.connectPort`): Node's HTTP client speaks
+ * HTTP/1.1 over it (`createConnection`), so the request and response stream in both directions
+ * with backpressure and nothing is buffered whole; an upgrade request is written to it as it
+ * came and the two sockets are then piped together, so the application's own handshake, subprotocols
+ * and extensions pass unchanged. A connection idle for `IDLE_MS` is ended.
+ */
+import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { toExecError } from '../errors.ts';
+
+const IDLE_MS = 10 * 60_000;
+
+/** Headers that describe one hop, never forwarded (RFC 9110 section 7.6.1). */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+
+export interface ProxyTarget {
+  /** A new connection to the port. */
+  open(): Promise<Duplex>;
+  /** Path and query the application sees. */
+  readonly path: string;
+  /** Request headers to send (already stripped of what authenticated the caller to us). */
+  readonly headers: IncomingHttpHeaders;
+}
+
+/** Ends `streams` when none of them carried data for `IDLE_MS`. */
+function idleGuard(...streams: Duplex[]): void {
+  let timer: NodeJS.Timeout | undefined;
+  const end = (): void => {
+    for (const s of streams) s.destroy();
+  };
+  const touch = (): void => {
+    clearTimeout(timer);
+    timer = setTimeout(end, IDLE_MS);
+    timer.unref();
+  };
+  for (const s of streams) {
+    s.on('data', touch);
+    s.once('close', () => clearTimeout(timer));
+  }
+  touch();
+}
+
+function forwardHeaders(headers: IncomingHttpHeaders): OutgoingHttpHeaders {
+  const connectionTokens = String(headers['connection'] ?? '')
+    .split(',')
+    .map((t) => t.trim().toLowerCase());
+  const out: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined || HOP_BY_HOP.has(name) || connectionTokens.includes(name)) continue;
+    out[name] = value;
+  }
+  return out;
+}
+
+function badGateway(res: ServerResponse, err: unknown): void {
+  const e = toExecError(err);
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const code = e.code === 'EXEC_ERR_INTERNAL' ? 'EXEC_ERR_BACKEND' : e.code;
+  res.writeHead(code === 'EXEC_ERR_BACKEND' ? 502 : e.statusCode, { 'content-type': 'application/json' });
+  res.end(JSON.stringify({ code, message: `preview port unreachable: ${e.message}` }));
+}
+
+/** Proxies one HTTP request; answers 502 when the port cannot be reached. */
+export function proxyHttp(req: IncomingMessage, res: ServerResponse, target: ProxyTarget): void {
+  let upstream: Duplex | undefined;
+  const outgoing = httpRequest({
+    method: req.method,
+    path: target.path,
+    headers: { ...forwardHeaders(target.headers), connection: 'close' },
+    createConnection: (_options, done) => {
+      target.open().then(
+        (stream) => {
+          upstream = stream;
+          idleGuard(stream);
+          done(null, stream as never);
+        },
+        (err: unknown) => done(err as Error, undefined as never),
+      );
+      return undefined as never;
+    },
+  });
+  outgoing.on('response', (answer) => {
+    const headers: OutgoingHttpHeaders = {};
+    for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+    res.writeHead(answer.statusCode ?? 502, answer.statusMessage, headers);
+    answer.pipe(res);
+    answer.once('error', () => res.destroy());
+  });
+  outgoing.on('error', (err) => badGateway(res, err));
+  res.once('close', () => {
+    if (!res.writableFinished) {
+      outgoing.destroy();
+      upstream?.destroy();
+    }
+  });
+  req.pipe(outgoing);
+}
+
+/** The request line and headers of an upgrade request, as the application must see them. */
+function upgradeHead(req: IncomingMessage, target: ProxyTarget): string {
+  const lines = [`${req.method ?? 'GET'} ${target.path} HTTP/1.1`];
+  for (const [name, value] of Object.entries(target.headers)) {
+    if (value === undefined) continue;
+    for (const v of Array.isArray(value) ? value : [value]) lines.push(`${name}: ${v.replace(/[\r\n]/g, '')}`);
+  }
+  return `${lines.join('\r\n')}\r\n\r\n`;
+}
+
+/** Tunnels an upgrade (WebSocket) request: the client's socket and the port's, piped together. */
+export function proxyUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, target: ProxyTarget): void {
+  socket.on('error', () => socket.destroy());
+  target.open().then(
+    (upstream) => {
+      if (socket.destroyed) {
+        upstream.destroy();
+        return;
+      }
+      upstream.on('error', () => socket.destroy());
+      upstream.write(upgradeHead(req, target));
+      if (head.length > 0) upstream.write(head);
+      idleGuard(socket, upstream);
+      socket.pipe(upstream);
+      upstream.pipe(socket);
+      socket.once('close', () => upstream.destroy());
+      upstream.once('close', () => socket.destroy());
+    },
+    (err: unknown) => {
+      const e = toExecError(err);
+      const body = JSON.stringify({ code: e.code === 'EXEC_ERR_INTERNAL' ? 'EXEC_ERR_BACKEND' : e.code, message: `preview port unreachable: ${e.message}` });
+      socket.end(`HTTP/1.1 502 Bad Gateway\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    },
+  );
+}

@@ -1,0 +1,235 @@
+/**
+ * Preview ports over HTTP. Management (bearer auth like every route):
+ * `POST /v1/sessions/:id/ports {port, ttlSeconds?}` exposes a port and answers its paths and a
+ * signed path; `GET /v1/sessions/:id/ports` lists them; `DELETE /v1/sessions/:id/ports/:port`
+ * closes one. The proxy: `/v1/sessions/:id/ports/:port/...` (any method, and WebSocket
+ * upgrades), or the host `p{port}-{session}.{--preview-host}`, rewritten to that path before
+ * routing. The proxy authenticates itself (the app's bearer hook lets it through, see
+ * `isPreviewProxyRequest`): a signed token (`?exec_preview_token=`, then a cookie scoped to the
+ * port) or the tenant's bearer token. What authenticated the caller to us never reaches the
+ * application: the token parameter and cookie are removed, and so is `Authorization` when it
+ * was our bearer token.
+ */
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { Type } from 'typebox';
+import type { Config } from '../config.ts';
+import { execError, toExecError } from '../errors.ts';
+import type { TenantId } from '../ids.ts';
+import type { Session } from '../sessions/session.ts';
+import { createAuthenticator } from '../transport/auth.ts';
+import { closePort, exposedPorts, exposePort, isExposed, openConnection, type ExposedPort } from './ports.ts';
+import { proxyHttp, proxyUpgrade, type ProxyTarget } from './proxy.ts';
+import type { PreviewSigner } from './signing.ts';
+
+export const TOKEN_PARAM = 'exec_preview_token';
+export const COOKIE = 'exec_preview';
+const PROXY_PATH = /^\/v1\/sessions\/([^/?]+)\/ports\/(\d{1,5})(\/[^]*)?$/;
+/** Marks a request that arrived on the wildcard preview host (its prefix is then `/`). */
+const VIA_HOST = Symbol('preview-via-host');
+
+/** Whether the app's bearer hook must let this request through to the proxy's own auth. */
+export function isPreviewProxyRequest(method: string, url: string): boolean {
+  const m = PROXY_PATH.exec(url.split('?')[0] ?? '');
+  if (!m) return false;
+  return m[3] !== undefined || method === 'GET' || method === 'HEAD';
+}
+
+/** `rewriteUrl` for Fastify: `p{port}-{session}.{previewHost}` becomes the proxy path. */
+export function previewRewriter(previewHost: string | undefined): ((req: IncomingMessage) => string) | undefined {
+  if (previewHost === undefined) return undefined;
+  const suffix = `.${previewHost.toLowerCase()}`;
+  return (req) => {
+    const url = req.url ?? '/';
+    const host = (req.headers.host ?? '').toLowerCase().replace(/:\d+$/, '');
+    if (!host.endsWith(suffix)) return url;
+    const m = /^p(\d{1,5})-([a-z0-9-]{1,64})$/.exec(host.slice(0, -suffix.length));
+    if (!m) return url;
+    (req as IncomingMessage & { [VIA_HOST]?: boolean })[VIA_HOST] = true;
+    return `/v1/sessions/${m[2]}/ports/${m[1]}${url.startsWith('/') ? url : `/${url}`}`;
+  };
+}
+
+export interface PreviewAnswer {
+  readonly port: number;
+  readonly exposedAt: string;
+  readonly path: string;
+  readonly host?: string | undefined;
+  readonly signedPath: string;
+  readonly expiresAt: string;
+}
+
+/** What exposing a port answers (HTTP and JSON-RPC alike). */
+export function previewAnswer(session: Session, exposed: ExposedPort, signer: PreviewSigner, config: Pick<Config, 'previewHost' | 'previewUrlTtlSeconds'>, ttlSeconds?: number): PreviewAnswer {
+  const expiresAt = Math.floor(Date.now() / 1000) + (ttlSeconds ?? config.previewUrlTtlSeconds);
+  const path = `/v1/sessions/${session.id}/ports/${exposed.port}/`;
+  const token = signer.sign(session.tenant, session.id, exposed.port, expiresAt);
+  return {
+    port: exposed.port,
+    exposedAt: exposed.exposedAt,
+    path,
+    ...(config.previewHost !== undefined ? { host: `p${exposed.port}-${session.id}.${config.previewHost}` } : {}),
+    signedPath: `${path}?${TOKEN_PARAM}=${encodeURIComponent(token)}`,
+    expiresAt: new Date(expiresAt * 1000).toISOString(),
+  };
+}
+
+function cookieToken(header: string | undefined): string | undefined {
+  for (const part of (header ?? '').split(';')) {
+    const [name, ...rest] = part.trim().split('=');
+    if (name === COOKIE) return rest.join('=');
+  }
+  return undefined;
+}
+
+function withoutOurCookie(header: string | undefined): string | undefined {
+  const kept = (header ?? '')
+    .split(';')
+    .map((p) => p.trim())
+    .filter((p) => p !== '' && p.split('=')[0] !== COOKIE);
+  return kept.length > 0 ? kept.join('; ') : undefined;
+}
+
+const PortBody = Type.Object(
+  {
+    port: Type.Integer({ minimum: 1, maximum: 65535, description: 'TCP port inside the session' }),
+    ttlSeconds: Type.Optional(Type.Integer({ minimum: 10, maximum: 7 * 86_400, description: 'Validity of the signed path (default --preview-url-ttl-seconds)' })),
+  },
+  { additionalProperties: false },
+);
+const SessionParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) });
+const PortParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }), port: Type.Integer({ minimum: 1, maximum: 65535 }) });
+const ErrorBody = Type.Object({ code: Type.String(), message: Type.String() });
+const PreviewSchema = Type.Object({
+  port: Type.Integer(),
+  exposedAt: Type.String(),
+  path: Type.String({ description: 'Proxy path (bearer token or signed cookie)' }),
+  host: Type.Optional(Type.String({ description: 'Wildcard preview host, with --preview-host' })),
+  signedPath: Type.String({ description: 'Opens the port in a browser until expiresAt' }),
+  expiresAt: Type.String(),
+});
+
+export async function registerPreviewRoutes(app: FastifyInstance, opts: { config: Config; signer: PreviewSigner }): Promise<void> {
+  const { config, signer } = opts;
+  const auth = createAuthenticator(config);
+
+  await app.register(async (scope) => {
+    scope.setValidatorCompiler(TypeBoxValidatorCompiler);
+    const api = scope.withTypeProvider<TypeBoxTypeProvider>();
+    const errors = { '4xx': ErrorBody, '5xx': ErrorBody };
+
+    api.post(
+      '/v1/sessions/:id/ports',
+      { schema: { operationId: 'exposePort', tags: ['preview'], summary: 'Expose a TCP port of the session as a preview URL', params: SessionParams, body: PortBody, response: { 201: PreviewSchema, ...errors } } },
+      async (request, reply) => {
+        const session = app.sessions.get(request.params.id, request.tenant);
+        const exposed = exposePort(session, request.body.port);
+        return reply.code(201).send(previewAnswer(session, exposed, signer, config, request.body.ttlSeconds));
+      },
+    );
+    api.get(
+      '/v1/sessions/:id/ports',
+      { schema: { operationId: 'listPorts', tags: ['preview'], summary: 'Exposed ports of the session', params: SessionParams, response: { 200: Type.Object({ ports: Type.Array(PreviewSchema) }), ...errors } } },
+      async (request) => {
+        const session = app.sessions.get(request.params.id, request.tenant);
+        return { ports: exposedPorts(session).map((p) => previewAnswer(session, p, signer, config)) };
+      },
+    );
+    api.delete(
+      '/v1/sessions/:id/ports/:port',
+      { schema: { operationId: 'closePort', tags: ['preview'], summary: 'Stop exposing a port; its connections end', params: PortParams, response: { 204: Type.Null(), ...errors } } },
+      async (request, reply) => {
+        const session = app.sessions.get(request.params.id, request.tenant);
+        if (!closePort(session, request.params.port)) throw execError('EXEC_ERR_NOT_FOUND', `port ${request.params.port} is not exposed`);
+        return reply.code(204).send(null);
+      },
+    );
+    // The bare port path: relative links need the trailing slash.
+    scope.get('/v1/sessions/:id/ports/:port', { schema: { hide: true } }, async (request, reply) => {
+      const [path, query] = splitUrl(request.url);
+      return reply.redirect(`${path}/${query}`, 308);
+    });
+
+    // The proxy: bodies are streamed to the application, never parsed here.
+    await scope.register(async (proxy) => {
+      proxy.removeAllContentTypeParsers();
+      proxy.addContentTypeParser('*', (_request, _payload, done) => done(null));
+      proxy.route({ method: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'], url: '/v1/sessions/:id/ports/:port/*', schema: { hide: true }, preHandler: (request, reply) => handleProxy(request, reply), handler: async () => undefined });
+    });
+  });
+
+  function splitUrl(url: string): [string, string] {
+    const i = url.indexOf('?');
+    return i < 0 ? [url, ''] : [url.slice(0, i), url.slice(i)];
+  }
+
+  /** The caller's tenant by signed token (query or cookie) or bearer token; and what to strip. */
+  function authenticate(request: FastifyRequest, sessionId: string, port: number): { tenant: TenantId; fromQuery: boolean; bearer: boolean } | undefined {
+    const query = new URLSearchParams(splitUrl(request.url)[1]);
+    const fromQuery = query.get(TOKEN_PARAM);
+    const token = fromQuery ?? cookieToken(request.headers.cookie);
+    if (token !== undefined) {
+      const tenant = signer.verify(sessionId, port, token);
+      if (tenant !== undefined) return { tenant, fromQuery: fromQuery !== null, bearer: false };
+    }
+    const tenant = auth.authenticate(request.headers.authorization);
+    if (tenant !== undefined) return { tenant, fromQuery: false, bearer: auth.enabled };
+    return undefined;
+  }
+
+  async function handleProxy(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+    const m = PROXY_PATH.exec(splitUrl(request.url)[0]);
+    const sessionId = decodeURIComponent(m?.[1] ?? '');
+    const port = Number(m?.[2]);
+    if (!m || !(port >= 1 && port <= 65535)) return reply.code(404).send({ code: 'EXEC_ERR_NOT_FOUND', message: 'no such preview port' });
+    const who = authenticate(request, sessionId, port);
+    if (!who) return reply.code(401).header('www-authenticate', 'Bearer').send({ code: 'EXEC_ERR_UNAUTHORIZED', message: 'a preview port needs the tenant\'s bearer token or a signed preview URL' });
+    let session: Session;
+    try {
+      session = app.sessions.get(sessionId, who.tenant);
+      if (!isExposed(session, port)) throw execError('EXEC_ERR_NOT_FOUND', `port ${port} of session ${sessionId} is not exposed`);
+    } catch (err) {
+      const e = toExecError(err);
+      return reply.code(e.statusCode).send({ code: e.code, message: e.message });
+    }
+    const viaHost = (request.raw as IncomingMessage & { [VIA_HOST]?: boolean })[VIA_HOST] === true;
+    const prefix = viaHost ? '/' : `/v1/sessions/${sessionId}/ports/${port}/`;
+    const [path, rawQuery] = splitUrl(request.url);
+    const query = new URLSearchParams(rawQuery);
+    const token = query.get(TOKEN_PARAM);
+    query.delete(TOKEN_PARAM);
+    const cleanQuery = query.size > 0 ? `?${query.toString()}` : '';
+    if (who.fromQuery && token !== null && (request.method === 'GET' || request.method === 'HEAD') && request.headers.upgrade === undefined) {
+      // Trade the token for a cookie scoped to this port, then load the page without it.
+      const maxAge = Math.max(0, Number(token.split('.')[0]) - Math.floor(Date.now() / 1000));
+      return reply.header('set-cookie', `${COOKIE}=${token}; Path=${prefix}; Max-Age=${maxAge}; HttpOnly; SameSite=Lax`).redirect(`${splitUrl(request.originalUrl)[0]}${cleanQuery}`, 302);
+    }
+    const headers: IncomingHttpHeaders = { ...request.headers };
+    const cookie = withoutOurCookie(headers.cookie);
+    if (cookie === undefined) delete headers.cookie;
+    else headers.cookie = cookie;
+    if (who.bearer) delete headers.authorization;
+    headers['x-forwarded-prefix'] = prefix.replace(/\/$/, '') || '/';
+    const target: ProxyTarget = {
+      open: () => openConnection(session, port),
+      path: `/${path.slice(`/v1/sessions/${m[1]}/ports/${port}/`.length)}${cleanQuery}`,
+      headers,
+    };
+    reply.hijack();
+    if (request.headers.upgrade !== undefined) {
+      proxyUpgrade(request.raw, request.raw.socket as Duplex, upgradeHeadOf(request.raw), target);
+    } else {
+      proxyHttp(request.raw, reply.raw, target);
+    }
+    return reply;
+  }
+}
+
+/** Bytes a client sent after its upgrade request (kept by @fastify/websocket on the request). */
+function upgradeHeadOf(req: IncomingMessage): Buffer {
+  const key = Object.getOwnPropertySymbols(req).find((s) => s.description === 'ws-head');
+  const head = key === undefined ? undefined : (req as unknown as Record<symbol, unknown>)[key];
+  return Buffer.isBuffer(head) ? head : Buffer.alloc(0);
+}
