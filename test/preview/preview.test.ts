@@ -223,3 +223,42 @@ test('preview signer: a token opens its own session, port and tenant until it ex
   assert.equal(signer.verify('s1', 3000, token.replace(/^1000\./, '9999.'), 999), undefined);
   assert.equal(signer.verify('s1', 3000, 'garbage', 999), undefined);
 });
+
+test('preview (local): what authenticated the caller never reaches the application; bodies stream both ways', { timeout: 90_000 }, async (t) => {
+  const server = await startServer({ flags: ['--token', ALICE] });
+  t.after(() => server.close());
+  const base = server.httpUrl;
+  const session = await TestSession.open(server.url, { session: { previewPorts: true } }, { token: ALICE });
+  t.after(() => session.close());
+  const id = session.sessionId;
+  const port = 19_000 + Math.floor(Math.random() * 500);
+  // An application that answers what it received: method, path, headers, and the body's length.
+  const app = `require('node:http').createServer((q, r) => { let n = 0; q.on('data', (d) => (n += d.length)); q.on('end', () => { r.setHeader('content-type', 'application/json'); r.end(JSON.stringify({ method: q.method, url: q.url, headers: q.headers, bodyBytes: n, pad: 'y'.repeat(Number(q.headers['x-pad'] ?? 0)) })); }); }).listen(${port}, '127.0.0.1', () => console.log('up'));`;
+  await session.start('app', [process.execPath, '-e', app]);
+  await session.waitFor((all) => all.some((n) => n.method === 'process/output' && n.params['processId'] === 'app'), 20_000, 'app listening');
+  const exposed = await api(base, 'POST', `/v1/sessions/${id}/ports`, ALICE, { port });
+  assert.equal(exposed.status, 201);
+
+  const r = await fetch(`${base}${exposed.body.path}sub/page?x=1`, { method: 'POST', headers: { authorization: `Bearer ${ALICE}`, cookie: 'exec_preview=whatever; app_session=keep-me', 'x-pad': String(3 * 1024 * 1024) }, body: Buffer.alloc(5 * 1024 * 1024, 7) });
+  assert.equal(r.status, 200);
+  const seen = (await r.json()) as { method: string; url: string; headers: Record<string, string>; bodyBytes: number; pad: string };
+  assert.equal(seen.method, 'POST');
+  assert.equal(seen.url, '/sub/page?x=1');
+  assert.equal(seen.bodyBytes, 5 * 1024 * 1024);
+  assert.equal(seen.pad.length, 3 * 1024 * 1024);
+  assert.equal(seen.headers['authorization'], undefined);
+  assert.equal(seen.headers['cookie'], 'app_session=keep-me');
+  assert.equal(seen.headers['x-forwarded-prefix'], `/v1/sessions/${id}/ports/${port}`);
+
+  // With the signed cookie, the application's own Authorization header passes through untouched.
+  const signed = await get(`${base}${exposed.body.signedPath.replace('?', '?x=2&')}`);
+  assert.equal(signed.status, 302);
+  assert.equal(signed.headers.get('location'), `${exposed.body.path}?x=2`);
+  const cookie = (signed.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+  const own = await get(`${base}${exposed.body.path}?x=2`, { cookie, authorization: 'Basic YXBwOnVzZXI=' });
+  assert.equal(own.status, 200);
+  const ownSeen = JSON.parse(own.body) as { url: string; headers: Record<string, string> };
+  assert.equal(ownSeen.url, '/?x=2');
+  assert.equal(ownSeen.headers['authorization'], 'Basic YXBwOnVzZXI=');
+  assert.equal(ownSeen.headers['cookie'], undefined);
+});
