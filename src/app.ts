@@ -144,7 +144,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Loaded on first use: the MCP SDK and its dependencies take a while to evaluate, which every
   // importer of this module (CLI client commands, tests) would otherwise pay at load time.
   const { registerMcpEndpoint } = await import('./mcp/endpoint.ts');
-  registerMcpEndpoint(app, { config });
+  registerMcpEndpoint(app, { config, signer });
   await registerPreviewRoutes(app, { config, signer });
 
   app.addHook('onReady', async () => {

@@ -18,6 +18,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config.ts';
 import { toExecError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
+import type { PreviewSigner } from '../preview/signing.ts';
 import { createMcpServer } from './mcp-server.ts';
 import { SessionBinding } from './tool-context.ts';
 
@@ -55,7 +56,16 @@ function foreignOrigin(raw: IncomingMessage): boolean {
   }
 }
 
-export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config }): void {
+/** `scheme://host` of the request as the client addressed it (behind a proxy: X-Forwarded-Proto). */
+function originOf(raw: IncomingMessage): string | undefined {
+  const host = raw.headers.host;
+  if (host === undefined || !/^[A-Za-z0-9.:[\]-]{1,300}$/.test(host)) return undefined;
+  const forwarded = String(raw.headers['x-forwarded-proto'] ?? '').split(',')[0]?.trim();
+  const scheme = forwarded === 'https' || forwarded === 'http' ? forwarded : (raw.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
+  return `${scheme}://${host}`;
+}
+
+export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config; signer: PreviewSigner }): void {
   const connections = new Map<string, McpConnection>();
 
   /** Ends an MCP connection and, unless the server is shutting down anyway, the sessions it made implicitly. */
@@ -78,9 +88,9 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
     await Promise.all([...connections.values()].map((conn) => close(conn, true)));
   });
 
-  const open = (tenant: TenantId, sessionId: string | undefined): McpConnection => {
+  const open = (tenant: TenantId, sessionId: string | undefined, origin: string | undefined): McpConnection => {
     const binding = new SessionBinding(sessionId);
-    const server = createMcpServer({ sessions: app.sessions, config: opts.config, tenant, binding });
+    const server = createMcpServer({ sessions: app.sessions, config: opts.config, tenant, binding, signer: opts.signer, origin });
     const conn: McpConnection = {
       tenant,
       binding,
@@ -119,7 +129,7 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
       } catch (err) {
         return rpcError(reply, 404, -32602, `${SESSION_HEADER}: ${toExecError(err).message}`);
       }
-      conn = open(request.tenant, bound);
+      conn = open(request.tenant, bound, originOf(request.raw));
       await conn.server.connect(conn.transport);
     } else {
       return rpcError(reply, 400, -32600, 'no Mcp-Session-Id header: initialize first');

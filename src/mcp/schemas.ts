@@ -66,6 +66,11 @@ export const SnapshotSessionArgsSchema = withSession({
   name: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'Snapshot name' })),
 });
 
+export const ExposePortArgsSchema = withSession({
+  port: Type.Integer({ minimum: 1, maximum: 65535, description: 'TCP port a server in the session listens on (127.0.0.1 or all addresses)' }),
+  ttl_seconds: Type.Optional(Type.Integer({ minimum: 10, maximum: 7 * 86_400, description: 'Validity of the signed URL (default: the server setting, 1 hour)' })),
+});
+
 export const DecideApprovalArgsSchema = withSession({
   approval_id: Type.String({ minLength: 1, maxLength: 128, description: 'The approval_id an approval_required result named' }),
   decision: DecisionBodySchema.properties.decision,
@@ -78,6 +83,7 @@ export type WriteFileToolArgs = Static<typeof WriteFileArgsSchema>;
 export type ListDirToolArgs = Static<typeof ListDirArgsSchema>;
 export type CreateSessionToolArgs = Static<typeof CreateSessionArgsSchema>;
 export type SnapshotSessionToolArgs = Static<typeof SnapshotSessionArgsSchema>;
+export type ExposePortToolArgs = Static<typeof ExposePortArgsSchema>;
 export type DecideApprovalToolArgs = Static<typeof DecideApprovalArgsSchema>;
 
 /** A tool's JSON Schema as plain data (TypeBox keeps its own markers off the wire). */

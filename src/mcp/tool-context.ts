@@ -9,6 +9,7 @@ import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { TSchema } from 'typebox';
 import type { Config } from '../config.ts';
 import type { TenantId } from '../ids.ts';
+import type { PreviewSigner } from '../preview/signing.ts';
 import type { SessionManager } from '../sessions/session-manager.ts';
 import type { Session } from '../sessions/session.ts';
 
@@ -19,6 +20,10 @@ export interface ToolContext {
   /** The MCP client's name (`clientInfo.name`): decides the default denial handling. */
   readonly clientName: string | undefined;
   readonly binding: SessionBinding;
+  /** Signs preview URLs (`expose_port`). */
+  readonly signer: PreviewSigner;
+  /** The server's address as the MCP client reached it (scheme and host), for absolute preview URLs. */
+  readonly origin: string | undefined;
 }
 
 /** One MCP tool: its listing and its work. `run` gets arguments already checked against `schema`. */

@@ -11,6 +11,8 @@ import type { SessionSpec } from '../sessions/session-spec.ts';
 import type { Session } from '../sessions/session.ts';
 import { asReply, ToolRun } from '../tools/approval-queue.ts';
 import type { ExecToolResult } from '../tools/format.ts';
+import { exposePort } from '../preview/ports.ts';
+import { previewAnswer } from '../preview/routes.ts';
 import { UnifiedExec } from '../tools/unified-exec.ts';
 import { listDirTool, readFileTool, writeFileTool } from './file-tools.ts';
 import { errorResult, outcomeResult, textResult } from './results.ts';
@@ -18,6 +20,7 @@ import {
   CreateSessionArgsSchema,
   DecideApprovalArgsSchema,
   ExecCommandArgsSchema,
+  ExposePortArgsSchema,
   jsonSchema,
   ListSessionsArgsSchema,
   SnapshotSessionArgsSchema,
@@ -25,6 +28,7 @@ import {
   type CreateSessionToolArgs,
   type DecideApprovalToolArgs,
   type ExecCommandToolArgs,
+  type ExposePortToolArgs,
   type SnapshotSessionToolArgs,
   type WriteStdinToolArgs,
 } from './schemas.ts';
@@ -118,7 +122,21 @@ const snapshotSessionTool = defineTool({
   },
 });
 
-const TOOLS: ReadonlyArray<ToolDef<never>> = [execCommandTool, writeStdinTool, decideApprovalTool, readFileTool, writeFileTool, listDirTool, createSessionTool, listSessionsTool, snapshotSessionTool];
+const exposePortTool = defineTool({
+  name: 'expose_port',
+  title: 'Open a preview URL',
+  description: `Gives a server listening on a port in the session a URL a person can open in a browser (HTTP and WebSocket), valid for ttl_seconds. Needs a session created with "previewPorts": true. ${SESSION_NOTE}`,
+  schema: ExposePortArgsSchema,
+  annotations: { openWorldHint: true },
+  async run(args: ExposePortToolArgs, ctx) {
+    const session = await sessionOf(ctx, args.session);
+    const answer = previewAnswer(session, exposePort(session, args.port), ctx.signer, ctx.config, args.ttl_seconds);
+    const url = ctx.origin === undefined ? answer.signedPath : `${ctx.origin}${answer.signedPath}`;
+    return textResult(`port ${args.port} of session ${session.id}: ${url}\n(valid until ${answer.expiresAt}; nothing needs to listen yet, the URL answers 502 until something does)`, { ...answer, url });
+  },
+});
+
+const TOOLS: ReadonlyArray<ToolDef<never>> = [execCommandTool, writeStdinTool, decideApprovalTool, readFileTool, writeFileTool, listDirTool, createSessionTool, listSessionsTool, snapshotSessionTool, exposePortTool];
 
 const byName = new Map(TOOLS.map((t) => [t.name, { tool: t, check: Compile(t.schema) }]));
 

@@ -14,7 +14,7 @@ const { startServer } = await import('../support/harness.ts');
 const { TEXT_RE } = await import('../http/helpers.ts');
 const { call, mcpClient, textOf } = await import('./helpers.ts');
 
-const EXPECTED_TOOLS = ['create_session', 'decide_approval', 'exec_command', 'list_dir', 'list_sessions', 'read_file', 'snapshot_session', 'write_file', 'write_stdin'];
+const EXPECTED_TOOLS = ['create_session', 'decide_approval', 'exec_command', 'expose_port', 'list_dir', 'list_sessions', 'read_file', 'snapshot_session', 'write_file', 'write_stdin'];
 
 async function server(t: { after(fn: () => Promise<void>): void }, backend: BackendKind, flags: string[] = []): Promise<TestServer> {
   const s = await startServer({ backend, flags });
@@ -158,4 +158,34 @@ test('mcp: an Origin of another host is refused', async (t) => {
   const s = await server(t, 'local');
   const r = await fetch(`${s.httpUrl}/mcp`, { method: 'POST', headers: { origin: 'http://evil.example', 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' });
   assert.equal(r.status, 403);
+});
+
+test('mcp: expose_port gives a server started with exec_command a URL a browser can open', { timeout: 90_000 }, async (t) => {
+  const s = await server(t, 'local');
+  const { client } = await mcpClient(t, s.httpUrl);
+  const notAllowed = await call(client, 'expose_port', { port: 8080 });
+  assert.equal(notAllowed.isError, true);
+  assert.match(textOf(notAllowed), /previewPorts/);
+
+  await call(client, 'create_session', { previewPorts: true });
+  await call(client, 'write_file', { path: 'site/index.html', content: 'served to a browser\n' });
+  const port = 20_000 + Math.floor(Math.random() * 1000);
+  const started = await call(client, 'exec_command', { cmd: `exec busybox httpd -f -p 127.0.0.1:${port} -h site`, login: false, shell: '/bin/sh', yield_time_ms: 250 });
+  assert.ok(Number.isInteger(started.structuredContent?.['session_id']), textOf(started));
+  const exposed = await call(client, 'expose_port', { port });
+  assert.equal(exposed.isError, undefined, textOf(exposed));
+  const url = String(exposed.structuredContent?.['url']);
+  assert.ok(url.startsWith(`${s.httpUrl}/v1/sessions/`), url);
+  assert.match(textOf(exposed), new RegExp(`port ${port} of session`));
+  const first = await fetch(url, { redirect: 'manual' });
+  assert.equal(first.status, 302);
+  const cookie = (first.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+  const deadline = Date.now() + 20_000;
+  let page = await fetch(`${s.httpUrl}${first.headers.get('location')}`, { headers: { cookie } });
+  while (page.status === 502 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 200));
+    page = await fetch(`${s.httpUrl}${first.headers.get('location')}`, { headers: { cookie } });
+  }
+  assert.equal(page.status, 200);
+  assert.equal(await page.text(), 'served to a browser\n');
 });
