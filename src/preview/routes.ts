@@ -181,7 +181,7 @@ export async function registerPreviewRoutes(app: FastifyInstance, opts: { config
 
   async function handleProxy(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
     const m = PROXY_PATH.exec(splitUrl(request.url)[0]);
-    const sessionId = decodeURIComponent(m?.[1] ?? '');
+    const sessionId = m?.[1] ?? '';
     const port = Number(m?.[2]);
     if (!m || !(port >= 1 && port <= 65535)) return reply.code(404).send({ code: 'EXEC_ERR_NOT_FOUND', message: 'no such preview port' });
     const who = authenticate(request, sessionId, port);

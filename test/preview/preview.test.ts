@@ -210,6 +210,10 @@ test('preview: a session that does not allow it cannot expose ports; closing a p
   assert.equal((await api(base, 'DELETE', `/v1/sessions/${id}/ports/8080`, ALICE)).status, 204);
   assert.equal((await api(base, 'DELETE', `/v1/sessions/${id}/ports/8080`, ALICE)).status, 404);
   assert.equal((await get(`${base}/v1/sessions/${id}/ports/8080/`, { authorization: `Bearer ${ALICE}` })).status, 404);
+  // Malformed proxy paths are plain answers (a bad escape is 400 from the router), not failures.
+  assert.equal((await get(`${base}/v1/sessions/%E0%A4/ports/8080/`, { authorization: `Bearer ${ALICE}` })).status, 400);
+  assert.equal((await get(`${base}/v1/sessions/${id}/ports/99999/`, { authorization: `Bearer ${ALICE}` })).status, 404);
+  assert.equal((await get(`${base}/v1/sessions/${id}/ports/0/x`, { authorization: `Bearer ${ALICE}` })).status, 404);
 });
 
 test('preview signer: a token opens its own session, port and tenant until it expires', () => {
