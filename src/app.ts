@@ -5,8 +5,7 @@
 import type { IncomingMessage } from 'node:http';
 import swagger from '@fastify/swagger';
 import websocket from '@fastify/websocket';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import pino from 'pino';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Backend } from './backends/types.ts';
 import type { Config } from './config.ts';
 import { isConsolePath, registerConsole } from './console/routes.ts';
@@ -50,14 +49,6 @@ export interface AppDeps {
 
 const PUBLIC_ROUTES = new Set(['/healthz', '/readyz']);
 
-/** The logger main.ts uses: pino JSON on stderr, bearer tokens redacted wherever they appear. */
-export function createLogger(level: string): FastifyBaseLogger {
-  return pino(
-    { level, redact: { paths: ['req.headers.authorization', 'headers.authorization', 'req.headers["sec-websocket-protocol"]', '*.token', '*.tokens', 'config.token', 'config.tokens'], censor: '[redacted]' } },
-    pino.destination({ fd: 2, sync: false }),
-  );
-}
-
 /** Fastify's `rewriteUrl` option, only when there is a rewrite (the wildcard preview host). */
 function withRewrite(rewrite: ((req: IncomingMessage) => string) | undefined): { rewriteUrl?: (req: IncomingMessage) => string } {
   return rewrite ? { rewriteUrl: rewrite } : {};
@@ -67,7 +58,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, backend } = deps;
   const auth = createAuthenticator(config);
   const metrics = deps.metrics ?? new Metrics();
-  const app = Fastify({ ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }), bodyLimit: config.maxMessageBytes, return503OnClosing: true, forceCloseConnections: true, ...withRewrite(previewRewriter(config.previewHost)) });
+  const app = Fastify({ ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }), bodyLimit: config.maxMessageBytes, return503OnClosing: true, forceCloseConnections: true, logController: new LogController({ disableRequestLogging: true }), ...withRewrite(previewRewriter(config.previewHost)) });
   const log = app.log as unknown as Logger;
   const sessions = new SessionManager(backend, config, metrics, log);
   app.decorate('sessions', sessions);
@@ -100,6 +91,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     request.tenant = tenant;
   });
 
+  // One line per request, at debug: at info the log would be mostly requests within minutes.
+  app.addHook('onResponse', async (request, reply) => {
+    request.log.debug({ method: request.method, url: request.url.split('?')[0], statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
+  });
+
   app.setErrorHandler((error, request, reply) => {
     const err = error as Error & { validation?: unknown; statusCode?: number };
     const validation = err.validation;
@@ -121,6 +117,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
     try {
       await backend.ping();
+      const reason = await backend.notReadyReason?.();
+      if (reason !== undefined) return reply.code(503).send({ code: 'EXEC_ERR_BACKEND_UNAVAILABLE', message: reason });
       return { status: 'ready', backend: backend.kind };
     } catch (err) {
       const e = toExecError(err);

@@ -33,7 +33,8 @@ export const OPTIONS = {
   dockerHost: { flag: 'docker-host', env: 'EXEC_SERVER_DOCKER_HOST', kind: 'string', default: undefined, description: 'Docker engine address (`unix:///path` or `tcp://host:port`); falls back to `DOCKER_HOST`, then the default socket.' },
   workspaceRoot: { flag: 'workspace-root', env: 'EXEC_SERVER_WORKSPACE_ROOT', kind: 'string', default: join(tmpdir(), 'exec-server'), description: 'Local backend: directory holding one workspace directory per session.' },
   ptyPin: { flag: 'pty-pin', env: 'EXEC_SERVER_PTY_PIN', kind: 'bool', default: false, description: 'Local backend: pin a PTY command streaming fast to one CPU with its relay while it streams (faster terminals on VMs; changes the command\'s CPU affinity, so off unless turned on; see README).' },
-  logLevel: { flag: 'log-level', env: 'EXEC_SERVER_LOG_LEVEL', kind: 'enum', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', description: 'Log level (pino JSON on stderr).' },
+  logLevel: { flag: 'log-level', env: 'EXEC_SERVER_LOG_LEVEL', kind: 'enum', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', description: 'Log level: `info` logs lifecycle events (sessions created and reaped, processes lost, policy decisions), `debug` adds one line per request.' },
+  logFormat: { flag: 'log-format', env: 'EXEC_SERVER_LOG_FORMAT', kind: 'enum', values: ['auto', 'json', 'pretty'], default: 'auto', description: 'Log lines on stderr: `json` (pino), `pretty` (one readable line each), `auto` (pretty when stderr is a terminal, else json).' },
   maxSessions: { flag: 'max-sessions', env: 'EXEC_SERVER_MAX_SESSIONS', kind: 'int', default: 256, min: 1, max: 100_000, description: 'Sessions per server.' },
   maxSessionsPerTenant: { flag: 'max-sessions-per-tenant', env: 'EXEC_SERVER_MAX_SESSIONS_PER_TENANT', kind: 'int', default: 64, min: 1, max: 100_000, description: 'Sessions per tenant (token); past it creation answers 429.' },
   maxProcesses: { flag: 'max-processes', env: 'EXEC_SERVER_MAX_PROCESSES', kind: 'int', default: 64, min: 1, max: 4096, description: 'Processes per session, running and retained; past it the least recently used is pruned (8 most recent protected).' },
@@ -109,6 +110,42 @@ function coerce(name: string, def: OptionDef, raw: string | boolean): string | n
   }
 }
 
+/**
+ * Checks a Docker engine address the way the docker backend reads it (`unix:///path`, a bare
+ * socket path, `tcp://`, `http://`, `https://`), so a typo stops the server at boot.
+ */
+export function checkDockerHost(value: string, where: string): void {
+  if (value.startsWith('/')) return;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(`${where}: ${JSON.stringify(value)} is not an address; expected unix:///path/to/docker.sock or tcp://HOST:PORT`);
+  }
+  const ok = url.protocol === 'unix:' ? url.pathname.length > 1 : ['tcp:', 'http:', 'https:'].includes(url.protocol) && url.hostname !== '';
+  if (!ok) throw new ConfigError(`${where}: unsupported docker host ${JSON.stringify(value)}; expected unix:///path/to/docker.sock or tcp://HOST:PORT`);
+}
+
+/**
+ * `--flag VALUE` becomes `--flag=VALUE` for every option that takes a value, so a value that
+ * starts with `-` (`--max-sessions -3`) reaches validation instead of parseArgs' "ambiguous".
+ */
+function joinValues(argv: readonly string[]): string[] {
+  const takesValue = new Set((Object.values(OPTIONS) as OptionDef[]).filter((d) => d.kind !== 'bool').map((d) => `--${d.flag}`));
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const next = argv[i + 1];
+    if (takesValue.has(arg) && next !== undefined) {
+      out.push(`${arg}=${next}`);
+      i++;
+    } else {
+      out.push(arg);
+    }
+  }
+  return out;
+}
+
 /** Parsed `--listen` value. */
 export interface ListenAddress {
   readonly host: string;
@@ -140,9 +177,11 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
   for (const def of Object.values(OPTIONS) as OptionDef[]) parseOptions[def.flag] = { type: def.kind === 'bool' ? 'boolean' : 'string' };
   let values: Record<string, string | boolean | undefined>;
   try {
-    values = parseArgs({ args: [...argv], options: parseOptions, strict: true, allowPositionals: false }).values as Record<string, string | boolean | undefined>;
+    values = parseArgs({ args: joinValues(argv), options: parseOptions, strict: true, allowPositionals: false }).values as Record<string, string | boolean | undefined>;
   } catch (err) {
-    throw new ConfigError((err as Error).message);
+    const message = (err as Error).message;
+    if (/^Unexpected argument/.test(message)) throw new ConfigError(`${message.replace(/\. This command.*$/, '')}: the server takes only --flag VALUE options (client commands: run, shell, sessions, cp; see --help)`);
+    throw new ConfigError(message);
   }
   const out: Record<string, unknown> = {};
   for (const [name, def] of Object.entries(OPTIONS) as [string, OptionDef][]) {
@@ -152,6 +191,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
     out[name] = raw === undefined ? def.default : coerce(name, def, raw);
   }
   const config = out as Config;
+  if (config.dockerHost !== undefined) checkDockerHost(config.dockerHost, values['docker-host'] !== undefined ? '--docker-host' : env['EXEC_SERVER_DOCKER_HOST'] !== undefined ? 'EXEC_SERVER_DOCKER_HOST' : 'DOCKER_HOST');
   const listen = parseListen(config.listen);
   if (config.maxMemoryMb < config.memoryMb) throw new ConfigError(`--max-memory-mb (${config.maxMemoryMb}) is below --memory-mb (${config.memoryMb})`);
   if (config.maxCpus < config.cpus) throw new ConfigError(`--max-cpus (${config.maxCpus}) is below --cpus (${config.cpus})`);

@@ -1,75 +1,103 @@
 /**
- * The `exec-server` command line. `serve` (the default) loads and validates config, builds
- * the backend and the app, listens, prints exactly one `ws://HOST:PORT` line on stdout, and
- * shuts down gracefully on SIGTERM/SIGINT (close-with-grace). Other subcommands are client
- * tools built on the SDK (see `src/cli/`).
+ * The `exec-server` command line. `serve` (the default, also when the first argument is an
+ * option, so `npm start -- --backend docker` works) loads and validates config, builds the
+ * backend and the app, listens, prints exactly one `ws://HOST:PORT` line on stdout, and shuts
+ * down gracefully on SIGTERM/SIGINT (close-with-grace). A failure to start is one line on
+ * stderr (src/cli/boot-errors.ts). Other subcommands are client tools built on the SDK
+ * (see `src/cli/`).
  */
 import closeWithGrace from 'close-with-grace';
-import { buildApp, createLogger } from './app.ts';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from './app.ts';
 import { createBackend } from './backends/create-backend.ts';
-import { ConfigError, helpText, loadConfig, parseListen } from './config.ts';
+import type { Backend } from './backends/types.ts';
+import { describeBootError } from './cli/boot-errors.ts';
+import { helpText, loadConfig, parseListen, type Config } from './config.ts';
 import type { Logger } from './logger.ts';
+import { createLogger } from './logging.ts';
+import { VERSION } from './version.ts';
+
+const USAGE = `Usage: exec-server [serve] [options]         run the server (the default command)
+       exec-server run [options] -- CMD ARGS  run one command in a new session
+       exec-server shell [options]            interactive shell in a new session
+       exec-server sessions [list|show|delete] list and manage sessions
+       exec-server cp SRC DST                 copy files to or from a session
+       exec-server --version | -V
+
+From a clone, \`npm start -- ARGS\` is the same as \`exec-server ARGS\`.
+\`exec-server COMMAND --help\` describes a client command.`;
+
+const HELP_FLAGS = new Set(['--help', '-h', 'help']);
+const VERSION_FLAGS = new Set(['--version', '-V', 'version']);
 
 async function serve(argv: string[]): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h')) {
     process.stdout.write(`${helpText()}\n`);
     return 0;
   }
-  let config;
+  let config: Config | undefined;
+  let backend: Backend | undefined;
+  let app: FastifyInstance | undefined;
+  let logger: ReturnType<typeof createLogger> | undefined;
   try {
     config = loadConfig(argv, process.env);
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`exec-server: invalid configuration: ${err.message}\n`);
-      return 2;
-    }
-    throw err;
-  }
-  const { host, port } = parseListen(config.listen);
-  const logger = createLogger(config.logLevel);
-  const backend = await createBackend(config, logger as unknown as Logger);
-  let app;
-  try {
+    const { host, port } = parseListen(config.listen);
+    logger = createLogger(config.logLevel, config.logFormat);
+    backend = await createBackend(config, logger as unknown as Logger);
+    // Fail at boot, with the fix, when the engine is missing: not at the first session.
+    if (backend.kind === 'docker') await backend.ping();
     app = await buildApp({ config, backend, logger });
+    const address = await app.listen({ host, port });
+    const bound = app.server.address();
+    const actualPort = typeof bound === 'object' && bound ? bound.port : port;
+    const shownHost = host.includes(':') ? `[${host}]` : host;
+    process.stdout.write(`ws://${shownHost}:${actualPort}\n`);
+    app.log.info({ address, backend: backend.kind, version: VERSION }, 'exec-server listening');
   } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`exec-server: invalid configuration: ${err.message}\n`);
-      await backend.close();
-      return 2;
-    }
-    throw err;
+    const failure = describeBootError(err, { listen: config?.listen ?? 'ws://127.0.0.1:8765', dockerHost: config?.dockerHost });
+    if (failure.exitCode === 1) logger?.debug({ err }, 'start failed');
+    process.stderr.write(`exec-server: ${failure.message}\n`);
+    await (app ? app.close() : backend?.close())?.catch(() => undefined);
+    (logger as { flush?: () => void } | undefined)?.flush?.();
+    return failure.exitCode;
   }
-  const address = await app.listen({ host, port });
-  const bound = app.server.address();
-  const actualPort = typeof bound === 'object' && bound ? bound.port : port;
-  const shownHost = host.includes(':') ? `[${host}]` : host;
-  process.stdout.write(`ws://${shownHost}:${actualPort}\n`);
-  app.log.info({ address, backend: backend.kind }, 'exec-server listening');
+  const ready = app;
+  void reportReadiness(backend, ready);
   closeWithGrace({ delay: config.shutdownGraceMs }, async ({ signal, err }) => {
-    if (err) app.log.error({ err }, 'shutting down after an error');
-    else app.log.info({ signal }, 'shutting down');
-    await app.close();
+    if (err) ready.log.error({ err }, 'shutting down after an error');
+    else ready.log.info({ signal }, 'shutting down');
+    await ready.close();
   });
   return -1;
 }
 
+/** Says at boot what keeps the backend from serving a default session (`/readyz` tells the same). */
+async function reportReadiness(backend: Backend, app: FastifyInstance): Promise<void> {
+  const reason = await backend.notReadyReason?.().catch((err: unknown) => (err as Error).message);
+  if (reason !== undefined) app.log.warn({ reason }, `not ready: ${reason}`);
+}
+
 async function main(): Promise<void> {
-  const [command = 'serve', ...rest] = process.argv.slice(2);
+  const argv = process.argv.slice(2);
+  const [first] = argv;
   let code: number;
-  switch (command) {
-    case 'serve':
-      code = await serve(rest);
-      break;
-    case '--help':
-    case '-h':
-    case 'help':
-      process.stdout.write('Usage: exec-server <serve|run|shell|sessions|cp> [options]\n\n' + helpText() + '\n');
-      code = 0;
-      break;
-    default: {
+  if (first !== undefined && HELP_FLAGS.has(first)) {
+    const [, topic] = argv;
+    if (topic !== undefined && topic !== 'serve') {
       const { runCli } = await import('./cli/index.ts');
-      code = await runCli(command, rest);
+      code = await runCli(topic, ['--help']);
+    } else {
+      process.stdout.write(`${USAGE}\n\n${helpText()}\n`);
+      code = 0;
     }
+  } else if (first !== undefined && VERSION_FLAGS.has(first)) {
+    process.stdout.write(`exec-server ${VERSION}\n`);
+    code = 0;
+  } else if (first === undefined || first === 'serve' || first.startsWith('-')) {
+    code = await serve(first === 'serve' ? argv.slice(1) : argv);
+  } else {
+    const { runCli } = await import('./cli/index.ts');
+    code = await runCli(first, argv.slice(1));
   }
   if (code >= 0) process.exitCode = code;
 }

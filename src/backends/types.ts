@@ -141,6 +141,11 @@ export interface SessionFs {
 export interface EnvironmentFacts {
   readonly shell: { readonly name: string; readonly path: string };
   readonly homeDir: string;
+  /**
+   * HOME of a sandboxed attempt when it runs as another user than an unsandboxed one (docker:
+   * the sandbox user's home); absent when it is `homeDir`.
+   */
+  readonly sandboxHomeDir?: string | undefined;
   readonly tempDir: string;
   readonly platform: string;
   /** What `envPolicy.inherit` inherits: the executor's own environment (never the server's secrets). */
@@ -280,6 +285,12 @@ export interface Backend {
   readonly kind: BackendKind;
   /** Throws `EXEC_ERR_BACKEND_UNAVAILABLE` quickly when the backend cannot serve (readyz). */
   ping(): Promise<void>;
+  /**
+   * Why a default session cannot start although `ping` succeeds (docker: the default image is
+   * missing, or still being pulled), naming the fix; undefined when ready. Reported by
+   * `/readyz` and at boot. Absent on backends with no such precondition.
+   */
+  notReadyReason?(): Promise<string | undefined>;
   createSession(spec: BackendSessionSpec): Promise<BackendSession>;
   /**
    * Startup recovery: sessions this server instance left behind that can be re-adopted

@@ -56,8 +56,11 @@ export async function runCommand(args: string[]): Promise<number> {
     try {
       return await runIn(client, positionals, { tty: values.tty === true, json, cwd: values.cwd, env, progress });
     } finally {
-      if (values.keep) process.stderr.write(`[exec-server] session kept: ${client.sessionId}\n`);
-      else {
+      if (values.keep) {
+        // The session lives on without us; an open connection would keep this process alive.
+        await client.disconnect().catch(() => undefined);
+        process.stderr.write(`[exec-server] session kept: ${client.sessionId}\n`);
+      } else {
         await client.deleteSession().catch((err) => process.stderr.write(`exec-server: could not delete session ${client.sessionId}: ${(err as Error).message}\n`));
         progress(`session ${client.sessionId} deleted`);
       }

@@ -42,7 +42,10 @@ test('run: streams output and exits with the command\'s code; --json; sessions l
   assert.equal(list.code, 0);
   assert.deepEqual(JSON.parse(list.stdout), []);
   // --keep leaves it; sessions shows and deletes it.
+  const keptStarted = Date.now();
   const kept = await cli(['run', '--keep', '--', 'true'], env);
+  assert.equal(kept.code, 0, 'run --keep returns with the command\'s code');
+  assert.ok(Date.now() - keptStarted < 30_000, 'run --keep returns once the command ended');
   const id = /session kept: ([0-9a-f-]{36})/.exec(kept.stderr)?.[1];
   assert.ok(id, kept.stderr);
   const table = await cli(['sessions'], env);

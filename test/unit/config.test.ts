@@ -29,6 +29,12 @@ test('each bad value gets a clear message naming the option', () => {
     [['--listen', 'ws://127.0.0.1:70000'], {}, /out of range/],
     [['--bogus'], {}, /Unknown option '--bogus'/],
     [['--memory-mb', '4096', '--max-memory-mb', '1024'], {}, /below --memory-mb/],
+    [['--max-sessions', '-3'], {}, /--max-sessions .*must be at least 1, got -3/],
+    [['--docker-host', 'foo://x'], {}, /--docker-host: unsupported docker host "foo:\/\/x"/],
+    [['--docker-host', 'not an address'], {}, /--docker-host: "not an address" is not an address/],
+    [[], { DOCKER_HOST: 'ssh://me@host' }, /DOCKER_HOST: unsupported docker host/],
+    [['--log-format', 'xml'], {}, /--log-format .*expected one of auto, json, pretty/],
+    [['serve'], {}, /Unexpected argument 'serve': the server takes only --flag VALUE options/],
   ];
   for (const [argv, env, re] of cases) assert.throws(() => loadConfig(argv, env), (e: Error) => e instanceof ConfigError && re.test(e.message), `${argv.join(' ')} ${JSON.stringify(env)}`);
 });
@@ -43,4 +49,8 @@ test('a non-loopback address needs a token unless --insecure-no-auth', () => {
 test('the README table lists every option', () => {
   const table = markdownTable();
   for (const flag of ['--listen', '--backend', '--token', '--image', '--docker-host', '--tokens', '--denial-handling']) assert.match(table, new RegExp(`\`${flag}\``));
+});
+
+test('docker hosts the backend understands are accepted', () => {
+  for (const host of ['unix:///var/run/docker.sock', '/run/docker.sock', 'tcp://127.0.0.1:2375', 'https://engine:2376']) assert.equal(loadConfig(['--docker-host', host], {}).dockerHost, host);
 });

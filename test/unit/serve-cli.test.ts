@@ -42,3 +42,78 @@ test('bad configuration exits 2 with a clear message', { timeout: 30_000 }, asyn
   assert.equal(await t.exited, 2);
   assert.match(t.stderr(), /--max-processes \/ EXEC_SERVER_MAX_PROCESSES: expected an integer/);
 });
+
+function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', main, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += String(d)));
+  child.stderr.on('data', (d) => (stderr += String(d)));
+  return new Promise((resolve) => child.once('exit', (code) => resolve({ code, stdout, stderr })));
+}
+
+/** One line on stderr, no stack frame, exit 2. */
+function assertOneLine(r: { code: number | null; stderr: string }, re: RegExp): void {
+  assert.equal(r.code, 2, r.stderr);
+  const lines = r.stderr.split('\n').filter(Boolean);
+  assert.equal(lines.length, 1, r.stderr);
+  assert.match(lines[0] ?? '', /^exec-server: /);
+  assert.match(lines[0] ?? '', re);
+  assert.doesNotMatch(r.stderr, /\n\s+at /);
+}
+
+test('boot errors are one line naming the cause and the fix, exit 2', { timeout: 90_000 }, async () => {
+  const holder = serve(['--listen', 'ws://127.0.0.1:0', '--log-level', 'silent']);
+  const deadline = Date.now() + 30_000;
+  while (!holder.stdout().includes('\n') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  const url = holder.stdout().trim();
+  try {
+    assertOneLine(await run(['--listen', url]), /port \d+ is already in use.*--listen ws:\/\/127\.0\.0\.1:PORT/);
+    assertOneLine(await run(['--max-sessions', '-3']), /--max-sessions \/ EXEC_SERVER_MAX_SESSIONS: must be at least 1, got -3/);
+    assertOneLine(await run(['--docker-host', 'foo://x', '--backend', 'docker']), /--docker-host: unsupported docker host "foo:\/\/x"; expected unix:\/\/\/path/);
+    assertOneLine(await run(['--listen', '--max-sessions']), /unsupported address "--max-sessions"/);
+    assertOneLine(await run(['--backend', 'docker', '--docker-host', 'unix:///nonexistent/docker.sock', '--listen', 'ws://127.0.0.1:0']), /no Docker engine answers at unix:\/\/\/nonexistent\/docker\.sock.*scripts\/start-dockerd\.sh.*--backend local/);
+  } finally {
+    holder.child.kill('SIGTERM');
+    await holder.exited;
+  }
+});
+
+test('the default command is serve; --version, -V and --help name the subcommands', { timeout: 60_000 }, async () => {
+  const { VERSION } = await import('../../src/version.ts');
+  for (const flag of ['--version', '-V']) {
+    const r = await run([flag]);
+    assert.equal(r.code, 0);
+    assert.equal(r.stdout, `exec-server ${VERSION}\n`);
+  }
+  const help = await run(['--help']);
+  assert.equal(help.code, 0);
+  for (const sub of ['run', 'shell', 'sessions', 'cp', '--version']) assert.match(help.stdout, new RegExp(`exec-server ${sub}`));
+  assert.match(help.stdout, /--max-sessions/, 'serve options too');
+  const runHelp = await run(['help', 'run']);
+  assert.equal(runHelp.code, 0);
+  assert.match(runHelp.stdout, /^Usage: exec-server run/);
+  // Options without a command are the server's: a bad one is reported as configuration.
+  const bad = await run(['--max-processes', 'many']);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /invalid configuration: --max-processes/);
+});
+
+test('--log-format pretty writes readable lines; requests are logged at debug only', { timeout: 60_000 }, async () => {
+  for (const [level, expectRequests] of [['info', false], ['debug', true]] as const) {
+    const s = serve(['--listen', 'ws://127.0.0.1:0', '--log-format', 'pretty', '--log-level', level]);
+    const deadline = Date.now() + 30_000;
+    while (!s.stdout().includes('\n') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    const base = s.stdout().trim().replace(/^ws:/, 'http:');
+    for (let i = 0; i < 3; i++) assert.equal((await fetch(`${base}/healthz`)).status, 200);
+    const created = await fetch(`${base}/v1/sessions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    assert.equal(created.status, 201);
+    s.child.kill('SIGTERM');
+    assert.equal(await s.exited, 0);
+    const lines = s.stderr().split('\n').filter(Boolean);
+    assert.ok(lines.every((l) => !l.startsWith('{')), `no JSON lines:\n${s.stderr()}`);
+    assert.ok(lines.some((l) => /INFO.*session created/.test(l)), s.stderr());
+    const requestLines = lines.filter((l) => /DEBUG.*request/.test(l) && l.includes('/healthz'));
+    assert.equal(requestLines.length, expectRequests ? 3 : 0, s.stderr());
+  }
+});
