@@ -11,6 +11,7 @@ import type { Backend, BackendSession, BackendSessionSpec, RecoveredSession, Sna
 import { DockerSession } from './docker-session.ts';
 import { createDockerClient, withDeadline } from './engine-client.ts';
 import { EventWatcher, type ContainerEvent } from './event-watcher.ts';
+import { DefaultImage } from './image-pull.ts';
 import { runControl } from './exec-runner.ts';
 import { LABEL, readUserLabels, userLabels } from './labels.ts';
 import { resolveOptions, type DockerBackendOptions, type DockerLogger, type ResolvedDockerOptions } from './options.ts';
@@ -48,6 +49,7 @@ class DockerBackendImpl implements DockerBackend {
   readonly #sessions = new Map<string, DockerSession>();
   readonly #watcher: EventWatcher;
   readonly #pool: WarmPool;
+  readonly #defaultImage: DefaultImage;
   #started = false;
   #closed = false;
 
@@ -55,6 +57,7 @@ class DockerBackendImpl implements DockerBackend {
     this.options = options;
     this.#log = log;
     this.docker = createDockerClient(options.dockerHost);
+    this.#defaultImage = new DefaultImage(this.docker, options.defaultImage, log, options.engineTimeoutMs);
     this.#watcher = new EventWatcher(this.docker, options.instanceId, log, (e) => this.#onEvent(e), () => void this.#reconcile());
     this.#pool = new WarmPool(
       options.warmPoolSize,
@@ -73,6 +76,10 @@ class DockerBackendImpl implements DockerBackend {
 
   async ping(): Promise<void> {
     await withDeadline('ping', this.options.pingTimeoutMs, (abortSignal) => (this.docker.ping as (o: object) => Promise<unknown>).call(this.docker, { abortSignal }));
+  }
+
+  notReadyReason(): Promise<string | undefined> {
+    return this.#defaultImage.notReadyReason();
   }
 
   poolReady(): number {

@@ -8,6 +8,7 @@ import type { BackendSessionSpec } from '../types.ts';
 import { buildContainerConfig } from './container-config.ts';
 import { statusOf, withDeadline } from './engine-client.ts';
 import { runControl } from './exec-runner.ts';
+import { pullImage } from './image-pull.ts';
 import type { DockerLogger, ResolvedDockerOptions } from './options.ts';
 import { SETUP_SCRIPT } from './scripts.ts';
 import type { PoolEntry } from './warm-pool.ts';
@@ -16,7 +17,6 @@ import { agentBinary, agentPresent, installAgent } from './agent-install.ts';
 
 /** Create and start can be slow on busy hosts (vfs storage); a dead engine still fails at once. */
 const PROVISION_TIMEOUT_MS = 60_000;
-const PULL_TIMEOUT_MS = 10 * 60_000;
 
 /** What provisioning needs; the same path serves sessions and pool containers. */
 export interface ProvisionInput {
@@ -97,18 +97,6 @@ export async function startAgent(container: Docker.Container, options: ResolvedD
     log.warn({ containerId: container.id, reason }, 'session falls back to one engine exec per command');
     return { agentUnavailable: reason };
   }
-}
-
-async function pullImage(docker: Docker, log: DockerLogger, image: string): Promise<void> {
-  log.info({ image }, 'pulling image');
-  await withDeadline(`pull ${image}`, PULL_TIMEOUT_MS, async (abortSignal) => {
-    const stream = await docker.pull(image, { abortSignal });
-    await new Promise<void>((resolve, reject) => {
-      docker.modem.followProgress(stream, (err) => (err ? reject(err) : resolve()));
-    });
-  }).catch((err: unknown) => {
-    throw execError('EXEC_ERR_NOT_FOUND', `image ${image} not found locally and cannot be pulled: ${(err as Error).message}`, { cause: err });
-  });
 }
 
 /** Force-removes a container (and its anonymous volumes); already gone is fine. */
