@@ -10,6 +10,7 @@ import type { BackendExit, BackendSession, ResolvedSandbox, SpawnRequest } from 
 import { execError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
+import { withHome } from '../processes/environment.ts';
 import type { Attempt, ManagedProcess } from '../processes/managed-process.ts';
 import { decideInitial, decideRetry, type SandboxPermissions } from './approval-gate.ts';
 import { approvalKey, isApproval, type ApprovalDecision, type ApprovalPurpose, type ApprovalRequester } from './approvals.ts';
@@ -73,7 +74,9 @@ async function spawnAttempt(ctx: OrchestratorContext, proc: ManagedProcess, inpu
   const { attempt, sink } = proc.beginAttempt(wouldSandbox);
   const started = performance.now();
   const recoveryTag = input.recoveryTag?.(proc.log.nextSeq, wouldSandbox);
-  attempt.process = await ctx.backend.spawn({ ...input.spawn, env: sandboxedEnvironment(input.spawn.env, sandbox), sandbox, recoveryTag }, sink);
+  const facts = ctx.backend.environment;
+  const home = (wouldSandbox ? facts.sandboxHomeDir : undefined) ?? facts.homeDir;
+  attempt.process = await ctx.backend.spawn({ ...input.spawn, env: withHome(sandboxedEnvironment(input.spawn.env, sandbox), home), sandbox, recoveryTag }, sink);
   if (proc.outputPaused) attempt.process.pauseOutput();
   proc.sandboxType = attempt.process.sandboxType;
   ctx.metrics.startLatency.observe({ sandbox: proc.sandboxType }, (performance.now() - started) / 1000);

@@ -47,3 +47,11 @@ export function buildEnvironment(
   }
   return Object.assign(env, overlay ?? {});
 }
+
+/**
+ * A command always gets a HOME: the one the client or its `envPolicy` named, else `home` (the
+ * session's). Without it `bash -l` reads profiles relative to `/` and git, npm or pip misbehave.
+ */
+export function withHome(env: Readonly<Record<string, string>>, home: string): Readonly<Record<string, string>> {
+  return env['HOME'] ? env : { ...env, HOME: home };
+}

@@ -30,6 +30,13 @@ import type { AgentChannel } from './agent-channel.ts';
 import { agentRunner, execRunner, type ControlRunner } from './control-runner.ts';
 import { containerStats } from './stats.ts';
 
+/**
+ * HOME of the sandbox user (uid 1000) in the images this project builds (scripts/build-*-image.sh,
+ * docker/session.Dockerfile). In another image whose sandbox user has no readable home there,
+ * the exec wrapper falls back to the user's /etc/passwd entry, then /tmp.
+ */
+const SANDBOX_HOME = '/home/sandbox';
+
 export interface DockerSessionInit {
   readonly id: SessionId;
   readonly tenant: TenantId;
@@ -97,7 +104,7 @@ export class DockerSession implements BackendSession {
     this.image = init.image;
     this.container = init.docker.getContainer(init.containerId);
     const shellName = init.shellPath.split('/').pop() ?? 'sh';
-    this.environment = { shell: { name: shellName, path: init.shellPath }, homeDir: '/root', tempDir: '/tmp', platform: 'linux', baseEnv: init.baseEnv };
+    this.environment = { shell: { name: shellName, path: init.shellPath }, homeDir: '/root', sandboxHomeDir: SANDBOX_HOME, tempDir: '/tmp', platform: 'linux', baseEnv: init.baseEnv };
     this.#agent = init.agent;
     this.#runner = this.#agent ? agentRunner(this.#agent, init.baseEnv) : execRunner(this.container);
     this.fs = createContainerFs({

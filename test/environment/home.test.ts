@@ -1,0 +1,47 @@
+/**
+ * Every command gets a HOME: the session's home (the sandbox user's for a sandboxed attempt on
+ * docker), through the JSON-RPC start without an env, the HTTP `exec_command` facade (login
+ * shell) and PTY mode; a HOME the client names is kept.
+ */
+import assert from 'node:assert/strict';
+import { homedir } from 'node:os';
+import { test } from 'node:test';
+import { BACKENDS } from '../support/backends.ts';
+import { startServer, TestSession } from '../support/harness.ts';
+import { newSession, serverWithApi } from '../http/helpers.ts';
+
+/** HOME of a sandboxed and of an unsandboxed command. */
+const EXPECTED = {
+  local: { sandboxed: homedir(), unsandboxed: homedir() },
+  docker: { sandboxed: '/home/sandbox', unsandboxed: '/root' },
+} as const;
+
+/** What a login shell prints when it runs without HOME: paths such as `/.cargo/env`, `/.profile`. */
+const MISSING_HOME = /(^|[\s:'"])\/\.[A-Za-z]/m;
+
+for (const backend of BACKENDS) {
+  test(`${backend}: HOME for process/start without env (pipe and PTY), sandboxed or not; the client's HOME is kept`, { timeout: 120_000 }, async (t) => {
+    const server = await startServer({ backend });
+    t.after(() => server.close());
+    const s = await TestSession.open(server.url);
+    t.after(() => s.close());
+    const pipe = await s.run('pipe', ['sh', '-c', 'echo "$HOME"']);
+    assert.equal(pipe.stdout, `${EXPECTED[backend].sandboxed}\n`);
+    const pty = await s.run('pty', ['sh', '-c', 'echo "$HOME"'], { tty: true });
+    assert.match(pty.pty, new RegExp(`^${EXPECTED[backend].sandboxed}\\r?\\n$`));
+    const escalated = await s.run('root', ['sh', '-c', 'echo "$HOME"'], { sandboxPermissions: 'require-escalated', approval: 'approved' });
+    assert.equal(escalated.stdout, `${EXPECTED[backend].unsandboxed}\n`);
+    const named = await s.run('named', ['sh', '-c', 'echo "$HOME"'], { env: { HOME: '/tmp' } });
+    assert.equal(named.stdout, '/tmp\n');
+  });
+
+  test(`${backend}: exec_command's login shell has HOME and prints nothing about a missing one`, { timeout: 120_000 }, async (t) => {
+    const api = await serverWithApi(t, { backend });
+    const id = await newSession(api);
+    const r = await api('POST', `/v1/sessions/${id}/exec_command`, { cmd: 'echo "HOME=$HOME"' });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.exit_code, 0);
+    assert.match(r.body.output, new RegExp(`(^|\\n)HOME=${EXPECTED[backend].sandboxed}\\n$`));
+    assert.doesNotMatch(r.body.output, MISSING_HOME);
+  });
+}
