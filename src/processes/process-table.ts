@@ -268,6 +268,7 @@ export class ProcessTable {
 
   #onTerminal(proc: ManagedProcess): void {
     this.#ctx.metrics.processExits.inc({ terminal: proc.state.status });
+    if (proc.state.status === 'lost') this.#ctx.log.info({ processId: proc.id, reason: proc.state.reason }, 'process lost');
     proc.addTimer(() => {
       if (this.#procs.get(proc.id) !== proc) return;
       this.#procs.delete(proc.id);
