@@ -164,7 +164,9 @@ export class DockerSession implements BackendSession {
     }
     if (this.#agent) {
       const [uid, gid] = user.split(':').map(Number);
-      return this.#agent.spawn(request, sink, { uid: uid ?? 0, gid: gid ?? uid ?? 0, sandboxType });
+      // As on the exec path, where the engine lays an exec's Env over the image's (LANG, PATH).
+      const env = { ...this.#init.baseEnv, ...request.env };
+      return this.#agent.spawn({ ...request, env }, sink, { uid: uid ?? 0, gid: gid ?? uid ?? 0, sandboxType });
     }
     const proc = await spawnDockerProcess(this.#host, request, sink, { user, sandboxType });
     if (!proc.exited) this.#processes.add(proc);
