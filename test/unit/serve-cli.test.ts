@@ -62,12 +62,13 @@ function assertOneLine(r: { code: number | null; stderr: string }, re: RegExp): 
   assert.doesNotMatch(r.stderr, /\n\s+at /);
 }
 
-test('boot errors are one line naming the cause and the fix, exit 2', { timeout: 90_000 }, async () => {
+test('boot errors are one line naming the cause and the fix, exit 2', { timeout: 180_000 }, async () => {
   const holder = serve(['--listen', 'ws://127.0.0.1:0', '--log-level', 'silent']);
-  const deadline = Date.now() + 30_000;
-  while (!holder.stdout().includes('\n') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  const url = holder.stdout().trim();
   try {
+    const deadline = Date.now() + 50_000;
+    while (!holder.stdout().includes('\n') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    const url = holder.stdout().trim();
+    assert.match(url, /^ws:\/\//);
     assertOneLine(await run(['--listen', url]), /port \d+ is already in use.*--listen ws:\/\/127\.0\.0\.1:PORT/);
     assertOneLine(await run(['--max-sessions', '-3']), /--max-sessions \/ EXEC_SERVER_MAX_SESSIONS: must be at least 1, got -3/);
     assertOneLine(await run(['--docker-host', 'foo://x', '--backend', 'docker']), /--docker-host: unsupported docker host "foo:\/\/x"; expected unix:\/\/\/path/);
@@ -79,7 +80,7 @@ test('boot errors are one line naming the cause and the fix, exit 2', { timeout:
   }
 });
 
-test('the default command is serve; --version, -V and --help name the subcommands', { timeout: 60_000 }, async () => {
+test('the default command is serve; --version, -V and --help name the subcommands', { timeout: 120_000 }, async () => {
   const { VERSION } = await import('../../src/version.ts');
   for (const flag of ['--version', '-V']) {
     const r = await run([flag]);
@@ -99,16 +100,20 @@ test('the default command is serve; --version, -V and --help name the subcommand
   assert.match(bad.stderr, /invalid configuration: --max-processes/);
 });
 
-test('--log-format pretty writes readable lines; requests are logged at debug only', { timeout: 60_000 }, async () => {
+test('--log-format pretty writes readable lines; requests are logged at debug only', { timeout: 120_000 }, async () => {
   for (const [level, expectRequests] of [['info', false], ['debug', true]] as const) {
     const s = serve(['--listen', 'ws://127.0.0.1:0', '--log-format', 'pretty', '--log-level', level]);
-    const deadline = Date.now() + 30_000;
-    while (!s.stdout().includes('\n') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    const base = s.stdout().trim().replace(/^ws:/, 'http:');
-    for (let i = 0; i < 3; i++) assert.equal((await fetch(`${base}/healthz`)).status, 200);
-    const created = await fetch(`${base}/v1/sessions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
-    assert.equal(created.status, 201);
-    s.child.kill('SIGTERM');
+    try {
+      const deadline = Date.now() + 50_000;
+      while (!s.stdout().includes('\n') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      const base = s.stdout().trim().replace(/^ws:/, 'http:');
+      assert.match(base, /^http:\/\/127\.0\.0\.1:\d+$/, s.stderr());
+      for (let i = 0; i < 3; i++) assert.equal((await fetch(`${base}/healthz`)).status, 200);
+      const created = await fetch(`${base}/v1/sessions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+      assert.equal(created.status, 201);
+    } finally {
+      s.child.kill('SIGTERM');
+    }
     assert.equal(await s.exited, 0);
     const lines = s.stderr().split('\n').filter(Boolean);
     assert.ok(lines.every((l) => !l.startsWith('{')), `no JSON lines:\n${s.stderr()}`);
