@@ -20,7 +20,7 @@ function cli(args: string[], env: Record<string, string>, input?: string): Promi
   });
 }
 
-test('run: streams output and exits with the command\'s code; --json; sessions list/delete', { timeout: 180_000 }, async (t) => {
+test('run: streams output and exits with the command\'s code; --json; sessions list/delete', { timeout: 360_000 }, async (t) => {
   const server = await startServer({ flags: ['--token', 'tok'] });
   t.after(() => server.close());
   const env = { EXEC_SERVER_URL: server.url, EXEC_SERVER_TOKEN: 'tok' };
