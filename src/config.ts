@@ -180,7 +180,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
     values = parseArgs({ args: joinValues(argv), options: parseOptions, strict: true, allowPositionals: false }).values as Record<string, string | boolean | undefined>;
   } catch (err) {
     const message = (err as Error).message;
-    if (/^Unexpected argument/.test(message)) throw new ConfigError(`${message.replace(/\. This command.*$/, '')}: the server takes only --flag VALUE options (client commands: run, shell, sessions, cp; see --help)`);
+    if (/^Unexpected argument/.test(message)) throw new ConfigError(`${message.replace(/\. This command.*$/, '')}: the server takes only --flag VALUE options (client commands: run, shell, sessions, cp, mcp; see --help)`);
     throw new ConfigError(message);
   }
   const out: Record<string, unknown> = {};

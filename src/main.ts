@@ -22,6 +22,7 @@ const USAGE = `Usage: exec-server [serve] [options]         run the server (the 
        exec-server shell [options]            interactive shell in a new session
        exec-server sessions [list|show|delete] list and manage sessions
        exec-server cp SRC DST                 copy files to or from a session
+       exec-server mcp [options]              the MCP endpoint of a running server, on stdio
        exec-server --version | -V
 
 From a clone, \`npm start -- ARGS\` is the same as \`exec-server ARGS\`.
