@@ -88,12 +88,12 @@ export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeou
  * One backend and one session shared by the tests of a file: created before them, closed after
  * (nothing happens when no engine answers; the tests themselves are then skipped or failed).
  */
-export function sharedSession(): { readonly session: BackendSession } {
+export function sharedSession(extra: Partial<DockerBackendOptions> = {}): { readonly session: BackendSession } {
   let backend: DockerBackend | undefined;
   let session: BackendSession | undefined;
   before(async () => {
     if (!engineReady) return;
-    backend = makeBackend();
+    backend = makeBackend(extra);
     session = await backend.createSession(sessionSpec());
   });
   after(async () => {
