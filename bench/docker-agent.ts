@@ -70,12 +70,13 @@ async function startServer(extra: string[]): Promise<{ url: string; child: Child
     { stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, EXEC_SERVER_DOCKER_EXEC_PATH: args['exec-path'] } },
   );
   const url = `ws://127.0.0.1:${port}`;
-  for (let i = 0; i < 200; i++) {
+  for (let i = 0; i < 1200; i++) {
     const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false);
     if (ok) return { url, child };
     await new Promise((r) => setTimeout(r, 100));
   }
-  throw new Error('server did not become ready');
+  child.kill('SIGKILL');
+  throw new Error('server did not become ready within 120 s');
 }
 
 async function stopServer(child: ChildProcess): Promise<void> {
