@@ -50,6 +50,12 @@ export const ERROR_REGISTRY = {
 /** A stable error code. */
 export type ErrorCode = keyof typeof ERROR_REGISTRY;
 
+/** Every HTTP status an error of the registry answers with. */
+export type ErrorStatus = (typeof ERROR_REGISTRY)[ErrorCode][0];
+
+/** The distinct HTTP statuses of the registry, ascending (for OpenAPI error responses). */
+export const ERROR_STATUSES: readonly ErrorStatus[] = [...new Set(Object.values(ERROR_REGISTRY).map(([status]) => status))].sort((a, b) => a - b);
+
 /**
  * The base (and only) error class the server throws on purpose. `code` narrows in a
  * `switch`; `cause` keeps the underlying error (a docker-modem error, an errno) for logs.
@@ -57,7 +63,7 @@ export type ErrorCode = keyof typeof ERROR_REGISTRY;
 export class ExecServerError<C extends ErrorCode = ErrorCode> extends Error {
   override readonly name = 'ExecServerError';
   readonly code: C;
-  readonly statusCode: number;
+  readonly statusCode: ErrorStatus;
   readonly rpcCode: number;
   /** Extra machine-readable detail (e.g. the offending field), sent in `error.data`. */
   readonly detail: Record<string, unknown> | undefined;

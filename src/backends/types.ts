@@ -4,6 +4,7 @@
  */
 import type { Duplex } from 'node:stream';
 import type { ContainerId, SessionId, TenantId } from '../ids.ts';
+import type { DirectoryEntry, FileMetadata, SignalName, SnapshotInfo, StreamName } from '../protocol/index.ts';
 
 /** Sandbox mechanism of an attempt, as reported to clients (`sandboxType`). */
 export type SandboxType = 'none' | 'bubblewrap' | 'container-user';
@@ -27,12 +28,8 @@ export type ResolvedSandbox =
 /** How the process's stdio is wired. */
 export type SpawnMode = 'pty' | 'pipe' | 'pipe-no-stdin';
 
-/** Output stream label; a PTY merges both streams into `pty`. */
-export type StreamName = 'stdout' | 'stderr' | 'pty';
-
-/** Signals a client may send; they go to the command's whole process group. */
-export const SIGNAL_NAMES = ['SIGINT', 'SIGTERM', 'SIGKILL', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2'] as const;
-export type SignalName = (typeof SIGNAL_NAMES)[number];
+/** Output stream labels and client signals are wire names, defined by the protocol. */
+export { SIGNAL_NAMES, type SignalName, type StreamName } from '../protocol/index.ts';
 
 export interface TerminalSize {
   readonly cols: number;
@@ -101,20 +98,8 @@ export interface BackendProcess {
   dispose?(): void;
 }
 
-export interface FileMetadata {
-  readonly isDirectory: boolean;
-  readonly isFile: boolean;
-  readonly isSymlink: boolean;
-  readonly size: number;
-  readonly createdAtMs: number;
-  readonly modifiedAtMs: number;
-}
-
-export interface DirectoryEntry {
-  readonly fileName: string;
-  readonly isDirectory: boolean;
-  readonly isFile: boolean;
-}
+/** What `stat` and `readDirectory` report travels to clients as it is (`fs/getMetadata`, `fs/readDirectory`). */
+export type { DirectoryEntry, FileMetadata } from '../protocol/index.ts';
 
 /**
  * Filesystem of one session (the container's on docker). Paths are absolute and already
@@ -238,13 +223,8 @@ export interface BackendSessionSpec {
   readonly network: boolean;
 }
 
-export interface SnapshotInfo {
-  readonly snapshotId: string;
-  readonly name?: string | undefined;
-  readonly sessionId?: string | undefined;
-  readonly tenant?: string | undefined;
-  readonly createdAt: string;
-}
+/** A snapshot as clients see it (`session/snapshot`, `/v1/snapshots`). */
+export type { SnapshotInfo } from '../protocol/index.ts';
 
 /** A process a recovered session still has (its backend kept it running, or its exit). */
 export interface RecoveredProcess {

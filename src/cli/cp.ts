@@ -10,7 +10,8 @@ import { createReadStream, createWriteStream } from 'node:fs';
 import { rename, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { FilesHttpError, HttpFiles } from '../client/files.ts';
+import { ExecServerHttpError } from '../client/errors.ts';
+import { HttpFiles } from '../client/files.ts';
 
 const USAGE = `Usage:
   exec-server cp [--url URL] [--token TOKEN] SESSION:REMOTE LOCAL   download
@@ -74,7 +75,7 @@ export async function cpCommand(args: string[]): Promise<number> {
     return 0;
   } catch (err) {
     const e = err as Error & { code?: string };
-    const code = err instanceof FilesHttpError ? ` (${err.code ?? `HTTP ${err.status}`})` : e.code ? ` (${e.code})` : '';
+    const code = err instanceof ExecServerHttpError ? ` (${err.code})` : e.code ? ` (${e.code})` : '';
     process.stderr.write(`exec-server cp: ${e.message}${code}\n`);
     return 1;
   }

@@ -12,19 +12,12 @@
  */
 import { randomUUID } from 'node:crypto';
 import { asProcessId, asSessionId, type ProcessId, type SessionId } from '../ids.ts';
-import { HttpApi, wsUrlOf, type SessionInfo, type SessionSpec } from './http.ts';
+import type { ApprovalDecision, ApprovalRequest, InitializeResult, MethodName, MethodParams, MethodResult, ProcessSummary, SessionInfo, SessionSpec } from '../protocol/index.ts';
+import { HttpApi, wsUrlOf } from './http.ts';
 import { ExecHandle } from './process-handle.ts';
 import { RpcConnection, type Notification } from './rpc-connection.ts';
 
-export type ApprovalDecision = 'approved' | 'approved-for-session' | 'denied' | 'abort';
-
-export interface ApprovalRequest {
-  readonly processId: ProcessId;
-  readonly argv: readonly string[];
-  readonly cwd: string;
-  readonly purpose: 'initial' | 'sandbox-retry';
-  readonly reason: string;
-}
+export type { ApprovalDecision, ApprovalRequest, ProcessSummary } from '../protocol/index.ts';
 
 export interface ConnectOptions {
   readonly token?: string | undefined;
@@ -56,21 +49,12 @@ export interface ExecOptions {
   readonly approval?: 'approved' | 'approved-for-session' | undefined;
 }
 
-export interface ProcessSummary {
-  readonly processId: ProcessId;
-  readonly argv: string[];
-  readonly mode: 'pty' | 'pipe' | 'pipe-no-stdin';
-  readonly status: string;
-  readonly exitCode: number | null;
-  readonly nextSeq: number;
-}
-
 export class ExecServerClient {
   readonly url: string;
   readonly sessionId: SessionId;
   readonly http: HttpApi;
   /** The `initialize` result (capabilities, environmentInfo). */
-  initResult: Record<string, unknown>;
+  initResult: InitializeResult;
   #conn: RpcConnection;
   readonly #opts: ConnectOptions;
   readonly #handles = new Map<ProcessId, ExecHandle>();
@@ -78,11 +62,11 @@ export class ExecServerClient {
   #closing = false;
   #reconnecting: Promise<void> | undefined;
 
-  private constructor(url: string, conn: RpcConnection, init: Record<string, unknown>, opts: ConnectOptions) {
+  private constructor(url: string, conn: RpcConnection, init: InitializeResult, opts: ConnectOptions) {
     this.url = url;
     this.#conn = conn;
     this.initResult = init;
-    this.sessionId = asSessionId(String(init['sessionId']));
+    this.sessionId = asSessionId(init.sessionId);
     this.#opts = opts;
     this.http = new HttpApi(url, opts.token);
     this.#bind(conn);
@@ -94,19 +78,19 @@ export class ExecServerClient {
     return new ExecServerClient(wsUrlOf(url), conn, init, opts);
   }
 
-  static async #open(url: string, opts: ConnectOptions, resumeSessionId: string | undefined): Promise<{ conn: RpcConnection; init: Record<string, unknown>; early: Notification[] }> {
+  static async #open(url: string, opts: ConnectOptions, resumeSessionId: string | undefined): Promise<{ conn: RpcConnection; init: InitializeResult; early: Notification[] }> {
     const conn = await RpcConnection.open(url, {
       token: opts.token,
       onServerRequest: async (method, params) => {
         if (method !== 'approval/request') throw new Error(`unsupported server request ${method}`);
-        const decision = opts.onApproval ? await opts.onApproval(params as unknown as ApprovalRequest) : 'denied';
+        const decision = opts.onApproval ? await opts.onApproval(params as ApprovalRequest) : 'denied';
         return { decision };
       },
     });
     const early: Notification[] = [];
     const off = conn.onNotification((n) => early.push(n));
     try {
-      const init = await conn.request<Record<string, unknown>>('initialize', {
+      const init = await conn.request('initialize', {
         clientName: opts.clientName ?? 'exec-server-sdk',
         ...(resumeSessionId !== undefined ? { resumeSessionId } : opts.session !== undefined ? { session: opts.session } : {}),
       });
@@ -158,9 +142,12 @@ export class ExecServerClient {
     return this.#conn.closeCode === undefined && this.#conn.socket.readyState === this.#conn.socket.OPEN;
   }
 
-  /** A JSON-RPC request on the session (e.g. `session/info`, `fs/readFile`). */
-  request<T = Record<string, unknown>>(method: string, params?: unknown): Promise<T> {
-    return this.#conn.request<T>(method, params);
+  /** A JSON-RPC request on the session (e.g. `session/info`, `fs/readFile`), typed by the protocol. */
+  request<M extends MethodName>(method: M, params: MethodParams<M>): Promise<MethodResult<M>>;
+  /** Any method (an extension this SDK does not know yet): the answer typed as the caller says. */
+  request<T = Record<string, unknown>>(method: string, params?: unknown): Promise<T>;
+  request(method: string, params?: unknown): Promise<unknown> {
+    return this.#conn.request(method, params);
   }
 
   /** Starts a process; the handle streams its output and ends with `wait()`. */
@@ -214,11 +201,11 @@ export class ExecServerClient {
   }
 
   async listProcesses(): Promise<ProcessSummary[]> {
-    return (await this.request<{ processes: ProcessSummary[] }>('process/list', {})).processes;
+    return (await this.request('process/list', {})).processes;
   }
 
   sessionInfo(): Promise<SessionInfo> {
-    return this.request<SessionInfo>('session/info', {});
+    return this.request('session/info', {});
   }
 
   /**

@@ -1,7 +1,10 @@
 /** Errors the SDK throws. */
 import type { ExecResult } from './process-handle.ts';
 
-/** An HTTP error answer: the status and the server's stable `EXEC_ERR_*` code. */
+/**
+ * An HTTP error answer: the status and the server's stable `EXEC_ERR_*` code (`HTTP_<status>`
+ * when the answer carried none, e.g. from a proxy in between).
+ */
 export class ExecServerHttpError extends Error {
   override readonly name = 'ExecServerHttpError';
   readonly status: number;
@@ -11,6 +14,12 @@ export class ExecServerHttpError extends Error {
     super(message);
     this.status = status;
     this.code = code;
+  }
+
+  /** The error of an answer with `status` and the (parsed, if JSON) `body`. */
+  static of(status: number, body: unknown, fallbackMessage: string): ExecServerHttpError {
+    const b = (typeof body === 'object' && body !== null ? body : {}) as { code?: unknown; message?: unknown };
+    return new ExecServerHttpError(status, typeof b.code === 'string' ? b.code : `HTTP_${status}`, typeof b.message === 'string' ? b.message : fallbackMessage);
   }
 }
 

@@ -10,13 +10,18 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import type { DirectoryEntry, FileMetadata } from '../protocol/index.ts';
+import { ExecServerHttpError } from './errors.ts';
+import { httpBaseOf } from './http.ts';
 import type { RpcConnection } from './rpc-connection.ts';
+
+export type { DirectoryEntry, FileMetadata } from '../protocol/index.ts';
 
 // ---- JSON-RPC ------------------------------------------------------------------------
 
 /** Reads a whole file with `fs/readFile` (fails with EXEC_ERR_TOO_LARGE past the server maximum). */
 export async function readFile(conn: RpcConnection, path: string): Promise<Buffer> {
-  const r = await conn.request<{ dataBase64: string }>('fs/readFile', { path });
+  const r = await conn.request('fs/readFile', { path });
   return Buffer.from(r.dataBase64, 'base64');
 }
 
@@ -27,10 +32,10 @@ export async function writeFile(conn: RpcConnection, path: string, data: Buffer 
 
 /** Reads a file of any size in blocks (`fs/open`, `fs/readBlock`, `fs/close`). */
 export async function* readFileChunked(conn: RpcConnection, path: string, blockBytes = 4 * 1024 * 1024): AsyncGenerator<Buffer> {
-  const { handleId } = await conn.request<{ handleId: string | number }>('fs/open', { path });
+  const { handleId } = await conn.request('fs/open', { path });
   try {
     for (let offset = 0; ; ) {
-      const block = await conn.request<{ chunk: string; eof: boolean }>('fs/readBlock', { handleId, offset, len: blockBytes });
+      const block = await conn.request('fs/readBlock', { handleId, offset, len: blockBytes });
       const chunk = Buffer.from(block.chunk, 'base64');
       if (chunk.length > 0) yield chunk;
       offset += chunk.length;
@@ -43,7 +48,7 @@ export async function* readFileChunked(conn: RpcConnection, path: string, blockB
 
 /** Writes a file of any size in blocks (`fs/openWrite`, `fs/writeBlock`, `fs/closeWrite`); resolves with the bytes written. */
 export async function writeFileChunked(conn: RpcConnection, path: string, source: AsyncIterable<Buffer | string> | Buffer, blockBytes = 4 * 1024 * 1024): Promise<number> {
-  const { handleId } = await conn.request<{ handleId: string | number }>('fs/openWrite', { path });
+  const { handleId } = await conn.request('fs/openWrite', { path });
   try {
     const send = (b: Buffer): Promise<unknown> => conn.request('fs/writeBlock', { handleId, chunk: b.toString('base64') });
     const iterable = Buffer.isBuffer(source) ? [source] : source;
@@ -51,7 +56,7 @@ export async function writeFileChunked(conn: RpcConnection, path: string, source
       const buf = Buffer.from(piece);
       for (let off = 0; off < buf.length; off += blockBytes) await send(buf.subarray(off, off + blockBytes));
     }
-    const { bytesWritten } = await conn.request<{ bytesWritten: number }>('fs/closeWrite', { handleId });
+    const { bytesWritten } = await conn.request('fs/closeWrite', { handleId });
     return bytesWritten;
   } catch (err) {
     await conn.request('fs/close', { handleId }).catch(() => undefined);
@@ -61,38 +66,11 @@ export async function writeFileChunked(conn: RpcConnection, path: string, source
 
 // ---- HTTP ----------------------------------------------------------------------------
 
-/** An error answer of the HTTP API: status and our `EXEC_ERR_*` code. */
-export class FilesHttpError extends Error {
-  override readonly name = 'FilesHttpError';
-  readonly status: number;
-  readonly code: string | undefined;
-
-  constructor(status: number, code: string | undefined, message: string) {
-    super(message);
-    this.status = status;
-    this.code = code;
-  }
-}
-
 export interface HttpFilesOptions {
   /** `http(s)://host:port` of the server; a `ws(s)://` URL is accepted and converted. */
   readonly baseUrl: string;
   readonly token?: string | undefined;
   readonly sessionId: string;
-}
-
-/** `ws://h:p` -> `http://h:p` (and wss -> https); http(s) URLs pass through. */
-export function httpBaseUrl(url: string): string {
-  return url.replace(/^ws(s?):\/\//, 'http$1://').replace(/\/+$/, '');
-}
-
-export interface FileMetadata {
-  readonly isDirectory: boolean;
-  readonly isFile: boolean;
-  readonly isSymlink: boolean;
-  readonly size: number;
-  readonly createdAtMs: number;
-  readonly modifiedAtMs: number;
 }
 
 export class HttpFiles {
@@ -101,7 +79,7 @@ export class HttpFiles {
   readonly #prefix: string;
 
   constructor(opts: HttpFilesOptions) {
-    this.#base = httpBaseUrl(opts.baseUrl);
+    this.#base = httpBaseOf(opts.baseUrl);
     this.#token = opts.token;
     this.#prefix = `/v1/sessions/${encodeURIComponent(opts.sessionId)}/files`;
   }
@@ -149,7 +127,7 @@ export class HttpFiles {
     } catch {
       parsed = { message: text };
     }
-    if ((res.statusCode ?? 500) >= 400) throw toHttpError(res.statusCode ?? 500, parsed);
+    if ((res.statusCode ?? 500) >= 400) throw ExecServerHttpError.of(res.statusCode ?? 500, parsed, `HTTP ${res.statusCode ?? 500}`);
     return parsed as T;
   }
 
@@ -174,7 +152,7 @@ export class HttpFiles {
     let bytes = 0;
     stream.on('data', (c: Buffer) => (bytes += c.length));
     await pipeline(stream, dest as Writable);
-    if (size !== undefined && bytes !== size) throw new FilesHttpError(502, 'EXEC_ERR_BACKEND', `download of ${path} ended after ${bytes} of ${size} bytes`);
+    if (size !== undefined && bytes !== size) throw new ExecServerHttpError(502, 'EXEC_ERR_BACKEND', `download of ${path} ended after ${bytes} of ${size} bytes`);
     return bytes;
   }
 
@@ -182,8 +160,8 @@ export class HttpFiles {
     return this.#json(await this.#send('GET', this.#url('/metadata', { path })));
   }
 
-  async list(path: string): Promise<Array<{ fileName: string; isDirectory: boolean; isFile: boolean }>> {
-    return (await this.#json<{ entries: Array<{ fileName: string; isDirectory: boolean; isFile: boolean }> }>(await this.#send('GET', this.#url('/list', { path })))).entries;
+  async list(path: string): Promise<DirectoryEntry[]> {
+    return (await this.#json<{ entries: DirectoryEntry[] }>(await this.#send('GET', this.#url('/list', { path })))).entries;
   }
 
   async canonicalize(path: string): Promise<string> {
@@ -201,9 +179,4 @@ export class HttpFiles {
   async mkdir(path: string, opts: { recursive?: boolean } = {}): Promise<void> {
     await this.#json(await this.#send('POST', this.#url('/mkdir', {}), { json: { path, recursive: opts.recursive === true } }));
   }
-}
-
-function toHttpError(status: number, body: unknown): FilesHttpError {
-  const b = (typeof body === 'object' && body !== null ? body : {}) as { code?: unknown; message?: unknown };
-  return new FilesHttpError(status, typeof b.code === 'string' ? b.code : undefined, typeof b.message === 'string' ? b.message : `HTTP ${status}`);
 }

@@ -1,6 +1,8 @@
 /** The REST half of the SDK: sessions, snapshots and the tool facade over plain HTTP. */
-import type { SessionId } from '../ids.ts';
+import type { ExecCommandArgs, ExecToolResult, SessionInfo, SessionSpec, SnapshotInfo, WriteStdinArgs } from '../protocol/index.ts';
 import { ExecServerHttpError } from './errors.ts';
+
+export type { SessionInfo, SessionSpec, SnapshotInfo } from '../protocol/index.ts';
 
 /** `ws://h:p/...` -> `http://h:p` (and wss -> https); http(s) URLs are kept. */
 export function httpBaseOf(url: string): string {
@@ -14,47 +16,6 @@ export function wsUrlOf(url: string): string {
   const u = new URL(url);
   if (u.protocol === 'ws:' || u.protocol === 'wss:') return url;
   return `${u.protocol === 'https:' ? 'wss:' : 'ws:'}//${u.host}/`;
-}
-
-export interface SessionInfo {
-  readonly sessionId: SessionId;
-  readonly tenant: string;
-  readonly backend: string;
-  readonly sandboxType: string;
-  readonly workdir: string;
-  readonly status: 'alive' | 'dead';
-  readonly attached: boolean;
-  readonly processes: number;
-  readonly runningProcesses: number;
-  readonly image?: string;
-  readonly containerId?: string;
-  readonly labels: Record<string, string>;
-  readonly createdAt: string;
-  readonly expiresAt: string;
-  readonly [key: string]: unknown;
-}
-
-export interface SnapshotInfo {
-  readonly snapshotId: string;
-  readonly name?: string;
-  readonly sessionId?: string;
-  readonly createdAt: string;
-}
-
-/** The session spec of `POST /v1/sessions` and `initialize.session`. */
-export interface SessionSpec {
-  image?: string;
-  snapshot?: string;
-  workdir?: string;
-  env?: Record<string, string>;
-  labels?: Record<string, string>;
-  sandbox?: { type: 'workspace-write'; writableRoots?: string[]; networkAccess?: boolean; excludeSlashTmp?: boolean } | { type: 'read-only'; networkAccess?: boolean } | { type: 'danger-full-access' };
-  denyRead?: string[];
-  approvalPolicy?: 'untrusted' | 'on-failure' | 'on-request' | 'never' | { granular: { sandboxApproval: boolean } };
-  strictAutoReview?: boolean;
-  resources?: { memoryMb?: number; cpus?: number; pids?: number };
-  idleTimeoutSeconds?: number;
-  maxLifetimeSeconds?: number;
 }
 
 export class HttpApi {
@@ -79,10 +40,7 @@ export class HttpApi {
     } catch {
       json = undefined;
     }
-    if (!res.ok) {
-      const err = (json ?? {}) as { code?: string; message?: string };
-      throw new ExecServerHttpError(res.status, err.code ?? `HTTP_${res.status}`, err.message ?? (text || res.statusText));
-    }
+    if (!res.ok) throw ExecServerHttpError.of(res.status, json, text || res.statusText);
     return json as T;
   }
 
@@ -114,11 +72,12 @@ export class HttpApi {
     await this.request('DELETE', `/v1/snapshots/${encodeURIComponent(id)}`);
   }
 
-  execCommand(sessionId: string, args: Record<string, unknown>): Promise<Record<string, unknown>> {
+  /** `exec_command`; a 202 (a person must approve first) answers the approval instead (see the OpenAPI document). */
+  execCommand(sessionId: string, args: ExecCommandArgs): Promise<ExecToolResult> {
     return this.request('POST', `/v1/sessions/${encodeURIComponent(sessionId)}/exec_command`, args);
   }
 
-  writeStdin(sessionId: string, args: Record<string, unknown>): Promise<Record<string, unknown>> {
+  writeStdin(sessionId: string, args: WriteStdinArgs): Promise<ExecToolResult> {
     return this.request('POST', `/v1/sessions/${encodeURIComponent(sessionId)}/write_stdin`, args);
   }
 }

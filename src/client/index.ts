@@ -1,4 +1,4 @@
-/** The exec-server TypeScript SDK. */
+/** The exec-server TypeScript SDK. Its wire types are the server's own (src/protocol/), exported as `protocol`. */
 export { ExecServerClient, type ApprovalDecision, type ApprovalRequest, type ConnectOptions, type ExecOptions, type ProcessSummary } from './client.ts';
 export { ExecHandle, type ExecResult, type OutputChunk, type StreamName } from './process-handle.ts';
 export { CommandExitError, ExecServerHttpError } from './errors.ts';
@@ -7,3 +7,5 @@ export { RpcConnection, RpcError, type Notification } from './rpc-connection.ts'
 export type { ProcessId, SessionId } from '../ids.ts';
 export { asProcessId, asSessionId } from '../ids.ts';
 export * as files from './files.ts';
+export * as protocol from '../protocol/index.ts';
+export type { MethodName, MethodParams, MethodResult } from '../protocol/index.ts';

@@ -7,9 +7,10 @@
 import { randomUUID } from 'node:crypto';
 import { StringDecoder } from 'node:string_decoder';
 import type { ProcessId } from '../ids.ts';
+import type { MethodName, MethodParams, MethodResult, SignalName, StreamName } from '../protocol/index.ts';
 import { CommandExitError } from './errors.ts';
 
-export type StreamName = 'stdout' | 'stderr' | 'pty';
+export type { StreamName } from '../protocol/index.ts';
 
 export interface OutputChunk {
   readonly stream: StreamName;
@@ -35,7 +36,7 @@ export interface ExecResult {
 
 /** What the handle needs from its client. */
 export interface HandleTransport {
-  request<T = Record<string, unknown>>(method: string, params?: unknown): Promise<T>;
+  request<M extends MethodName>(method: M, params: MethodParams<M>): Promise<MethodResult<M>>;
 }
 
 /** Bound of the output kept for a first `onOutput` listener that comes late. */
@@ -116,7 +117,7 @@ export class ExecHandle {
 
   async sendStdin(data: string | Uint8Array): Promise<string> {
     const chunk = Buffer.from(typeof data === 'string' ? Buffer.from(data, 'utf8') : data).toString('base64');
-    const { status } = await this.#transport().request<{ status: string }>('process/write', { processId: this.processId, chunk, writeId: randomUUID() });
+    const { status } = await this.#transport().request('process/write', { processId: this.processId, chunk, writeId: randomUUID() });
     return status;
   }
 
@@ -129,7 +130,7 @@ export class ExecHandle {
   }
 
   /** No signal: terminate (SIGTERM, SIGKILL after the server's grace). Else that signal to the process group. */
-  async kill(signal?: 'SIGINT' | 'SIGTERM' | 'SIGKILL' | 'SIGHUP' | 'SIGQUIT' | 'SIGUSR1' | 'SIGUSR2' | 'interrupt'): Promise<void> {
+  async kill(signal?: SignalName | 'interrupt'): Promise<void> {
     if (signal === undefined) await this.#transport().request('process/terminate', { processId: this.processId });
     else await this.#transport().request('process/signal', { processId: this.processId, signal });
   }
@@ -218,16 +219,7 @@ export class ExecHandle {
     this._hold();
     try {
       for (;;) {
-        const r = await this.#transport().request<{
-          chunks: Array<{ seq: number; stream: StreamName; chunk: string }>;
-          nextSeq: number;
-          exited: boolean;
-          exitCode: number | null;
-          closed: boolean;
-          sandboxDenied: boolean;
-          terminal?: string | null;
-          signal?: string | null;
-        }>('process/read', { processId: this.processId, afterSeq: this.#lastSeq, maxBytes: 4 * 1024 * 1024, waitMs: 0 });
+        const r = await this.#transport().request('process/read', { processId: this.processId, afterSeq: this.#lastSeq, maxBytes: 4 * 1024 * 1024, waitMs: 0 });
         for (const c of r.chunks) this.#apply('process/output', { seq: c.seq, stream: c.stream, chunk: c.chunk });
         if (r.chunks.length > 0) continue;
         if (r.exited) this.#exit = { exitCode: r.exitCode ?? -1, terminal: r.terminal ?? 'exited', signal: r.signal ?? undefined, sandboxDenied: r.sandboxDenied };

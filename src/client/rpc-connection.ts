@@ -3,6 +3,7 @@
  * notifications, and answers to server-to-client requests (approvals).
  */
 import WebSocket from 'ws';
+import type { MethodName, MethodParams, MethodResult } from '../protocol/index.ts';
 
 /** How long `close()` waits for the server's half of the close handshake. */
 const CLOSE_HANDSHAKE_MS = 5_000;
@@ -127,14 +128,18 @@ export class RpcConnection {
     }
   }
 
-  request<T = Record<string, unknown>>(method: string, params?: unknown): Promise<T> {
+  /** A protocol method: params and answer typed by its schemas (src/protocol/methods.ts). */
+  request<M extends MethodName>(method: M, params: MethodParams<M>): Promise<MethodResult<M>>;
+  /** Any method (an extension this SDK does not know yet): the answer typed as the caller says. */
+  request<T = Record<string, unknown>>(method: string, params?: unknown): Promise<T>;
+  request(method: string, params?: unknown): Promise<unknown> {
     const id = this.#nextId++;
-    return new Promise<T>((resolve, reject) => {
+    return new Promise((resolve, reject) => {
       if (this.socket.readyState !== WebSocket.OPEN) {
         reject(new Error('connection is not open'));
         return;
       }
-      this.#pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      this.#pending.set(id, { resolve, reject });
       this.#send({ id, method, ...(params === undefined ? {} : { params }) });
     });
   }

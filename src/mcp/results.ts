@@ -9,7 +9,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { toExecError } from '../errors.ts';
 import type { ApprovalPolicy } from '../policy/sandbox-policy.ts';
 import { approvalRequiredBody, type RunOutcome } from '../tools/approval-queue.ts';
-import type { ExecToolResult } from '../tools/format.ts';
+import type { ExecToolResult } from '../protocol/index.ts';
 
 export function textResult(text: string, structured?: Record<string, unknown>): CallToolResult {
   return { content: [{ type: 'text', text }], ...(structured ? { structuredContent: structured } : {}) };
@@ -51,12 +51,14 @@ export function outcomeResult(tool: string, outcome: RunOutcome, policy: Approva
     ].join('\n');
     return textResult(text, body);
   }
-  const { statusCode, body } = outcome.reply;
-  if (statusCode >= 300) {
-    const code = String(body['code'] ?? 'EXEC_ERR_INTERNAL');
-    const message = String(body['message'] ?? 'failed');
-    const text = code === 'EXEC_ERR_REJECTED' ? `${tool} rejected: ${message} (${code})` : `${tool} failed: ${message} (${code})`;
-    return { content: [{ type: 'text', text }], structuredContent: { code, message }, isError: true };
+  const reply = outcome.reply;
+  if (reply.statusCode === 200) {
+    const body = reply.body;
+    // A run the HTTP tool-call route started answers the model's function output instead.
+    return 'chunk_id' in body ? execResult(body, policy) : textResult(body.output, body);
   }
-  return execResult(body as unknown as ExecToolResult, policy);
+  if (reply.statusCode === 202) return textResult(`${tool}: approval required (${reply.body.approval_id})`, reply.body);
+  const { code, message } = reply.body;
+  const text = code === 'EXEC_ERR_REJECTED' ? `${tool} rejected: ${message} (${code})` : `${tool} failed: ${message} (${code})`;
+  return { content: [{ type: 'text', text }], structuredContent: { code, message }, isError: true };
 }

@@ -1,13 +1,12 @@
 /**
  * Input schemas of the MCP tools. The command tools take exactly the HTTP facade's bodies
- * (`src/tools/schemas.ts`) and `create_session` the session spec, each plus the optional
+ * (`src/protocol/tools.ts`) and `create_session` the session spec, each plus the optional
  * `session` that picks the exec-server session; so the MCP endpoint and the HTTP routes can
  * never disagree on what an argument means. TypeBox schemas are JSON Schema, which is what an
  * MCP tool listing carries.
  */
 import { Type, type Static, type TObject, type TProperties, type TSchema } from 'typebox';
-import { SessionSpecSchema } from '../sessions/session-spec.ts';
-import { DecisionBodySchema, ExecCommandBodySchema, WriteStdinBodySchema } from '../tools/schemas.ts';
+import { DecisionBodySchema, ExecCommandBodySchema, SessionSpecSchema, WriteStdinBodySchema } from '../protocol/index.ts';
 
 /** Largest `read_file` answer (bytes): a model's context is the real limit. */
 export const MAX_READ_BYTES = 1024 * 1024;

@@ -10,7 +10,7 @@ import { execError } from '../errors.ts';
 import type { SessionSpec } from '../sessions/session-spec.ts';
 import type { Session } from '../sessions/session.ts';
 import { asReply, ToolRun } from '../tools/approval-queue.ts';
-import type { ExecToolResult } from '../tools/format.ts';
+import type { ExecToolResult } from '../protocol/index.ts';
 import { exposePort } from '../preview/ports.ts';
 import { previewAnswer } from '../preview/routes.ts';
 import { UnifiedExec } from '../tools/unified-exec.ts';
@@ -37,7 +37,7 @@ import { defineTool, SESSION_NOTE, sessionOf, type ToolContext, type ToolDef } f
 /** Runs facade work as the HTTP routes do: its result, or first an approval a person must give. */
 async function runFacade(session: Session, tool: string, ctx: ToolContext, work: (ue: UnifiedExec, run: ToolRun) => Promise<ExecToolResult>): Promise<CallToolResult> {
   const ue = UnifiedExec.for(session, ctx.config.terminateGraceMs);
-  const run = new ToolRun(undefined).start((r) => asReply(() => work(ue, r)));
+  const run = new ToolRun<ExecToolResult>(undefined).start((r) => asReply(() => work(ue, r)));
   return outcomeResult(tool, await run.nextOutcome(), session.spec.policy.approvalPolicy);
 }
 

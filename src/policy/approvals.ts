@@ -1,16 +1,7 @@
-/** Server-to-client approval requests (DESIGN.md section 4, `approval/request`). */
-import type { ProcessId } from '../ids.ts';
+/** Server-to-client approval requests (`approval/request`, docs/protocol.md; wire shapes in src/protocol/session.ts). */
+import type { ApprovalDecision, ApprovalRequest } from '../protocol/index.ts';
 
-export type ApprovalDecision = 'approved' | 'approved-for-session' | 'denied' | 'abort';
-export type ApprovalPurpose = 'initial' | 'sandbox-retry';
-
-export interface ApprovalRequest {
-  readonly processId: ProcessId;
-  readonly argv: readonly string[];
-  readonly cwd: string;
-  readonly purpose: ApprovalPurpose;
-  readonly reason: string;
-}
+export type { ApprovalDecision, ApprovalPurpose, ApprovalRequest } from '../protocol/index.ts';
 
 /**
  * Asks whoever is attached to the session. Must resolve (never reject): no client, a

@@ -46,7 +46,7 @@ function wireExitCode(exit: BackendExit): number {
 }
 
 async function ask(ctx: OrchestratorContext, proc: ManagedProcess, purpose: ApprovalPurpose, reason: string): Promise<ApprovalDecision> {
-  const decision = await ctx.requestApproval({ processId: proc.id, argv: proc.spec.argv, cwd: proc.spec.cwd, purpose, reason });
+  const decision = await ctx.requestApproval({ processId: proc.id, argv: [...proc.spec.argv], cwd: proc.spec.cwd, purpose, reason });
   ctx.metrics.approvals.inc({ purpose, decision });
   if (decision === 'approved-for-session') ctx.approvalCache.add(approvalKey(proc.spec.argv));
   return decision;

@@ -1,16 +1,12 @@
 /**
- * Session sandbox and approval policy (the wire shapes of DESIGN.md section 4) and their
- * resolution into the concrete sandbox a backend enforces for one attempt.
+ * Session sandbox and approval policy (their wire shapes are in src/protocol/session.ts) and
+ * their resolution into the concrete sandbox a backend enforces for one attempt.
  */
 import { posix } from 'node:path';
 import type { ResolvedSandbox } from '../backends/types.ts';
+import type { ApprovalPolicy, SandboxPolicy } from '../protocol/index.ts';
 
-export type SandboxPolicy =
-  | { readonly type: 'workspace-write'; readonly writableRoots?: readonly string[]; readonly networkAccess?: boolean; readonly excludeSlashTmp?: boolean }
-  | { readonly type: 'read-only'; readonly networkAccess?: boolean }
-  | { readonly type: 'danger-full-access' };
-
-export type ApprovalPolicy = 'untrusted' | 'on-failure' | 'on-request' | 'never' | { readonly granular: { readonly sandboxApproval: boolean } };
+export type { ApprovalPolicy, SandboxPolicy } from '../protocol/index.ts';
 
 /** The policy part of a session, fixed at creation. */
 export interface SessionPolicy {

@@ -16,6 +16,7 @@ import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/typ
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { Config } from '../config.ts';
+import { ErrorSchema, PortBodySchema as PortBody, PortParamsSchema as PortParams, PreviewSchema, SessionParamsSchema as SessionParams } from '../protocol/index.ts';
 import { execError, toExecError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
 import type { Session } from '../sessions/session.ts';
@@ -92,24 +93,6 @@ function withoutOurCookie(header: string | undefined): string | undefined {
   return kept.length > 0 ? kept.join('; ') : undefined;
 }
 
-const PortBody = Type.Object(
-  {
-    port: Type.Integer({ minimum: 1, maximum: 65535, description: 'TCP port inside the session' }),
-    ttlSeconds: Type.Optional(Type.Integer({ minimum: 10, maximum: 7 * 86_400, description: 'Validity of the signed path (default --preview-url-ttl-seconds)' })),
-  },
-  { additionalProperties: false },
-);
-const SessionParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) });
-const PortParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }), port: Type.Integer({ minimum: 1, maximum: 65535 }) });
-const ErrorBody = Type.Object({ code: Type.String(), message: Type.String() });
-const PreviewSchema = Type.Object({
-  port: Type.Integer(),
-  exposedAt: Type.String(),
-  path: Type.String({ description: 'Proxy path (bearer token or signed cookie)' }),
-  host: Type.Optional(Type.String({ description: 'Wildcard preview host, with --preview-host' })),
-  signedPath: Type.String({ description: 'Opens the port in a browser until expiresAt' }),
-  expiresAt: Type.String(),
-});
 
 export async function registerPreviewRoutes(app: FastifyInstance, opts: { config: Config; signer: PreviewSigner }): Promise<void> {
   const { config, signer } = opts;
@@ -118,7 +101,7 @@ export async function registerPreviewRoutes(app: FastifyInstance, opts: { config
   await app.register(async (scope) => {
     scope.setValidatorCompiler(TypeBoxValidatorCompiler);
     const api = scope.withTypeProvider<TypeBoxTypeProvider>();
-    const errors = { '4xx': ErrorBody, '5xx': ErrorBody };
+    const errors = { '4xx': ErrorSchema, '5xx': ErrorSchema };
 
     api.post(
       '/v1/sessions/:id/ports',

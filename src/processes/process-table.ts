@@ -4,6 +4,7 @@
  */
 import type { SignalName, SpawnMode, TerminalSize } from '../backends/types.ts';
 import { execError } from '../errors.ts';
+import type { ProcessSummary, WriteStatus } from '../protocol/index.ts';
 import type { ProcessId } from '../ids.ts';
 import { startWithPolicy, type OrchestratorContext } from '../policy/orchestrator.ts';
 import type { SandboxPermissions } from '../policy/approval-gate.ts';
@@ -42,27 +43,12 @@ export interface StartRequest {
   readonly narrowing?: SandboxNarrowing | undefined;
 }
 
-export type WriteStatus = 'accepted' | 'unknownProcess' | 'stdinClosed' | 'starting';
 
 export interface ReadRequest {
   readonly afterSeq: number;
   readonly maxBytes: number;
   readonly waitMs: number;
   readonly signal?: AbortSignal | undefined;
-}
-
-export interface ProcessSummary {
-  readonly processId: ProcessId;
-  readonly argv: readonly string[];
-  readonly mode: SpawnMode;
-  readonly status: string;
-  readonly exitCode: number | null;
-  readonly sandboxType: string;
-  readonly nextSeq: number;
-  readonly createdAtMs: number;
-  /** When it ended; null while it runs. */
-  readonly endedAtMs: number | null;
-  readonly sandboxDenied: boolean;
 }
 
 export class ProcessTable {
@@ -232,7 +218,7 @@ export class ProcessTable {
   list(): ProcessSummary[] {
     return [...this.#procs.values()].map((p) => ({
       processId: p.id,
-      argv: p.spec.argv,
+      argv: [...p.spec.argv],
       mode: p.spec.mode,
       status: p.state.status,
       exitCode: isTerminal(p.state) ? p.state.exitCode : null,

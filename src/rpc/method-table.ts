@@ -1,27 +1,23 @@
 /**
- * A JSON-RPC method table: each method has a TypeBox params schema (compiled once) and a
- * handler. Params are validated here, at the edge; handlers trust what they receive.
+ * A JSON-RPC method table: each method's params schema comes from the protocol module
+ * (src/protocol/methods.ts, compiled once here) and its handler is typed by it, params and
+ * result alike. Params are validated here, at the edge; handlers trust what they receive.
  */
-import type { Static, TSchema } from 'typebox';
+import type { TSchema } from 'typebox';
 import { Compile } from 'typebox/compile';
 import { execError } from '../errors.ts';
+import { RPC_METHODS, type MethodName, type MethodParams, type MethodResult } from '../protocol/index.ts';
 
-export interface MethodDef<S extends TSchema, Ctx, R> {
-  readonly schema: S;
-  /** Lifecycle gate: `none` (initialize), `initialized` (everything else). */
-  readonly requires: 'none' | 'initialized';
-  readonly handler: (params: Static<S>, ctx: Ctx, signal: AbortSignal) => Promise<R> | R;
-}
+/** Lifecycle gate: `none` (initialize), `initialized` (everything else). */
+export type Requires = 'none' | 'initialized';
 
-interface CompiledMethod<Ctx> {
-  readonly requires: 'none' | 'initialized';
+export type MethodHandler<M extends MethodName, Ctx> = (params: MethodParams<M>, ctx: Ctx, signal: AbortSignal) => Promise<MethodResult<M>> | MethodResult<M>;
+
+export interface CompiledMethod<Ctx> {
+  readonly requires: Requires;
   readonly schema: TSchema;
-  check(params: unknown): void;
-  readonly handler: (params: never, ctx: Ctx, signal: AbortSignal) => unknown;
-}
-
-export function defineMethod<S extends TSchema, Ctx, R>(def: MethodDef<S, Ctx, R>): MethodDef<S, Ctx, R> {
-  return def;
+  /** Validates `params` (EXEC_ERR_INVALID_PARAMS naming the field), then runs the handler. */
+  run(params: unknown, ctx: Ctx, signal: AbortSignal): Promise<unknown>;
 }
 
 interface ValidationError {
@@ -56,17 +52,21 @@ function describe(errors: readonly ValidationError[]): { message: string; field:
 export class MethodTable<Ctx> {
   readonly #methods = new Map<string, CompiledMethod<Ctx>>();
 
-  add<S extends TSchema, R>(name: string, def: MethodDef<S, Ctx, R>): this {
-    const compiled = Compile(def.schema);
+  /** Registers `name` with its protocol schema; `requires` defaults to `initialized`. */
+  add<M extends MethodName>(name: M, handler: MethodHandler<M, Ctx>, requires: Requires = 'initialized'): this {
+    const schema = RPC_METHODS[name].params;
+    const compiled = Compile(schema);
     this.#methods.set(name, {
-      requires: def.requires,
-      schema: def.schema,
-      check(params) {
-        if (compiled.Check(params)) return;
-        const { message, field } = describe([...compiled.Errors(params)] as unknown as ValidationError[]);
-        throw execError('EXEC_ERR_INVALID_PARAMS', message, { detail: { field } });
+      requires,
+      schema,
+      async run(params, ctx, signal) {
+        if (!compiled.Check(params)) {
+          const { message, field } = describe([...compiled.Errors(params)] as unknown as ValidationError[]);
+          throw execError('EXEC_ERR_INVALID_PARAMS', message, { detail: { field } });
+        }
+        // Check() proved the type; TypeScript cannot carry that through the index by `M`.
+        return handler(params as MethodParams<M>, ctx, signal);
       },
-      handler: def.handler as (params: never, ctx: Ctx, signal: AbortSignal) => unknown,
     });
     return this;
   }

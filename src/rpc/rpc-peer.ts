@@ -178,9 +178,7 @@ export class RpcPeer<Ctx> {
     this.#running++;
     try {
       this.#opts.gate(method, def.requires);
-      const params = m['params'] ?? {};
-      def.check(params);
-      const result = await def.handler(params as never, this.#opts.ctx, this.#inflight.signal);
+      const result = await def.run(m['params'] ?? {}, this.#opts.ctx, this.#inflight.signal);
       this.#opts.metrics.rpcRequests.inc({ method, result: 'ok' });
       return this.#envelope({ id, result: result ?? {} });
     } catch (err) {

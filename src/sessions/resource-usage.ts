@@ -3,23 +3,9 @@
  * backend's counters (`BackendSession.stats`) turned into a CPU rate from the previous sample.
  * Callers that ask at once share one sample, so polling clients cost one backend call.
  */
-import { Type, type Static } from 'typebox';
 import type { SessionStats } from '../backends/types.ts';
+import type { ResourceUsage } from '../protocol/index.ts';
 import type { Session } from './session.ts';
-
-export const ResourceUsageSchema = Type.Object(
-  {
-    cpuPercent: Type.Union([Type.Number(), Type.Null()], { description: 'CPU use since the previous sample, in percent of one CPU; null on the first sample' }),
-    cpuSeconds: Type.Number({ description: 'CPU time used so far (local: by the live process trees)' }),
-    memoryBytes: Type.Integer(),
-    memoryLimitBytes: Type.Union([Type.Integer(), Type.Null()]),
-    pids: Type.Integer(),
-    pidsLimit: Type.Union([Type.Integer(), Type.Null()]),
-    sampledAt: Type.String(),
-  },
-  { description: 'Resource use now (docker: the engine stats; local: the process trees of the running commands)' },
-);
-export type ResourceUsage = Static<typeof ResourceUsageSchema>;
 
 /** A sample younger than this answers again instead of asking the backend (and makes no noisy rate). */
 const REUSE_MS = 250;

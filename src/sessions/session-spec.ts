@@ -1,50 +1,15 @@
 /**
- * The session spec (`initialize.session`, `POST /v1/sessions`) as a TypeBox schema, and its
- * resolution against the server's defaults and maxima.
+ * The resolution of a session spec (`initialize.session`, `POST /v1/sessions`; its schema is
+ * src/protocol/session.ts) against the server's defaults and maxima, and the record a session
+ * keeps for recovery.
  */
-import { Type, type Static } from 'typebox';
 import { Compile } from 'typebox/compile';
 import type { Config } from '../config.ts';
 import { execError } from '../errors.ts';
-import type { ApprovalPolicy, SandboxPolicy, SessionPolicy } from '../policy/sandbox-policy.ts';
+import type { SandboxPolicy, SessionPolicy } from '../policy/sandbox-policy.ts';
+import { SessionSpecSchema, type SessionSpec } from '../protocol/index.ts';
 
-/** An absolute path or a `file://` URI (the form every path on the wire may take). */
-export const PathSchema = Type.String({ minLength: 1, maxLength: 4096, pattern: '^(/|file://)' });
-
-export const SandboxPolicySchema = Type.Union([
-  Type.Object({ type: Type.Literal('workspace-write'), writableRoots: Type.Optional(Type.Array(PathSchema, { maxItems: 64 })), networkAccess: Type.Optional(Type.Boolean()), excludeSlashTmp: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
-  Type.Object({ type: Type.Literal('read-only'), networkAccess: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
-  Type.Object({ type: Type.Literal('danger-full-access') }, { additionalProperties: false }),
-]);
-
-export const ApprovalPolicySchema = Type.Union([
-  Type.Literal('untrusted'),
-  Type.Literal('on-failure'),
-  Type.Literal('on-request'),
-  Type.Literal('never'),
-  Type.Object({ granular: Type.Object({ sandboxApproval: Type.Boolean() }, { additionalProperties: false }) }, { additionalProperties: false }),
-]);
-
-export const SessionSpecSchema = Type.Object(
-  {
-    image: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
-    snapshot: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
-    workdir: Type.Optional(PathSchema),
-    env: Type.Optional(Type.Record(Type.String({ maxLength: 1024 }), Type.String({ maxLength: 131072 }))),
-    labels: Type.Optional(Type.Record(Type.String({ pattern: '^[A-Za-z0-9_.-]{1,63}$' }), Type.String({ maxLength: 256 }))),
-    sandbox: Type.Optional(SandboxPolicySchema),
-    denyRead: Type.Optional(Type.Array(PathSchema, { maxItems: 256 })),
-    approvalPolicy: Type.Optional(ApprovalPolicySchema),
-    strictAutoReview: Type.Optional(Type.Boolean()),
-    previewPorts: Type.Optional(Type.Boolean({ description: 'Allow exposing TCP ports of the session as preview URLs (default false)' })),
-    resources: Type.Optional(Type.Object({ memoryMb: Type.Optional(Type.Integer({ minimum: 16 })), cpus: Type.Optional(Type.Number({ exclusiveMinimum: 0 })), pids: Type.Optional(Type.Integer({ minimum: 8 })) }, { additionalProperties: false })),
-    idleTimeoutSeconds: Type.Optional(Type.Integer({ minimum: 1 })),
-    maxLifetimeSeconds: Type.Optional(Type.Integer({ minimum: 1 })),
-  },
-  { additionalProperties: false },
-);
-
-export type SessionSpec = Static<typeof SessionSpecSchema>;
+export type { SessionSpec } from '../protocol/index.ts';
 
 /** A spec with every default applied and every maximum enforced. */
 export interface ResolvedSessionSpec {
@@ -76,7 +41,7 @@ function capped(name: string, value: number | undefined, dflt: number, max: numb
 }
 
 export function resolveSessionSpec(spec: SessionSpec, config: Config, denialHandling: 'server' | 'report'): ResolvedSessionSpec {
-  const sandbox = (spec.sandbox ?? { type: config.sandbox }) as SandboxPolicy;
+  const sandbox: SandboxPolicy = spec.sandbox ?? { type: config.sandbox };
   const normalizedSandbox: SandboxPolicy = sandbox.type === 'workspace-write' && sandbox.writableRoots ? { ...sandbox, writableRoots: sandbox.writableRoots.map(toPath) } : sandbox;
   return {
     image: spec.image,
@@ -87,7 +52,7 @@ export function resolveSessionSpec(spec: SessionSpec, config: Config, denialHand
     policy: {
       sandbox: normalizedSandbox,
       denyRead: (spec.denyRead ?? []).map(toPath),
-      approvalPolicy: (spec.approvalPolicy ?? config.approvalPolicy) as ApprovalPolicy,
+      approvalPolicy: spec.approvalPolicy ?? config.approvalPolicy,
       strictAutoReview: spec.strictAutoReview ?? false,
       denialHandling,
     },
@@ -113,9 +78,9 @@ export function sessionRecord(spec: ResolvedSessionSpec): string {
     ...(spec.snapshot !== undefined ? { snapshot: spec.snapshot } : {}),
     ...(spec.workdir !== undefined ? { workdir: spec.workdir } : {}),
     labels: spec.labels,
-    sandbox: spec.policy.sandbox as SessionSpec['sandbox'],
+    sandbox: spec.policy.sandbox,
     denyRead: [...spec.policy.denyRead],
-    approvalPolicy: spec.policy.approvalPolicy as SessionSpec['approvalPolicy'],
+    approvalPolicy: spec.policy.approvalPolicy,
     strictAutoReview: spec.policy.strictAutoReview,
     resources: spec.resources,
     idleTimeoutSeconds: spec.idleTimeoutSeconds,

@@ -7,8 +7,9 @@ import type { SessionId, TenantId } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { ApprovalDecision, ApprovalRequest } from '../policy/approvals.ts';
-import { exposedPorts, type ExposedPort } from '../preview/ports.ts';
+import { exposedPorts } from '../preview/ports.ts';
 import { ProcessTable, type ProcessLimits } from '../processes/process-table.ts';
+import type { SessionInfo } from '../protocol/index.ts';
 import type { ResolvedSessionSpec } from './session-spec.ts';
 
 /** The client side of a session: a WebSocket connection, or the HTTP approval queue. */
@@ -21,33 +22,6 @@ export interface SessionClient {
 }
 
 export type SessionStatus = { readonly status: 'alive' } | { readonly status: 'dead'; readonly reason: string };
-
-export interface SessionInfo {
-  readonly sessionId: SessionId;
-  readonly tenant: TenantId;
-  readonly backend: string;
-  readonly sandboxType: string;
-  readonly sandboxUnavailableReason?: string | undefined;
-  readonly sandbox: ResolvedSessionSpec['policy']['sandbox'];
-  readonly approvalPolicy: ResolvedSessionSpec['policy']['approvalPolicy'];
-  readonly denialHandling: ResolvedSessionSpec['policy']['denialHandling'];
-  readonly image?: string | undefined;
-  readonly containerId?: string | undefined;
-  /** Docker: how commands reach the container (the exec agent, or one engine exec each). */
-  readonly execPath?: 'agent' | 'exec' | undefined;
-  /** Docker on the `exec` path: why the agent is not used. */
-  readonly execPathReason?: string | undefined;
-  readonly workdir: string;
-  readonly status: SessionStatus['status'];
-  readonly attached: boolean;
-  readonly processes: number;
-  readonly runningProcesses: number;
-  readonly labels: Record<string, string>;
-  readonly createdAt: string;
-  readonly expiresAt: string;
-  /** Exposed preview ports (src/preview/). */
-  readonly ports: ExposedPort[];
-}
 
 /** Client working directories a session maps onto its workspace, at most. */
 const MAX_WORKSPACE_ALIASES = 16;

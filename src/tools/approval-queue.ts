@@ -9,10 +9,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import { execError, toExecError } from '../errors.ts';
-import type { ProcessId } from '../ids.ts';
+import { asProcessId, type ProcessId } from '../ids.ts';
 import type { ApprovalDecision, ApprovalRequest } from '../policy/approvals.ts';
+import type { ErrorStatus } from '../errors.ts';
+import type { ApprovalRequired, ErrorBody, ExecToolResult, FunctionCallOutput } from '../protocol/index.ts';
 import type { SessionClient } from '../sessions/session.ts';
-import type { ExecToolResult } from './format.ts';
 
 export interface PendingApproval {
   readonly id: string;
@@ -22,32 +23,35 @@ export interface PendingApproval {
   readonly run: ToolRun;
 }
 
-/** The HTTP answer of a tool call: a status and a JSON body. */
-export interface ToolReply {
-  readonly statusCode: number;
-  readonly body: Record<string, unknown>;
-}
+/** What a tool call answers with when it is done: a unified-exec result, or a model's function output. */
+export type ToolBody = ExecToolResult | FunctionCallOutput;
+
+/** The HTTP answer of a tool call: a status and its JSON body. */
+export type ToolReply<B extends ToolBody = ToolBody> =
+  | { readonly statusCode: 200; readonly body: B }
+  | { readonly statusCode: 202; readonly body: ApprovalRequired }
+  | { readonly statusCode: ErrorStatus; readonly body: ErrorBody };
+
+export type RunOutcome<B extends ToolBody = ToolBody> = { readonly kind: 'reply'; readonly reply: ToolReply<B> } | { readonly kind: 'approval'; readonly approval: PendingApproval };
 
 /** A facade call's result as a reply: 200 with the result, or its error's status and `{code, message}`. */
-export async function asReply(work: () => Promise<ExecToolResult>): Promise<ToolReply> {
+export async function asReply(work: () => Promise<ExecToolResult>): Promise<ToolReply<ExecToolResult>> {
   try {
-    return { statusCode: 200, body: { ...(await work()) } };
+    return { statusCode: 200, body: await work() };
   } catch (err) {
     const e = toExecError(err);
     return { statusCode: e.statusCode, body: { code: e.code, message: e.message } };
   }
 }
 
-export type RunOutcome = { readonly kind: 'reply'; readonly reply: ToolReply } | { readonly kind: 'approval'; readonly approval: PendingApproval };
-
 /**
  * One HTTP tool call in flight. Its work runs in the background; `nextOutcome()` resolves
  * with its reply, or earlier with an approval it is waiting for. While an approval is
  * pending the call's yield deadline does not run (`pausedMs`).
  */
-export class ToolRun {
+export class ToolRun<B extends ToolBody = ToolBody> {
   readonly callId: string | undefined;
-  #reply: ToolReply | undefined;
+  #reply: ToolReply<B> | undefined;
   #approvals: PendingApproval[] = [];
   #waiters: Array<() => void> = [];
   #pendingCount = 0;
@@ -59,7 +63,7 @@ export class ToolRun {
   }
 
   /** Starts the work; `work` must not reject (errors are replies too). */
-  start(work: (run: ToolRun) => Promise<ToolReply>): this {
+  start(work: (run: ToolRun<B>) => Promise<ToolReply<B>>): this {
     void work(this).then((reply) => {
       this.#reply = reply;
       this.#wake();
@@ -98,7 +102,7 @@ export class ToolRun {
     return new Promise((resolve) => this.#waiters.push(resolve));
   }
 
-  async nextOutcome(): Promise<RunOutcome> {
+  async nextOutcome(): Promise<RunOutcome<B>> {
     for (;;) {
       const approval = this.#approvals.shift();
       if (approval) return { kind: 'approval', approval };
@@ -130,7 +134,7 @@ export class HttpApprovalQueue implements SessionClient {
   request(method: string, params: unknown, timeoutMs: number): Promise<unknown> {
     if (method !== 'approval/request') return Promise.reject(new Error(`unsupported request ${method}`));
     const request = params as ApprovalRequest;
-    const run = this.#owners.get(request.processId);
+    const run = this.#owners.get(asProcessId(request.processId));
     if (!run) return Promise.reject(new Error('no client is attached to answer the approval'));
     return new Promise((resolve, reject) => {
       const id = `appr_${randomUUID().replace(/-/g, '').slice(0, 20)}`;
@@ -178,7 +182,7 @@ export class HttpApprovalQueue implements SessionClient {
 }
 
 /** The wire form of an approval the caller must decide. */
-export function approvalRequiredBody(approval: PendingApproval, callId: string | undefined): Record<string, unknown> {
+export function approvalRequiredBody(approval: PendingApproval, callId: string | undefined): ApprovalRequired {
   const r = approval.request;
   return {
     status: 'approval_required',
@@ -188,7 +192,7 @@ export function approvalRequiredBody(approval: PendingApproval, callId: string |
   };
 }
 
-export function outcomeReply(outcome: RunOutcome, callId: string | undefined): ToolReply {
+export function outcomeReply<B extends ToolBody>(outcome: RunOutcome<B>, callId: string | undefined): ToolReply<B> {
   if (outcome.kind === 'reply') return outcome.reply;
   return { statusCode: 202, body: approvalRequiredBody(outcome.approval, callId) };
 }

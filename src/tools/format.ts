@@ -3,6 +3,7 @@
  * (`ExecCommandToolOutput::response_text`), and the JSON the HTTP facade answers with.
  */
 import { randomBytes } from 'node:crypto';
+import type { ExecToolResult } from '../protocol/index.ts';
 import { approxTokenCount, formattedTruncateText } from './truncation.ts';
 
 export const DEFAULT_MAX_OUTPUT_TOKENS = 10_000;
@@ -10,21 +11,6 @@ export const DEFAULT_MAX_OUTPUT_TOKENS = 10_000;
 /** `generate_chunk_id`: 6 random hex characters. */
 export function chunkId(): string {
   return randomBytes(3).toString('hex');
-}
-
-export interface ExecToolResult {
-  readonly chunk_id: string;
-  readonly wall_time_seconds: number;
-  readonly exit_code?: number | undefined;
-  readonly session_id?: number | undefined;
-  readonly original_token_count: number;
-  /** The output as the model sees it (middle-truncated to `max_output_tokens`). */
-  readonly output: string;
-  /** The block Codex sends the model. */
-  readonly text: string;
-  readonly sandbox_denied?: boolean | undefined;
-  /** Codex's process-count warning (sent to the model as a separate warning message). */
-  readonly warning?: string | undefined;
 }
 
 export interface ResultInput {

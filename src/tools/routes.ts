@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { Session } from '../sessions/session.ts';
+import { ERROR_STATUSES } from '../errors.ts';
 import { asReply, outcomeReply, ToolRun } from './approval-queue.ts';
 import {
   ApprovalParamsSchema,
@@ -14,16 +15,18 @@ import {
   DecisionBodySchema,
   ErrorSchema,
   ExecCommandBodySchema,
+  type ExecToolResult,
   ExecResultSchema,
   FunctionCallOutputSchema,
   SessionParamsSchema,
   ToolCallItemSchema,
   WriteStdinBodySchema,
-} from './schemas.ts';
+} from '../protocol/index.ts';
 import { routeToolCall } from './tool-calls.ts';
 import { UnifiedExec } from './unified-exec.ts';
 
-const errors = { 400: ErrorSchema, 401: ErrorSchema, 403: ErrorSchema, 404: ErrorSchema, 409: ErrorSchema, 410: ErrorSchema, 429: ErrorSchema, 500: ErrorSchema, 503: ErrorSchema };
+/** Every status an error of the registry answers with (a tool call passes them through). */
+const errors = Object.fromEntries(ERROR_STATUSES.map((status) => [status, ErrorSchema])) as Record<(typeof ERROR_STATUSES)[number], typeof ErrorSchema>;
 
 export function registerToolRoutes(app: FastifyInstance, opts: { terminateGraceMs: number }): void {
   const api = app.withTypeProvider<TypeBoxTypeProvider>();
@@ -44,9 +47,9 @@ export function registerToolRoutes(app: FastifyInstance, opts: { terminateGraceM
     },
     async (request, reply) => {
       const ue = facade(app.sessions.get(request.params.id, request.tenant));
-      const run = new ToolRun(undefined).start((r) => asReply(() => ue.execCommand(request.body, r)));
+      const run = new ToolRun<ExecToolResult>(undefined).start((r) => asReply(() => ue.execCommand(request.body, r)));
       const out = outcomeReply(await run.nextOutcome(), undefined);
-      return reply.code(out.statusCode).send(out.body as never);
+      return reply.code(out.statusCode).send(out.body);
     },
   );
 
@@ -64,9 +67,9 @@ export function registerToolRoutes(app: FastifyInstance, opts: { terminateGraceM
     },
     async (request, reply) => {
       const ue = facade(app.sessions.get(request.params.id, request.tenant));
-      const run = new ToolRun(undefined).start((r) => asReply(() => ue.writeStdin(request.body, r)));
+      const run = new ToolRun<ExecToolResult>(undefined).start((r) => asReply(() => ue.writeStdin(request.body, r)));
       const out = outcomeReply(await run.nextOutcome(), undefined);
-      return reply.code(out.statusCode).send(out.body as never);
+      return reply.code(out.statusCode).send(out.body);
     },
   );
 
@@ -105,7 +108,7 @@ export function registerToolRoutes(app: FastifyInstance, opts: { terminateGraceM
       const ue = facade(app.sessions.get(request.params.id, request.tenant));
       const pending = ue.approvals.decide(request.params.approvalId, request.body.decision);
       const out = outcomeReply(await pending.run.nextOutcome(), pending.run.callId);
-      return reply.code(out.statusCode).send(out.body as never);
+      return reply.code(out.statusCode).send(out.body);
     },
   );
 
@@ -125,9 +128,9 @@ export function registerToolRoutes(app: FastifyInstance, opts: { terminateGraceM
     async (request, reply) => {
       const session = app.sessions.get(request.params.id, request.tenant);
       const decision = routeToolCall(request.body as Record<string, unknown>, () => facade(session));
-      if (decision.kind === 'ignore') return reply.code(204).send(null as never);
+      if (decision.kind === 'ignore') return reply.code(204).send(null);
       const out = decision.kind === 'reply' ? decision.reply : outcomeReply(await decision.run.nextOutcome(), decision.run.callId);
-      return reply.code(out.statusCode).send(out.body as never);
+      return reply.code(out.statusCode).send(out.body);
     },
   );
 }

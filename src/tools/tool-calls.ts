@@ -9,9 +9,8 @@
 import { Compile } from 'typebox/compile';
 import { toExecError } from '../errors.ts';
 import { ToolRun, type ToolReply } from './approval-queue.ts';
-import type { ExecToolResult } from './format.ts';
-import { ExecCommandBodySchema, WriteStdinBodySchema } from './schemas.ts';
-import type { ExecCommandArgs, UnifiedExec, WriteStdinArgs } from './unified-exec.ts';
+import { ExecCommandBodySchema, WriteStdinBodySchema, type ExecCommandArgs, type ExecToolResult, type FunctionCallOutput, type WriteStdinArgs } from '../protocol/index.ts';
+import type { UnifiedExec } from './unified-exec.ts';
 
 /** Item types that carry a tool call. */
 const TOOL_ITEM_TYPES = new Set(['function_call', 'custom_tool_call']);
@@ -23,9 +22,11 @@ type ToolName = keyof typeof TOOLS;
 const checkExec = Compile(ExecCommandBodySchema);
 const checkWrite = Compile(WriteStdinBodySchema);
 
-export type RouteDecision = { readonly kind: 'ignore' } | { readonly kind: 'reply'; readonly reply: ToolReply } | { readonly kind: 'run'; readonly run: ToolRun };
+type Reply = ToolReply<FunctionCallOutput>;
 
-export function functionCallOutput(callId: string, output: string, extra: Record<string, unknown> = {}): ToolReply {
+export type RouteDecision = { readonly kind: 'ignore' } | { readonly kind: 'reply'; readonly reply: Reply } | { readonly kind: 'run'; readonly run: ToolRun<FunctionCallOutput> };
+
+export function functionCallOutput(callId: string, output: string, extra: Partial<FunctionCallOutput> = {}): Reply {
   return { statusCode: 200, body: { type: 'function_call_output', call_id: callId, output, ...extra } };
 }
 
@@ -47,7 +48,7 @@ function argumentError(check: typeof checkExec | typeof checkWrite, value: unkno
   return `${first?.instancePath || 'arguments'} ${first?.message ?? 'is invalid'}`;
 }
 
-function completed(callId: string, result: ExecToolResult): ToolReply {
+function completed(callId: string, result: ExecToolResult): Reply {
   return functionCallOutput(callId, result.text, { status: 'completed', result });
 }
 
@@ -69,7 +70,7 @@ export function routeToolCall(item: Record<string, unknown>, unifiedExec: () => 
   const invalid = argumentError(tool === 'exec_command' ? checkExec : checkWrite, parsed.value);
   if (invalid !== undefined) return { kind: 'reply', reply: functionCallOutput(callId, `failed to parse function arguments: ${invalid}`, { status: 'failed' }) };
   const ue = unifiedExec();
-  const run = new ToolRun(callId).start(async (r) => {
+  const run = new ToolRun<FunctionCallOutput>(callId).start(async (r) => {
     try {
       if (tool === 'exec_command') return completed(callId, await ue.execCommand(parsed.value as ExecCommandArgs, r));
       return completed(callId, await ue.writeStdin(parsed.value as WriteStdinArgs, r));

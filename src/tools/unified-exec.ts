@@ -13,10 +13,11 @@ import { execError } from '../errors.ts';
 import { asProcessId, type ProcessId } from '../ids.ts';
 import { decideInitial } from '../policy/approval-gate.ts';
 import type { LogEvent } from '../processes/output-log.ts';
+import type { ExecCommandArgs, ExecToolResult, WriteStdinArgs } from '../protocol/index.ts';
 import type { Session } from '../sessions/session.ts';
 import { toPath } from '../sessions/session-spec.ts';
 import { HttpApprovalQueue, type ToolRun } from './approval-queue.ts';
-import { buildResult, type ExecToolResult } from './format.ts';
+import { buildResult } from './format.ts';
 import { HeadTailBuffer } from './head-tail-buffer.ts';
 
 export const MIN_YIELD_TIME_MS = 250;
@@ -65,25 +66,6 @@ export function writeStdinYieldMs(requested: number | null | undefined, empty: b
 
 export function processLimitWarning(count: number): string {
   return `The maximum number of unified exec processes you can keep open is ${WARNING_UNIFIED_EXEC_PROCESSES} and you currently have ${count} processes open. Reuse older processes or close them to prevent automatic pruning of old processes`;
-}
-
-export interface ExecCommandArgs {
-  readonly cmd: string;
-  readonly workdir?: string | null | undefined;
-  readonly shell?: string | null | undefined;
-  readonly login?: boolean | null | undefined;
-  readonly tty?: boolean | null | undefined;
-  readonly yield_time_ms?: number | null | undefined;
-  readonly max_output_tokens?: number | null | undefined;
-  readonly sandbox_permissions?: 'use_default' | 'require_escalated' | null | undefined;
-  readonly justification?: string | null | undefined;
-}
-
-export interface WriteStdinArgs {
-  readonly session_id: number;
-  readonly chars?: string | null | undefined;
-  readonly yield_time_ms?: number | null | undefined;
-  readonly max_output_tokens?: number | null | undefined;
 }
 
 /** Codex's Debug names of approval policies, for its rejection text. */

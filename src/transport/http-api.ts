@@ -9,11 +9,9 @@ import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/typ
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config.ts';
 import { execError } from '../errors.ts';
-import { SessionSpecSchema, type SessionSpec } from '../sessions/session-spec.ts';
+import { ErrorSchema, SessionInfoSchema, SessionListQuerySchema, SessionListSchema, SessionParamsSchema, SessionSpecSchema, SnapshotBodySchema, SnapshotInfoSchema, SnapshotListSchema, SnapshotParamsSchema } from '../protocol/index.ts';
 import { registerToolRoutes } from '../tools/routes.ts';
 import { sampleUsage } from '../sessions/resource-usage.ts';
-import { ErrorSchema, SessionInfoSchema, SessionListQuerySchema, SessionListSchema, SnapshotBodySchema, SnapshotInfoSchema, SnapshotListSchema, SnapshotParamsSchema } from './http-schemas.ts';
-import { SessionParamsSchema } from '../tools/schemas.ts';
 
 const errors = { 400: ErrorSchema, 401: ErrorSchema, 404: ErrorSchema, 410: ErrorSchema, 429: ErrorSchema, 500: ErrorSchema, 501: ErrorSchema, 502: ErrorSchema, 503: ErrorSchema };
 
@@ -40,8 +38,8 @@ export async function registerHttpApi(app: FastifyInstance, opts: { config: Conf
         },
       },
       async (request, reply) => {
-        const session = await app.sessions.create(request.body as SessionSpec, { tenant: request.tenant, clientName: request.headers['x-client-name']?.toString() });
-        return reply.code(201).send(session.info() as never);
+        const session = await app.sessions.create(request.body, { tenant: request.tenant, clientName: request.headers['x-client-name']?.toString() });
+        return reply.code(201).send(session.info());
       },
     );
 
@@ -50,8 +48,8 @@ export async function registerHttpApi(app: FastifyInstance, opts: { config: Conf
       { schema: { operationId: 'listSessions', tags: ['sessions'], summary: "The caller's sessions", querystring: SessionListQuerySchema, response: { 200: SessionListSchema, ...errors } } },
       async (request) => {
         const sessions = app.sessions.list(request.tenant);
-        if (request.query.usage !== true) return { sessions: sessions.map((s) => s.info()) } as never;
-        return { sessions: await Promise.all(sessions.map(async (s) => ({ ...s.info(), usage: await sampleUsage(s) }))) } as never;
+        if (request.query.usage !== true) return { sessions: sessions.map((s) => s.info()) };
+        return { sessions: await Promise.all(sessions.map(async (s) => ({ ...s.info(), usage: await sampleUsage(s) }))) };
       },
     );
 
@@ -60,7 +58,7 @@ export async function registerHttpApi(app: FastifyInstance, opts: { config: Conf
       { schema: { operationId: 'getSession', tags: ['sessions'], summary: 'One session, with its resource use', params: SessionParamsSchema, response: { 200: SessionInfoSchema, ...errors } } },
       async (request) => {
         const session = app.sessions.get(request.params.id, request.tenant);
-        return { ...session.info(), usage: await sampleUsage(session) } as never;
+        return { ...session.info(), usage: await sampleUsage(session) };
       },
     );
 
@@ -77,7 +75,7 @@ export async function registerHttpApi(app: FastifyInstance, opts: { config: Conf
       },
       async (request, reply) => {
         await app.sessions.destroy(request.params.id, request.tenant);
-        return reply.code(204).send(null as never);
+        return reply.code(204).send(null);
       },
     );
 
@@ -100,14 +98,14 @@ export async function registerHttpApi(app: FastifyInstance, opts: { config: Conf
         const session = app.sessions.get(request.params.id, request.tenant);
         if (session.status.status === 'dead') throw execError('EXEC_ERR_SESSION_DEAD', `session is dead: ${session.status.reason}`);
         const snapshot = await session.backend.snapshot(request.body.name);
-        return reply.code(201).send(snapshot as never);
+        return reply.code(201).send(snapshot);
       },
     );
 
     api.get(
       '/v1/snapshots',
       { schema: { operationId: 'listSnapshots', tags: ['snapshots'], summary: "The caller's snapshots", response: { 200: SnapshotListSchema, ...errors } } },
-      async (request) => ({ snapshots: await app.sessions.backend.listSnapshots(request.tenant) }) as never,
+      async (request) => ({ snapshots: await app.sessions.backend.listSnapshots(request.tenant) }),
     );
 
     api.delete(
@@ -123,7 +121,7 @@ export async function registerHttpApi(app: FastifyInstance, opts: { config: Conf
       },
       async (request, reply) => {
         await app.sessions.backend.deleteSnapshot(request.params.id, request.tenant);
-        return reply.code(204).send(null as never);
+        return reply.code(204).send(null);
       },
     );
 

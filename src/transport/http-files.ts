@@ -8,27 +8,29 @@
 import { posix } from 'node:path';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { Type } from 'typebox';
+import { Type, type Static } from 'typebox';
 import type { Config } from '../config.ts';
 import { execError } from '../errors.ts';
+import {
+  CopyBodySchema,
+  DownloadBodySchema,
+  DownloadQuerySchema,
+  EmptyResult,
+  FileMetadataSchema,
+  FilePathQuerySchema,
+  FsCanonicalizeResult,
+  FsReadDirectoryResult,
+  MkdirBodySchema,
+  RemoveQuerySchema,
+  SessionParamsSchema,
+  UploadResultSchema,
+} from '../protocol/index.ts';
 import type { Session } from '../sessions/session.ts';
 import { SessionFiles } from '../sessions/files/session-files.ts';
 
+/** The file routes' error answers, as the OpenAPI document describes them. */
 const ErrorBody = Type.Object({ code: Type.String(), message: Type.String() }, { description: 'Error: a stable `EXEC_ERR_*` code and a message' });
 const errors = { '4xx': ErrorBody, '5xx': ErrorBody };
-const Path = Type.String({ minLength: 1, maxLength: 4096, pattern: '^(/|file://)', description: 'Absolute path or file:// URI inside the session' });
-const Params = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) });
-const PathQuery = Type.Object({ path: Path });
-const Metadata = Type.Object({
-  isDirectory: Type.Boolean(),
-  isFile: Type.Boolean(),
-  isSymlink: Type.Boolean(),
-  size: Type.Number(),
-  createdAtMs: Type.Number(),
-  modifiedAtMs: Type.Number(),
-});
-const Entry = Type.Object({ fileName: Type.String(), isDirectory: Type.Boolean(), isFile: Type.Boolean() });
-const Empty = Type.Object({});
 const TAGS = ['files'];
 
 export interface FileRoutesOptions {
@@ -47,15 +49,17 @@ export async function registerFileRoutes(app: FastifyInstance, opts: FileRoutesO
       return { session, files: SessionFiles.for(session, opts.config ? { maxReadBytes: opts.config.fsMaxReadBytes } : {}) };
     };
 
-    r.get(
+    // The answer is a stream, which the typed reply (a string, as OpenAPI says) cannot take:
+    // this one route names its request types itself.
+    scope.get<{ Params: Static<typeof SessionParamsSchema>; Querystring: Static<typeof DownloadQuerySchema> }>(
       '/v1/sessions/:id/files/content',
       {
         schema: {
           tags: TAGS,
           summary: 'Download a file (streamed)',
-          params: Params,
-          querystring: Type.Object({ path: Path, offset: Type.Optional(Type.Integer({ minimum: 0, description: 'Start at this byte' })) }),
-          response: { 200: Type.String({ format: 'binary', description: 'The file bytes (application/octet-stream)' }), ...errors },
+          params: SessionParamsSchema,
+          querystring: DownloadQuerySchema,
+          response: { 200: DownloadBodySchema, ...errors },
         },
       },
       async (request, reply) => {
@@ -66,7 +70,7 @@ export async function registerFileRoutes(app: FastifyInstance, opts: FileRoutesO
           .header('content-type', 'application/octet-stream')
           .header('content-length', String(Math.max(0, size - offset)))
           .header('content-disposition', `attachment; filename="${encodeURIComponent(posix.basename(path))}"`)
-          .send(stream as never);
+          .send(stream);
       },
     );
 
@@ -76,9 +80,9 @@ export async function registerFileRoutes(app: FastifyInstance, opts: FileRoutesO
         schema: {
           tags: TAGS,
           summary: 'Upload a file (request body streamed, application/octet-stream); creates or truncates it',
-          params: Params,
-          querystring: PathQuery,
-          response: { 200: Type.Object({ path: Type.String(), bytesWritten: Type.Number() }), ...errors },
+          params: SessionParamsSchema,
+          querystring: FilePathQuerySchema,
+          response: { 200: UploadResultSchema, ...errors },
         },
       },
       async (request) => {
@@ -93,7 +97,7 @@ export async function registerFileRoutes(app: FastifyInstance, opts: FileRoutesO
 
     r.get(
       '/v1/sessions/:id/files/metadata',
-      { schema: { tags: TAGS, summary: 'Metadata of a path (fs/getMetadata)', params: Params, querystring: PathQuery, response: { 200: Metadata, ...errors } } },
+      { schema: { tags: TAGS, summary: 'Metadata of a path (fs/getMetadata)', params: SessionParamsSchema, querystring: FilePathQuerySchema, response: { 200: FileMetadataSchema, ...errors } } },
       async (request) => {
         const { files } = filesOf(request);
         return files.getMetadata(files.resolvePath(request.query.path));
@@ -102,7 +106,7 @@ export async function registerFileRoutes(app: FastifyInstance, opts: FileRoutesO
 
     r.get(
       '/v1/sessions/:id/files/list',
-      { schema: { tags: TAGS, summary: 'List a directory (fs/readDirectory)', params: Params, querystring: PathQuery, response: { 200: Type.Object({ entries: Type.Array(Entry) }), ...errors } } },
+      { schema: { tags: TAGS, summary: 'List a directory (fs/readDirectory)', params: SessionParamsSchema, querystring: FilePathQuerySchema, response: { 200: FsReadDirectoryResult, ...errors } } },
       async (request) => {
         const { files } = filesOf(request);
         return { entries: await files.readDirectory(files.resolvePath(request.query.path)) };
@@ -111,7 +115,7 @@ export async function registerFileRoutes(app: FastifyInstance, opts: FileRoutesO
 
     r.get(
       '/v1/sessions/:id/files/canonical',
-      { schema: { tags: TAGS, summary: 'Canonical path (fs/canonicalize)', params: Params, querystring: PathQuery, response: { 200: Type.Object({ path: Type.String() }), ...errors } } },
+      { schema: { tags: TAGS, summary: 'Canonical path (fs/canonicalize)', params: SessionParamsSchema, querystring: FilePathQuerySchema, response: { 200: FsCanonicalizeResult, ...errors } } },
       async (request) => {
         const { files } = filesOf(request);
         const path = files.resolvePath(request.query.path);
@@ -125,9 +129,9 @@ export async function registerFileRoutes(app: FastifyInstance, opts: FileRoutesO
         schema: {
           tags: TAGS,
           summary: 'Remove a file or directory (fs/remove)',
-          params: Params,
-          querystring: Type.Object({ path: Path, recursive: Type.Optional(Type.Boolean()), force: Type.Optional(Type.Boolean()) }),
-          response: { 200: Empty, ...errors },
+          params: SessionParamsSchema,
+          querystring: RemoveQuerySchema,
+          response: { 200: EmptyResult, ...errors },
         },
       },
       async (request) => {
@@ -143,9 +147,9 @@ export async function registerFileRoutes(app: FastifyInstance, opts: FileRoutesO
         schema: {
           tags: TAGS,
           summary: 'Copy a file or (recursive) a directory to a new path (fs/copy)',
-          params: Params,
-          body: Type.Object({ sourcePath: Path, destinationPath: Path, recursive: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
-          response: { 200: Empty, ...errors },
+          params: SessionParamsSchema,
+          body: CopyBodySchema,
+          response: { 200: EmptyResult, ...errors },
         },
       },
       async (request) => {
@@ -162,9 +166,9 @@ export async function registerFileRoutes(app: FastifyInstance, opts: FileRoutesO
         schema: {
           tags: TAGS,
           summary: 'Create a directory (fs/createDirectory)',
-          params: Params,
-          body: Type.Object({ path: Path, recursive: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
-          response: { 200: Empty, ...errors },
+          params: SessionParamsSchema,
+          body: MkdirBodySchema,
+          response: { 200: EmptyResult, ...errors },
         },
       },
       async (request) => {

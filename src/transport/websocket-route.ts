@@ -5,7 +5,7 @@
  * or has more than `wsBufferLimitBytes` unread, is cut off (close code 4001); its processes
  * keep running and it can resume the session.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { WebSocket } from 'ws';
 import { RpcCode } from '../errors.ts';
 import type { Metrics } from '../metrics.ts';
@@ -24,7 +24,7 @@ export interface WebSocketRouteOptions {
 }
 
 export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRouteOptions): void {
-  const wsHandler = (socket: WebSocket, request: { tenant: ConnectionDeps['tenant']; log: FastifyInstance['log'] }): void => {
+  const wsHandler = (socket: WebSocket, request: FastifyRequest): void => {
     const log = request.log.child({ tenant: request.tenant });
     opts.metrics.wsConnections.inc();
     const close = (code: number, reason: string): void => {
@@ -82,7 +82,7 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
       url,
       schema: { hide: true },
       handler: async () => ({ name: 'exec-server', websocket: true, docs: '/docs/openapi.json' }),
-      wsHandler: wsHandler as never,
+      wsHandler,
     });
   }
 }

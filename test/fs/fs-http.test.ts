@@ -7,12 +7,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { cpCommand } from '../../src/cli/cp.ts';
-import { FilesHttpError, HttpFiles, readFile as rpcReadFile, readFileChunked, writeFile as rpcWriteFile, writeFileChunked } from '../../src/client/files.ts';
+import { ExecServerHttpError } from '../../src/client/errors.ts';
+import { HttpFiles, readFile as rpcReadFile, readFileChunked, writeFile as rpcWriteFile, writeFileChunked } from '../../src/client/files.ts';
 import { BACKENDS, fsEnv } from './helpers.ts';
 
 async function rejectsHttp(p: Promise<unknown>, status: number, code: string, message?: RegExp): Promise<void> {
   await assert.rejects(p, (err: unknown) => {
-    assert.ok(err instanceof FilesHttpError, String(err));
+    assert.ok(err instanceof ExecServerHttpError, String(err));
     assert.equal(err.status, status, err.message);
     assert.equal(err.code, code, err.message);
     if (message) assert.match(err.message, message);

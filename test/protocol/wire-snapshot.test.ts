@@ -3,11 +3,14 @@
  * HTTP API, and the shapes of real answers and notifications of one scripted conversation over
  * WebSocket and HTTP are compared with `wire-snapshot.json`. A change of the protocol shows up
  * here as a diff; one made on purpose is recorded with `UPDATE_WIRE_SNAPSHOT=1` and said in the
- * commit (docs/protocol.md describes the protocol).
+ * commit (docs/protocol.md describes the protocol). Every answer and notification is also checked
+ * against its result schema in src/protocol/, so the schemas say what the server really sends.
  */
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { test } from 'node:test';
+import { Compile } from 'typebox/compile';
+import { RPC_METHODS, RPC_NOTIFICATIONS } from '../../src/protocol/index.ts';
 import type { Connection } from '../../src/rpc/connection.ts';
 import { MethodTable } from '../../src/rpc/method-table.ts';
 import { registerFsMethods } from '../../src/rpc/methods/fs-methods.ts';
@@ -68,7 +71,16 @@ test('wire snapshot: JSON-RPC schemas, OpenAPI and the shapes of real answers ar
   const server = await startServer({ flags: ['--max-message-bytes', '65536'] });
   t.after(() => server.close());
   const live: Record<string, unknown> = {};
+  const mismatches: string[] = [];
+  /** Checks `value` against the protocol's schema for `method` (a method's result or a notification's params). */
+  const conforms = (method: string, value: unknown): void => {
+    const schema = method in RPC_METHODS ? RPC_METHODS[method as keyof typeof RPC_METHODS].result : RPC_NOTIFICATIONS[method as keyof typeof RPC_NOTIFICATIONS];
+    if (schema === undefined) return;
+    const check = Compile(schema);
+    if (!check.Check(value)) mismatches.push(`${method}: ${JSON.stringify([...check.Errors(value)].slice(0, 3))} in ${JSON.stringify(value).slice(0, 300)}`);
+  };
   const record = (name: string, value: unknown): void => {
+    conforms(name.split(' ')[0] ?? name, value);
     live[name] = shape(value);
   };
 
@@ -199,6 +211,8 @@ test('wire snapshot: JSON-RPC schemas, OpenAPI and the shapes of real answers ar
     writeFileSync(SNAPSHOT, `${JSON.stringify(actual, null, 1)}\n`);
     t.diagnostic('wire-snapshot.json written');
   }
+  for (const n of s.notifications) conforms(n.method, n.params);
+  assert.deepEqual(mismatches, [], 'answers that do not match their protocol schema');
   const expected = JSON.parse(readFileSync(SNAPSHOT, 'utf8')) as typeof actual;
   assert.deepEqual(actual.rpcMethods, expected.rpcMethods, 'JSON-RPC params schemas changed');
   assert.deepEqual(actual.live, expected.live, 'answer or notification shapes changed');

@@ -5,18 +5,13 @@
  * sandbox, narrowed (never widened) by the call's Codex `sandbox` object.
  */
 import { pathToFileURL } from 'node:url';
-import { Type, type TSchema } from 'typebox';
 import { execError, ExecServerError } from '../../errors.ts';
 import type { SandboxNarrowing } from '../../policy/sandbox-policy.ts';
 import { SessionFiles } from '../../sessions/files/session-files.ts';
 import type { Connection } from '../connection.ts';
-import { defineMethod, type MethodTable } from '../method-table.ts';
-import { Base64Schema, Opt, Params, PathSchema } from '../schemas.ts';
+import type { MethodName, MethodParams } from '../../protocol/index.ts';
+import type { MethodHandler, MethodTable } from '../method-table.ts';
 import { narrowingFromCodexSandbox } from './codex-sandbox.ts';
-
-const SandboxParam = Opt(Type.Record(Type.String(), Type.Unknown()));
-const HandleId = Type.Union([Type.String({ minLength: 1, maxLength: 256 }), Type.Integer({ minimum: 0 })]);
-const WatchId = Type.Union([Type.String({ minLength: 1, maxLength: 256 }), Type.Integer()]);
 
 /** Codex's text for a missing path (what its own executor answers); the path goes in `error.data.path`. */
 const NOT_FOUND_MESSAGE = 'No such file or directory (os error 2)';
@@ -44,154 +39,117 @@ function rethrow(err: unknown, path: string): never {
   throw err;
 }
 
-function fsMethod<S extends TSchema, R>(table: MethodTable<Connection>, name: string, schema: S, pathOf: (p: never) => string, run: (p: never, conn: Connection) => Promise<R>): void {
-  table.add(
-    name,
-    defineMethod({
-      requires: 'initialized',
-      schema,
-      async handler(params, conn) {
-        try {
-          return await run(params as never, conn);
-        } catch (err) {
-          rethrow(err, pathOf(params as never));
-        }
-      },
-    }),
-  );
+type FsMethod = Extract<MethodName, `fs/${string}`>;
+
+/** Registers an `fs/*` method whose not-found errors name `pathOf(params)` in Codex's words. */
+function fsMethod<M extends FsMethod>(table: MethodTable<Connection>, name: M, pathOf: (p: MethodParams<M>) => string, run: MethodHandler<M, Connection>): void {
+  table.add(name, async (params, conn, signal) => {
+    try {
+      return await run(params, conn, signal);
+    } catch (err) {
+      rethrow(err, pathOf(params));
+    }
+  });
 }
 
-type PathP = { path: string; sandbox?: Record<string, unknown> | null };
+const byPath = (p: { path: string }): string => p.path;
+const byHandle = (p: { handleId: string | number }): string => `handle ${p.handleId}`;
+const byWatch = (p: { watchId: string | number }): string => `watch ${p.watchId}`;
 
 export function registerFsMethods(table: MethodTable<Connection>): void {
-  const byPath = (p: PathP): string => p.path;
-
-  fsMethod(table, 'fs/readFile', Params({ path: PathSchema, sandbox: SandboxParam }), byPath, async (p: PathP, conn) => {
+  fsMethod(table, 'fs/readFile', byPath, async (p, conn) => {
     const f = files(conn);
     const data = await f.readFile(f.resolvePath(p.path), narrowing(conn, p.sandbox));
     return { dataBase64: data.toString('base64') };
   });
 
-  fsMethod(table, 'fs/writeFile', Params({ path: PathSchema, dataBase64: Base64Schema, sandbox: SandboxParam }), byPath, async (p: PathP & { dataBase64: string }, conn) => {
+  fsMethod(table, 'fs/writeFile', byPath, async (p, conn) => {
     const f = files(conn);
     const data = decodeBase64(p.dataBase64, 'dataBase64');
     await f.writeFile(f.resolvePath(p.path), data, narrowing(conn, p.sandbox));
     return {};
   });
 
-  fsMethod(table, 'fs/createDirectory', Params({ path: PathSchema, recursive: Opt(Type.Boolean()), sandbox: SandboxParam }), byPath, async (p: PathP & { recursive?: boolean | null }, conn) => {
+  fsMethod(table, 'fs/createDirectory', byPath, async (p, conn) => {
     const f = files(conn);
     await f.createDirectory(f.resolvePath(p.path), p.recursive === true, narrowing(conn, p.sandbox));
     return {};
   });
 
-  fsMethod(table, 'fs/getMetadata', Params({ path: PathSchema, sandbox: SandboxParam }), byPath, async (p: PathP, conn) => {
+  fsMethod(table, 'fs/getMetadata', byPath, async (p, conn) => {
     const f = files(conn);
     const m = await f.getMetadata(f.resolvePath(p.path), narrowing(conn, p.sandbox));
     return { isDirectory: m.isDirectory, isFile: m.isFile, isSymlink: m.isSymlink, size: m.size, createdAtMs: m.createdAtMs, modifiedAtMs: m.modifiedAtMs };
   });
 
-  fsMethod(table, 'fs/canonicalize', Params({ path: PathSchema, sandbox: SandboxParam }), byPath, async (p: PathP, conn) => {
+  fsMethod(table, 'fs/canonicalize', byPath, async (p, conn) => {
     const f = files(conn);
     const canonical = f.clientPath(p.path, await f.canonicalize(f.resolvePath(p.path), narrowing(conn, p.sandbox)));
     // Answer in the form asked: a URI for a URI, a native path for a native path.
     return { path: p.path.startsWith('file://') ? pathToFileURL(canonical).href : canonical };
   });
 
-  fsMethod(table, 'fs/readDirectory', Params({ path: PathSchema, sandbox: SandboxParam }), byPath, async (p: PathP, conn) => {
+  fsMethod(table, 'fs/readDirectory', byPath, async (p, conn) => {
     const f = files(conn);
     const entries = await f.readDirectory(f.resolvePath(p.path), narrowing(conn, p.sandbox));
     return { entries: entries.map((e) => ({ fileName: e.fileName, isDirectory: e.isDirectory, isFile: e.isFile })) };
   });
 
-  fsMethod(
-    table,
-    'fs/remove',
-    Params({ path: PathSchema, recursive: Opt(Type.Boolean()), force: Opt(Type.Boolean()), sandbox: SandboxParam }),
-    byPath,
-    async (p: PathP & { recursive?: boolean | null; force?: boolean | null }, conn) => {
-      const f = files(conn);
-      await f.remove(f.resolvePath(p.path), p.recursive === true, p.force === true, narrowing(conn, p.sandbox));
-      return {};
-    },
-  );
+  fsMethod(table, 'fs/remove', byPath, async (p, conn) => {
+    const f = files(conn);
+    await f.remove(f.resolvePath(p.path), p.recursive === true, p.force === true, narrowing(conn, p.sandbox));
+    return {};
+  });
 
-  type CopyP = { sourcePath: string; destinationPath: string; recursive: boolean; sandbox?: Record<string, unknown> | null };
-  fsMethod(
-    table,
-    'fs/copy',
-    Params({ sourcePath: PathSchema, destinationPath: PathSchema, recursive: Type.Boolean(), sandbox: SandboxParam }),
-    (p: CopyP) => p.sourcePath,
-    async (p: CopyP, conn) => {
-      const f = files(conn);
-      await f.copy(f.resolvePath(p.sourcePath, 'sourcePath'), f.resolvePath(p.destinationPath, 'destinationPath'), p.recursive, narrowing(conn, p.sandbox));
-      return {};
-    },
-  );
+  fsMethod(table, 'fs/copy', (p) => p.sourcePath, async (p, conn) => {
+    const f = files(conn);
+    await f.copy(f.resolvePath(p.sourcePath, 'sourcePath'), f.resolvePath(p.destinationPath, 'destinationPath'), p.recursive, narrowing(conn, p.sandbox));
+    return {};
+  });
 
   // ---- chunked reads (Codex's crate-internal fs/open, fs/readBlock, fs/close) ----
-  type OpenP = PathP & { handleId?: string | number | null };
-  fsMethod(table, 'fs/open', Params({ handleId: Opt(HandleId), path: PathSchema, sandbox: SandboxParam }), byPath, async (p: OpenP, conn) => {
+  fsMethod(table, 'fs/open', byPath, async (p, conn) => {
     const f = files(conn);
     const id = await f.openRead(f.resolvePath(p.path), p.handleId == null ? undefined : String(p.handleId), narrowing(conn, p.sandbox));
     return { handleId: p.handleId ?? id };
   });
 
-  type BlockP = { handleId: string | number; offset: number; len: number };
-  fsMethod(
-    table,
-    'fs/readBlock',
-    Params({ handleId: HandleId, offset: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }), len: Type.Integer({ minimum: 0 }) }),
-    (p: BlockP) => `handle ${p.handleId}`,
-    async (p: BlockP, conn) => {
-      const block = await files(conn).readBlock(String(p.handleId), p.offset, p.len);
-      return { chunk: block.chunk.toString('base64'), eof: block.eof };
-    },
-  );
+  fsMethod(table, 'fs/readBlock', byHandle, async (p, conn) => {
+    const block = await files(conn).readBlock(String(p.handleId), p.offset, p.len);
+    return { chunk: block.chunk.toString('base64'), eof: block.eof };
+  });
 
-  fsMethod(table, 'fs/close', Params({ handleId: HandleId }), (p: { handleId: string | number }) => `handle ${p.handleId}`, async (p: { handleId: string | number }, conn) => {
+  fsMethod(table, 'fs/close', byHandle, async (p, conn) => {
     await files(conn).closeHandle(String(p.handleId));
     return {};
   });
 
   // ---- chunked writes (extension) ----
-  fsMethod(table, 'fs/openWrite', Params({ handleId: Opt(HandleId), path: PathSchema, sandbox: SandboxParam }), byPath, async (p: OpenP, conn) => {
+  fsMethod(table, 'fs/openWrite', byPath, async (p, conn) => {
     const f = files(conn);
     const id = await f.openWrite(f.resolvePath(p.path), p.handleId == null ? undefined : String(p.handleId), narrowing(conn, p.sandbox));
     return { handleId: p.handleId ?? id };
   });
 
-  type WriteBlockP = { handleId: string | number; chunk: string };
-  fsMethod(table, 'fs/writeBlock', Params({ handleId: HandleId, chunk: Base64Schema }), (p: WriteBlockP) => `handle ${p.handleId}`, async (p: WriteBlockP, conn) => {
+  fsMethod(table, 'fs/writeBlock', byHandle, async (p, conn) => {
     const bytesWritten = await files(conn).writeBlock(String(p.handleId), decodeBase64(p.chunk, 'chunk'));
     return { bytesWritten };
   });
 
-  fsMethod(table, 'fs/closeWrite', Params({ handleId: HandleId }), (p: { handleId: string | number }) => `handle ${p.handleId}`, async (p: { handleId: string | number }, conn) => {
-    return { bytesWritten: await files(conn).closeWrite(String(p.handleId)) };
-  });
+  fsMethod(table, 'fs/closeWrite', byHandle, async (p, conn) => ({ bytesWritten: await files(conn).closeWrite(String(p.handleId)) }));
 
   // ---- watches ----
-  type WatchP = { watchId: string | number; missing?: string[] | null; present?: string | string[] | null };
-  fsMethod(
-    table,
-    'fs/watchMissing',
-    Params({ watchId: WatchId, missing: Opt(Type.Array(PathSchema, { maxItems: 1024 })), present: Opt(Type.Union([PathSchema, Type.Array(PathSchema, { maxItems: 1024 })])) }),
-    (p: WatchP) => `watch ${p.watchId}`,
-    async (p: WatchP, conn) => {
-      const f = files(conn);
-      const present = p.present == null ? [] : Array.isArray(p.present) ? p.present : [p.present];
-      await f.watchMissing(
-        p.watchId,
-        (p.missing ?? []).map((m) => f.resolvePath(m, 'missing')),
-        present.map((m) => f.resolvePath(m, 'present')),
-        conn,
-      );
-      return { watching: true };
-    },
-  );
-
-  fsMethod(table, 'fs/unwatch', Params({ watchId: WatchId }), (p: { watchId: string | number }) => `watch ${p.watchId}`, async (p: { watchId: string | number }, conn) => {
-    return { watching: false, removed: files(conn).unwatch(p.watchId) };
+  fsMethod(table, 'fs/watchMissing', byWatch, async (p, conn) => {
+    const f = files(conn);
+    const present = p.present == null ? [] : Array.isArray(p.present) ? p.present : [p.present];
+    await f.watchMissing(
+      p.watchId,
+      (p.missing ?? []).map((m) => f.resolvePath(m, 'missing')),
+      present.map((m) => f.resolvePath(m, 'present')),
+      conn,
+    );
+    return { watching: true };
   });
+
+  fsMethod(table, 'fs/unwatch', byWatch, async (p, conn) => ({ watching: false, removed: files(conn).unwatch(p.watchId) }));
 }

@@ -1,14 +1,13 @@
 /** `initialize`, the `session/*` extensions and the environment queries. */
 import { hostname } from 'node:os';
 import { pathToFileURL } from 'node:url';
-import { Type } from 'typebox';
 import { execError } from '../../errors.ts';
-import { SessionSpecSchema, toPath } from '../../sessions/session-spec.ts';
+import type { EnvironmentInfo } from '../../protocol/index.ts';
 import { sampleUsage } from '../../sessions/resource-usage.ts';
+import { toPath } from '../../sessions/session-spec.ts';
 import type { Session } from '../../sessions/session.ts';
 import type { Connection } from '../connection.ts';
-import { defineMethod, type MethodTable } from '../method-table.ts';
-import { Opt, Params } from '../schemas.ts';
+import type { MethodTable } from '../method-table.ts';
 
 const uri = (path: string): string => pathToFileURL(path).href;
 
@@ -16,7 +15,7 @@ const uri = (path: string): string => pathToFileURL(path).href;
  * What Codex reads from `initialize.environmentInfo` (and `environment/info`). Capabilities
  * advertise only what this server really implements; Codex skips calls for the others.
  */
-export function environmentInfo(session: Session, version: string): Record<string, unknown> {
+export function environmentInfo(session: Session, version: string): EnvironmentInfo {
   const env = session.backend.environment;
   return {
     shell: env.shell,
@@ -65,74 +64,54 @@ function serverCapabilities(session: Session): Record<string, boolean> {
 export function registerSessionMethods(table: MethodTable<Connection>): void {
   table.add(
     'initialize',
-    defineMethod({
-      requires: 'none',
-      schema: Params({ clientName: Type.String({ maxLength: 256 }), resumeSessionId: Opt(Type.String({ minLength: 1, maxLength: 128 })), session: Opt(SessionSpecSchema), observe: Opt(Type.Boolean()) }),
-      async handler(params, conn) {
-        if (params.observe === true && !params.resumeSessionId) throw execError('EXEC_ERR_INVALID_PARAMS', 'observe needs resumeSessionId: an observer follows an existing session', { detail: { field: 'observe' } });
-        conn.beginInitialize();
-        conn.clientName = params.clientName;
-        try {
-          const { sessions, tenant } = conn.deps;
-          let session: Session;
-          if (params.resumeSessionId) {
-            session = sessions.get(params.resumeSessionId, tenant);
-          } else {
-            session = await sessions.create(params.session ?? {}, { tenant, clientName: params.clientName });
-          }
-          conn.attach(session, params.observe === true ? 'observer' : 'client');
-          return { sessionId: session.id, capabilities: serverCapabilities(session), environmentInfo: environmentInfo(session, conn.deps.version) };
-        } catch (err) {
-          conn.resetInitialize();
-          throw err;
+    async (params, conn) => {
+      if (params.observe === true && !params.resumeSessionId) throw execError('EXEC_ERR_INVALID_PARAMS', 'observe needs resumeSessionId: an observer follows an existing session', { detail: { field: 'observe' } });
+      conn.beginInitialize();
+      conn.clientName = params.clientName;
+      try {
+        const { sessions, tenant } = conn.deps;
+        let session: Session;
+        if (params.resumeSessionId) {
+          session = sessions.get(params.resumeSessionId, tenant);
+        } else {
+          session = await sessions.create(params.session ?? {}, { tenant, clientName: params.clientName });
         }
-      },
-    }),
+        conn.attach(session, params.observe === true ? 'observer' : 'client');
+        return { sessionId: session.id, capabilities: serverCapabilities(session), environmentInfo: environmentInfo(session, conn.deps.version) };
+      } catch (err) {
+        conn.resetInitialize();
+        throw err;
+      }
+    },
+    'none',
   );
-  table.add('environment/info', defineMethod({ requires: 'initialized', schema: Type.Union([Params({}), Type.Null()]), handler: (_p, conn) => environmentInfo(conn.session, conn.deps.version) }));
-  table.add(
-    'environmentConfig/read',
-    defineMethod({
-      requires: 'initialized',
-      schema: Params({ cwd: Opt(Type.String()), configPaths: Opt(Type.Array(Type.Array(Type.String()))), requirementsPaths: Opt(Type.Array(Type.Array(Type.String()))) }),
-      async handler(p, conn) {
-        // Codex names its working directory here before its first command: map it now (docker:
-        // a workspace alias), so the fs calls that follow already see the workspace there.
-        if (p.cwd) {
-          try {
-            const cwd = toPath(p.cwd);
-            if (cwd.startsWith('/')) await conn.session.resolveCwd(cwd);
-          } catch {
-            // Best effort: a bad or unmappable cwd only means no alias yet.
-          }
-        }
-        // The server keeps no Codex configuration layers of its own; report empty ones.
-        const home = conn.session.backend.environment.homeDir;
-        return {
-          userHomeDir: uri(home),
-          codexHomeDir: uri(`${home.replace(/\/$/, '')}/.codex`),
-          hostname: hostname(),
-          config: { layers: [], cloudInsertionIndex: 0 },
-          requirements: { layers: [], cloudInsertionIndex: 0 },
-        };
-      },
-    }),
-  );
-  table.add('session/info', defineMethod({ requires: 'initialized', schema: Type.Union([Params({}), Type.Null()]), handler: async (_p, conn) => ({ ...conn.session.info(), usage: await sampleUsage(conn.session) }) }));
-  table.add(
-    'session/terminateAll',
-    defineMethod({ requires: 'initialized', schema: Type.Union([Params({}), Type.Null()]), handler: async (_p, conn) => ({ terminated: await conn.session.processes.terminateAll() }) }),
-  );
-  table.add(
-    'session/snapshot',
-    defineMethod({
-      requires: 'initialized',
-      schema: Params({ name: Opt(Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_.-]+$' })) }),
-      async handler(params, conn) {
-        const session = conn.session;
-        if (session.status.status === 'dead') throw execError('EXEC_ERR_SESSION_DEAD', `session is dead: ${session.status.reason}`);
-        return session.backend.snapshot(params.name ?? undefined);
-      },
-    }),
-  );
+  table.add('environment/info', (_p, conn) => environmentInfo(conn.session, conn.deps.version));
+  table.add('environmentConfig/read', async (p, conn) => {
+    // Codex names its working directory here before its first command: map it now (docker:
+    // a workspace alias), so the fs calls that follow already see the workspace there.
+    if (p.cwd) {
+      try {
+        const cwd = toPath(p.cwd);
+        if (cwd.startsWith('/')) await conn.session.resolveCwd(cwd);
+      } catch {
+        // Best effort: a bad or unmappable cwd only means no alias yet.
+      }
+    }
+    // The server keeps no Codex configuration layers of its own; report empty ones.
+    const home = conn.session.backend.environment.homeDir;
+    return {
+      userHomeDir: uri(home),
+      codexHomeDir: uri(`${home.replace(/\/$/, '')}/.codex`),
+      hostname: hostname(),
+      config: { layers: [], cloudInsertionIndex: 0 },
+      requirements: { layers: [], cloudInsertionIndex: 0 },
+    };
+  });
+  table.add('session/info', async (_p, conn) => ({ ...conn.session.info(), usage: await sampleUsage(conn.session) }));
+  table.add('session/terminateAll', async (_p, conn) => ({ terminated: await conn.session.processes.terminateAll() }));
+  table.add('session/snapshot', async (params, conn) => {
+    const session = conn.session;
+    if (session.status.status === 'dead') throw execError('EXEC_ERR_SESSION_DEAD', `session is dead: ${session.status.reason}`);
+    return session.backend.snapshot(params.name ?? undefined);
+  });
 }

@@ -1,12 +1,10 @@
-/** TypeBox schemas of the tool facade routes (request bodies and answers). */
-import { Type, type TSchema } from 'typebox';
-
-const Opt = <T extends TSchema>(schema: T) => Type.Optional(Type.Union([schema, Type.Null()]));
-
-export const ErrorSchema = Type.Object(
-  { code: Type.String({ description: 'Stable EXEC_ERR_* code' }), message: Type.String(), call_id: Type.Optional(Type.String()) },
-  { description: "Every error answer: a stable code and a readable message" },
-);
+/**
+ * The HTTP tool facade on the wire (Codex's unified exec: `exec_command`, `write_stdin`, tool
+ * calls and the approval follow-up): request bodies and answers.
+ */
+import { Type, type Static } from 'typebox';
+import { Opt } from './common.ts';
+import { ApprovalDecisionSchema, ApprovalPurposeSchema } from './session.ts';
 
 export const ExecCommandBodySchema = Type.Object(
   {
@@ -23,6 +21,7 @@ export const ExecCommandBodySchema = Type.Object(
   },
   { additionalProperties: true },
 );
+export type ExecCommandArgs = Static<typeof ExecCommandBodySchema>;
 
 export const WriteStdinBodySchema = Type.Object(
   {
@@ -33,6 +32,7 @@ export const WriteStdinBodySchema = Type.Object(
   },
   { additionalProperties: true },
 );
+export type WriteStdinArgs = Static<typeof WriteStdinBodySchema>;
 
 export const ExecResultSchema = Type.Object({
   chunk_id: Type.String(),
@@ -45,10 +45,11 @@ export const ExecResultSchema = Type.Object({
   sandbox_denied: Type.Optional(Type.Boolean()),
   warning: Type.Optional(Type.String()),
 });
+export type ExecToolResult = Static<typeof ExecResultSchema>;
 
 export const ApprovalSchema = Type.Object({
   id: Type.String(),
-  purpose: Type.Union([Type.Literal('initial'), Type.Literal('sandbox-retry')]),
+  purpose: ApprovalPurposeSchema,
   reason: Type.String(),
   argv: Type.Array(Type.String()),
   cwd: Type.String(),
@@ -56,15 +57,18 @@ export const ApprovalSchema = Type.Object({
   expiresAt: Type.String(),
 });
 
+export const ApprovalListSchema = Type.Object({ approvals: Type.Array(ApprovalSchema) });
+
 export const ApprovalRequiredSchema = Type.Object({
   status: Type.Literal('approval_required'),
   call_id: Type.Optional(Type.String()),
   approval_id: Type.String(),
   approval: ApprovalSchema,
 });
+export type ApprovalRequired = Static<typeof ApprovalRequiredSchema>;
 
 export const DecisionBodySchema = Type.Object(
-  { decision: Type.Union([Type.Literal('approved'), Type.Literal('approved-for-session'), Type.Literal('denied'), Type.Literal('abort')]) },
+  { decision: ApprovalDecisionSchema },
   { additionalProperties: false },
 );
 
@@ -78,6 +82,7 @@ export const ToolCallItemSchema = Type.Object(
   },
   { additionalProperties: true, description: 'A model response item (function_call or custom_tool_call)' },
 );
+export type ToolCallItem = Static<typeof ToolCallItemSchema>;
 
 export const FunctionCallOutputSchema = Type.Object({
   type: Type.Literal('function_call_output'),
@@ -87,6 +92,6 @@ export const FunctionCallOutputSchema = Type.Object({
   code: Type.Optional(Type.String()),
   result: Type.Optional(ExecResultSchema),
 });
+export type FunctionCallOutput = Static<typeof FunctionCallOutputSchema>;
 
-export const SessionParamsSchema = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) });
 export const ApprovalParamsSchema = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }), approvalId: Type.String({ minLength: 1, maxLength: 128 }) });

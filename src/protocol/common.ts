@@ -1,0 +1,52 @@
+/**
+ * TypeBox building blocks shared by every wire schema of the protocol (docs/protocol.md):
+ * JSON-RPC params objects, paths, ids, base64 and the HTTP error body.
+ */
+import { Type, type Static, type TLiteral, type TSchema } from 'typebox';
+
+/** Optional and nullable: Codex sends `null` for absent optionals (`arg0: null`, `maxBytes: null`). */
+export function Opt<T extends TSchema>(schema: T) {
+  return Type.Optional(Type.Union([schema, Type.Null()]));
+}
+
+/** Params objects accept unknown fields (newer clients send more than we know) but must be objects. */
+export function Params<T extends Record<string, TSchema>>(properties: T) {
+  return Type.Object(properties);
+}
+
+/** Params of a method that takes none: an object (extra fields ignored) or `null`. */
+export const NoParams = Type.Union([Params({}), Type.Null()]);
+
+/** The answer of a method that reports nothing but success. */
+export const EmptyResult = Type.Object({});
+
+const PATH = { minLength: 1, maxLength: 4096, pattern: '^(/|file://)' } as const;
+
+/** An absolute path or a `file://` URI (the form every path on the wire may take). */
+export const PathSchema = Type.String(PATH);
+
+/** The same, described for the OpenAPI document of the HTTP file routes. */
+export const DescribedPathSchema = Type.String({ ...PATH, description: 'Absolute path or file:// URI inside the session' });
+
+export const ProcessIdSchema = Type.String({ minLength: 1, maxLength: 256 });
+export const Base64Schema = Type.String({ maxLength: 128 * 1024 * 1024, pattern: '^[A-Za-z0-9+/]*={0,2}$' });
+
+/** Literal schemas of `values`, one each, keeping each literal's type (a plain `map` widens them). */
+export function literals<const T extends readonly string[]>(values: T): { -readonly [K in keyof T]: TLiteral<T[K]> } {
+  return values.map((v) => Type.Literal(v)) as { -readonly [K in keyof T]: TLiteral<T[K]> };
+}
+
+/** Signals a client may send; they go to the command's whole process group. */
+export const SIGNAL_NAMES = ['SIGINT', 'SIGTERM', 'SIGKILL', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2'] as const;
+export type SignalName = (typeof SIGNAL_NAMES)[number];
+
+/** Output stream label; a PTY merges both streams into `pty`. */
+export const StreamNameSchema = Type.Union([Type.Literal('stdout'), Type.Literal('stderr'), Type.Literal('pty')]);
+export type StreamName = Static<typeof StreamNameSchema>;
+
+/** Every HTTP error answer (the JSON-RPC form is `error.data.code`). */
+export const ErrorSchema = Type.Object(
+  { code: Type.String({ description: 'Stable EXEC_ERR_* code' }), message: Type.String(), call_id: Type.Optional(Type.String()) },
+  { description: 'Every error answer: a stable code and a readable message' },
+);
+export type ErrorBody = Static<typeof ErrorSchema>;

@@ -1,0 +1,107 @@
+/**
+ * `process/*` on the wire: Codex's method names and fields plus the marked extensions
+ * (docs/protocol.md, "Processes"), their answers, and the notifications a session streams.
+ */
+import { Type, type Static } from 'typebox';
+import { Base64Schema, literals, Opt, Params, PathSchema, ProcessIdSchema, SIGNAL_NAMES, StreamNameSchema } from './common.ts';
+
+const EnvMap = Type.Record(Type.String({ minLength: 1, maxLength: 4096 }), Type.String({ maxLength: 131072 }));
+const Size = Type.Object({ cols: Type.Integer({ minimum: 1, maximum: 1000 }), rows: Type.Integer({ minimum: 1, maximum: 1000 }) });
+
+export const ProcessStartParams = Params({
+  processId: ProcessIdSchema,
+  argv: Type.Array(Type.String({ maxLength: 131072 }), { maxItems: 4096 }),
+  cwd: Opt(PathSchema),
+  env: Opt(EnvMap),
+  envPolicy: Opt(
+    Type.Object({
+      inherit: Opt(Type.Union([Type.Literal('all'), Type.Literal('core'), Type.Literal('none')])),
+      ignoreDefaultExcludes: Opt(Type.Boolean()),
+      exclude: Opt(Type.Array(Type.String({ maxLength: 1024 }), { maxItems: 1024 })),
+      set: Opt(EnvMap),
+      includeOnly: Opt(Type.Array(Type.String({ maxLength: 1024 }), { maxItems: 1024 })),
+    }),
+  ),
+  tty: Opt(Type.Boolean()),
+  pipeStdin: Opt(Type.Boolean()),
+  arg0: Opt(Type.String({ maxLength: 4096 })),
+  sandbox: Opt(Type.Record(Type.String(), Type.Unknown())),
+  metadata: Opt(Type.Unknown()),
+  size: Opt(Size),
+  timeoutMs: Opt(Type.Integer({ minimum: 1, maximum: 7 * 86_400_000 })),
+  sandboxPermissions: Opt(Type.Union([Type.Literal('use-default'), Type.Literal('require-escalated')])),
+  approval: Opt(Type.Union([Type.Literal('approved'), Type.Literal('approved-for-session')])),
+});
+export type ProcessStartParams = Static<typeof ProcessStartParams>;
+
+/**
+ * Codex parses `sandboxType` as its own enum (none | linuxSeccomp | macosSeatbelt...): both of
+ * our Linux sandboxes answer `linuxSeccomp` there; `sandbox` names the mechanism.
+ */
+export const ProcessStartResult = Type.Object({
+  processId: Type.String(),
+  sandboxType: Type.Union([Type.Literal('none'), Type.Literal('linuxSeccomp')]),
+  sandbox: Type.String(),
+});
+
+export const ProcessReadParams = Params({ processId: ProcessIdSchema, afterSeq: Opt(Type.Integer({ minimum: 0 })), maxBytes: Opt(Type.Integer({ minimum: 1 })), waitMs: Opt(Type.Integer({ minimum: 0 })) });
+
+/** How a process ended, as every answer and notification names it. */
+export const TerminalStatusSchema = Type.Union([Type.Literal('exited'), Type.Literal('signaled'), Type.Literal('timed-out'), Type.Literal('terminated'), Type.Literal('lost')]);
+
+export const OutputChunkSchema = Type.Object({ seq: Type.Integer(), stream: StreamNameSchema, chunk: Type.String() });
+
+export const ProcessReadResult = Type.Object({
+  chunks: Type.Array(OutputChunkSchema),
+  nextSeq: Type.Integer(),
+  exited: Type.Boolean(),
+  exitCode: Type.Union([Type.Integer(), Type.Null()]),
+  closed: Type.Boolean(),
+  failure: Type.Union([Type.String(), Type.Null()]),
+  sandboxDenied: Type.Boolean(),
+  terminal: Type.Union([TerminalStatusSchema, Type.Null()]),
+  signal: Type.Union([Type.String(), Type.Null()]),
+  firstRetainedSeq: Type.Integer(),
+  droppedBytes: Type.Integer(),
+});
+export type ProcessReadResult = Static<typeof ProcessReadResult>;
+
+export const ProcessWriteParams = Params({ processId: ProcessIdSchema, chunk: Base64Schema, writeId: Opt(Type.String({ maxLength: 256 })) });
+export const WriteStatusSchema = Type.Union([Type.Literal('accepted'), Type.Literal('unknownProcess'), Type.Literal('stdinClosed'), Type.Literal('starting')]);
+export type WriteStatus = Static<typeof WriteStatusSchema>;
+export const ProcessWriteResult = Type.Object({ status: WriteStatusSchema });
+
+export const ProcessSignalParams = Params({ processId: ProcessIdSchema, signal: Type.Union([Type.Literal('interrupt'), ...literals(SIGNAL_NAMES)]) });
+export const ProcessIdParams = Params({ processId: ProcessIdSchema });
+export const ProcessTerminateResult = Type.Object({ running: Type.Boolean() });
+export const ProcessResizeParams = Params({ processId: ProcessIdSchema, cols: Type.Integer({ minimum: 1, maximum: 1000 }), rows: Type.Integer({ minimum: 1, maximum: 1000 }) });
+
+export const ProcessSummarySchema = Type.Object({
+  processId: Type.String(),
+  argv: Type.Array(Type.String()),
+  mode: Type.Union([Type.Literal('pty'), Type.Literal('pipe'), Type.Literal('pipe-no-stdin')]),
+  status: Type.Union([Type.Literal('starting'), Type.Literal('running'), TerminalStatusSchema]),
+  exitCode: Type.Union([Type.Integer(), Type.Null()]),
+  sandboxType: Type.String(),
+  nextSeq: Type.Integer(),
+  createdAtMs: Type.Number(),
+  /** When it ended; null while it runs. */
+  endedAtMs: Type.Union([Type.Number(), Type.Null()]),
+  sandboxDenied: Type.Boolean(),
+});
+export type ProcessSummary = Static<typeof ProcessSummarySchema>;
+export const ProcessListResult = Type.Object({ processes: Type.Array(ProcessSummarySchema) });
+
+// ---- notifications (server to client) ----
+
+export const ProcessOutputNotification = Type.Object({ processId: Type.String(), seq: Type.Integer(), stream: StreamNameSchema, chunk: Type.String() });
+export const ProcessExitedNotification = Type.Object({
+  processId: Type.String(),
+  seq: Type.Integer(),
+  exitCode: Type.Integer(),
+  terminal: TerminalStatusSchema,
+  signal: Type.Optional(Type.String()),
+  sandboxDenied: Type.Boolean(),
+});
+export const ProcessClosedNotification = Type.Object({ processId: Type.String(), seq: Type.Integer() });
+export const ProcessEscalatedNotification = Type.Object({ processId: Type.String(), seq: Type.Integer(), reason: Type.String() });

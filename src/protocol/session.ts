@@ -1,0 +1,133 @@
+/**
+ * Sessions on the wire: the spec a client creates one with (`initialize.session`,
+ * `POST /v1/sessions`), its sandbox and approval policies, what `session/info` and the REST
+ * API report, snapshots, and the approval request a server asks its client.
+ */
+import { Type, type Static } from 'typebox';
+import { PathSchema } from './common.ts';
+
+export const SandboxPolicySchema = Type.Union([
+  Type.Object({ type: Type.Literal('workspace-write'), writableRoots: Type.Optional(Type.Array(PathSchema, { maxItems: 64 })), networkAccess: Type.Optional(Type.Boolean()), excludeSlashTmp: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
+  Type.Object({ type: Type.Literal('read-only'), networkAccess: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
+  Type.Object({ type: Type.Literal('danger-full-access') }, { additionalProperties: false }),
+]);
+export type SandboxPolicy = Static<typeof SandboxPolicySchema>;
+
+export const ApprovalPolicySchema = Type.Union([
+  Type.Literal('untrusted'),
+  Type.Literal('on-failure'),
+  Type.Literal('on-request'),
+  Type.Literal('never'),
+  Type.Object({ granular: Type.Object({ sandboxApproval: Type.Boolean() }, { additionalProperties: false }) }, { additionalProperties: false }),
+]);
+export type ApprovalPolicy = Static<typeof ApprovalPolicySchema>;
+
+export const SessionSpecSchema = Type.Object(
+  {
+    image: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
+    snapshot: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
+    workdir: Type.Optional(PathSchema),
+    env: Type.Optional(Type.Record(Type.String({ maxLength: 1024 }), Type.String({ maxLength: 131072 }))),
+    labels: Type.Optional(Type.Record(Type.String({ pattern: '^[A-Za-z0-9_.-]{1,63}$' }), Type.String({ maxLength: 256 }))),
+    sandbox: Type.Optional(SandboxPolicySchema),
+    denyRead: Type.Optional(Type.Array(PathSchema, { maxItems: 256 })),
+    approvalPolicy: Type.Optional(ApprovalPolicySchema),
+    strictAutoReview: Type.Optional(Type.Boolean()),
+    previewPorts: Type.Optional(Type.Boolean({ description: 'Allow exposing TCP ports of the session as preview URLs (default false)' })),
+    resources: Type.Optional(Type.Object({ memoryMb: Type.Optional(Type.Integer({ minimum: 16 })), cpus: Type.Optional(Type.Number({ exclusiveMinimum: 0 })), pids: Type.Optional(Type.Integer({ minimum: 8 })) }, { additionalProperties: false })),
+    idleTimeoutSeconds: Type.Optional(Type.Integer({ minimum: 1 })),
+    maxLifetimeSeconds: Type.Optional(Type.Integer({ minimum: 1 })),
+  },
+  { additionalProperties: false },
+);
+export type SessionSpec = Static<typeof SessionSpecSchema>;
+
+export const ResourceUsageSchema = Type.Object(
+  {
+    cpuPercent: Type.Union([Type.Number(), Type.Null()], { description: 'CPU use since the previous sample, in percent of one CPU; null on the first sample' }),
+    cpuSeconds: Type.Number({ description: 'CPU time used so far (local: by the live process trees)' }),
+    memoryBytes: Type.Integer(),
+    memoryLimitBytes: Type.Union([Type.Integer(), Type.Null()]),
+    pids: Type.Integer(),
+    pidsLimit: Type.Union([Type.Integer(), Type.Null()]),
+    sampledAt: Type.String(),
+  },
+  { description: 'Resource use now (docker: the engine stats; local: the process trees of the running commands)' },
+);
+export type ResourceUsage = Static<typeof ResourceUsageSchema>;
+
+/** A port of the session exposed as a preview URL (src/preview/). */
+export const ExposedPortSchema = Type.Object({ port: Type.Integer(), exposedAt: Type.String() });
+export type ExposedPort = Static<typeof ExposedPortSchema>;
+
+export const SessionInfoSchema = Type.Object(
+  {
+    sessionId: Type.String(),
+    tenant: Type.String(),
+    backend: Type.String(),
+    sandboxType: Type.String(),
+    sandboxUnavailableReason: Type.Optional(Type.String()),
+    sandbox: SandboxPolicySchema,
+    approvalPolicy: ApprovalPolicySchema,
+    denialHandling: Type.String(),
+    image: Type.Optional(Type.String()),
+    containerId: Type.Optional(Type.String()),
+    execPath: Type.Optional(Type.Union([Type.Literal('agent'), Type.Literal('exec')], { description: 'Docker: the exec agent inside the container, or one engine exec per command (the fallback)' })),
+    execPathReason: Type.Optional(Type.String({ description: 'Docker, exec path: why the agent is not used' })),
+    workdir: Type.String(),
+    status: Type.Union([Type.Literal('alive'), Type.Literal('dead')]),
+    attached: Type.Boolean({ description: 'A WebSocket client is attached' }),
+    processes: Type.Integer(),
+    runningProcesses: Type.Integer(),
+    labels: Type.Record(Type.String(), Type.String()),
+    createdAt: Type.String(),
+    expiresAt: Type.String(),
+    usage: Type.Optional(Type.Union([ResourceUsageSchema, Type.Null()])),
+    ports: Type.Array(ExposedPortSchema, { description: 'Exposed preview ports' }),
+  },
+  { additionalProperties: true },
+);
+export type SessionInfo = Static<typeof SessionInfoSchema>;
+
+/** `?usage=true` adds each session's resource use to the list (one backend stats call per session). */
+export const SessionListQuerySchema = Type.Object({ usage: Type.Optional(Type.Boolean()) });
+
+export const SessionListSchema = Type.Object({ sessions: Type.Array(SessionInfoSchema) });
+
+export const SnapshotNameSchema = Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_.-]+$' });
+export const SnapshotBodySchema = Type.Object({ name: Type.Optional(SnapshotNameSchema) }, { additionalProperties: false });
+
+export const SnapshotInfoSchema = Type.Object({
+  snapshotId: Type.String(),
+  name: Type.Optional(Type.String()),
+  sessionId: Type.Optional(Type.String()),
+  tenant: Type.Optional(Type.String()),
+  createdAt: Type.String(),
+});
+export type SnapshotInfo = Static<typeof SnapshotInfoSchema>;
+
+export const SnapshotListSchema = Type.Object({ snapshots: Type.Array(SnapshotInfoSchema) });
+export const SessionParamsSchema = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) });
+export const SnapshotParamsSchema = Type.Object({ id: Type.String({ minLength: 1, maxLength: 512 }) });
+
+// ---- approvals (server-to-client `approval/request`, and the HTTP approval queue) ----
+
+export const ApprovalPurposeSchema = Type.Union([Type.Literal('initial'), Type.Literal('sandbox-retry')]);
+export type ApprovalPurpose = Static<typeof ApprovalPurposeSchema>;
+
+export const ApprovalDecisionSchema = Type.Union([Type.Literal('approved'), Type.Literal('approved-for-session'), Type.Literal('denied'), Type.Literal('abort')]);
+export type ApprovalDecision = Static<typeof ApprovalDecisionSchema>;
+
+/** Params of `approval/request`: which command wants to run, and why a person is asked. */
+export const ApprovalRequestSchema = Type.Object({
+  processId: Type.String(),
+  argv: Type.Array(Type.String()),
+  cwd: Type.String(),
+  purpose: ApprovalPurposeSchema,
+  reason: Type.String(),
+});
+export type ApprovalRequest = Static<typeof ApprovalRequestSchema>;
+
+/** The client's answer to `approval/request`; anything else counts as `denied`. */
+export const ApprovalAnswerSchema = Type.Object({ decision: ApprovalDecisionSchema });
+export type ApprovalAnswer = Static<typeof ApprovalAnswerSchema>;
