@@ -71,6 +71,7 @@ async function startServer(extra: string[]): Promise<{ url: string; child: Child
   );
   const url = `ws://127.0.0.1:${port}`;
   for (let i = 0; i < 1200; i++) {
+    if (child.exitCode !== null) throw new Error(`server exited with code ${child.exitCode} before it was ready`);
     const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false);
     if (ok) return { url, child };
     await new Promise((r) => setTimeout(r, 100));
@@ -204,7 +205,9 @@ async function pool(): Promise<void> {
     for (let i = 0; i < Math.min(REPEAT * 2, 8); i++) {
       await waitPool(url);
       const t = performance.now();
-      const client = await ourSession(url, 'danger-full-access');
+      // The server's default policy: the pool holds containers without network, which a
+      // danger-full-access session (network granted) cannot take.
+      const client = await ourSession(url, 'workspace-write');
       await ourRun(client, ['true']);
       ours.push(performance.now() - t);
       await client.deleteSession();
@@ -223,7 +226,7 @@ async function pool(): Promise<void> {
 async function waitPool(_url: string): Promise<void> {
   // The pool refills in the background (about a second per container here); give it the time
   // an idle gap between two agents' sessions would.
-  await new Promise((r) => setTimeout(r, 4000));
+  await new Promise((r) => setTimeout(r, 10_000));
 }
 
 async function burst(url: string): Promise<void> {
