@@ -16,7 +16,7 @@ export const IN_CI = process.env.CI === 'true' || process.env.CI === '1';
 async function unavailableReason(): Promise<string | undefined> {
   const docker = new Docker(process.env.DOCKER_HOST ? undefined : { socketPath: '/var/run/docker.sock' });
   try {
-    await Promise.race([docker.ping(), new Promise((_, reject) => setTimeout(() => reject(new Error('ping timed out after 3 s')), 3000))]);
+    await Promise.race([docker.ping(), new Promise((_, reject) => setTimeout(() => reject(new Error('ping timed out after 15 s')), 15_000))]);
   } catch (err) {
     return `no Docker engine answers (${(err as Error).message}); run scripts/start-dockerd.sh`;
   }
