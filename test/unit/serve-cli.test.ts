@@ -17,9 +17,9 @@ function serve(args: string[], env: NodeJS.ProcessEnv = {}): { child: ReturnType
   return { child, stdout: () => out, stderr: () => err, exited };
 }
 
-test('prints exactly one ws:// line once bound, serves it, shuts down on SIGTERM, never logs the token', { timeout: 60_000 }, async () => {
+test('prints exactly one ws:// line once bound, serves it, shuts down on SIGTERM, never logs the token', { timeout: 180_000 }, async () => {
   const s = serve(['--listen', 'ws://127.0.0.1:0', '--log-level', 'debug'], { EXEC_SERVER_TOKEN: 'top-secret-token' });
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + 120_000;
   while (!s.stdout().includes('\n') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
   const lines = s.stdout().split('\n').filter(Boolean);
   assert.equal(lines.length, 1);
@@ -34,7 +34,7 @@ test('prints exactly one ws:// line once bound, serves it, shuts down on SIGTERM
   assert.match(s.stderr(), /"level"/);
 });
 
-test('bad configuration exits 2 with a clear message', { timeout: 30_000 }, async () => {
+test('bad configuration exits 2 with a clear message', { timeout: 120_000 }, async () => {
   const s = serve(['--listen', 'ws://0.0.0.0:0']);
   assert.equal(await s.exited, 2);
   assert.match(s.stderr(), /invalid configuration: refusing to listen on non-loopback address 0\.0\.0\.0 without a token/);
@@ -62,10 +62,10 @@ function assertOneLine(r: { code: number | null; stderr: string }, re: RegExp): 
   assert.doesNotMatch(r.stderr, /\n\s+at /);
 }
 
-test('boot errors are one line naming the cause and the fix, exit 2', { timeout: 180_000 }, async () => {
+test('boot errors are one line naming the cause and the fix, exit 2', { timeout: 300_000 }, async () => {
   const holder = serve(['--listen', 'ws://127.0.0.1:0', '--log-level', 'silent']);
   try {
-    const deadline = Date.now() + 50_000;
+    const deadline = Date.now() + 120_000;
     while (!holder.stdout().includes('\n') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     const url = holder.stdout().trim();
     assert.match(url, /^ws:\/\//);
@@ -100,11 +100,11 @@ test('the default command is serve; --version, -V and --help name the subcommand
   assert.match(bad.stderr, /invalid configuration: --max-processes/);
 });
 
-test('--log-format pretty writes readable lines; requests are logged at debug only', { timeout: 120_000 }, async () => {
+test('--log-format pretty writes readable lines; requests are logged at debug only', { timeout: 300_000 }, async () => {
   for (const [level, expectRequests] of [['info', false], ['debug', true]] as const) {
     const s = serve(['--listen', 'ws://127.0.0.1:0', '--log-format', 'pretty', '--log-level', level]);
     try {
-      const deadline = Date.now() + 50_000;
+      const deadline = Date.now() + 120_000;
       while (!s.stdout().includes('\n') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
       const base = s.stdout().trim().replace(/^ws:/, 'http:');
       assert.match(base, /^http:\/\/127\.0\.0\.1:\d+$/, s.stderr());
