@@ -1,4 +1,5 @@
-# exec-server image. The server runs TypeScript through tsx (a runtime dependency), so there is
+# exec-server image. The server runs its TypeScript as it is (Node.js 24 strips the types
+# itself; bin/exec-server.js falls back to tsx, a runtime dependency, on older Node), so there is
 # no compile step: the builder installs the production node_modules, builds the native helpers
 # (scripts/build-native.sh) and bundles the web console (web/build.mjs); the runtime stage gets
 # those, bin/ and src/.
@@ -8,7 +9,7 @@
 # where no registry is reachable.
 #   docker build -t exec-server .
 #   docker build --build-arg BASE_IMAGE=exec-server-base:... --build-arg REVISION=$(git rev-parse HEAD) .
-ARG BASE_IMAGE=node:20-bookworm-slim
+ARG BASE_IMAGE=node:24-bookworm-slim
 
 FROM ${BASE_IMAGE} AS builder
 # A C compiler for the native helpers only: npm runs no install scripts below, so dockerode's
