@@ -80,9 +80,13 @@ const cases: Case[] = [
     })),
 ];
 
+// helm's own state (caches, repositories, plugins) stays out of the user's home.
+const helmHome = join(root, 'node_modules', '.cache', 'exec-server-helm', 'home');
+const helmEnv = { ...process.env, HELM_CACHE_HOME: join(helmHome, 'cache'), HELM_CONFIG_HOME: join(helmHome, 'config'), HELM_DATA_HOME: join(helmHome, 'data') };
+
 async function helm(bin: string, args: string[]): Promise<{ code: number; out: string }> {
   try {
-    const { stdout, stderr } = await run(bin, args, { timeout: 60_000, maxBuffer: 16 * 1024 * 1024, env: { ...process.env, HELM_CACHE_HOME: join(root, 'node_modules', '.cache', 'exec-server-helm', 'home') } });
+    const { stdout, stderr } = await run(bin, args, { timeout: 60_000, maxBuffer: 16 * 1024 * 1024, env: helmEnv });
     return { code: 0, out: stdout + stderr };
   } catch (err) {
     const e = err as { code?: number; stdout?: string; stderr?: string };
