@@ -14,7 +14,7 @@
 #
 # Environment:
 #   IMAGE        image to build (default exec-server:ci)
-#   BASE_IMAGE   use this base instead of building one (e.g. node:20-bookworm-slim)
+#   BASE_IMAGE   use this base instead of building one (e.g. node:24-bookworm-slim)
 #   FORCE_BASE=1 rebuild the local base even when its hash matches
 #   NO_CACHE=1   build the Dockerfile without the engine's layer cache (to measure a cold build)
 #   BASE_CACHE   directory keeping the base's downloaded .deb files between runs
