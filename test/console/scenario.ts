@@ -172,7 +172,9 @@ export async function ptyTypeAndResize(t: TestContext, f: Fixture): Promise<void
   assert.doesNotMatch(await terminalText(page), /typed-while-read-only/, 'a read-only terminal sends nothing');
 
   // Start a shell: interactive at once.
-  await page.getByRole('button', { name: 'Start shell' }).click();
+  // By keyboard, as a person without a mouse would.
+  await page.getByRole('button', { name: 'Start shell' }).focus();
+  await page.keyboard.press('Enter');
   await page.getByRole('button', { name: 'Interactive: on' }).waitFor();
   // Type once the shell has printed its prompt (a `$` or `#` on the last line).
   await waitForTerminal(page, /[$#]\s*$/);

@@ -33,6 +33,8 @@ export interface SessionInfo {
   readonly denialHandling: string;
   readonly image?: string;
   readonly containerId?: string;
+  readonly execPath?: 'agent' | 'exec';
+  readonly execPathReason?: string;
   readonly workdir: string;
   readonly status: 'alive' | 'dead';
   readonly attached: boolean;

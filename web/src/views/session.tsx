@@ -226,6 +226,15 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
               <dd>
                 {approvalPolicy(s.approvalPolicy)} <span class="muted">· denials handled by {s.denialHandling}</span>
               </dd>
+              {s.execPath ? (
+                <>
+                  <dt>Commands run</dt>
+                  <dd>
+                    {s.execPath === 'agent' ? 'through the exec agent' : 'one engine exec each'}
+                    {s.execPathReason ? <span class="muted"> ({s.execPathReason})</span> : null}
+                  </dd>
+                </>
+              ) : null}
               <dt>Workspace</dt>
               <dd class="mono">{s.workdir}</dd>
               {Object.keys(s.labels).length > 0 ? (
