@@ -2,7 +2,10 @@
 import { after, before, describe, test } from 'node:test';
 import { dockerTestOptions } from '../docker/engine.ts';
 import { browserTestOptions } from './browser.ts';
-import { approveSandboxRetry, otherTenantSeesNothing, ptyTypeAndResize, setUp, signInAndList, snapshotAndDelete, streamAndResume, tearDown, type Fixture } from './scenario.ts';
+import type { Fixture } from './scenario.ts';
+
+// Loaded after the engine check (see usage.test.ts).
+const { approveSandboxRetry, otherTenantSeesNothing, ptyTypeAndResize, setUp, signInAndList, snapshotAndDelete, streamAndResume, tearDown } = await import('./scenario.ts');
 
 const opts = browserTestOptions(120_000, dockerTestOptions.skip);
 

@@ -9,6 +9,8 @@ import type { SessionStats } from '../types.ts';
 const NANOS_PER_TICK = 1e9 / 100;
 /** Processes read per sample at most: a fork bomb must not make a stats call read /proc forever. */
 const MAX_PROCESSES = 65_536;
+/** /proc files read at once. */
+const READ_BATCH = 64;
 
 interface ProcEntry {
   readonly pid: number;
@@ -34,14 +36,17 @@ async function readEntries(): Promise<Map<number, ProcEntry>> {
   const names = await readdir('/proc');
   const entries = new Map<number, ProcEntry>();
   const pids = names.filter((n) => /^\d+$/.test(n)).slice(0, MAX_PROCESSES).map(Number);
-  await Promise.all(
-    pids.map(async (pid) => {
-      // A process may end between readdir and read: it is simply not counted.
-      const text = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
-      const entry = text === undefined ? undefined : parseStat(pid, text);
-      if (entry) entries.set(pid, entry);
-    }),
-  );
+  // In batches: one open file per process at once could exhaust the server's descriptors.
+  for (let i = 0; i < pids.length; i += READ_BATCH) {
+    await Promise.all(
+      pids.slice(i, i + READ_BATCH).map(async (pid) => {
+        // A process may end between readdir and read: it is simply not counted.
+        const text = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
+        const entry = text === undefined ? undefined : parseStat(pid, text);
+        if (entry) entries.set(pid, entry);
+      }),
+    );
+  }
   return entries;
 }
 
@@ -51,9 +56,24 @@ async function residentBytes(pid: number): Promise<number> {
   return m?.[1] === undefined ? 0 : Number(m[1]) * 1024;
 }
 
+/** One /proc scan serves every session sampled within this long (a list of N sessions costs one scan). */
+const SCAN_REUSE_MS = 200;
+let lastScan: { readonly at: number; readonly entries: Promise<Map<number, ProcEntry>> } | undefined;
+
+function scan(): Promise<Map<number, ProcEntry>> {
+  const now = Date.now();
+  if (lastScan && now - lastScan.at < SCAN_REUSE_MS) return lastScan.entries;
+  const entries = readEntries();
+  lastScan = { at: now, entries };
+  entries.catch(() => {
+    if (lastScan?.entries === entries) lastScan = undefined;
+  });
+  return entries;
+}
+
 /** Sums CPU time, resident memory and process count over `roots` and all their descendants. */
 export async function processTreeStats(roots: Iterable<number>): Promise<SessionStats> {
-  const entries = await readEntries();
+  const entries = await scan();
   const children = new Map<number, number[]>();
   for (const e of entries.values()) {
     const list = children.get(e.ppid);
@@ -70,6 +90,10 @@ export async function processTreeStats(roots: Iterable<number>): Promise<Session
   }
   let ticks = 0;
   for (const pid of tree) ticks += entries.get(pid)?.ticks ?? 0;
-  const rss = await Promise.all([...tree].map(residentBytes));
-  return { cpuNanos: ticks * NANOS_PER_TICK, memoryBytes: rss.reduce((a, b) => a + b, 0), pids: tree.size };
+  const members = [...tree];
+  let memoryBytes = 0;
+  for (let i = 0; i < members.length; i += READ_BATCH) {
+    for (const bytes of await Promise.all(members.slice(i, i + READ_BATCH).map(residentBytes))) memoryBytes += bytes;
+  }
+  return { cpuNanos: ticks * NANOS_PER_TICK, memoryBytes, pids: tree.size };
 }
