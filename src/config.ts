@@ -60,6 +60,10 @@ export const OPTIONS = {
   maxPids: { flag: 'max-pids', env: 'EXEC_SERVER_MAX_PIDS', kind: 'int', default: 4096, min: 8, max: 1_000_000, description: 'Largest pids limit a session may ask for.' },
   dockerExecPath: { flag: 'docker-exec-path', env: 'EXEC_SERVER_DOCKER_EXEC_PATH', kind: 'enum', values: ['agent', 'exec'], default: 'agent', description: 'How commands reach a docker session: `agent` (the exec agent inside the container; a session where it cannot start falls back to `exec`) or `exec` (one engine exec per command).' },
   warmPool: { flag: 'warm-pool', env: 'EXEC_SERVER_WARM_POOL', kind: 'int', default: 0, min: 0, max: 256, description: 'Started containers of the default image kept ready (docker).' },
+  runtime: { flag: 'runtime', env: 'EXEC_SERVER_RUNTIME', kind: 'string', default: undefined, description: "OCI runtime of session containers (docker), e.g. `runsc` for gVisor; default: the engine's default runtime. Checked against the engine at startup." },
+  allowedRuntimes: { flag: 'allowed-runtimes', env: 'EXEC_SERVER_ALLOWED_RUNTIMES', kind: 'string', default: undefined, description: 'Comma-separated runtimes a session may ask for (`session.runtime`), besides the default one.' },
+  warmPoolRuntimes: { flag: 'warm-pool-runtimes', env: 'EXEC_SERVER_WARM_POOL_RUNTIMES', kind: 'string', default: undefined, description: 'Warm pools of other runtimes: `runsc=2,runc=1` (`--warm-pool` is the default runtime\'s).' },
+  idleHibernateSeconds: { flag: 'idle-hibernate-seconds', env: 'EXEC_SERVER_IDLE_HIBERNATE_SECONDS', kind: 'int', default: 0, min: 0, max: 30 * 86_400, description: 'Docker sessions whose runtime can checkpoint (gVisor) hibernate after this long idle instead of being reaped; 0 = never.' },
   instanceId: { flag: 'instance-id', env: 'EXEC_SERVER_INSTANCE_ID', kind: 'string', default: 'default', description: 'Names this server in container labels; a restarted server with the same id re-adopts its sessions.' },
   previewHost: { flag: 'preview-host', env: 'EXEC_SERVER_PREVIEW_HOST', kind: 'string', default: undefined, description: 'Wildcard host of preview ports: `p{port}-{session}.HOST` is proxied like `/v1/sessions/{session}/ports/{port}/` (DNS `*.HOST` pointing at this server).' },
   previewSecret: { flag: 'preview-secret', env: 'EXEC_SERVER_PREVIEW_SECRET', kind: 'string', default: undefined, secret: true, description: 'Key that signs preview URLs (same value on every replica); default a random key per process (its signed URLs end with it).' },
@@ -196,11 +200,34 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
   if (config.maxMemoryMb < config.memoryMb) throw new ConfigError(`--max-memory-mb (${config.maxMemoryMb}) is below --memory-mb (${config.memoryMb})`);
   if (config.maxCpus < config.cpus) throw new ConfigError(`--max-cpus (${config.maxCpus}) is below --cpus (${config.cpus})`);
   if (config.maxPids < config.pids) throw new ConfigError(`--max-pids (${config.maxPids}) is below --pids (${config.pids})`);
+  if (config.runtime !== undefined && !RUNTIME_NAME.test(config.runtime)) throw new ConfigError(`--runtime: ${JSON.stringify(config.runtime)} is not a runtime name`);
+  if (config.allowedRuntimes !== undefined) runtimeList(config.allowedRuntimes);
+  if (config.warmPoolRuntimes !== undefined) warmPoolRuntimes(config.warmPoolRuntimes);
   const hasAuth = config.token !== undefined || config.tokens !== undefined || config.tokensFile !== undefined;
   if (!isLoopback(listen.host) && !hasAuth && !config.insecureNoAuth) {
     throw new ConfigError(`refusing to listen on non-loopback address ${listen.host} without a token; set --token (or EXEC_SERVER_TOKENS) or pass --insecure-no-auth`);
   }
   return config;
+}
+
+const RUNTIME_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+
+/** `--allowed-runtimes` as a list (`runc,runsc`). */
+export function runtimeList(value: string): string[] {
+  const names = value.split(',').map((n) => n.trim()).filter((n) => n !== '');
+  for (const n of names) if (!RUNTIME_NAME.test(n)) throw new ConfigError(`--allowed-runtimes: ${JSON.stringify(n)} is not a runtime name`);
+  return names;
+}
+
+/** `--warm-pool-runtimes` as sizes by runtime (`runsc=2,runc=1`). */
+export function warmPoolRuntimes(value: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const part of value.split(',').map((p) => p.trim()).filter((p) => p !== '')) {
+    const m = /^([A-Za-z0-9][A-Za-z0-9_.-]{0,127})=(\d{1,3})$/.exec(part);
+    if (m === null || Number(m[2]) > 256) throw new ConfigError(`--warm-pool-runtimes: expected RUNTIME=N (N at most 256), got ${JSON.stringify(part)}`);
+    out[m[1]!] = Number(m[2]);
+  }
+  return out;
 }
 
 /** `--help` text, generated from the option table. */

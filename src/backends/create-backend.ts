@@ -2,7 +2,7 @@
  * Picks and builds the backend from config. Docker is imported lazily so the local backend
  * (the default) never loads dockerode.
  */
-import type { Config } from '../config.ts';
+import { runtimeList, warmPoolRuntimes, type Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
 import { createLocalBackend } from './local/local-backend.ts';
 import type { Backend } from './types.ts';
@@ -19,6 +19,9 @@ async function createDocker(config: Config, log: Logger): Promise<Backend> {
       retentionBytes: config.outputRetentionBytes,
       execPath: config.dockerExecPath,
       agentWindowBytes: agentWindowFor(config.wsBufferLimitBytes),
+      runtime: config.runtime,
+      allowedRuntimes: config.allowedRuntimes === undefined ? undefined : runtimeList(config.allowedRuntimes),
+      warmPoolRuntimes: config.warmPoolRuntimes === undefined ? undefined : warmPoolRuntimes(config.warmPoolRuntimes),
     },
     log.child({ backend: 'docker' }),
   );

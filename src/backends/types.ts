@@ -154,8 +154,28 @@ export interface SessionStats {
   readonly pidsLimit?: number | undefined;
 }
 
+/** Where a session stands with hibernation (docker sessions under a runtime that checkpoints). */
+export type HibernationState = 'awake' | 'hibernating' | 'hibernated' | 'waking';
+
+/** Hibernation of one session: its container checkpointed with its memory, stopped, restored later. */
+export interface BackendHibernation {
+  readonly state: HibernationState;
+  /** Why this session cannot hibernate (its runtime cannot checkpoint here), or undefined. */
+  readonly unsupportedReason: string | undefined;
+  /** When the current hibernation began; undefined while awake. */
+  readonly hibernatedAt: Date | undefined;
+  /** Checkpoints and stops the container; idempotent. Clear errors when it cannot. */
+  hibernate(): Promise<void>;
+  /** Restores the container; idempotent. Any call that needs the container wakes it too. */
+  wake(): Promise<void>;
+}
+
 export interface BackendSession {
   readonly id: SessionId;
+  /** OCI runtime the session's container runs under (docker: `runc`, `runsc`...). */
+  readonly runtime?: string | undefined;
+  /** Present on backends that can hibernate sessions (docker). */
+  readonly hibernation?: BackendHibernation | undefined;
   /** The session's workspace: absolute path inside its filesystem. */
   readonly workdir: string;
   readonly containerId?: ContainerId | undefined;
@@ -221,6 +241,8 @@ export interface BackendSessionSpec {
   readonly resources: { readonly memoryMb: number; readonly cpus: number; readonly pids: number };
   /** Whether the session's policy grants network (docker: otherwise NetworkMode none). */
   readonly network: boolean;
+  /** OCI runtime asked for (docker); undefined: the server's default. */
+  readonly runtime?: string | undefined;
 }
 
 /** A snapshot as clients see it (`session/snapshot`, `/v1/snapshots`). */

@@ -9,7 +9,7 @@ import { EmptyResult, NoParams, Opt, Params } from './common.ts';
 import * as fs from './fs.ts';
 import * as preview from './preview.ts';
 import * as proc from './process.ts';
-import { ApprovalAnswerSchema, ApprovalRequestSchema, SessionInfoSchema, SessionSpecSchema, SnapshotInfoSchema, SnapshotNameSchema } from './session.ts';
+import { ApprovalAnswerSchema, ApprovalRequestSchema, HibernationAnswerSchema, SessionInfoSchema, SessionSpecSchema, SnapshotInfoSchema, SnapshotNameSchema } from './session.ts';
 
 const FileUri = Type.String({ description: 'A file:// URI' });
 
@@ -52,6 +52,8 @@ export const RPC_METHODS = {
   'session/info': { params: NoParams, result: SessionInfoSchema },
   'session/terminateAll': { params: NoParams, result: Type.Object({ terminated: Type.Integer() }) },
   'session/snapshot': { params: Params({ name: Opt(SnapshotNameSchema) }), result: SnapshotInfoSchema },
+  'session/hibernate': { params: NoParams, result: HibernationAnswerSchema },
+  'session/wake': { params: NoParams, result: HibernationAnswerSchema },
   'session/exposePort': { params: preview.ExposePortParams, result: preview.PreviewSchema },
   'session/closePort': { params: preview.ClosePortParams, result: preview.ClosePortResult },
 

@@ -26,6 +26,7 @@ export const SessionSpecSchema = Type.Object(
   {
     image: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
     snapshot: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
+    runtime: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$', description: "OCI runtime of the container (docker backend), one of the server's allowed runtimes" })),
     workdir: Type.Optional(PathSchema),
     env: Type.Optional(Type.Record(Type.String({ maxLength: 1024 }), Type.String({ maxLength: 131072 }))),
     labels: Type.Optional(Type.Record(Type.String({ pattern: '^[A-Za-z0-9_.-]{1,63}$' }), Type.String({ maxLength: 256 }))),
@@ -60,6 +61,17 @@ export type ResourceUsage = Static<typeof ResourceUsageSchema>;
 export const ExposedPortSchema = Type.Object({ port: Type.Integer(), exposedAt: Type.String() });
 export type ExposedPort = Static<typeof ExposedPortSchema>;
 
+/** `hibernated`: checkpointed and stopped (docker); the next call that needs it wakes it. */
+export const HibernationStateSchema = Type.Union([Type.Literal('awake'), Type.Literal('hibernating'), Type.Literal('hibernated'), Type.Literal('waking')]);
+
+/** What `session/hibernate`, `session/wake` and their HTTP routes answer. */
+export const HibernationAnswerSchema = Type.Object({
+  sessionId: Type.String(),
+  hibernation: HibernationStateSchema,
+  hibernatedAt: Type.Optional(Type.String()),
+});
+export type HibernationAnswer = Static<typeof HibernationAnswerSchema>;
+
 export const SessionInfoSchema = Type.Object(
   {
     sessionId: Type.String(),
@@ -74,6 +86,9 @@ export const SessionInfoSchema = Type.Object(
     containerId: Type.Optional(Type.String()),
     execPath: Type.Optional(Type.Union([Type.Literal('agent'), Type.Literal('exec')], { description: 'Docker: the exec agent inside the container, or one engine exec per command (the fallback)' })),
     execPathReason: Type.Optional(Type.String({ description: 'Docker, exec path: why the agent is not used' })),
+    runtime: Type.Optional(Type.String({ description: 'OCI runtime of the container (docker)' })),
+    hibernation: Type.Optional(HibernationStateSchema),
+    hibernatedAt: Type.Optional(Type.String()),
     workdir: Type.String(),
     status: Type.Union([Type.Literal('alive'), Type.Literal('dead')]),
     attached: Type.Boolean({ description: 'A WebSocket client is attached' }),

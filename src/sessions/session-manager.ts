@@ -102,11 +102,15 @@ export class SessionManager {
     this.#creating++;
     try {
       const network = resolved.policy.sandbox.type === 'danger-full-access' || resolved.policy.sandbox.networkAccess === true;
+      if (resolved.runtime !== undefined && this.#backend.kind !== 'docker') {
+        throw execError('EXEC_ERR_INVALID_PARAMS', `session.runtime applies to the docker backend only; this server runs the ${this.#backend.kind} backend`, { detail: { field: 'session.runtime' } });
+      }
       const backendSession = await this.#backend.createSession({
         id,
         tenant: options.tenant,
         image: resolved.image,
         snapshot: resolved.snapshot,
+        runtime: resolved.runtime,
         workdir: resolved.workdir,
         labels: resolved.labels,
         resources: resolved.resources,
@@ -165,13 +169,34 @@ export class SessionManager {
     }
   }
 
-  /** Ends sessions past their lifetime, idle ones (no client, nothing running) and dead ones. */
+  /**
+   * Ends sessions past their lifetime, idle ones (no client, nothing running) and dead ones.
+   * With `--idle-hibernate-seconds`, an idle session that can hibernate does so instead, and a
+   * hibernated session is not reaped for idleness (only for its lifetime).
+   */
   async reap(now = Date.now()): Promise<void> {
+    const hibernateAfterMs = this.#config.idleHibernateSeconds * 1000;
     for (const session of [...this.#sessions.values()]) {
       const idleFor = now - session.lastActivity;
+      const hibernation = session.backend.hibernation;
+      const idle = !session.client && session.processes.runningCount === 0;
+      const hibernates = hibernateAfterMs > 0 && hibernation !== undefined && hibernation.unsupportedReason === undefined;
       if (now >= session.expiresAt.getTime()) await this.#remove(session, 'max lifetime reached');
-      else if (!session.client && session.processes.runningCount === 0 && idleFor >= session.spec.idleTimeoutSeconds * 1000) await this.#remove(session, 'idle timeout');
+      else if (session.status.status === 'alive' && hibernation !== undefined && hibernation.state !== 'awake') continue;
+      else if (hibernates && idle && session.status.status === 'alive' && idleFor >= hibernateAfterMs) await this.#hibernateIdle(session);
+      else if (!hibernates && idle && idleFor >= session.spec.idleTimeoutSeconds * 1000) await this.#remove(session, 'idle timeout');
       else if (session.status.status === 'dead' && !session.client && idleFor >= this.#config.exitedRetentionMs) await this.#remove(session, 'dead');
+    }
+  }
+
+  async #hibernateIdle(session: Session): Promise<void> {
+    try {
+      await session.backend.hibernation?.hibernate();
+      this.#log.info({ sessionId: session.id }, 'idle session hibernated');
+    } catch (err) {
+      // Tried again at the next idle check; the session stays as it was.
+      session.touch();
+      this.#log.warn({ sessionId: session.id, err: (err as Error).message }, 'idle session could not hibernate');
     }
   }
 

@@ -20,6 +20,8 @@ export interface ResolvedSessionSpec {
   readonly labels: Record<string, string>;
   readonly policy: SessionPolicy;
   readonly resources: { memoryMb: number; cpus: number; pids: number };
+  /** OCI runtime asked for (docker); undefined: the server's default. */
+  readonly runtime?: string | undefined;
   readonly idleTimeoutSeconds: number;
   readonly maxLifetimeSeconds: number;
   /** Whether ports of the session may be exposed (src/preview/). */
@@ -46,6 +48,7 @@ export function resolveSessionSpec(spec: SessionSpec, config: Config, denialHand
   return {
     image: spec.image,
     snapshot: spec.snapshot,
+    runtime: spec.runtime,
     workdir: spec.workdir === undefined ? undefined : toPath(spec.workdir),
     env: spec.env ?? {},
     labels: spec.labels ?? {},
@@ -76,6 +79,7 @@ export function sessionRecord(spec: ResolvedSessionSpec): string {
   const explicit: SessionSpec = {
     ...(spec.image !== undefined ? { image: spec.image } : {}),
     ...(spec.snapshot !== undefined ? { snapshot: spec.snapshot } : {}),
+    ...(spec.runtime !== undefined ? { runtime: spec.runtime } : {}),
     ...(spec.workdir !== undefined ? { workdir: spec.workdir } : {}),
     labels: spec.labels,
     sandbox: spec.policy.sandbox,

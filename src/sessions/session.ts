@@ -2,14 +2,15 @@
  * One session: its backend session (workspace or container), its process table, its policy,
  * and the client currently attached to it (at most one; a resume evicts the previous one).
  */
-import type { BackendSession } from '../backends/types.ts';
+import type { BackendHibernation, BackendSession } from '../backends/types.ts';
+import { execError } from '../errors.ts';
 import type { SessionId, TenantId } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { ApprovalDecision, ApprovalRequest } from '../policy/approvals.ts';
 import { exposedPorts } from '../preview/ports.ts';
 import { ProcessTable, type ProcessLimits } from '../processes/process-table.ts';
-import type { SessionInfo } from '../protocol/index.ts';
+import type { HibernationAnswer, SessionInfo } from '../protocol/index.ts';
 import type { ResolvedSessionSpec } from './session-spec.ts';
 
 /** The client side of a session: a WebSocket connection, or the HTTP approval queue. */
@@ -207,6 +208,9 @@ export class Session {
       containerId: this.backend.containerId,
       execPath: this.backend.execPath,
       execPathReason: this.backend.execPathReason,
+      runtime: this.backend.runtime,
+      hibernation: this.backend.hibernation?.state,
+      hibernatedAt: this.backend.hibernation?.hibernatedAt?.toISOString(),
       workdir: this.backend.workdir,
       status: this.status.status,
       attached: this.#client !== undefined,
@@ -217,6 +221,28 @@ export class Session {
       expiresAt: this.expiresAt.toISOString(),
       ports: exposedPorts(this),
     };
+  }
+
+  /** Checkpoints and stops the session's container (`session/hibernate`); see docs/docker-backend.md. */
+  async hibernate(): Promise<HibernationAnswer> {
+    const h = this.#hibernation();
+    await h.hibernate();
+    return { sessionId: this.id, hibernation: h.state, hibernatedAt: h.hibernatedAt?.toISOString() };
+  }
+
+  /** Restores a hibernated session (`session/wake`); nothing to do when it is awake. */
+  async wake(): Promise<HibernationAnswer> {
+    const h = this.#hibernation();
+    await h.wake();
+    this.touch();
+    return { sessionId: this.id, hibernation: h.state };
+  }
+
+  #hibernation(): BackendHibernation {
+    if (this.status.status === 'dead') throw execError('EXEC_ERR_SESSION_DEAD', `session is dead: ${this.status.reason}`);
+    const h = this.backend.hibernation;
+    if (h === undefined) throw execError('EXEC_ERR_UNSUPPORTED', `hibernation needs the docker backend; this session runs on the ${this.#deps.backendKind} backend`);
+    return h;
   }
 
   /** Registers a cleanup run when the session is destroyed; returns its removal. */

@@ -9,7 +9,7 @@ import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/typ
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config.ts';
 import { execError } from '../errors.ts';
-import { ErrorSchema, SessionInfoSchema, SessionListQuerySchema, SessionListSchema, SessionParamsSchema, SessionSpecSchema, SnapshotBodySchema, SnapshotInfoSchema, SnapshotListSchema, SnapshotParamsSchema } from '../protocol/index.ts';
+import { ErrorSchema, HibernationAnswerSchema, SessionInfoSchema, SessionListQuerySchema, SessionListSchema, SessionParamsSchema, SessionSpecSchema, SnapshotBodySchema, SnapshotInfoSchema, SnapshotListSchema, SnapshotParamsSchema } from '../protocol/index.ts';
 import { registerToolRoutes } from '../tools/routes.ts';
 import { sampleUsage } from '../sessions/resource-usage.ts';
 
@@ -77,6 +77,34 @@ export async function registerHttpApi(app: FastifyInstance, opts: { config: Conf
         await app.sessions.destroy(request.params.id, request.tenant);
         return reply.code(204).send(null);
       },
+    );
+
+    api.post(
+      '/v1/sessions/:id/hibernate',
+      {
+        schema: {
+          operationId: 'hibernateSession',
+          tags: ['sessions'],
+          summary: "Checkpoint the session's container with its memory and stop it (docker, gVisor runtime); the next call that needs it wakes it",
+          params: SessionParamsSchema,
+          response: { 200: HibernationAnswerSchema, ...errors },
+        },
+      },
+      async (request) => app.sessions.get(request.params.id, request.tenant).hibernate(),
+    );
+
+    api.post(
+      '/v1/sessions/:id/wake',
+      {
+        schema: {
+          operationId: 'wakeSession',
+          tags: ['sessions'],
+          summary: 'Restore a hibernated session: what ran in it goes on where it was',
+          params: SessionParamsSchema,
+          response: { 200: HibernationAnswerSchema, ...errors },
+        },
+      },
+      async (request) => app.sessions.get(request.params.id, request.tenant).wake(),
     );
 
     api.post(

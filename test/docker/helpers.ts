@@ -13,7 +13,8 @@ export const execFileP = promisify(execFile);
 
 export function makeBackend(extra: Partial<DockerBackendOptions> = {}): DockerBackend {
   return createDockerBackend(
-    { defaultImage: TEST_IMAGE, instanceId: `test-${randomUUID().slice(0, 8)}`, defaultResources: { memoryMb: 512, cpus: 1, pids: 256 }, ...extra },
+    // EXEC_SERVER_TEST_RUNTIME: the same suites under another runtime (test/docker-runsc/).
+    { defaultImage: TEST_IMAGE, instanceId: `test-${randomUUID().slice(0, 8)}`, defaultResources: { memoryMb: 512, cpus: 1, pids: 256 }, runtime: process.env.EXEC_SERVER_TEST_RUNTIME, ...extra },
     process.env.DEBUG_DOCKER ? { info: console.error, warn: console.error, error: console.error, debug: console.error } : silentLogger,
   );
 }

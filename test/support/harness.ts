@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.ts';
 import type { Backend } from '../../src/backends/types.ts';
 import { createLocalBackend } from '../../src/backends/local/local-backend.ts';
-import { loadConfig, type Config } from '../../src/config.ts';
+import { loadConfig, runtimeList, type Config } from '../../src/config.ts';
 import { silentLogger } from '../../src/logger.ts';
 import { RpcConnection, type Notification, type RpcConnectionOptions } from '../../src/client/rpc-connection.ts';
 
@@ -49,7 +49,17 @@ export async function startServer(opts: ServerOptions = {}): Promise<TestServer>
   if (kind === 'docker') {
     const { createDockerBackend, agentWindowFor } = await import('../../src/backends/docker/index.ts');
     const { TEST_IMAGE } = await import('../docker/engine.ts');
-    backend = createDockerBackend({ defaultImage: TEST_IMAGE, instanceId: opts.instanceId ?? `test-${process.pid}-${Math.random().toString(16).slice(2, 8)}`, execPath: dockerExecPath(), agentWindowBytes: agentWindowFor(config.wsBufferLimitBytes) }, silentLogger);
+    backend = createDockerBackend(
+      {
+        defaultImage: TEST_IMAGE,
+        instanceId: opts.instanceId ?? `test-${process.pid}-${Math.random().toString(16).slice(2, 8)}`,
+        execPath: dockerExecPath(),
+        agentWindowBytes: agentWindowFor(config.wsBufferLimitBytes),
+        runtime: config.runtime ?? process.env.EXEC_SERVER_TEST_RUNTIME,
+        allowedRuntimes: config.allowedRuntimes === undefined ? undefined : runtimeList(config.allowedRuntimes),
+      },
+      silentLogger,
+    );
   } else {
     backend = await createLocalBackend({ workspaceRoot, warmSandboxes: !opts.coldSandbox, ...(opts.noBubblewrap ? { bubblewrap: { available: false, path: 'bwrap', reason: 'disabled by the test' } } : {}) }, silentLogger);
   }

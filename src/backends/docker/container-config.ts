@@ -34,6 +34,8 @@ export interface ContainerConfigInput {
   readonly network: boolean;
   readonly workdir: string;
   readonly controlTmpfsSize: string;
+  /** OCI runtime (`runc`, `runsc`...); undefined leaves the engine's default (runtimes.ts). */
+  readonly runtime?: string | undefined;
 }
 
 export function buildContainerConfig(input: ContainerConfigInput): Docker.ContainerCreateOptions {
@@ -53,6 +55,7 @@ export function buildContainerConfig(input: ContainerConfigInput): Docker.Contai
     NetworkDisabled: !input.network,
     HostConfig: {
       Init: true,
+      ...(input.runtime !== undefined ? { Runtime: input.runtime } : {}),
       Privileged: false,
       CapDrop: ['ALL'],
       CapAdd: [...KEPT_CAPABILITIES],

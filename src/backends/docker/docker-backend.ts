@@ -13,9 +13,11 @@ import { createDockerClient, withDeadline } from './engine-client.ts';
 import { EventWatcher, type ContainerEvent } from './event-watcher.ts';
 import { DefaultImage } from './image-pull.ts';
 import { runControl } from './exec-runner.ts';
+import { HibernatableSession, readHibernatedFacts } from './hibernation.ts';
 import { LABEL, readUserLabels, userLabels } from './labels.ts';
 import { resolveOptions, type DockerBackendOptions, type DockerLogger, type ResolvedDockerOptions } from './options.ts';
 import { envOf, installIfWanted, provisionContainer, removeContainer, startAgent, type ProvisionInput } from './provision.ts';
+import { checkpointUnsupportedReason, RuntimeResolver } from './runtimes.ts';
 import { RECORD_FILE, SETUP_SCRIPT } from './scripts.ts';
 import { deleteSnapshot, findSnapshot, listSnapshots } from './snapshots.ts';
 import { claimedName, parseClaimedName, WarmPool, type PoolEntry } from './warm-pool.ts';
@@ -26,10 +28,12 @@ export interface DockerBackend extends Backend {
   /** The dockerode client (tests, diagnostics). */
   readonly docker: Docker;
   readonly options: ResolvedDockerOptions;
-  /** Containers ready in the warm pool right now. */
-  poolReady(): number;
-  /** Resolves once the warm pool is full or `timeoutMs` passed; true when full. */
+  /** Containers ready in the warm pool right now (of one runtime, or of all). */
+  poolReady(runtime?: string): number;
+  /** Resolves once every runtime's warm pool is full or `timeoutMs` passed; true when full. */
   poolFull(timeoutMs: number): Promise<boolean>;
+  /** Which runtimes sessions get and may ask for (runtimes.ts). */
+  readonly runtimes: RuntimeResolver;
 }
 
 /**
@@ -47,9 +51,14 @@ class DockerBackendImpl implements DockerBackend {
   readonly options: ResolvedDockerOptions;
   readonly #log: DockerLogger;
   readonly #sessions = new Map<string, DockerSession>();
+  /** The same sessions as handed out: behind the hibernation gate. */
+  readonly #gated = new Map<string, HibernatableSession>();
   readonly #watcher: EventWatcher;
-  readonly #pool: WarmPool;
   readonly #defaultImage: DefaultImage;
+  readonly runtimes: RuntimeResolver;
+  /** One warm pool per runtime asked for (`warmPoolSize` for the default one, `warmPoolRuntimes`). */
+  readonly #pools = new Map<string, WarmPool>();
+  #poolsStarted: Promise<void> | undefined;
   #started = false;
   #closed = false;
 
@@ -59,19 +68,25 @@ class DockerBackendImpl implements DockerBackend {
     this.docker = createDockerClient(options.dockerHost);
     this.#defaultImage = new DefaultImage(this.docker, options.defaultImage, log, options.engineTimeoutMs);
     this.#watcher = new EventWatcher(this.docker, options.instanceId, log, (e) => this.#onEvent(e), () => void this.#reconcile());
-    this.#pool = new WarmPool(
-      options.warmPoolSize,
-      () => this.#createPoolEntry(),
-      (id) => this.#removeContainer(id),
-      log,
-    );
+    this.runtimes = new RuntimeResolver(this.docker, options.runtime, options.allowedRuntimes, options.engineTimeoutMs);
   }
 
   #start(): void {
     if (this.#started || this.#closed) return;
     this.#started = true;
     this.#watcher.start();
-    this.#pool.refill();
+    this.#poolsStarted = this.#startPools().catch((err: unknown) => this.#log.warn({ err: (err as Error).message }, 'warm pool: cannot resolve the runtimes; no pool'));
+  }
+
+  async #startPools(): Promise<void> {
+    const sizes = new Map<string, number>([[await this.runtimes.defaultRuntime(), this.options.warmPoolSize], ...Object.entries(this.options.warmPoolRuntimes)]);
+    for (const [runtime, size] of sizes) {
+      if (size <= 0 || this.#closed) continue;
+      await this.runtimes.resolve(runtime);
+      const pool = new WarmPool(size, () => this.#createPoolEntry(runtime), (id) => this.#removeContainer(id), this.#log);
+      this.#pools.set(runtime, pool);
+      pool.refill();
+    }
   }
 
   async ping(): Promise<void> {
@@ -82,13 +97,19 @@ class DockerBackendImpl implements DockerBackend {
     return this.#defaultImage.notReadyReason();
   }
 
-  poolReady(): number {
-    return this.#pool.readyCount;
+  poolReady(runtime?: string): number {
+    if (runtime !== undefined) return this.#pools.get(runtime)?.readyCount ?? 0;
+    let n = 0;
+    for (const pool of this.#pools.values()) n += pool.readyCount;
+    return n;
   }
 
-  poolFull(timeoutMs: number): Promise<boolean> {
+  async poolFull(timeoutMs: number): Promise<boolean> {
     this.#start();
-    return this.#pool.whenFull(timeoutMs);
+    const deadline = Date.now() + timeoutMs;
+    await this.#poolsStarted;
+    const full = await Promise.all([...this.#pools.values()].map((p) => p.whenFull(Math.max(0, deadline - Date.now()))));
+    return full.every(Boolean);
   }
 
   async createSession(spec: BackendSessionSpec): Promise<BackendSession> {
@@ -96,11 +117,12 @@ class DockerBackendImpl implements DockerBackend {
     // Fail fast (pingTimeoutMs) when the engine is down, before any slower step.
     await this.ping();
     this.#start();
+    const runtime = await this.runtimes.resolve(spec.runtime);
     const workdir = spec.workdir ?? this.options.defaultWorkdir;
     if (this.#poolMatches(spec, workdir)) {
-      const entry = this.#pool.take();
+      const entry = this.#pools.get(runtime)?.take();
       if (entry !== undefined) {
-        const taken = await this.#claim(entry, spec).catch((err: unknown) => {
+        const taken = await this.#claim(entry, spec, runtime).catch((err: unknown) => {
           this.#log.warn({ err: (err as Error).message }, 'warm pool: claim failed, creating a container');
           return undefined;
         });
@@ -125,14 +147,14 @@ class DockerBackendImpl implements DockerBackend {
       resources: spec.resources,
       network: spec.network,
       workdir,
+      runtime,
     });
-    return this.#adopt(spec.id, spec.tenant, created, image, workdir);
+    return this.#adopt(spec.id, spec.tenant, created, image, workdir, runtime);
   }
 
   #poolMatches(spec: BackendSessionSpec, workdir: string): boolean {
     const d = this.options.defaultResources;
     return (
-      this.options.warmPoolSize > 0 &&
       spec.snapshot === undefined &&
       (spec.image ?? this.options.defaultImage) === this.options.defaultImage &&
       !spec.network &&
@@ -144,15 +166,16 @@ class DockerBackendImpl implements DockerBackend {
     );
   }
 
-  async #claim(entry: PoolEntry, spec: BackendSessionSpec): Promise<DockerSession> {
+  async #claim(entry: PoolEntry, spec: BackendSessionSpec, runtime: string): Promise<HibernatableSession> {
     const container = this.docker.getContainer(entry.containerId);
     await withDeadline('container rename', this.options.engineTimeoutMs, (abortSignal) =>
       container.rename({ name: claimedName(spec.id, spec.tenant), abortSignal }),
     );
-    return this.#adopt(spec.id, spec.tenant, entry, this.options.defaultImage, this.options.defaultWorkdir);
+    return this.#adopt(spec.id, spec.tenant, entry, this.options.defaultImage, this.options.defaultWorkdir, runtime);
   }
 
-  #adopt(id: SessionId, tenant: TenantId, c: PoolEntry, image: string, workdir: string): DockerSession {
+  async #adopt(id: SessionId, tenant: TenantId, c: PoolEntry, image: string, workdir: string, runtime: string, hibernatedAt?: Date): Promise<HibernatableSession> {
+    const engine = await this.runtimes.engine().catch(() => undefined);
     const session = new DockerSession({
       id,
       tenant,
@@ -167,14 +190,26 @@ class DockerBackendImpl implements DockerBackend {
       options: this.options,
       log: this.#log,
       forget: (s) => {
-        if (this.#sessions.get(s.containerId) === s) this.#sessions.delete(s.containerId);
+        if (this.#sessions.get(s.containerId) === s) {
+          this.#sessions.delete(s.containerId);
+          this.#gated.delete(s.containerId);
+        }
       },
     });
+    const gated = new HibernatableSession({
+      inner: session,
+      runtime,
+      unsupportedReason: engine === undefined ? 'the engine did not say which runtimes can checkpoint' : checkpointUnsupportedReason(engine, runtime),
+      timeoutMs: this.options.engineTimeoutMs,
+      log: this.#log,
+      hibernatedAt,
+    });
     this.#sessions.set(c.containerId, session);
-    return session;
+    this.#gated.set(c.containerId, gated);
+    return gated;
   }
 
-  async #createPoolEntry(): Promise<PoolEntry> {
+  async #createPoolEntry(runtime: string): Promise<PoolEntry> {
     return this.#provision({
       name: `exec-server-pool-${randomUUID()}`,
       image: this.options.defaultImage,
@@ -183,6 +218,7 @@ class DockerBackendImpl implements DockerBackend {
       resources: this.options.defaultResources,
       network: false,
       workdir: this.options.defaultWorkdir,
+      runtime,
     });
   }
 
@@ -195,6 +231,8 @@ class DockerBackendImpl implements DockerBackend {
   }
 
   async recover(): Promise<RecoveredSession[]> {
+    // A default runtime the engine lacks is a configuration error, reported at startup.
+    await this.runtimes.check();
     const list = await withDeadline('container list', this.options.engineTimeoutMs, (abortSignal) =>
       this.docker.listContainers({ all: true, filters: { label: [`${LABEL.instance}=${this.options.instanceId}`] }, abortSignal }),
     );
@@ -204,6 +242,13 @@ class DockerBackendImpl implements DockerBackend {
       const claimed = labels[LABEL.pool] === 'true' ? parseClaimedName(c.Names?.[0] ?? '') : undefined;
       const sessionId = labels[LABEL.pool] === 'true' ? claimed?.sessionId : labels[LABEL.sessionId];
       const tenant = labels[LABEL.pool] === 'true' ? claimed?.tenant : labels[LABEL.tenant];
+      if (c.State === 'exited' && sessionId !== undefined && tenant !== undefined && !this.#sessions.has(c.Id)) {
+        const hibernated = await this.#recoverHibernated(c, asSessionId(sessionId), asTenantId(tenant), labels);
+        if (hibernated !== undefined) {
+          recovered.push(hibernated);
+          continue;
+        }
+      }
       if (c.State !== 'running' || sessionId === undefined || tenant === undefined || this.#sessions.has(c.Id)) {
         if (this.#sessions.has(c.Id)) continue;
         this.#log.info({ containerId: c.Id, state: c.State }, 'recover: removing orphan container');
@@ -220,12 +265,13 @@ class DockerBackendImpl implements DockerBackend {
         // The agent kept running with the container: attaching finds it (and its processes).
         const installed = await installIfWanted(container, this.options, { running: true });
         const agent = installed === true ? await startAgent(container, this.options, this.#log) : { agentUnavailable: installed };
-        const session = this.#adopt(
+        const session = await this.#adopt(
           asSessionId(sessionId),
           asTenantId(tenant),
           { containerId: c.Id, shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh', baseEnv: envOf(info.Config.Env), ...agent },
           labels[LABEL.pool] === 'true' ? this.options.defaultImage : c.Image,
           workdir,
+          info.HostConfig.Runtime ?? (await this.runtimes.engine()).engineDefault,
         );
         const created = labels[LABEL.created] ?? info.Created;
         const stored = await runControl(container, { cmd: ['cat', RECORD_FILE], timeoutMs: this.options.engineTimeoutMs, maxStdout: 64 * 1024 });
@@ -249,12 +295,42 @@ class DockerBackendImpl implements DockerBackend {
     return recovered;
   }
 
+  /**
+   * A stopped container holding this server's checkpoint is a hibernated session: re-adopted
+   * as it is, without waking it (the facts come through the archive API). Undefined when the
+   * container holds no checkpoint (it died) or cannot be read.
+   */
+  async #recoverHibernated(c: Docker.ContainerInfo, sessionId: SessionId, tenant: TenantId, labels: Record<string, string>): Promise<RecoveredSession | undefined> {
+    try {
+      const container = this.docker.getContainer(c.Id);
+      const facts = await readHibernatedFacts(container, this.options.engineTimeoutMs);
+      if (facts === undefined) return undefined;
+      const info = await withDeadline('container inspect', this.options.engineTimeoutMs, (abortSignal) => container.inspect({ abortSignal }));
+      const session = await this.#adopt(
+        sessionId,
+        tenant,
+        { containerId: c.Id, shellPath: facts.shellPath, baseEnv: envOf(info.Config.Env) },
+        labels[LABEL.pool] === 'true' ? this.options.defaultImage : c.Image,
+        labels[LABEL.workdir] ?? this.options.defaultWorkdir,
+        info.HostConfig.Runtime ?? (await this.runtimes.engine()).engineDefault,
+        new Date(info.State.FinishedAt),
+      );
+      this.#log.info({ sessionId, containerId: c.Id }, 'recover: re-adopted hibernated session');
+      return { session, tenant, labels: readUserLabels(labels), createdAt: new Date(labels[LABEL.created] ?? info.Created), record: facts.record };
+    } catch (err) {
+      this.#log.warn({ containerId: c.Id, err: (err as Error).message }, 'recover: cannot read a stopped container as hibernated');
+      return undefined;
+    }
+  }
+
   #onEvent(e: ContainerEvent): void {
     if (e.action === 'oom') {
       this.#log.warn({ containerId: e.containerId }, 'session container hit its memory limit');
       return;
     }
-    this.#pool.forget(e.containerId);
+    // A checkpoint stops the container on purpose.
+    if (e.action === 'die' && this.#gated.get(e.containerId)?.expectsStop === true) return;
+    for (const pool of this.#pools.values()) pool.forget(e.containerId);
     const session = this.#sessions.get(e.containerId);
     if (session === undefined || session.destroying) return;
     const code = e.attributes.exitCode;
@@ -264,7 +340,7 @@ class DockerBackendImpl implements DockerBackend {
   /** After an events gap: anything that died meanwhile is lost. */
   async #reconcile(): Promise<void> {
     for (const s of [...this.#sessions.values()]) {
-      if (s.destroying || s.lostReason !== undefined) continue;
+      if (s.destroying || s.lostReason !== undefined || this.#gated.get(s.containerId)?.expectsStop === true) continue;
       const running = await s.containerRunning();
       if (running === false) s.markLost('container is not running');
     }
@@ -282,7 +358,8 @@ class DockerBackendImpl implements DockerBackend {
     if (this.#closed) return;
     this.#closed = true;
     this.#watcher.stop();
-    await this.#pool.close();
+    await this.#poolsStarted;
+    await Promise.all([...this.#pools.values()].map((p) => p.close()));
     await Promise.all([...this.#sessions.values()].map((s) => s.destroy().catch(() => undefined)));
   }
 }

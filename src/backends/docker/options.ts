@@ -54,6 +54,16 @@ export interface DockerBackendOptions {
    * Default 2 MiB.
    */
   readonly agentWindowBytes?: number | undefined;
+  /**
+   * OCI runtime of session containers when the spec names none (`runc`, `runsc`...).
+   * Default: the engine's own default runtime. Must be registered with the engine (checked by
+   * `recover()` at startup). See runtimes.ts.
+   */
+  readonly runtime?: string | undefined;
+  /** Runtimes a session may ask for; the default runtime is always allowed. Default: only it. */
+  readonly allowedRuntimes?: readonly string[] | undefined;
+  /** Warm-pool sizes of other runtimes than the default one (`warmPoolSize` is the default's). */
+  readonly warmPoolRuntimes?: Readonly<Record<string, number>> | undefined;
 }
 
 /**
@@ -81,6 +91,9 @@ export interface ResolvedDockerOptions {
   readonly retentionBytes: number;
   readonly agentBinary: string | undefined;
   readonly agentWindowBytes: number;
+  readonly runtime: string | undefined;
+  readonly allowedRuntimes: readonly string[];
+  readonly warmPoolRuntimes: Readonly<Record<string, number>>;
 }
 
 export function resolveOptions(o: DockerBackendOptions): ResolvedDockerOptions {
@@ -99,5 +112,8 @@ export function resolveOptions(o: DockerBackendOptions): ResolvedDockerOptions {
     retentionBytes: o.retentionBytes ?? 1024 * 1024,
     agentBinary: o.agentBinary,
     agentWindowBytes: o.agentWindowBytes ?? 2 * 1024 * 1024,
+    runtime: o.runtime,
+    allowedRuntimes: [...new Set(o.allowedRuntimes ?? [])],
+    warmPoolRuntimes: o.warmPoolRuntimes ?? {},
   };
 }

@@ -28,6 +28,8 @@ export interface ProvisionInput {
   readonly resources: BackendSessionSpec['resources'];
   readonly network: boolean;
   readonly workdir: string;
+  /** OCI runtime of the container (runtimes.ts). */
+  readonly runtime?: string | undefined;
 }
 
 export async function provisionContainer(docker: Docker, options: ResolvedDockerOptions, log: DockerLogger, p: ProvisionInput): Promise<PoolEntry> {
@@ -41,6 +43,7 @@ export async function provisionContainer(docker: Docker, options: ResolvedDocker
     network: p.network,
     workdir: p.workdir,
     controlTmpfsSize: options.controlTmpfsSize,
+    runtime: p.runtime,
   });
   const create = (): Promise<Docker.Container> =>
     withDeadline('container create', PROVISION_TIMEOUT_MS, (abortSignal) => docker.createContainer({ ...config, abortSignal }));

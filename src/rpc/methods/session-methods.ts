@@ -57,6 +57,7 @@ function serverCapabilities(session: Session): Record<string, boolean> {
     processEscalated: true,
     approvals: true,
     snapshots: session.backend.containerId !== undefined,
+    hibernation: session.backend.hibernation !== undefined && session.backend.hibernation.unsupportedReason === undefined,
     chunkedFiles: true,
   };
 }
@@ -109,6 +110,8 @@ export function registerSessionMethods(table: MethodTable<Connection>): void {
   });
   table.add('session/info', async (_p, conn) => ({ ...conn.session.info(), usage: await sampleUsage(conn.session) }));
   table.add('session/terminateAll', async (_p, conn) => ({ terminated: await conn.session.processes.terminateAll() }));
+  table.add('session/hibernate', (_p, conn) => conn.session.hibernate());
+  table.add('session/wake', (_p, conn) => conn.session.wake());
   table.add('session/snapshot', async (params, conn) => {
     const session = conn.session;
     if (session.status.status === 'dead') throw execError('EXEC_ERR_SESSION_DEAD', `session is dead: ${session.status.reason}`);

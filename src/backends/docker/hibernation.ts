@@ -1,0 +1,380 @@
+/**
+ * Hibernation of a session container: `hibernate()` checkpoints it with its memory and stops
+ * it (the engine keeps the checkpoint, so the memory is freed and the state survives a server
+ * restart); `wake()`, or the next call that needs the container, restores it, and what ran in
+ * it goes on where it was. The session is wrapped (`HibernatableSession`) so every path into
+ * the container passes one gate: calls wait while a checkpoint or a restore runs, and a
+ * hibernated session wakes first. See docs/docker-backend.md, "Hibernation".
+ *
+ * gVisor cannot restore a checkpoint taken while an attached exec is open (its restore of the
+ * memory mappings panics; detached work, the container's main process and finished execs are
+ * fine). Commands run as attached execs, so a session refuses to hibernate while one runs;
+ * a session whose commands reach it over a closable connection implements `CheckpointAware`
+ * instead, closing it before the checkpoint and re-opening it after the restore.
+ */
+import type Docker from 'dockerode';
+import { execError } from '../../errors.ts';
+import type { BackendHibernation, BackendProcess, BackendSession, HibernationState, ProcessSink, SessionFs, SnapshotInfo, SpawnRequest } from '../types.ts';
+import { statusOf, withDeadline } from './engine-client.ts';
+import { runControl } from './exec-runner.ts';
+import type { DockerLogger } from './options.ts';
+import { RECORD_FILE } from './scripts.ts';
+
+/** Name of the one checkpoint a hibernated container has. */
+export const CHECKPOINT_NAME = 'exec-server-hibernation';
+
+/**
+ * Kept in the container's root filesystem while it is hibernated (the control tmpfs, with the
+ * session record, is only inside the checkpoint): what a restarted server needs to re-adopt
+ * the session without waking it. Root-only; removed again on wake, so snapshots never hold it.
+ */
+export const HIBERNATION_FILE = '/var/lib/exec-server-hibernation/session';
+
+/** Checkpoint and restore of a large container take seconds; a dead engine still fails at once. */
+const CHECKPOINT_TIMEOUT_MS = 120_000;
+
+/** How long a hibernation waits for calls already in the container to finish. */
+const DRAIN_TIMEOUT_MS = 30_000;
+
+/** Writes the hibernation file: first line the shell path, then the session record. Args: file, record file, shell. */
+const SAVE_SCRIPT = 'umask 077 && mkdir -p "$(dirname "$1")" && { printf "%s\\n" "$3"; cat "$2" 2>/dev/null || :; } >"$1.tmp" && mv "$1.tmp" "$1"';
+
+/** Optional hooks of a session whose connection into the container must not span a checkpoint. */
+export interface CheckpointAware {
+  /** Close every attached connection into the container (processes keep running). */
+  beforeCheckpoint(): Promise<void>;
+  /** Re-open them after the restore; output continues where it stopped. */
+  afterRestore(): Promise<void>;
+}
+
+/** The session being wrapped: the docker session's own surface plus what hibernation needs. */
+export type InnerSession = BackendSession & {
+  readonly container: Docker.Container;
+  readonly lostReason: string | undefined;
+  markLost(reason: string): void;
+  containerRunning(): Promise<boolean | undefined>;
+} & Partial<CheckpointAware>;
+
+export interface HibernationInit {
+  readonly inner: InnerSession;
+  readonly runtime: string;
+  /** Why this runtime cannot checkpoint here, or undefined. */
+  readonly unsupportedReason: string | undefined;
+  readonly timeoutMs: number;
+  readonly log: DockerLogger;
+  /** Re-adopted while hibernated (server restart). */
+  readonly hibernatedAt?: Date | undefined;
+}
+
+export class HibernatableSession implements BackendSession, BackendHibernation {
+  readonly inner: InnerSession;
+  readonly runtime: string;
+  readonly unsupportedReason: string | undefined;
+  readonly fs: SessionFs;
+  readonly hibernation: BackendHibernation = this;
+  readonly #timeoutMs: number;
+  readonly #log: DockerLogger;
+  #state: HibernationState;
+  #hibernatedAt: Date | undefined;
+  /** The transition under way (hibernate or wake), which every call waits for. */
+  #transition: Promise<void> | undefined;
+  /** Calls inside the container right now (a hibernation waits until none). */
+  #inFlight = 0;
+  #drained: (() => void) | undefined;
+  /** Processes whose attached exec is still open. */
+  #running = 0;
+
+  constructor(init: HibernationInit) {
+    this.inner = init.inner;
+    this.runtime = init.runtime;
+    this.unsupportedReason = init.unsupportedReason;
+    this.#timeoutMs = init.timeoutMs;
+    this.#log = init.log;
+    this.#hibernatedAt = init.hibernatedAt;
+    this.#state = init.hibernatedAt === undefined ? 'awake' : 'hibernated';
+    this.fs = gatedFs(init.inner.fs, (fn, hold) => this.#use(fn, hold));
+  }
+
+  get id(): BackendSession['id'] {
+    return this.inner.id;
+  }
+  get workdir(): string {
+    return this.inner.workdir;
+  }
+  get containerId(): BackendSession['containerId'] {
+    return this.inner.containerId;
+  }
+  get image(): string | undefined {
+    return this.inner.image;
+  }
+  get sandboxType(): BackendSession['sandboxType'] {
+    return this.inner.sandboxType;
+  }
+  get sandboxUnavailableReason(): string | undefined {
+    return this.inner.sandboxUnavailableReason;
+  }
+  get environment(): BackendSession['environment'] {
+    return this.inner.environment;
+  }
+  get state(): HibernationState {
+    return this.#state;
+  }
+  get hibernatedAt(): Date | undefined {
+    return this.#hibernatedAt;
+  }
+  /** True while the container is stopped or stopping on purpose (its `die` event is not a loss). */
+  get expectsStop(): boolean {
+    return this.#state !== 'awake';
+  }
+
+  /**
+   * Runs `fn` with the container awake, counted so a hibernation waits for it; `hold` keeps it
+   * counted past the return (a stream still reading from the container).
+   */
+  async #use<T>(fn: () => Promise<T>, hold?: (value: T) => Promise<void>): Promise<T> {
+    while (this.#transition !== undefined || this.#state !== 'awake') {
+      if (this.#transition !== undefined) await this.#transition.catch(() => undefined);
+      else if (this.#state === 'hibernated') await this.wake();
+    }
+    this.#inFlight++;
+    const release = (): void => {
+      this.#inFlight--;
+      if (this.#inFlight === 0) this.#drained?.();
+    };
+    let value: T;
+    try {
+      value = await fn();
+    } catch (err) {
+      release();
+      throw err;
+    }
+    if (hold === undefined) release();
+    else void hold(value).finally(release);
+    return value;
+  }
+
+  async spawn(request: SpawnRequest, sink: ProcessSink): Promise<BackendProcess> {
+    let open = true;
+    const done = (): void => {
+      if (open) {
+        open = false;
+        this.#running--;
+      }
+    };
+    const counted: ProcessSink = {
+      output: (stream, data) => sink.output(stream, data),
+      exit: (result) => {
+        done();
+        sink.exit(result);
+      },
+    };
+    this.#running++;
+    try {
+      return await this.#use(() => this.inner.spawn(request, counted));
+    } catch (err) {
+      done();
+      throw err;
+    }
+  }
+
+  aliasPath(path: string): Promise<boolean> {
+    return this.#use(async () => (await this.inner.aliasPath?.(path)) ?? false);
+  }
+
+  snapshot(name: string | undefined): Promise<SnapshotInfo> {
+    return this.#use(() => this.inner.snapshot(name));
+  }
+
+  persistRecord(record: string): Promise<void> {
+    return this.#use(() => this.inner.persistRecord(record));
+  }
+
+  onLost(listener: (reason: string) => void): void {
+    this.inner.onLost(listener);
+  }
+
+  /** Removing the container needs no wake: a hibernated one goes with its checkpoint. */
+  async destroy(): Promise<void> {
+    await this.#transition?.catch(() => undefined);
+    await this.inner.destroy();
+  }
+
+  hibernate(): Promise<void> {
+    if (this.unsupportedReason !== undefined) return Promise.reject(execError('EXEC_ERR_UNSUPPORTED', `cannot hibernate: ${this.unsupportedReason}`));
+    if (this.inner.lostReason !== undefined) return Promise.reject(execError('EXEC_ERR_SESSION_DEAD', `session container is gone: ${this.inner.lostReason}`));
+    if (this.#transition !== undefined) return this.#transition.then(() => (this.#state === 'hibernated' ? undefined : this.hibernate()));
+    if (this.#state === 'hibernated') return Promise.resolve();
+    return this.#run(() => this.#hibernate());
+  }
+
+  wake(): Promise<void> {
+    if (this.#transition !== undefined) return this.#transition.then(() => (this.#state === 'awake' ? undefined : this.wake()));
+    if (this.#state === 'awake') return Promise.resolve();
+    return this.#run(() => this.#wake());
+  }
+
+  #run(step: () => Promise<void>): Promise<void> {
+    const t = step().finally(() => {
+      if (this.#transition === t) this.#transition = undefined;
+    });
+    this.#transition = t;
+    return t;
+  }
+
+  async #hibernate(): Promise<void> {
+    if (this.#running > 0 && this.inner.beforeCheckpoint === undefined) {
+      throw execError(
+        'EXEC_ERR_BUSY',
+        `cannot hibernate: ${this.#running} process(es) still running through attached engine execs, which a gVisor checkpoint cannot carry (its restore fails); let them end or terminate them first`,
+      );
+    }
+    const started = Date.now();
+    this.#state = 'hibernating';
+    try {
+      await this.#drain();
+      await this.inner.beforeCheckpoint?.();
+      const container = this.inner.container;
+      const saved = await runControl(container, { cmd: ['/bin/sh', '-c', SAVE_SCRIPT, 'sh', HIBERNATION_FILE, RECORD_FILE, this.inner.environment.shell.path], timeoutMs: this.#timeoutMs });
+      if (saved.exitCode !== 0) throw execError('EXEC_ERR_BACKEND', `cannot hibernate: saving the session facts failed: ${saved.stderr.trim()}`);
+      // A stale checkpoint of an earlier hibernation would make the engine refuse the name.
+      await deleteCheckpoint(container, this.#timeoutMs).catch(() => undefined);
+      await withDeadline('container checkpoint', CHECKPOINT_TIMEOUT_MS, (abortSignal) =>
+        (container as unknown as CheckpointApi).createCheckpoint({ CheckpointID: CHECKPOINT_NAME, Exit: true, abortSignal }),
+      );
+    } catch (err) {
+      this.#state = 'awake';
+      // A checkpoint that failed half-way may have stopped the container anyway.
+      if ((await this.inner.containerRunning()) === false) this.inner.markLost(`container stopped by a failed checkpoint: ${(err as Error).message}`);
+      else await this.inner.afterRestore?.().catch(() => undefined);
+      throw err;
+    }
+    this.#state = 'hibernated';
+    this.#hibernatedAt = new Date();
+    this.#log.info({ sessionId: this.id, ms: Date.now() - started }, 'session hibernated');
+  }
+
+  /** Waits (bounded) until no call is inside the container; new calls already wait on the transition. */
+  async #drain(): Promise<void> {
+    if (this.#inFlight === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        this.#drained = resolve;
+        timer = setTimeout(() => reject(execError('EXEC_ERR_BUSY', `cannot hibernate: ${this.#inFlight} call(s) into the container did not finish within ${DRAIN_TIMEOUT_MS} ms`)), DRAIN_TIMEOUT_MS);
+      });
+    } finally {
+      clearTimeout(timer);
+      this.#drained = undefined;
+    }
+  }
+
+  async #wake(): Promise<void> {
+    if (this.inner.lostReason !== undefined) throw execError('EXEC_ERR_SESSION_DEAD', `session container is gone: ${this.inner.lostReason}`);
+    const started = Date.now();
+    this.#state = 'waking';
+    const container = this.inner.container;
+    try {
+      // The engine refuses a start with a body: the checkpoint goes in the query only.
+      await withDeadline('container restore', CHECKPOINT_TIMEOUT_MS, (abortSignal) => container.start({ _query: { checkpoint: CHECKPOINT_NAME }, _body: {}, abortSignal } as object));
+    } catch (err) {
+      const e = err as { code?: string; message: string };
+      if (e.code === 'EXEC_ERR_BACKEND_UNAVAILABLE') {
+        this.#state = 'hibernated';
+        throw err;
+      }
+      this.#state = 'hibernated';
+      this.inner.markLost(`the container could not be restored from its checkpoint: ${e.message}`);
+      throw execError('EXEC_ERR_SESSION_DEAD', `session could not be woken: ${e.message}`, { cause: err });
+    }
+    this.#state = 'awake';
+    this.#hibernatedAt = undefined;
+    await deleteCheckpoint(container, this.#timeoutMs).catch((err: unknown) => this.#log.warn({ sessionId: this.id, err: (err as Error).message }, 'checkpoint not deleted after wake'));
+    await runControl(container, { cmd: ['rm', '-rf', '--', HIBERNATION_FILE.slice(0, HIBERNATION_FILE.lastIndexOf('/'))], timeoutMs: this.#timeoutMs }).catch(() => undefined);
+    await this.inner.afterRestore?.();
+    this.#log.info({ sessionId: this.id, ms: Date.now() - started }, 'session woken');
+  }
+}
+
+/** The checkpoint calls dockerode has but its type definitions lack. */
+interface CheckpointApi {
+  createCheckpoint(opts: { CheckpointID: string; Exit: boolean; abortSignal: AbortSignal }): Promise<unknown>;
+  listCheckpoint(opts: { abortSignal: AbortSignal }): Promise<Array<{ Name?: string }> | null>;
+  deleteCheckpoint(name: string, opts: { abortSignal: AbortSignal }): Promise<unknown>;
+}
+
+async function deleteCheckpoint(container: Docker.Container, timeoutMs: number): Promise<void> {
+  try {
+    await withDeadline('checkpoint delete', timeoutMs, (abortSignal) => (container as unknown as CheckpointApi).deleteCheckpoint(CHECKPOINT_NAME, { abortSignal }));
+  } catch (err) {
+    if (statusOf((err as { cause?: unknown }).cause) !== 404) throw err;
+  }
+}
+
+/** What a hibernated container of an earlier server run carries (see `HIBERNATION_FILE`). */
+export interface HibernatedFacts {
+  readonly shellPath: string;
+  readonly record: string | undefined;
+}
+
+/**
+ * The facts of a stopped container that holds this server's checkpoint, or undefined when it
+ * holds none (a container that died). Reads through the archive API: no exec, no wake.
+ */
+export async function readHibernatedFacts(container: Docker.Container, timeoutMs: number): Promise<HibernatedFacts | undefined> {
+  const list = await withDeadline('checkpoint list', timeoutMs, (abortSignal) => (container as unknown as CheckpointApi).listCheckpoint({ abortSignal }));
+  if (!(list ?? []).some((c) => c.Name === CHECKPOINT_NAME)) return undefined;
+  const tar = await withDeadline('hibernation facts', timeoutMs, async (abortSignal) => {
+    const stream = (await container.getArchive({ path: HIBERNATION_FILE, abortSignal } as { path: string })) as NodeJS.ReadableStream;
+    const parts: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of stream) {
+      size += (chunk as Buffer).length;
+      if (size > 1024 * 1024) throw new Error('hibernation facts larger than 1 MiB');
+      parts.push(chunk as Buffer);
+    }
+    return Buffer.concat(parts);
+  });
+  const text = firstTarEntry(tar).toString('utf8');
+  const nl = text.indexOf('\n');
+  if (nl < 0) return { shellPath: text || '/bin/sh', record: undefined };
+  const record = text.slice(nl + 1);
+  return { shellPath: text.slice(0, nl) || '/bin/sh', record: record === '' ? undefined : record };
+}
+
+/** The content of the first file in a ustar archive (the engine's archive of one file). */
+function firstTarEntry(tar: Buffer): Buffer {
+  if (tar.length < 512) throw new Error('hibernation facts: truncated archive');
+  const size = Number.parseInt(tar.subarray(124, 136).toString('ascii').replace(/\0.*$/, '').trim() || '0', 8);
+  if (!Number.isFinite(size) || 512 + size > tar.length) throw new Error('hibernation facts: bad archive header');
+  return tar.subarray(512, 512 + size);
+}
+
+/** The session's filesystem with every call behind the hibernation gate. */
+type Gate = <T>(fn: () => Promise<T>, hold?: (value: T) => Promise<void>) => Promise<T>;
+
+function gatedFs(fs: SessionFs, use: Gate): SessionFs {
+  return {
+    realpath: (p) => use(() => fs.realpath(p)),
+    stat: (p) => use(() => fs.stat(p)),
+    readFile: (p, max) => use(() => fs.readFile(p, max)),
+    // The read's exec stays open until the stream ends: the gate counts it until then.
+    openRead: (p, offset) => use(() => fs.openRead(p, offset), streamEnded),
+    writeFile: (p, data) => use(() => fs.writeFile(p, data)),
+    writeStream: (p, source) => use(() => fs.writeStream(p, source)),
+    createDirectory: (p, r) => use(() => fs.createDirectory(p, r)),
+    readDirectory: (p) => use(() => fs.readDirectory(p)),
+    remove: (p, r, f) => use(() => fs.remove(p, r, f)),
+    copy: (s, d, r) => use(() => fs.copy(s, d, r)),
+  };
+}
+
+/** Resolves when a stream handed to a caller is over, however it ends. */
+function streamEnded(stream: NodeJS.ReadableStream): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const s = stream as NodeJS.ReadableStream & { readableEnded?: boolean; destroyed?: boolean };
+    if (s.readableEnded === true || s.destroyed === true) return resolve();
+    s.once('end', () => resolve());
+    s.once('close', () => resolve());
+    s.once('error', () => resolve());
+  });
+}
