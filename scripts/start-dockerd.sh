@@ -9,6 +9,12 @@
 #   DOCKERD_WAIT_SECONDS how long to wait for the socket (default 60)
 #   DOCKERD_STORAGE      force a storage driver (default: overlay2 when it works, else vfs)
 #   DOCKERD_EXTRA_ARGS   appended to the dockerd command line
+#   DOCKERD_CONFIG       daemon config file (default /etc/docker/daemon.json)
+#
+# When runsc (gVisor, Debian's `runsc` package) is installed and no daemon config exists yet,
+# one is written that registers it as the runtime `runsc` with `--network=none` (without it,
+# runsc cannot start containers in the host's network namespace on many VMs) and turns on
+# experimental mode, which checkpoints (session hibernation) need. See docs/docker-backend.md.
 set -euo pipefail
 
 LOG="${DOCKERD_LOG:-/tmp/dockerd.log}"
@@ -17,8 +23,14 @@ SOCK="/var/run/docker.sock"
 
 engine_answers() { timeout 5 docker info >/dev/null 2>&1; }
 
+CONFIG="${DOCKERD_CONFIG:-/etc/docker/daemon.json}"
+RUNSC="$(command -v runsc || true)"
+
 if engine_answers; then
   echo "start-dockerd: engine already answers" >&2
+  if [ -n "$RUNSC" ] && ! timeout 5 docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; then
+    echo "start-dockerd: note: the running engine has no runsc runtime (gVisor tests will fail); see $CONFIG" >&2
+  fi
   exit 0
 fi
 
@@ -44,6 +56,16 @@ pick_storage() {
   fi
 }
 STORAGE="$(pick_storage)"
+
+if [ -n "$RUNSC" ]; then
+  if [ ! -s "$CONFIG" ]; then
+    mkdir -p "$(dirname "$CONFIG")"
+    printf '{\n  "experimental": true,\n  "runtimes": { "runsc": { "path": "%s", "runtimeArgs": ["--network=none"] } }\n}\n' "$RUNSC" >"$CONFIG"
+    echo "start-dockerd: wrote $CONFIG (runtime runsc, experimental)" >&2
+  elif ! grep -q '"runsc"' "$CONFIG"; then
+    echo "start-dockerd: note: $CONFIG exists without a runsc runtime; left as it is" >&2
+  fi
+fi
 
 # --iptables=false / --ip-masq=false: sessions default to NetworkMode none, and nf_tables
 # backed iptables is unavailable in many CI VMs; without it dockerd refuses to start.

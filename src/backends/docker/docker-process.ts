@@ -11,7 +11,7 @@ import type { BackendExit, BackendProcess, ProcessSink, SandboxType, SignalName,
 import { callbackWritable, FrameDemuxer } from './frame-demuxer.ts';
 import { demuxDone, runControl, socketClosed, startExec, waitExecExit } from './exec-runner.ts';
 import type { DockerLogger } from './options.ts';
-import { ROOT_PID_DIR, SIGNAL_SCRIPT, USER_PID_DIR, WRAPPER_SCRIPT } from './scripts.ts';
+import { ROOT_PID_DIR, SIGNAL_SCRIPT, USER_PID_DIR, WAIT_PID_FILE_SCRIPT, WRAPPER_SCRIPT } from './scripts.ts';
 
 /** Resize attempts while the exec runs, RESIZE_RETRY_MS apart (see `resize`). */
 const RESIZE_ATTEMPTS = 10;
@@ -82,6 +82,9 @@ export class DockerProcess implements BackendProcess {
   #exited = false;
   /** The size the terminal should have; the one resize loop applies the newest (see `resize`). */
   #wantedSize: TerminalSize | undefined;
+  /** The start's size, which the wrapper sets with stty; true once that stty has surely run. */
+  #startSize: TerminalSize | undefined;
+  #wrapperSized = false;
   #resizing: Promise<void> | undefined;
   #stdinClosed: boolean;
   #lost: string | undefined;
@@ -210,6 +213,7 @@ export class DockerProcess implements BackendProcess {
 
   async resize(size: TerminalSize): Promise<void> {
     this.#wantedSize = size;
+    this.#startSize ??= size;
     // One loop at a time, always sending the newest size: the spawn's own resize may still be
     // retrying when a client resizes, and must not land after it with the older size.
     this.#resizing ??= this.#applyResize().finally(() => (this.#resizing = undefined));
@@ -225,6 +229,15 @@ export class DockerProcess implements BackendProcess {
       if (!size) return;
       try {
         await this.#exec.resize({ h: size.rows, w: size.cols });
+        const start = this.#startSize;
+        if (!this.#wrapperSized && start !== undefined && (size.cols !== start.cols || size.rows !== start.rows)) {
+          // The wrapper's stty (the start's size) may still run after this resize (gVisor
+          // starts execs slowly): once its pid file shows it ran, the newest size again.
+          await runControl(this.#host.container, { cmd: ['/bin/sh', '-c', WAIT_PID_FILE_SCRIPT, 'sh', this.#pidFile], timeoutMs: this.#host.timeoutMs }).catch(() => undefined);
+          this.#wrapperSized = true;
+          attempt = 0;
+          continue;
+        }
         if (size === this.#wantedSize) return;
         attempt = 0; // a newer size came meanwhile: it gets its own attempts
         continue;

@@ -40,9 +40,11 @@ export const SETUP_SCRIPT = [
  * `ConsoleSize` on exec create); the API resize after start keeps the engine's view in sync.
  */
 export const WRAPPER_SCRIPT = [
+  // The size first: once the pid file exists, a later resize through the API cannot be undone
+  // by this stty (see DockerProcess's resize).
+  '[ -z "$3" ] || stty $3 2>/dev/null',
   'echo $$ >"$1" || { echo "exec-server: cannot record the process id in $1" >&2; exit 126; }',
   'cd -- "$2" || exit 126',
-  '[ -z "$3" ] || stty $3 2>/dev/null',
   'a=$4',
   'if [ -n "$5" ] && [ ! -r "${HOME:-/nonexistent}" ]; then',
   '  while IFS=: read -r _n _p _u _g _c _h _s; do [ "$_u" = "$5" ] && HOME=$_h && break; done </etc/passwd',
@@ -103,6 +105,9 @@ export const PREPARE_SANDBOX_SCRIPT = [
   'done',
   'exit 0',
 ].join('\n');
+
+/** Waits (bounded, 2 s) until a command's wrapper wrote its pid file. Args: pidfile. */
+export const WAIT_PID_FILE_SCRIPT = 'i=0; while [ ! -e "$1" ] && [ "$i" -lt 200 ]; do sleep 0.01 2>/dev/null || sleep 1; i=$((i + 1)); done';
 
 /** Removes finished pid files. Args: paths. */
 export const CLEANUP_SCRIPT = 'rm -f -- "$@"';
