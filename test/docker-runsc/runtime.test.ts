@@ -109,3 +109,11 @@ test('the warm pool keeps containers per runtime and hands them to matching sess
   assert.equal(plain.runtime, 'runc');
   assert.match(await run(gvisor, 'uname -r'), /^4\.4\.0/);
 });
+
+test('the server refuses to start with such a default runtime (exit 2, the reason on stderr)', dockerTestOptions, async () => {
+  const { spawnSync } = await import('node:child_process');
+  const main = new URL('../../src/main.ts', import.meta.url).pathname;
+  const r = spawnSync(process.execPath, ['--import', 'tsx', main, 'serve', '--backend', 'docker', '--runtime', 'no-such-runtime', '--listen', 'ws://127.0.0.1:0', '--log-level', 'silent'], { encoding: 'utf8', timeout: 60_000 });
+  assert.equal(r.status, 2, r.stderr);
+  assert.match(r.stderr, /exec-server: invalid configuration: docker runtime no-such-runtime \(--runtime\) is not registered with the engine/);
+});
