@@ -39,6 +39,12 @@ export function scriptError(result: ControlResult, what: string): ExecServerErro
 }
 
 const S = {
+  /** lstat through an exec: raw mode (hex), size, mtime (s), then the link target if a symlink. */
+  lstat: [
+    '[ -e "$1" ] || [ -L "$1" ] || { echo ENOENT >&2; exit 2; }',
+    'stat -c "%f %s %Y" -- "$1" || exit 2',
+    '[ ! -L "$1" ] || readlink -f -- "$1" || readlink -- "$1"',
+  ].join('\n'),
   realpath: [
     'p=$1; rest=',
     'while [ ! -e "$p" ] && [ ! -L "$p" ] && [ "$p" != / ]; do rest="/${p##*/}$rest"; p=${p%/*}; [ -n "$p" ] || p=/; done',
@@ -109,6 +115,24 @@ const MODE_SYMLINK = 0x08000000;
 /** Go's os.ModeType: every type bit; none set = regular file. */
 const MODE_TYPE = 0x80000000 | 0x08000000 | 0x02000000 | 0x01000000 | 0x04000000 | 0x00200000 | 0x00080000;
 
+/**
+ * Mounts the archive API cannot see into (it reads the container's root filesystem on the
+ * host): Docker's /dev/shm, and /tmp, which gVisor makes a tmpfs inside its sandbox when the
+ * image's /tmp is empty. A path there that the archive API does not find is asked again by exec.
+ */
+const TMPFS_PATHS = ['/tmp', '/dev/shm'] as const;
+const inTmpfs = (path: string): boolean => TMPFS_PATHS.some((m) => path === m || path.startsWith(`${m}/`));
+
+/** `stat -c '%f %s %Y'` (+ link target) as the archive API's stat record. */
+function parseLstat(path: string, out: string): PathStat {
+  const [line = '', target = ''] = out.split('\n');
+  const [hex = '0', size = '0', mtime = '0'] = line.trim().split(' ');
+  const raw = Number.parseInt(hex, 16);
+  const fmt = raw & 0o170000;
+  const type = fmt === 0o040000 ? MODE_DIR : fmt === 0o120000 ? MODE_SYMLINK : fmt === 0o100000 ? 0 : 0x04000000;
+  return { name: path.slice(path.lastIndexOf('/') + 1), size: Number(size), mode: (type | (raw & 0o7777)) >>> 0, mtime: new Date(Number(mtime) * 1000).toISOString(), linkTarget: target };
+}
+
 export interface ContainerFsHost {
   readonly container: Docker.Container;
   /** Runs the filesystem's small scripts (through the exec agent when the session has one). */
@@ -133,10 +157,12 @@ export function createContainerFs(host: ContainerFsHost): SessionFs {
   const pathStat = async (path: string): Promise<PathStat> => {
     const res = await withDeadline(`stat ${path}`, host.timeoutMs, (abortSignal) =>
       host.container.infoArchive({ path, abortSignal }) as Promise<unknown>,
-    ).catch((err: unknown) => {
-      if (statusOf((err as ExecServerError).cause) === 404) throw fromErrno(Object.assign(new Error('not found'), { code: 'ENOENT' }), path);
-      throw err;
+    ).catch(async (err: unknown) => {
+      if (statusOf((err as ExecServerError).cause) !== 404) throw err;
+      if (inTmpfs(posix.normalize(path))) return { fromExec: parseLstat(path, (await run(path, S.lstat, [path])).toString('utf8')) };
+      throw fromErrno(Object.assign(new Error('not found'), { code: 'ENOENT' }), path);
     });
+    if ((res as { fromExec?: PathStat }).fromExec !== undefined) return (res as { fromExec: PathStat }).fromExec;
     const msg = res as NodeJS.ReadableStream & { headers?: Record<string, string> };
     msg.resume?.();
     const header = msg.headers?.['x-docker-container-path-stat'];
