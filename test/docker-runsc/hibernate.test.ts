@@ -40,29 +40,28 @@ async function pidsOf(s: TestSession, id: string): Promise<string> {
   return r.stdout.trim().split(/\s+/)[0] ?? '';
 }
 
-test('hibernate stops the container with its memory; wake resumes the counter and a PTY shell answers', dockerTestOptions, async (t) => {
+const PTY_OUT = (s: TestSession, id: string): string =>
+  Buffer.concat(s.eventsOf(id).filter((n) => n.method === 'process/output').map((n) => Buffer.from(String(n.params['chunk']), 'base64'))).toString('utf8');
+
+test('hibernate stops the container with its memory; on wake the counter and a running PTY shell go on', dockerTestOptions, async (t) => {
   const server = await startServer({ backend: 'docker', flags: ['--allowed-runtimes', 'runsc'] });
   t.after(() => server.close());
   const s = await TestSession.open(server.url, { session: GVISOR });
   t.after(() => s.close());
   const info = await s.request('session/info', {});
   const containerId = String(info['containerId']);
+  assert.equal(s.initResult['capabilities'] && (s.initResult['capabilities'] as Record<string, unknown>)['hibernation'], true);
   const started = await s.run('loop', ['sh', '-c', COUNTER]);
   assert.equal(started.exited['exitCode'], 0);
   await sleep(500);
   const loopPid = await pidsOf(s, 'ps1');
   assert.notEqual(loopPid, '');
 
-  // An attached exec cannot span a gVisor checkpoint: a running PTY shell makes hibernate refuse.
+  // A PTY shell kept running across the hibernation (through the exec agent).
   await s.start('shell', ['sh'], { tty: true });
-  await s.request('process/write', { processId: 'shell', chunk: Buffer.from('echo ready-$((40+2))\n').toString('base64') });
-  await s.waitFor((all) => all.some((n) => n.method === 'process/output' && n.params['processId'] === 'shell' && Buffer.from(String(n.params['chunk']), 'base64').toString().includes('ready-42')));
-  await assert.rejects(s.request('session/hibernate', {}), (err: Error & { data?: { code?: string } }) => {
-    assert.match(err.message, /1 process\(es\) still running through attached engine execs/);
-    return true;
-  });
-  await s.request('process/write', { processId: 'shell', chunk: Buffer.from('exit\n').toString('base64') });
-  await s.result('shell');
+  await s.request('process/write', { processId: 'shell', chunk: Buffer.from('echo ready-$((40+2)); echo $$ > /workspace/shell.pid\n').toString('base64') });
+  await s.waitFor(() => PTY_OUT(s, 'shell').includes('ready-42'));
+  const seqBefore = Math.max(...s.eventsOf('shell').filter((n) => n.method === 'process/output').map((n) => Number(n.params['seq'])));
 
   const before = await counter(s, 'c1');
   const hib = await s.request('session/hibernate', {});
@@ -72,8 +71,9 @@ test('hibernate stops the container with its memory; wake resumes the counter an
   assert.deepEqual(await state(containerId), { status: 'exited', pid: 0 });
   assert.match(await docker('checkpoint', 'ls', containerId), /exec-server-hibernation/);
   await sleep(1500);
-  // Still hibernated: nothing counted while stopped.
-  assert.equal((await state(containerId)).status, 'exited');
+  assert.equal((await state(containerId)).status, 'exited', 'still hibernated: nothing woke it');
+  const listed = await s.request<{ processes: Array<Record<string, unknown>> }>('process/list', {});
+  assert.ok(listed.processes.some((p) => p['processId'] === 'shell'), 'the shell is still a process of the session');
 
   const woke = await s.request('session/wake', {});
   assert.equal(woke['hibernation'], 'awake');
@@ -85,10 +85,32 @@ test('hibernate stops the container with its memory; wake resumes the counter an
   assert.ok((await counter(s, 'c3')) > after, 'and keeps counting');
   assert.doesNotMatch(await docker('checkpoint', 'ls', containerId), /exec-server-hibernation/, 'the checkpoint is gone after the wake');
 
-  await s.start('shell2', ['sh'], { tty: true });
-  await s.request('process/write', { processId: 'shell2', chunk: Buffer.from('echo again-$((40+3)); exit\n').toString('base64') });
-  const shell = await s.result('shell2');
-  assert.match(shell.pty, /again-43/);
+  // The same shell answers, its output continuing with the next seq.
+  await s.request('process/write', { processId: 'shell', chunk: Buffer.from('echo again-$((40+3)) $$; exit\n').toString('base64') });
+  const shell = await s.result('shell');
+  const pid = (await s.request('fs/readFile', { path: '/workspace/shell.pid' }))['dataBase64'];
+  assert.match(shell.pty, new RegExp(`again-43 ${Buffer.from(String(pid), 'base64').toString().trim()}`));
+  assert.equal(shell.exited['exitCode'], 0);
+  const seqs = s.eventsOf('shell').filter((n) => n.method === 'process/output').map((n) => Number(n.params['seq']));
+  assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b), 'seq in order');
+  assert.equal(new Set(seqs).size, seqs.length, 'no seq twice');
+  assert.ok(seqs.some((q) => q > seqBefore), 'output after the wake continues the seq');
+});
+
+test('on the exec path, hibernate refuses while a command holds an attached exec', dockerTestOptions, async (t) => {
+  const server = await startServer({ backend: 'docker', flags: ['--allowed-runtimes', 'runsc', '--docker-exec-path', 'exec'] });
+  t.after(() => server.close());
+  const s = await TestSession.open(server.url, { session: GVISOR });
+  t.after(() => s.close());
+  await s.start('shell', ['sh'], { tty: true });
+  await s.request('process/write', { processId: 'shell', chunk: Buffer.from('echo ready\n').toString('base64') });
+  await s.waitFor(() => PTY_OUT(s, 'shell').includes('ready'));
+  await assert.rejects(s.request('session/hibernate', {}), /cannot hibernate: 1 process\(es\) still running through attached engine execs/);
+  await s.request('process/write', { processId: 'shell', chunk: Buffer.from('exit\n').toString('base64') });
+  await s.result('shell');
+  assert.equal((await s.request('session/hibernate', {}))['hibernation'], 'hibernated', 'once it ended');
+  const r = await s.run('after', ['sh', '-c', 'echo woke']);
+  assert.equal(r.stdout, 'woke\n');
 });
 
 test('HTTP hibernate, then the next request that needs the container wakes it', dockerTestOptions, async (t) => {

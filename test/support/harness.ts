@@ -57,6 +57,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<TestServer>
         agentWindowBytes: agentWindowFor(config.wsBufferLimitBytes),
         runtime: config.runtime ?? process.env.EXEC_SERVER_TEST_RUNTIME,
         allowedRuntimes: config.allowedRuntimes === undefined ? undefined : runtimeList(config.allowedRuntimes),
+        execPath: config.dockerExecPath,
       },
       silentLogger,
     );

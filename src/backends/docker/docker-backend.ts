@@ -13,6 +13,7 @@ import { createDockerClient, withDeadline } from './engine-client.ts';
 import { EventWatcher, type ContainerEvent } from './event-watcher.ts';
 import { DefaultImage } from './image-pull.ts';
 import { runControl } from './exec-runner.ts';
+import { AgentChannel } from './agent-channel.ts';
 import { HibernatableSession, readHibernatedFacts } from './hibernation.ts';
 import { LABEL, readUserLabels, userLabels } from './labels.ts';
 import { resolveOptions, type DockerBackendOptions, type DockerLogger, type ResolvedDockerOptions } from './options.ts';
@@ -309,7 +310,15 @@ class DockerBackendImpl implements DockerBackend {
       const session = await this.#adopt(
         sessionId,
         tenant,
-        { containerId: c.Id, shellPath: facts.shellPath, baseEnv: envOf(info.Config.Env) },
+        {
+          containerId: c.Id,
+          shellPath: facts.shellPath,
+          baseEnv: envOf(info.Config.Env),
+          // The agent was checkpointed with the container: its channel attaches after the wake.
+          ...(facts.execPath === 'agent'
+            ? { agent: new AgentChannel({ container, timeoutMs: this.options.engineTimeoutMs, retentionBytes: this.options.retentionBytes, log: this.#log }) }
+            : { agentUnavailable: 'hibernated on the exec path' }),
+        },
         labels[LABEL.pool] === 'true' ? this.options.defaultImage : c.Image,
         labels[LABEL.workdir] ?? this.options.defaultWorkdir,
         info.HostConfig.Runtime ?? (await this.runtimes.engine()).engineDefault,

@@ -8,15 +8,17 @@
  *
  * gVisor cannot restore a checkpoint taken while an attached exec is open (its restore of the
  * memory mappings panics; detached work, the container's main process and finished execs are
- * fine). Commands run as attached execs, so a session refuses to hibernate while one runs;
- * a session whose commands reach it over a closable connection implements `CheckpointAware`
- * instead, closing it before the checkpoint and re-opening it after the restore.
+ * fine). On the agent path the agent's connection is the only attached exec: it is let go
+ * before the checkpoint (the agent keeps the processes and their output) and attached again
+ * after the restore, so running commands go on and their output continues. On the exec path
+ * every command is an attached exec of its own: the session refuses to hibernate while one runs.
  */
 import type Docker from 'dockerode';
 import { execError } from '../../errors.ts';
 import type { BackendHibernation, BackendProcess, BackendSession, HibernationState, ProcessSink, SessionFs, SnapshotInfo, SpawnRequest } from '../types.ts';
 import { statusOf, withDeadline } from './engine-client.ts';
 import { runControl } from './exec-runner.ts';
+import type { AgentChannel } from './agent-channel.ts';
 import type { DockerLogger } from './options.ts';
 import { RECORD_FILE } from './scripts.ts';
 
@@ -26,7 +28,8 @@ export const CHECKPOINT_NAME = 'exec-server-hibernation';
 /**
  * Kept in the container's root filesystem while it is hibernated (the control tmpfs, with the
  * session record, is only inside the checkpoint): what a restarted server needs to re-adopt
- * the session without waking it. Root-only; removed again on wake, so snapshots never hold it.
+ * the session without waking it: the shell path, the exec path, then the session record.
+ * Root-only; removed again on wake, so snapshots never hold it.
  */
 export const HIBERNATION_FILE = '/var/lib/exec-server-hibernation/session';
 
@@ -36,24 +39,19 @@ const CHECKPOINT_TIMEOUT_MS = 120_000;
 /** How long a hibernation waits for calls already in the container to finish. */
 const DRAIN_TIMEOUT_MS = 30_000;
 
-/** Writes the hibernation file: first line the shell path, then the session record. Args: file, record file, shell. */
-const SAVE_SCRIPT = 'umask 077 && mkdir -p "$(dirname "$1")" && { printf "%s\\n" "$3"; cat "$2" 2>/dev/null || :; } >"$1.tmp" && mv "$1.tmp" "$1"';
-
-/** Optional hooks of a session whose connection into the container must not span a checkpoint. */
-export interface CheckpointAware {
-  /** Close every attached connection into the container (processes keep running). */
-  beforeCheckpoint(): Promise<void>;
-  /** Re-open them after the restore; output continues where it stopped. */
-  afterRestore(): Promise<void>;
-}
+/** Writes the hibernation file (see `HIBERNATION_FILE`). Args: file, record file, shell, exec path. */
+const SAVE_SCRIPT = 'umask 077 && mkdir -p "$(dirname "$1")" && { printf "%s\\n%s\\n" "$3" "$4"; cat "$2" 2>/dev/null || :; } >"$1.tmp" && mv "$1.tmp" "$1"';
 
 /** The session being wrapped: the docker session's own surface plus what hibernation needs. */
 export type InnerSession = BackendSession & {
   readonly container: Docker.Container;
   readonly lostReason: string | undefined;
+  /** The exec agent on the agent path; its connection must not span a checkpoint. */
+  readonly agent: AgentChannel | undefined;
+  readonly execPathReason?: string | undefined;
   markLost(reason: string): void;
   containerRunning(): Promise<boolean | undefined>;
-} & Partial<CheckpointAware>;
+};
 
 export interface HibernationInit {
   readonly inner: InnerSession;
@@ -116,6 +114,12 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
   get environment(): BackendSession['environment'] {
     return this.inner.environment;
   }
+  get execPath(): BackendSession['execPath'] {
+    return this.inner.execPath;
+  }
+  get execPathReason(): string | undefined {
+    return this.inner.execPathReason;
+  }
   get state(): HibernationState {
     return this.#state;
   }
@@ -169,12 +173,23 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
       },
     };
     this.#running++;
+    let proc: BackendProcess;
     try {
-      return await this.#use(() => this.inner.spawn(request, counted));
+      proc = await this.#use(() => this.inner.spawn(request, counted));
     } catch (err) {
       done();
       throw err;
     }
+    // Input, resizes and signals need the container (and the agent's connection): they wake it.
+    return {
+      sandboxType: proc.sandboxType,
+      write: (data) => this.#use(() => proc.write(data)),
+      closeStdin: () => this.#use(() => proc.closeStdin()),
+      resize: (size) => this.#use(() => proc.resize(size)),
+      signal: (signal) => this.#use(() => proc.signal(signal)),
+      pauseOutput: () => proc.pauseOutput(),
+      resumeOutput: () => proc.resumeOutput(),
+    };
   }
 
   aliasPath(path: string): Promise<boolean> {
@@ -222,22 +237,27 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
   }
 
   async #hibernate(): Promise<void> {
-    if (this.#running > 0 && this.inner.beforeCheckpoint === undefined) {
+    const agent = this.inner.agent;
+    if (this.#running > 0 && agent === undefined) {
       throw execError(
         'EXEC_ERR_BUSY',
-        `cannot hibernate: ${this.#running} process(es) still running through attached engine execs, which a gVisor checkpoint cannot carry (its restore fails); let them end or terminate them first`,
+        `cannot hibernate: ${this.#running} process(es) still running through attached engine execs (this session has no exec agent: ${this.inner.execPathReason ?? 'exec path'}), which a gVisor checkpoint cannot carry (its restore fails); let them end or terminate them first`,
       );
     }
     const started = Date.now();
     this.#state = 'hibernating';
     try {
       await this.#drain();
-      await this.inner.beforeCheckpoint?.();
       const container = this.inner.container;
-      const saved = await runControl(container, { cmd: ['/bin/sh', '-c', SAVE_SCRIPT, 'sh', HIBERNATION_FILE, RECORD_FILE, this.inner.environment.shell.path], timeoutMs: this.#timeoutMs });
+      const saved = await runControl(container, {
+        cmd: ['/bin/sh', '-c', SAVE_SCRIPT, 'sh', HIBERNATION_FILE, RECORD_FILE, this.inner.environment.shell.path, agent === undefined ? 'exec' : 'agent'],
+        timeoutMs: this.#timeoutMs,
+      });
       if (saved.exitCode !== 0) throw execError('EXEC_ERR_BACKEND', `cannot hibernate: saving the session facts failed: ${saved.stderr.trim()}`);
       // A stale checkpoint of an earlier hibernation would make the engine refuse the name.
       await deleteCheckpoint(container, this.#timeoutMs).catch(() => undefined);
+      // Last: the agent's connection (an attached exec) goes; its processes stay with the agent.
+      await agent?.detach();
       await withDeadline('container checkpoint', CHECKPOINT_TIMEOUT_MS, (abortSignal) =>
         (container as unknown as CheckpointApi).createCheckpoint({ CheckpointID: CHECKPOINT_NAME, Exit: true, abortSignal }),
       );
@@ -245,7 +265,7 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
       this.#state = 'awake';
       // A checkpoint that failed half-way may have stopped the container anyway.
       if ((await this.inner.containerRunning()) === false) this.inner.markLost(`container stopped by a failed checkpoint: ${(err as Error).message}`);
-      else await this.inner.afterRestore?.().catch(() => undefined);
+      else await this.#reattach().catch(() => undefined);
       throw err;
     }
     this.#state = 'hibernated';
@@ -290,8 +310,14 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
     this.#hibernatedAt = undefined;
     await deleteCheckpoint(container, this.#timeoutMs).catch((err: unknown) => this.#log.warn({ sessionId: this.id, err: (err as Error).message }, 'checkpoint not deleted after wake'));
     await runControl(container, { cmd: ['rm', '-rf', '--', HIBERNATION_FILE.slice(0, HIBERNATION_FILE.lastIndexOf('/'))], timeoutMs: this.#timeoutMs }).catch(() => undefined);
-    await this.inner.afterRestore?.();
+    await this.#reattach();
     this.#log.info({ sessionId: this.id, ms: Date.now() - started }, 'session woken');
+  }
+
+  /** Processes kept by the agent get their connection back: their output continues. */
+  async #reattach(): Promise<void> {
+    const agent = this.inner.agent;
+    if (agent !== undefined && agent.attachedProcesses > 0) await agent.connection();
   }
 }
 
@@ -313,6 +339,7 @@ async function deleteCheckpoint(container: Docker.Container, timeoutMs: number):
 /** What a hibernated container of an earlier server run carries (see `HIBERNATION_FILE`). */
 export interface HibernatedFacts {
   readonly shellPath: string;
+  readonly execPath: 'agent' | 'exec';
   readonly record: string | undefined;
 }
 
@@ -335,10 +362,9 @@ export async function readHibernatedFacts(container: Docker.Container, timeoutMs
     return Buffer.concat(parts);
   });
   const text = firstTarEntry(tar).toString('utf8');
-  const nl = text.indexOf('\n');
-  if (nl < 0) return { shellPath: text || '/bin/sh', record: undefined };
-  const record = text.slice(nl + 1);
-  return { shellPath: text.slice(0, nl) || '/bin/sh', record: record === '' ? undefined : record };
+  const [shell = '', execPath = '', ...rest] = text.split('\n');
+  const record = rest.join('\n');
+  return { shellPath: shell || '/bin/sh', execPath: execPath === 'agent' ? 'agent' : 'exec', record: record === '' ? undefined : record };
 }
 
 /** The content of the first file in a ustar archive (the engine's archive of one file). */
