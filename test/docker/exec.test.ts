@@ -94,7 +94,12 @@ for (const execPath of ['agent', 'exec'] as const) {
       assert.ok(text.endsWith(`${'1023'.padStart(63, '0')}\n`));
     });
 
-    test('PTY: closeStdin sends EOF', dockerTestOptions, async () => {
+    // gVisor's own terminals (the agent makes the PTY inside the sandbox) do not act on the EOF
+    // character in this runsc release; docs/docker-backend.md, "Under gVisor".
+    const eofOptions =
+      execPath === 'agent' && process.env.EXEC_SERVER_TEST_RUNTIME === 'runsc' ? { ...dockerTestOptions, skip: "gVisor's agent-made PTY ignores the EOF character (documented)" } : dockerTestOptions;
+
+    test('PTY: closeStdin sends EOF', eofOptions, async () => {
       const sink = new RecordingSink();
       const proc = await shared.session.spawn(spawnRequest(['sh', '-c', 'cat >/dev/null; echo eof'], { mode: 'pty' }), sink);
       await proc.closeStdin();

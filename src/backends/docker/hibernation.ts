@@ -36,6 +36,9 @@ export const HIBERNATION_FILE = '/var/lib/exec-server-hibernation/session';
 /** Checkpoint and restore of a large container take seconds; a dead engine still fails at once. */
 const CHECKPOINT_TIMEOUT_MS = 120_000;
 
+/** How long the engine may take to record the stop after a checkpoint answered. */
+const STOP_WAIT_MS = 15_000;
+
 /** How long a hibernation waits for calls already in the container to finish. */
 const DRAIN_TIMEOUT_MS = 30_000;
 
@@ -258,9 +261,13 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
       await deleteCheckpoint(container, this.#timeoutMs).catch(() => undefined);
       // Last: the agent's connection (an attached exec) goes; its processes stay with the agent.
       await agent?.detach();
+      const t0 = Date.now();
       await withDeadline('container checkpoint', CHECKPOINT_TIMEOUT_MS, (abortSignal) =>
         (container as unknown as CheckpointApi).createCheckpoint({ CheckpointID: CHECKPOINT_NAME, Exit: true, abortSignal }),
       );
+      // The engine answers before it has recorded the stop; a restore before that is refused.
+      await this.#waitStopped();
+      this.#log.debug({ sessionId: this.id, drainMs: t0 - started, checkpointMs: Date.now() - t0 }, 'checkpoint taken');
     } catch (err) {
       this.#state = 'awake';
       // A checkpoint that failed half-way may have stopped the container anyway.
@@ -271,6 +278,16 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
     this.#state = 'hibernated';
     this.#hibernatedAt = new Date();
     this.#log.info({ sessionId: this.id, ms: Date.now() - started }, 'session hibernated');
+  }
+
+  async #waitStopped(): Promise<void> {
+    const deadline = Date.now() + STOP_WAIT_MS;
+    for (;;) {
+      const running = await this.inner.containerRunning();
+      if (running === false) return;
+      if (Date.now() >= deadline) throw execError('EXEC_ERR_BACKEND', `cannot hibernate: the checkpoint was taken but the container still runs after ${STOP_WAIT_MS} ms`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
   }
 
   /** Waits (bounded) until no call is inside the container; new calls already wait on the transition. */
