@@ -53,11 +53,11 @@ export async function startServer(opts: ServerOptions = {}): Promise<TestServer>
       {
         defaultImage: TEST_IMAGE,
         instanceId: opts.instanceId ?? `test-${process.pid}-${Math.random().toString(16).slice(2, 8)}`,
-        execPath: dockerExecPath(),
+        // `--docker-exec-path exec` on a test's flags wins over the suite's environment.
+        execPath: config.dockerExecPath === 'exec' ? 'exec' : dockerExecPath(),
         agentWindowBytes: agentWindowFor(config.wsBufferLimitBytes),
         runtime: config.runtime ?? process.env.EXEC_SERVER_TEST_RUNTIME,
         allowedRuntimes: config.allowedRuntimes === undefined ? undefined : runtimeList(config.allowedRuntimes),
-        execPath: config.dockerExecPath,
       },
       silentLogger,
     );

@@ -277,7 +277,7 @@ class DockerBackendImpl implements DockerBackend {
         const created = labels[LABEL.created] ?? info.Created;
         const stored = await runControl(container, { cmd: ['cat', RECORD_FILE], timeoutMs: this.options.engineTimeoutMs, maxStdout: 64 * 1024 });
         const record = stored.exitCode === 0 ? stored.stdout.toString('utf8') : undefined;
-        const channel = session.agent;
+        const channel = session.inner.agent;
         recovered.push({
           session,
           tenant: asTenantId(tenant),
@@ -316,7 +316,7 @@ class DockerBackendImpl implements DockerBackend {
           baseEnv: envOf(info.Config.Env),
           // The agent was checkpointed with the container: its channel attaches after the wake.
           ...(facts.execPath === 'agent'
-            ? { agent: new AgentChannel({ container, timeoutMs: this.options.engineTimeoutMs, retentionBytes: this.options.retentionBytes, log: this.#log }) }
+            ? { agent: new AgentChannel({ container, timeoutMs: this.options.engineTimeoutMs, retentionBytes: this.options.retentionBytes, windowBytes: this.options.agentWindowBytes, log: this.#log }) }
             : { agentUnavailable: 'hibernated on the exec path' }),
         },
         labels[LABEL.pool] === 'true' ? this.options.defaultImage : c.Image,
