@@ -228,3 +228,44 @@ test('a server restart between hibernate and wake: re-adopted hibernated, woken 
   assert.equal((await state(containerId)).status, 'running');
   assert.equal((await again.request('session/info', {}))['hibernation'], 'awake');
 });
+
+test('a restart while hibernated with a running command: the session wakes to hand it over, every byte once', dockerTestOptions, async (t) => {
+  const instanceId = `hibernate-restart-proc-${process.pid}-${Date.now()}`;
+  const flags = ['--allowed-runtimes', 'runsc'];
+  const first = await startServer({ backend: 'docker', instanceId, flags });
+  const s = await TestSession.open(first.url, { session: GVISOR });
+  await s.start('ticker', ['sh', '-c', 'i=0; while [ $i -lt 40 ]; do echo tick-$i; i=$((i+1)); sleep 0.1; done; exit 4']);
+  await s.waitFor(() => Buffer.concat(s.eventsOf('ticker').filter((n) => n.method === 'process/output').map((n) => Buffer.from(String(n.params['chunk']), 'base64'))).toString().includes('tick-3'));
+  await sleep(300); // the record is stored in the background
+  await s.request('session/hibernate', {});
+  await s.close();
+
+  const second = await startServer({ backend: 'docker', instanceId, flags });
+  t.after(() => second.close());
+  t.after(() => first.app.close().catch(() => undefined));
+  const listed = await http(second, 'GET', `/v1/sessions/${s.sessionId}`);
+  assert.equal(listed.status, 200);
+  assert.equal(listed.body['hibernation'], 'awake', 'woken at startup to hand its running command over');
+  const again = await TestSession.open(second.url, { resumeSessionId: s.sessionId });
+  t.after(() => again.close());
+  let text = '';
+  let after = 0;
+  const seqs: number[] = [];
+  const deadline = Date.now() + 60_000;
+  let exitCode: unknown;
+  while (Date.now() < deadline) {
+    const r = await again.request<{ chunks: Array<{ seq: number; chunk: string }>; nextSeq: number; exited: boolean; exitCode: unknown; closed: boolean }>('process/read', { processId: 'ticker', afterSeq: after, waitMs: 1000 });
+    for (const c of r.chunks) {
+      text += Buffer.from(c.chunk, 'base64').toString('utf8');
+      seqs.push(c.seq);
+    }
+    after = Math.max(after, r.nextSeq - 1);
+    if (r.exited && r.closed) {
+      exitCode = r.exitCode;
+      break;
+    }
+  }
+  assert.equal(exitCode, 4, 'the real exit code');
+  assert.equal(text, Array.from({ length: 40 }, (_, i) => `tick-${i}\n`).join(''), 'every line once, in order');
+  assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b));
+});

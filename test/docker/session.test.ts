@@ -6,6 +6,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { DockerBackend } from '../../src/backends/docker/index.ts';
 import { KEPT_CAPABILITIES } from '../../src/backends/docker/index.ts';
+import { GVISOR_PIDS_ALLOWANCE } from '../../src/backends/docker/runtimes.ts';
 import { asTenantId } from '../../src/ids.ts';
 import { dockerTestOptions, engineReady } from './engine.ts';
 import { docker, makeBackend, RecordingSink, sessionSpec, spawnRequest } from './helpers.ts';
@@ -41,7 +42,8 @@ test('container is hardened (docker inspect)', dockerTestOptions, async () => {
   assert.equal(hc.NetworkMode, 'none');
   assert.equal(hc.Memory, 300 * 1024 * 1024);
   assert.equal(hc.NanoCpus, 500_000_000);
-  assert.equal(hc.PidsLimit, 100);
+  // Under gVisor the host limit also covers gVisor's own threads (runtimes.ts).
+  assert.equal(hc.PidsLimit, s.runtime === 'runsc' ? 100 + GVISOR_PIDS_ALLOWANCE : 100);
   assert.equal(hc.Init, true);
   const mounts = JSON.stringify([info!.Mounts, hc.Binds]);
   assert.ok(!mounts.includes('docker.sock'), mounts);

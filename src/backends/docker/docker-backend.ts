@@ -18,7 +18,7 @@ import { HibernatableSession, readHibernatedFacts } from './hibernation.ts';
 import { LABEL, readUserLabels, userLabels } from './labels.ts';
 import { resolveOptions, type DockerBackendOptions, type DockerLogger, type ResolvedDockerOptions } from './options.ts';
 import { envOf, installIfWanted, provisionContainer, removeContainer, startAgent, type ProvisionInput } from './provision.ts';
-import { checkpointUnsupportedReason, RuntimeResolver } from './runtimes.ts';
+import { checkpointUnsupportedReason, GVISOR_PIDS_ALLOWANCE, isGvisor, RuntimeResolver } from './runtimes.ts';
 import { RECORD_FILE, SETUP_SCRIPT } from './scripts.ts';
 import { deleteSnapshot, findSnapshot, listSnapshots } from './snapshots.ts';
 import { claimedName, parseClaimedName, WarmPool, type PoolEntry } from './warm-pool.ts';
@@ -223,8 +223,10 @@ class DockerBackendImpl implements DockerBackend {
     });
   }
 
-  #provision(p: ProvisionInput): Promise<PoolEntry> {
-    return provisionContainer(this.docker, this.options, this.#log, p);
+  async #provision(p: ProvisionInput): Promise<PoolEntry> {
+    const engine = p.runtime === undefined ? undefined : await this.runtimes.engine().catch(() => undefined);
+    const gvisor = p.runtime !== undefined && isGvisor(engine?.paths[p.runtime]);
+    return provisionContainer(this.docker, this.options, this.#log, gvisor ? { ...p, resources: { ...p.resources, pids: p.resources.pids + GVISOR_PIDS_ALLOWANCE } } : p);
   }
 
   #removeContainer(containerId: string): Promise<void> {
@@ -324,8 +326,25 @@ class DockerBackendImpl implements DockerBackend {
         info.HostConfig.Runtime ?? (await this.runtimes.engine()).engineDefault,
         new Date(info.State.FinishedAt),
       );
-      this.#log.info({ sessionId, containerId: c.Id }, 'recover: re-adopted hibernated session');
-      return { session, tenant, labels: readUserLabels(labels), createdAt: new Date(labels[LABEL.created] ?? info.Created), record: facts.record };
+      this.#log.info({ sessionId, containerId: c.Id, processes: facts.agentProcesses }, 'recover: re-adopted hibernated session');
+      const channel = session.inner.agent;
+      return {
+        session,
+        tenant,
+        labels: readUserLabels(labels),
+        createdAt: new Date(labels[LABEL.created] ?? info.Created),
+        record: facts.record,
+        // Processes the agent kept can only be handed over awake: such a session wakes now (an
+        // idle hibernation has none, and stays asleep).
+        ...(channel !== undefined && facts.agentProcesses > 0
+          ? {
+              adoptProcesses: async (adopt: Parameters<NonNullable<RecoveredSession['adoptProcesses']>>[0]) => {
+                await session.wake();
+                return channel.recover(adopt);
+              },
+            }
+          : {}),
+      };
     } catch (err) {
       this.#log.warn({ containerId: c.Id, err: (err as Error).message }, 'recover: cannot read a stopped container as hibernated');
       return undefined;

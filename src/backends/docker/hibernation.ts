@@ -28,7 +28,8 @@ export const CHECKPOINT_NAME = 'exec-server-hibernation';
 /**
  * Kept in the container's root filesystem while it is hibernated (the control tmpfs, with the
  * session record, is only inside the checkpoint): what a restarted server needs to re-adopt
- * the session without waking it: the shell path, the exec path, then the session record.
+ * the session without waking it: the shell path, the exec path (`agent N`: N processes kept by
+ * the agent), then the session record.
  * Root-only; removed again on wake, so snapshots never hold it.
  */
 export const HIBERNATION_FILE = '/var/lib/exec-server-hibernation/session';
@@ -184,14 +185,21 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
       throw err;
     }
     // Input, resizes and signals need the container (and the agent's connection): they wake it.
+    // Everything else goes straight through (acknowledgements are kept by the process itself).
+    const acknowledge = proc.acknowledge?.bind(proc);
+    const dispose = proc.dispose?.bind(proc);
     return {
-      sandboxType: proc.sandboxType,
+      get sandboxType() {
+        return proc.sandboxType;
+      },
       write: (data) => this.#use(() => proc.write(data)),
       closeStdin: () => this.#use(() => proc.closeStdin()),
       resize: (size) => this.#use(() => proc.resize(size)),
       signal: (signal) => this.#use(() => proc.signal(signal)),
       pauseOutput: () => proc.pauseOutput(),
       resumeOutput: () => proc.resumeOutput(),
+      ...(acknowledge !== undefined ? { acknowledge } : {}),
+      ...(dispose !== undefined ? { dispose } : {}),
     };
   }
 
@@ -253,7 +261,7 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
       await this.#drain();
       const container = this.inner.container;
       const saved = await runControl(container, {
-        cmd: ['/bin/sh', '-c', SAVE_SCRIPT, 'sh', HIBERNATION_FILE, RECORD_FILE, this.inner.environment.shell.path, agent === undefined ? 'exec' : 'agent'],
+        cmd: ['/bin/sh', '-c', SAVE_SCRIPT, 'sh', HIBERNATION_FILE, RECORD_FILE, this.inner.environment.shell.path, agent === undefined ? 'exec' : `agent ${agent.attachedProcesses}`],
         timeoutMs: this.#timeoutMs,
       });
       if (saved.exitCode !== 0) throw execError('EXEC_ERR_BACKEND', `cannot hibernate: saving the session facts failed: ${saved.stderr.trim()}`);
@@ -357,6 +365,8 @@ async function deleteCheckpoint(container: Docker.Container, timeoutMs: number):
 export interface HibernatedFacts {
   readonly shellPath: string;
   readonly execPath: 'agent' | 'exec';
+  /** Processes the agent kept when the session hibernated. */
+  readonly agentProcesses: number;
   readonly record: string | undefined;
 }
 
@@ -379,9 +389,15 @@ export async function readHibernatedFacts(container: Docker.Container, timeoutMs
     return Buffer.concat(parts);
   });
   const text = firstTarEntry(tar).toString('utf8');
-  const [shell = '', execPath = '', ...rest] = text.split('\n');
+  const [shell = '', path = '', ...rest] = text.split('\n');
+  const [execPath, processes = '0'] = path.split(' ');
   const record = rest.join('\n');
-  return { shellPath: shell || '/bin/sh', execPath: execPath === 'agent' ? 'agent' : 'exec', record: record === '' ? undefined : record };
+  return {
+    shellPath: shell || '/bin/sh',
+    execPath: execPath === 'agent' ? 'agent' : 'exec',
+    agentProcesses: /^\d{1,6}$/.test(processes) ? Number(processes) : 0,
+    record: record === '' ? undefined : record,
+  };
 }
 
 /** The content of the first file in a ustar archive (the engine's archive of one file). */

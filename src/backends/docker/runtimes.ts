@@ -34,6 +34,13 @@ export async function readEngineRuntimes(docker: Docker, timeoutMs: number): Pro
   return { engineDefault: info.DefaultRuntime ?? 'runc', paths, experimental: info.ExperimentalBuild === true };
 }
 
+/**
+ * Host threads a gVisor sandbox needs on top of its commands: its pids limit applies to the
+ * sandbox's host cgroup, where gVisor's own threads count too (about 56 idle, measured, and
+ * more while commands block in system calls). Without this, a low `pids` keeps it from starting.
+ */
+export const GVISOR_PIDS_ALLOWANCE = 256;
+
 /** Whether a runtime's binary is gVisor's (registered under any name). */
 export function isGvisor(runtimePath: string | undefined): boolean {
   return runtimePath !== undefined && /(^|\/)runsc$/.test(runtimePath);
