@@ -183,7 +183,8 @@ export async function registerPreviewRoutes(app: FastifyInstance, opts: { config
     const query = new URLSearchParams(rawQuery);
     const token = query.get(TOKEN_PARAM);
     query.delete(TOKEN_PARAM);
-    const cleanQuery = query.size > 0 ? `?${query.toString()}` : '';
+    // Rebuilt only when our parameter was in it: the application gets its query as it was sent.
+    const cleanQuery = token === null ? rawQuery : query.size > 0 ? `?${query.toString()}` : '';
     if (who.fromQuery && token !== null && (request.method === 'GET' || request.method === 'HEAD') && request.headers.upgrade === undefined) {
       // Trade the token for a cookie scoped to this port, then load the page without it.
       const maxAge = Math.max(0, Number(token.split('.')[0]) - Math.floor(Date.now() / 1000));

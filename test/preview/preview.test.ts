@@ -243,11 +243,11 @@ test('preview (local): what authenticated the caller never reaches the applicati
   const exposed = await api(base, 'POST', `/v1/sessions/${id}/ports`, ALICE, { port });
   assert.equal(exposed.status, 201);
 
-  const r = await fetch(`${base}${exposed.body.path}sub/page?x=1`, { method: 'POST', headers: { authorization: `Bearer ${ALICE}`, cookie: 'exec_preview=whatever; app_session=keep-me', 'x-pad': String(3 * 1024 * 1024) }, body: Buffer.alloc(5 * 1024 * 1024, 7) });
+  const r = await fetch(`${base}${exposed.body.path}sub/page?x=1&q=a%20b`, { method: 'POST', headers: { authorization: `Bearer ${ALICE}`, cookie: 'exec_preview=whatever; app_session=keep-me', 'x-pad': String(3 * 1024 * 1024) }, body: Buffer.alloc(5 * 1024 * 1024, 7) });
   assert.equal(r.status, 200);
   const seen = (await r.json()) as { method: string; url: string; headers: Record<string, string>; bodyBytes: number; pad: string };
   assert.equal(seen.method, 'POST');
-  assert.equal(seen.url, '/sub/page?x=1');
+  assert.equal(seen.url, '/sub/page?x=1&q=a%20b');
   assert.equal(seen.bodyBytes, 5 * 1024 * 1024);
   assert.equal(seen.pad.length, 3 * 1024 * 1024);
   assert.equal(seen.headers['authorization'], undefined);
