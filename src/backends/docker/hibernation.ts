@@ -320,7 +320,16 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
     const container = this.inner.container;
     try {
       // The engine refuses a start with a body: the checkpoint goes in the query only.
-      await withDeadline('container restore', CHECKPOINT_TIMEOUT_MS, (abortSignal) => container.start({ _query: { checkpoint: CHECKPOINT_NAME }, _body: {}, abortSignal } as object));
+      // Right after a checkpoint the runtime may still hold the sandbox's id: a few tries, bounded.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await withDeadline('container restore', CHECKPOINT_TIMEOUT_MS, (abortSignal) => container.start({ _query: { checkpoint: CHECKPOINT_NAME }, _body: {}, abortSignal } as object));
+          break;
+        } catch (err) {
+          if (attempt >= 5 || !/id already in use/.test((err as Error).message)) throw err;
+          await new Promise((r) => setTimeout(r, 500 * attempt));
+        }
+      }
     } catch (err) {
       const e = err as { code?: string; message: string };
       if (e.code === 'EXEC_ERR_BACKEND_UNAVAILABLE') {
