@@ -13,6 +13,7 @@
  * after the restore, so running commands go on and their output continues. On the exec path
  * every command is an attached exec of its own: the session refuses to hibernate while one runs.
  */
+import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
 import { execError } from '../../errors.ts';
 import type { BackendHibernation, BackendProcess, BackendSession, HibernationState, ProcessSink, SessionFs, SnapshotInfo, SpawnRequest } from '../types.ts';
@@ -20,6 +21,7 @@ import { statusOf, withDeadline } from './engine-client.ts';
 import { runControl } from './exec-runner.ts';
 import type { AgentChannel } from './agent-channel.ts';
 import type { DockerLogger } from './options.ts';
+import { connectContainerPort } from './port-forward.ts';
 import { RECORD_FILE } from './scripts.ts';
 
 /** Name of the one checkpoint a hibernated container has. */
@@ -205,6 +207,11 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
 
   aliasPath(path: string): Promise<boolean> {
     return this.#use(async () => (await this.inner.aliasPath?.(path)) ?? false);
+  }
+
+  /** Preview ports: the relay is one of this session's processes, so it wakes the container and keeps it awake while open. */
+  connectPort(port: number): Promise<Duplex> {
+    return connectContainerPort((request, sink) => this.spawn(request, sink), this.inner.workdir, port);
   }
 
   snapshot(name: string | undefined): Promise<SnapshotInfo> {
