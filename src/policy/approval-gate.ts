@@ -1,5 +1,5 @@
 /**
- * The approval rules of DESIGN.md section 5 as pure functions: what to do before the first
+ * The approval rules of docs/protocol.md ("Approvals and the policy gate") as pure functions: what to do before the first
  * attempt, and what to do after a denial. The orchestrator carries out the answer.
  */
 import type { ApprovalPolicy, SessionPolicy } from './sandbox-policy.ts';

@@ -1,6 +1,6 @@
 /**
  * Decides whether a failed sandboxed attempt looks like a sandbox denial: Codex's
- * `is_likely_sandbox_denied`, in the same order (DESIGN.md section 5 step 3).
+ * `is_likely_sandbox_denied`, in the same order (docs/protocol.md, "Approvals and the policy gate").
  */
 import type { SandboxType } from '../backends/types.ts';
 

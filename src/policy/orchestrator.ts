@@ -1,5 +1,5 @@
 /**
- * Runs one process start through the policy gate (DESIGN.md section 5): approval before the
+ * Runs one process start through the policy gate (docs/protocol.md, "Approvals and the policy gate"): approval before the
  * first attempt, the sandboxed attempt, the 150 ms early-exit window with held output, the
  * denial classifier, and then either an unsandboxed retry under the same process id or a
  * report of `sandboxDenied`. The start's reply goes out as soon as the first attempt runs;
@@ -125,7 +125,7 @@ export async function startWithPolicy(ctx: OrchestratorContext, proc: ManagedPro
 async function watchWindow(ctx: OrchestratorContext, proc: ManagedProcess, input: GateInput, attempt: Attempt, approved: boolean): Promise<void> {
   const exit = await Promise.race([attempt.exited, delay(EARLY_EXIT_WINDOW_MS, undefined, { ref: false })]);
   // Backends deliver the exit only after the attempt's last output chunk (ProcessSink
-  // contract), so the 20 ms trailing-output wait of DESIGN.md is already satisfied here.
+  // contract), so the 20 ms trailing-output wait of the policy gate is already satisfied here.
   // Released early (it printed past the hold budget) or still running: it streams normally
   // and a later failure is a plain exit, never retried.
   if (exit === undefined || !attempt.holding) {

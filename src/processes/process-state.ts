@@ -1,7 +1,7 @@
 /**
  * Lifecycle of a process as clients see it. `starting` covers the initial approval and the
  * spawn; every other non-`running` state is terminal and carries the exit code reported on
- * the wire (DESIGN.md section 4: signaled 128+N, timed-out 124, lost -1).
+ * the wire (docs/protocol.md, "Notifications": signaled 128+N, timed-out 124, lost -1).
  */
 export type ProcessState =
   | { readonly status: 'starting' }

@@ -149,7 +149,7 @@ export class Session {
     return new Date(this.createdAt.getTime() + this.spec.maxLifetimeSeconds * 1000);
   }
 
-  /** Attaches `client`, evicting the previous one (DESIGN.md: resume closes the older connection). */
+  /** Attaches `client`, evicting the previous one (docs/protocol.md: resume closes the older connection). */
   attach(client: SessionClient): void {
     const previous = this.#client;
     this.#client = client;

@@ -1,5 +1,5 @@
 /**
- * Routing of a model response item (DESIGN.md section 6), as Codex's tool router does it:
+ * Routing of a model response item (docs/protocol.md, "HTTP API"), as Codex's tool router does it:
  * a non-tool item is ignored; an item without `call_id` or `name` is refused; an unknown tool
  * and bad arguments are answered to the model; a payload kind the tool does not take is fatal
  * for the harness (`EXEC_ERR_TOOL_PAYLOAD`); a command the policy forbids is rejected (the

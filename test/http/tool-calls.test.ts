@@ -6,7 +6,7 @@ import { newSession, serverWithApi, TEXT_RE } from './helpers.ts';
 
 const call = (name: string, args: unknown, extra: Record<string, unknown> = {}) => ({ type: 'function_call', id: 'fc_1', call_id: 'call_42', name, arguments: typeof args === 'string' ? args : JSON.stringify(args), status: 'completed', ...extra });
 
-test('tool-call routing: every branch of DESIGN.md section 6', async (t) => {
+test('tool-call routing: every branch of the tool-call route (docs/protocol.md)', async (t) => {
   const api = await serverWithApi(t);
   const id = await newSession(api);
   const path = `/v1/sessions/${id}/tool-calls`;
