@@ -1,6 +1,7 @@
 /**
- * The approval rules of docs/protocol.md ("Approvals and the policy gate") as pure functions: what to do before the first
- * attempt, and what to do after a denial. The orchestrator carries out the answer.
+ * The approval rules of docs/protocol.md ("Approvals and the policy gate") as pure functions:
+ * what to do before the first attempt, and what to do after a denial. The launcher
+ * (src/processes/launcher.ts) carries out the answer.
  */
 import type { ApprovalPolicy, SessionPolicy } from './sandbox-policy.ts';
 

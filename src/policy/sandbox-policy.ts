@@ -87,3 +87,15 @@ export function canRead(sandbox: ResolvedSandbox, path: string): boolean {
 export function containsDenied(sandbox: ResolvedSandbox, dir: string): boolean {
   return sandbox.kind === 'restricted' && sandbox.denyRead.some((denied) => isWithin(denied, dir));
 }
+
+/**
+ * A sandboxed attempt's TMPDIR points inside a writable root (`/tmp` when writable, else the
+ * first root), never at whatever the server or the client's environment named; with no
+ * writable root at all (read-only) it is unset.
+ */
+export function sandboxedEnvironment(env: Readonly<Record<string, string>>, sandbox: ResolvedSandbox): Readonly<Record<string, string>> {
+  if (sandbox.kind !== 'restricted') return env;
+  const { TMPDIR: _ignored, ...rest } = env;
+  const tmp = sandbox.writableRoots.includes('/tmp') ? '/tmp' : sandbox.writableRoots[0];
+  return tmp === undefined ? rest : { ...rest, TMPDIR: tmp };
+}

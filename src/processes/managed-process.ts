@@ -1,15 +1,18 @@
 /**
- * One client-visible process: its state machine, its event log, and the backend attempt(s)
- * behind it. A denied sandboxed attempt may be replaced by an unsandboxed retry under the
- * same process id; the attempt whose output is being held back is the only one that can be
- * discarded, so clients never see output of an attempt that was retried.
+ * One client-visible process and the one owner of its state machine (docs/architecture.md,
+ * "Who owns which state"): starting, then held (an attempt inside the early-exit window, its
+ * output kept back) or running, possibly retrying (a denied attempt replaced by an unsandboxed
+ * one under the same process id), and finally ended in a terminal state (exited, signaled,
+ * timed-out, terminated, lost). Everything else calls the transitions below; policy only
+ * decides which one (src/policy/), the launcher carries it out (launcher.ts).
  */
-import { StringDecoder } from 'node:string_decoder';
-import type { BackendExit, BackendProcess, ProcessSink, SandboxType, SignalName, SpawnMode, StreamName } from '../backends/types.ts';
+import type { BackendExit, BackendProcess, ProcessSink, SandboxType, SignalName, SpawnMode, StreamName, TerminalSize } from '../backends/types.ts';
 import type { ProcessId } from '../ids.ts';
+import type { WriteStatus } from '../protocol/index.ts';
+import { Attempt } from './attempt.ts';
 import { OutputLog } from './output-log.ts';
 import { SlabWriter } from './output-slabs.ts';
-import { isTerminal, type ProcessState, type TerminalState } from './process-state.ts';
+import type { ProcessState, TerminalState } from './process-state.ts';
 
 const WRITE_ID_MEMORY = 1024;
 /**
@@ -30,53 +33,27 @@ export interface ProcessSpec {
   readonly timeoutMs?: number | undefined;
 }
 
-/** One backend attempt. Output is held while `holding` (inside the early-exit window). */
-export class Attempt {
-  process: BackendProcess | undefined;
-  holding: boolean;
-  discarded = false;
-  exit: BackendExit | undefined;
-  readonly held: Array<{ stream: StreamName; data: Buffer }> = [];
-  heldBytes = 0;
-  readonly exited: Promise<BackendExit>;
-  #resolveExit!: (exit: BackendExit) => void;
-
-  constructor(holding: boolean) {
-    this.holding = holding;
-    this.exited = new Promise((resolve) => (this.#resolveExit = resolve));
-  }
-
-  markExited(exit: BackendExit): void {
-    this.exit = exit;
-    this.#resolveExit(exit);
-  }
-
-  /** Text of the held output, for the denial classifier. */
-  heldText(): string {
-    const decoder = new StringDecoder('utf8');
-    return this.held.map((c) => decoder.write(c.data)).join('') + decoder.end();
-  }
-}
+/** Where the process is; `ended` carries the terminal state reported on the wire. */
+type Phase = { readonly kind: 'starting' | 'held' | 'running' | 'retrying' } | { readonly kind: 'ended'; readonly state: TerminalState };
 
 export class ManagedProcess {
   readonly spec: ProcessSpec;
   readonly log: OutputLog;
   readonly createdAt: number;
-  /** When the process reached its terminal state (ms since the epoch). */
-  endedAt: number | undefined;
-  lastUsed = Date.now();
-  state: ProcessState = { status: 'starting' };
-  sandboxType: SandboxType = 'none';
-  sandboxDenied = false;
-  stdinOpen: boolean;
+  #phase: Phase = { kind: 'starting' };
+  #attempt: Attempt | undefined;
+  #lastUsed = Date.now();
+  #endedAt: number | undefined;
+  #sandboxType: SandboxType = 'none';
+  #sandboxDenied = false;
+  #stdinOpen: boolean;
   /** Set when the server ends the process itself; decides the terminal state of the exit. */
-  pendingEnd: 'timed-out' | 'terminated' | undefined;
-  attempt: Attempt | undefined;
+  #pendingEnd: 'timed-out' | 'terminated' | undefined;
   readonly #holdLimit: number;
   readonly #writeIds = new Set<string>();
   #outputPaused = false;
   readonly #timers = new Set<NodeJS.Timeout>();
-  #onTerminal: ((p: ManagedProcess) => void) | undefined;
+  readonly #onTerminal: ((p: ManagedProcess) => void) | undefined;
   /** Output storage; what it holds untaken is not yet in the log (coalescing), all of one stream. */
   readonly #output = new SlabWriter();
   #pendingStream: StreamName = 'stdout';
@@ -89,7 +66,7 @@ export class ManagedProcess {
     this.createdAt = createdAt;
     this.log = new OutputLog(retentionBytes);
     this.#holdLimit = retentionBytes;
-    this.stdinOpen = spec.mode !== 'pipe-no-stdin';
+    this.#stdinOpen = spec.mode !== 'pipe-no-stdin';
     this.#onTerminal = onTerminal;
   }
 
@@ -97,50 +74,167 @@ export class ManagedProcess {
     return this.spec.id;
   }
 
+  /** The state clients see: held and retrying are `running` to them. */
+  get state(): ProcessState {
+    switch (this.#phase.kind) {
+      case 'starting':
+        return { status: 'starting' };
+      case 'ended':
+        return this.#phase.state;
+      default:
+        return { status: 'running' };
+    }
+  }
+
+  get ended(): boolean {
+    return this.#phase.kind === 'ended';
+  }
+
+  get sandboxType(): SandboxType {
+    return this.#sandboxType;
+  }
+
+  /** The process ended with a sandbox denial reported to the client (not retried). */
+  get sandboxDenied(): boolean {
+    return this.#sandboxDenied;
+  }
+
+  /** The server asked it to end (terminate, timeout): a denial is then reported, not retried. */
+  get endRequested(): boolean {
+    return this.#pendingEnd !== undefined;
+  }
+
+  /** When the process reached its terminal state (ms since the epoch). */
+  get endedAt(): number | undefined {
+    return this.#endedAt;
+  }
+
+  get lastUsed(): number {
+    return this.#lastUsed;
+  }
+
+  /** A client used the process (pruning spares the recently used). */
+  touch(): void {
+    this.#lastUsed = Date.now();
+  }
+
   /** Output flow control from the attached client (see ProcessTable.setOutputPaused). */
   setOutputPaused(paused: boolean): void {
     this.#outputPaused = paused;
-    const process = this.attempt?.process;
+    const process = this.#attempt?.process;
     if (!process) return;
     if (paused) process.pauseOutput();
     else process.resumeOutput();
   }
 
-  get outputPaused(): boolean {
-    return this.#outputPaused;
-  }
+  // ---- transitions ----------------------------------------------------------------------
 
-  get running(): boolean {
-    return this.state.status === 'running';
-  }
-
-  /** Starts a new attempt and returns the sink its backend process reports to. */
+  /** A new attempt (the first, or the retry) and the sink its backend process reports to; `holding`: sandboxed, inside the window. */
   beginAttempt(holding: boolean): { attempt: Attempt; sink: ProcessSink } {
     const attempt = new Attempt(holding);
-    this.attempt = attempt;
+    this.#attempt = attempt;
     this.#attemptBytes = 0;
-    this.stdinOpen = this.spec.mode !== 'pipe-no-stdin';
+    this.#stdinOpen = this.spec.mode !== 'pipe-no-stdin';
     const sink: ProcessSink = {
       output: (stream, data) => {
         if (attempt.discarded || data.length === 0) return;
-        if (!attempt.holding) {
-          this.#publish(stream, data);
-          return;
-        }
-        attempt.held.push({ stream, data: Buffer.from(data) }); // `data` is the backend's to reuse
-        attempt.heldBytes += data.length;
+        if (!attempt.holding) return this.#publish(stream, data);
         // Holding is bounded: an attempt that prints more than the budget inside the window
         // evidently runs, so its output is published (nothing lost) and it will not be retried.
-        if (attempt.heldBytes > this.#holdLimit) this.release(attempt);
+        if (attempt.hold(stream, data) > this.#holdLimit) this.release(attempt);
       },
       exit: (result) => {
-        if (attempt.exit) return;
-        attempt.markExited(result);
-        if (!attempt.holding && !attempt.discarded) this.finish(result, false);
+        if (attempt.markExited(result) && !attempt.holding && !attempt.discarded) this.#finish(result, false);
       },
     };
     return { attempt, sink };
   }
+
+  /** starting/retrying -> held or running: the attempt's backend process runs. */
+  attemptRunning(attempt: Attempt, process: BackendProcess): void {
+    attempt.bind(process);
+    if (this.#outputPaused) process.pauseOutput();
+    this.#sandboxType = process.sandboxType;
+    if (this.#phase.kind === 'ended') return;
+    this.#phase = { kind: attempt.holding ? 'held' : 'running' };
+    // Nothing to classify without a sandbox: the window ends at once.
+    if (process.sandboxType === 'none') this.release(attempt);
+  }
+
+  /** held -> running (or ended, if it exited in the window): publishes what the attempt held. */
+  release(attempt: Attempt, sandboxDenied = false): void {
+    if (!attempt.holding) return;
+    for (const chunk of attempt.stopHolding()) this.#publish(chunk.stream, chunk.data);
+    if (this.#phase.kind === 'held') this.#phase = { kind: 'running' };
+    if (attempt.exit) this.#finish(attempt.exit, sandboxDenied);
+  }
+
+  /** held -> retrying: drops the denied attempt (clients never see its output) and says so. */
+  retry(attempt: Attempt, reason: string): void {
+    attempt.discard();
+    attempt.process?.dispose?.();
+    this.#phase = { kind: 'retrying' };
+    this.log.append({ kind: 'escalated', reason });
+  }
+
+  /**
+   * Recovery, starting -> running: makes this (new) process the continuation of one a previous
+   * server started. `chunks` are the output the backend kept, under the seqs they had (those
+   * without one were never published and get the next seqs); `process` goes on with the
+   * returned sink.
+   */
+  adopt(r: { readonly seqBase: number; readonly droppedBytes: number; readonly endOffset: number; readonly sandboxType: SandboxType; readonly chunks: ReadonlyArray<{ readonly stream: StreamName; readonly data: Buffer; readonly seq?: number | undefined }> }, process: BackendProcess): ProcessSink {
+    this.log.resumeAt(r.seqBase, r.droppedBytes);
+    for (const c of r.chunks) {
+      if (c.seq !== undefined) this.log.resumeAt(c.seq);
+      this.log.append({ kind: 'output', stream: c.stream, data: Buffer.from(c.data) });
+    }
+    const { attempt, sink } = this.beginAttempt(false);
+    attempt.bind(process);
+    this.#attemptBytes = r.endOffset;
+    this.#sandboxType = r.sandboxType;
+    this.#phase = { kind: 'running' };
+    return sink;
+  }
+
+  /** The engine no longer needs the process (pruned, or expired after its end): its backend may drop its record. */
+  dispose(): void {
+    this.#attempt?.process?.dispose?.();
+  }
+
+  /** -> ended lost: the process never got (or lost) its backend attempt. */
+  fail(reason: string): void {
+    this.#finish({ kind: 'lost', reason }, false);
+  }
+
+  /** -> ended: records the terminal state, appends `exited` then `closed` (backends deliver exit after all output). */
+  #finish(exit: BackendExit, sandboxDenied: boolean): void {
+    if (this.#phase.kind === 'ended') return;
+    this.flushOutput();
+    this.clearTimers();
+    const state = this.#terminalState(exit);
+    this.#phase = { kind: 'ended', state };
+    this.#endedAt = Date.now();
+    this.#sandboxDenied = sandboxDenied;
+    this.#stdinOpen = false;
+    this.#output.close();
+    this.log.append({ kind: 'exited', state, sandboxDenied });
+    this.log.append({ kind: 'closed' });
+    this.#onTerminal?.(this);
+  }
+
+  #terminalState(exit: BackendExit): TerminalState {
+    if (exit.kind === 'lost') return { status: 'lost', exitCode: -1, reason: exit.reason };
+    if (this.#pendingEnd === 'timed-out') return { status: 'timed-out', exitCode: 124 };
+    if (exit.kind === 'signaled') {
+      const exitCode = 128 + exit.signo;
+      return this.#pendingEnd === 'terminated' ? { status: 'terminated', exitCode, signal: exit.signal } : { status: 'signaled', exitCode, signal: exit.signal };
+    }
+    if (this.#pendingEnd === 'terminated') return { status: 'terminated', exitCode: exit.code, signal: 'SIGTERM' };
+    return { status: 'exited', exitCode: exit.code };
+  }
+
+  // ---- output ---------------------------------------------------------------------------
 
   /** Queues output for the log in chunks of at most CHUNK_MAX_BYTES, merging within one loop turn. */
   #publish(stream: StreamName, data: Buffer): void {
@@ -167,80 +261,32 @@ export class ManagedProcess {
     this.#attemptBytes += chunk.data.length;
     // Before the append (which notifies clients): a restarted server must never know less
     // than a client was told.
-    this.attempt?.process?.acknowledge?.(this.log.nextSeq, this.#attemptBytes);
+    this.#attempt?.process?.acknowledge?.(this.log.nextSeq, this.#attemptBytes);
     this.log.append({ kind: 'output', stream: this.#pendingStream, data: chunk.data }, chunk.release);
   }
 
-  /**
-   * Recovery: makes this (new) process the continuation of one a previous server started.
-   * `chunks` are the output the backend kept, under the seqs they had (those without one were
-   * never published and get the next seqs); `process` goes on with the returned sink.
-   */
-  adopt(r: { readonly seqBase: number; readonly droppedBytes: number; readonly endOffset: number; readonly sandboxType: SandboxType; readonly chunks: ReadonlyArray<{ readonly stream: StreamName; readonly data: Buffer; readonly seq?: number | undefined }> }, process: BackendProcess): ProcessSink {
-    this.log.resumeAt(r.seqBase, r.droppedBytes);
-    for (const c of r.chunks) {
-      if (c.seq !== undefined) this.log.resumeAt(c.seq);
-      this.log.append({ kind: 'output', stream: c.stream, data: Buffer.from(c.data) });
+  // ---- what clients do with a process ---------------------------------------------------
+
+  /** `process/write`: `writeId` makes a retried write idempotent; `stdinBytes`: what reached stdin. */
+  async write(chunk: Buffer, writeId: string | undefined): Promise<{ status: Exclude<WriteStatus, 'unknownProcess'>; stdinBytes: number }> {
+    this.touch();
+    if (this.#phase.kind === 'starting') return { status: 'starting', stdinBytes: 0 };
+    if (writeId !== undefined && !this.#rememberWrite(writeId)) return { status: 'accepted', stdinBytes: 0 };
+    if (this.ended) return { status: 'stdinClosed', stdinBytes: 0 };
+    if (!this.#stdinOpen) {
+      // Codex: exactly "\u0003" to a pipe process without stdin is an interrupt.
+      if (this.spec.mode !== 'pty' && chunk.length === 1 && chunk[0] === 3) {
+        await this.signal('SIGINT');
+        return { status: 'accepted', stdinBytes: 0 };
+      }
+      return { status: 'stdinClosed', stdinBytes: 0 };
     }
-    const { attempt, sink } = this.beginAttempt(false);
-    attempt.process = process;
-    this.#attemptBytes = r.endOffset;
-    this.sandboxType = r.sandboxType;
-    this.state = { status: 'running' };
-    return sink;
-  }
-
-  /** Ends the window of `attempt`: publishes what it held and, if it already exited, the exit. */
-  release(attempt: Attempt, sandboxDenied = false): void {
-    if (!attempt.holding) return;
-    attempt.holding = false;
-    for (const chunk of attempt.held.splice(0)) this.#publish(chunk.stream, chunk.data);
-    attempt.heldBytes = 0;
-    if (attempt.exit) this.finish(attempt.exit, sandboxDenied);
-  }
-
-  /** Drops an attempt that was classified as denied and is about to be retried. */
-  discard(attempt: Attempt): void {
-    attempt.discarded = true;
-    attempt.holding = false;
-    attempt.held.length = 0;
-    attempt.heldBytes = 0;
-  }
-
-  /** Records the terminal state, appends `exited` then `closed` (backends deliver exit after all output). */
-  finish(exit: BackendExit, sandboxDenied: boolean): void {
-    if (isTerminal(this.state)) return;
-    this.flushOutput();
-    this.clearTimers();
-    const state = this.#terminalState(exit);
-    this.state = state;
-    this.endedAt = Date.now();
-    this.sandboxDenied = sandboxDenied;
-    this.stdinOpen = false;
-    this.#output.close();
-    this.log.append({ kind: 'exited', state, sandboxDenied });
-    this.log.append({ kind: 'closed' });
-    this.#onTerminal?.(this);
-  }
-
-  /** Ends a process that never got (or lost) its backend attempt. */
-  fail(reason: string): void {
-    this.finish({ kind: 'lost', reason }, false);
-  }
-
-  #terminalState(exit: BackendExit): TerminalState {
-    if (exit.kind === 'lost') return { status: 'lost', exitCode: -1, reason: exit.reason };
-    if (this.pendingEnd === 'timed-out') return { status: 'timed-out', exitCode: 124 };
-    if (exit.kind === 'signaled') {
-      const exitCode = 128 + exit.signo;
-      return this.pendingEnd === 'terminated' ? { status: 'terminated', exitCode, signal: exit.signal } : { status: 'signaled', exitCode, signal: exit.signal };
-    }
-    if (this.pendingEnd === 'terminated') return { status: 'terminated', exitCode: exit.code, signal: 'SIGTERM' };
-    return { status: 'exited', exitCode: exit.code };
+    await this.#attempt?.process?.write(chunk);
+    return { status: 'accepted', stdinBytes: chunk.length };
   }
 
   /** Remembers a writeId; false when it was seen before (the write is a retry). */
-  rememberWrite(writeId: string): boolean {
+  #rememberWrite(writeId: string): boolean {
     if (this.#writeIds.has(writeId)) return false;
     this.#writeIds.add(writeId);
     if (this.#writeIds.size > WRITE_ID_MEMORY) {
@@ -250,8 +296,20 @@ export class ManagedProcess {
     return true;
   }
 
+  async closeStdin(): Promise<void> {
+    this.touch();
+    if (!this.#stdinOpen) return;
+    this.#stdinOpen = false;
+    await this.#attempt?.process?.closeStdin();
+  }
+
+  async resize(size: TerminalSize): Promise<void> {
+    this.touch();
+    if (!this.ended) await this.#attempt?.process?.resize(size);
+  }
+
   async signal(signal: SignalName): Promise<void> {
-    await this.attempt?.process?.signal(signal);
+    await this.#attempt?.process?.signal(signal);
   }
 
   /**
@@ -259,9 +317,9 @@ export class ManagedProcess {
    * exit is reported. Resolves once the signal is sent (not when the process is gone).
    */
   async end(reason: 'timed-out' | 'terminated', graceMs: number): Promise<void> {
-    if (isTerminal(this.state)) return;
-    this.pendingEnd ??= reason;
-    const attempt = this.attempt;
+    if (this.ended) return;
+    this.#pendingEnd ??= reason;
+    const attempt = this.#attempt;
     if (!attempt?.process) return;
     // Not one of #timers: the group may outlive its leader (a child trapping SIGTERM), so the
     // SIGKILL goes to the group even after the exit has been recorded.

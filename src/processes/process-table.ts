@@ -6,18 +6,15 @@ import type { SignalName, SpawnMode, TerminalSize } from '../backends/types.ts';
 import { execError } from '../errors.ts';
 import type { ProcessSummary, WriteStatus } from '../protocol/index.ts';
 import type { ProcessId } from '../ids.ts';
-import { startWithPolicy, type OrchestratorContext } from '../policy/orchestrator.ts';
 import type { SandboxPermissions } from '../policy/approval-gate.ts';
 import type { SandboxNarrowing } from '../policy/sandbox-policy.ts';
 import { buildEnvironment, type EnvPolicy } from './environment.ts';
+import { launch, type LauncherContext } from './launcher.ts';
 import { ManagedProcess } from './managed-process.ts';
 import type { LogEvent, ReadResult } from './output-log.ts';
-import { isTerminal } from './process-state.ts';
+import { pruneVictim } from './pruning.ts';
 import { decodeRecoveryTag, encodeRecoveryTag } from './recovery.ts';
 import type { BackendProcess, ProcessSink, RecoveredProcess } from '../backends/types.ts';
-
-/** Processes protected from pruning: the most recently used ones (Codex keeps 8). */
-const PRUNE_PROTECTED = 8;
 const DEFAULT_SIZE: TerminalSize = { cols: 80, rows: 24 };
 
 export interface ProcessLimits {
@@ -53,7 +50,7 @@ export interface ReadRequest {
 
 export class ProcessTable {
   readonly #procs = new Map<ProcessId, ManagedProcess>();
-  readonly #ctx: OrchestratorContext;
+  readonly #ctx: LauncherContext;
   readonly #limits: ProcessLimits;
   readonly #baseEnv: Readonly<Record<string, string>>;
   readonly #sessionEnv: Readonly<Record<string, string>>;
@@ -62,7 +59,7 @@ export class ProcessTable {
   #outputPaused = false;
 
   /** `baseEnv`: what `envPolicy.inherit` inherits; `sessionEnv`: the session's own variables, under each start's `env`. */
-  constructor(ctx: OrchestratorContext, limits: ProcessLimits, baseEnv: Readonly<Record<string, string>>, sessionEnv: Readonly<Record<string, string>>) {
+  constructor(ctx: LauncherContext, limits: ProcessLimits, baseEnv: Readonly<Record<string, string>>, sessionEnv: Readonly<Record<string, string>>) {
     this.#ctx = ctx;
     this.#limits = limits;
     this.#baseEnv = baseEnv;
@@ -75,7 +72,7 @@ export class ProcessTable {
 
   get runningCount(): number {
     let n = 0;
-    for (const p of this.#procs.values()) if (!isTerminal(p.state)) n++;
+    for (const p of this.#procs.values()) if (!p.ended) n++;
     return n;
   }
 
@@ -104,7 +101,7 @@ export class ProcessTable {
     if (this.#outputPaused) proc.setOutputPaused(true);
     const env = buildEnvironment(this.#baseEnv, req.envPolicy, { ...this.#sessionEnv, ...req.env });
     try {
-      await startWithPolicy(this.#ctx, proc, {
+      await launch(this.#ctx, proc, {
         sandboxPermissions: req.sandboxPermissions ?? 'use-default',
         approval: req.approval,
         narrowing: req.narrowing,
@@ -153,7 +150,7 @@ export class ProcessTable {
   /** Long-poll read (Codex `process/read`). */
   async read(id: ProcessId, req: ReadRequest): Promise<{ proc: ManagedProcess; result: ReadResult }> {
     const proc = this.get(id);
-    proc.lastUsed = Date.now();
+    proc.touch();
     await proc.log.waitFor(req.afterSeq, req.waitMs, req.signal);
     return { proc, result: proc.log.read(req.afterSeq, req.maxBytes) };
   }
@@ -161,50 +158,33 @@ export class ProcessTable {
   async write(id: ProcessId, chunk: Buffer, writeId: string | undefined): Promise<WriteStatus> {
     const proc = this.#procs.get(id);
     if (!proc) return 'unknownProcess';
-    proc.lastUsed = Date.now();
-    if (proc.state.status === 'starting') return 'starting';
-    if (writeId !== undefined && !proc.rememberWrite(writeId)) return 'accepted';
-    if (isTerminal(proc.state)) return 'stdinClosed';
-    if (!proc.stdinOpen) {
-      // Codex: exactly "\u0003" to a pipe process without stdin is an interrupt.
-      if (proc.spec.mode !== 'pty' && chunk.length === 1 && chunk[0] === 3) {
-        await proc.signal('SIGINT');
-        return 'accepted';
-      }
-      return 'stdinClosed';
-    }
-    await proc.attempt?.process?.write(chunk);
-    this.#ctx.metrics.streamBytes.inc({ stream: 'stdin' }, chunk.length);
-    return 'accepted';
+    const { status, stdinBytes } = await proc.write(chunk, writeId);
+    if (stdinBytes > 0) this.#ctx.metrics.streamBytes.inc({ stream: 'stdin' }, stdinBytes);
+    return status;
   }
 
   async closeStdin(id: ProcessId): Promise<void> {
-    const proc = this.get(id);
-    proc.lastUsed = Date.now();
-    if (!proc.stdinOpen) return;
-    proc.stdinOpen = false;
-    await proc.attempt?.process?.closeStdin();
+    await this.get(id).closeStdin();
   }
 
   async resize(id: ProcessId, size: TerminalSize): Promise<void> {
     const proc = this.get(id);
     if (proc.spec.mode !== 'pty') throw execError('EXEC_ERR_INVALID_REQUEST', `process ${id} has no terminal (started without tty)`);
-    proc.lastUsed = Date.now();
-    if (!isTerminal(proc.state)) await proc.attempt?.process?.resize(size);
+    await proc.resize(size);
   }
 
   async signal(id: ProcessId, signal: SignalName): Promise<void> {
     const proc = this.get(id);
-    proc.lastUsed = Date.now();
+    proc.touch();
     if (proc.state.status === 'starting') throw execError('EXEC_ERR_PROCESS_STARTING', `process id ${id} is starting`);
-    if (!isTerminal(proc.state)) await proc.signal(signal);
+    if (!proc.ended) await proc.signal(signal);
   }
 
   /** `{running}`: true if a running process was told to end. */
   async terminate(id: ProcessId): Promise<boolean> {
     const proc = this.#procs.get(id);
     if (!proc || proc.state.status !== 'running') return false;
-    proc.lastUsed = Date.now();
+    proc.touch();
     await proc.end('terminated', this.#limits.terminateGraceMs);
     return true;
   }
@@ -221,7 +201,7 @@ export class ProcessTable {
       argv: [...p.spec.argv],
       mode: p.spec.mode,
       status: p.state.status,
-      exitCode: isTerminal(p.state) ? p.state.exitCode : null,
+      exitCode: 'exitCode' in p.state ? p.state.exitCode : null,
       sandboxType: p.sandboxType,
       nextSeq: p.log.nextSeq,
       createdAtMs: p.createdAt,
@@ -238,18 +218,18 @@ export class ProcessTable {
   setOutputPaused(paused: boolean): void {
     if (this.#outputPaused === paused) return;
     this.#outputPaused = paused;
-    for (const p of this.#procs.values()) if (!isTerminal(p.state)) p.setOutputPaused(paused);
+    for (const p of this.#procs.values()) if (!p.ended) p.setOutputPaused(paused);
   }
 
   /** Ends every process whose backend is gone (container lost). */
   markAllLost(reason: string): void {
-    for (const p of this.#procs.values()) if (!isTerminal(p.state)) p.fail(reason);
+    for (const p of this.#procs.values()) if (!p.ended) p.fail(reason);
   }
 
   /** Kills everything (session destroyed): SIGKILL, no grace. */
   async close(): Promise<void> {
     this.#closed = true;
-    await Promise.all([...this.#procs.values()].filter((p) => !isTerminal(p.state)).map((p) => p.signal('SIGKILL').catch(() => undefined)));
+    await Promise.all([...this.#procs.values()].filter((p) => !p.ended).map((p) => p.signal('SIGKILL').catch(() => undefined)));
   }
 
   #onTerminal(proc: ManagedProcess): void {
@@ -258,21 +238,19 @@ export class ProcessTable {
     proc.addTimer(() => {
       if (this.#procs.get(proc.id) !== proc) return;
       this.#procs.delete(proc.id);
-      proc.attempt?.process?.dispose?.();
+      proc.dispose();
     }, this.#limits.exitedRetentionMs);
   }
 
-  /** Codex's rule: protect the most recently used; drop the LRU ended one, else the LRU of any. */
+  /** Codex's pruning rule (pruning.ts), for the per-session process limit. */
   #pruneIfNeeded(): void {
     while (this.#procs.size >= this.#limits.maxProcesses) {
-      const byRecency = [...this.#procs.values()].sort((a, b) => b.lastUsed - a.lastUsed);
-      const candidates = byRecency.slice(PRUNE_PROTECTED).reverse();
-      const victim = candidates.find((p) => isTerminal(p.state)) ?? candidates.find((p) => p.state.status === 'running');
+      const victim = pruneVictim([...this.#procs.values()], (p) => p.ended, (p) => p.state.status === 'running');
       if (!victim) throw execError('EXEC_ERR_PROCESS_LIMIT', `session has ${this.#procs.size} processes (limit ${this.#limits.maxProcesses}) and none can be pruned`);
       this.#procs.delete(victim.id);
       victim.clearTimers();
-      victim.attempt?.process?.dispose?.();
-      if (!isTerminal(victim.state)) void victim.end('terminated', 0).catch(() => undefined);
+      victim.dispose();
+      if (!victim.ended) void victim.end('terminated', 0).catch(() => undefined);
       this.#ctx.log.info({ processId: victim.id }, 'pruned process to stay under the per-session limit');
     }
   }

@@ -13,6 +13,7 @@ import { execError } from '../errors.ts';
 import { asProcessId, type ProcessId } from '../ids.ts';
 import { decideInitial } from '../policy/approval-gate.ts';
 import type { LogEvent } from '../processes/output-log.ts';
+import { pruneVictim } from '../processes/pruning.ts';
 import type { ExecCommandArgs, ExecToolResult, WriteStdinArgs } from '../protocol/index.ts';
 import type { Session } from '../sessions/session.ts';
 import { toPath } from '../sessions/session-spec.ts';
@@ -28,8 +29,6 @@ export const DEFAULT_EXEC_YIELD_TIME_MS = 10_000;
 export const DEFAULT_WRITE_STDIN_YIELD_TIME_MS = 250;
 export const MAX_UNIFIED_EXEC_PROCESSES = 64;
 export const WARNING_UNIFIED_EXEC_PROCESSES = 60;
-/** Most recently used processes never pruned. */
-const PRUNE_PROTECTED = 8;
 /** After the exit, how long to wait for the output to close. */
 const POST_EXIT_CLOSE_WAIT_MS = 50;
 /** Pause after a write so the program can react before the poll. */
@@ -169,11 +168,10 @@ export class UnifiedExec {
     this.#reserved.delete(entry.id);
   }
 
-  /** Codex's pruning: protect the 8 most recently used; drop the LRU exited one, else the LRU one. */
+  /** Codex's pruning rule (processes/pruning.ts) for the kept processes. */
   async #pruneIfNeeded(): Promise<void> {
     if (this.#stored.size < MAX_UNIFIED_EXEC_PROCESSES) return;
-    const lru = [...this.#stored.values()].sort((a, b) => b.lastUsed - a.lastUsed).slice(PRUNE_PROTECTED).reverse();
-    const victim = lru.find((e) => e.exit !== undefined) ?? lru[0];
+    const victim = pruneVictim([...this.#stored.values()], (e) => e.exit !== undefined);
     if (!victim) return;
     this.#release(victim);
     if (victim.exit) return;

@@ -67,7 +67,7 @@ test('sandbox resolution: writable roots, read-only, deny-read, narrowing never 
 });
 
 test('sandboxed attempts get TMPDIR inside a writable root, never an inherited one', async () => {
-  const { sandboxedEnvironment } = await import('../../src/policy/orchestrator.ts');
+  const { sandboxedEnvironment } = await import('../../src/policy/sandbox-policy.ts');
   const env = { TMPDIR: '/server/private', PATH: '/bin' };
   assert.deepEqual(sandboxedEnvironment(env, { kind: 'restricted', writableRoots: ['/w', '/tmp'], denyRead: [], network: false }), { PATH: '/bin', TMPDIR: '/tmp' });
   assert.deepEqual(sandboxedEnvironment(env, { kind: 'restricted', writableRoots: ['/w'], denyRead: [], network: false }), { PATH: '/bin', TMPDIR: '/w' });

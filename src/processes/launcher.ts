@@ -1,26 +1,28 @@
 /**
- * Runs one process start through the policy gate (docs/protocol.md, "Approvals and the policy gate"): approval before the
- * first attempt, the sandboxed attempt, the 150 ms early-exit window with held output, the
- * denial classifier, and then either an unsandboxed retry under the same process id or a
- * report of `sandboxDenied`. The start's reply goes out as soon as the first attempt runs;
- * everything after that happens in the background.
+ * Carries one process start through the policy gate (docs/architecture.md, "Data flow of one
+ * command"): approval before the first attempt, the sandboxed attempt, the 150 ms early-exit
+ * window with held output, the denial classifier, and then either an unsandboxed retry under
+ * the same process id or a report of `sandboxDenied`. What to do at each step is decided by the
+ * pure functions of src/policy/; the process's transitions are ManagedProcess's. The start's
+ * reply goes out as soon as the first attempt runs; everything after that runs in the background.
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import type { BackendExit, BackendSession, ResolvedSandbox, SpawnRequest } from '../backends/types.ts';
 import { execError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import { withHome } from '../processes/environment.ts';
-import type { Attempt, ManagedProcess } from '../processes/managed-process.ts';
-import { decideInitial, decideRetry, type SandboxPermissions } from './approval-gate.ts';
-import { approvalKey, isApproval, type ApprovalDecision, type ApprovalPurpose, type ApprovalRequester } from './approvals.ts';
-import { isLikelySandboxDenied } from './denial-classifier.ts';
-import { resolveSandbox, type SandboxNarrowing, type SessionPolicy } from './sandbox-policy.ts';
+import { decideInitial, decideRetry, type SandboxPermissions } from '../policy/approval-gate.ts';
+import { approvalKey, isApproval, type ApprovalDecision, type ApprovalPurpose, type ApprovalRequester } from '../policy/approvals.ts';
+import { isLikelySandboxDenied } from '../policy/denial-classifier.ts';
+import { resolveSandbox, sandboxedEnvironment, type SandboxNarrowing, type SessionPolicy } from '../policy/sandbox-policy.ts';
+import type { Attempt } from './attempt.ts';
+import type { ManagedProcess } from './managed-process.ts';
+import { withHome } from './environment.ts';
 
 /** The early-exit window, measured from the moment the attempt runs. */
 export const EARLY_EXIT_WINDOW_MS = 150;
 
-export interface OrchestratorContext {
+export interface LauncherContext {
   readonly backend: BackendSession;
   readonly policy: SessionPolicy;
   readonly requestApproval: ApprovalRequester;
@@ -45,43 +47,29 @@ function wireExitCode(exit: BackendExit): number {
   return -1;
 }
 
-async function ask(ctx: OrchestratorContext, proc: ManagedProcess, purpose: ApprovalPurpose, reason: string): Promise<ApprovalDecision> {
+async function ask(ctx: LauncherContext, proc: ManagedProcess, purpose: ApprovalPurpose, reason: string): Promise<ApprovalDecision> {
   const decision = await ctx.requestApproval({ processId: proc.id, argv: [...proc.spec.argv], cwd: proc.spec.cwd, purpose, reason });
   ctx.metrics.approvals.inc({ purpose, decision });
   if (decision === 'approved-for-session') ctx.approvalCache.add(approvalKey(proc.spec.argv));
   return decision;
 }
 
-function decide(ctx: OrchestratorContext, proc: ManagedProcess, outcome: string, extra: object = {}): void {
+function decide(ctx: LauncherContext, proc: ManagedProcess, outcome: string, extra: object = {}): void {
   ctx.metrics.policyDecisions.inc({ outcome });
   ctx.log.info({ processId: proc.id, outcome, ...extra }, 'policy decision');
 }
 
-/**
- * A sandboxed attempt's TMPDIR points inside a writable root (`/tmp` when writable, else the
- * first root), never at whatever the server or the client's environment named; with no
- * writable root at all (read-only) it is unset.
- */
-export function sandboxedEnvironment(env: Readonly<Record<string, string>>, sandbox: ResolvedSandbox): Readonly<Record<string, string>> {
-  if (sandbox.kind !== 'restricted') return env;
-  const { TMPDIR: _ignored, ...rest } = env;
-  const tmp = sandbox.writableRoots.includes('/tmp') ? '/tmp' : sandbox.writableRoots[0];
-  return tmp === undefined ? rest : { ...rest, TMPDIR: tmp };
-}
-
-async function spawnAttempt(ctx: OrchestratorContext, proc: ManagedProcess, input: GateInput, sandbox: ResolvedSandbox): Promise<Attempt> {
+async function spawnAttempt(ctx: LauncherContext, proc: ManagedProcess, input: GateInput, sandbox: ResolvedSandbox): Promise<Attempt> {
   const wouldSandbox = sandbox.kind === 'restricted' && ctx.backend.sandboxType !== 'none';
   const { attempt, sink } = proc.beginAttempt(wouldSandbox);
   const started = performance.now();
   const recoveryTag = input.recoveryTag?.(proc.log.nextSeq, wouldSandbox);
   const facts = ctx.backend.environment;
   const home = (wouldSandbox ? facts.sandboxHomeDir : undefined) ?? facts.homeDir;
-  attempt.process = await ctx.backend.spawn({ ...input.spawn, env: withHome(sandboxedEnvironment(input.spawn.env, sandbox), home), sandbox, recoveryTag }, sink);
-  if (proc.outputPaused) attempt.process.pauseOutput();
-  proc.sandboxType = attempt.process.sandboxType;
+  const process = await ctx.backend.spawn({ ...input.spawn, env: withHome(sandboxedEnvironment(input.spawn.env, sandbox), home), sandbox, recoveryTag }, sink);
+  proc.attemptRunning(attempt, process);
   ctx.metrics.startLatency.observe({ sandbox: proc.sandboxType }, (performance.now() - started) / 1000);
   ctx.metrics.processesStarted.inc({ mode: input.spawn.mode, sandbox: proc.sandboxType });
-  if (proc.sandboxType === 'none') attempt.holding = false;
   return attempt;
 }
 
@@ -89,7 +77,7 @@ async function spawnAttempt(ctx: OrchestratorContext, proc: ManagedProcess, inpu
  * Runs the first attempt (after any initial approval) and returns once it is running.
  * Throws `EXEC_ERR_REJECTED` when the start is refused; nothing runs then.
  */
-export async function startWithPolicy(ctx: OrchestratorContext, proc: ManagedProcess, input: GateInput): Promise<void> {
+export async function launch(ctx: LauncherContext, proc: ManagedProcess, input: GateInput): Promise<void> {
   const { policy } = ctx;
   const cached = ctx.approvalCache.has(approvalKey(proc.spec.argv));
   const initial = decideInitial({ policy, sandboxPermissions: input.sandboxPermissions, preApproved: input.approval !== undefined, cachedForSession: cached });
@@ -118,16 +106,14 @@ export async function startWithPolicy(ctx: OrchestratorContext, proc: ManagedPro
   if (input.sandboxPermissions === 'require-escalated' && !sandboxed) decide(ctx, proc, 'escalated-first-attempt');
   const sandbox: ResolvedSandbox = sandboxed ? resolveSandbox(policy, ctx.backend.workdir, input.narrowing) : { kind: 'unrestricted' };
   const attempt = await spawnAttempt(ctx, proc, input, sandbox);
-  proc.state = { status: 'running' };
   if (attempt.holding) void watchWindow(ctx, proc, input, attempt, approved);
 }
 
-async function watchWindow(ctx: OrchestratorContext, proc: ManagedProcess, input: GateInput, attempt: Attempt, approved: boolean): Promise<void> {
+async function watchWindow(ctx: LauncherContext, proc: ManagedProcess, input: GateInput, attempt: Attempt, approved: boolean): Promise<void> {
   const exit = await Promise.race([attempt.exited, delay(EARLY_EXIT_WINDOW_MS, undefined, { ref: false })]);
   // Backends deliver the exit only after the attempt's last output chunk (ProcessSink
-  // contract), so the 20 ms trailing-output wait of the policy gate is already satisfied here.
-  // Released early (it printed past the hold budget) or still running: it streams normally
-  // and a later failure is a plain exit, never retried.
+  // contract), so no trailing output can follow it. Released early (it printed past the hold
+  // budget) or still running: it streams normally and a later failure is a plain exit.
   if (exit === undefined || !attempt.holding) {
     proc.release(attempt);
     return;
@@ -137,11 +123,10 @@ async function watchWindow(ctx: OrchestratorContext, proc: ManagedProcess, input
     proc.release(attempt);
     return;
   }
-  let decision = decideRetry(ctx.policy, approved);
-  if (proc.pendingEnd) decision = { kind: 'report', reason: 'process was terminated' };
+  let decision = proc.endRequested ? { kind: 'report' as const, reason: 'process was terminated' } : decideRetry(ctx.policy, approved);
   if (decision.kind === 'ask') {
     const answer = await ask(ctx, proc, 'sandbox-retry', decision.reason);
-    decision = isApproval(answer) && !proc.pendingEnd ? { kind: 'retry' } : { kind: 'report', reason: `retry not approved (${answer})` };
+    decision = isApproval(answer) && !proc.endRequested ? { kind: 'retry' } : { kind: 'report', reason: `retry not approved (${answer})` };
   }
   if (decision.kind === 'report') {
     decide(ctx, proc, 'denied-reported', { reason: decision.reason, exitCode });
@@ -149,9 +134,7 @@ async function watchWindow(ctx: OrchestratorContext, proc: ManagedProcess, input
     return;
   }
   decide(ctx, proc, 'denied-retried', { exitCode });
-  proc.discard(attempt);
-  attempt.process?.dispose?.();
-  proc.log.append({ kind: 'escalated', reason: 'sandbox denied the command; re-running without the sandbox' });
+  proc.retry(attempt, 'sandbox denied the command; re-running without the sandbox');
   try {
     await spawnAttempt(ctx, proc, input, { kind: 'unrestricted' });
   } catch (err) {
