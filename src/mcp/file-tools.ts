@@ -7,13 +7,13 @@
 import { posix } from 'node:path';
 import { TextDecoder } from 'node:util';
 import type { Session } from '../sessions/session.ts';
-import { SessionFiles } from '../sessions/files/session-files.ts';
+import type { SessionFiles } from '../sessions/files/session-files.ts';
 import { textResult } from './results.ts';
 import { DEFAULT_READ_BYTES, ListDirArgsSchema, MAX_LIST_ENTRIES, ReadFileArgsSchema, WriteFileArgsSchema, type ListDirToolArgs, type ReadFileToolArgs, type WriteFileToolArgs } from './schemas.ts';
 import { defineTool, SESSION_NOTE, sessionOf, type ToolContext } from './tool-context.ts';
 
-function filesOf(ctx: ToolContext, session: Session): SessionFiles {
-  return SessionFiles.for(session, { maxReadBytes: ctx.config.fsMaxReadBytes });
+function filesOf(_ctx: ToolContext, session: Session): SessionFiles {
+  return session.files;
 }
 
 /** A path the model names: absolute and `file://` as they are, relative ones under the workspace. */

@@ -13,7 +13,7 @@ import { asReply, ToolRun } from '../tools/approval-queue.ts';
 import type { ExecToolResult } from '../protocol/index.ts';
 import { exposePort } from '../preview/ports.ts';
 import { previewAnswer } from '../preview/routes.ts';
-import { UnifiedExec } from '../tools/unified-exec.ts';
+import type { UnifiedExec } from '../tools/unified-exec.ts';
 import { listDirTool, readFileTool, writeFileTool } from './file-tools.ts';
 import { errorResult, outcomeResult, textResult } from './results.ts';
 import {
@@ -36,7 +36,7 @@ import { defineTool, SESSION_NOTE, sessionOf, type ToolContext, type ToolDef } f
 
 /** Runs facade work as the HTTP routes do: its result, or first an approval a person must give. */
 async function runFacade(session: Session, tool: string, ctx: ToolContext, work: (ue: UnifiedExec, run: ToolRun) => Promise<ExecToolResult>): Promise<CallToolResult> {
-  const ue = UnifiedExec.for(session, ctx.config.terminateGraceMs);
+  const ue = session.unifiedExec;
   const run = new ToolRun<ExecToolResult>(undefined).start((r) => asReply(() => work(ue, r)));
   return outcomeResult(tool, await run.nextOutcome(), session.spec.policy.approvalPolicy);
 }
@@ -74,7 +74,7 @@ const decideApprovalTool = defineTool({
   schema: DecideApprovalArgsSchema,
   async run(args: DecideApprovalToolArgs, ctx) {
     const session = await sessionOf(ctx, args.session);
-    const pending = UnifiedExec.for(session, ctx.config.terminateGraceMs).approvals.decide(args.approval_id, args.decision);
+    const pending = session.unifiedExec.approvals.decide(args.approval_id, args.decision);
     return outcomeResult('decide_approval', await pending.run.nextOutcome(), session.spec.policy.approvalPolicy);
   },
 });

@@ -3,6 +3,7 @@
  * JSON-RPC params objects, paths, ids, base64 and the HTTP error body.
  */
 import { Type, type Static, type TLiteral, type TSchema } from 'typebox';
+import { execError } from '../errors.ts';
 
 /** Optional and nullable: Codex sends `null` for absent optionals (`arg0: null`, `maxBytes: null`). */
 export function Opt<T extends TSchema>(schema: T) {
@@ -24,6 +25,14 @@ const PATH = { minLength: 1, maxLength: 4096, pattern: '^(/|file://)' } as const
 
 /** An absolute path or a `file://` URI (the form every path on the wire may take). */
 export const PathSchema = Type.String(PATH);
+
+/** Strips a `file://` prefix; paths on the wire may be either form. */
+export function toPath(value: string): string {
+  if (!value.startsWith('file://')) return value;
+  const url = new URL(value);
+  if (url.host !== '' && url.host !== 'localhost') throw execError('EXEC_ERR_INVALID_PARAMS', `file URI ${value} names a host; only local paths are supported`);
+  return decodeURIComponent(url.pathname);
+}
 
 /** The same, described for the OpenAPI document of the HTTP file routes. */
 export const DescribedPathSchema = Type.String({ ...PATH, description: 'Absolute path or file:// URI inside the session' });

@@ -10,6 +10,7 @@ import { execError, toExecError } from '../errors.ts';
 import { asSessionId, type SessionId, type TenantId } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
+import { DEFAULT_FILE_LIMITS } from './files/file-limits.ts';
 import { fromSessionRecord, resolveSessionSpec, sessionRecord, type SessionSpec } from './session-spec.ts';
 import { Session, type SessionDeps } from './session.ts';
 
@@ -43,6 +44,7 @@ export class SessionManager {
       backendKind: backend.kind,
       approvalTimeoutMs: config.approvalTimeoutMs,
       maxPendingApprovals: config.maxPendingApprovals,
+      fileLimits: { ...DEFAULT_FILE_LIMITS, maxReadBytes: config.fsMaxReadBytes },
       limits: {
         maxProcesses: config.maxProcesses,
         retentionBytes: config.outputRetentionBytes,

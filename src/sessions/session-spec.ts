@@ -7,7 +7,7 @@ import { Compile } from 'typebox/compile';
 import type { Config } from '../config.ts';
 import { execError } from '../errors.ts';
 import type { SandboxPolicy, SessionPolicy } from '../policy/sandbox-policy.ts';
-import { SessionSpecSchema, type SessionSpec } from '../protocol/index.ts';
+import { SessionSpecSchema, toPath, type SessionSpec } from '../protocol/index.ts';
 
 export type { SessionSpec } from '../protocol/index.ts';
 
@@ -26,14 +26,6 @@ export interface ResolvedSessionSpec {
   readonly maxLifetimeSeconds: number;
   /** Whether ports of the session may be exposed (src/preview/). */
   readonly previewPorts: boolean;
-}
-
-/** Strips a `file://` prefix; paths on the wire may be either form. */
-export function toPath(value: string): string {
-  if (!value.startsWith('file://')) return value;
-  const url = new URL(value);
-  if (url.host !== '' && url.host !== 'localhost') throw execError('EXEC_ERR_INVALID_PARAMS', `file URI ${value} names a host; only local paths are supported`);
-  return decodeURIComponent(url.pathname);
 }
 
 function capped(name: string, value: number | undefined, dflt: number, max: number): number {

@@ -1,16 +1,22 @@
 /**
  * One session: its backend session (workspace or container), its process table, its policy,
- * and the client currently attached to it (at most one; a resume evicts the previous one).
+ * its file operations, its unified-exec facade, and the client currently attached to it (at
+ * most one; a resume evicts the previous one). Everything per session is made here, with the
+ * options of the server's configuration, and ends with `destroy()`.
  */
+import { Compile } from 'typebox/compile';
 import type { BackendHibernation, BackendSession } from '../backends/types.ts';
-import { execError } from '../errors.ts';
 import type { SessionId, TenantId } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { ApprovalDecision, ApprovalRequest } from '../policy/approvals.ts';
+import { execError } from '../errors.ts';
 import { exposedPorts } from '../preview/ports.ts';
 import { ProcessTable, type ProcessLimits } from '../processes/process-table.ts';
-import type { HibernationAnswer, SessionInfo } from '../protocol/index.ts';
+import { ApprovalAnswerSchema, type HibernationAnswer, type SessionInfo } from '../protocol/index.ts';
+import { UnifiedExec } from '../tools/unified-exec.ts';
+import type { FileLimits } from './files/file-limits.ts';
+import { SessionFiles } from './files/session-files.ts';
 import type { ResolvedSessionSpec } from './session-spec.ts';
 
 /** The client side of a session: a WebSocket connection, or the HTTP approval queue. */
@@ -34,9 +40,10 @@ export interface SessionDeps {
   readonly approvalTimeoutMs: number;
   readonly maxPendingApprovals: number;
   readonly backendKind: string;
+  readonly fileLimits: FileLimits;
 }
 
-const APPROVAL_DECISIONS = new Set(['approved', 'approved-for-session', 'denied', 'abort']);
+const isApprovalAnswer = Compile(ApprovalAnswerSchema);
 
 export class Session {
   readonly id: SessionId;
@@ -44,6 +51,10 @@ export class Session {
   readonly spec: ResolvedSessionSpec;
   readonly backend: BackendSession;
   readonly processes: ProcessTable;
+  /** Sandbox-checked file operations (`fs/*`, `/v1/sessions/:id/files`). */
+  readonly files: SessionFiles;
+  /** Codex's unified exec over HTTP (`exec_command`, `write_stdin`, tool calls); its approval queue answers when no client is attached. */
+  readonly unifiedExec: UnifiedExec;
   readonly createdAt: Date;
   readonly approvalCache = new Set<string>();
   /** Client paths that stand for the workspace (longest first is not needed: aliases never nest). */
@@ -54,11 +65,9 @@ export class Session {
   readonly #aliasing = new Map<string, Promise<string>>();
   lastActivity = Date.now();
   status: SessionStatus = { status: 'alive' };
-  /** Asked when no client is attached (the HTTP approval queue of the tool facade); attached clients come first. */
-  approvalFallback: SessionClient | undefined;
   #client: SessionClient | undefined;
   #pendingApprovals = 0;
-  /** Cleanups run by `destroy()` (e.g. open file handles and watches of session-files.ts). */
+  /** Cleanups run by `destroy()` (an observing connection closes itself). */
   readonly #onDestroy = new Set<() => void>();
   readonly #deps: SessionDeps;
   readonly #log: Logger;
@@ -77,7 +86,14 @@ export class Session {
       backend.environment.baseEnv,
       spec.env,
     );
+    this.files = new SessionFiles(this, deps.fileLimits);
+    this.unifiedExec = new UnifiedExec(this, deps.limits.terminateGraceMs);
     backend.onLost((reason) => this.markDead(reason));
+  }
+
+  /** Throws `EXEC_ERR_SESSION_DEAD` once the session lost its backend. */
+  assertAlive(): void {
+    if (this.status.status === 'dead') throw execError('EXEC_ERR_SESSION_DEAD', `session is dead: ${this.status.reason}`);
   }
 
   /**
@@ -149,7 +165,7 @@ export class Session {
     return new Date(this.createdAt.getTime() + this.spec.maxLifetimeSeconds * 1000);
   }
 
-  /** Attaches `client`, evicting the previous one (docs/protocol.md: resume closes the older connection). */
+  /** Attaches `client`, evicting the previous one (docs/protocol.md: a resume closes the older connection). */
   attach(client: SessionClient): void {
     const previous = this.#client;
     this.#client = client;
@@ -173,19 +189,21 @@ export class Session {
     this.#log.warn({ reason }, 'session lost its backend');
   }
 
-  /** Asks the attached client; fails closed (denied) on no client, disconnect, timeout, overflow or a malformed answer. */
+  /**
+   * Asks the attached client, else the HTTP approval queue (which only queues for a process an
+   * HTTP tool call runs); fails closed (denied) on no one to ask, disconnect, timeout, overflow
+   * or a malformed answer.
+   */
   async requestApproval(req: ApprovalRequest): Promise<ApprovalDecision> {
-    const client = this.#client ?? this.approvalFallback;
-    if (!client) return 'denied';
+    const client = this.#client ?? this.unifiedExec.approvals;
     if (this.#pendingApprovals >= this.#deps.maxPendingApprovals) {
       this.#log.warn({ processId: req.processId }, 'too many pending approvals: denied');
       return 'denied';
     }
     this.#pendingApprovals++;
     try {
-      const answer = (await client.request('approval/request', req, this.#deps.approvalTimeoutMs)) as { decision?: unknown } | null;
-      const decision = answer?.decision;
-      return typeof decision === 'string' && APPROVAL_DECISIONS.has(decision) ? (decision as ApprovalDecision) : 'denied';
+      const answer = await client.request('approval/request', req, this.#deps.approvalTimeoutMs);
+      return isApprovalAnswer.Check(answer) ? answer.decision : 'denied';
     } catch (err) {
       this.#log.info({ processId: req.processId, err: (err as Error).message }, 'approval not answered: denied');
       return 'denied';
@@ -254,6 +272,8 @@ export class Session {
   async destroy(): Promise<void> {
     for (const cleanup of this.#onDestroy) cleanup();
     this.#onDestroy.clear();
+    this.files.close();
+    this.unifiedExec.approvals.close();
     this.#client?.evict('session was deleted');
     this.#client = undefined;
     await this.processes.close();

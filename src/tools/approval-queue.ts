@@ -1,7 +1,7 @@
 /**
  * Approvals for HTTP-only agents. A WebSocket client answers `approval/request` itself; a
- * session used over HTTP has no such client, so the facade installs this queue as the
- * session's approval fallback (`Session.approvalFallback`; an attached WebSocket client is
+ * session used over HTTP has no such client, so the session asks this queue of its
+ * unified-exec facade instead (`Session.requestApproval`; an attached WebSocket client is
  * always asked first). A request is queued only for a process that an HTTP tool call is
  * running (its `ToolRun`), which then answers `approval_required` with the approval id; the
  * follow-up `POST /v1/sessions/:id/approvals/:approvalId {decision}` resolves it and returns
@@ -13,7 +13,6 @@ import { asProcessId, type ProcessId } from '../ids.ts';
 import type { ApprovalDecision, ApprovalRequest } from '../policy/approvals.ts';
 import type { ErrorStatus } from '../errors.ts';
 import type { ApprovalRequired, ErrorBody, ExecToolResult, FunctionCallOutput } from '../protocol/index.ts';
-import type { SessionClient } from '../sessions/session.ts';
 
 export interface PendingApproval {
   readonly id: string;
@@ -118,7 +117,8 @@ interface Entry {
   readonly timer: NodeJS.Timeout;
 }
 
-export class HttpApprovalQueue implements SessionClient {
+/** Answers `approval/request` for a session without an attached client (a `SessionClient`, structurally). */
+export class HttpApprovalQueue {
   readonly clientName = 'http';
   readonly #owners = new Map<ProcessId, ToolRun>();
   readonly #pending = new Map<string, Entry>();

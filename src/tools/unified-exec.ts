@@ -15,8 +15,9 @@ import { decideInitial } from '../policy/approval-gate.ts';
 import type { LogEvent } from '../processes/output-log.ts';
 import { pruneVictim } from '../processes/pruning.ts';
 import type { ExecCommandArgs, ExecToolResult, WriteStdinArgs } from '../protocol/index.ts';
-import type { Session } from '../sessions/session.ts';
-import { toPath } from '../sessions/session-spec.ts';
+import type { SessionPolicy } from '../policy/sandbox-policy.ts';
+import type { ProcessTable } from '../processes/process-table.ts';
+import { toPath } from '../protocol/index.ts';
 import { HttpApprovalQueue, type ToolRun } from './approval-queue.ts';
 import { buildResult } from './format.ts';
 import { HeadTailBuffer } from './head-tail-buffer.ts';
@@ -67,8 +68,20 @@ export function processLimitWarning(count: number): string {
   return `The maximum number of unified exec processes you can keep open is ${WARNING_UNIFIED_EXEC_PROCESSES} and you currently have ${count} processes open. Reuse older processes or close them to prevent automatic pruning of old processes`;
 }
 
+/** What the facade needs of the session that composes it (sessions/session.ts). */
+export interface ExecHost {
+  readonly processes: ProcessTable;
+  readonly spec: { readonly policy: SessionPolicy };
+  readonly backend: { readonly workdir: string; readonly environment: { readonly shell: { readonly path: string } } };
+  /** Maps a client working directory onto the session (Session.resolveCwd). */
+  resolveCwd(path: string): Promise<string>;
+  /** Throws EXEC_ERR_SESSION_DEAD once the session lost its backend. */
+  assertAlive(): void;
+  touch(): void;
+}
+
 /** Codex's Debug names of approval policies, for its rejection text. */
-function codexPolicyName(policy: Session['spec']['policy']['approvalPolicy']): string {
+function codexPolicyName(policy: SessionPolicy['approvalPolicy']): string {
   if (typeof policy !== 'string') return 'Granular';
   return { untrusted: 'UnlessTrusted', 'on-failure': 'OnFailure', 'on-request': 'OnRequest', never: 'Never' }[policy];
 }
@@ -119,10 +132,8 @@ class ExecEntry {
   }
 }
 
-const stores = new WeakMap<Session, UnifiedExec>();
-
 export class UnifiedExec {
-  readonly session: Session;
+  readonly session: ExecHost;
   readonly approvals = new HttpApprovalQueue();
   /** Processes kept for `write_stdin` (alive after their first yield). */
   readonly #stored = new Map<number, ExecEntry>();
@@ -131,21 +142,11 @@ export class UnifiedExec {
   readonly #reserved = new Set<number>();
   readonly #graceMs: number;
 
-  private constructor(session: Session, graceMs: number) {
+  /** Made by the session itself; `graceMs`: the server's `--terminate-grace-ms`, which pruning waits out. */
+  constructor(session: ExecHost, graceMs: number) {
     this.session = session;
     this.#graceMs = graceMs;
-    session.approvalFallback ??= this.approvals;
     session.processes.subscribe((proc, event) => this.#byProcessId.get(proc.id)?.onEvent(event));
-  }
-
-  /** The facade state of `session` (created on first use). */
-  static for(session: Session, terminateGraceMs = 2000): UnifiedExec {
-    let store = stores.get(session);
-    if (!store) {
-      store = new UnifiedExec(session, terminateGraceMs);
-      stores.set(session, store);
-    }
-    return store;
   }
 
   get storedCount(): number {
@@ -215,8 +216,7 @@ export class UnifiedExec {
   }
 
   #checkAlive(): void {
-    const status = this.session.status;
-    if (status.status === 'dead') throw execError('EXEC_ERR_SESSION_DEAD', `session is dead: ${status.reason}`);
+    this.session.assertAlive();
     this.session.touch();
   }
 

@@ -10,8 +10,8 @@ import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config.ts';
 import { execError } from '../errors.ts';
 import { ErrorSchema, HibernationAnswerSchema, SessionInfoSchema, SessionListQuerySchema, SessionListSchema, SessionParamsSchema, SessionSpecSchema, SnapshotBodySchema, SnapshotInfoSchema, SnapshotListSchema, SnapshotParamsSchema } from '../protocol/index.ts';
-import { registerToolRoutes } from '../tools/routes.ts';
 import { sampleUsage } from '../sessions/resource-usage.ts';
+import { registerToolRoutes } from './tool-routes.ts';
 
 const errors = { 400: ErrorSchema, 401: ErrorSchema, 404: ErrorSchema, 410: ErrorSchema, 429: ErrorSchema, 500: ErrorSchema, 501: ErrorSchema, 502: ErrorSchema, 503: ErrorSchema };
 
@@ -153,6 +153,6 @@ export async function registerHttpApi(app: FastifyInstance, opts: { config: Conf
       },
     );
 
-    registerToolRoutes(scope, { terminateGraceMs: opts.config.terminateGraceMs });
+    registerToolRoutes(scope);
   });
 }

@@ -26,7 +26,7 @@ import {
   UploadResultSchema,
 } from '../protocol/index.ts';
 import type { Session } from '../sessions/session.ts';
-import { SessionFiles } from '../sessions/files/session-files.ts';
+import type { SessionFiles } from '../sessions/files/session-files.ts';
 
 /** The file routes' error answers, as the OpenAPI document describes them. */
 const ErrorBody = Type.Object({ code: Type.String(), message: Type.String() }, { description: 'Error: a stable `EXEC_ERR_*` code and a message' });
@@ -46,7 +46,7 @@ export async function registerFileRoutes(app: FastifyInstance, opts: FileRoutesO
     const filesOf = (request: FastifyRequest<{ Params: { id: string } }>): { files: SessionFiles; session: Session } => {
       const session = scope.sessions.get(request.params.id, request.tenant);
       session.touch();
-      return { session, files: SessionFiles.for(session, opts.config ? { maxReadBytes: opts.config.fsMaxReadBytes } : {}) };
+      return { session, files: session.files };
     };
 
     // The answer is a stream, which the typed reply (a string, as OpenAPI says) cannot take:

@@ -4,7 +4,7 @@
  * The session policy stays the ceiling: whatever this returns can only take rights away.
  */
 import type { SandboxNarrowing } from '../../policy/sandbox-policy.ts';
-import { toPath } from '../../sessions/session-spec.ts';
+import { toPath } from '../../protocol/index.ts';
 import type { Session } from '../../sessions/session.ts';
 
 type Json = Record<string, unknown>;

@@ -7,7 +7,7 @@
 import { pathToFileURL } from 'node:url';
 import { execError, ExecServerError } from '../../errors.ts';
 import type { SandboxNarrowing } from '../../policy/sandbox-policy.ts';
-import { SessionFiles } from '../../sessions/files/session-files.ts';
+import type { SessionFiles } from '../../sessions/files/session-files.ts';
 import type { Connection } from '../connection.ts';
 import type { MethodName, MethodParams } from '../../protocol/index.ts';
 import type { MethodHandler, MethodTable } from '../method-table.ts';
@@ -16,9 +16,7 @@ import { narrowingFromCodexSandbox } from './codex-sandbox.ts';
 /** Codex's text for a missing path (what its own executor answers); the path goes in `error.data.path`. */
 const NOT_FOUND_MESSAGE = 'No such file or directory (os error 2)';
 
-function files(conn: Connection): SessionFiles {
-  return SessionFiles.for(conn.session, { maxReadBytes: conn.deps.config.fsMaxReadBytes });
-}
+const files = (conn: Connection): SessionFiles => conn.session.files;
 
 function narrowing(conn: Connection, sandbox: Record<string, unknown> | null | undefined): SandboxNarrowing | undefined {
   if (!sandbox) return undefined;

@@ -4,7 +4,7 @@ import { execError } from '../../errors.ts';
 import { asProcessId } from '../../ids.ts';
 import { isTerminal } from '../../processes/process-state.ts';
 import type { StartRequest } from '../../processes/process-table.ts';
-import { toPath } from '../../sessions/session-spec.ts';
+import { toPath } from '../../protocol/index.ts';
 import type { Connection } from '../connection.ts';
 import type { MethodTable } from '../method-table.ts';
 import { narrowingFromCodexSandbox } from './codex-sandbox.ts';

@@ -1,4 +1,4 @@
-/** Per-session bounds on file operations, handles and watches (see `SessionFiles.for`). */
+/** Per-session bounds on file operations, handles and watches (`SessionFiles`; `maxReadBytes` comes from `--fs-max-read-bytes`). */
 
 export interface FileLimits {
   /** Largest `fs/readFile` answer (bytes); bigger files need chunked reads or the HTTP download. */

@@ -19,9 +19,9 @@ import type { FileMetadata, SessionFs } from '../../backends/types.ts';
 import { execError, ExecServerError } from '../../errors.ts';
 import { containsDenied, type SandboxNarrowing } from '../../policy/sandbox-policy.ts';
 import type { Session } from '../session.ts';
-import { toPath } from '../session-spec.ts';
+import { toPath } from '../../protocol/index.ts';
 import { FileHandles } from './file-handles.ts';
-import { DEFAULT_FILE_LIMITS, type FileLimits } from './file-limits.ts';
+import type { FileLimits } from './file-limits.ts';
 import { guardedWrite } from './guarded-write.ts';
 import { MissingWatches, type WatchNotifier } from './missing-watches.ts';
 import { isNotFound, SessionPaths, type Checker } from './path-checker.ts';
@@ -30,9 +30,7 @@ export { DEFAULT_FILE_LIMITS } from './file-limits.ts';
 export type { FileLimits } from './file-limits.ts';
 export type { WatchNotifier } from './missing-watches.ts';
 
-const registry = new WeakMap<Session, SessionFiles>();
-
-/** The file operations of one session, each checked against its sandbox. */
+/** The file operations of one session, each checked against its sandbox (the session owns one: `Session.files`). */
 export class SessionFiles {
   readonly session: Session;
   readonly limits: FileLimits;
@@ -41,29 +39,19 @@ export class SessionFiles {
   readonly #watches: MissingWatches;
   #closed = false;
 
-  /** The one `SessionFiles` of `session` (created on first use, disposed with the session). */
-  static for(session: Session, limits: Partial<FileLimits> = {}): SessionFiles {
-    let files = registry.get(session);
-    if (!files) {
-      files = new SessionFiles(session, { ...DEFAULT_FILE_LIMITS, ...limits });
-      registry.set(session, files);
-    }
-    return files;
-  }
-
-  private constructor(session: Session, limits: FileLimits) {
+  /** Made by the session itself, with the limits of the server's configuration; closed by its `destroy()`. */
+  constructor(session: Session, limits: FileLimits) {
     this.session = session;
     this.limits = limits;
     const fs = (): SessionFs => this.#fs;
     this.#paths = new SessionPaths(session, fs);
     this.#handles = new FileHandles(limits, fs);
     this.#watches = new MissingWatches(session, limits);
-    session.onDestroy(() => this.close());
   }
 
   get #fs(): SessionFs {
     if (this.#closed) throw execError('EXEC_ERR_SESSION_DEAD', 'session was deleted');
-    if (this.session.status.status === 'dead') throw execError('EXEC_ERR_SESSION_DEAD', `session is dead: ${this.session.status.reason}`);
+    this.session.assertAlive();
     return this.session.backend.fs;
   }
 
@@ -285,6 +273,5 @@ export class SessionFiles {
     this.#closed = true;
     this.#handles.closeAll();
     this.#watches.close();
-    registry.delete(this.session);
   }
 }

@@ -1,13 +1,13 @@
 /**
- * HTTP routes of the tool facade: `exec_command`, `write_stdin`, the approval follow-up, and
- * tool-call routing. Registered by `registerHttpApi` in the TypeBox-validated scope.
+ * HTTP routes of the tool facade (src/tools/): `exec_command`, `write_stdin`, the approval
+ * follow-up, and tool-call routing, on each session's own `unifiedExec`. Registered by
+ * `registerHttpApi` in the TypeBox-validated scope.
  */
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { Session } from '../sessions/session.ts';
 import { ERROR_STATUSES } from '../errors.ts';
-import { asReply, outcomeReply, ToolRun } from './approval-queue.ts';
+import { asReply, outcomeReply, ToolRun } from '../tools/approval-queue.ts';
 import {
   ApprovalParamsSchema,
   ApprovalRequiredSchema,
@@ -22,15 +22,13 @@ import {
   ToolCallItemSchema,
   WriteStdinBodySchema,
 } from '../protocol/index.ts';
-import { routeToolCall } from './tool-calls.ts';
-import { UnifiedExec } from './unified-exec.ts';
+import { routeToolCall } from '../tools/tool-calls.ts';
 
 /** Every status an error of the registry answers with (a tool call passes them through). */
 const errors = Object.fromEntries(ERROR_STATUSES.map((status) => [status, ErrorSchema])) as Record<(typeof ERROR_STATUSES)[number], typeof ErrorSchema>;
 
-export function registerToolRoutes(app: FastifyInstance, opts: { terminateGraceMs: number }): void {
+export function registerToolRoutes(app: FastifyInstance): void {
   const api = app.withTypeProvider<TypeBoxTypeProvider>();
-  const facade = (session: Session): UnifiedExec => UnifiedExec.for(session, opts.terminateGraceMs);
 
   api.post(
     '/v1/sessions/:id/exec_command',
@@ -46,7 +44,7 @@ export function registerToolRoutes(app: FastifyInstance, opts: { terminateGraceM
       },
     },
     async (request, reply) => {
-      const ue = facade(app.sessions.get(request.params.id, request.tenant));
+      const ue = app.sessions.get(request.params.id, request.tenant).unifiedExec;
       const run = new ToolRun<ExecToolResult>(undefined).start((r) => asReply(() => ue.execCommand(request.body, r)));
       const out = outcomeReply(await run.nextOutcome(), undefined);
       return reply.code(out.statusCode).send(out.body);
@@ -66,7 +64,7 @@ export function registerToolRoutes(app: FastifyInstance, opts: { terminateGraceM
       },
     },
     async (request, reply) => {
-      const ue = facade(app.sessions.get(request.params.id, request.tenant));
+      const ue = app.sessions.get(request.params.id, request.tenant).unifiedExec;
       const run = new ToolRun<ExecToolResult>(undefined).start((r) => asReply(() => ue.writeStdin(request.body, r)));
       const out = outcomeReply(await run.nextOutcome(), undefined);
       return reply.code(out.statusCode).send(out.body);
@@ -85,7 +83,7 @@ export function registerToolRoutes(app: FastifyInstance, opts: { terminateGraceM
       },
     },
     async (request) => {
-      const ue = facade(app.sessions.get(request.params.id, request.tenant));
+      const ue = app.sessions.get(request.params.id, request.tenant).unifiedExec;
       return {
         approvals: ue.approvals.list().map((a) => ({ id: a.id, purpose: a.request.purpose, reason: a.request.reason, argv: [...a.request.argv], cwd: a.request.cwd, createdAt: a.createdAt, expiresAt: a.expiresAt })),
       };
@@ -105,7 +103,7 @@ export function registerToolRoutes(app: FastifyInstance, opts: { terminateGraceM
       },
     },
     async (request, reply) => {
-      const ue = facade(app.sessions.get(request.params.id, request.tenant));
+      const ue = app.sessions.get(request.params.id, request.tenant).unifiedExec;
       const pending = ue.approvals.decide(request.params.approvalId, request.body.decision);
       const out = outcomeReply(await pending.run.nextOutcome(), pending.run.callId);
       return reply.code(out.statusCode).send(out.body);
@@ -127,7 +125,7 @@ export function registerToolRoutes(app: FastifyInstance, opts: { terminateGraceM
     },
     async (request, reply) => {
       const session = app.sessions.get(request.params.id, request.tenant);
-      const decision = routeToolCall(request.body as Record<string, unknown>, () => facade(session));
+      const decision = routeToolCall(request.body, () => session.unifiedExec);
       if (decision.kind === 'ignore') return reply.code(204).send(null);
       const out = decision.kind === 'reply' ? decision.reply : outcomeReply(await decision.run.nextOutcome(), decision.run.callId);
       return reply.code(out.statusCode).send(out.body);
