@@ -10,7 +10,7 @@ import type { Backend } from './backends/types.ts';
 import type { Config } from './config.ts';
 import { isConsolePath, registerConsole } from './console/routes.ts';
 import { bearerFromProtocols, selectProtocol } from './console/websocket-token.ts';
-import { ExecServerError, toExecError } from './errors.ts';
+import { codeOfHttpStatus, execError, ExecServerError, httpErrorBody, toExecError } from './errors.ts';
 import type { TenantId } from './ids.ts';
 import type { Logger } from './logger.ts';
 import { registerPreviewMethods } from './preview/rpc-methods.ts';
@@ -85,7 +85,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     const tenant = auth.authenticate(request.headers.authorization ?? (upgrade ? bearerFromProtocols(request.headers['sec-websocket-protocol']) : undefined));
     if (tenant === undefined) {
       // Answered before any WebSocket upgrade happens.
-      await reply.code(401).header('www-authenticate', 'Bearer').send({ code: 'EXEC_ERR_UNAUTHORIZED', message: 'missing or invalid bearer token' });
+      const e = execError('EXEC_ERR_UNAUTHORIZED', 'missing or invalid bearer token');
+      await reply.code(e.statusCode).header('www-authenticate', 'Bearer').send(httpErrorBody(e));
       return reply;
     }
     request.tenant = tenant;
@@ -97,20 +98,23 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   app.setErrorHandler((error, request, reply) => {
+    if (error instanceof ExecServerError) {
+      if (error.statusCode >= 500) request.log.error({ err: error }, 'request failed');
+      return reply.code(error.statusCode).send(httpErrorBody(error));
+    }
     const err = error as Error & { validation?: unknown; statusCode?: number };
-    const validation = err.validation;
-    if (validation) {
-      return reply.code(400).send({ code: 'EXEC_ERR_INVALID_PARAMS', message: err.message });
-    }
-    const e = error instanceof ExecServerError ? error : toExecError(error);
+    if (err.validation) return reply.code(400).send(httpErrorBody(execError('EXEC_ERR_INVALID_PARAMS', err.message)));
+    // The framework's own 4xx (body too large, malformed JSON, wrong content type): its status, our code.
     const status = err.statusCode;
-    if (!(error instanceof ExecServerError) && status !== undefined && status < 500) {
-      return reply.code(status).send({ code: 'EXEC_ERR_INVALID_REQUEST', message: err.message });
-    }
-    if (e.statusCode >= 500) request.log.error({ err: error }, 'request failed');
-    return reply.code(e.statusCode).send({ code: e.code, message: e.message });
+    if (status !== undefined && status >= 400 && status < 500) return reply.code(status).send(httpErrorBody(execError(codeOfHttpStatus(status), err.message)));
+    request.log.error({ err: error }, 'request failed');
+    const e = toExecError(error);
+    return reply.code(e.statusCode).send(httpErrorBody(e));
   });
-  app.setNotFoundHandler((request, reply) => reply.code(404).send({ code: 'EXEC_ERR_NOT_FOUND', message: `no route ${request.method} ${request.url}` }));
+  app.setNotFoundHandler((request, reply) => {
+    const e = execError('EXEC_ERR_NOT_FOUND', `no route ${request.method} ${request.url}`);
+    return reply.code(e.statusCode).send(httpErrorBody(e));
+  });
 
 
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
@@ -118,11 +122,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     try {
       await backend.ping();
       const reason = await backend.notReadyReason?.();
-      if (reason !== undefined) return reply.code(503).send({ code: 'EXEC_ERR_BACKEND_UNAVAILABLE', message: reason });
+      if (reason !== undefined) return reply.code(503).send(httpErrorBody(execError('EXEC_ERR_BACKEND_UNAVAILABLE', reason)));
       return { status: 'ready', backend: backend.kind };
     } catch (err) {
-      const e = toExecError(err);
-      return reply.code(503).send({ code: e.code, message: e.message });
+      return reply.code(503).send(httpErrorBody(toExecError(err)));
     }
   });
   app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {

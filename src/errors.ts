@@ -87,6 +87,35 @@ export function execError<C extends ErrorCode>(
   return new ExecServerError(code, message, options);
 }
 
+/** The HTTP body of an error: `{code, message}` (the protocol's ErrorSchema). */
+export function httpErrorBody(err: ExecServerError, extra: { call_id?: string } = {}): { code: ErrorCode; message: string; call_id?: string } {
+  return { code: err.code, message: err.message, ...extra };
+}
+
+/** The JSON-RPC `error` member of an answer: our code in `data.code`, with the detail beside it. */
+export function rpcErrorBody(err: ExecServerError): { code: number; message: string; data: Record<string, unknown> } {
+  return { code: err.rpcCode, message: err.message, data: { code: err.code, ...(err.detail ?? {}) } };
+}
+
+/**
+ * The registry's code for a 4xx the HTTP framework answers on its own (body too large, bad
+ * JSON, wrong content type...); the status itself stays the framework's.
+ */
+export function codeOfHttpStatus(status: number): ErrorCode {
+  switch (status) {
+    case 401:
+      return 'EXEC_ERR_UNAUTHORIZED';
+    case 404:
+      return 'EXEC_ERR_NOT_FOUND';
+    case 413:
+      return 'EXEC_ERR_TOO_LARGE';
+    case 429:
+      return 'EXEC_ERR_BUSY';
+    default:
+      return 'EXEC_ERR_INVALID_REQUEST';
+  }
+}
+
 /** Wraps anything thrown into an ExecServerError, keeping ours as they are. */
 export function toExecError(err: unknown): ExecServerError {
   if (err instanceof ExecServerError) return err;

@@ -10,6 +10,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import { execError, httpErrorBody } from '../errors.ts';
 
 export const CONSOLE_PREFIX = '/console';
 
@@ -105,7 +106,7 @@ export function registerConsole(app: FastifyInstance, opts: { dir?: string } = {
     if (assets === undefined) return reply.code(503).type('text/html; charset=utf-8').send(NOT_BUILT);
     const rest = (request.params as { '*': string })['*'];
     const asset = assets.get(rest === '' ? '/index.html' : `/${rest}`);
-    if (asset === undefined) return reply.code(404).send({ code: 'EXEC_ERR_NOT_FOUND', message: `no console file ${request.url.split('?')[0]}` });
+    if (asset === undefined) return reply.code(404).send(httpErrorBody(execError('EXEC_ERR_NOT_FOUND', `no console file ${request.url.split('?')[0]}`)));
     // Names are not content-hashed: revalidate every time (an unchanged file answers 304).
     reply.header('cache-control', 'no-cache').header('etag', asset.etag);
     if (request.headers['if-none-match'] === asset.etag) return reply.code(304).send();

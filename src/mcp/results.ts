@@ -6,7 +6,7 @@
  * text names the stable `EXEC_ERR_*` code, never protocol errors the model cannot see.
  */
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { toExecError } from '../errors.ts';
+import { httpErrorBody, toExecError } from '../errors.ts';
 import type { ApprovalPolicy } from '../policy/sandbox-policy.ts';
 import { approvalRequiredBody, type RunOutcome } from '../tools/approval-queue.ts';
 import type { ExecToolResult } from '../protocol/index.ts';
@@ -17,7 +17,7 @@ export function textResult(text: string, structured?: Record<string, unknown>): 
 
 export function errorResult(tool: string, err: unknown): CallToolResult {
   const e = toExecError(err);
-  return { content: [{ type: 'text', text: `${tool} failed: ${e.message} (${e.code})` }], structuredContent: { code: e.code, message: e.message }, isError: true };
+  return { content: [{ type: 'text', text: `${tool} failed: ${e.message} (${e.code})` }], structuredContent: httpErrorBody(e), isError: true };
 }
 
 function denialNote(result: ExecToolResult, policy: ApprovalPolicy): string {

@@ -17,7 +17,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { Config } from '../config.ts';
 import { ErrorSchema, PortBodySchema as PortBody, PortParamsSchema as PortParams, PreviewSchema, SessionParamsSchema as SessionParams } from '../protocol/index.ts';
-import { execError, toExecError } from '../errors.ts';
+import { execError, httpErrorBody, toExecError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
 import type { Session } from '../sessions/session.ts';
 import { createAuthenticator } from '../transport/auth.ts';
@@ -166,9 +166,9 @@ export async function registerPreviewRoutes(app: FastifyInstance, opts: { config
     const m = PROXY_PATH.exec(splitUrl(request.url)[0]);
     const sessionId = m?.[1] ?? '';
     const port = Number(m?.[2]);
-    if (!m || !(port >= 1 && port <= 65535)) return reply.code(404).send({ code: 'EXEC_ERR_NOT_FOUND', message: 'no such preview port' });
+    if (!m || !(port >= 1 && port <= 65535)) return reply.code(404).send(httpErrorBody(execError('EXEC_ERR_NOT_FOUND', 'no such preview port')));
     const who = authenticate(request, sessionId, port);
-    if (!who) return reply.code(401).header('www-authenticate', 'Bearer').send({ code: 'EXEC_ERR_UNAUTHORIZED', message: 'a preview port needs the tenant\'s bearer token or a signed preview URL' });
+    if (!who) return reply.code(401).header('www-authenticate', 'Bearer').send(httpErrorBody(execError('EXEC_ERR_UNAUTHORIZED', "a preview port needs the tenant's bearer token or a signed preview URL")));
     let session: Session;
     try {
       session = app.sessions.get(sessionId, who.tenant);

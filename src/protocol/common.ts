@@ -3,7 +3,7 @@
  * JSON-RPC params objects, paths, ids, base64 and the HTTP error body.
  */
 import { Type, type Static, type TLiteral, type TSchema } from 'typebox';
-import { execError } from '../errors.ts';
+import { ERROR_STATUSES, execError, type ErrorStatus } from '../errors.ts';
 
 /** Optional and nullable: Codex sends `null` for absent optionals (`arg0: null`, `maxBytes: null`). */
 export function Opt<T extends TSchema>(schema: T) {
@@ -59,3 +59,6 @@ export const ErrorSchema = Type.Object(
   { description: 'Every error answer: a stable code and a readable message' },
 );
 export type ErrorBody = Static<typeof ErrorSchema>;
+
+/** The error answers of a route for OpenAPI: every status of the error registry, each with the ErrorSchema body. */
+export const ERROR_RESPONSES = Object.fromEntries(ERROR_STATUSES.map((status) => [status, ErrorSchema])) as Record<ErrorStatus, typeof ErrorSchema>;

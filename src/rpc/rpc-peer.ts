@@ -5,7 +5,7 @@
  * framing rules are Codex's (optional `"jsonrpc"`, echoed only if the client sent it; -32700
  * keeps the connection) and errors must carry our registry codes.
  */
-import { execError, RpcCode, toExecError, type ExecServerError } from '../errors.ts';
+import { execError, rpcErrorBody, toExecError, type ExecServerError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import { FramePool } from './frame-pool.ts';
@@ -82,7 +82,7 @@ export class RpcPeer<Ctx> {
   }
 
   #errorBody(id: Id | null, err: ExecServerError): Record<string, unknown> {
-    return this.#envelope({ id, error: { code: err.rpcCode, message: err.message, data: { code: err.code, ...(err.detail ?? {}) } } });
+    return this.#envelope({ id, error: rpcErrorBody(err) });
   }
 
   notify(method: string, params: unknown): void {
@@ -126,7 +126,7 @@ export class RpcPeer<Ctx> {
     try {
       message = JSON.parse(text);
     } catch {
-      this.#send(this.#envelope({ id: null, error: { code: RpcCode.parseError, message: 'parse error: invalid JSON', data: { code: 'EXEC_ERR_PARSE' } } }));
+      this.#send(this.#errorBody(null, execError('EXEC_ERR_PARSE', 'parse error: invalid JSON')));
       return;
     }
     if (Array.isArray(message)) {
@@ -141,7 +141,7 @@ export class RpcPeer<Ctx> {
   async #handleBatch(batch: unknown[]): Promise<void> {
     const max = this.#opts.maxBatch ?? MAX_BATCH;
     if (batch.length === 0 || batch.length > max) {
-      this.#send(this.#envelope({ id: null, error: { code: RpcCode.invalidRequest, message: batch.length === 0 ? 'invalid request: empty batch' : `invalid request: batch of ${batch.length} exceeds ${max}`, data: { code: 'EXEC_ERR_INVALID_REQUEST' } } }));
+      this.#send(this.#invalid(null, batch.length === 0 ? 'empty batch' : `batch of ${batch.length} exceeds ${max}`));
       return;
     }
     const replies = (await Promise.all(batch.map((m) => this.#handleOne(m)))).filter((r): r is Record<string, unknown> => r !== undefined);
@@ -169,7 +169,7 @@ export class RpcPeer<Ctx> {
     const def = this.#opts.table.get(method);
     if (!def) {
       this.#opts.metrics.rpcRequests.inc({ method: 'unknown', result: 'error' });
-      return this.#envelope({ id, error: { code: RpcCode.methodNotFound, message: `method not found: ${method}`, data: { code: 'EXEC_ERR_METHOD_NOT_FOUND' } } });
+      return this.#errorBody(id, execError('EXEC_ERR_METHOD_NOT_FOUND', `method not found: ${method}`));
     }
     if (this.#running >= MAX_IN_FLIGHT) {
       this.#opts.metrics.rpcRequests.inc({ method, result: 'error' });
@@ -192,7 +192,7 @@ export class RpcPeer<Ctx> {
   }
 
   #invalid(id: Id | null, why: string): Record<string, unknown> {
-    return this.#envelope({ id, error: { code: RpcCode.invalidRequest, message: `invalid request: ${why}`, data: { code: 'EXEC_ERR_INVALID_REQUEST' } } });
+    return this.#errorBody(id, execError('EXEC_ERR_INVALID_REQUEST', `invalid request: ${why}`));
   }
 
   #settle(id: Id, m: Record<string, unknown>): void {

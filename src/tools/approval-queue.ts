@@ -8,7 +8,7 @@
  * the original call's next outcome. Unanswered approvals expire as denied (fail closed).
  */
 import { randomUUID } from 'node:crypto';
-import { execError, toExecError } from '../errors.ts';
+import { execError, httpErrorBody, toExecError } from '../errors.ts';
 import { asProcessId, type ProcessId } from '../ids.ts';
 import type { ApprovalDecision, ApprovalRequest } from '../policy/approvals.ts';
 import type { ErrorStatus } from '../errors.ts';
@@ -39,7 +39,7 @@ export async function asReply(work: () => Promise<ExecToolResult>): Promise<Tool
     return { statusCode: 200, body: await work() };
   } catch (err) {
     const e = toExecError(err);
-    return { statusCode: e.statusCode, body: { code: e.code, message: e.message } };
+    return { statusCode: e.statusCode, body: httpErrorBody(e) };
   }
 }
 

@@ -7,7 +7,7 @@
  * tool runs and the answer is a `function_call_output` carrying the `call_id`.
  */
 import { Compile } from 'typebox/compile';
-import { toExecError } from '../errors.ts';
+import { execError, httpErrorBody, toExecError, type ExecServerError } from '../errors.ts';
 import { ToolRun, type ToolReply } from './approval-queue.ts';
 import { ExecCommandBodySchema, WriteStdinBodySchema, type ExecCommandArgs, type ExecToolResult, type FunctionCallOutput, type WriteStdinArgs } from '../protocol/index.ts';
 import type { UnifiedExec } from './unified-exec.ts';
@@ -48,6 +48,11 @@ function argumentError(check: typeof checkExec | typeof checkWrite, value: unkno
   return `${first?.instancePath || 'arguments'} ${first?.message ?? 'is invalid'}`;
 }
 
+/** A tool call item the harness must fix: an error answer, carrying the call's id when it had one. */
+function refused(err: ExecServerError, callId: string | undefined): Reply {
+  return { statusCode: err.statusCode, body: httpErrorBody(err, callId === undefined ? {} : { call_id: callId }) };
+}
+
 function completed(callId: string, result: ExecToolResult): Reply {
   return functionCallOutput(callId, result.text, { status: 'completed', result });
 }
@@ -58,12 +63,12 @@ export function routeToolCall(item: Record<string, unknown>, unifiedExec: () => 
   const name = item['name'];
   if (typeof callId !== 'string' || callId === '' || typeof name !== 'string' || name === '') {
     const missing = typeof callId !== 'string' || callId === '' ? 'call_id' : 'name';
-    return { kind: 'reply', reply: { statusCode: 400, body: { code: 'EXEC_ERR_INVALID_PARAMS', message: `tool call item has no ${missing}`, ...(typeof callId === 'string' && callId !== '' ? { call_id: callId } : {}) } } };
+    return { kind: 'reply', reply: refused(execError('EXEC_ERR_INVALID_PARAMS', `tool call item has no ${missing}`), typeof callId === 'string' && callId !== '' ? callId : undefined) };
   }
   if (!Object.hasOwn(TOOLS, name)) return { kind: 'reply', reply: functionCallOutput(callId, `unsupported call: ${name}`, { status: 'failed' }) };
   const tool = name as ToolName;
   if (item['type'] !== TOOLS[tool]) {
-    return { kind: 'reply', reply: { statusCode: 400, body: { code: 'EXEC_ERR_TOOL_PAYLOAD', message: `tool "${tool}" invoked with incompatible payload (${String(item['type'])})`, call_id: callId } } };
+    return { kind: 'reply', reply: refused(execError('EXEC_ERR_TOOL_PAYLOAD', `tool "${tool}" invoked with incompatible payload (${String(item['type'])})`), callId) };
   }
   const parsed = parseArguments(item['arguments']);
   if (!parsed.ok) return { kind: 'reply', reply: functionCallOutput(callId, `failed to parse function arguments: ${parsed.message}`, { status: 'failed' }) };

@@ -9,11 +9,11 @@ import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/typ
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config.ts';
 import { execError } from '../errors.ts';
-import { ErrorSchema, HibernationAnswerSchema, SessionInfoSchema, SessionListQuerySchema, SessionListSchema, SessionParamsSchema, SessionSpecSchema, SnapshotBodySchema, SnapshotInfoSchema, SnapshotListSchema, SnapshotParamsSchema } from '../protocol/index.ts';
+import { ERROR_RESPONSES, HibernationAnswerSchema, SessionInfoSchema, SessionListQuerySchema, SessionListSchema, SessionParamsSchema, SessionSpecSchema, SnapshotBodySchema, SnapshotInfoSchema, SnapshotListSchema, SnapshotParamsSchema } from '../protocol/index.ts';
 import { sampleUsage } from '../sessions/resource-usage.ts';
 import { registerToolRoutes } from './tool-routes.ts';
 
-const errors = { 400: ErrorSchema, 401: ErrorSchema, 404: ErrorSchema, 410: ErrorSchema, 429: ErrorSchema, 500: ErrorSchema, 501: ErrorSchema, 502: ErrorSchema, 503: ErrorSchema };
+const errors = ERROR_RESPONSES;
 
 export async function registerHttpApi(app: FastifyInstance, opts: { config: Config }): Promise<void> {
   app.get('/docs/openapi.json', { schema: { hide: true } }, async () => app.swagger());
@@ -124,7 +124,7 @@ export async function registerHttpApi(app: FastifyInstance, opts: { config: Conf
       },
       async (request, reply) => {
         const session = app.sessions.get(request.params.id, request.tenant);
-        if (session.status.status === 'dead') throw execError('EXEC_ERR_SESSION_DEAD', `session is dead: ${session.status.reason}`);
+        session.assertAlive();
         const snapshot = await session.backend.snapshot(request.body.name);
         return reply.code(201).send(snapshot);
       },

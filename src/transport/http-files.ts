@@ -8,7 +8,7 @@
 import { posix } from 'node:path';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { Type, type Static } from 'typebox';
+import type { Static } from 'typebox';
 import type { Config } from '../config.ts';
 import { execError } from '../errors.ts';
 import {
@@ -16,6 +16,7 @@ import {
   DownloadBodySchema,
   DownloadQuerySchema,
   EmptyResult,
+  ERROR_RESPONSES,
   FileMetadataSchema,
   FilePathQuerySchema,
   FsCanonicalizeResult,
@@ -28,9 +29,7 @@ import {
 import type { Session } from '../sessions/session.ts';
 import type { SessionFiles } from '../sessions/files/session-files.ts';
 
-/** The file routes' error answers, as the OpenAPI document describes them. */
-const ErrorBody = Type.Object({ code: Type.String(), message: Type.String() }, { description: 'Error: a stable `EXEC_ERR_*` code and a message' });
-const errors = { '4xx': ErrorBody, '5xx': ErrorBody };
+const errors = ERROR_RESPONSES;
 const TAGS = ['files'];
 
 export interface FileRoutesOptions {

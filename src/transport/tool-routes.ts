@@ -6,14 +6,13 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { ERROR_STATUSES } from '../errors.ts';
 import { asReply, outcomeReply, ToolRun } from '../tools/approval-queue.ts';
 import {
   ApprovalParamsSchema,
   ApprovalRequiredSchema,
   ApprovalSchema,
   DecisionBodySchema,
-  ErrorSchema,
+  ERROR_RESPONSES,
   ExecCommandBodySchema,
   type ExecToolResult,
   ExecResultSchema,
@@ -24,8 +23,7 @@ import {
 } from '../protocol/index.ts';
 import { routeToolCall } from '../tools/tool-calls.ts';
 
-/** Every status an error of the registry answers with (a tool call passes them through). */
-const errors = Object.fromEntries(ERROR_STATUSES.map((status) => [status, ErrorSchema])) as Record<(typeof ERROR_STATUSES)[number], typeof ErrorSchema>;
+const errors = ERROR_RESPONSES;
 
 export function registerToolRoutes(app: FastifyInstance): void {
   const api = app.withTypeProvider<TypeBoxTypeProvider>();

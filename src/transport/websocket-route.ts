@@ -7,7 +7,7 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { WebSocket } from 'ws';
-import { RpcCode } from '../errors.ts';
+import { execError, rpcErrorBody } from '../errors.ts';
 import type { Metrics } from '../metrics.ts';
 import { Connection, type ConnectionDeps } from '../rpc/connection.ts';
 import type { MethodTable } from '../rpc/method-table.ts';
@@ -64,7 +64,7 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
     // Listeners attach synchronously, before any await, or early frames would be lost.
     socket.on('message', (data, isBinary) => {
       if (isBinary) {
-        socket.send(JSON.stringify({ id: null, error: { code: RpcCode.invalidRequest, message: 'invalid request: binary frames are not supported; send JSON text frames', data: { code: 'EXEC_ERR_INVALID_REQUEST' } } }));
+        socket.send(JSON.stringify({ id: null, error: rpcErrorBody(execError('EXEC_ERR_INVALID_REQUEST', 'invalid request: binary frames are not supported; send JSON text frames')) }));
         return;
       }
       peer.handleFrame(Array.isArray(data) ? Buffer.concat(data).toString('utf8') : data.toString('utf8'));

@@ -26,7 +26,7 @@ export function registerProcessMethods(table: MethodTable<Connection>): void {
     if (p.argv.length === 0) throw execError('EXEC_ERR_INVALID_PARAMS', 'argv must not be empty', { detail: { field: 'argv' } });
     if (bytesOf(p.argv, p.env) > MAX_ARGV_ENV_BYTES) throw execError('EXEC_ERR_TOO_LARGE', `argv and env exceed ${MAX_ARGV_ENV_BYTES} bytes`);
     const session = conn.session;
-    if (session.status.status === 'dead') throw execError('EXEC_ERR_SESSION_DEAD', `session is dead: ${session.status.reason}`);
+    session.assertAlive();
     const mode: SpawnMode = p.tty ? 'pty' : p.pipeStdin ? 'pipe' : 'pipe-no-stdin';
     // Resolved before the sandbox below: a new client cwd becomes a workspace alias first.
     const cwd = p.cwd ? await session.resolveCwd(toPath(p.cwd)) : undefined;

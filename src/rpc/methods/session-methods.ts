@@ -114,7 +114,7 @@ export function registerSessionMethods(table: MethodTable<Connection>): void {
   table.add('session/wake', (_p, conn) => conn.session.wake());
   table.add('session/snapshot', async (params, conn) => {
     const session = conn.session;
-    if (session.status.status === 'dead') throw execError('EXEC_ERR_SESSION_DEAD', `session is dead: ${session.status.reason}`);
+    session.assertAlive();
     return session.backend.snapshot(params.name ?? undefined);
   });
 }
