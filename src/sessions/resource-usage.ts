@@ -16,9 +16,6 @@ interface Sample {
   readonly usage: ResourceUsage;
 }
 
-const last = new WeakMap<Session, Sample>();
-const inflight = new WeakMap<Session, Promise<ResourceUsage | null>>();
-
 function toUsage(stats: SessionStats, atMs: number, previous: Sample | undefined): ResourceUsage {
   const wallNanos = previous ? (atMs - previous.atMs) * 1e6 : 0;
   // Local counters follow the live trees and may drop when a command ends: no negative rates.
@@ -34,30 +31,41 @@ function toUsage(stats: SessionStats, atMs: number, previous: Sample | undefined
   };
 }
 
-/**
- * The session's resource use now; null when its backend cannot tell (no `stats`, the session is
- * dead, or the sample failed: resource use is information, never a reason for a call to fail).
- */
-export function sampleUsage(session: Session): Promise<ResourceUsage | null> {
-  const stats = session.backend.stats;
-  if (stats === undefined || session.status.status === 'dead') return Promise.resolve(null);
-  const previous = last.get(session);
-  if (previous && Date.now() - previous.atMs < REUSE_MS) return Promise.resolve(previous.usage);
-  const pending = inflight.get(session);
-  if (pending) return pending;
-  const run = (async (): Promise<ResourceUsage | null> => {
-    try {
-      const sample = await stats.call(session.backend);
-      const atMs = Date.now();
-      const usage = toUsage(sample, atMs, previous);
-      last.set(session, { stats: sample, atMs, usage });
-      return usage;
-    } catch {
-      return null;
-    } finally {
-      inflight.delete(session);
-    }
-  })();
-  inflight.set(session, run);
-  return run;
+/** The resource use of one session, sampled on demand (the session owns one: `Session.usage`). */
+export class UsageSampler {
+  readonly #session: Pick<Session, 'backend' | 'status'>;
+  #last: Sample | undefined;
+  #inflight: Promise<ResourceUsage | null> | undefined;
+
+  constructor(session: Pick<Session, 'backend' | 'status'>) {
+    this.#session = session;
+  }
+
+  /**
+   * The session's resource use now; null when its backend cannot tell (no `stats`, the session
+   * is dead, or the sample failed: resource use is information, never a reason for a call to fail).
+   */
+  sample(): Promise<ResourceUsage | null> {
+    const { backend, status } = this.#session;
+    const stats = backend.stats;
+    if (stats === undefined || status.status === 'dead') return Promise.resolve(null);
+    const previous = this.#last;
+    if (previous && Date.now() - previous.atMs < REUSE_MS) return Promise.resolve(previous.usage);
+    if (this.#inflight) return this.#inflight;
+    const run = (async (): Promise<ResourceUsage | null> => {
+      try {
+        const sample = await stats.call(backend);
+        const atMs = Date.now();
+        const usage = toUsage(sample, atMs, previous);
+        this.#last = { stats: sample, atMs, usage };
+        return usage;
+      } catch {
+        return null;
+      } finally {
+        this.#inflight = undefined;
+      }
+    })();
+    this.#inflight = run;
+    return run;
+  }
 }

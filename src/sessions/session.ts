@@ -17,6 +17,7 @@ import { ApprovalAnswerSchema, type HibernationAnswer, type SessionInfo } from '
 import { UnifiedExec } from '../tools/unified-exec.ts';
 import type { FileLimits } from './files/file-limits.ts';
 import { SessionFiles } from './files/session-files.ts';
+import { UsageSampler } from './resource-usage.ts';
 import type { ResolvedSessionSpec } from './session-spec.ts';
 
 /** The client side of a session: a WebSocket connection, or the HTTP approval queue. */
@@ -55,6 +56,8 @@ export class Session {
   readonly files: SessionFiles;
   /** Codex's unified exec over HTTP (`exec_command`, `write_stdin`, tool calls); its approval queue answers when no client is attached. */
   readonly unifiedExec: UnifiedExec;
+  /** Live resource use (`session/info`, `GET /v1/sessions/:id`). */
+  readonly usage: UsageSampler;
   readonly createdAt: Date;
   readonly approvalCache = new Set<string>();
   /** Client paths that stand for the workspace (longest first is not needed: aliases never nest). */
@@ -88,6 +91,7 @@ export class Session {
     );
     this.files = new SessionFiles(this, deps.fileLimits);
     this.unifiedExec = new UnifiedExec(this, deps.limits.terminateGraceMs);
+    this.usage = new UsageSampler(this);
     backend.onLost((reason) => this.markDead(reason));
   }
 

@@ -10,7 +10,6 @@ import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config.ts';
 import { execError } from '../errors.ts';
 import { ERROR_RESPONSES, HibernationAnswerSchema, SessionInfoSchema, SessionListQuerySchema, SessionListSchema, SessionParamsSchema, SessionSpecSchema, SnapshotBodySchema, SnapshotInfoSchema, SnapshotListSchema, SnapshotParamsSchema } from '../protocol/index.ts';
-import { sampleUsage } from '../sessions/resource-usage.ts';
 import { registerToolRoutes } from './tool-routes.ts';
 
 const errors = ERROR_RESPONSES;
@@ -49,7 +48,7 @@ export async function registerHttpApi(app: FastifyInstance, opts: { config: Conf
       async (request) => {
         const sessions = app.sessions.list(request.tenant);
         if (request.query.usage !== true) return { sessions: sessions.map((s) => s.info()) };
-        return { sessions: await Promise.all(sessions.map(async (s) => ({ ...s.info(), usage: await sampleUsage(s) }))) };
+        return { sessions: await Promise.all(sessions.map(async (s) => ({ ...s.info(), usage: await s.usage.sample() }))) };
       },
     );
 
@@ -58,7 +57,7 @@ export async function registerHttpApi(app: FastifyInstance, opts: { config: Conf
       { schema: { operationId: 'getSession', tags: ['sessions'], summary: 'One session, with its resource use', params: SessionParamsSchema, response: { 200: SessionInfoSchema, ...errors } } },
       async (request) => {
         const session = app.sessions.get(request.params.id, request.tenant);
-        return { ...session.info(), usage: await sampleUsage(session) };
+        return { ...session.info(), usage: await session.usage.sample() };
       },
     );
 

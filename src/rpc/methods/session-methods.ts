@@ -4,7 +4,6 @@ import { pathToFileURL } from 'node:url';
 import { execError } from '../../errors.ts';
 import type { EnvironmentInfo } from '../../protocol/index.ts';
 import { toPath } from '../../protocol/index.ts';
-import { sampleUsage } from '../../sessions/resource-usage.ts';
 import type { Session } from '../../sessions/session.ts';
 import type { Connection } from '../connection.ts';
 import type { MethodTable } from '../method-table.ts';
@@ -108,7 +107,7 @@ export function registerSessionMethods(table: MethodTable<Connection>): void {
       requirements: { layers: [], cloudInsertionIndex: 0 },
     };
   });
-  table.add('session/info', async (_p, conn) => ({ ...conn.session.info(), usage: await sampleUsage(conn.session) }));
+  table.add('session/info', async (_p, conn) => ({ ...conn.session.info(), usage: await conn.session.usage.sample() }));
   table.add('session/terminateAll', async (_p, conn) => ({ terminated: await conn.session.processes.terminateAll() }));
   table.add('session/hibernate', (_p, conn) => conn.session.hibernate());
   table.add('session/wake', (_p, conn) => conn.session.wake());
