@@ -139,8 +139,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const signer = new PreviewSigner(config.previewSecret);
   registerPreviewMethods(table, { config, signer });
   registerWebSocketRoute(app, { table, metrics, bufferLimitBytes: config.wsBufferLimitBytes, deps: { sessions, config, metrics, version: VERSION } });
-  await registerHttpApi(app, { config });
-  await registerFileRoutes(app, { config });
+  await registerHttpApi(app);
+  await registerFileRoutes(app);
   registerConsole(app);
   // Loaded on first use: the MCP SDK and its dependencies take a while to evaluate, which every
   // importer of this module (CLI client commands, tests) would otherwise pay at load time.

@@ -8,7 +8,7 @@
  */
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { Readable, Writable } from 'node:stream';
+import { Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { DirectoryEntry, FileMetadata } from '../protocol/index.ts';
 import { ExecServerHttpError } from './errors.ts';

@@ -183,7 +183,7 @@ export class ProcessTable {
   /** `{running}`: true if a running process was told to end. */
   async terminate(id: ProcessId): Promise<boolean> {
     const proc = this.#procs.get(id);
-    if (!proc || proc.state.status !== 'running') return false;
+    if (proc?.state.status !== 'running') return false;
     proc.touch();
     await proc.end('terminated', this.#limits.terminateGraceMs);
     return true;

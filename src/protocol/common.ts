@@ -30,12 +30,16 @@ export const PathSchema = Type.String(PATH);
 export function toPath(value: string): string {
   if (!value.startsWith('file://')) return value;
   const url = new URL(value);
-  if (url.host !== '' && url.host !== 'localhost') throw execError('EXEC_ERR_INVALID_PARAMS', `file URI ${value} names a host; only local paths are supported`);
+  if (url.host !== '' && url.host !== 'localhost')
+    throw execError('EXEC_ERR_INVALID_PARAMS', `file URI ${value} names a host; only local paths are supported`);
   return decodeURIComponent(url.pathname);
 }
 
 /** The same, described for the OpenAPI document of the HTTP file routes. */
-export const DescribedPathSchema = Type.String({ ...PATH, description: 'Absolute path or file:// URI inside the session' });
+export const DescribedPathSchema = Type.String({
+  ...PATH,
+  description: 'Absolute path or file:// URI inside the session',
+});
 
 export const ProcessIdSchema = Type.String({ minLength: 1, maxLength: 256 });
 export const Base64Schema = Type.String({ maxLength: 128 * 1024 * 1024, pattern: '^[A-Za-z0-9+/]*={0,2}$' });
@@ -55,10 +59,17 @@ export type StreamName = Static<typeof StreamNameSchema>;
 
 /** Every HTTP error answer (the JSON-RPC form is `error.data.code`). */
 export const ErrorSchema = Type.Object(
-  { code: Type.String({ description: 'Stable EXEC_ERR_* code' }), message: Type.String(), call_id: Type.Optional(Type.String()) },
+  {
+    code: Type.String({ description: 'Stable EXEC_ERR_* code' }),
+    message: Type.String(),
+    call_id: Type.Optional(Type.String()),
+  },
   { description: 'Every error answer: a stable code and a readable message' },
 );
 export type ErrorBody = Static<typeof ErrorSchema>;
 
 /** The error answers of a route for OpenAPI: every status of the error registry, each with the ErrorSchema body. */
-export const ERROR_RESPONSES = Object.fromEntries(ERROR_STATUSES.map((status) => [status, ErrorSchema])) as Record<ErrorStatus, typeof ErrorSchema>;
+export const ERROR_RESPONSES = Object.fromEntries(ERROR_STATUSES.map((status) => [status, ErrorSchema])) as Record<
+  ErrorStatus,
+  typeof ErrorSchema
+>;

@@ -9,7 +9,15 @@ import { EmptyResult, NoParams, Opt, Params } from './common.ts';
 import * as fs from './fs.ts';
 import * as preview from './preview.ts';
 import * as proc from './process.ts';
-import { ApprovalAnswerSchema, ApprovalRequestSchema, HibernationAnswerSchema, SessionInfoSchema, SessionSpecSchema, SnapshotInfoSchema, SnapshotNameSchema } from './session.ts';
+import {
+  ApprovalAnswerSchema,
+  ApprovalRequestSchema,
+  HibernationAnswerSchema,
+  SessionInfoSchema,
+  SessionSpecSchema,
+  SnapshotInfoSchema,
+  SnapshotNameSchema,
+} from './session.ts';
 
 const FileUri = Type.String({ description: 'A file:// URI' });
 
@@ -30,7 +38,12 @@ export const EnvironmentInfoSchema = Type.Object({
 export type EnvironmentInfo = Static<typeof EnvironmentInfoSchema>;
 
 /** `observe`: follow an existing session (the console) without evicting its client or pausing its commands. */
-export const InitializeParams = Params({ clientName: Type.String({ maxLength: 256 }), resumeSessionId: Opt(Type.String({ minLength: 1, maxLength: 128 })), session: Opt(SessionSpecSchema), observe: Opt(Type.Boolean()) });
+export const InitializeParams = Params({
+  clientName: Type.String({ maxLength: 256 }),
+  resumeSessionId: Opt(Type.String({ minLength: 1, maxLength: 128 })),
+  session: Opt(SessionSpecSchema),
+  observe: Opt(Type.Boolean()),
+});
 export const InitializeResult = Type.Object({
   sessionId: Type.String(),
   /** Our extensions (`processResize`, `approvals`, `snapshots`...). */
@@ -46,8 +59,18 @@ export const RPC_METHODS = {
   initialize: { params: InitializeParams, result: InitializeResult },
   'environment/info': { params: NoParams, result: EnvironmentInfoSchema },
   'environmentConfig/read': {
-    params: Params({ cwd: Opt(Type.String()), configPaths: Opt(Type.Array(Type.Array(Type.String()))), requirementsPaths: Opt(Type.Array(Type.Array(Type.String()))) }),
-    result: Type.Object({ userHomeDir: FileUri, codexHomeDir: FileUri, hostname: Type.String(), config: ConfigLayers, requirements: ConfigLayers }),
+    params: Params({
+      cwd: Opt(Type.String()),
+      configPaths: Opt(Type.Array(Type.Array(Type.String()))),
+      requirementsPaths: Opt(Type.Array(Type.Array(Type.String()))),
+    }),
+    result: Type.Object({
+      userHomeDir: FileUri,
+      codexHomeDir: FileUri,
+      hostname: Type.String(),
+      config: ConfigLayers,
+      requirements: ConfigLayers,
+    }),
   },
   'session/info': { params: NoParams, result: SessionInfoSchema },
   'session/terminateAll': { params: NoParams, result: Type.Object({ terminated: Type.Integer() }) },

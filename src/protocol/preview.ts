@@ -8,11 +8,20 @@ import { Params } from './common.ts';
 export const PortBodySchema = Type.Object(
   {
     port: Type.Integer({ minimum: 1, maximum: 65535, description: 'TCP port inside the session' }),
-    ttlSeconds: Type.Optional(Type.Integer({ minimum: 10, maximum: 7 * 86_400, description: 'Validity of the signed path (default --preview-url-ttl-seconds)' })),
+    ttlSeconds: Type.Optional(
+      Type.Integer({
+        minimum: 10,
+        maximum: 7 * 86_400,
+        description: 'Validity of the signed path (default --preview-url-ttl-seconds)',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
-export const PortParamsSchema = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }), port: Type.Integer({ minimum: 1, maximum: 65535 }) });
+export const PortParamsSchema = Type.Object({
+  id: Type.String({ minLength: 1, maxLength: 128 }),
+  port: Type.Integer({ minimum: 1, maximum: 65535 }),
+});
 export const PreviewSchema = Type.Object({
   port: Type.Integer(),
   exposedAt: Type.String(),
@@ -23,6 +32,9 @@ export const PreviewSchema = Type.Object({
 });
 export type PreviewAnswer = Static<typeof PreviewSchema>;
 
-export const ExposePortParams = Params({ port: Type.Integer({ minimum: 1, maximum: 65535 }), ttlSeconds: Type.Optional(Type.Integer({ minimum: 10, maximum: 7 * 86_400 })) });
+export const ExposePortParams = Params({
+  port: Type.Integer({ minimum: 1, maximum: 65535 }),
+  ttlSeconds: Type.Optional(Type.Integer({ minimum: 10, maximum: 7 * 86_400 })),
+});
 export const ClosePortParams = Params({ port: Type.Integer({ minimum: 1, maximum: 65535 }) });
 export const ClosePortResult = Type.Object({ closed: Type.Boolean() });

@@ -3,10 +3,22 @@
  * (docs/protocol.md, "Processes"), their answers, and the notifications a session streams.
  */
 import { Type, type Static } from 'typebox';
-import { Base64Schema, literals, Opt, Params, PathSchema, ProcessIdSchema, SIGNAL_NAMES, StreamNameSchema } from './common.ts';
+import {
+  Base64Schema,
+  literals,
+  Opt,
+  Params,
+  PathSchema,
+  ProcessIdSchema,
+  SIGNAL_NAMES,
+  StreamNameSchema,
+} from './common.ts';
 
 const EnvMap = Type.Record(Type.String({ minLength: 1, maxLength: 4096 }), Type.String({ maxLength: 131072 }));
-const Size = Type.Object({ cols: Type.Integer({ minimum: 1, maximum: 1000 }), rows: Type.Integer({ minimum: 1, maximum: 1000 }) });
+const Size = Type.Object({
+  cols: Type.Integer({ minimum: 1, maximum: 1000 }),
+  rows: Type.Integer({ minimum: 1, maximum: 1000 }),
+});
 
 export const ProcessStartParams = Params({
   processId: ProcessIdSchema,
@@ -44,10 +56,21 @@ export const ProcessStartResult = Type.Object({
   sandbox: Type.String(),
 });
 
-export const ProcessReadParams = Params({ processId: ProcessIdSchema, afterSeq: Opt(Type.Integer({ minimum: 0 })), maxBytes: Opt(Type.Integer({ minimum: 1 })), waitMs: Opt(Type.Integer({ minimum: 0 })) });
+export const ProcessReadParams = Params({
+  processId: ProcessIdSchema,
+  afterSeq: Opt(Type.Integer({ minimum: 0 })),
+  maxBytes: Opt(Type.Integer({ minimum: 1 })),
+  waitMs: Opt(Type.Integer({ minimum: 0 })),
+});
 
 /** How a process ended, as every answer and notification names it. */
-export const TerminalStatusSchema = Type.Union([Type.Literal('exited'), Type.Literal('signaled'), Type.Literal('timed-out'), Type.Literal('terminated'), Type.Literal('lost')]);
+export const TerminalStatusSchema = Type.Union([
+  Type.Literal('exited'),
+  Type.Literal('signaled'),
+  Type.Literal('timed-out'),
+  Type.Literal('terminated'),
+  Type.Literal('lost'),
+]);
 
 export const OutputChunkSchema = Type.Object({ seq: Type.Integer(), stream: StreamNameSchema, chunk: Type.String() });
 
@@ -66,15 +89,31 @@ export const ProcessReadResult = Type.Object({
 });
 export type ProcessReadResult = Static<typeof ProcessReadResult>;
 
-export const ProcessWriteParams = Params({ processId: ProcessIdSchema, chunk: Base64Schema, writeId: Opt(Type.String({ maxLength: 256 })) });
-export const WriteStatusSchema = Type.Union([Type.Literal('accepted'), Type.Literal('unknownProcess'), Type.Literal('stdinClosed'), Type.Literal('starting')]);
+export const ProcessWriteParams = Params({
+  processId: ProcessIdSchema,
+  chunk: Base64Schema,
+  writeId: Opt(Type.String({ maxLength: 256 })),
+});
+export const WriteStatusSchema = Type.Union([
+  Type.Literal('accepted'),
+  Type.Literal('unknownProcess'),
+  Type.Literal('stdinClosed'),
+  Type.Literal('starting'),
+]);
 export type WriteStatus = Static<typeof WriteStatusSchema>;
 export const ProcessWriteResult = Type.Object({ status: WriteStatusSchema });
 
-export const ProcessSignalParams = Params({ processId: ProcessIdSchema, signal: Type.Union([Type.Literal('interrupt'), ...literals(SIGNAL_NAMES)]) });
+export const ProcessSignalParams = Params({
+  processId: ProcessIdSchema,
+  signal: Type.Union([Type.Literal('interrupt'), ...literals(SIGNAL_NAMES)]),
+});
 export const ProcessIdParams = Params({ processId: ProcessIdSchema });
 export const ProcessTerminateResult = Type.Object({ running: Type.Boolean() });
-export const ProcessResizeParams = Params({ processId: ProcessIdSchema, cols: Type.Integer({ minimum: 1, maximum: 1000 }), rows: Type.Integer({ minimum: 1, maximum: 1000 }) });
+export const ProcessResizeParams = Params({
+  processId: ProcessIdSchema,
+  cols: Type.Integer({ minimum: 1, maximum: 1000 }),
+  rows: Type.Integer({ minimum: 1, maximum: 1000 }),
+});
 
 export const ProcessSummarySchema = Type.Object({
   processId: Type.String(),
@@ -94,7 +133,12 @@ export const ProcessListResult = Type.Object({ processes: Type.Array(ProcessSumm
 
 // ---- notifications (server to client) ----
 
-export const ProcessOutputNotification = Type.Object({ processId: Type.String(), seq: Type.Integer(), stream: StreamNameSchema, chunk: Type.String() });
+export const ProcessOutputNotification = Type.Object({
+  processId: Type.String(),
+  seq: Type.Integer(),
+  stream: StreamNameSchema,
+  chunk: Type.String(),
+});
 export const ProcessExitedNotification = Type.Object({
   processId: Type.String(),
   seq: Type.Integer(),
@@ -104,4 +148,8 @@ export const ProcessExitedNotification = Type.Object({
   sandboxDenied: Type.Boolean(),
 });
 export const ProcessClosedNotification = Type.Object({ processId: Type.String(), seq: Type.Integer() });
-export const ProcessEscalatedNotification = Type.Object({ processId: Type.String(), seq: Type.Integer(), reason: Type.String() });
+export const ProcessEscalatedNotification = Type.Object({
+  processId: Type.String(),
+  seq: Type.Integer(),
+  reason: Type.String(),
+});

@@ -7,8 +7,19 @@ import { Type, type Static } from 'typebox';
 import { PathSchema } from './common.ts';
 
 export const SandboxPolicySchema = Type.Union([
-  Type.Object({ type: Type.Literal('workspace-write'), writableRoots: Type.Optional(Type.Array(PathSchema, { maxItems: 64 })), networkAccess: Type.Optional(Type.Boolean()), excludeSlashTmp: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
-  Type.Object({ type: Type.Literal('read-only'), networkAccess: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
+  Type.Object(
+    {
+      type: Type.Literal('workspace-write'),
+      writableRoots: Type.Optional(Type.Array(PathSchema, { maxItems: 64 })),
+      networkAccess: Type.Optional(Type.Boolean()),
+      excludeSlashTmp: Type.Optional(Type.Boolean()),
+    },
+    { additionalProperties: false },
+  ),
+  Type.Object(
+    { type: Type.Literal('read-only'), networkAccess: Type.Optional(Type.Boolean()) },
+    { additionalProperties: false },
+  ),
   Type.Object({ type: Type.Literal('danger-full-access') }, { additionalProperties: false }),
 ]);
 export type SandboxPolicy = Static<typeof SandboxPolicySchema>;
@@ -18,7 +29,10 @@ export const ApprovalPolicySchema = Type.Union([
   Type.Literal('on-failure'),
   Type.Literal('on-request'),
   Type.Literal('never'),
-  Type.Object({ granular: Type.Object({ sandboxApproval: Type.Boolean() }, { additionalProperties: false }) }, { additionalProperties: false }),
+  Type.Object(
+    { granular: Type.Object({ sandboxApproval: Type.Boolean() }, { additionalProperties: false }) },
+    { additionalProperties: false },
+  ),
 ]);
 export type ApprovalPolicy = Static<typeof ApprovalPolicySchema>;
 
@@ -26,16 +40,34 @@ export const SessionSpecSchema = Type.Object(
   {
     image: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
     snapshot: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
-    runtime: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$', description: "OCI runtime of the container (docker backend), one of the server's allowed runtimes" })),
+    runtime: Type.Optional(
+      Type.String({
+        pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$',
+        description: "OCI runtime of the container (docker backend), one of the server's allowed runtimes",
+      }),
+    ),
     workdir: Type.Optional(PathSchema),
     env: Type.Optional(Type.Record(Type.String({ maxLength: 1024 }), Type.String({ maxLength: 131072 }))),
-    labels: Type.Optional(Type.Record(Type.String({ pattern: '^[A-Za-z0-9_.-]{1,63}$' }), Type.String({ maxLength: 256 }))),
+    labels: Type.Optional(
+      Type.Record(Type.String({ pattern: '^[A-Za-z0-9_.-]{1,63}$' }), Type.String({ maxLength: 256 })),
+    ),
     sandbox: Type.Optional(SandboxPolicySchema),
     denyRead: Type.Optional(Type.Array(PathSchema, { maxItems: 256 })),
     approvalPolicy: Type.Optional(ApprovalPolicySchema),
     strictAutoReview: Type.Optional(Type.Boolean()),
-    previewPorts: Type.Optional(Type.Boolean({ description: 'Allow exposing TCP ports of the session as preview URLs (default false)' })),
-    resources: Type.Optional(Type.Object({ memoryMb: Type.Optional(Type.Integer({ minimum: 16 })), cpus: Type.Optional(Type.Number({ exclusiveMinimum: 0 })), pids: Type.Optional(Type.Integer({ minimum: 8 })) }, { additionalProperties: false })),
+    previewPorts: Type.Optional(
+      Type.Boolean({ description: 'Allow exposing TCP ports of the session as preview URLs (default false)' }),
+    ),
+    resources: Type.Optional(
+      Type.Object(
+        {
+          memoryMb: Type.Optional(Type.Integer({ minimum: 16 })),
+          cpus: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
+          pids: Type.Optional(Type.Integer({ minimum: 8 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
     idleTimeoutSeconds: Type.Optional(Type.Integer({ minimum: 1 })),
     maxLifetimeSeconds: Type.Optional(Type.Integer({ minimum: 1 })),
   },
@@ -45,7 +77,9 @@ export type SessionSpec = Static<typeof SessionSpecSchema>;
 
 export const ResourceUsageSchema = Type.Object(
   {
-    cpuPercent: Type.Union([Type.Number(), Type.Null()], { description: 'CPU use since the previous sample, in percent of one CPU; null on the first sample' }),
+    cpuPercent: Type.Union([Type.Number(), Type.Null()], {
+      description: 'CPU use since the previous sample, in percent of one CPU; null on the first sample',
+    }),
     cpuSeconds: Type.Number({ description: 'CPU time used so far (local: by the live process trees)' }),
     memoryBytes: Type.Integer(),
     memoryLimitBytes: Type.Union([Type.Integer(), Type.Null()]),
@@ -62,7 +96,12 @@ export const ExposedPortSchema = Type.Object({ port: Type.Integer(), exposedAt: 
 export type ExposedPort = Static<typeof ExposedPortSchema>;
 
 /** `hibernated`: checkpointed and stopped (docker); the next call that needs it wakes it. */
-export const HibernationStateSchema = Type.Union([Type.Literal('awake'), Type.Literal('hibernating'), Type.Literal('hibernated'), Type.Literal('waking')]);
+export const HibernationStateSchema = Type.Union([
+  Type.Literal('awake'),
+  Type.Literal('hibernating'),
+  Type.Literal('hibernated'),
+  Type.Literal('waking'),
+]);
 
 /** What `session/hibernate`, `session/wake` and their HTTP routes answer. */
 export const HibernationAnswerSchema = Type.Object({
@@ -84,7 +123,11 @@ export const SessionInfoSchema = Type.Object(
     denialHandling: Type.String(),
     image: Type.Optional(Type.String()),
     containerId: Type.Optional(Type.String()),
-    execPath: Type.Optional(Type.Union([Type.Literal('agent'), Type.Literal('exec')], { description: 'Docker: the exec agent inside the container, or one engine exec per command (the fallback)' })),
+    execPath: Type.Optional(
+      Type.Union([Type.Literal('agent'), Type.Literal('exec')], {
+        description: 'Docker: the exec agent inside the container, or one engine exec per command (the fallback)',
+      }),
+    ),
     execPathReason: Type.Optional(Type.String({ description: 'Docker, exec path: why the agent is not used' })),
     runtime: Type.Optional(Type.String({ description: 'OCI runtime of the container (docker)' })),
     hibernation: Type.Optional(HibernationStateSchema),
@@ -110,7 +153,10 @@ export const SessionListQuerySchema = Type.Object({ usage: Type.Optional(Type.Bo
 export const SessionListSchema = Type.Object({ sessions: Type.Array(SessionInfoSchema) });
 
 export const SnapshotNameSchema = Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_.-]+$' });
-export const SnapshotBodySchema = Type.Object({ name: Type.Optional(SnapshotNameSchema) }, { additionalProperties: false });
+export const SnapshotBodySchema = Type.Object(
+  { name: Type.Optional(SnapshotNameSchema) },
+  { additionalProperties: false },
+);
 
 export const SnapshotInfoSchema = Type.Object({
   snapshotId: Type.String(),
@@ -130,7 +176,12 @@ export const SnapshotParamsSchema = Type.Object({ id: Type.String({ minLength: 1
 export const ApprovalPurposeSchema = Type.Union([Type.Literal('initial'), Type.Literal('sandbox-retry')]);
 export type ApprovalPurpose = Static<typeof ApprovalPurposeSchema>;
 
-export const ApprovalDecisionSchema = Type.Union([Type.Literal('approved'), Type.Literal('approved-for-session'), Type.Literal('denied'), Type.Literal('abort')]);
+export const ApprovalDecisionSchema = Type.Union([
+  Type.Literal('approved'),
+  Type.Literal('approved-for-session'),
+  Type.Literal('denied'),
+  Type.Literal('abort'),
+]);
 export type ApprovalDecision = Static<typeof ApprovalDecisionSchema>;
 
 /** Params of `approval/request`: which command wants to run, and why a person is asked. */

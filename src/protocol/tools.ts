@@ -9,12 +9,18 @@ import { ApprovalDecisionSchema, ApprovalPurposeSchema } from './session.ts';
 export const ExecCommandBodySchema = Type.Object(
   {
     cmd: Type.String({ minLength: 1, maxLength: 1024 * 1024, description: 'Shell command line' }),
-    workdir: Opt(Type.String({ maxLength: 4096, description: 'Working directory; relative paths join the session workspace' })),
+    workdir: Opt(
+      Type.String({ maxLength: 4096, description: 'Working directory; relative paths join the session workspace' }),
+    ),
     shell: Opt(Type.String({ maxLength: 4096, description: 'Shell binary (default: the session shell)' })),
     login: Opt(Type.Boolean({ description: 'Run as a login shell (-lc, default) or not (-c)' })),
     tty: Opt(Type.Boolean({ description: 'Allocate a PTY (stdin stays open for write_stdin)' })),
-    yield_time_ms: Opt(Type.Integer({ minimum: 0, description: 'How long to wait for output (default 10000, clamped to 250..30000)' })),
-    max_output_tokens: Opt(Type.Integer({ minimum: 0, description: 'Output budget in approximate tokens (4 bytes each; default 10000)' })),
+    yield_time_ms: Opt(
+      Type.Integer({ minimum: 0, description: 'How long to wait for output (default 10000, clamped to 250..30000)' }),
+    ),
+    max_output_tokens: Opt(
+      Type.Integer({ minimum: 0, description: 'Output budget in approximate tokens (4 bytes each; default 10000)' }),
+    ),
     sandbox_permissions: Opt(Type.Union([Type.Literal('use_default'), Type.Literal('require_escalated')])),
     justification: Opt(Type.String({ maxLength: 8192 })),
     prefix_rule: Opt(Type.Array(Type.String({ maxLength: 4096 }), { maxItems: 256 })),
@@ -27,7 +33,9 @@ export const WriteStdinBodySchema = Type.Object(
   {
     session_id: Type.Integer({ description: 'The session_id an exec_command answered with' }),
     chars: Opt(Type.String({ maxLength: 1024 * 1024, description: 'Bytes to write; empty polls for output' })),
-    yield_time_ms: Opt(Type.Integer({ minimum: 0, description: 'Default 250; a poll waits 5000..300000, a write at most 30000' })),
+    yield_time_ms: Opt(
+      Type.Integer({ minimum: 0, description: 'Default 250; a poll waits 5000..300000, a write at most 30000' }),
+    ),
     max_output_tokens: Opt(Type.Integer({ minimum: 0 })),
   },
   { additionalProperties: true },
@@ -67,10 +75,7 @@ export const ApprovalRequiredSchema = Type.Object({
 });
 export type ApprovalRequired = Static<typeof ApprovalRequiredSchema>;
 
-export const DecisionBodySchema = Type.Object(
-  { decision: ApprovalDecisionSchema },
-  { additionalProperties: false },
-);
+export const DecisionBodySchema = Type.Object({ decision: ApprovalDecisionSchema }, { additionalProperties: false });
 
 export const ToolCallItemSchema = Type.Object(
   {
@@ -94,4 +99,7 @@ export const FunctionCallOutputSchema = Type.Object({
 });
 export type FunctionCallOutput = Static<typeof FunctionCallOutputSchema>;
 
-export const ApprovalParamsSchema = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }), approvalId: Type.String({ minLength: 1, maxLength: 128 }) });
+export const ApprovalParamsSchema = Type.Object({
+  id: Type.String({ minLength: 1, maxLength: 128 }),
+  approvalId: Type.String({ minLength: 1, maxLength: 128 }),
+});

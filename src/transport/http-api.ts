@@ -7,14 +7,12 @@
  */
 import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
-import type { Config } from '../config.ts';
-import { execError } from '../errors.ts';
 import { ERROR_RESPONSES, HibernationAnswerSchema, SessionInfoSchema, SessionListQuerySchema, SessionListSchema, SessionParamsSchema, SessionSpecSchema, SnapshotBodySchema, SnapshotInfoSchema, SnapshotListSchema, SnapshotParamsSchema } from '../protocol/index.ts';
 import { registerToolRoutes } from './tool-routes.ts';
 
 const errors = ERROR_RESPONSES;
 
-export async function registerHttpApi(app: FastifyInstance, opts: { config: Config }): Promise<void> {
+export async function registerHttpApi(app: FastifyInstance): Promise<void> {
   app.get('/docs/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   await app.register(async (scope) => {

@@ -9,7 +9,6 @@ import { posix } from 'node:path';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Static } from 'typebox';
-import type { Config } from '../config.ts';
 import { execError } from '../errors.ts';
 import {
   CopyBodySchema,
@@ -32,12 +31,9 @@ import type { SessionFiles } from '../sessions/files/session-files.ts';
 const errors = ERROR_RESPONSES;
 const TAGS = ['files'];
 
-export interface FileRoutesOptions {
-  readonly config?: Pick<Config, 'fsMaxReadBytes'>;
-}
 
 /** Registers the file routes in their own scope (its octet-stream parser stays local to them). */
-export async function registerFileRoutes(app: FastifyInstance, opts: FileRoutesOptions = {}): Promise<void> {
+export async function registerFileRoutes(app: FastifyInstance): Promise<void> {
   await app.register(async (scope) => {
     // Uploads: hand the raw request stream to the handler, unbuffered and unparsed.
     scope.addContentTypeParser('application/octet-stream', (_request, payload, done) => done(null, payload));

@@ -47,7 +47,16 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
           }
           // A Buffer is JSON text already encoded (the output hot path): still a text frame.
           // ws calls back once the socket has written it (or failed): only then may it be reused.
-          socket.send(text, { binary: false }, sent ? () => (flushed(), sent()) : flushed);
+          socket.send(
+            text,
+            { binary: false },
+            sent
+              ? () => {
+                  flushed();
+                  sent();
+                }
+              : flushed,
+          );
           conn.flowCheck(socket.bufferedAmount);
         },
       },

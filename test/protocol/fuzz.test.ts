@@ -54,7 +54,7 @@ function mutate(r: () => number, id: number): string | undefined {
   const method = METHODS[Math.floor(r() * METHODS.length)] ?? '';
   const params: Record<string, unknown> = validParams(method);
   const roll = r();
-  if (roll < 0.1) return '{"id":' + id + ',"method":' + '"'.repeat(Math.floor(r() * 3)); // truncated JSON
+  if (roll < 0.1) return `{"id":${id},"method":${'"'.repeat(Math.floor(r() * 3))}`; // truncated JSON
   if (roll < 0.15) return String.fromCharCode(...Array.from({ length: 20 }, () => 32 + Math.floor(r() * 90)));
   for (const key of Object.keys(params)) {
     const p = r();

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import WebSocket from 'ws';
-import { RpcConnection, RpcError } from '../../src/client/rpc-connection.ts';
+import { RpcConnection, type RpcError } from '../../src/client/rpc-connection.ts';
 import { BACKENDS } from '../support/backends.ts';
 import { startServer, TestSession, sleep } from '../support/harness.ts';
 
