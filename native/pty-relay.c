@@ -2,12 +2,25 @@
  * pty-relay: runs one command on a new pseudo-terminal and relays it over plain descriptors.
  *
  *   pty-relay [--no-pin] COLS ROWS FILE [ARG...]
+ *   pty-relay --pipe [--arg0 NAME] FILE [ARG...]
  *
  *   fd 0  bytes for the terminal (the command's keyboard)
  *   fd 1  everything the command writes to the terminal
- *   fd 3  control, both ways. In: "resize COLS ROWS\n". Out: "pid N\n" once the command runs
- *         (or "error ERRNO TEXT\n" when it could not be started), then "exit CODE\n" or
- *         "signal SIGNO\n" when it has been reaped. fd 1 is closed once the terminal is drained.
+ *   fd 3  control, both ways. In: "resize COLS ROWS\n", "kill\n". Out: "pid N\n" once the
+ *         command runs (or "error ERRNO TEXT\n" when it could not be started), then "exit CODE\n"
+ *         or "signal SIGNO\n" when it has been reaped. fd 1 is closed once the terminal is drained.
+ *
+ * Keeper: the relay is a child subreaper, so whatever the command leaves running in the
+ * background (`server &`, a daemon that forked twice and called setsid) is handed to the relay
+ * when its parent ends. The relay stays while such processes live, until the server says
+ * "kill" or closes fd 3, and then kills every process below it with SIGKILL, in passes until
+ * none is left (a process forked meanwhile is caught by the next pass). fd 3 also closes when
+ * the server dies, even by SIGKILL: nothing the command started outlives the server. Processes
+ * that left through a sandbox's PID namespace are that sandbox's, not the relay's
+ * (native/sandbox-join.c).
+ *
+ * `--pipe` is the keeper alone, for pipe-mode commands: the command gets the relay's fd 0-2 in a
+ * session of its own, the relay keeps none of them, and fd 3 speaks as above.
  *
  * Why a helper instead of reading the terminal in Node: the kernel hands out at most 4 KiB per
  * read of a terminal, so at 100 MB/s a Node reader takes 25,000 callbacks a second, and while it
@@ -43,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -174,25 +188,200 @@ static void unpin(pid_t session) {
   pinned = 0;
 }
 
-static void handle_ctl_line(int master, char *line) {
-  int cols, rows;
-  if (sscanf(line, "resize %d %d", &cols, &rows) == 2 && cols >= 1 && rows >= 1 && cols <= 65535 && rows <= 65535) {
-    struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
-    (void)ioctl(master, TIOCSWINSZ, &ws);
+/* One pass over /proc: SIGKILL to every process below `root`; how many were found. A process
+ * with a fatal signal pending cannot fork any more, so a pass leaves only children forked while
+ * it ran. */
+static int kill_tree_pass(pid_t root) {
+  size_t cap = 1024, n = 0;
+  pid_t *pids = malloc(cap * sizeof *pids), *ppids = malloc(cap * sizeof *ppids);
+  if (!pids || !ppids) {
+    free(pids);
+    free(ppids);
+    return 0;
+  }
+  DIR *proc = opendir("/proc");
+  struct dirent *d;
+  while (proc && (d = readdir(proc)) != NULL) {
+    pid_t p = (pid_t)atoi(d->d_name);
+    if (p <= 0) continue;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)p);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ssize_t len = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (len <= 0) continue;
+    buf[len] = '\0';
+    char *paren = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    int ppid;
+    char state;
+    if (!paren || sscanf(paren + 1, " %c %d", &state, &ppid) != 2) continue;
+    if (state == 'Z') ppid = -1; /* ended already: nothing to kill, its children are handed on */
+    if (n == cap) {
+      cap *= 2;
+      pid_t *a = realloc(pids, cap * sizeof *pids), *b = a ? realloc(ppids, cap * sizeof *ppids) : NULL;
+      if (a) pids = a;
+      if (!a || !b) break;
+      ppids = b;
+    }
+    pids[n] = p;
+    ppids[n++] = (pid_t)ppid;
+  }
+  if (proc) closedir(proc);
+  /* Mark descendants until nothing changes; `mark` holds 1 for processes below root. */
+  char *mark = calloc(n ? n : 1, 1);
+  int found = 0, changed = 1;
+  while (mark && changed) {
+    changed = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (mark[i]) continue;
+      int below = ppids[i] == root;
+      for (size_t j = 0; !below && j < n; j++) below = mark[j] && pids[j] == ppids[i];
+      if (below) {
+        mark[i] = 1;
+        changed = 1;
+        kill(pids[i], SIGKILL);
+        found++;
+      }
+    }
+  }
+  free(mark);
+  free(pids);
+  free(ppids);
+  return found;
+}
+
+/* Whether any child (the command, or a leftover handed to us) is still there, exited or not. */
+static int have_children(void) {
+  siginfo_t info;
+  memset(&info, 0, sizeof info);
+  return waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) == 0;
+}
+
+/* Reaps what has ended, reporting the command's own end once; how many were reaped. */
+static int reap(pid_t cmd, int *reaped, long long *exited_at) {
+  int status, count = 0;
+  pid_t w;
+  while ((w = waitpid(-1, &status, WNOHANG)) > 0) {
+    count++;
+    if (w != cmd || *reaped) continue;
+    *reaped = 1;
+    if (exited_at) *exited_at = now_us();
+    if (WIFSIGNALED(status)) ctl_say("signal %ld\n", WTERMSIG(status), NULL);
+    else ctl_say("exit %ld\n", WEXITSTATUS(status), NULL);
+  }
+  return count;
+}
+
+/* Kills everything below the relay and reaps it (the command's end is reported as usual). */
+static void kill_tree(pid_t cmd, int *reaped, long long *exited_at) {
+  pid_t self = getpid();
+  for (int quiet = 0; quiet < 3;) {
+    int found = kill_tree_pass(self);
+    int ended = reap(cmd, reaped, exited_at);
+    if (found || ended) quiet = 0;
+    else if (!have_children()) quiet++;
+    else usleep(1000);
   }
 }
 
+/* Reads control lines; returns -1 when the server is gone (EOF, error), 1 after "kill", else 0. */
+static int read_ctl(int master, char *ctl, size_t *ctl_len, size_t size) {
+  ssize_t n = read(CTL_FD, ctl + *ctl_len, size - 1 - *ctl_len);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return -1;
+  if (n < 0) return 0;
+  int kill_asked = 0;
+  *ctl_len += (size_t)n;
+  char *nl;
+  while ((nl = memchr(ctl, '\n', *ctl_len)) != NULL) {
+    *nl = '\0';
+    int cols, rows;
+    if (strcmp(ctl, "kill") == 0) {
+      kill_asked = 1;
+    } else if (master >= 0 && sscanf(ctl, "resize %d %d", &cols, &rows) == 2 && cols >= 1 && rows >= 1 && cols <= 65535 && rows <= 65535) {
+      struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+      (void)ioctl(master, TIOCSWINSZ, &ws);
+    }
+    size_t used = (size_t)(nl + 1 - ctl);
+    memmove(ctl, nl + 1, *ctl_len - used);
+    *ctl_len -= used;
+  }
+  if (*ctl_len == size - 1) *ctl_len = 0; /* an overlong line: not ours, drop it */
+  return kill_asked;
+}
+
+/* After the command: holds what it left behind until the server ends it or it ends by itself. */
+static int keep_leftovers(int sigfd, int reaped, pid_t cmd) {
+  char ctl[128];
+  size_t ctl_len = 0;
+  for (;;) {
+    reap(cmd, &reaped, NULL);
+    if (reaped && !have_children()) return 0;
+    struct pollfd p[2] = {{.fd = CTL_FD, .events = POLLIN}, {.fd = sigfd, .events = POLLIN}};
+    if (poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      die("poll");
+    }
+    if (p[1].revents & POLLIN) {
+      struct signalfd_siginfo si;
+      while (read(sigfd, &si, sizeof si) > 0) {}
+    }
+    if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && read_ctl(-1, ctl, &ctl_len, sizeof ctl) != 0) {
+      kill_tree(cmd, &reaped, NULL);
+      return 0;
+    }
+  }
+}
+
+/* Pipe mode: the command runs on the relay's own fd 0-2; the relay only keeps it. */
+static int run_pipe(char **cmd, int sigfd, const sigset_t *old) {
+  const char *file = cmd[0];
+  if (strcmp(cmd[0], "--arg0") == 0 && cmd[1] && cmd[2]) { /* --arg0 NAME FILE ARG...: NAME as argv[0] */
+    file = cmd[2];
+    cmd[2] = cmd[1];
+    cmd += 2;
+  }
+  int errpipe[2];
+  if (pipe2(errpipe, O_CLOEXEC) < 0) die("pipe2");
+  pid_t pid = fork();
+  if (pid < 0) die("fork");
+  if (pid == 0) {
+    sigprocmask(SIG_SETMASK, old, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    if (setsid() >= 0) execvp(file, cmd);
+    int e = errno;
+    (void)!write(errpipe[1], &e, sizeof e);
+    _exit(127);
+  }
+  close(errpipe[1]);
+  int exec_errno = 0;
+  ssize_t n;
+  while ((n = read(errpipe[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {}
+  close(errpipe[0]);
+  if (n > 0) {
+    waitpid(pid, NULL, 0);
+    ctl_say("error %ld %s\n", exec_errno, strerror(exec_errno));
+    return 0;
+  }
+  ctl_say("pid %ld\n", pid, NULL);
+  int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+  for (int fd = 0; fd <= 2 && devnull >= 0; fd++) dup2(devnull, fd);
+  set_nonblock(CTL_FD);
+  return keep_leftovers(sigfd, 0, pid);
+}
+
 int main(int argc, char **argv) {
+  int pipe_mode = argc > 2 && strcmp(argv[1], "--pipe") == 0;
   if (argc > 1 && strcmp(argv[1], "--no-pin") == 0) {
     no_pin = 1;
     argv++;
     argc--;
   }
-  if (argc < 4) {
-    fprintf(stderr, "usage: pty-relay [--no-pin] COLS ROWS FILE [ARG...]\n");
+  if (argc < 4 && !pipe_mode) {
+    fprintf(stderr, "usage: pty-relay [--no-pin] COLS ROWS FILE [ARG...]\n       pty-relay --pipe [--arg0 NAME] FILE [ARG...]\n");
     return 2;
   }
-  int cols = parse_dim(argv[1]), rows = parse_dim(argv[2]);
+  int cols = pipe_mode ? 80 : parse_dim(argv[1]), rows = pipe_mode ? 24 : parse_dim(argv[2]);
   if (cols < 0 || rows < 0) {
     fprintf(stderr, "pty-relay: bad size %s x %s\n", argv[1], argv[2]);
     return 2;
@@ -201,6 +390,15 @@ int main(int argc, char **argv) {
   if (fstat(CTL_FD, &st) < 0) die("control descriptor 3");
   if (fcntl(CTL_FD, F_SETFD, FD_CLOEXEC) < 0) die("fcntl");
   signal(SIGPIPE, SIG_IGN);
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) die("PR_SET_CHILD_SUBREAPER");
+
+  sigset_t chld, old;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  if (sigprocmask(SIG_BLOCK, &chld, &old) < 0) die("sigprocmask");
+  int sigfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sigfd < 0) die("signalfd");
+  if (pipe_mode) return run_pipe(argv + 2, sigfd, &old);
 
   int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
   if (master < 0) die("posix_openpt");
@@ -211,12 +409,6 @@ int main(int argc, char **argv) {
   if (slave < 0) die("open slave");
   init_termios(slave, cols, rows);
 
-  sigset_t chld, old;
-  sigemptyset(&chld);
-  sigaddset(&chld, SIGCHLD);
-  if (sigprocmask(SIG_BLOCK, &chld, &old) < 0) die("sigprocmask");
-  int sigfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (sigfd < 0) die("signalfd");
   int errpipe[2];
   if (pipe2(errpipe, O_CLOEXEC) < 0) die("pipe2");
 
@@ -273,7 +465,7 @@ int main(int argc, char **argv) {
         {.fd = out_off < out_end ? 1 : -1, .events = POLLOUT},
         {.fd = !in_eof && !in_pending ? 0 : -1, .events = POLLIN},
         {.fd = CTL_FD, .events = POLLIN},
-        {.fd = reaped ? -1 : sigfd, .events = POLLIN},
+        {.fd = sigfd, .events = POLLIN},
     };
     long long t = now_us(), deadline = -1;
     if (reaped && !master_done) {
@@ -355,40 +547,26 @@ int main(int argc, char **argv) {
     }
 
     if (p[3].revents & (POLLIN | POLLHUP | POLLERR)) {
-      n = read(CTL_FD, ctl + ctl_len, sizeof ctl - 1 - ctl_len);
-      if (n > 0) {
-        ctl_len += (size_t)n;
-        char *nl;
-        while ((nl = memchr(ctl, '\n', ctl_len)) != NULL) {
-          *nl = '\0';
-          handle_ctl_line(master, ctl);
-          size_t used = (size_t)(nl + 1 - ctl);
-          memmove(ctl, nl + 1, ctl_len - used);
-          ctl_len -= used;
-        }
-        if (ctl_len == sizeof ctl - 1) ctl_len = 0; /* an overlong line: not ours, drop it */
-      } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-        /* The server is gone: hang up the terminal (the command gets SIGHUP) and leave. */
+      int said = read_ctl(master, ctl, &ctl_len, sizeof ctl);
+      if (said < 0) {
+        /* The server is gone: hang up the terminal, end everything the command started, leave. */
         unpin(pid);
         close(master);
+        kill_tree(pid, &reaped, &exited_at);
         return 1;
       }
+      if (said > 0) kill_tree(pid, &reaped, &exited_at);
     }
 
     if (p[4].revents & POLLIN) {
       struct signalfd_siginfo si;
       while (read(sigfd, &si, sizeof si) > 0) {}
-      int status;
-      if (!reaped && waitpid(pid, &status, WNOHANG) == pid) {
-        reaped = 1;
-        exited_at = now_us();
-        if (WIFSIGNALED(status)) ctl_say("signal %ld\n", WTERMSIG(status), NULL);
-        else ctl_say("exit %ld\n", WEXITSTATUS(status), NULL);
-      }
+      /* The SIGCHLD may be a leftover's (handed to us): reap whatever has ended. */
+      reap(pid, &reaped, &exited_at);
     }
   }
   unpin(pid); /* background holders of the terminal keep running, with their CPUs */
   close(1);
-  close(master);
-  return 0;
+  close(master); /* a hangup, as when a terminal closes: jobs that ignore it live on, kept here */
+  return keep_leftovers(sigfd, reaped, pid);
 }

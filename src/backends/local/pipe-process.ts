@@ -1,14 +1,19 @@
 /**
- * A pipe-mode process on the host (child_process), in its own session and process group so
- * signals reach the whole group. The exit is reported after stdout and stderr have ended,
- * or shortly after the exit when a background grandchild keeps the pipes open.
+ * A pipe-mode process on the host, run by `build/pty-relay --pipe` (native/pty-relay.c): the
+ * relay starts the command in a session and process group of its own on the pipes we give it,
+ * reports its pid and exit on a control socket (fd 3), and keeps what the command leaves
+ * running in the background until its session ends (keepers.ts); nothing outlives the server.
+ * The exit is reported after stdout and stderr have ended, or shortly after the exit when a
+ * background grandchild keeps the pipes open.
  */
 import { spawn } from 'node:child_process';
-import type { Readable } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
 import { execError } from '../../errors.ts';
-import type { BackendProcess, ProcessSink, SandboxType, SignalName, TerminalSize } from '../types.ts';
+import type { BackendExit, BackendProcess, ProcessSink, SandboxType, SignalName, TerminalSize } from '../types.ts';
+import { keptRelay, onControlLines, type Keepers } from './keepers.ts';
 import type { OutputChannels } from './output-channels.ts';
-import { signalGroup, signalNumber } from './signals.ts';
+import { ptyRelayPath, ptyRelayProblem } from './pty-process.ts';
+import { signalGroup, signalName, signalNumber } from './signals.ts';
 
 /** After the exit, how long to wait for pipes held open by leftover grandchildren. */
 const PIPE_CLOSE_GRACE_MS = 250;
@@ -28,84 +33,146 @@ export interface PipeSpawn {
    * stdout, and each channel costs the loop a handshake per spawn (see output-channels.ts).
    */
   readonly channels?: OutputChannels | undefined;
+  /** The session's relays: this one joins them until it is gone. */
+  readonly keepers?: Keepers | undefined;
 }
 
-export async function spawnPipe(opts: PipeSpawn, sink: ProcessSink): Promise<BackendProcess & { readonly pid: number }> {
+export async function spawnPipe(opts: PipeSpawn, sink: ProcessSink): Promise<BackendProcess & { readonly pid: number | undefined }> {
+  // Without the relay (no C compiler at install) the command is our child directly: it then
+  // runs in its own process group, but what it leaves behind is not kept, and can outlive us.
+  const viaRelay = ptyRelayProblem() === undefined;
   const channel = await opts.channels?.open((d) => sink.output('stdout', d)).catch(() => undefined);
   return new Promise((resolve, reject) => {
-    const child = spawn(opts.file, [...opts.args], {
+    const arg0 = opts.argv0 !== undefined ? ['--arg0', opts.argv0] : [];
+    const relay = spawn(viaRelay ? ptyRelayPath() : opts.file, viaRelay ? ['--pipe', ...arg0, opts.file, ...opts.args] : [...opts.args], {
       cwd: opts.cwd,
       env: opts.env,
-      argv0: opts.argv0,
+      argv0: viaRelay ? undefined : opts.argv0,
       detached: true,
-      stdio: [opts.stdin ? 'pipe' : 'ignore', channel?.childEnd ?? 'pipe', 'pipe'],
+      stdio: [opts.stdin ? 'pipe' : 'ignore', channel?.childEnd ?? 'pipe', 'pipe', viaRelay ? 'pipe' : 'ignore'],
     });
-    channel?.childEnd.destroy(); // the child has its own copy now (or never will)
-    const stdout: Readable | null = channel?.reader ?? child.stdout;
-    const stderr = child.stderr;
+    channel?.childEnd.destroy(); // the relay has its own copy now (or never will)
+    const stdout: Readable | null = channel?.reader ?? relay.stdout;
+    const stderr = relay.stderr;
+    const control = (relay.stdio[3] as Duplex | null) ?? undefined;
     let open = 2;
-    let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+    let pid: number | undefined;
+    let status: BackendExit | undefined;
     let reported = false;
+    let paused = false;
     const report = (): void => {
-      if (reported || !exit) return;
+      if (reported || !status) return;
       reported = true;
       stdout?.destroy();
       stderr?.destroy();
-      if (exit.signal) sink.exit({ kind: 'signaled', signal: exit.signal, signo: signalNumber(exit.signal) });
-      else sink.exit({ kind: 'exited', code: exit.code ?? -1 });
+      sink.exit(status);
     };
     const ended = (): void => {
       if (--open === 0) report();
     };
+    const exited = (s: BackendExit): void => {
+      if (status) return;
+      status = s;
+      if (open === 0) report();
+      else setTimeout(report, PIPE_CLOSE_GRACE_MS).unref();
+    };
     if (!channel) stdout?.on('data', (d: Buffer) => sink.output('stdout', d));
+    // stderr and the control socket are read apart: nothing of stderr before the pid is known.
+    stderr?.pause();
     stderr?.on('data', (d: Buffer) => sink.output('stderr', d));
     stdout?.on('end', ended).on('error', ended);
     stderr?.on('end', ended).on('error', ended);
-    child.stdin?.on('error', () => undefined); // EPIPE when the child stops reading: not our failure
-    child.once('error', (err: NodeJS.ErrnoException) => {
-      if (child.pid === undefined) {
+    relay.stdin?.on('error', () => undefined); // EPIPE when the child stops reading: not our failure
+    control?.on('error', () => undefined);
+    const fail = (why: string): void => {
+      if (pid === undefined) {
         stdout?.destroy();
         stderr?.destroy();
-        reject(execError('EXEC_ERR_INVALID_REQUEST', `failed to start ${opts.file}: ${err.code === 'ENOENT' ? 'No such file or directory' : err.message}`, { cause: err }));
+        reject(execError('EXEC_ERR_INTERNAL', `the process relay failed: ${why}`));
+      } else {
+        exited({ kind: 'lost', reason: `the process relay ended without reporting the exit: ${why}` });
       }
+    };
+    relay.once('error', (err: NodeJS.ErrnoException) => {
+      if (relay.pid === undefined) {
+        stdout?.destroy();
+        stderr?.destroy();
+        const code = err.code === 'ENOENT' || err.code === 'ENOTDIR' || err.code === 'EACCES' ? 'EXEC_ERR_INVALID_REQUEST' : 'EXEC_ERR_INTERNAL';
+        const why = err.code === 'ENOENT' ? 'No such file or directory' : err.message;
+        reject(execError(code, `failed to start ${opts.file}: ${why}`, { cause: err }));
+      } else fail(err.message);
     });
-    child.once('exit', (code, signal) => {
-      exit = { code, signal };
-      if (open === 0) report();
-      else setTimeout(report, PIPE_CLOSE_GRACE_MS).unref();
+    // Whatever the relay reported reaches us before its control socket closes.
+    let relayEnd: string | undefined;
+    let controlClosed = false;
+    const gone = (): void => {
+      if (controlClosed && relayEnd !== undefined && !status) fail(relayEnd);
+    };
+    relay.once('exit', (code, signal) => {
+      relayEnd = signal ? `killed by ${signal}` : `exit code ${String(code)}`;
+      if (!control) exited(signal ? { kind: 'signaled', signal, signo: signalNumber(signal) } : { kind: 'exited', code: code ?? -1 });
+      gone();
     });
-    child.once('spawn', () => {
-      const pid = child.pid as number;
-      const proc = {
-        pid,
-        sandboxType: opts.sandboxType,
-        async write(data) {
-          const stdin = child.stdin;
-          if (!stdin || stdin.destroyed || stdin.writableEnded) return;
-          if (stdin.writableLength + data.length > STDIN_BUFFER_LIMIT) {
-            throw execError('EXEC_ERR_TOO_LARGE', `stdin buffer full (${STDIN_BUFFER_LIMIT} bytes not yet read by the process)`);
-          }
-          stdin.write(data);
-        },
-        async closeStdin() {
-          child.stdin?.end();
-        },
-        async resize(_size: TerminalSize) {
-          // Pipes have no terminal size; the engine rejects resize for them before this point.
-        },
-        async signal(sig: SignalName) {
-          signalGroup(pid, sig);
-        },
-        pauseOutput() {
-          stdout?.pause();
-          stderr?.pause();
-        },
-        resumeOutput() {
-          stdout?.resume();
-          stderr?.resume();
-        },
-      } satisfies BackendProcess & { readonly pid: number };
+    control?.once('close', () => {
+      controlClosed = true;
+      gone();
+    });
+    if (relay.pid !== undefined && control) opts.keepers?.add(keptRelay(relay, control));
+
+    const proc = {
+      /** The command's (its process group's) pid, known once it runs. */
+      get pid(): number | undefined {
+        return pid;
+      },
+      sandboxType: opts.sandboxType,
+      async write(data: Buffer) {
+        const stdin = relay.stdin;
+        if (!stdin || stdin.destroyed || stdin.writableEnded) return;
+        if (stdin.writableLength + data.length > STDIN_BUFFER_LIMIT) {
+          throw execError('EXEC_ERR_TOO_LARGE', `stdin buffer full (${STDIN_BUFFER_LIMIT} bytes not yet read by the process)`);
+        }
+        stdin.write(data);
+      },
+      async closeStdin() {
+        relay.stdin?.end();
+      },
+      async resize(_size: TerminalSize) {
+        // Pipes have no terminal size; the engine rejects resize for them before this point.
+      },
+      async signal(sig: SignalName) {
+        // Once the exit is known, the group may be gone and its id reused.
+        if (pid !== undefined && !status) signalGroup(pid, sig);
+      },
+      pauseOutput() {
+        paused = true;
+        stdout?.pause();
+        stderr?.pause();
+      },
+      resumeOutput() {
+        paused = false;
+        stdout?.resume();
+        if (pid !== undefined) stderr?.resume();
+      },
+    } satisfies BackendProcess & { readonly pid: number | undefined };
+    const started = (n: number): void => {
+      pid = n;
+      if (!paused) stderr?.resume();
       resolve(proc);
+    };
+    if (!control) {
+      relay.once('spawn', () => started(relay.pid!));
+      return;
+    }
+    onControlLines(control, (word, n, rest) => {
+      if (word === 'pid') {
+        started(n);
+      } else if (word === 'error') {
+        stdout?.destroy();
+        stderr?.destroy();
+        reject(execError('EXEC_ERR_INVALID_REQUEST', `failed to start ${opts.file}: ${rest}`));
+      } else if (word === 'exit' || word === 'signal') {
+        exited(word === 'exit' ? { kind: 'exited', code: n } : { kind: 'signaled', signal: signalName(n), signo: n });
+      }
     });
   });
 }

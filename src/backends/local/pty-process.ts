@@ -17,6 +17,7 @@ import type { Duplex, Writable } from 'node:stream';
 import { execError } from '../../errors.ts';
 import type { BackendExit, BackendProcess, ProcessSink, SandboxType, SignalName, TerminalSize } from '../types.ts';
 import { nativeHelperPath } from './native-helpers.ts';
+import { keptRelay, onControlLines, type Keepers } from './keepers.ts';
 import type { OutputChannels } from './output-channels.ts';
 import { signalGroup, signalName } from './signals.ts';
 
@@ -37,9 +38,16 @@ export interface PtySpawn {
   readonly pinning?: boolean | undefined;
   /** Where the relay's output is read (a plain pipe without). */
   readonly channels?: OutputChannels | undefined;
+  /** The session's relays: this one joins them until it is gone. */
+  readonly keepers?: Keepers | undefined;
 }
 
-/** Whether PTY mode can run here; the reason when not. */
+/** The relay both modes run under (`--pipe` for pipe mode). */
+export function ptyRelayPath(): string {
+  return PTY_RELAY;
+}
+
+/** Whether the relay is there (PTY mode needs it, pipe mode keeps its commands with it); the reason when not. */
 export function ptyRelayProblem(): string | undefined {
   return existsSync(PTY_RELAY) ? undefined : `the PTY helper ${PTY_RELAY} is missing (it is built by \`npm install\`; needs a C compiler): run \`sh scripts/build-native.sh\``;
 }
@@ -68,7 +76,8 @@ export async function spawnPty(opts: PtySpawn, sink: ProcessSink): Promise<Backe
     const report = (): void => {
       if (reported || !status || !outputEnded) return;
       reported = true;
-      control.destroy();
+      // The control socket stays open: the relay keeps what the command left running in the
+      // background until the session ends it (keepers.ts), and leaves at once if there is none.
       sink.exit(status);
     };
     const fail = (why: string): void => {
@@ -109,25 +118,18 @@ export async function spawnPty(opts: PtySpawn, sink: ProcessSink): Promise<Backe
       ended();
     });
 
-    let lines = '';
-    control.setEncoding('utf8').on('data', (s: string) => {
-      lines += s;
-      let nl: number;
-      while ((nl = lines.indexOf('\n')) >= 0) {
-        const [word = '', arg = '', ...rest] = lines.slice(0, nl).split(' ');
-        lines = lines.slice(nl + 1);
-        const n = Number(arg);
-        if (word === 'pid') {
-          pid = n;
-          resolve(proc);
-        } else if (word === 'error') {
-          reject(execError('EXEC_ERR_INVALID_REQUEST', `failed to start ${opts.file}: ${rest.join(' ')}`));
-        } else if (word === 'exit' || word === 'signal') {
-          status = word === 'exit' ? { kind: 'exited', code: n } : { kind: 'signaled', signal: signalName(n), signo: n };
-          // What is left in the terminal is bounded: read it whatever the flow control says.
-          if (paused) output.resume();
-          report();
-        }
+    if (relay.pid !== undefined) opts.keepers?.add(keptRelay(relay, control));
+    onControlLines(control, (word, n, rest) => {
+      if (word === 'pid') {
+        pid = n;
+        resolve(proc);
+      } else if (word === 'error') {
+        reject(execError('EXEC_ERR_INVALID_REQUEST', `failed to start ${opts.file}: ${rest}`));
+      } else if (word === 'exit' || word === 'signal') {
+        status = word === 'exit' ? { kind: 'exited', code: n } : { kind: 'signaled', signal: signalName(n), signo: n };
+        // What is left in the terminal is bounded: read it whatever the flow control says.
+        if (paused) output.resume();
+        report();
       }
     });
 

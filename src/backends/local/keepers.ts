@@ -1,0 +1,78 @@
+/**
+ * The relays a local session's commands run under (build/pty-relay, native/pty-relay.c: the
+ * PTY relay, or `--pipe` for pipe mode). Each relay is a child subreaper: what its command leaves
+ * running in the background (`npm run dev &`, a daemon that forked twice) is handed to it and
+ * kept, and ends with the session: the relay kills everything below it when it reads `kill` on
+ * its control socket or when that socket closes, which also happens when the server dies, even
+ * by SIGKILL. A relay whose command left nothing behind exits right after the command.
+ */
+import type { ChildProcess } from 'node:child_process';
+import type { Duplex } from 'node:stream';
+
+/** How long `killAll` waits for relays to report they are gone. */
+const KILL_WAIT_MS = 5_000;
+
+/** One relay as its session keeps it. */
+export interface KeptRelay {
+  /** Asks the relay to end every process below it (SIGKILL) and leave. */
+  kill(): void;
+  /** Resolves once the relay process has exited. */
+  readonly gone: Promise<void>;
+}
+
+/** A relay's handle: `kill` writes the control line, `gone` follows the process. */
+export function keptRelay(relay: ChildProcess, control: Duplex): KeptRelay {
+  const gone = new Promise<void>((resolve) => {
+    if (relay.exitCode !== null || relay.signalCode !== null) resolve();
+    else relay.once('exit', () => resolve());
+  });
+  return {
+    gone,
+    kill() {
+      // Closing the socket would mean "kill" too (the relay ends its processes on EOF), but the
+      // line lets a running command be reported as killed before the socket goes.
+      // A closed socket: the relay has seen EOF and is ending them already.
+      if (!control.destroyed && control.writable) control.write('kill\n');
+    },
+  };
+}
+
+/** Every relay of one session that is still running (its command, or what the command left). */
+export class Keepers {
+  readonly #relays = new Set<KeptRelay>();
+
+  add(relay: KeptRelay): void {
+    this.#relays.add(relay);
+    void relay.gone.then(() => this.#relays.delete(relay));
+  }
+
+  get size(): number {
+    return this.#relays.size;
+  }
+
+  /** Ends every kept relay and what it holds; resolves when they are gone (or after a bound). */
+  async killAll(): Promise<void> {
+    const relays = [...this.#relays];
+    for (const r of relays) r.kill();
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, KILL_WAIT_MS)));
+    await Promise.race([Promise.all(relays.map((r) => r.gone)), bound]);
+    clearTimeout(timer);
+  }
+}
+
+/** Splits a relay's control socket into `word number rest` lines (`pid 12`, `exit 0`, `error 2 No such file`). */
+export function onControlLines(control: Duplex, handle: (word: string, n: number, rest: string) => void): void {
+  let lines = '';
+  control.setEncoding('utf8').on('data', (s: string) => {
+    lines += s;
+    let nl: number;
+    while ((nl = lines.indexOf('\n')) >= 0) {
+      const [word = '', arg = '', ...rest] = lines.slice(0, nl).split(' ');
+      lines = lines.slice(nl + 1);
+      handle(word, Number(arg), rest.join(' '));
+    }
+    // The relay's lines are short; anything longer is not from it.
+    if (lines.length > 4096) lines = '';
+  });
+}
