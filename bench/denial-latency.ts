@@ -13,7 +13,7 @@ import { spawn } from 'node:child_process';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { bubblewrapArgs, createDenyPlaceholders } from '../src/backends/local/bubblewrap.ts';
+import { bubblewrapArgs, DenyPlaceholders } from '../src/backends/local/bubblewrap.ts';
 import { startServer, TestSession } from '../test/support/harness.ts';
 
 const runs = Number(process.argv[2] ?? 100);
@@ -25,8 +25,9 @@ function percentile(values: number[], p: number): number {
 }
 
 async function raw(workdir: string): Promise<number[]> {
-  const placeholders = await createDenyPlaceholders();
-  const args = await bubblewrapArgs({ kind: 'restricted', writableRoots: [workdir, '/tmp'], denyRead: [], network: false }, workdir, placeholders, false);
+  const state = await mkdtemp(join(tmpdir(), 'bench-state-'));
+  const layout = { privateTmp: await mkdtemp(join(tmpdir(), 'bench-tmp-')), placeholders: await DenyPlaceholders.create(state) };
+  const args = await bubblewrapArgs({ kind: 'restricted', writableRoots: [workdir, '/tmp'], denyRead: [], network: false }, workdir, layout);
   const times: number[] = [];
   for (let i = 0; i < runs; i++) {
     const t0 = performance.now();

@@ -1,36 +1,50 @@
 /*
  * sandbox-join: runs a command inside a kept-warm bubblewrap sandbox (see
- * src/backends/local/warm-sandbox.ts). Does in one exec what `nsenter -m [-n] -r` followed by
- * `setpriv --bounding-set=-all --inh-caps=-all --no-new-privs` and a `cd` inside the sandbox
- * do in three (each exec costs about a millisecond of a 4 ms sandboxed round trip), and enters
- * the directory inside the sandbox, which `nsenter --wd` does not. Built at install time
+ * src/backends/local/warm-sandbox.ts), and drops a sandboxed command to its session's user.
+ * Does in one exec what `nsenter -m [-n] -p -r` followed by `setpriv` and a `cd` inside the
+ * sandbox do in three (each exec costs about a millisecond of a 4 ms sandboxed round trip), and
+ * enters the directory inside the sandbox, which `nsenter --wd` does not. Built at install time
  * (scripts/build-native.sh); without it every sandboxed command gets its own bwrap.
  *
- *   sandbox-join HOLDER_PID MNT_NS NET_NS|- CWD -- PROGRAM [ARG...]
- *   sandbox-join --hold      (the holder itself, run by bwrap inside the sandbox)
+ *   sandbox-join HOLDER_PID MNT_NS NET_NS|- PID_NS USER CWD -- PROGRAM [ARG...]
+ *   sandbox-join --as USER CWD -- PROGRAM [ARG...]   (inside a fresh bwrap: become USER, cd, exec)
+ *   sandbox-join --hold                          (the holder itself, run by bwrap inside the sandbox)
  *
- * As the holder it marks itself non-dumpable, says "ready" and waits for EOF on stdin: a
- * sandboxed command of this or another session (same uid, no pid namespace) can then neither
- * ptrace it nor open its /proc entries to borrow a wider sandbox.
+ * USER is `UID:GID:NPROC` (NPROC `-` for no process limit), or `-` to keep the caller's ids.
+ * A session's sandboxed commands run as a user of their own (local-backend.ts): root-only
+ * files stay closed to them, they cannot signal or trace another session's processes, and
+ * RLIMIT_NPROC, which counts per user, bounds the session's processes (a fork bomb stops at it).
  *
- * MNT_NS and NET_NS are the holder's namespace ids as bwrap reported them (`-`: keep ours): a
- * holder that is gone and whose pid was reused refuses the join instead of lending another
- * process's namespaces. The order matters: the holder's root is opened before entering its mount namespace (the
- * path /proc/PID/root is resolved in ours), the directory is changed after the chroot so that
- * CWD and every relative path resolve through the sandbox's mounts, and capabilities are
- * dropped last, after the namespace and chroot calls that need them.
+ * The holder marks itself non-dumpable, says "ready" and waits for EOF on stdin. It runs as
+ * pid 2 of the sandbox's own PID namespace (bwrap --unshare-pid; bwrap is its init): when it
+ * ends, the kernel ends every process of that namespace, so whatever a command left running in
+ * the background lives exactly as long as the sandbox, and bwrap's --die-with-parent makes that
+ * "as long as the server" too.
+ *
+ * The namespace ids are the holder's as bwrap reported them: a holder that is gone and whose
+ * pid was reused refuses the join instead of lending another process's namespaces. The order
+ * matters: the holder's root is opened before entering its mount namespace (the path
+ * /proc/PID/root is resolved in ours), the directory is changed after the chroot so that CWD and
+ * every relative path resolve through the sandbox's mounts, capabilities are dropped after the
+ * namespace and chroot calls that need them. Joining a PID namespace only moves children, so the
+ * command is forked: the parent stays outside, waits, and ends the way the command ended (its exit
+ * code, or the same signal), which is what the server sees.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <linux/capability.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define EXIT_SETUP 125
@@ -62,6 +76,104 @@ static void expect_ns(int fd, const char *id, const char *what) {
   }
 }
 
+struct user {
+  int set;
+  uid_t uid;
+  gid_t gid;
+  long nproc; /* -1: no limit */
+};
+
+static int parse_user(const char *s, struct user *u) {
+  memset(u, 0, sizeof *u);
+  u->nproc = -1;
+  if (strcmp(s, "-") == 0) return 1;
+  unsigned long uid, gid;
+  char nproc[24];
+  if (sscanf(s, "%lu:%lu:%23s", &uid, &gid, nproc) != 3 || uid == 0 || uid > 0xfffffffe || gid > 0xfffffffe) return 0;
+  if (strcmp(nproc, "-") != 0) {
+    if (!digits(nproc)) return 0;
+    u->nproc = strtol(nproc, NULL, 10);
+    if (u->nproc < 1) return 0;
+  }
+  u->set = 1;
+  u->uid = (uid_t)uid;
+  u->gid = (gid_t)gid;
+  return 1;
+}
+
+/* Empties the bounding set, so that exec cannot grant any capability back (needs CAP_SETPCAP:
+ * skipped without it, where the caller's bounding set is already narrow). */
+static void drop_bounding_set(void) {
+  for (int cap = 0; cap <= 63; cap++) {
+    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) {
+      if (errno == EPERM) return;
+      die("cannot drop a capability", "");
+    }
+  }
+}
+
+static void clear_capabilities(void) {
+  prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[2];
+  memset(data, 0, sizeof data);
+  if (syscall(SYS_capset, &header, data) != 0) die("cannot clear", "capabilities");
+}
+
+/* Becomes the session's user (if any) with no capability and no way to gain one, changes to
+ * `cwd` (if given: as that user, since a workspace may be closed to a root without capabilities),
+ * then execs. */
+static int become_and_exec(const struct user *u, const char *cwd, char **argv) {
+  drop_bounding_set();
+  if (u->set) {
+    if (u->nproc > 0) {
+      struct rlimit rl = {(rlim_t)u->nproc, (rlim_t)u->nproc};
+      if (setrlimit(RLIMIT_NPROC, &rl) != 0) die("cannot set", "RLIMIT_NPROC");
+    }
+    if (setgroups(0, NULL) != 0) die("cannot clear", "supplementary groups");
+    if (setresgid(u->gid, u->gid, u->gid) != 0) die("cannot set", "the group id");
+    if (setresuid(u->uid, u->uid, u->uid) != 0) die("cannot set", "the user id");
+  }
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die("cannot set", "no_new_privs");
+  clear_capabilities();
+  if (cwd && chdir(cwd) != 0) die("cannot change directory to", cwd);
+  execvp(argv[0], argv);
+  int err = errno;
+  fprintf(stderr, "sandbox-join: cannot run %s: %s\n", argv[0], strerror(err));
+  return err == ENOENT ? 127 : 126;
+}
+
+/* Outside the namespace: wait for the command and end the way it ended. Signals sent to the
+ * process group reach the command directly; blocked here, they cannot end the parent first. */
+static int wait_and_mirror(pid_t child) {
+  sigset_t all;
+  sigfillset(&all);
+  sigprocmask(SIG_BLOCK, &all, NULL);
+  int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+  /* Only the command may hold its output open: the server sees EOF when the command is done. */
+  for (int fd = 0; fd <= 2; fd++) {
+    if (devnull >= 0) dup2(devnull, fd);
+    else close(fd);
+  }
+  drop_bounding_set();
+  clear_capabilities();
+  int status;
+  while (waitpid(child, &status, 0) < 0) {
+    if (errno != EINTR) return EXIT_SETUP;
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  int sig = WTERMSIG(status);
+  struct rlimit none = {0, 0};
+  setrlimit(RLIMIT_CORE, &none); /* the command's core (if any) was written already */
+  signal(sig, SIG_DFL);
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  sigprocmask(SIG_UNBLOCK, &one, NULL);
+  raise(sig);
+  return 128 + sig;
+}
+
 static int hold(void) {
   if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) die("cannot set", "non-dumpable");
   if (write(1, "ready\n", 6) != 6) die("cannot write", "ready");
@@ -71,15 +183,28 @@ static int hold(void) {
   return 0;
 }
 
+static int usage(void) {
+  fprintf(stderr,
+          "usage: sandbox-join HOLDER_PID MNT_NS NET_NS|- PID_NS USER CWD -- PROGRAM [ARG...]\n"
+          "       sandbox-join --as USER CWD -- PROGRAM [ARG...]\n"
+          "       sandbox-join --hold\n");
+  return EXIT_SETUP;
+}
+
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--hold") == 0) return hold();
-  if (argc < 7 || strcmp(argv[5], "--") != 0 || !digits(argv[1]) || !digits(argv[2]) || (strcmp(argv[3], "-") != 0 && !digits(argv[3]))) {
-    fprintf(stderr, "usage: sandbox-join HOLDER_PID MNT_NS NET_NS|- CWD -- PROGRAM [ARG...]\n");
-    return EXIT_SETUP;
+  struct user user;
+  if (argc >= 6 && strcmp(argv[1], "--as") == 0) {
+    if (!parse_user(argv[2], &user) || strcmp(argv[4], "--") != 0) return usage();
+    return become_and_exec(&user, argv[3], argv + 5);
+  }
+  if (argc < 9 || strcmp(argv[7], "--") != 0 || !digits(argv[1]) || !digits(argv[2]) || (strcmp(argv[3], "-") != 0 && !digits(argv[3])) || !digits(argv[4]) ||
+      !parse_user(argv[5], &user)) {
+    return usage();
   }
   const char *pid = argv[1];
   int join_net = strcmp(argv[3], "-") != 0;
-  const char *cwd = argv[4];
+  const char *cwd = argv[6];
 
   int mnt = open_proc(pid, "ns/mnt", O_RDONLY);
   expect_ns(mnt, argv[2], "mount");
@@ -88,6 +213,8 @@ int main(int argc, char **argv) {
     net = open_proc(pid, "ns/net", O_RDONLY);
     expect_ns(net, argv[3], "network");
   }
+  int pidns = open_proc(pid, "ns/pid", O_RDONLY);
+  expect_ns(pidns, argv[4], "PID");
   int root = open_proc(pid, "root", O_RDONLY | O_DIRECTORY);
   /* Still the same process after opening its root (its pid cannot have been reused meanwhile). */
   int again = open_proc(pid, "ns/mnt", O_RDONLY);
@@ -98,21 +225,14 @@ int main(int argc, char **argv) {
   if (setns(mnt, CLONE_NEWNS) != 0) die("cannot join the mount namespace of", pid);
   if (fchdir(root) != 0 || chroot(".") != 0) die("cannot enter the root of", pid);
   if (chdir(cwd) != 0) die("cannot change directory to", cwd);
+  if (setns(pidns, CLONE_NEWPID) != 0) die("cannot join the PID namespace of", pid);
+  close(mnt);
+  close(pidns);
+  close(root);
+  if (net >= 0) close(net);
 
-  /* No capability survives: the bounding set is emptied (so exec cannot grant any back, even
-   * to uid 0), then the current sets; no_new_privs blocks setuid binaries. */
-  for (int cap = 0; cap <= 63; cap++) {
-    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) die("cannot drop a capability", "");
-  }
-  prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die("cannot set", "no_new_privs");
-  struct __user_cap_header_struct header = { _LINUX_CAPABILITY_VERSION_3, 0 };
-  struct __user_cap_data_struct data[2];
-  memset(data, 0, sizeof data);
-  if (syscall(SYS_capset, &header, data) != 0) die("cannot clear", "capabilities");
-
-  execvp(argv[6], argv + 6);
-  int err = errno;
-  fprintf(stderr, "sandbox-join: cannot run %s: %s\n", argv[6], strerror(err));
-  return err == ENOENT ? 127 : 126;
+  pid_t child = fork();
+  if (child < 0) die("cannot start the command in the sandbox of", pid); /* ENOMEM: the namespace has ended */
+  if (child == 0) return become_and_exec(&user, NULL, argv + 8);
+  return wait_and_mirror(child);
 }

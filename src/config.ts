@@ -4,7 +4,7 @@
  * README's configuration table, so they cannot drift apart.
  */
 import { parseArgs } from 'node:util';
-import { tmpdir } from 'node:os';
+import { homedir } from 'node:os';
 import { join } from 'node:path';
 
 type Kind = 'string' | 'int' | 'bool' | 'enum';
@@ -22,6 +22,15 @@ interface OptionDef {
 }
 
 /** Every option the server understands. Order is the order of `--help` and the README. */
+/**
+ * Local workspaces live outside every default writable root of a sandbox (the workspace, /tmp):
+ * under /tmp, one session's commands could write into another's workspace.
+ */
+function defaultWorkspaceRoot(): string {
+  if (process.getuid?.() === 0) return '/var/lib/exec-server/workspaces';
+  return join(process.env['XDG_STATE_HOME'] ?? join(homedir(), '.local', 'state'), 'exec-server', 'workspaces');
+}
+
 export const OPTIONS = {
   listen: { flag: 'listen', env: 'EXEC_SERVER_LISTEN', kind: 'string', default: 'ws://127.0.0.1:8765', description: 'Address to serve WebSocket and HTTP on, `ws://HOST:PORT` (port 0 = any free port).' },
   backend: { flag: 'backend', env: 'EXEC_SERVER_BACKEND', kind: 'enum', values: ['local', 'docker', 'auto'], default: 'local', description: 'Where sessions run: `local` (workspace dirs on this host), `docker` (a container per session), `auto` (docker when an engine answers, else local).' },
@@ -31,7 +40,7 @@ export const OPTIONS = {
   insecureNoAuth: { flag: 'insecure-no-auth', env: 'EXEC_SERVER_INSECURE_NO_AUTH', kind: 'bool', default: false, description: 'Allow binding a non-loopback address without a token.' },
   image: { flag: 'image', env: 'EXEC_SERVER_IMAGE', kind: 'string', default: 'exec-server-session:latest', description: 'Default session image (docker backend).' },
   dockerHost: { flag: 'docker-host', env: 'EXEC_SERVER_DOCKER_HOST', kind: 'string', default: undefined, description: 'Docker engine address (`unix:///path` or `tcp://host:port`); falls back to `DOCKER_HOST`, then the default socket.' },
-  workspaceRoot: { flag: 'workspace-root', env: 'EXEC_SERVER_WORKSPACE_ROOT', kind: 'string', default: join(tmpdir(), 'exec-server'), description: 'Local backend: directory holding one workspace directory per session.' },
+  workspaceRoot: { flag: 'workspace-root', env: 'EXEC_SERVER_WORKSPACE_ROOT', kind: 'string', default: defaultWorkspaceRoot(), description: 'Local backend: directory holding one workspace directory per session (outside /tmp, which sandboxed commands see as a private /tmp of their session).' },
   ptyPin: { flag: 'pty-pin', env: 'EXEC_SERVER_PTY_PIN', kind: 'bool', default: false, description: 'Local backend: pin a PTY command streaming fast to one CPU with its relay while it streams (faster terminals on VMs; changes the command\'s CPU affinity, so off unless turned on; see README).' },
   logLevel: { flag: 'log-level', env: 'EXEC_SERVER_LOG_LEVEL', kind: 'enum', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', description: 'Log level: `info` logs lifecycle events (sessions created and reaped, processes lost, policy decisions), `debug` adds one line per request.' },
   logFormat: { flag: 'log-format', env: 'EXEC_SERVER_LOG_FORMAT', kind: 'enum', values: ['auto', 'json', 'pretty'], default: 'auto', description: 'Log lines on stderr: `json` (pino), `pretty` (one readable line each), `auto` (pretty when stderr is a terminal, else json).' },
@@ -230,6 +239,26 @@ export function warmPoolRuntimes(value: string): Record<string, number> {
   return out;
 }
 
+/**
+ * `argv` with the values of secret options (tokens) replaced, and which flags carried one.
+ * The server shows the result as its command line: whatever runs on the host, sandboxed
+ * commands without their own PID namespace included, can read a process's command line.
+ */
+export function redactSecretFlags(argv: readonly string[]): { argv: string[]; flags: string[] } {
+  const secret = new Set((Object.values(OPTIONS) as OptionDef[]).filter((d) => d.secret).map((d) => `--${d.flag}`));
+  const out: string[] = [];
+  const flags: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const eq = a.indexOf('=');
+    const name = eq > 0 ? a.slice(0, eq) : a;
+    if (!secret.has(name)) out.push(a);
+    else if (eq > 0) out.push(`${name}=***`), flags.push(name);
+    else out.push(a, '***'), flags.push(name), i++;
+  }
+  return { argv: out, flags };
+}
+
 /** `--help` text, generated from the option table. */
 export function helpText(): string {
   const lines = ['Usage: exec-server serve [options]', '', 'Options (each also settable by its environment variable):'];
@@ -244,7 +273,7 @@ export function helpText(): string {
 export function markdownTable(): string {
   const rows = ['| Flag | Variable | Default | Meaning |', '|---|---|---|---|'];
   for (const [name, def] of Object.entries(OPTIONS) as [string, OptionDef][]) {
-    const dflt = name === 'workspaceRoot' ? '`$TMPDIR/exec-server`' : def.default === undefined ? '(none)' : `\`${String(def.default)}\``;
+    const dflt = name === 'workspaceRoot' ? '`/var/lib/exec-server/workspaces` as root, else `$XDG_STATE_HOME/exec-server/workspaces`' : def.default === undefined ? '(none)' : `\`${String(def.default)}\``;
     rows.push(`| \`--${def.flag}\` | \`${def.env}\` | ${dflt} | ${def.description.replace(/\|/g, '\\|')} |`);
   }
   return rows.join('\n');

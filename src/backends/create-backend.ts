@@ -41,5 +41,7 @@ export async function createBackend(config: Config, log: Logger): Promise<Backen
       log.info({ reason: (err as Error).message }, 'backend auto: no docker engine, using local');
     }
   }
-  return createLocalBackend({ workspaceRoot: config.workspaceRoot, ptyPinning: config.ptyPin }, log.child({ backend: 'local' }));
+  // Without a token, anything that reaches the port may run commands: sandboxed commands get no network.
+  const hasToken = config.token !== undefined || config.tokens !== undefined || config.tokensFile !== undefined;
+  return createLocalBackend({ workspaceRoot: config.workspaceRoot, ptyPinning: config.ptyPin, sandboxNetwork: hasToken }, log.child({ backend: 'local' }));
 }

@@ -225,6 +225,11 @@ export interface BackendSession {
   persistRecord(record: string): Promise<void>;
   /** Called when the session dies under us (container killed from outside). */
   onLost(listener: (reason: string) => void): void;
+  /**
+   * Optional: ends every process of the session, including those a command left running in
+   * the background and those that left their process group; the session stays usable.
+   */
+  killAll?(): Promise<void>;
   /** Kills everything and frees resources. Idempotent. */
   destroy(): Promise<void>;
 }
@@ -243,6 +248,11 @@ export interface BackendSessionSpec {
   readonly network: boolean;
   /** OCI runtime asked for (docker); undefined: the server's default. */
   readonly runtime?: string | undefined;
+  /**
+   * Whether the session's commands run sandboxed (its policy is not danger-full-access): its
+   * file operations then see the files as its sandboxed commands do (local backend).
+   */
+  readonly sandboxed?: boolean | undefined;
 }
 
 /** A snapshot as clients see it (`session/snapshot`, `/v1/snapshots`). */

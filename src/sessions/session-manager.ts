@@ -117,6 +117,7 @@ export class SessionManager {
         labels: resolved.labels,
         resources: resolved.resources,
         network,
+        sandboxed: resolved.policy.sandbox.type !== 'danger-full-access',
       });
       const session = new Session(id, options.tenant, resolved, backendSession, this.#deps);
       this.#sessions.set(id, session);

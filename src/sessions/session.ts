@@ -267,6 +267,17 @@ export class Session {
     return h;
   }
 
+  /**
+   * Ends every process: the tracked ones (with the terminate grace), then whatever the backend
+   * still runs for the session (background processes, ones that left their process group).
+   * Returns how many tracked processes were running.
+   */
+  async terminateAll(): Promise<number> {
+    const terminated = await this.processes.terminateAll();
+    await this.backend.killAll?.();
+    return terminated;
+  }
+
   /** Registers a cleanup run when the session is destroyed; returns its removal. */
   onDestroy(cleanup: () => void): () => void {
     this.#onDestroy.add(cleanup);

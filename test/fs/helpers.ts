@@ -1,6 +1,6 @@
 /** Shared helpers of the filesystem tests: a server plus session per backend, and root-side fixtures. */
 import { execFile } from 'node:child_process';
-import { mkdtemp, realpath, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, realpath, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -51,8 +51,11 @@ export async function fsEnv(t: TestContext, kind: BackendKind, opts: FsEnvOption
   let outside: string;
   if (kind === 'local') {
     workdir = await realpath(await mkdtemp(join(tmpdir(), 'fs-ws-')));
-    outside = await realpath(await mkdtemp(join(tmpdir(), 'fs-outside-')));
+    // Not under /tmp: a sandboxed session sees a /tmp of its own, in its commands and its fs/* calls.
+    outside = await realpath(await mkdtemp('/var/tmp/fs-outside-'));
     const dirs = [workdir, outside];
+    // Like a user's directories (mkdtemp makes them 0700): readable by the sandbox's own user.
+    await Promise.all(dirs.map((d) => chmod(d, 0o755)));
     t.after(() => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true }))));
   } else {
     workdir = '/workspace';

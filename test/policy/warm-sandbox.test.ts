@@ -14,10 +14,17 @@ import { silentLogger } from '../../src/logger.ts';
 import { probeWarmSandbox, WarmSandboxes } from '../../src/backends/local/warm-sandbox.ts';
 import { startServer, TestSession } from '../support/harness.ts';
 
-/** bwrap holder processes (`... -- sandbox-join --hold`) whose arguments mention `path`. */
+/**
+ * bwrap holder processes (`... -- sandbox-join --hold`) whose arguments mention `path`: the
+ * outer bwrap of each (its child, the init of the sandbox's PID namespace, has the same arguments).
+ */
 function holdersFor(path: string): number {
-  const ps = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' });
-  return ps.split('\n').filter((l) => l.startsWith('bwrap ') && l.includes(path) && l.endsWith(' --hold')).length;
+  const rows = execFileSync('ps', ['-eo', 'pid=,ppid=,args='], { encoding: 'utf8' })
+    .split('\n')
+    .map((l) => /^\s*(\d+)\s+(\d+)\s+(.*)$/.exec(l))
+    .filter((m): m is RegExpExecArray => m !== null && m[3]!.startsWith('bwrap ') && m[3]!.includes(path) && m[3]!.endsWith(' --hold'));
+  const pids = new Set(rows.map((m) => m[1]));
+  return rows.filter((m) => !pids.has(m[2])).length;
 }
 
 /** Warm sandboxes need root: elsewhere these tests say so and skip; under CI=true they must run. */
@@ -95,7 +102,7 @@ test('the native helper confines relative paths too, and a missing cwd fails cle
   execFileSync('sh', ['-c', `echo secret > '${dir}/.env'`]);
   const placeholder = join(dir, 'placeholder');
   execFileSync('sh', ['-c', `: > '${placeholder}'; chmod 000 '${placeholder}'`]);
-  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--cap-drop', 'ALL', '--die-with-parent', '--unshare-net', '--bind', dir, dir, '--ro-bind', placeholder, `${dir}/.env`, '--chdir', dir];
+  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--unshare-pid', '--cap-drop', 'ALL', '--die-with-parent', '--unshare-net', '--bind', dir, dir, '--ro-bind', placeholder, `${dir}/.env`, '--chdir', dir];
   const sandboxes = new WarmSandboxes(tools, silentLogger);
   t.after(() => sandboxes.close());
   const argv = await sandboxes.wrap(args, dir, ['sh', '-c', 'pwd; cat .env 2>/dev/null || echo unreadable; echo ok > made && cat made; touch /etc/escape 2>/dev/null && echo ESCAPED || echo read-only; grep CapBnd /proc/self/status']);

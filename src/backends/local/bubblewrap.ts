@@ -1,13 +1,14 @@
 /**
  * The local backend's sandbox: bubblewrap (`bwrap`, Debian package `bubblewrap`).
- * A read-only view of the whole filesystem, the writable roots bound read-write, deny-read
- * paths covered by an unreadable placeholder, no network unless granted, and every
- * capability dropped so root inside cannot step around file modes.
+ * A read-only view of the whole filesystem, the writable roots bound read-write, a private
+ * `/tmp` per session, deny-read paths covered by an unreadable placeholder, a PID namespace of
+ * its own (a fresh /proc that shows only the sandbox's processes), its own System V IPC, no
+ * network unless granted, and every capability dropped. The command runs as its session's
+ * user where the server is root (sandbox-users.ts, native/sandbox-join.c).
  */
 import { execFile } from 'node:child_process';
-import { chmod, mkdir, mkdtemp, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { chmod, lstat, mkdir, mkdtemp, stat, writeFile } from 'node:fs/promises';
+import { posix } from 'node:path';
 import { promisify } from 'node:util';
 import type { ResolvedSandbox } from '../types.ts';
 
@@ -23,7 +24,7 @@ export interface BubblewrapProbe {
 /** Checks that `bwrap` exists and can really start a sandbox on this host. */
 export async function probeBubblewrap(path = 'bwrap'): Promise<BubblewrapProbe> {
   try {
-    await run(path, ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--unshare-net', '--cap-drop', 'ALL', '--', 'true'], { timeout: 10_000 });
+    await run(path, ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--unshare-pid', '--unshare-net', '--cap-drop', 'ALL', '--', 'true'], { timeout: 10_000 });
     return { available: true, path };
   } catch (err) {
     const e = err as NodeJS.ErrnoException & { stderr?: string };
@@ -32,21 +33,56 @@ export async function probeBubblewrap(path = 'bwrap'): Promise<BubblewrapProbe> 
   }
 }
 
-/** Unreadable placeholders bound over deny-read paths (mode 000, owned by root). */
-export interface DenyPlaceholders {
+/**
+ * Unreadable placeholders bound over deny-read paths: an empty file and an empty directory,
+ * mode 000, in a directory of their own that only the server's user can enter. Sandboxed
+ * commands run as another user (they can neither chmod, write nor remove them), the directory
+ * is bound read-only into every sandbox that could otherwise write it, and a placeholder that
+ * went missing or changed (an unsandboxed command can do anything) is made again before use.
+ */
+export class DenyPlaceholders {
+  readonly root: string;
   readonly file: string;
   readonly dir: string;
+
+  private constructor(root: string) {
+    this.root = root;
+    this.file = posix.join(root, 'file');
+    this.dir = posix.join(root, 'dir');
+  }
+
+  /** Creates them in a new directory under `parent` (made if missing, mode 0711). */
+  static async create(parent: string): Promise<DenyPlaceholders> {
+    await mkdir(parent, { recursive: true, mode: 0o711 });
+    const p = new DenyPlaceholders(await mkdtemp(posix.join(parent, 'deny-')));
+    await p.ensure();
+    return p;
+  }
+
+  /** Makes the placeholders what they must be, if anything changed them. */
+  async ensure(): Promise<void> {
+    await chmod(this.root, 0o700).catch(() => mkdir(this.root, { recursive: true, mode: 0o700 }));
+    const file = await lstat(this.file).catch(() => undefined);
+    if (!file || !file.isFile() || file.size !== 0 || (file.mode & 0o7777) !== 0 || file.nlink !== 1) {
+      if (file) await run('rm', ['-rf', '--', this.file]);
+      await writeFile(this.file, '', { mode: 0o000 });
+      await chmod(this.file, 0o000);
+    }
+    const dir = await lstat(this.dir).catch(() => undefined);
+    if (!dir || !dir.isDirectory() || (dir.mode & 0o7777) !== 0 || dir.nlink !== 2) {
+      if (dir) await run('rm', ['-rf', '--', this.dir]);
+      await mkdir(this.dir, { mode: 0o000 });
+      await chmod(this.dir, 0o000);
+    }
+  }
 }
 
-export async function createDenyPlaceholders(): Promise<DenyPlaceholders> {
-  const root = await mkdtemp(join(tmpdir(), 'exec-server-deny-'));
-  const file = join(root, 'file');
-  const dir = join(root, 'dir');
-  await writeFile(file, '');
-  await mkdir(dir);
-  await chmod(file, 0o000);
-  await chmod(dir, 0o000);
-  return { file, dir };
+/** What a session adds to the sandbox: its private /tmp on the host, and the placeholders. */
+export interface SandboxLayout {
+  readonly privateTmp: string;
+  readonly placeholders: DenyPlaceholders;
+  /** The session's workspace: visible (read-only at least) even where it lies under /tmp. */
+  readonly workdir?: string | undefined;
 }
 
 async function kindOf(path: string): Promise<'dir' | 'file' | 'missing'> {
@@ -57,18 +93,36 @@ async function kindOf(path: string): Promise<'dir' | 'file' | 'missing'> {
   }
 }
 
+function isWithin(path: string, root: string): boolean {
+  const rel = posix.relative(root, path);
+  return rel === '' || (!rel.startsWith('..') && !posix.isAbsolute(rel));
+}
+
 /** The `bwrap` arguments (without the command) for a restricted sandbox. */
-export async function bubblewrapArgs(sandbox: Extract<ResolvedSandbox, { kind: 'restricted' }>, cwd: string, placeholders: DenyPlaceholders, pty: boolean): Promise<string[]> {
-  // No `--proc`: without a pid namespace a fresh procfs shows exactly what the read-only bind
-  // of / already shows, and mounting it costs ~0.4 ms per start.
-  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--cap-drop', 'ALL', '--die-with-parent'];
-  // A new session would detach a PTY child from its controlling terminal; pipe children
-  // already run in their own session (spawned detached), which also blocks TIOCSTI.
-  if (!pty) args.push('--new-session');
+export async function bubblewrapArgs(sandbox: Extract<ResolvedSandbox, { kind: 'restricted' }>, cwd: string, layout: SandboxLayout): Promise<string[]> {
+  // No --new-session: every command already runs in a session of its own (the relay's, or
+  // the terminal's), which also blocks TIOCSTI, and bwrap's would keep group signals from it.
+  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--unshare-pid', '--unshare-ipc', '--cap-drop', 'ALL', '--die-with-parent'];
   if (!sandbox.network) args.push('--unshare-net');
-  for (const root of sandbox.writableRoots) {
-    if ((await kindOf(root)) !== 'missing') args.push('--bind', root, root);
+  // Parents before children: the private /tmp must not cover a writable root below /tmp (a
+  // workspace there), and a root must not cover the private /tmp.
+  const tmpWritable = sandbox.writableRoots.some((r) => posix.normalize(r) === '/tmp');
+  const mounts: { target: string; args: string[] }[] = [{ target: '/tmp', args: [tmpWritable ? '--bind' : '--ro-bind', layout.privateTmp, '/tmp'] }];
+  const visible = sandbox.writableRoots.map((r) => ({ path: r, writable: true }));
+  const wd = layout.workdir;
+  if (wd !== undefined && isWithin(wd, '/tmp') && !sandbox.writableRoots.some((r) => isWithin(wd, r) && posix.normalize(r) !== '/tmp')) visible.push({ path: wd, writable: false });
+  for (const { path: root, writable } of visible) {
+    if (posix.normalize(root) === '/tmp') continue;
+    if ((await kindOf(root)) === 'missing') continue;
+    mounts.push({ target: root, args: [writable ? '--bind' : '--ro-bind', root, root] });
+    // The mount point in the private /tmp: bwrap would make its parents closed to all but root
+    // (and could not make it at all where that /tmp is read-only).
+    if (isWithin(root, '/tmp')) await mkdir(posix.join(layout.privateTmp, posix.relative('/tmp', root)), { recursive: true, mode: 0o711 });
   }
+  mounts.sort((a, b) => a.target.split('/').length - b.target.split('/').length);
+  for (const m of mounts) args.push(...m.args);
+  const { placeholders } = layout;
+  if (sandbox.writableRoots.some((r) => isWithin(placeholders.root, r))) args.push('--ro-bind', placeholders.root, placeholders.root);
   for (const denied of sandbox.denyRead) {
     const kind = await kindOf(denied);
     if (kind !== 'missing') args.push('--ro-bind', kind === 'dir' ? placeholders.dir : placeholders.file, denied);

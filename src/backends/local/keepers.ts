@@ -14,6 +14,8 @@ const KILL_WAIT_MS = 5_000;
 
 /** One relay as its session keeps it. */
 export interface KeptRelay {
+  /** The relay's pid (every process it keeps is below it). */
+  readonly pid: number | undefined;
   /** Asks the relay to end every process below it (SIGKILL) and leave. */
   kill(): void;
   /** Resolves once the relay process has exited. */
@@ -27,6 +29,7 @@ export function keptRelay(relay: ChildProcess, control: Duplex): KeptRelay {
     else relay.once('exit', () => resolve());
   });
   return {
+    pid: relay.pid,
     gone,
     kill() {
       // Closing the socket would mean "kill" too (the relay ends its processes on EOF), but the
@@ -48,6 +51,11 @@ export class Keepers {
 
   get size(): number {
     return this.#relays.size;
+  }
+
+  /** The pids of the relays still running. */
+  pids(): number[] {
+    return [...this.#relays].flatMap((r) => (r.pid === undefined ? [] : [r.pid]));
   }
 
   /** Ends every kept relay and what it holds; resolves when they are gone (or after a bound). */

@@ -1,14 +1,18 @@
 /**
  * Kept-warm bubblewrap sandboxes: a sandboxed start without bwrap's setup on the hot path.
  *
- * Setting up a bubblewrap sandbox (mount and network namespaces, the read-only bind of /, the
- * binds and deny placeholders) costs several milliseconds per command, most of a sandboxed
+ * Setting up a bubblewrap sandbox (mount, PID and network namespaces, the read-only bind of /,
+ * the binds and deny placeholders) costs several milliseconds per command, most of a sandboxed
  * round trip. Instead, a session keeps one idle sandbox per distinct set of bwrap arguments
- * (a bwrap "holder" whose `cat` lives until its stdin closes), and each command joins the
- * holder's namespaces and root, drops every capability, sets no_new_privs, and changes to its
- * directory inside the sandbox before it execs, all in one exec of build/sandbox-join
- * (native/sandbox-join.c, built at install), which is also the holder. The command sees exactly
- * the filesystem and network the same arguments give a fresh bwrap.
+ * (a bwrap "holder" that lives until its stdin closes), and each command joins the holder's
+ * namespaces and root, becomes the session's user, drops every capability, sets no_new_privs,
+ * and changes to its directory inside the sandbox before it execs, all in one exec of
+ * build/sandbox-join (native/sandbox-join.c, built at install), which is also the holder. The
+ * command sees exactly the filesystem, processes and network the same arguments give a fresh bwrap.
+ *
+ * The holder is pid 2 of the sandbox's PID namespace: what a command leaves running in the
+ * background stays in that namespace, and ends when the holder does (the session ends, or
+ * `killAll`); bwrap's --die-with-parent ends it with the server, even a SIGKILLed one.
  *
  * Why not util-linux `nsenter` + `setpriv` (tried first): three execs instead of one, `nsenter
  * --wd` opens the directory before entering the namespaces (relative paths then resolve through
@@ -49,6 +53,25 @@ interface Holder {
   /** Namespace ids bwrap reported; sandbox-join refuses a pid whose namespaces differ. */
   readonly mntNs: string;
   readonly netNs: string | undefined;
+  readonly pidNs: string;
+}
+
+/** Who a sandboxed command runs as: `UID:GID:NPROC` for sandbox-join, or `-` (the caller's ids). */
+export function userArg(user: { uid: number; gid: number } | undefined, nproc: number | undefined): string {
+  return user ? `${user.uid}:${user.gid}:${nproc ?? '-'}` : '-';
+}
+
+/** A command in a fresh bwrap of its own (no holder), as `user` when one is given. */
+export function coldArgv(tools: { bwrap: string; join: string | undefined }, bwrapArgs: readonly string[], cwd: string, argv: readonly string[], user: string): string[] {
+  if (user === '-' || tools.join === undefined) return [tools.bwrap, ...bwrapArgs, '--', ...argv];
+  // bwrap keeps just what sandbox-join needs to change user (the change drops them too), and
+  // the user enters the directory: a workspace is closed to a root without capabilities.
+  const args: string[] = [];
+  for (let i = 0; i < bwrapArgs.length; i++) {
+    if (bwrapArgs[i] === '--chdir') i++;
+    else args.push(bwrapArgs[i]!);
+  }
+  return [tools.bwrap, ...args, '--cap-add', 'CAP_SETUID', '--cap-add', 'CAP_SETGID', '--', tools.join, '--as', user, cwd, '--', ...argv];
 }
 
 /**
@@ -92,10 +115,11 @@ function startHolder(tools: WarmSandboxTools, sandboxArgs: readonly string[]): P
       const field = (name: string): string | undefined => new RegExp(`"${name}":\\s*(\\d+)`).exec(info)?.[1];
       const pid = field('child-pid');
       const mntNs = field('mnt-namespace');
-      if (!pid || !mntNs) return fail(new Error(`bwrap reported no sandbox: ${stderr.trim() || info.trim() || 'no output'}`));
+      const pidNs = field('pid-namespace');
+      if (!pid || !mntNs || !pidNs) return fail(new Error(`bwrap reported no sandbox: ${stderr.trim() || info.trim() || 'no output'}`));
       child.stdout!.resume();
       child.stderr!.resume();
-      resolve({ child, pid, mntNs, netNs: field('net-namespace') });
+      resolve({ child, pid, mntNs, netNs: field('net-namespace'), pidNs });
     };
     let infoEnded = false;
     child.once('error', fail);
@@ -129,20 +153,21 @@ export class WarmSandboxes {
   }
 
   /**
-   * The argv that runs `argv` in `cwd` inside the sandbox `bwrapArgs` describes, through a warm
-   * holder; a plain `bwrap` argv when no holder can be had (the command still runs sandboxed).
+   * The argv that runs `argv` in `cwd` inside the sandbox `bwrapArgs` describes, as `user`
+   * (userArg), through a warm holder; a fresh bwrap's argv when no holder can be had (the
+   * command still runs sandboxed).
    */
-  async wrap(bwrapArgs: readonly string[], cwd: string, argv: readonly string[]): Promise<string[]> {
+  async wrap(bwrapArgs: readonly string[], cwd: string, argv: readonly string[], user = '-'): Promise<string[]> {
     const { key, sandboxArgs, netns } = await sandboxKey(bwrapArgs);
     let holder: Holder;
     try {
       holder = await this.#holder(key, sandboxArgs);
     } catch (err) {
       this.#log.warn({ err }, 'no warm sandbox; starting this command in its own bwrap');
-      return [this.#tools.bwrap, ...bwrapArgs, '--', ...argv];
+      return coldArgv(this.#tools, bwrapArgs, cwd, argv, user);
     }
-    if (netns && !holder.netNs) return [this.#tools.bwrap, ...bwrapArgs, '--', ...argv];
-    return [this.#tools.join, holder.pid, holder.mntNs, netns ? holder.netNs! : '-', cwd, '--', ...argv];
+    if (netns && !holder.netNs) return coldArgv(this.#tools, bwrapArgs, cwd, argv, user);
+    return [this.#tools.join, holder.pid, holder.mntNs, netns ? holder.netNs! : '-', holder.pidNs, user, cwd, '--', ...argv];
   }
 
   async #holder(key: string, sandboxArgs: readonly string[]): Promise<Holder> {
@@ -175,11 +200,40 @@ export class WarmSandboxes {
     setTimeout(() => void lru.then((h) => h.child.stdin?.end(), () => undefined), EVICTION_GRACE_MS).unref();
   }
 
-  /** Ends every holder (it sees EOF on stdin; commands already started keep running). */
-  close(): void {
-    this.#closed = true;
-    for (const h of this.#holders.values()) void h.then((holder) => holder.child.stdin?.end(), () => undefined);
+  /** The pids of the holders' outer bwrap processes (their sandboxes' processes are below them). */
+  async pids(): Promise<number[]> {
+    const holders = await Promise.all([...this.#holders.values()].map((h) => h.then((holder) => holder.child.pid, () => undefined)));
+    return holders.filter((p): p is number => p !== undefined);
+  }
+
+  /**
+   * Ends every holder and with it every process in its PID namespace: the commands that joined
+   * it, and whatever they left running in the background. Resolves once the holders are gone.
+   * Later commands get new holders (unless the session is closed).
+   */
+  async killAll(): Promise<void> {
+    const holders = [...this.#holders.values()];
     this.#holders.clear();
+    await Promise.all(
+      holders.map((h) =>
+        h.then(
+          (holder) =>
+            new Promise<void>((resolve) => {
+              if (holder.child.exitCode !== null || holder.child.signalCode !== null) return resolve();
+              holder.child.once('exit', () => resolve());
+              // bwrap dies, its --die-with-parent kills the namespace's init, the kernel the rest.
+              holder.child.kill('SIGKILL');
+            }),
+          () => undefined,
+        ),
+      ),
+    );
+  }
+
+  /** Ends every holder and what runs in it, for good. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.killAll();
   }
 }
 
@@ -193,7 +247,7 @@ export async function probeWarmSandbox(bwrap: string, log: Logger): Promise<Warm
   const tools: WarmSandboxTools = { bwrap, join: JOIN_HELPER };
   const sandboxes = new WarmSandboxes(tools, log);
   try {
-    const argv = await sandboxes.wrap(['--ro-bind', '/', '/', '--dev', '/dev', '--cap-drop', 'ALL', '--unshare-net', '--die-with-parent'], '/', ['sh', '-c', 'touch /.exec-server-probe 2>/dev/null && exit 3; exit 0']);
+    const argv = await sandboxes.wrap(['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--unshare-pid', '--cap-drop', 'ALL', '--unshare-net', '--die-with-parent'], '/', ['sh', '-c', 'touch /.exec-server-probe 2>/dev/null && exit 3; exit 0']);
     const [file, ...args] = argv;
     if (file !== tools.join) return undefined;
     const code = await new Promise<number | null>((resolve) => {
@@ -208,6 +262,6 @@ export async function probeWarmSandbox(bwrap: string, log: Logger): Promise<Warm
     log.debug({ via: file }, 'warm sandboxes available');
     return tools;
   } finally {
-    sandboxes.close();
+    await sandboxes.close();
   }
 }

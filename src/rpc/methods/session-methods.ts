@@ -108,7 +108,7 @@ export function registerSessionMethods(table: MethodTable<Connection>): void {
     };
   });
   table.add('session/info', async (_p, conn) => ({ ...conn.session.info(), usage: await conn.session.usage.sample() }));
-  table.add('session/terminateAll', async (_p, conn) => ({ terminated: await conn.session.processes.terminateAll() }));
+  table.add('session/terminateAll', async (_p, conn) => ({ terminated: await conn.session.terminateAll() }));
   table.add('session/hibernate', (_p, conn) => conn.session.hibernate());
   table.add('session/wake', (_p, conn) => conn.session.wake());
   table.add('session/snapshot', async (params, conn) => {

@@ -1,0 +1,260 @@
+/**
+ * One session of the local backend: a workspace directory on the host, a private /tmp, and
+ * the commands started in them (relays, warm sandboxes). Everything a session's commands
+ * start, in the foreground or not, ends with the session, and with the server.
+ */
+import { existsSync } from 'node:fs';
+import { chown, mkdir, rm, stat } from 'node:fs/promises';
+import { homedir, tmpdir } from 'node:os';
+import { posix } from 'node:path';
+import { execError } from '../../errors.ts';
+import type { Logger } from '../../logger.ts';
+import type { Duplex } from 'node:stream';
+import type { BackendProcess, BackendSession, BackendSessionSpec, EnvironmentFacts, ProcessSink, ResolvedSandbox, SandboxType, SessionFs, SessionStats, SpawnRequest } from '../types.ts';
+import { bubblewrapArgs, type BubblewrapProbe, type SandboxLayout } from './bubblewrap.ts';
+import { Keepers } from './keepers.ts';
+import { localFs } from './local-fs.ts';
+import { nativeHelperPath } from './native-helpers.ts';
+import type { OutputChannels } from './output-channels.ts';
+import { spawnPipe } from './pipe-process.ts';
+import { connectLocalPort } from './port-forward.ts';
+import { processTreeStats } from './process-stats.ts';
+import { spawnPty } from './pty-process.ts';
+import { sandboxedFs } from './sandboxed-fs.ts';
+import { coldArgv, userArg, WarmSandboxes, type WarmSandboxTools } from './warm-sandbox.ts';
+import type { WorkspaceUser, WorkspaceUsers } from './workspace-users.ts';
+
+/** How long the searchable PATH entries of a sandbox user are reused. */
+const PATH_CACHE_MS = 5_000;
+
+/** Whether `user` may search `dir` and each of its parents (mode bits only). */
+async function searchable(dir: string, user: { uid: number; gid: number }): Promise<boolean> {
+  for (let d = dir; ; d = posix.dirname(d)) {
+    const st = await stat(d).catch(() => undefined);
+    if (!st) return false;
+    const bit = st.uid === user.uid ? 0o100 : st.gid === user.gid ? 0o010 : 0o001;
+    if ((st.mode & bit) === 0) return false;
+    if (d === posix.dirname(d)) return true;
+  }
+}
+
+/** What every session's spawns share. */
+export interface SpawnSetup {
+  readonly channels: OutputChannels | undefined;
+  readonly ptyPinning: boolean;
+  readonly probe: BubblewrapProbe;
+  readonly warmTools: WarmSandboxTools | undefined;
+  /**
+   * Whether sandboxed commands may have network when their policy grants it. False for a
+   * server without a token: a sandboxed command could otherwise connect to the server itself
+   * and start unsandboxed commands.
+   */
+  readonly sandboxNetwork: boolean;
+  readonly users: WorkspaceUsers;
+  readonly log: Logger;
+}
+
+/** What the backend made for the session. */
+export interface SessionPlaces {
+  readonly workdir: string;
+  /** The server created the workspace for this session (and removes it at the end). */
+  readonly ownsWorkdir: boolean;
+  readonly layout: SandboxLayout;
+  readonly user: WorkspaceUser | undefined;
+  /** Called once the session is destroyed. */
+  readonly ended: () => void;
+}
+
+/** Variables of the server's own environment that a child must never inherit. */
+function isServerSecret(name: string): boolean {
+  return name.startsWith('EXEC_SERVER_') || name === 'CODEX_EXEC_SERVER_CONNECTION_TOKEN';
+}
+
+function hostEnvironment(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !isServerSecret(k)) env[k] = v;
+  return env;
+}
+
+function hostFacts(): EnvironmentFacts {
+  const shellPath = existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh';
+  return {
+    shell: { name: shellPath.endsWith('bash') ? 'bash' : 'sh', path: shellPath },
+    homeDir: homedir(),
+    tempDir: tmpdir(),
+    platform: process.platform,
+    baseEnv: hostEnvironment(),
+  };
+}
+
+/** Runs `argv` with `arg0` shown as its name, where the spawner cannot set argv[0] itself. */
+function withArg0(argv: readonly string[], arg0: string | undefined, shell: string): readonly string[] {
+  if (arg0 === undefined || !shell.endsWith('bash')) return argv;
+  return [shell, '-c', 'exec -a "$0" "$@"', arg0, ...argv];
+}
+
+const JOIN_HELPER = nativeHelperPath('sandbox-join');
+
+function isWithin(path: string, root: string): boolean {
+  const rel = posix.relative(root, path);
+  return rel === '' || (!rel.startsWith('..') && !posix.isAbsolute(rel));
+}
+
+export class LocalSession implements BackendSession {
+  readonly id: BackendSessionSpec['id'];
+  readonly workdir: string;
+  readonly sandboxType: SandboxType;
+  readonly sandboxUnavailableReason: string | undefined;
+  readonly fs: SessionFs;
+  readonly environment: EnvironmentFacts;
+  readonly #spec: BackendSessionSpec;
+  readonly #places: SessionPlaces;
+  readonly #setup: SpawnSetup;
+  readonly #warm: WarmSandboxes | undefined;
+  readonly #keepers = new Keepers();
+  /** Something running as the server's user may have written into the workspace since it was last lent. */
+  #dirty: boolean;
+  #lending: Promise<void> | undefined;
+  readonly #paths = new Map<string, { value: string; at: number }>();
+  #destroyed: Promise<void> | undefined;
+
+  constructor(spec: BackendSessionSpec, places: SessionPlaces, setup: SpawnSetup) {
+    this.id = spec.id;
+    this.#spec = spec;
+    this.workdir = places.workdir;
+    this.#places = places;
+    this.#setup = setup;
+    this.sandboxType = setup.probe.available ? 'bubblewrap' : 'none';
+    this.sandboxUnavailableReason = setup.probe.available ? undefined : setup.probe.reason;
+    this.environment = hostFacts();
+    this.#warm = setup.probe.available && setup.warmTools ? new WarmSandboxes(setup.warmTools, setup.log) : undefined;
+    const sandboxed = spec.sandboxed !== false && setup.probe.available;
+    // A sandboxed session's workspace is lent when it is made (local-backend.ts).
+    this.#dirty = !sandboxed;
+    this.fs = sandboxed ? sandboxedFs(localFs, { user: places.user, handOver: places.user?.lent === true, workdir: places.workdir, privateTmp: places.layout.privateTmp }) : localFs;
+  }
+
+  async spawn(req: SpawnRequest, sink: ProcessSink): Promise<BackendProcess> {
+    if (this.#destroyed) throw execError('EXEC_ERR_SESSION_DEAD', 'session is being destroyed');
+    const cwd = await stat(req.cwd).catch(() => undefined);
+    if (!cwd) throw execError('EXEC_ERR_INVALID_REQUEST', `cwd ${req.cwd} does not exist`);
+    if (!cwd.isDirectory()) throw execError('EXEC_ERR_INVALID_REQUEST', `cwd ${req.cwd} is not a directory`);
+    const shell = this.environment.shell.path;
+    let env = req.env;
+    let argv = req.arg0 !== undefined && (req.mode === 'pty' || req.sandbox.kind === 'restricted') ? withArg0(req.argv, req.arg0, shell) : req.argv;
+    let sandboxType: SandboxType = 'none';
+    if (req.sandbox.kind === 'restricted' && this.sandboxType === 'bubblewrap') {
+      const sandbox = this.#setup.sandboxNetwork ? req.sandbox : { ...req.sandbox, network: false };
+      await this.#lend(sandbox.writableRoots);
+      if (sandbox.denyRead.length > 0) await this.#places.layout.placeholders.ensure();
+      const args = await bubblewrapArgs(sandbox, req.cwd, this.#places.layout);
+      const user = userArg(this.#places.user, this.#spec.resources.pids);
+      env = await this.#sandboxPath(env);
+      const tools = { bwrap: this.#setup.probe.path, join: existsSync(JOIN_HELPER) ? JOIN_HELPER : undefined };
+      argv = this.#warm ? await this.#warm.wrap(args, req.cwd, argv, user) : coldArgv(tools, args, req.cwd, argv, user);
+      sandboxType = 'bubblewrap';
+    } else {
+      // It runs as the server's user and may leave files the sandbox user must own later.
+      this.#dirty = true;
+    }
+    const [file, ...args] = argv;
+    if (file === undefined) throw execError('EXEC_ERR_INVALID_PARAMS', 'argv must not be empty');
+    const { channels, ptyPinning } = this.#setup;
+    const keepers = this.#keepers;
+    if (req.mode === 'pty') {
+      return spawnPty({ file, args, cwd: req.cwd, env, size: req.size, sandboxType, channels, pinning: ptyPinning, keepers }, sink);
+    }
+    const argv0 = sandboxType === 'none' ? req.arg0 : undefined;
+    return spawnPipe({ file, args, argv0, cwd: req.cwd, env, stdin: req.mode === 'pipe', sandboxType, channels, keepers }, sink);
+  }
+
+  /**
+   * PATH without the entries the sandbox user cannot search (a root server's PATH often names
+   * directories under a closed /root): a shell would report a missing command there as
+   * "Permission denied" instead of "not found".
+   */
+  async #sandboxPath(env: Readonly<Record<string, string>>): Promise<Readonly<Record<string, string>>> {
+    const user = this.#places.user;
+    const path = env['PATH'];
+    if (!user || path === undefined) return env;
+    let cached = this.#paths.get(path);
+    if (!cached || Date.now() - cached.at > PATH_CACHE_MS) {
+      const dirs = path.split(':');
+      const ok = await Promise.all(dirs.map((d) => (d === '' || !d.startsWith('/') ? Promise.resolve(true) : searchable(d, user))));
+      cached = { value: dirs.filter((_, i) => ok[i]).join(':'), at: Date.now() };
+      if (this.#paths.size > 16) this.#paths.clear();
+      this.#paths.set(path, cached);
+    }
+    return cached.value === path ? env : { ...env, PATH: cached.value };
+  }
+
+  /** Hands the workspace (and root-owned extra roots) to the sandbox user where needed. */
+  async #lend(roots: readonly string[]): Promise<void> {
+    const user = this.#places.user;
+    if (!user?.lent) return;
+    const extra = roots.filter((r) => r !== '/tmp' && !isWithin(r, this.workdir));
+    // Serialized: concurrent starts wait for one pass instead of running their own.
+    while (this.#lending) await this.#lending;
+    const again = this.#dirty;
+    this.#dirty = false;
+    this.#lending = user.lend(extra, again).finally(() => (this.#lending = undefined));
+    await this.#lending;
+  }
+
+  /**
+   * The session's resource use: every process below its relays (the commands and what they
+   * left in the background) and below its warm sandboxes, the relays and holders included.
+   */
+  async stats(): Promise<SessionStats> {
+    return processTreeStats([...this.#keepers.pids(), ...((await this.#warm?.pids()) ?? [])]);
+  }
+
+  /**
+   * Ends every process of the session: the running commands, what they left in the background
+   * (also processes that left their process group or session), and the warm sandboxes' PID
+   * namespaces. The session stays usable.
+   */
+  async killAll(): Promise<void> {
+    await Promise.all([this.#keepers.killAll(), this.#warm?.killAll()]);
+  }
+
+  /** Preview ports: the host loopback, or the kept-warm sandbox's namespace (port-forward.ts). */
+  connectPort(port: number, sandbox: ResolvedSandbox): Promise<Duplex> {
+    const seen = sandbox.kind === 'restricted' && !this.#setup.sandboxNetwork ? { ...sandbox, network: false } : sandbox;
+    return connectLocalPort({ spawn: (request, sink) => this.spawn(request, sink), workdir: this.workdir, bubblewrap: this.sandboxType === 'bubblewrap', warm: this.#warm !== undefined }, port, seen);
+  }
+
+  async snapshot(): Promise<never> {
+    throw execError('EXEC_ERR_UNSUPPORTED', 'snapshots need the docker backend');
+  }
+
+  async persistRecord(): Promise<void> {
+    // Local sessions are never recovered (their processes die with the server).
+  }
+
+  onLost(): void {
+    // A host directory cannot vanish under us the way a container can.
+  }
+
+  destroy(): Promise<void> {
+    this.#destroyed ??= this.#destroy();
+    return this.#destroyed;
+  }
+
+  async #destroy(): Promise<void> {
+    const log = this.#setup.log;
+    await Promise.all([this.#keepers.killAll(), this.#warm?.close()]);
+    await rm(this.#places.layout.privateTmp, { recursive: true, force: true }).catch((err: unknown) => log.warn({ err }, 'could not remove the private /tmp'));
+    if (this.#places.ownsWorkdir) {
+      await rm(this.workdir, { recursive: true, force: true }).catch((err: unknown) => log.warn({ err, workdir: this.workdir }, 'could not remove workspace'));
+    }
+    if (this.#places.user) await this.#setup.users.release(this.#places.user).catch((err: unknown) => log.warn({ err }, 'could not give the workspace back'));
+    this.#places.ended();
+  }
+}
+
+/** Makes a session's private /tmp (mode 0700, the sandbox user's). */
+export async function makePrivateTmp(path: string, user: { uid: number; gid: number } | undefined): Promise<void> {
+  await mkdir(path, { recursive: true, mode: 0o700 });
+  if (user) await chown(path, user.uid, user.gid);
+}

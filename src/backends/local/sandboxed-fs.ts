@@ -1,0 +1,119 @@
+/**
+ * A local session's file operations as its sandboxed commands see the filesystem.
+ *
+ * The server does them as itself (root, usually), so without this a session's `fs/readFile`
+ * read what no sandboxed command of it could (`/etc/shadow`), wrote root-owned files its
+ * commands could not change afterwards, and saw the host's `/tmp` instead of the session's.
+ * Here, for a session whose commands run sandboxed: reads are refused where the session's
+ * sandbox user could not read (its uid and gid against each file's mode and every parent's
+ * search bit; ACLs are not consulted), files and directories the server creates in the
+ * workspace or the private /tmp are handed to the sandbox user, and `/tmp/...` means the
+ * session's private /tmp (except where the workspace itself lies under /tmp).
+ */
+import { execFile } from 'node:child_process';
+import { lchown, lstat, stat } from 'node:fs/promises';
+import { dirname, posix } from 'node:path';
+import { promisify } from 'node:util';
+import { execError } from '../../errors.ts';
+import type { SessionFs } from '../types.ts';
+
+const run = promisify(execFile);
+
+export interface SandboxView {
+  /** The sandbox user; undefined: the server's own (the kernel checks then). */
+  readonly user: { readonly uid: number; readonly gid: number } | undefined;
+  /** Whether files the server makes in the workspace must be handed to the sandbox user. */
+  readonly handOver: boolean;
+  readonly workdir: string;
+  readonly privateTmp: string;
+}
+
+function isWithin(path: string, root: string): boolean {
+  const rel = posix.relative(root, path);
+  return rel === '' || (!rel.startsWith('..') && !posix.isAbsolute(rel));
+}
+
+function mayAccess(st: { uid: number; gid: number; mode: number }, user: { uid: number; gid: number }, bit: number): boolean {
+  if (st.uid === user.uid) return (st.mode & (bit << 6)) !== 0;
+  if (st.gid === user.gid) return (st.mode & (bit << 3)) !== 0;
+  return (st.mode & bit) !== 0;
+}
+
+export function sandboxedFs(base: SessionFs, view: SandboxView): SessionFs {
+  const toHost = (p: string): string => {
+    if (!isWithin(p, '/tmp') || isWithin(p, view.workdir)) return p;
+    return posix.join(view.privateTmp, posix.relative('/tmp', p));
+  };
+  const fromHost = (p: string): string => (isWithin(p, view.privateTmp) ? posix.join('/tmp', posix.relative(view.privateTmp, p)) : p);
+
+  /** Refuses `path` unless the sandbox user could open it for reading (every parent searchable). */
+  const checkRead = async (host: string, shown: string): Promise<void> => {
+    const user = view.user;
+    if (!user) return;
+    const denied = (): never => {
+      throw execError('EXEC_ERR_FS_DENIED', `${shown}: permission denied (not readable by the session's sandbox user)`, { detail: { path: shown } });
+    };
+    for (let dir = dirname(host); ; dir = dirname(dir)) {
+      const st = await stat(dir).catch(() => undefined);
+      if (st && !mayAccess(st, user, 1)) denied();
+      if (dir === '/') break;
+    }
+    const st = await stat(host).catch(() => undefined);
+    if (st && !mayAccess(st, user, st.isDirectory() ? 5 : 4)) denied();
+  };
+
+  const owned = (host: string): boolean => view.handOver && view.user !== undefined && (isWithin(host, view.workdir) || isWithin(host, view.privateTmp));
+  const handOver = async (host: string): Promise<void> => {
+    if (owned(host)) await lchown(host, view.user!.uid, view.user!.gid).catch(() => undefined);
+  };
+  /** The directories `mkdir -p host` is about to create, outermost first. */
+  const missingDirs = async (host: string): Promise<string[]> => {
+    const missing: string[] = [];
+    for (let dir = host; dir !== dirname(dir); dir = dirname(dir)) {
+      if (await lstat(dir).then(() => true, () => false)) break;
+      missing.unshift(dir);
+    }
+    return missing;
+  };
+
+  return {
+    async realpath(path) {
+      return fromHost(await base.realpath(toHost(path)));
+    },
+    stat: (path) => base.stat(toHost(path)),
+    async readFile(path, maxBytes) {
+      await checkRead(toHost(path), path);
+      return base.readFile(toHost(path), maxBytes);
+    },
+    async openRead(path, offset) {
+      await checkRead(toHost(path), path);
+      return base.openRead(toHost(path), offset);
+    },
+    async writeFile(path, data) {
+      await base.writeFile(toHost(path), data);
+      await handOver(toHost(path));
+    },
+    async writeStream(path, source) {
+      const n = await base.writeStream(toHost(path), source);
+      await handOver(toHost(path));
+      return n;
+    },
+    async createDirectory(path, recursive) {
+      const host = toHost(path);
+      const made = owned(host) ? await missingDirs(host) : [];
+      await base.createDirectory(host, recursive);
+      for (const dir of made) await handOver(dir);
+    },
+    async readDirectory(path) {
+      await checkRead(toHost(path), path);
+      return base.readDirectory(toHost(path));
+    },
+    remove: (path, recursive, force) => base.remove(toHost(path), recursive, force),
+    async copy(source, destination, recursive) {
+      await checkRead(toHost(source), source);
+      const dest = toHost(destination);
+      await base.copy(toHost(source), dest, recursive);
+      if (owned(dest)) await run('chown', ['-Rh', `${view.user!.uid}:${view.user!.gid}`, '--', dest]).catch(() => undefined);
+    },
+  };
+}

@@ -1,0 +1,130 @@
+/**
+ * Which user a local workspace's sandboxed commands run as, and lending the workspace to it.
+ *
+ * Where the server runs as root, each workspace gets a user of its own (sandbox-users.ts); the
+ * sessions of one workspace (a client may open several on the same directory) share it, since
+ * they share the files anyway. A workspace owned by an ordinary user is used as that user
+ * instead: nothing needs to change hands. A root-owned workspace is lent: what in it is not
+ * the sandbox user's becomes the sandbox user's before a sandboxed command runs (again after
+ * something running as root may have written there), and goes back to the workspace's owner
+ * when its last session ends. Extra writable roots of the session's policy that root owns are
+ * lent the same way. System directories (`/`, `/etc`, `/usr`, ...) are never lent: sandboxed
+ * commands then cannot write there, which is what a sandbox should mean for them.
+ */
+import { execFile } from 'node:child_process';
+import { realpath, stat } from 'node:fs/promises';
+import { promisify } from 'node:util';
+import type { SandboxUser, SandboxUsers } from './sandbox-users.ts';
+
+const run = promisify(execFile);
+/** chown of a large tree: bounded like any other engine call. */
+const CHOWN_TIMEOUT_MS = 120_000;
+
+const SYSTEM_DIRS = /^\/(bin|boot|dev|etc|lib[^/]*|proc|run|sbin|sys|usr|snap)(\/|$)/;
+const SYSTEM_ROOTS = new Set(['/', '/home', '/media', '/mnt', '/opt', '/root', '/srv', '/tmp', '/var', '/var/tmp', '/var/lib', '/var/cache', '/var/log']);
+
+function lendable(path: string): boolean {
+  return !SYSTEM_ROOTS.has(path) && !SYSTEM_DIRS.test(path);
+}
+
+/** The sandbox user of one workspace, shared by its sessions. */
+export interface WorkspaceUser extends SandboxUser {
+  /**
+   * Makes everything in the workspace the sandbox user's (no-op when it is not lent), and the
+   * extra writable roots given that root owns; `again`: also what was lent before.
+   */
+  lend(extraRoots: readonly string[], again: boolean): Promise<void>;
+  /** Whether files written into the workspace by the server must be handed to the sandbox user. */
+  readonly lent: boolean;
+  /** The workspace's canonical path. */
+  readonly path: string;
+}
+
+interface Entry {
+  readonly user: WorkspaceUser;
+  readonly original: { uid: number; gid: number };
+  readonly claimed: boolean;
+  readonly serverMade: boolean;
+  /** Extra roots lent, with their owners before. */
+  readonly extras: Map<string, { uid: number; gid: number }>;
+  sessions: number;
+}
+
+async function ownerOf(path: string): Promise<number | undefined> {
+  return (await stat(path).catch(() => undefined))?.uid;
+}
+
+async function chownWhere(path: string, test: string[], to: string): Promise<void> {
+  await run('find', [path, '-xdev', ...test, '-exec', 'chown', '-h', to, '{}', '+'], { timeout: CHOWN_TIMEOUT_MS, maxBuffer: 1024 * 1024 });
+}
+
+export class WorkspaceUsers {
+  readonly #users: SandboxUsers | undefined;
+  readonly #entries = new Map<string, Entry>();
+
+  constructor(users: SandboxUsers | undefined) {
+    this.#users = users;
+  }
+
+  /**
+   * The user for a session on `workdir` (undefined where the server is not root: commands run
+   * as the server's own user). `serverMade`: the server created the directory for this session.
+   */
+  async acquire(workdir: string, serverMade: boolean): Promise<WorkspaceUser | undefined> {
+    if (!this.#users) return undefined;
+    const path = await realpath(workdir);
+    const existing = this.#entries.get(path);
+    if (existing) {
+      existing.sessions++;
+      return existing.user;
+    }
+    const st = await stat(path);
+    const extras = new Map<string, { uid: number; gid: number }>();
+    let entry: Entry;
+    if (st.uid !== 0) {
+      const user: WorkspaceUser = { uid: st.uid, gid: st.gid, path, lent: false, lend: async () => undefined };
+      entry = { user, original: st, claimed: false, serverMade, extras, sessions: 1 };
+    } else {
+      const claimed = await this.#users.claim();
+      const lent = serverMade || lendable(path);
+      const to = `${claimed.uid}:${claimed.gid}`;
+      const notOurs = ['!', '-user', String(claimed.uid)];
+      const user: WorkspaceUser = {
+        ...claimed,
+        path,
+        lent,
+        lend: async (extraRoots, again) => {
+          if (lent && (again || (await ownerOf(path)) !== claimed.uid)) await chownWhere(path, notOurs, to);
+          for (const root of extraRoots) {
+            const owner = await ownerOf(root);
+            // Someone else's now (made again, or chowned): lend it afresh.
+            if (extras.has(root) && !again && owner === claimed.uid) continue;
+            if (!extras.has(root)) {
+              const rst = await stat(root).catch(() => undefined);
+              if (!rst || rst.uid !== 0 || !lendable(root)) continue;
+              extras.set(root, { uid: rst.uid, gid: rst.gid });
+            }
+            if (owner !== undefined) await chownWhere(root, notOurs, to);
+          }
+        },
+      };
+      entry = { user, original: st, claimed: true, serverMade, extras, sessions: 1 };
+    }
+    this.#entries.set(path, entry);
+    return entry.user;
+  }
+
+  /** One session of the workspace has ended; the last one gives it back to its owner. */
+  async release(user: WorkspaceUser): Promise<void> {
+    const entry = this.#entries.get(user.path);
+    if (!entry || --entry.sessions > 0) return;
+    this.#entries.delete(user.path);
+    if (!entry.claimed) return;
+    const back = async (path: string, owner: { uid: number; gid: number }): Promise<void> => {
+      await chownWhere(path, ['-user', String(user.uid)], `${owner.uid}:${owner.gid}`).catch(() => undefined);
+    };
+    if (user.lent && !entry.serverMade) await back(user.path, entry.original);
+    for (const [root, owner] of entry.extras) await back(root, owner);
+    await this.#users!.release(user);
+  }
+}
