@@ -12,7 +12,7 @@ import { buildApp } from './app.ts';
 import { createBackend } from './backends/create-backend.ts';
 import type { Backend } from './backends/types.ts';
 import { describeBootError } from './cli/boot-errors.ts';
-import { helpText, loadConfig, parseListen, type Config } from './config.ts';
+import { helpText, loadConfig, parseListen, redactSecretFlags, type Config } from './config.ts';
 import type { Logger } from './logger.ts';
 import { createLogger } from './logging.ts';
 import { VERSION } from './version.ts';
@@ -44,6 +44,12 @@ async function serve(argv: string[]): Promise<number> {
     config = loadConfig(argv, process.env);
     const { host, port } = parseListen(config.listen);
     logger = createLogger(config.logLevel, config.logFormat);
+    const redacted = redactSecretFlags(argv);
+    if (redacted.flags.length > 0) {
+      // The process's own command line is rewritten; its parents' (npm, a shell) still show it.
+      process.title = ['exec-server', 'serve', ...redacted.argv].join(' ');
+      logger.warn({ flags: redacted.flags }, 'tokens given as flags are visible in the command lines of the processes that started the server: use EXEC_SERVER_TOKENS or --tokens-file');
+    }
     backend = await createBackend(config, logger as unknown as Logger);
     // Fail at boot, with the fix, when the engine is missing: not at the first session.
     if (backend.kind === 'docker') await backend.ping();

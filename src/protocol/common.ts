@@ -28,11 +28,17 @@ export const PathSchema = Type.String(PATH);
 
 /** Strips a `file://` prefix; paths on the wire may be either form. */
 export function toPath(value: string): string {
-  if (!value.startsWith('file://')) return value;
-  const url = new URL(value);
-  if (url.host !== '' && url.host !== 'localhost')
-    throw execError('EXEC_ERR_INVALID_PARAMS', `file URI ${value} names a host; only local paths are supported`);
-  return decodeURIComponent(url.pathname);
+  let path = value;
+  if (value.startsWith('file://')) {
+    const url = new URL(value);
+    if (url.host !== '' && url.host !== 'localhost')
+      throw execError('EXEC_ERR_INVALID_PARAMS', `file URI ${value} names a host; only local paths are supported`);
+    path = decodeURIComponent(url.pathname);
+  }
+  // No system call takes such a path: the engine would cut it short, or an exec fail obscurely.
+  if (path.includes('\0'))
+    throw execError('EXEC_ERR_INVALID_PARAMS', `path ${JSON.stringify(value)} contains a NUL byte`);
+  return path;
 }
 
 /** The same, described for the OpenAPI document of the HTTP file routes. */

@@ -50,14 +50,20 @@ export const localFs: SessionFs = {
         if (info.isDirectory()) throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`);
         if (info.size > maxBytes) throw execError('EXEC_ERR_TOO_LARGE', `${path} is ${info.size} bytes, more than the ${maxBytes}-byte limit of fs/readFile; use fs/open and fs/readBlock`);
         // Read at most maxBytes+1 so a file that grows while we read still cannot exceed the bound.
-        const buf = Buffer.alloc(Math.min(maxBytes + 1, Math.max(info.size, 0) + 1));
+        // A size of 0 is also what /proc and /sys files report: read those until EOF.
+        let buf = Buffer.alloc(Math.min(maxBytes + 1, info.size > 0 ? info.size + 1 : 64 * 1024));
         let total = 0;
         for (;;) {
-          const { bytesRead } = await handle.read(buf, total, buf.length - total, total);
+          if (total === buf.length) {
+            if (info.size > 0 || buf.length > maxBytes) break;
+            const bigger = Buffer.alloc(Math.min(maxBytes + 1, buf.length * 2));
+            buf.copy(bigger, 0, 0, total);
+            buf = bigger;
+          }
+          const { bytesRead } = await handle.read(buf, total, buf.length - total, info.size > 0 ? total : null);
           if (bytesRead === 0) break;
           total += bytesRead;
           if (total > maxBytes) throw execError('EXEC_ERR_TOO_LARGE', `${path} grew past the ${maxBytes}-byte limit of fs/readFile`);
-          if (total === buf.length) break;
         }
         return buf.subarray(0, total);
       } finally {
