@@ -6,14 +6,14 @@
  *
  *   fd 0  bytes for the terminal (the command's keyboard)
  *   fd 1  everything the command writes to the terminal
- *   fd 3  control, both ways. In: "resize COLS ROWS\n", "kill\n". Out: "pid N\n" once the
+ *   fd 3  control, both ways. In: "resize COLS ROWS\n". Out: "pid N\n" once the
  *         command runs (or "error ERRNO TEXT\n" when it could not be started), then "exit CODE\n"
  *         or "signal SIGNO\n" when it has been reaped. fd 1 is closed once the terminal is drained.
  *
  * Keeper: the relay is a child subreaper, so whatever the command leaves running in the
  * background (`server &`, a daemon that forked twice and called setsid) is handed to the relay
- * when its parent ends. The relay stays while such processes live, until the server says
- * "kill" or closes fd 3, and then kills every process below it with SIGKILL, in passes until
+ * when its parent ends. The relay stays while such processes live, until the server sends it
+ * SIGTERM or closes fd 3, and then kills every process below it with SIGKILL, in passes until
  * none is left (a process forked meanwhile is caught by the next pass). fd 3 also closes when
  * the server dies, even by SIGKILL: nothing the command started outlives the server. Processes
  * that left through a sandbox's PID namespace are that sandbox's, not the relay's
@@ -285,20 +285,17 @@ static void kill_tree(pid_t cmd, int *reaped, long long *exited_at) {
   }
 }
 
-/* Reads control lines; returns -1 when the server is gone (EOF, error), 1 after "kill", else 0. */
+/* Reads control lines; returns -1 when the server is gone (EOF, error), else 0. */
 static int read_ctl(int master, char *ctl, size_t *ctl_len, size_t size) {
   ssize_t n = read(CTL_FD, ctl + *ctl_len, size - 1 - *ctl_len);
   if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return -1;
   if (n < 0) return 0;
-  int kill_asked = 0;
   *ctl_len += (size_t)n;
   char *nl;
   while ((nl = memchr(ctl, '\n', *ctl_len)) != NULL) {
     *nl = '\0';
     int cols, rows;
-    if (strcmp(ctl, "kill") == 0) {
-      kill_asked = 1;
-    } else if (master >= 0 && sscanf(ctl, "resize %d %d", &cols, &rows) == 2 && cols >= 1 && rows >= 1 && cols <= 65535 && rows <= 65535) {
+    if (master >= 0 && sscanf(ctl, "resize %d %d", &cols, &rows) == 2 && cols >= 1 && rows >= 1 && cols <= 65535 && rows <= 65535) {
       struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
       (void)ioctl(master, TIOCSWINSZ, &ws);
     }
@@ -307,7 +304,19 @@ static int read_ctl(int master, char *ctl, size_t *ctl_len, size_t size) {
     *ctl_len -= used;
   }
   if (*ctl_len == size - 1) *ctl_len = 0; /* an overlong line: not ours, drop it */
-  return kill_asked;
+  return 0;
+}
+
+/* Drains the signalfd; whether SIGTERM (the server's "end everything") was among its signals.
+ * A signal rather than a control line: the relay may be exiting when it is asked, and a
+ * write to its closing socket would cost the server the lines still unread on it. */
+static int drain_signals(int sigfd) {
+  struct signalfd_siginfo si;
+  int term = 0;
+  while (read(sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
+    if (si.ssi_signo == SIGTERM) term = 1;
+  }
+  return term;
 }
 
 /* After the command: holds what it left behind until the server ends it or it ends by itself. */
@@ -322,11 +331,9 @@ static int keep_leftovers(int sigfd, int reaped, pid_t cmd) {
       if (errno == EINTR) continue;
       die("poll");
     }
-    if (p[1].revents & POLLIN) {
-      struct signalfd_siginfo si;
-      while (read(sigfd, &si, sizeof si) > 0) {}
-    }
-    if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && read_ctl(-1, ctl, &ctl_len, sizeof ctl) != 0) {
+    int end = (p[1].revents & POLLIN) && drain_signals(sigfd);
+    if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && read_ctl(-1, ctl, &ctl_len, sizeof ctl) != 0) end = 1;
+    if (end) {
       kill_tree(cmd, &reaped, NULL);
       return 0;
     }
@@ -395,6 +402,7 @@ int main(int argc, char **argv) {
   sigset_t chld, old;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
+  sigaddset(&chld, SIGTERM);
   if (sigprocmask(SIG_BLOCK, &chld, &old) < 0) die("sigprocmask");
   int sigfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sigfd < 0) die("signalfd");
@@ -547,20 +555,18 @@ int main(int argc, char **argv) {
     }
 
     if (p[3].revents & (POLLIN | POLLHUP | POLLERR)) {
-      int said = read_ctl(master, ctl, &ctl_len, sizeof ctl);
-      if (said < 0) {
+      if (read_ctl(master, ctl, &ctl_len, sizeof ctl) < 0) {
         /* The server is gone: hang up the terminal, end everything the command started, leave. */
         unpin(pid);
         close(master);
         kill_tree(pid, &reaped, &exited_at);
         return 1;
       }
-      if (said > 0) kill_tree(pid, &reaped, &exited_at);
     }
 
     if (p[4].revents & POLLIN) {
-      struct signalfd_siginfo si;
-      while (read(sigfd, &si, sizeof si) > 0) {}
+      /* The command is reaped and reported as killed; the terminal drains as usual. */
+      if (drain_signals(sigfd)) kill_tree(pid, &reaped, &exited_at);
       /* The SIGCHLD may be a leftover's (handed to us): reap whatever has ended. */
       reap(pid, &reaped, &exited_at);
     }

@@ -274,7 +274,12 @@ export class Session {
    */
   async terminateAll(): Promise<number> {
     const terminated = await this.processes.terminateAll();
-    await this.backend.killAll?.();
+    if (this.backend.killAll) {
+      // The tracked ones first get their grace (SIGTERM, then SIGKILL); then the rest goes.
+      const deadline = Date.now() + this.#deps.limits.terminateGraceMs + 1000;
+      while (this.processes.runningCount > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      await this.backend.killAll();
+    }
     return terminated;
   }
 

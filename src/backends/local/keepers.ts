@@ -2,9 +2,9 @@
  * The relays a local session's commands run under (build/pty-relay, native/pty-relay.c: the
  * PTY relay, or `--pipe` for pipe mode). Each relay is a child subreaper: what its command leaves
  * running in the background (`npm run dev &`, a daemon that forked twice) is handed to it and
- * kept, and ends with the session: the relay kills everything below it when it reads `kill` on
- * its control socket or when that socket closes, which also happens when the server dies, even
- * by SIGKILL. A relay whose command left nothing behind exits right after the command.
+ * kept, and ends with the session: the relay kills everything below it on SIGTERM or when its
+ * control socket closes, which also happens when the server dies, even by SIGKILL. A relay
+ * whose command left nothing behind exits right after the command.
  */
 import type { ChildProcess } from 'node:child_process';
 import type { Duplex } from 'node:stream';
@@ -23,7 +23,7 @@ export interface KeptRelay {
 }
 
 /** A relay's handle: `kill` writes the control line, `gone` follows the process. */
-export function keptRelay(relay: ChildProcess, control: Duplex): KeptRelay {
+export function keptRelay(relay: ChildProcess): KeptRelay {
   const gone = new Promise<void>((resolve) => {
     if (relay.exitCode !== null || relay.signalCode !== null) resolve();
     else relay.once('exit', () => resolve());
@@ -32,10 +32,9 @@ export function keptRelay(relay: ChildProcess, control: Duplex): KeptRelay {
     pid: relay.pid,
     gone,
     kill() {
-      // Closing the socket would mean "kill" too (the relay ends its processes on EOF), but the
-      // line lets a running command be reported as killed before the socket goes.
-      // A closed socket: the relay has seen EOF and is ending them already.
-      if (!control.destroyed && control.writable) control.write('kill\n');
+      // Not by closing the socket (the relay would end them too): a running command is then
+      // reported as killed on it first. Node sends nothing to a child it has seen exit.
+      relay.kill('SIGTERM');
     },
   };
 }

@@ -117,7 +117,7 @@ export async function spawnPipe(opts: PipeSpawn, sink: ProcessSink): Promise<Bac
       controlClosed = true;
       gone();
     });
-    if (relay.pid !== undefined && control) opts.keepers?.add(keptRelay(relay, control));
+    if (relay.pid !== undefined && control) opts.keepers?.add(keptRelay(relay));
 
     const proc = {
       /** The command's (its process group's) pid, known once it runs. */

@@ -60,6 +60,9 @@ export async function spawnPty(opts: PtySpawn, sink: ProcessSink): Promise<Backe
     const relay = spawn(PTY_RELAY, [...(opts.pinning === false ? ['--no-pin'] : []), String(opts.size.cols), String(opts.size.rows), opts.file, ...opts.args], {
       cwd: opts.cwd,
       env: { TERM: 'xterm-256color', ...opts.env },
+      // A session of its own: a Ctrl-C or SIGTERM meant for the server's terminal or group must
+      // not end the relay before it has ended what it keeps.
+      detached: true,
       stdio: ['pipe', channel?.childEnd ?? 'pipe', 'pipe', 'pipe'],
     });
     channel?.childEnd.destroy(); // the relay has its own copy now (or never will)
@@ -118,7 +121,7 @@ export async function spawnPty(opts: PtySpawn, sink: ProcessSink): Promise<Backe
       ended();
     });
 
-    if (relay.pid !== undefined) opts.keepers?.add(keptRelay(relay, control));
+    if (relay.pid !== undefined) opts.keepers?.add(keptRelay(relay));
     onControlLines(control, (word, n, rest) => {
       if (word === 'pid') {
         pid = n;
