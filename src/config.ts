@@ -4,7 +4,7 @@
  * README's configuration table, so they cannot drift apart.
  */
 import { parseArgs } from 'node:util';
-import { homedir } from 'node:os';
+import { availableParallelism, homedir } from 'node:os';
 import { join } from 'node:path';
 
 type Kind = 'string' | 'int' | 'bool' | 'enum';
@@ -22,6 +22,11 @@ interface OptionDef {
 }
 
 /** Every option the server understands. Order is the order of `--help` and the README. */
+/** Half the CPUs this host has, at least one: a session's default limit stays below the host's. */
+function defaultSessionCpus(): number {
+  return Math.max(1, Math.floor(availableParallelism() / 2));
+}
+
 /**
  * Local workspaces live outside every default writable root of a sandbox (the workspace, /tmp):
  * under /tmp, one session's commands could write into another's workspace.
@@ -63,7 +68,7 @@ export const OPTIONS = {
   denialHandling: { flag: 'denial-handling', env: 'EXEC_SERVER_DENIAL_HANDLING', kind: 'enum', values: ['auto', 'server', 'report'], default: 'auto', description: 'Who decides on a sandbox denial: `server` (the gate may retry unsandboxed), `report` (always report `sandboxDenied`, the client decides), `auto` (report for Codex clients, server otherwise).' },
   memoryMb: { flag: 'memory-mb', env: 'EXEC_SERVER_MEMORY_MB', kind: 'int', default: 2048, min: 16, max: 1024 * 1024, description: 'Default container memory limit (docker).' },
   maxMemoryMb: { flag: 'max-memory-mb', env: 'EXEC_SERVER_MAX_MEMORY_MB', kind: 'int', default: 8192, min: 16, max: 1024 * 1024, description: 'Largest memory limit a session may ask for.' },
-  cpus: { flag: 'cpus', env: 'EXEC_SERVER_CPUS', kind: 'int', default: 2, min: 1, max: 1024, description: 'Default container CPU limit.' },
+  cpus: { flag: 'cpus', env: 'EXEC_SERVER_CPUS', kind: 'int', default: defaultSessionCpus(), min: 1, max: 1024, description: 'Default container CPU limit (docker); default half the host\'s CPUs, at least 1, so that one busy session leaves CPU to the others.' },
   maxCpus: { flag: 'max-cpus', env: 'EXEC_SERVER_MAX_CPUS', kind: 'int', default: 4, min: 1, max: 1024, description: 'Largest CPU limit a session may ask for.' },
   pids: { flag: 'pids', env: 'EXEC_SERVER_PIDS', kind: 'int', default: 512, min: 8, max: 1_000_000, description: 'Default container pids limit.' },
   maxPids: { flag: 'max-pids', env: 'EXEC_SERVER_MAX_PIDS', kind: 'int', default: 4096, min: 8, max: 1_000_000, description: 'Largest pids limit a session may ask for.' },
@@ -273,7 +278,7 @@ export function helpText(): string {
 export function markdownTable(): string {
   const rows = ['| Flag | Variable | Default | Meaning |', '|---|---|---|---|'];
   for (const [name, def] of Object.entries(OPTIONS) as [string, OptionDef][]) {
-    const dflt = name === 'workspaceRoot' ? '`/var/lib/exec-server/workspaces` as root, else `$XDG_STATE_HOME/exec-server/workspaces`' : def.default === undefined ? '(none)' : `\`${String(def.default)}\``;
+    const dflt = name === 'workspaceRoot' ? '`/var/lib/exec-server/workspaces` as root, else `$XDG_STATE_HOME/exec-server/workspaces`' : name === 'cpus' ? 'half the host\'s CPUs (at least 1)' : def.default === undefined ? '(none)' : `\`${String(def.default)}\``;
     rows.push(`| \`--${def.flag}\` | \`${def.env}\` | ${dflt} | ${def.description.replace(/\|/g, '\\|')} |`);
   }
   return rows.join('\n');

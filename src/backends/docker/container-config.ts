@@ -24,6 +24,11 @@ export const CONTROL_DIR = '/run/exec-server';
  */
 export const KEEPALIVE_CMD = ['/bin/sh', '-c', 'trap "exit 0" TERM; while :; do sleep 3600 & wait $!; done'];
 
+/** The CPU weight of a session container: 1024 per CPU of its limit, within the kernel's range. */
+export function cpuShares(cpus: number): number {
+  return Math.min(262_144, Math.max(2, Math.round(1024 * cpus)));
+}
+
 export interface ContainerConfigInput {
   readonly name: string;
   readonly image: string;
@@ -65,6 +70,9 @@ export function buildContainerConfig(input: ContainerConfigInput): Docker.Contai
       // Same as Memory: no swap on top of the limit.
       MemorySwap: input.memoryMb * 1024 * 1024,
       NanoCpus: Math.round(input.cpus * 1e9),
+      // Under contention sessions share CPU in proportion to their limits (1024 per CPU is the
+      // engine's weight of a container that sets none), whatever the engine's defaults are.
+      CpuShares: cpuShares(input.cpus),
       PidsLimit: input.pids,
       Binds: [],
       Mounts: [],

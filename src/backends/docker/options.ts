@@ -2,6 +2,7 @@
  * Configuration of the docker backend, with the defaults the server gets when it passes none.
  */
 
+import { availableParallelism } from 'node:os';
 import type { Logger } from '../../logger.ts';
 
 /** The docker backend logs through the server's logger (pino fits). */
@@ -96,6 +97,11 @@ export interface ResolvedDockerOptions {
   readonly warmPoolRuntimes: Readonly<Record<string, number>>;
 }
 
+/** Half the host's CPUs, at least one: one busy session must not be able to take them all. */
+function defaultCpus(): number {
+  return Math.max(1, Math.floor(availableParallelism() / 2));
+}
+
 export function resolveOptions(o: DockerBackendOptions): ResolvedDockerOptions {
   return {
     dockerHost: o.dockerHost,
@@ -103,7 +109,7 @@ export function resolveOptions(o: DockerBackendOptions): ResolvedDockerOptions {
     instanceId: o.instanceId,
     defaultWorkdir: o.defaultWorkdir ?? '/workspace',
     sandboxUser: o.sandboxUser ?? '1000:1000',
-    defaultResources: o.defaultResources ?? { memoryMb: 2048, cpus: 2, pids: 512 },
+    defaultResources: o.defaultResources ?? { memoryMb: 2048, cpus: defaultCpus(), pids: 512 },
     warmPoolSize: Math.max(0, o.warmPoolSize ?? 0),
     engineTimeoutMs: o.engineTimeoutMs ?? 5000,
     pingTimeoutMs: o.pingTimeoutMs ?? 2000,
