@@ -158,13 +158,12 @@ for (const backend of BACKENDS) {
 
     // A WebSocket echo server, exposed over JSON-RPC; the application's subprotocol passes through.
     const echo = await wsEcho();
-    let echoPath = echo;
-    if (backend === 'docker') {
-      echoPath = `${root}/ws-echo`;
-      await session.request('fs/writeFile', { path: echoPath, dataBase64: (await readFile(echo)).toString('base64') });
-      const chmod = await session.run('chmod', ['chmod', '755', echoPath]);
-      assert.equal(chmod.exited['exitCode'], 0, chmod.stderr);
-    }
+    // Into the workspace on both backends: a sandboxed command sees neither the container host's
+    // files nor, on the local backend, the host's /tmp (it has a /tmp of its own).
+    const echoPath = `${root}/ws-echo`;
+    await session.request('fs/writeFile', { path: echoPath, dataBase64: (await readFile(echo)).toString('base64') });
+    const chmod = await session.run('chmod', ['chmod', '755', echoPath]);
+    assert.equal(chmod.exited['exitCode'], 0, chmod.stderr);
     const wsPort = httpPort + 500;
     await session.start('ws-echo', [echoPath, String(wsPort)]);
     const rpcExposed = await session.request('session/exposePort', { port: wsPort });
