@@ -217,6 +217,7 @@ export class ExecHandle {
    */
   async _catchUp(): Promise<void> {
     this._hold();
+    let filled = false;
     try {
       for (;;) {
         const r = await this.#transport().request('process/read', { processId: this.processId, afterSeq: this.#lastSeq, maxBytes: 4 * 1024 * 1024, waitMs: 0 });
@@ -229,10 +230,15 @@ export class ExecHandle {
         }
         break;
       }
+      filled = true;
     } finally {
-      const held = this.#held ?? [];
-      this.#held = undefined;
-      for (const e of held) this.#apply(e.method, e.params);
+      // A read cut off by another drop leaves the gap open: the live events stay held (they
+      // lie past it) until the next resume has filled it, or a byte would be skipped.
+      if (filled) {
+        const held = this.#held ?? [];
+        this.#held = undefined;
+        for (const e of held) this.#apply(e.method, e.params);
+      }
     }
   }
 }
