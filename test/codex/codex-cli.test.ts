@@ -14,12 +14,12 @@
  * reference. Where we differ from the reference, the test asserts both values explicitly.
  */
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { dockerTestOptions, engineReady } from '../docker/engine.ts';
-import { codexHomeBase, runCodexExec, startReferenceExecServer, type CodexExecResult, type CodexSandboxMode } from '../support/codex-cli.ts';
+import { runCodexExec, startReferenceExecServer, type CodexExecResult, type CodexSandboxMode } from '../support/codex-cli.ts';
 import { startServer, TestSession, type BackendKind } from '../support/harness.ts';
 import { assistantMessage, execCommand, sessionIdFromOutput, startScriptedModel, writeStdin, type ScriptedTurn } from '../support/scripted-model.ts';
 
@@ -70,9 +70,12 @@ const exitedWith = (code: number) => ({ kind: 'exited', code }) as const;
 async function outsideDir(target: Target): Promise<string> {
   // Inside a container, /root belongs to root and the sandbox user cannot write there.
   if (target === 'docker') return '/root';
-  // On this host: outside the client cwd and outside /tmp (both writable under workspace-write).
-  const dir = join(codexHomeBase(), `outside-${process.pid}-${target}`);
+  // On this host: outside the client cwd and outside /tmp (both writable under workspace-write),
+  // and writable by anyone, so that only the sandbox's read-only mount stops the write (a root
+  // server's sandboxed commands run as users of their own, which could not even search /root).
+  const dir = join('/var/tmp', 'exec-server-codex-tests', `outside-${process.pid}-${target}`);
   await mkdir(dir, { recursive: true });
+  await chmod(dir, 0o777);
   return dir;
 }
 

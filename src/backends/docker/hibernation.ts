@@ -16,7 +16,7 @@
 import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
 import { execError } from '../../errors.ts';
-import type { BackendHibernation, BackendProcess, BackendSession, HibernationState, ProcessSink, SessionFs, SnapshotInfo, SpawnRequest } from '../types.ts';
+import type { BackendHibernation, BackendProcess, BackendSession, HibernationState, ProcessSink, ResolvedSandbox, SessionFs, SessionStats, SnapshotInfo, SpawnRequest } from '../types.ts';
 import { statusOf, withDeadline } from './engine-client.ts';
 import { runControl } from './exec-runner.ts';
 import type { AgentChannel } from './agent-channel.ts';
@@ -56,6 +56,8 @@ export type InnerSession = BackendSession & {
   readonly agent: AgentChannel | undefined;
   readonly execPathReason?: string | undefined;
   markLost(reason: string): void;
+  stats(): Promise<SessionStats>;
+  prepareSandbox(sandbox: ResolvedSandbox): Promise<void>;
   containerRunning(): Promise<boolean | undefined>;
 };
 
@@ -203,6 +205,16 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
       ...(acknowledge !== undefined ? { acknowledge } : {}),
       ...(dispose !== undefined ? { dispose } : {}),
     };
+  }
+
+  /** Resource use goes straight through: a console polling it must not wake the container (stopped, it reports nothing running). */
+  stats(): Promise<SessionStats> {
+    return this.inner.stats();
+  }
+
+  /** Prepared ahead only while awake: a hibernated session prepares it at its next start. */
+  async prepareSandbox(sandbox: ResolvedSandbox): Promise<void> {
+    if (this.#state === 'awake' && this.#transition === undefined) await this.#use(() => this.inner.prepareSandbox(sandbox));
   }
 
   aliasPath(path: string): Promise<boolean> {

@@ -98,6 +98,11 @@ function isWithin(path: string, root: string): boolean {
   return rel === '' || (!rel.startsWith('..') && !posix.isAbsolute(rel));
 }
 
+/** Whether `dir` lies under /tmp and in no writable root but /tmp itself (the private /tmp hides it). */
+export function hiddenByPrivateTmp(dir: string, writableRoots: readonly string[]): boolean {
+  return isWithin(dir, '/tmp') && !writableRoots.some((r) => posix.normalize(r) !== '/tmp' && isWithin(dir, r));
+}
+
 /** The `bwrap` arguments (without the command) for a restricted sandbox. */
 export async function bubblewrapArgs(sandbox: Extract<ResolvedSandbox, { kind: 'restricted' }>, cwd: string, layout: SandboxLayout): Promise<string[]> {
   // No --new-session: every command already runs in a session of its own (the relay's, or
@@ -109,8 +114,11 @@ export async function bubblewrapArgs(sandbox: Extract<ResolvedSandbox, { kind: '
   const tmpWritable = sandbox.writableRoots.some((r) => posix.normalize(r) === '/tmp');
   const mounts: { target: string; args: string[] }[] = [{ target: '/tmp', args: [tmpWritable ? '--bind' : '--ro-bind', layout.privateTmp, '/tmp'] }];
   const visible = sandbox.writableRoots.map((r) => ({ path: r, writable: true }));
-  const wd = layout.workdir;
-  if (wd !== undefined && isWithin(wd, '/tmp') && !sandbox.writableRoots.some((r) => isWithin(wd, r) && posix.normalize(r) !== '/tmp')) visible.push({ path: wd, writable: false });
+  // The workspace and the command's cwd stay visible (read-only at least) where they lie under
+  // the host's /tmp, which the private one hides.
+  for (const dir of new Set([layout.workdir, cwd])) {
+    if (dir !== undefined && hiddenByPrivateTmp(dir, sandbox.writableRoots)) visible.push({ path: dir, writable: false });
+  }
   for (const { path: root, writable } of visible) {
     if (posix.normalize(root) === '/tmp') continue;
     if ((await kindOf(root)) === 'missing') continue;

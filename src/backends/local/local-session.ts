@@ -11,7 +11,7 @@ import { execError } from '../../errors.ts';
 import type { Logger } from '../../logger.ts';
 import type { Duplex } from 'node:stream';
 import type { BackendProcess, BackendSession, BackendSessionSpec, EnvironmentFacts, ProcessSink, ResolvedSandbox, SandboxType, SessionFs, SessionStats, SpawnRequest } from '../types.ts';
-import { bubblewrapArgs, type BubblewrapProbe, type SandboxLayout } from './bubblewrap.ts';
+import { bubblewrapArgs, hiddenByPrivateTmp, type BubblewrapProbe, type SandboxLayout } from './bubblewrap.ts';
 import { Keepers } from './keepers.ts';
 import { localFs } from './local-fs.ts';
 import { nativeHelperPath } from './native-helpers.ts';
@@ -24,7 +24,7 @@ import { sandboxedFs } from './sandboxed-fs.ts';
 import { coldArgv, userArg, WarmSandboxes, type WarmSandboxTools } from './warm-sandbox.ts';
 import type { WorkspaceUser, WorkspaceUsers } from './workspace-users.ts';
 
-/** How long the searchable PATH entries of a sandbox user are reused. */
+/** How long what a sandbox user can search (PATH entries, HOME) is reused. */
 const PATH_CACHE_MS = 5_000;
 
 /** Whether `user` may search `dir` and each of its parents (mode bits only). */
@@ -100,6 +100,20 @@ function isWithin(path: string, root: string): boolean {
   return rel === '' || (!rel.startsWith('..') && !posix.isAbsolute(rel));
 }
 
+/**
+ * A cwd under the host's /tmp where /tmp is writable is writable by the policy's terms, but the
+ * session's private /tmp does not contain it: it becomes a writable root of its own (lent to
+ * the sandbox user and bound from the host). Where /tmp is read-only, bubblewrapArgs shows it
+ * read-only.
+ */
+function visibleCwd(sandbox: RestrictedSandbox, cwd: string): RestrictedSandbox {
+  const tmpWritable = sandbox.writableRoots.some((r) => posix.normalize(r) === '/tmp');
+  if (!tmpWritable || !hiddenByPrivateTmp(cwd, sandbox.writableRoots)) return sandbox;
+  return { ...sandbox, writableRoots: [...sandbox.writableRoots, posix.normalize(cwd)] };
+}
+
+type RestrictedSandbox = Extract<ResolvedSandbox, { kind: 'restricted' }>;
+
 export class LocalSession implements BackendSession {
   readonly id: BackendSessionSpec['id'];
   readonly workdir: string;
@@ -144,12 +158,12 @@ export class LocalSession implements BackendSession {
     let argv = req.arg0 !== undefined && (req.mode === 'pty' || req.sandbox.kind === 'restricted') ? withArg0(req.argv, req.arg0, shell) : req.argv;
     let sandboxType: SandboxType = 'none';
     if (req.sandbox.kind === 'restricted' && this.sandboxType === 'bubblewrap') {
-      const sandbox = this.#setup.sandboxNetwork ? req.sandbox : { ...req.sandbox, network: false };
+      const sandbox = visibleCwd(this.#setup.sandboxNetwork ? req.sandbox : { ...req.sandbox, network: false }, req.cwd);
       await this.#lend(sandbox.writableRoots);
       if (sandbox.denyRead.length > 0) await this.#places.layout.placeholders.ensure();
       const args = await bubblewrapArgs(sandbox, req.cwd, this.#places.layout);
       const user = userArg(this.#places.user, this.#spec.resources.pids);
-      env = await this.#sandboxPath(env);
+      env = await this.#sandboxEnv(env);
       const tools = { bwrap: this.#setup.probe.path, join: existsSync(JOIN_HELPER) ? JOIN_HELPER : undefined };
       argv = this.#warm ? await this.#warm.wrap(args, req.cwd, argv, user) : coldArgv(tools, args, req.cwd, argv, user);
       sandboxType = 'bubblewrap';
@@ -169,23 +183,41 @@ export class LocalSession implements BackendSession {
   }
 
   /**
-   * PATH without the entries the sandbox user cannot search (a root server's PATH often names
-   * directories under a closed /root): a shell would report a missing command there as
-   * "Permission denied" instead of "not found".
+   * The environment as the sandbox user can use it. PATH loses the entries that user cannot
+   * search (a root server's PATH often names directories under a closed /root): a shell would
+   * report a missing command there as "Permission denied" instead of "not found". A HOME it
+   * cannot search (the client's `/root`) becomes the session's /tmp, as the docker backend's
+   * falls back for its sandbox user: otherwise every login shell starts with "Permission
+   * denied" on its profile and git, npm or pip fail on their caches.
    */
-  async #sandboxPath(env: Readonly<Record<string, string>>): Promise<Readonly<Record<string, string>>> {
+  async #sandboxEnv(env: Readonly<Record<string, string>>): Promise<Readonly<Record<string, string>>> {
     const user = this.#places.user;
+    if (!user) return env;
     const path = env['PATH'];
-    if (!user || path === undefined) return env;
-    let cached = this.#paths.get(path);
-    if (!cached || Date.now() - cached.at > PATH_CACHE_MS) {
-      const dirs = path.split(':');
-      const ok = await Promise.all(dirs.map((d) => (d === '' || !d.startsWith('/') ? Promise.resolve(true) : searchable(d, user))));
-      cached = { value: dirs.filter((_, i) => ok[i]).join(':'), at: Date.now() };
-      if (this.#paths.size > 16) this.#paths.clear();
-      this.#paths.set(path, cached);
+    const home = env['HOME'];
+    const next: Record<string, string> = {};
+    if (path !== undefined) {
+      const value = await this.#cached(`path:${path}`, async () => {
+        const dirs = path.split(':');
+        const ok = await Promise.all(dirs.map((d) => (d === '' || !d.startsWith('/') ? Promise.resolve(true) : searchable(d, user))));
+        return dirs.filter((_, i) => ok[i]).join(':');
+      });
+      if (value !== path) next['PATH'] = value;
     }
-    return cached.value === path ? env : { ...env, PATH: cached.value };
+    if (home !== undefined && home.startsWith('/')) {
+      const value = await this.#cached(`home:${home}`, async () => ((await searchable(home, user)) ? home : '/tmp'));
+      if (value !== home) next['HOME'] = value;
+    }
+    return Object.keys(next).length === 0 ? env : { ...env, ...next };
+  }
+
+  async #cached(key: string, compute: () => Promise<string>): Promise<string> {
+    const hit = this.#paths.get(key);
+    if (hit && Date.now() - hit.at <= PATH_CACHE_MS) return hit.value;
+    const value = await compute();
+    if (this.#paths.size > 16) this.#paths.clear();
+    this.#paths.set(key, { value, at: Date.now() });
+    return value;
   }
 
   /** Hands the workspace (and root-owned extra roots) to the sandbox user where needed. */
