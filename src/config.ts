@@ -257,9 +257,16 @@ export function redactSecretFlags(argv: readonly string[]): { argv: string[]; fl
     const a = argv[i]!;
     const eq = a.indexOf('=');
     const name = eq > 0 ? a.slice(0, eq) : a;
-    if (!secret.has(name)) out.push(a);
-    else if (eq > 0) out.push(`${name}=***`), flags.push(name);
-    else out.push(a, '***'), flags.push(name), i++;
+    if (!secret.has(name)) {
+      out.push(a);
+      continue;
+    }
+    flags.push(name);
+    if (eq > 0) out.push(`${name}=***`);
+    else {
+      out.push(a, '***');
+      i++; // the value is the next argument
+    }
   }
   return { argv: out, flags };
 }

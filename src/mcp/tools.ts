@@ -35,7 +35,7 @@ import {
 import { defineTool, SESSION_NOTE, sessionOf, type ToolContext, type ToolDef } from './tool-context.ts';
 
 /** Runs facade work as the HTTP routes do: its result, or first an approval a person must give. */
-async function runFacade(session: Session, tool: string, ctx: ToolContext, work: (ue: UnifiedExec, run: ToolRun) => Promise<ExecToolResult>): Promise<CallToolResult> {
+async function runFacade(session: Session, tool: string, work: (ue: UnifiedExec, run: ToolRun) => Promise<ExecToolResult>): Promise<CallToolResult> {
   const ue = session.unifiedExec;
   const run = new ToolRun<ExecToolResult>(undefined).start((r) => asReply(() => work(ue, r)));
   return outcomeResult(tool, await run.nextOutcome(), session.spec.policy.approvalPolicy);
@@ -50,7 +50,7 @@ const execCommandTool = defineTool({
   async run(args: ExecCommandToolArgs, ctx) {
     const { session: requested, ...body } = args;
     const session = await sessionOf(ctx, requested);
-    return runFacade(session, 'exec_command', ctx, (ue, r) => ue.execCommand(body, r));
+    return runFacade(session, 'exec_command', (ue, r) => ue.execCommand(body, r));
   },
 });
 
@@ -63,7 +63,7 @@ const writeStdinTool = defineTool({
   async run(args: WriteStdinToolArgs, ctx) {
     const { session: requested, ...body } = args;
     const session = await sessionOf(ctx, requested);
-    return runFacade(session, 'write_stdin', ctx, (ue, r) => ue.writeStdin(body, r));
+    return runFacade(session, 'write_stdin', (ue, r) => ue.writeStdin(body, r));
   },
 });
 

@@ -27,7 +27,8 @@ import type { PreviewSigner } from './signing.ts';
 
 export const TOKEN_PARAM = 'exec_preview_token';
 export const COOKIE = 'exec_preview';
-const PROXY_PATH = /^\/v1\/sessions\/([^/?]+)\/ports\/(\d{1,5})(\/[^]*)?$/;
+/** `/v1/sessions/<id>/ports/<port>` and what follows it (any characters: the `s` flag). */
+const PROXY_PATH = /^\/v1\/sessions\/([^/?]+)\/ports\/(\d{1,5})(\/.*)?$/s;
 /** Marks a request that arrived on the wildcard preview host (its prefix is then `/`). */
 const VIA_HOST = Symbol('preview-via-host');
 

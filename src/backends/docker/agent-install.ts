@@ -18,7 +18,10 @@ const cached = new Map<string, Promise<Buffer | undefined>>();
 /** The agent binary at `path` (read once), or undefined when it is not built. */
 export function agentBinary(path = AGENT_BINARY): Promise<Buffer | undefined> {
   let binary = cached.get(path);
-  if (!binary) cached.set(path, (binary = readFile(path).catch(() => undefined)));
+  if (!binary) {
+    binary = readFile(path).catch(() => undefined);
+    cached.set(path, binary);
+  }
   return binary;
 }
 

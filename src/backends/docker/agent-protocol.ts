@@ -206,7 +206,10 @@ export class AgentStreamParser {
         this.#dFill = 0;
         this.#dStream = this.#dHeader[0] ?? 0;
         this.#dRemaining = this.#dHeader.readUInt32BE(4);
-        if (this.#dStream !== 1 && this.#dStream !== 2) return this.#fail(`docker stream: unexpected frame type ${this.#dStream}`);
+        if (this.#dStream !== 1 && this.#dStream !== 2) {
+          this.#fail(`docker stream: unexpected frame type ${this.#dStream}`);
+          return;
+        }
         continue;
       }
       const take = Math.min(this.#dRemaining, chunk.length - off);
@@ -224,7 +227,10 @@ export class AgentStreamParser {
       if (this.#aNeed < 0) {
         if (this.#aFill === 0 && data.length - off >= AGENT_HEADER_BYTES) {
           const len = data.readUInt32LE(off);
-          if (len > AGENT_MAX_PAYLOAD) return this.#fail(`agent frame of ${len} bytes exceeds the limit`);
+          if (len > AGENT_MAX_PAYLOAD) {
+            this.#fail(`agent frame of ${len} bytes exceeds the limit`);
+            return;
+          }
           if (data.length - off - AGENT_HEADER_BYTES >= len) {
             // Whole frame inside this read: hand on a view.
             this.#emit(data, off, data.subarray(off + AGENT_HEADER_BYTES, off + AGENT_HEADER_BYTES + len));
@@ -238,7 +244,10 @@ export class AgentStreamParser {
         off += take;
         if (this.#aFill < AGENT_HEADER_BYTES) return;
         const len = this.#aHeader.readUInt32LE(0);
-        if (len > AGENT_MAX_PAYLOAD) return this.#fail(`agent frame of ${len} bytes exceeds the limit`);
+        if (len > AGENT_MAX_PAYLOAD) {
+          this.#fail(`agent frame of ${len} bytes exceeds the limit`);
+          return;
+        }
         this.#aNeed = len;
         this.#assembled = 0;
         if (this.#assembly.length < len) this.#assembly = Buffer.allocUnsafe(Math.max(len, 64 * 1024));

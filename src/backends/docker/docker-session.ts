@@ -266,7 +266,7 @@ export class DockerSession implements BackendSession {
 
   snapshot(name: string | undefined): Promise<SnapshotInfo> {
     if (this.#lost !== undefined) throw execError('EXEC_ERR_SESSION_DEAD', `session container is gone: ${this.#lost}`);
-    return commitSnapshot(this.#init.docker, this.container, { sessionId: this.id, tenant: this.tenant, name });
+    return commitSnapshot(this.container, { sessionId: this.id, tenant: this.tenant, name });
   }
 
   onLost(listener: (reason: string) => void): void {

@@ -79,8 +79,7 @@ export class EventWatcher {
     let rest = '';
     stream.on('data', (chunk: Buffer) => {
       rest += chunk.toString('utf8');
-      let nl: number;
-      while ((nl = rest.indexOf('\n')) >= 0) {
+      for (let nl = rest.indexOf('\n'); nl >= 0; nl = rest.indexOf('\n')) {
         const line = rest.slice(0, nl).trim();
         rest = rest.slice(nl + 1);
         if (line !== '') this.#handle(line);

@@ -34,7 +34,10 @@ function trackStream(containerId: string, socket: Duplex): void {
     return;
   }
   let set = openStreams.get(containerId);
-  if (!set) openStreams.set(containerId, (set = new Set()));
+  if (!set) {
+    set = new Set();
+    openStreams.set(containerId, set);
+  }
   set.add(socket);
   socket.once('close', () => {
     set.delete(socket);

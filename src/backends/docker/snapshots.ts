@@ -16,7 +16,6 @@ export const SNAPSHOT_REPO = 'exec-server-snapshot';
 const COMMIT_TIMEOUT_MS = 10 * 60_000;
 
 export async function commitSnapshot(
-  docker: Docker,
   container: Docker.Container,
   o: { sessionId: string; tenant: string; name: string | undefined },
 ): Promise<SnapshotInfo> {

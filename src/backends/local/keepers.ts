@@ -73,8 +73,7 @@ export function onControlLines(control: Duplex, handle: (word: string, n: number
   let lines = '';
   control.setEncoding('utf8').on('data', (s: string) => {
     lines += s;
-    let nl: number;
-    while ((nl = lines.indexOf('\n')) >= 0) {
+    for (let nl = lines.indexOf('\n'); nl >= 0; nl = lines.indexOf('\n')) {
       const [word = '', arg = '', ...rest] = lines.slice(0, nl).split(' ');
       lines = lines.slice(nl + 1);
       handle(word, Number(arg), rest.join(' '));

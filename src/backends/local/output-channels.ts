@@ -35,6 +35,12 @@ interface Ready extends OutputChannel {
   readonly target: { onData: (data: Buffer) => void };
 }
 
+/** Closes both ends of a channel nobody will use. */
+function destroyChannel(c: OutputChannel): void {
+  c.reader.destroy();
+  c.childEnd.destroy();
+}
+
 /** Channels kept connected ahead of need: a spawn then pays no handshake (about 0.3 ms each). */
 const READY = 4;
 
@@ -90,7 +96,7 @@ export class OutputChannels {
       this.#connect().then(
         (c) => {
           this.#connecting--;
-          if (this.#closed) (c.reader.destroy(), c.childEnd.destroy());
+          if (this.#closed) destroyChannel(c);
           else this.#ready.push(c);
         },
         () => {
@@ -148,7 +154,10 @@ export class OutputChannels {
       socket.off('data', onData);
       socket.pause();
       const claim = this.#waiting.get(token.subarray(0, TOKEN_BYTES).toString('hex'));
-      if (!claim || token.length > TOKEN_BYTES) return drop();
+      if (!claim || token.length > TOKEN_BYTES) {
+        drop();
+        return;
+      }
       this.#waiting.delete(token.toString('hex'));
       claim(socket);
     };
@@ -158,7 +167,7 @@ export class OutputChannels {
 
   async close(): Promise<void> {
     this.#closed = true;
-    for (const c of this.#ready.splice(0)) (c.reader.destroy(), c.childEnd.destroy());
+    for (const c of this.#ready.splice(0)) destroyChannel(c);
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
     await rm(this.#dir, { recursive: true, force: true });
   }

@@ -116,7 +116,10 @@ function startHolder(tools: WarmSandboxTools, sandboxArgs: readonly string[]): P
       const pid = field('child-pid');
       const mntNs = field('mnt-namespace');
       const pidNs = field('pid-namespace');
-      if (!pid || !mntNs || !pidNs) return fail(new Error(`bwrap reported no sandbox: ${stderr.trim() || info.trim() || 'no output'}`));
+      if (!pid || !mntNs || !pidNs) {
+        fail(new Error(`bwrap reported no sandbox: ${stderr.trim() || info.trim() || 'no output'}`));
+        return;
+      }
       child.stdout!.resume();
       child.stderr!.resume();
       resolve({ child, pid, mntNs, netNs: field('net-namespace'), pidNs });

@@ -101,7 +101,7 @@ export class WorkspaceUsers {
             if (extras.has(root) && !again && owner === claimed.uid) continue;
             if (!extras.has(root)) {
               const rst = await stat(root).catch(() => undefined);
-              if (!rst || rst.uid !== 0 || !lendable(root)) continue;
+              if (rst?.uid !== 0 || !lendable(root)) continue; // gone, or not root's
               extras.set(root, { uid: rst.uid, gid: rst.gid });
             }
             if (owner !== undefined) await chownWhere(root, notOurs, to);
