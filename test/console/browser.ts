@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser, Locator, Page } from 'playwright-core';
 import { CONSOLE_BUILD_DIR } from '../../src/console/routes.ts';
 
 const run = promisify(execFile);
@@ -82,7 +82,12 @@ export function pageErrors(page: Page): string[] {
   return errors;
 }
 
-/** The terminal's visible text (xterm's DOM rows), with non-breaking spaces as spaces. */
+/** An element's text, as the DOM has it (its text nodes; an element's is never null). */
+export async function textOf(locator: Locator): Promise<string> {
+  return (await locator.textContent()) ?? '';
+}
+
+/** The terminal's visible text (xterm's DOM rows, one a line), with non-breaking spaces as spaces. */
 export async function terminalText(page: Page): Promise<string> {
-  return (await page.locator('.xterm-rows').innerText()).replace(/\u00a0/g, ' ');
+  return (await page.locator('.xterm-rows > div').allTextContents()).join('\n').replace(/\u00a0/g, ' ');
 }

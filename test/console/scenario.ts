@@ -11,7 +11,9 @@ import { existsSync, rmSync } from 'node:fs';
 import type { TestContext } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { sleep, startServer, TestSession, type BackendKind, type TestServer } from '../support/harness.ts';
-import { ensureConsoleBuilt, launch, pageErrors, screenshot, terminalText } from './browser.ts';
+import type { SessionInfo, SnapshotInfo } from '../../src/protocol/index.ts';
+import { requestJson, type Answer, type ExecAnswer } from '../http/helpers.ts';
+import { ensureConsoleBuilt, launch, pageErrors, screenshot, terminalText, textOf } from './browser.ts';
 
 const ALICE = 'tok-alice-7f3a';
 const BOB = 'tok-bob-91c2';
@@ -35,14 +37,8 @@ export async function tearDown(f: Fixture | undefined): Promise<void> {
   await f?.server.close();
 }
 
-async function api(f: Fixture, method: string, path: string, body?: unknown, token = ALICE): Promise<{ status: number; body: any }> {
-  const res = await fetch(`${f.server.httpUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text === '' ? undefined : JSON.parse(text) };
+function api<T = unknown>(f: Fixture, method: string, path: string, body?: unknown, token = ALICE): Promise<Answer<T>> {
+  return requestJson<T>(`${f.server.httpUrl}${path}`, method, body, token);
 }
 
 /** A fresh page signed in as `token` (by keyboard: the token field has focus, Enter submits). */
@@ -109,9 +105,9 @@ export async function signInAndList(t: TestContext, f: Fixture): Promise<void> {
   assert.equal(await page.evaluate(() => Object.values(sessionStorage).join()), ALICE, 'kept in session storage');
   // CPU needs two samples; the list refreshes every 2 s.
   await row.locator('[data-col="cpu"]', { hasText: /\d%/ }).waitFor({ timeout: 15_000 });
-  const pids = Number((await row.locator('[data-col="pids"]').innerText()).split('/')[0]);
+  const pids = Number((await textOf(row.locator('[data-col="pids"]'))).split('/')[0]);
   assert.ok(pids >= 2, `pids shown: ${pids}`);
-  assert.match(await row.locator('[data-col="memory"]').innerText(), /(KiB|MiB|GiB)/);
+  assert.match(await textOf(row.locator('[data-col="memory"]')), /(KiB|MiB|GiB)/);
   await screenshot(page, `${f.kind}-sessions`);
   await agent.request('process/terminate', { processId: 'busy' });
   // A token the server no longer accepts (it restarted with other tokens) signs the tab out.
@@ -143,13 +139,13 @@ export async function streamAndResume(t: TestContext, f: Fixture): Promise<void>
   consoles[0]?.terminate();
   await page.locator('[data-testid="socket"]', { hasText: 'reconnected' }).waitFor({ timeout: 20_000 });
   await out.filter({ hasText: 'done' }).waitFor({ timeout: 30_000 });
-  const status = await page.locator('[data-testid="stream-status"]').innerText();
+  const status = await textOf(page.locator('[data-testid="stream-status"]'));
   assert.match(status, /exit 0/);
 
-  const text = await out.innerText();
+  const text = await textOf(out);
   const expected = [...Array.from({ length: N }, (_, i) => `line-${i + 1}`), 'to-stderr', 'done'].join('\n');
   assert.equal(text.trim(), expected, 'every line once, in order, across the reconnect');
-  assert.equal(await out.locator('.out-stderr').innerText(), 'to-stderr\n', 'stderr is told apart');
+  assert.equal(await textOf(out.locator('.out-stderr')), 'to-stderr\n', 'stderr is told apart');
   await screenshot(page, `${f.kind}-pipe-output`);
   assert.deepEqual(errors, []);
 }
@@ -186,7 +182,7 @@ export async function ptyTypeAndResize(t: TestContext, f: Fixture): Promise<void
     await page.keyboard.type(`echo ${marker} $(stty size)\n`);
     const line = page.locator('.xterm-rows div', { hasText: new RegExp(`^${marker} \\d+ \\d+`) });
     await line.first().waitFor({ timeout: 15_000 });
-    const [, rows, cols] = (await line.first().innerText()).replace(/\u00a0/g, ' ').trim().split(/\s+/);
+    const [, rows, cols] = (await textOf(line.first())).replace(/\u00a0/g, ' ').trim().split(/\s+/);
     return [Number(rows), Number(cols)];
   };
   const domRows = (): Promise<number> => page.locator('.xterm-rows > div').count();
@@ -204,9 +200,9 @@ export async function ptyTypeAndResize(t: TestContext, f: Fixture): Promise<void
 }
 
 export async function approveSandboxRetry(t: TestContext, f: Fixture): Promise<void> {
-  const created = await api(f, 'POST', '/v1/sessions', { approvalPolicy: 'on-failure' });
+  const created = await api<SessionInfo>(f, 'POST', '/v1/sessions', { approvalPolicy: 'on-failure' });
   assert.equal(created.status, 201);
-  const sessionId = created.body.sessionId as string;
+  const sessionId = created.body.sessionId;
   // A plain sh, not a login bash: the denial must come within the 150 ms window (docs/protocol.md).
   // Outside the writable roots: denied by the sandbox (read-only bind / non-root user), allowed once approved.
   const target = f.kind === 'local' ? `/var/tmp/exec-server-console-${randomUUID().slice(0, 8)}` : '/etc/console-approved';
@@ -219,16 +215,16 @@ export async function approveSandboxRetry(t: TestContext, f: Fixture): Promise<v
   // The server treats only an attempt that ends within 150 ms of running as a possible denial;
   // on a loaded machine a container exec can take longer than that, and then the command's
   // failure is simply its result. Such a run is set up again (bounded), never counted as a pass.
-  let call = { status: 0, body: undefined as any };
-  for (let attempt = 0; attempt < 4 && call.status !== 202; attempt++) {
-    call = await api(f, 'POST', `/v1/sessions/${sessionId}/exec_command`, { cmd: `echo approved-write > ${target} && cat ${target}`, shell: '/bin/sh', login: false, yield_time_ms: 5000 });
+  let call: Answer<ExecAnswer> | undefined;
+  for (let attempt = 0; attempt < 4 && call?.status !== 202; attempt++) {
+    call = await api<ExecAnswer>(f, 'POST', `/v1/sessions/${sessionId}/exec_command`, { cmd: `echo approved-write > ${target} && cat ${target}`, shell: '/bin/sh', login: false, yield_time_ms: 5000 });
     if (call.status === 200) assert.notEqual(call.body.exit_code, 0, 'outside the sandbox only after approval');
   }
-  assert.equal(call.status, 202, JSON.stringify(call.body));
-  assert.equal(call.body.approval.purpose, 'sandbox-retry');
+  assert.equal(call?.status, 202, JSON.stringify(call?.body));
+  assert.equal(call.body.approval?.purpose, 'sandbox-retry');
   const item = page.locator(`[data-approval="${call.body.approval_id}"]`);
   await item.waitFor({ timeout: 10_000 });
-  assert.match(await item.innerText(), /sandbox retry/);
+  assert.match(await textOf(item), /sandbox retry/);
   await screenshot(page, `${f.kind}-approval`);
   await item.getByRole('button', { name: 'Approve' }).click();
   await page.getByRole('status').filter({ hasText: /Approved: .* exited with 0/ }).waitFor({ timeout: 20_000 });
@@ -238,8 +234,8 @@ export async function approveSandboxRetry(t: TestContext, f: Fixture): Promise<v
 }
 
 export async function snapshotAndDelete(t: TestContext, f: Fixture): Promise<void> {
-  const created = await api(f, 'POST', '/v1/sessions', {});
-  const sessionId = created.body.sessionId as string;
+  const created = await api<SessionInfo>(f, 'POST', '/v1/sessions', {});
+  const sessionId = created.body.sessionId;
   const { page, errors } = await signedIn(t, f);
   await page.locator(`tr[data-session="${sessionId}"]`).waitFor();
   await openSession(page, sessionId);
@@ -248,10 +244,10 @@ export async function snapshotAndDelete(t: TestContext, f: Fixture): Promise<voi
     await snap.click();
     const notice = page.getByRole('status').filter({ hasText: /Snapshot .* created/ });
     await notice.waitFor({ timeout: 60_000 });
-    const snapshots = await api(f, 'GET', '/v1/snapshots');
-    const mine = (snapshots.body.snapshots as Array<{ snapshotId: string; sessionId?: string }>).filter((s) => s.sessionId === sessionId);
+    const snapshots = await api<{ snapshots: SnapshotInfo[] }>(f, 'GET', '/v1/snapshots');
+    const mine = snapshots.body.snapshots.filter((s) => s.sessionId === sessionId);
     assert.equal(mine.length, 1, 'one snapshot of this session');
-    assert.match(await notice.innerText(), new RegExp(mine[0]!.snapshotId.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+    assert.match(await textOf(notice), new RegExp(mine[0]!.snapshotId.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
     t.after(() => api(f, 'DELETE', `/v1/snapshots/${encodeURIComponent(mine[0]!.snapshotId)}`));
   } else {
     assert.equal(await snap.isDisabled(), true, 'snapshots need the docker backend');

@@ -115,8 +115,18 @@ test('an observer follows a session without evicting its client, is not asked fo
   const server = await startServer({});
   t.after(() => server.close());
   const asked: string[] = [];
-  const agent = await TestSession.open(server.url, { session: { approvalPolicy: 'untrusted' } }, { onServerRequest: (method) => (asked.push(`agent:${method}`), { decision: 'approved' }) });
-  const observer = await TestSession.open(server.url, { resumeSessionId: agent.sessionId, observe: true }, { onServerRequest: (method) => (asked.push(`observer:${method}`), { decision: 'denied' }) });
+  const agent = await TestSession.open(server.url, { session: { approvalPolicy: 'untrusted' } }, {
+    onServerRequest: (method) => {
+      asked.push(`agent:${method}`);
+      return { decision: 'approved' };
+    },
+  });
+  const observer = await TestSession.open(server.url, { resumeSessionId: agent.sessionId, observe: true }, {
+    onServerRequest: (method) => {
+      asked.push(`observer:${method}`);
+      return { decision: 'denied' };
+    },
+  });
   const result = await agent.run('p1', ['sh', '-c', 'echo from-agent']);
   assert.equal(result.stdout, 'from-agent\n', 'the agent is still attached and was approved by itself');
   await observer.waitFor((all) => all.some((n) => n.method === 'process/closed' && n.params['processId'] === 'p1'), 10_000, 'the observer sees the events');

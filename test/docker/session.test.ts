@@ -4,6 +4,7 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import type Docker from 'dockerode';
 import type { DockerBackend } from '../../src/backends/docker/index.ts';
 import { KEPT_CAPABILITIES } from '../../src/backends/docker/index.ts';
 import { GVISOR_PIDS_ALLOWANCE } from '../../src/backends/docker/runtimes.ts';
@@ -33,10 +34,10 @@ test('container is hardened (docker inspect)', dockerTestOptions, async () => {
   const spec = sessionSpec({ labels: { team: 'infra' }, resources: { memoryMb: 300, cpus: 0.5, pids: 100 } });
   const s = await backend.createSession(spec);
   assert.ok(s.containerId);
-  const [info] = JSON.parse(await docker('inspect', s.containerId!)) as Array<Record<string, any>>;
+  const [info] = JSON.parse(await docker('inspect', s.containerId!)) as Docker.ContainerInspectInfo[];
   const hc = info!.HostConfig;
   assert.deepEqual(hc.CapDrop, ['ALL']);
-  assert.deepEqual([...hc.CapAdd].sort(), [...KEPT_CAPABILITIES].sort());
+  assert.deepEqual([...(hc.CapAdd ?? [])].sort(), [...KEPT_CAPABILITIES].sort());
   assert.deepEqual(hc.SecurityOpt, ['no-new-privileges']);
   assert.equal(hc.Privileged, false);
   assert.equal(hc.NetworkMode, 'none');
@@ -71,7 +72,7 @@ test('container is hardened (docker inspect)', dockerTestOptions, async () => {
 
 test('spec.network gives a network; workdir honoured', dockerTestOptions, async () => {
   const s = await backend.createSession(sessionSpec({ network: true, workdir: '/home/work/dir' }));
-  const [info] = JSON.parse(await docker('inspect', s.containerId!)) as Array<Record<string, any>>;
+  const [info] = JSON.parse(await docker('inspect', s.containerId!)) as Docker.ContainerInspectInfo[];
   assert.notEqual(info!.HostConfig.NetworkMode, 'none');
   const r = await sh(s, 'ls -d /home/work/dir && ls /sys/class/net | grep -c eth');
   // runsc is registered with --network=none (docs/docker-backend.md): no interface but lo, even when granted.
@@ -107,8 +108,8 @@ test('snapshot, fork sees the files; list and delete by tenant', dockerTestOptio
   const snap = await s.snapshot('base');
   assert.match(snap.snapshotId, /^sha256:/);
   assert.equal(snap.name, 'base');
-  const [img] = JSON.parse(await docker('image', 'inspect', snap.snapshotId)) as Array<Record<string, any>>;
-  const labels = img!.Config.Labels as Record<string, string>;
+  const [img] = JSON.parse(await docker('image', 'inspect', snap.snapshotId)) as Docker.ImageInspectInfo[];
+  const labels = img!.Config.Labels ?? {};
   assert.equal(labels['exec-server.snapshot'], 'true');
   assert.equal(labels['exec-server.tenant'], 'alice');
   assert.equal(labels['exec-server.snapshot-session'], s.id);

@@ -9,6 +9,7 @@ import { test } from 'node:test';
 import { BACKENDS } from '../support/backends.ts';
 import { startServer, TestSession } from '../support/harness.ts';
 import { newSession, serverWithApi } from '../http/helpers.ts';
+import type { ExecToolResult } from '../../src/protocol/index.ts';
 
 /** HOME of a sandboxed and of an unsandboxed command. */
 const EXPECTED = {
@@ -38,7 +39,7 @@ for (const backend of BACKENDS) {
   test(`${backend}: exec_command's login shell has HOME and prints nothing about a missing one`, { timeout: 120_000 }, async (t) => {
     const api = await serverWithApi(t, { backend });
     const id = await newSession(api);
-    const r = await api('POST', `/v1/sessions/${id}/exec_command`, { cmd: 'echo "HOME=$HOME"' });
+    const r = await api<ExecToolResult>('POST', `/v1/sessions/${id}/exec_command`, { cmd: 'echo "HOME=$HOME"' });
     assert.equal(r.status, 200, JSON.stringify(r.body));
     assert.equal(r.body.exit_code, 0);
     // The docker tests' small image has no locale data, so bash warns about the facade's

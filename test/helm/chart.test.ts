@@ -215,8 +215,8 @@ test('every object in the schema forbids unknown keys (or types its map values)'
     for (const [k, v] of Object.entries(node)) {
       // Conditions (if/then/else) only add constraints to objects defined elsewhere.
       if (k === 'if' || k === 'then' || k === 'else') continue;
-      if (Array.isArray(v)) v.forEach((item, i) => walk(item, `${path}.${k}.${i}`.replace(/^\./, '')));
-      else walk(v, `${path}.${k}`.replace(/^\./, ''));
+      if (!Array.isArray(v)) walk(v, `${path}.${k}`.replace(/^\./, ''));
+      else for (const [i, item] of v.entries()) walk(item, `${path}.${k}.${i}`.replace(/^\./, ''));
     }
   };
   walk(schema, '');

@@ -1,15 +1,24 @@
 /** Real-HTTP helpers for the REST and tool facade tests. */
 import type { TestContext } from 'node:test';
+import type { ApprovalRequired, ErrorBody, ExecToolResult, SessionInfo } from '../../src/protocol/index.ts';
 import { startServer, type ServerOptions, type TestServer } from '../support/harness.ts';
 
-export interface Answer<T = any> {
+/**
+ * An answer as a test reads it: `T` is what the route answers on success (the caller names it;
+ * the test asserts the status). An error answer has the registry's body instead, so its fields
+ * are there too, optional.
+ */
+export interface Answer<T = unknown> {
   readonly status: number;
-  readonly body: T;
+  readonly body: T & Partial<ErrorBody>;
   readonly headers: Headers;
 }
 
+/** What exec_command and write_stdin answer: a result, or (202) first an approval a person must give. */
+export type ExecAnswer = ExecToolResult & Partial<ApprovalRequired>;
+
 export interface Api {
-  (method: string, path: string, body?: unknown, token?: string): Promise<Answer>;
+  <T = unknown>(method: string, path: string, body?: unknown, token?: string): Promise<Answer<T>>;
   readonly server: TestServer;
 }
 
@@ -17,27 +26,33 @@ export interface Api {
 export async function serverWithApi(t: TestContext, opts: ServerOptions = {}, defaultToken?: string): Promise<Api> {
   const server = await startServer(opts);
   t.after(() => server.close());
-  const fn = async (method: string, path: string, body?: unknown, token = defaultToken): Promise<Answer> => {
-    const headers: Record<string, string> = {};
-    if (token !== undefined) headers['authorization'] = `Bearer ${token}`;
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    const res = await fetch(`${server.httpUrl}${path}`, { method, headers, ...(body !== undefined ? { body: typeof body === 'string' ? body : JSON.stringify(body) } : {}) });
-    const text = await res.text();
-    let parsed: unknown = text;
-    try {
-      parsed = text === '' ? undefined : JSON.parse(text);
-    } catch {
-      // keep text
-    }
-    return { status: res.status, body: parsed, headers: res.headers };
-  };
+  const fn = <T,>(method: string, path: string, body?: unknown, token = defaultToken): Promise<Answer<T>> => requestJson<T>(`${server.httpUrl}${path}`, method, body, token);
   return Object.assign(fn, { server });
 }
 
+/**
+ * One request with an optional bearer token and JSON body (a string is sent as it is); the
+ * answer's body parsed (its text when it is not JSON, undefined when empty).
+ */
+export async function requestJson<T = unknown>(url: string, method: string, body?: unknown, token?: string): Promise<Answer<T>> {
+  const headers: Record<string, string> = {};
+  if (token !== undefined) headers['authorization'] = `Bearer ${token}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(url, { method, headers, ...(body !== undefined ? { body: typeof body === 'string' ? body : JSON.stringify(body) } : {}) });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = text === '' ? undefined : JSON.parse(text);
+  } catch {
+    // keep text
+  }
+  return { status: res.status, body: parsed as Answer<T>['body'], headers: res.headers };
+}
+
 export async function newSession(api: Api, spec: Record<string, unknown> = {}, token?: string): Promise<string> {
-  const r = await api('POST', '/v1/sessions', spec, token);
+  const r = await api<SessionInfo>('POST', '/v1/sessions', spec, token);
   if (r.status !== 201) throw new Error(`session create failed: ${r.status} ${JSON.stringify(r.body)}`);
-  return r.body.sessionId as string;
+  return r.body.sessionId;
 }
 
 /** The Codex text block, parsed back into its parts. */

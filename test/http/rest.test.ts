@@ -1,25 +1,44 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { ErrorBody, SessionInfo } from '../../src/protocol/index.ts';
 import { newSession, serverWithApi } from './helpers.ts';
+
+/** The parts of the OpenAPI document the test reads. */
+interface OpenApiResponse {
+  readonly description: unknown;
+  readonly content: Record<string, { readonly schema: { readonly required: string[] } } | undefined>;
+}
+interface OpenApiOperation {
+  readonly operationId?: string;
+  readonly parameters: ReadonlyArray<{ readonly in: string; readonly name: string; readonly required?: boolean }>;
+  readonly responses: Record<string, OpenApiResponse | undefined>;
+  readonly requestBody: { readonly content: Record<string, { readonly schema: { readonly properties: Record<string, unknown> } }> };
+}
+interface OpenApiDocument {
+  readonly openapi: string;
+  readonly info: { readonly title: string; readonly version: unknown };
+  readonly paths: Record<string, Record<string, OpenApiOperation | undefined> | undefined>;
+  readonly components?: { readonly schemas?: Record<string, unknown> };
+}
 
 test('sessions: create, list, get, delete over real HTTP', async (t) => {
   const api = await serverWithApi(t);
-  const created = await api('POST', '/v1/sessions', { labels: { purpose: 'rest-test' }, sandbox: { type: 'read-only' } });
+  const created = await api<SessionInfo>('POST', '/v1/sessions', { labels: { purpose: 'rest-test' }, sandbox: { type: 'read-only' } });
   assert.equal(created.status, 201);
   assert.match(created.body.sessionId, /^[0-9a-f-]{36}$/);
   assert.equal(created.body.backend, 'local');
   assert.deepEqual(created.body.sandbox, { type: 'read-only' });
   assert.deepEqual(created.body.labels, { purpose: 'rest-test' });
-  const id = created.body.sessionId as string;
+  const id = created.body.sessionId;
 
-  const empty = await api('POST', '/v1/sessions');
+  const empty = await api<SessionInfo>('POST', '/v1/sessions');
   assert.equal(empty.status, 201, 'no body means all defaults');
 
-  const list = await api('GET', '/v1/sessions');
+  const list = await api<{ sessions: SessionInfo[] }>('GET', '/v1/sessions');
   assert.equal(list.status, 200);
-  assert.deepEqual(new Set(list.body.sessions.map((s: { sessionId: string }) => s.sessionId)), new Set([id, empty.body.sessionId]));
+  assert.deepEqual(new Set(list.body.sessions.map((s) => s.sessionId)), new Set([id, empty.body.sessionId]));
 
-  const one = await api('GET', `/v1/sessions/${id}`);
+  const one = await api<SessionInfo>('GET', `/v1/sessions/${id}`);
   assert.equal(one.status, 200);
   assert.equal(one.body.sessionId, id);
   assert.equal(one.body.status, 'alive');
@@ -52,7 +71,7 @@ test('errors are JSON {code, message} with the right status', async (t) => {
     ['GET', '/v1/nothing-here', undefined, 404, 'EXEC_ERR_NOT_FOUND'],
   ];
   for (const [method, path, body, status, code] of cases) {
-    const r = await api(method, path, body);
+    const r = await api<ErrorBody>(method, path, body);
     assert.equal(r.status, status, `${method} ${path}: ${JSON.stringify(r.body)}`);
     assert.equal(r.body.code, code, `${method} ${path}`);
     assert.equal(typeof r.body.message, 'string');
@@ -68,7 +87,7 @@ test('errors are JSON {code, message} with the right status', async (t) => {
     [`/v1/sessions/${id}/approvals/x`, { decision: 'maybe' }, /decision/],
   ];
   for (const [path, body, field] of bad) {
-    const r = await api('POST', path, body);
+    const r = await api<ErrorBody>('POST', path, body);
     assert.equal(r.status, 400, `${path} ${JSON.stringify(body)}`);
     assert.equal(r.body.code, 'EXEC_ERR_INVALID_PARAMS');
     assert.match(r.body.message, field);
@@ -111,19 +130,19 @@ test('session quotas answer 429 EXEC_ERR_SESSION_LIMIT (per tenant and per serve
   const api = await serverWithApi(t, { flags: ['--tokens', 'alice:A,bob:B', '--max-sessions-per-tenant', '2', '--max-sessions', '3'] });
   await newSession(api, {}, 'A');
   await newSession(api, {}, 'A');
-  const third = await api('POST', '/v1/sessions', {}, 'A');
+  const third = await api<ErrorBody>('POST', '/v1/sessions', {}, 'A');
   assert.equal(third.status, 429);
   assert.equal(third.body.code, 'EXEC_ERR_SESSION_LIMIT');
   assert.match(third.body.message, /quota reached: 2 of 2/);
   await newSession(api, {}, 'B');
-  const server = await api('POST', '/v1/sessions', {}, 'B');
+  const server = await api<ErrorBody>('POST', '/v1/sessions', {}, 'B');
   assert.equal(server.status, 429);
   assert.match(server.body.message, /server session limit/);
 });
 
 test('the OpenAPI document is generated from the route schemas and lists every route', async (t) => {
   const api = await serverWithApi(t);
-  const r = await api('GET', '/docs/openapi.json');
+  const r = await api<OpenApiDocument>('GET', '/docs/openapi.json');
   assert.equal(r.status, 200);
   const doc = r.body;
   assert.match(doc.openapi, /^3\.\d+\.\d+$/);
@@ -145,19 +164,20 @@ test('the OpenAPI document is generated from the route schemas and lists every r
   for (const [path, methods] of Object.entries(expected)) {
     assert.ok(doc.paths[path], `path ${path} listed`);
     for (const m of methods) {
-      const op = doc.paths[path][m];
+      const op: OpenApiOperation | undefined = doc.paths[path]?.[m];
       assert.ok(op, `${m} ${path} listed`);
       assert.ok(op.operationId && !operationIds.has(op.operationId), `${m} ${path} has a unique operationId`);
       operationIds.add(op.operationId);
       assert.ok(Object.keys(op.responses ?? {}).length >= 2, `${m} ${path} documents its responses`);
-      for (const [status, resp] of Object.entries<any>(op.responses)) {
+      for (const [status, resp] of Object.entries(op.responses)) {
         assert.match(status, /^[1-5]\d\d$/);
-        assert.equal(typeof resp.description, 'string');
+        assert.equal(typeof resp?.description, 'string');
       }
-      if (path.includes('{id}')) assert.ok(op.parameters.some((p: any) => p.in === 'path' && p.name === 'id' && p.required), `${m} ${path} documents :id`);
-      const error = op.responses['404'] ?? op.responses['400'];
+      if (path.includes('{id}')) assert.ok(op.parameters.some((p) => p.in === 'path' && p.name === 'id' && p.required), `${m} ${path} documents :id`);
+      const error: OpenApiResponse | undefined = op.responses['404'] ?? op.responses['400'];
       assert.ok(error, `${m} ${path} documents an error`);
-      const schema = error.content['application/json'].schema;
+      const schema: { readonly required: string[] } | undefined = error.content['application/json']?.schema;
+      assert.ok(schema, `${m} ${path} documents a JSON error`);
       assert.deepEqual([...schema.required].sort(), ['code', 'message']);
     }
   }
@@ -166,5 +186,5 @@ test('the OpenAPI document is generated from the route schemas and lists every r
   for (const m of text.matchAll(/"\$ref":"#\/components\/schemas\/([^"]+)"/g)) assert.ok(doc.components?.schemas?.[m[1]!], `ref ${m[1]} resolves`);
   assert.equal(doc.paths['/healthz'], undefined);
   assert.equal(doc.paths['/docs/openapi.json'], undefined);
-  assert.ok(doc.paths['/v1/sessions'].post.requestBody.content['application/json'].schema.properties.sandbox);
+  assert.ok(doc.paths['/v1/sessions']?.['post']?.requestBody.content['application/json']?.schema.properties['sandbox']);
 });

@@ -2,12 +2,13 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
 import { test } from 'node:test';
 import { RpcConnection, RpcError } from '../../src/client/rpc-connection.ts';
+import type { SessionInfo } from '../../src/protocol/index.ts';
 import { newSession, serverWithApi } from './helpers.ts';
 
 test('another tenant\'s session does not exist: 404 on every route, nothing runs, no WebSocket resume', async (t) => {
   const api = await serverWithApi(t, { flags: ['--tokens', 'alice:A,bob:B'] });
   const id = await newSession(api, {}, 'A');
-  const workdir = (await api('GET', `/v1/sessions/${id}`, undefined, 'A')).body.workdir as string;
+  const workdir = (await api<SessionInfo>('GET', `/v1/sessions/${id}`, undefined, 'A')).body.workdir;
   const attempts: Array<[string, string, unknown]> = [
     ['GET', `/v1/sessions/${id}`, undefined],
     ['DELETE', `/v1/sessions/${id}`, undefined],
@@ -24,8 +25,8 @@ test('another tenant\'s session does not exist: 404 on every route, nothing runs
     assert.equal(r.body.code, 'EXEC_ERR_SESSION_NOT_FOUND');
     assert.equal(r.body.message, `session ${id} not found`, 'the same answer as for a session that never existed');
   }
-  assert.deepEqual((await api('GET', '/v1/sessions', undefined, 'B')).body.sessions, []);
-  assert.equal((await api('GET', '/v1/sessions', undefined, 'A')).body.sessions.length, 1);
+  assert.deepEqual((await api<{ sessions: SessionInfo[] }>('GET', '/v1/sessions', undefined, 'B')).body.sessions, []);
+  assert.equal((await api<{ sessions: SessionInfo[] }>('GET', '/v1/sessions', undefined, 'A')).body.sessions.length, 1);
   assert.ok(!existsSync(`${workdir}/bob-was-here`));
   assert.deepEqual(readdirSync(workdir), []);
 

@@ -3,10 +3,11 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { TestSession } from '../support/harness.ts';
-import { newSession, serverWithApi, TEXT_RE, type Api } from './helpers.ts';
+import type { ApprovalRequired, ExecToolResult, SessionInfo } from '../../src/protocol/index.ts';
+import { newSession, serverWithApi, TEXT_RE, type Api, type ExecAnswer } from './helpers.ts';
 
-const exec = (api: Api, id: string, args: Record<string, unknown>) => api('POST', `/v1/sessions/${id}/exec_command`, { login: false, ...args });
-const write = (api: Api, id: string, args: Record<string, unknown>) => api('POST', `/v1/sessions/${id}/write_stdin`, args);
+const exec = (api: Api, id: string, args: Record<string, unknown>) => api<ExecAnswer>('POST', `/v1/sessions/${id}/exec_command`, { login: false, ...args });
+const write = (api: Api, id: string, args: Record<string, unknown>) => api<ExecAnswer>('POST', `/v1/sessions/${id}/write_stdin`, args);
 
 test('exec_command: a short command answers its exit code, output and the Codex text block', async (t) => {
   const api = await serverWithApi(t);
@@ -42,7 +43,8 @@ test('exec_command: yield is clamped to at least 250 ms; a running command gets 
   const took = Date.now() - started;
   assert.equal(r.status, 200);
   assert.equal(r.body.exit_code, undefined);
-  assert.ok(Number.isInteger(r.body.session_id) && r.body.session_id >= 1000 && r.body.session_id < 100_000, String(r.body.session_id));
+  const sid = r.body.session_id ?? Number.NaN;
+  assert.ok(Number.isInteger(sid) && sid >= 1000 && sid < 100_000, String(sid));
   assert.ok(r.body.wall_time_seconds >= 0.24 && took < 1100, `wall ${r.body.wall_time_seconds}, took ${took}`);
   assert.match(r.body.text, new RegExp(`\\nProcess running with session ID ${r.body.session_id}\\n`));
   assert.equal(r.body.output, 'first\n');
@@ -132,21 +134,22 @@ test('a sandbox denial answers the exit code and output, no session_id', async (
 test('approvals over HTTP: approval_required, then the follow-up decides and returns the original result', async (t) => {
   const api = await serverWithApi(t);
   const id = await newSession(api, { approvalPolicy: 'untrusted' });
-  const workdir = (await api('GET', `/v1/sessions/${id}`)).body.workdir as string;
+  const workdir = (await api<SessionInfo>('GET', `/v1/sessions/${id}`)).body.workdir;
   const r = await exec(api, id, { cmd: 'echo approved-run > marker; cat marker' });
   assert.equal(r.status, 202, JSON.stringify(r.body));
   assert.equal(r.body.status, 'approval_required');
-  assert.match(r.body.approval_id, /^appr_/);
+  assert.match(r.body.approval_id ?? '', /^appr_/);
+  assert.ok(r.body.approval);
   assert.equal(r.body.approval.purpose, 'initial');
   assert.deepEqual(r.body.approval.argv.slice(1), ['-c', 'echo approved-run > marker; cat marker']);
   assert.equal(existsSync(join(workdir, 'marker')), false, 'nothing runs before the approval');
-  const pending = await api('GET', `/v1/sessions/${id}/approvals`);
-  assert.deepEqual(pending.body.approvals.map((a: { id: string }) => a.id), [r.body.approval_id]);
-  const decided = await api('POST', `/v1/sessions/${id}/approvals/${r.body.approval_id}`, { decision: 'approved' });
+  const pending = await api<{ approvals: ApprovalRequired['approval'][] }>('GET', `/v1/sessions/${id}/approvals`);
+  assert.deepEqual(pending.body.approvals.map((a) => a.id), [r.body.approval_id]);
+  const decided = await api<ExecToolResult>('POST', `/v1/sessions/${id}/approvals/${r.body.approval_id}`, { decision: 'approved' });
   assert.equal(decided.status, 200, JSON.stringify(decided.body));
   assert.equal(decided.body.exit_code, 0);
   assert.equal(decided.body.output, 'approved-run\n');
-  const twice = await api('POST', `/v1/sessions/${id}/approvals/${r.body.approval_id}`, { decision: 'approved' });
+  const twice = await api<ExecToolResult>('POST', `/v1/sessions/${id}/approvals/${r.body.approval_id}`, { decision: 'approved' });
   assert.equal(twice.status, 404);
   assert.equal(twice.body.code, 'EXEC_ERR_APPROVAL_NOT_FOUND');
 
@@ -162,12 +165,12 @@ test('approvals over HTTP: approval_required, then the follow-up decides and ret
 test('approvals over HTTP: a sandbox-retry approval pauses the call and the retry result comes back', async (t) => {
   const api = await serverWithApi(t);
   const id = await newSession(api, { approvalPolicy: 'on-failure', sandbox: { type: 'workspace-write', excludeSlashTmp: true } });
-  const workdir = (await api('GET', `/v1/sessions/${id}`)).body.workdir as string;
+  const workdir = (await api<SessionInfo>('GET', `/v1/sessions/${id}`)).body.workdir;
   const outside = join(workdir, '..', `outside-${Date.now()}.txt`);
   const r = await exec(api, id, { cmd: `echo escaped > ${outside} && echo wrote`, yield_time_ms: 2000 });
   assert.equal(r.status, 202, JSON.stringify(r.body));
-  assert.equal(r.body.approval.purpose, 'sandbox-retry');
-  const decided = await api('POST', `/v1/sessions/${id}/approvals/${r.body.approval_id}`, { decision: 'approved' });
+  assert.equal(r.body.approval?.purpose, 'sandbox-retry');
+  const decided = await api<ExecToolResult>('POST', `/v1/sessions/${id}/approvals/${r.body.approval_id}`, { decision: 'approved' });
   assert.equal(decided.status, 200, JSON.stringify(decided.body));
   assert.equal(decided.body.exit_code, 0);
   assert.equal(decided.body.output, 'wrote\n', 'the denied attempt\'s output is not shown');
@@ -198,7 +201,7 @@ test('require_escalated under a policy that forbids it is rejected with Codex\'s
   assert.equal(r.status, 403);
   assert.equal(r.body.code, 'EXEC_ERR_REJECTED');
   assert.equal(r.body.message, 'approval policy is Never; reject command — you cannot ask for escalated permissions if the approval policy is Never');
-  const workdir = (await api('GET', `/v1/sessions/${id}`)).body.workdir as string;
+  const workdir = (await api<SessionInfo>('GET', `/v1/sessions/${id}`)).body.workdir;
   assert.equal(existsSync(join(workdir, 'escalated-marker')), false);
 });
 
@@ -211,6 +214,7 @@ test('the process limit: warning from 60 kept processes, pruning of the least re
     const answers = await Promise.all(Array.from({ length: 8 }, () => exec(api, id, { cmd: 'sleep 600', yield_time_ms: 250 })));
     for (const a of answers) {
       assert.equal(a.status, 200, JSON.stringify(a.body));
+      assert.ok(a.body.session_id !== undefined, 'still running');
       ids.push(a.body.session_id);
       warnings.push(a.body.warning);
     }
@@ -223,11 +227,11 @@ test('the process limit: warning from 60 kept processes, pruning of the least re
   await write(api, id, { session_id: first, chars: '', yield_time_ms: 5000 }).then((r) => assert.equal(r.body.session_id, first));
   const extra = await exec(api, id, { cmd: 'sleep 600', yield_time_ms: 250 });
   assert.equal(extra.status, 200);
-  assert.match(extra.body.warning, /you currently have 64 processes open/);
+  assert.match(extra.body.warning ?? '', /you currently have 64 processes open/);
   const stillThere = await Promise.all(ids.map((sid) => write(api, id, { session_id: sid, chars: '\u0001x' })));
   const missing = ids.filter((_, i) => stillThere[i]!.status === 404);
   assert.equal(missing.length, 1, 'exactly one process was pruned');
   assert.notEqual(missing[0], first, 'a recently used process is protected');
-  assert.equal((await api('GET', `/v1/sessions/${id}`)).body.runningProcesses, 64);
+  assert.equal((await api<SessionInfo>('GET', `/v1/sessions/${id}`)).body.runningProcesses, 64);
   await api('DELETE', `/v1/sessions/${id}`);
 });

@@ -31,8 +31,8 @@ test('middle truncation never splits a UTF-8 character', () => {
   const text = 'é'.repeat(100); // 200 bytes
   const cut = truncateMiddleTokens(text, 5); // 20 bytes budget: 10 head, 10 tail
   assert.ok(!cut.includes('\uFFFD'));
-  assert.ok(cut.startsWith('é'.repeat(5) + '…'));
-  assert.ok(cut.endsWith('…' + 'é'.repeat(5)) || cut.endsWith('é'.repeat(5)));
+  assert.ok(cut.startsWith(`${'é'.repeat(5)}…`));
+  assert.ok(cut.endsWith(`…${'é'.repeat(5)}`) || cut.endsWith('é'.repeat(5)));
 });
 
 test('head/tail buffer keeps the first and the newest bytes and counts the middle', () => {

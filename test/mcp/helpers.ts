@@ -30,6 +30,7 @@ export function textOf(result: unknown): string {
   return r.content.map((c) => (c.type === 'text' ? c.text : `[${c.type}]`)).join('\n');
 }
 
-export async function call(client: Client, name: string, args: Record<string, unknown> = {}): Promise<CallToolResult & { structuredContent?: Record<string, any> }> {
-  return (await client.callTool({ name, arguments: args })) as CallToolResult & { structuredContent?: Record<string, any> };
+/** A tool call; `T` is the structured content the test expects of that tool (by default, fields of any type). */
+export async function call<T extends object = Record<string, unknown>>(client: Client, name: string, args: Record<string, unknown> = {}): Promise<CallToolResult & { structuredContent?: Partial<T> }> {
+  return (await client.callTool({ name, arguments: args })) as CallToolResult & { structuredContent?: Partial<T> };
 }

@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { ExecToolResult, SessionInfo } from '../../src/protocol/index.ts';
 import { dockerTestOptions } from '../docker/engine.ts';
 import { BACKENDS } from '../support/backends.ts';
 import type { BackendKind, TestServer } from '../support/harness.ts';
@@ -44,16 +45,16 @@ for (const backend of BACKENDS) {
     assert.equal(r.structuredContent?.['exit_code'], 3);
 
     // A session was created implicitly and bound: it is listed as such.
-    const listed = await call(client, 'list_sessions');
-    assert.equal(listed.structuredContent?.['sessions'].length, 1);
+    const listed = await call<{ sessions: SessionInfo[] }>(client, 'list_sessions');
+    assert.equal(listed.structuredContent?.sessions?.length, 1);
     assert.match(textOf(listed), /\(bound\)/);
 
     const started = await call(client, 'exec_command', { cmd: 'read line; echo "got $line"', tty: true, login: false, shell: '/bin/sh', yield_time_ms: 500 });
     const id = started.structuredContent?.['session_id'];
     assert.ok(Number.isInteger(id), textOf(started));
     assert.match(textOf(started), new RegExp(`Process running with session ID ${id}`));
-    const answered = await call(client, 'write_stdin', { session_id: id, chars: 'there\n', yield_time_ms: 2000 });
-    assert.match(answered.structuredContent?.['output'], /got there/);
+    const answered = await call<ExecToolResult>(client, 'write_stdin', { session_id: id, chars: 'there\n', yield_time_ms: 2000 });
+    assert.match(answered.structuredContent?.output ?? '', /got there/);
     const done = answered.structuredContent?.['exit_code'] ?? (await call(client, 'write_stdin', { session_id: id, chars: '' })).structuredContent?.['exit_code'];
     assert.equal(done, 0);
 
@@ -129,7 +130,7 @@ test('mcp: tokens and tenants: no token is refused, and another tenant sees neit
   const alice = await mcpClient(t, s.httpUrl, { token: 'alice-token' });
   const made = await call(alice.client, 'create_session', {});
   const aliceSession = made.structuredContent?.['sessionId'];
-  assert.equal(typeof aliceSession, 'string');
+  assert.ok(typeof aliceSession === 'string', String(aliceSession));
 
   // Bob presenting Alice's MCP session id: not found.
   const hijack = await fetch(`${s.httpUrl}/mcp`, {
@@ -141,8 +142,8 @@ test('mcp: tokens and tenants: no token is refused, and another tenant sees neit
 
   // Bob's own connection: Alice's exec session does not exist for him, by argument or header.
   const bob = await mcpClient(t, s.httpUrl, { token: 'bob-token' });
-  const listed = await call(bob.client, 'list_sessions');
-  assert.equal(listed.structuredContent?.['sessions'].length, 0);
+  const listed = await call<{ sessions: SessionInfo[] }>(bob.client, 'list_sessions');
+  assert.equal(listed.structuredContent?.sessions?.length, 0);
   const named = await call(bob.client, 'exec_command', { cmd: 'true', session: aliceSession });
   assert.equal(named.isError, true);
   assert.match(textOf(named), /EXEC_ERR_SESSION_NOT_FOUND/);

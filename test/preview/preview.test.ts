@@ -14,7 +14,9 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { test } from 'node:test';
 import WebSocket from 'ws';
+import type { PreviewAnswer, SessionInfo } from '../../src/protocol/index.ts';
 import { dockerTestOptions } from '../docker/engine.ts';
+import { requestJson, type Answer } from '../http/helpers.ts';
 import { BACKENDS } from '../support/backends.ts';
 import type { BackendKind } from '../support/harness.ts';
 
@@ -88,10 +90,8 @@ function nextMessage(ws: WebSocket): Promise<string> {
   });
 }
 
-async function api(base: string, method: string, path: string, token: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const r = await fetch(`${base}${path}`, { method, headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
-  const text = await r.text();
-  return { status: r.status, body: text === '' ? undefined : JSON.parse(text) };
+function api<T = unknown>(base: string, method: string, path: string, token: string, body?: unknown): Promise<Answer<T>> {
+  return requestJson<T>(`${base}${path}`, method, body, token);
 }
 
 for (const backend of BACKENDS) {
@@ -115,7 +115,7 @@ for (const backend of BACKENDS) {
     const httpPort = 18_000 + Math.floor(Math.random() * 1000);
     await session.start('httpd', ['busybox', 'httpd', '-f', '-p', `127.0.0.1:${httpPort}`, '-h', `${root}/www`]);
 
-    const exposed = await api(base, 'POST', `/v1/sessions/${id}/ports`, ALICE, { port: httpPort });
+    const exposed = await api<PreviewAnswer>(base, 'POST', `/v1/sessions/${id}/ports`, ALICE, { port: httpPort });
     assert.equal(exposed.status, 201, JSON.stringify(exposed.body));
     assert.equal(exposed.body.path, `/v1/sessions/${id}/ports/${httpPort}/`);
     const page = await until200(`${base}${exposed.body.path}`, { authorization: `Bearer ${ALICE}` });
@@ -195,17 +195,17 @@ test('preview: a session that does not allow it cannot expose ports; closing a p
   const server = await startServer({ flags: ['--token', ALICE] });
   t.after(() => server.close());
   const base = server.httpUrl;
-  const plain = await api(base, 'POST', '/v1/sessions', ALICE, {});
+  const plain = await api<SessionInfo>(base, 'POST', '/v1/sessions', ALICE, {});
   const refused = await api(base, 'POST', `/v1/sessions/${plain.body.sessionId}/ports`, ALICE, { port: 8080 });
   assert.equal(refused.status, 403);
   assert.equal(refused.body.code, 'EXEC_ERR_REJECTED');
   const bad = await api(base, 'POST', `/v1/sessions/${plain.body.sessionId}/ports`, ALICE, { port: 70_000 });
   assert.equal(bad.status, 400);
 
-  const allowed = await api(base, 'POST', '/v1/sessions', ALICE, { previewPorts: true });
+  const allowed = await api<SessionInfo>(base, 'POST', '/v1/sessions', ALICE, { previewPorts: true });
   const id = allowed.body.sessionId;
   assert.equal((await api(base, 'POST', `/v1/sessions/${id}/ports`, ALICE, { port: 8080 })).status, 201);
-  assert.deepEqual((await api(base, 'GET', `/v1/sessions/${id}/ports`, ALICE)).body.ports.map((p: { port: number }) => p.port), [8080]);
+  assert.deepEqual((await api<{ ports: PreviewAnswer[] }>(base, 'GET', `/v1/sessions/${id}/ports`, ALICE)).body.ports.map((p) => p.port), [8080]);
   assert.equal((await api(base, 'DELETE', `/v1/sessions/${id}/ports/8080`, ALICE)).status, 204);
   assert.equal((await api(base, 'DELETE', `/v1/sessions/${id}/ports/8080`, ALICE)).status, 404);
   assert.equal((await get(`${base}/v1/sessions/${id}/ports/8080/`, { authorization: `Bearer ${ALICE}` })).status, 404);
@@ -239,7 +239,7 @@ test('preview (local): what authenticated the caller never reaches the applicati
   const app = `require('node:http').createServer((q, r) => { let n = 0; q.on('data', (d) => (n += d.length)); q.on('end', () => { r.setHeader('content-type', 'application/json'); r.end(JSON.stringify({ method: q.method, url: q.url, headers: q.headers, bodyBytes: n, pad: 'y'.repeat(Number(q.headers['x-pad'] ?? 0)) })); }); }).listen(${port}, '127.0.0.1', () => console.log('up'));`;
   await session.start('app', [process.execPath, '-e', app]);
   await session.waitFor((all) => all.some((n) => n.method === 'process/output' && n.params['processId'] === 'app'), 20_000, 'app listening');
-  const exposed = await api(base, 'POST', `/v1/sessions/${id}/ports`, ALICE, { port });
+  const exposed = await api<PreviewAnswer>(base, 'POST', `/v1/sessions/${id}/ports`, ALICE, { port });
   assert.equal(exposed.status, 201);
 
   const r = await fetch(`${base}${exposed.body.path}sub/page?x=1&q=a%20b`, { method: 'POST', headers: { authorization: `Bearer ${ALICE}`, cookie: 'exec_preview=whatever; app_session=keep-me', 'x-pad': String(3 * 1024 * 1024) }, body: Buffer.alloc(5 * 1024 * 1024, 7) });
