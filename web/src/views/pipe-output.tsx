@@ -37,5 +37,7 @@ export function PipeOutput({ handle }: { handle: (h: PipeHandle | undefined) => 
     });
     return () => handle(undefined);
   }, []);
-  return <pre class="pipe-output" ref={pre} data-testid="pipe-output" tabIndex={0} aria-label="Process output" />;
+  // A log (output appended in order, the oldest dropped past MAX_CHARS); browsers let the
+  // keyboard scroll a scrollable element without a tabIndex.
+  return <pre class="pipe-output" ref={pre} data-testid="pipe-output" role="log" aria-label="Process output" />;
 }

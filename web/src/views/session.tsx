@@ -45,7 +45,10 @@ function createEvents(): SessionEvents & { emit(n: Notification): void; opened(r
   return {
     subscribe(processId, fn) {
       let set = byProcess.get(processId);
-      if (!set) byProcess.set(processId, (set = new Set()));
+      if (!set) {
+        set = new Set();
+        byProcess.set(processId, set);
+      }
       return add(set, fn);
     },
     onOpen: (fn) => add(opens, fn),
@@ -55,8 +58,12 @@ function createEvents(): SessionEvents & { emit(n: Notification): void; opened(r
       if (typeof id !== 'string') return;
       for (const fn of byProcess.get(id) ?? []) fn({ method: n.method, ...n.params } as unknown as ProcessEvent);
     },
-    opened: (r) => [...opens].forEach((fn) => fn(r)),
-    dropped: () => [...drops].forEach((fn) => fn()),
+    opened(r) {
+      for (const fn of [...opens]) fn(r);
+    },
+    dropped() {
+      for (const fn of [...drops]) fn();
+    },
   };
 }
 
@@ -254,7 +261,7 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
                 {since(s.createdAt, now)} <span class="muted">· expires in {duration(Date.parse(s.expiresAt) - now)}</span>
               </dd>
             </dl>
-            <div class="usage" aria-label="Resource use" data-testid="usage">
+            <section class="usage" aria-label="Resource use" data-testid="usage">
               <div class="meter">
                 <span class="meter-label">CPU</span>
                 <span class="meter-value" data-col="cpu">{u ? cpu(u.cpuPercent) : '—'}</span>
@@ -277,7 +284,7 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
                 <Bar value={u?.pids ?? 0} max={u?.pidsLimit ?? 0} />
               </div>
               {!u ? <p class="muted small">{s.status === 'dead' ? 'The session is dead.' : 'This backend reports no resource use.'}</p> : null}
-            </div>
+            </section>
           </section>
 
           <Approvals api={api} sessionId={sessionId} onDecided={reloadProcs} />

@@ -28,7 +28,7 @@ export function SignIn({ onSignIn, reason }: { onSignIn: (token: string) => void
         <h1 id="signin-title">exec-server console</h1>
         <p class="muted">Sign in with your tenant token. It is kept in this tab only (session storage) and sent as a bearer token.</p>
         <label for="token">Tenant token</label>
-        <input id="token" name="token" type="password" autocomplete="off" spellcheck={false} value={token} onInput={(e) => setToken((e.target as HTMLInputElement).value)} autoFocus />
+        <input id="token" name="token" type="password" autocomplete="off" spellcheck={false} value={token} onInput={(e) => setToken((e.target as HTMLInputElement).value)} />
         {error ? (
           <p class="field-error" role="alert">
             {error}

@@ -18,7 +18,7 @@ export interface TerminalProps {
 }
 
 export function TerminalView({ interactive, onInput, onResize, handle }: TerminalProps) {
-  const host = useRef<HTMLDivElement>(null);
+  const host = useRef<HTMLElement>(null);
   const term = useRef<Terminal | undefined>(undefined);
   const fit = useRef<FitAddon | undefined>(undefined);
   const props = useRef({ interactive, onInput, onResize });
@@ -70,5 +70,5 @@ export function TerminalView({ interactive, onInput, onResize, handle }: Termina
     }
   }, [interactive]);
 
-  return <div class={`terminal ${interactive ? 'terminal-live' : ''}`} ref={host} data-testid="terminal" aria-label={interactive ? 'Terminal (interactive)' : 'Terminal (read-only)'} />;
+  return <section class={`terminal ${interactive ? 'terminal-live' : ''}`} ref={host} data-testid="terminal" aria-label={interactive ? 'Terminal (interactive)' : 'Terminal (read-only)'} />;
 }
