@@ -6,9 +6,9 @@
  * came and the two sockets are then piped together, so the application's own handshake, subprotocols
  * and extensions pass unchanged. A connection idle for `IDLE_MS` is ended.
  */
-import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
+import { request as httpRequest, STATUS_CODES, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { toExecError } from '../errors.ts';
+import { execError, httpErrorBody, toExecError, type ExecServerError } from '../errors.ts';
 
 const IDLE_MS = 10 * 60_000;
 
@@ -54,35 +54,45 @@ function forwardHeaders(headers: IncomingHttpHeaders): OutgoingHttpHeaders {
   return out;
 }
 
-function badGateway(res: ServerResponse, err: unknown): void {
+/** Why the port could not be reached, as the registry has it (a failure of no known kind is the backend's, 502). */
+function unreachable(err: unknown): ExecServerError {
   const e = toExecError(err);
+  return execError(e.code === 'EXEC_ERR_INTERNAL' ? 'EXEC_ERR_BACKEND' : e.code, `preview port unreachable: ${e.message}`, { cause: err });
+}
+
+function badGateway(res: ServerResponse, err: unknown): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
-  const code = e.code === 'EXEC_ERR_INTERNAL' ? 'EXEC_ERR_BACKEND' : e.code;
-  res.writeHead(code === 'EXEC_ERR_BACKEND' ? 502 : e.statusCode, { 'content-type': 'application/json' });
-  res.end(JSON.stringify({ code, message: `preview port unreachable: ${e.message}` }));
+  const e = unreachable(err);
+  res.writeHead(e.statusCode, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(httpErrorBody(e)));
 }
 
-/** Proxies one HTTP request; answers 502 when the port cannot be reached. */
+/** Proxies one HTTP request over a new connection to the port; answers 502 when it cannot be reached. */
 export function proxyHttp(req: IncomingMessage, res: ServerResponse, target: ProxyTarget): void {
-  let upstream: Duplex | undefined;
+  target.open().then(
+    (upstream) => {
+      // The caller went away while the connection was made.
+      if (res.destroyed) {
+        upstream.destroy();
+        return;
+      }
+      idleGuard(upstream);
+      forward(req, res, target, upstream);
+    },
+    (err: unknown) => badGateway(res, err),
+  );
+}
+
+/** Sends the request over `upstream` (Node's HTTP client speaks HTTP/1.1 on it) and streams the answer back. */
+function forward(req: IncomingMessage, res: ServerResponse, target: ProxyTarget, upstream: Duplex): void {
   const outgoing = httpRequest({
     method: req.method,
     path: target.path,
     headers: { ...forwardHeaders(target.headers), connection: 'close' },
-    createConnection: (_options, done) => {
-      target.open().then(
-        (stream) => {
-          upstream = stream;
-          idleGuard(stream);
-          done(null, stream as never);
-        },
-        (err: unknown) => done(err as Error, undefined as never),
-      );
-      return undefined as never;
-    },
+    createConnection: () => upstream,
   });
   outgoing.on('response', (answer) => {
     const headers: OutgoingHttpHeaders = {};
@@ -95,7 +105,7 @@ export function proxyHttp(req: IncomingMessage, res: ServerResponse, target: Pro
   res.once('close', () => {
     if (!res.writableFinished) {
       outgoing.destroy();
-      upstream?.destroy();
+      upstream.destroy();
     }
   });
   req.pipe(outgoing);
@@ -130,9 +140,9 @@ export function proxyUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer,
       upstream.once('close', () => socket.destroy());
     },
     (err: unknown) => {
-      const e = toExecError(err);
-      const body = JSON.stringify({ code: e.code === 'EXEC_ERR_INTERNAL' ? 'EXEC_ERR_BACKEND' : e.code, message: `preview port unreachable: ${e.message}` });
-      socket.end(`HTTP/1.1 502 Bad Gateway\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+      const e = unreachable(err);
+      const body = JSON.stringify(httpErrorBody(e));
+      socket.end(`HTTP/1.1 ${e.statusCode} ${STATUS_CODES[e.statusCode]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
     },
   );
 }
