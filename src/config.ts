@@ -81,6 +81,8 @@ export const OPTIONS = {
   instanceId: { flag: 'instance-id', env: 'EXEC_SERVER_INSTANCE_ID', kind: 'string', default: 'default', description: 'Names this server in container labels; a restarted server with the same id re-adopts its sessions.' },
   previewHost: { flag: 'preview-host', env: 'EXEC_SERVER_PREVIEW_HOST', kind: 'string', default: undefined, description: 'Wildcard host of preview ports: `p{port}-{session}.HOST` is proxied like `/v1/sessions/{session}/ports/{port}/` (DNS `*.HOST` pointing at this server).' },
   previewSecret: { flag: 'preview-secret', env: 'EXEC_SERVER_PREVIEW_SECRET', kind: 'string', default: undefined, secret: true, description: 'Key that signs preview URLs (same value on every replica); default a random key per process (its signed URLs end with it).' },
+  previewMaxPorts: { flag: 'preview-max-ports', env: 'EXEC_SERVER_PREVIEW_MAX_PORTS', kind: 'int', default: 16, min: 1, max: 1024, description: 'Preview ports one session exposes at most.' },
+  previewMaxConnections: { flag: 'preview-max-connections', env: 'EXEC_SERVER_PREVIEW_MAX_CONNECTIONS', kind: 'int', default: 64, min: 1, max: 4096, description: 'Proxied preview connections in flight per session (each is a relay in the session).' },
   previewUrlTtlSeconds: { flag: 'preview-url-ttl-seconds', env: 'EXEC_SERVER_PREVIEW_URL_TTL_SECONDS', kind: 'int', default: 3600, min: 10, max: 7 * 86_400, description: 'Default validity of a signed preview URL.' },
   shutdownGraceMs: { flag: 'shutdown-grace-ms', env: 'EXEC_SERVER_SHUTDOWN_GRACE_MS', kind: 'int', default: 10_000, min: 0, max: 600_000, description: 'Time allowed for a graceful shutdown on SIGTERM.' },
 } as const satisfies Record<string, OptionDef>;

@@ -6,8 +6,10 @@
  * on and deleted with the MCP connection.
  */
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
-import type { TSchema } from 'typebox';
+import type { StaticEncode, TSchema } from 'typebox';
+import { Compile } from 'typebox/compile';
 import type { Config } from '../config.ts';
+import { execError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
 import type { PreviewSigner } from '../preview/signing.ts';
 import type { SessionManager } from '../sessions/session-manager.ts';
@@ -26,19 +28,45 @@ export interface ToolContext {
   readonly origin: string | undefined;
 }
 
-/** One MCP tool: its listing and its work. `run` gets arguments already checked against `schema`. */
-export interface ToolDef<A> {
+/** What a tool is listed with (`tools/list`). */
+interface ToolListing<S extends TSchema> {
   readonly name: string;
   readonly title: string;
   readonly description: string;
-  readonly schema: TSchema;
+  readonly schema: S;
   readonly annotations?: Tool['annotations'];
-  run(args: A, ctx: ToolContext): Promise<CallToolResult>;
 }
 
-/** Erases a tool's argument type for the registry (its schema checks the arguments first). */
-export function defineTool<A>(def: ToolDef<A>): ToolDef<never> {
-  return def as unknown as ToolDef<never>;
+/** One MCP tool as it is written: its listing, and its work on arguments its schema accepts. */
+export interface ToolDef<S extends TSchema> extends ToolListing<S> {
+  run(args: StaticEncode<S>, ctx: ToolContext): Promise<CallToolResult>;
+}
+
+/** A tool of the registry: its listing, and its work behind the check of its arguments. */
+export interface McpTool extends ToolListing<TSchema> {
+  /** Runs the tool; arguments its schema refuses are EXEC_ERR_INVALID_PARAMS (what is wrong, in one line). */
+  call(args: unknown, ctx: ToolContext): Promise<CallToolResult>;
+}
+
+/** A tool for the registry: its schema, compiled once, checks (and types) the arguments `run` gets. */
+export function defineTool<const S extends TSchema>(def: ToolDef<S>): McpTool {
+  const check = Compile(def.schema);
+  const { run, ...listing } = def;
+  return {
+    ...listing,
+    async call(args, ctx) {
+      if (!check.Check(args)) throw execError('EXEC_ERR_INVALID_PARAMS', `invalid arguments: ${argumentError(check.Errors(args)[0])}`);
+      return run(args, ctx);
+    },
+  };
+}
+
+/** The first validation error of a tool's arguments, in one line. */
+function argumentError(error: object | undefined): string {
+  const first = error as { keyword?: string; instancePath?: string; message?: string; params?: { requiredProperties?: string[]; additionalProperties?: string[] } } | undefined;
+  if (first?.keyword === 'required') return `missing field ${first.params?.requiredProperties?.[0] ?? '?'}`;
+  if (first?.keyword === 'additionalProperties') return `unknown field ${first.params?.additionalProperties?.[0] ?? '?'}`;
+  return `${first?.instancePath || 'arguments'} ${first?.message ?? 'is invalid'}`;
 }
 
 /** The exec-server session an MCP connection works on, and the ones it created on its own. */

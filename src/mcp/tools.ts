@@ -5,13 +5,10 @@
  * file-tools.ts; which session a call works on is tool-context.ts's business.
  */
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
-import { Compile } from 'typebox/compile';
-import { execError } from '../errors.ts';
 import type { SessionSpec } from '../sessions/session-spec.ts';
 import type { Session } from '../sessions/session.ts';
 import { asReply, ToolRun } from '../tools/approval-queue.ts';
 import type { ExecToolResult } from '../protocol/index.ts';
-import { exposePort } from '../preview/ports.ts';
 import { previewAnswer } from '../preview/routes.ts';
 import type { UnifiedExec } from '../tools/unified-exec.ts';
 import { listDirTool, readFileTool, writeFileTool } from './file-tools.ts';
@@ -32,7 +29,7 @@ import {
   type SnapshotSessionToolArgs,
   type WriteStdinToolArgs,
 } from './schemas.ts';
-import { defineTool, SESSION_NOTE, sessionOf, type ToolContext, type ToolDef } from './tool-context.ts';
+import { defineTool, SESSION_NOTE, sessionOf, type McpTool, type ToolContext } from './tool-context.ts';
 
 /** Runs facade work as the HTTP routes do: its result, or first an approval a person must give. */
 async function runFacade(session: Session, tool: string, work: (ue: UnifiedExec, run: ToolRun) => Promise<ExecToolResult>): Promise<CallToolResult> {
@@ -116,8 +113,7 @@ const snapshotSessionTool = defineTool({
   schema: SnapshotSessionArgsSchema,
   async run(args: SnapshotSessionToolArgs, ctx) {
     const session = await sessionOf(ctx, args.session);
-    if (session.status.status === 'dead') throw execError('EXEC_ERR_SESSION_DEAD', `session is dead: ${session.status.reason}`);
-    const snapshot = await session.backend.snapshot(args.name);
+    const snapshot = await session.snapshot(args.name);
     return textResult(`snapshot ${snapshot.snapshotId} of session ${session.id}`, { ...snapshot });
   },
 });
@@ -130,39 +126,27 @@ const exposePortTool = defineTool({
   annotations: { openWorldHint: true },
   async run(args: ExposePortToolArgs, ctx) {
     const session = await sessionOf(ctx, args.session);
-    const answer = previewAnswer(session, exposePort(session, args.port), ctx.signer, ctx.config, args.ttl_seconds);
+    const answer = previewAnswer(session, session.ports.expose(args.port), ctx.signer, ctx.config, args.ttl_seconds);
     const url = ctx.origin === undefined ? answer.signedPath : `${ctx.origin}${answer.signedPath}`;
     return textResult(`port ${args.port} of session ${session.id}: ${url}\n(valid until ${answer.expiresAt}; nothing needs to listen yet, the URL answers 502 until something does)`, { ...answer, url });
   },
 });
 
-const TOOLS: ReadonlyArray<ToolDef<never>> = [execCommandTool, writeStdinTool, decideApprovalTool, readFileTool, writeFileTool, listDirTool, createSessionTool, listSessionsTool, snapshotSessionTool, exposePortTool];
+const TOOLS: readonly McpTool[] = [execCommandTool, writeStdinTool, decideApprovalTool, readFileTool, writeFileTool, listDirTool, createSessionTool, listSessionsTool, snapshotSessionTool, exposePortTool];
 
-const byName = new Map(TOOLS.map((t) => [t.name, { tool: t, check: Compile(t.schema) }]));
+const byName = new Map(TOOLS.map((t) => [t.name, t]));
 
 /** The tool listing (`tools/list`). */
 export function toolList(): Tool[] {
   return TOOLS.map((t) => ({ name: t.name, title: t.title, description: t.description, inputSchema: jsonSchema(t.schema), ...(t.annotations ? { annotations: t.annotations } : {}) }));
 }
 
-/** Why `args` do not fit the tool, in one line, or undefined when they do. */
-function argumentError(check: ReturnType<typeof Compile>, args: unknown): string | undefined {
-  if (check.Check(args)) return undefined;
-  const first = check.Errors(args)[0] as { keyword?: string; instancePath?: string; message?: string; params?: { requiredProperties?: string[]; additionalProperties?: string[] } } | undefined;
-  if (first?.keyword === 'required') return `missing field ${first.params?.requiredProperties?.[0] ?? '?'}`;
-  if (first?.keyword === 'additionalProperties') return `unknown field ${first.params?.additionalProperties?.[0] ?? '?'}`;
-  return `${first?.instancePath || 'arguments'} ${first?.message ?? 'is invalid'}`;
-}
-
 /** Runs a tool; undefined when there is no tool of that name (a protocol error for the caller). */
 export async function callTool(name: string, args: unknown, ctx: ToolContext): Promise<CallToolResult | undefined> {
-  const entry = byName.get(name);
-  if (!entry) return undefined;
-  const value = args ?? {};
-  const invalid = argumentError(entry.check, value);
-  if (invalid !== undefined) return errorResult(name, execError('EXEC_ERR_INVALID_PARAMS', `invalid arguments: ${invalid}`));
+  const tool = byName.get(name);
+  if (!tool) return undefined;
   try {
-    return await entry.tool.run(value as never, ctx);
+    return await tool.call(args ?? {}, ctx);
   } catch (err) {
     return errorResult(name, err);
   }

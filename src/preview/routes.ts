@@ -16,12 +16,11 @@ import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/typ
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { Config } from '../config.ts';
-import { ErrorSchema, PortBodySchema as PortBody, PortParamsSchema as PortParams, PreviewSchema, SessionParamsSchema as SessionParams } from '../protocol/index.ts';
+import { ErrorSchema, PortBodySchema as PortBody, PortParamsSchema as PortParams, PreviewSchema, SessionParamsSchema as SessionParams, type ExposedPort, type PreviewAnswer } from '../protocol/index.ts';
 import { execError, httpErrorBody, toExecError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
 import type { Session } from '../sessions/session.ts';
 import { createAuthenticator } from '../transport/auth.ts';
-import { closePort, exposedPorts, exposePort, isExposed, openConnection, type ExposedPort } from './ports.ts';
 import { proxyHttp, proxyUpgrade, type ProxyTarget } from './proxy.ts';
 import type { PreviewSigner } from './signing.ts';
 
@@ -52,15 +51,6 @@ export function previewRewriter(previewHost: string | undefined): ((req: Incomin
     (req as IncomingMessage & { [VIA_HOST]?: boolean })[VIA_HOST] = true;
     return `/v1/sessions/${m[2]}/ports/${m[1]}${url.startsWith('/') ? url : `/${url}`}`;
   };
-}
-
-export interface PreviewAnswer {
-  readonly port: number;
-  readonly exposedAt: string;
-  readonly path: string;
-  readonly host?: string | undefined;
-  readonly signedPath: string;
-  readonly expiresAt: string;
 }
 
 /** What exposing a port answers (HTTP and JSON-RPC alike). */
@@ -109,7 +99,7 @@ export async function registerPreviewRoutes(app: FastifyInstance, opts: { config
       { schema: { operationId: 'exposePort', tags: ['preview'], summary: 'Expose a TCP port of the session as a preview URL', params: SessionParams, body: PortBody, response: { 201: PreviewSchema, ...errors } } },
       async (request, reply) => {
         const session = app.sessions.get(request.params.id, request.tenant);
-        const exposed = exposePort(session, request.body.port);
+        const exposed = session.ports.expose(request.body.port);
         return reply.code(201).send(previewAnswer(session, exposed, signer, config, request.body.ttlSeconds));
       },
     );
@@ -118,7 +108,7 @@ export async function registerPreviewRoutes(app: FastifyInstance, opts: { config
       { schema: { operationId: 'listPorts', tags: ['preview'], summary: 'Exposed ports of the session', params: SessionParams, response: { 200: Type.Object({ ports: Type.Array(PreviewSchema) }), ...errors } } },
       async (request) => {
         const session = app.sessions.get(request.params.id, request.tenant);
-        return { ports: exposedPorts(session).map((p) => previewAnswer(session, p, signer, config)) };
+        return { ports: session.ports.list().map((p) => previewAnswer(session, p, signer, config)) };
       },
     );
     api.delete(
@@ -126,7 +116,7 @@ export async function registerPreviewRoutes(app: FastifyInstance, opts: { config
       { schema: { operationId: 'closePort', tags: ['preview'], summary: 'Stop exposing a port; its connections end', params: PortParams, response: { 204: Type.Null(), ...errors } } },
       async (request, reply) => {
         const session = app.sessions.get(request.params.id, request.tenant);
-        if (!closePort(session, request.params.port)) throw execError('EXEC_ERR_NOT_FOUND', `port ${request.params.port} is not exposed`);
+        if (!session.ports.close(request.params.port)) throw execError('EXEC_ERR_NOT_FOUND', `port ${request.params.port} is not exposed`);
         return reply.code(204).send(null);
       },
     );
@@ -173,10 +163,10 @@ export async function registerPreviewRoutes(app: FastifyInstance, opts: { config
     let session: Session;
     try {
       session = app.sessions.get(sessionId, who.tenant);
-      if (!isExposed(session, port)) throw execError('EXEC_ERR_NOT_FOUND', `port ${port} of session ${sessionId} is not exposed`);
+      if (!session.ports.has(port)) throw execError('EXEC_ERR_NOT_FOUND', `port ${port} of session ${sessionId} is not exposed`);
     } catch (err) {
       const e = toExecError(err);
-      return reply.code(e.statusCode).send({ code: e.code, message: e.message });
+      return reply.code(e.statusCode).send(httpErrorBody(e));
     }
     const viaHost = (request.raw as IncomingMessage & { [VIA_HOST]?: boolean })[VIA_HOST] === true;
     const prefix = viaHost ? '/' : `/v1/sessions/${sessionId}/ports/${port}/`;
@@ -198,7 +188,7 @@ export async function registerPreviewRoutes(app: FastifyInstance, opts: { config
     if (who.bearer) delete headers.authorization;
     headers['x-forwarded-prefix'] = prefix.replace(/\/$/, '') || '/';
     const target: ProxyTarget = {
-      open: () => openConnection(session, port),
+      open: () => session.ports.open(port),
       path: `/${path.slice(`/v1/sessions/${m[1]}/ports/${port}/`.length)}${cleanQuery}`,
       headers,
     };

@@ -6,14 +6,13 @@
 import type { Config } from '../config.ts';
 import type { Connection } from '../rpc/connection.ts';
 import type { MethodTable } from '../rpc/method-table.ts';
-import { closePort, exposePort } from './ports.ts';
 import { previewAnswer } from './routes.ts';
 import type { PreviewSigner } from './signing.ts';
 
 export function registerPreviewMethods(table: MethodTable<Connection>, opts: { config: Config; signer: PreviewSigner }): void {
   table.add('session/exposePort', (params, conn) => {
     const session = conn.session;
-    return previewAnswer(session, exposePort(session, params.port), opts.signer, opts.config, params.ttlSeconds);
+    return previewAnswer(session, session.ports.expose(params.port), opts.signer, opts.config, params.ttlSeconds);
   });
-  table.add('session/closePort', (params, conn) => ({ closed: closePort(conn.session, params.port) }));
+  table.add('session/closePort', (params, conn) => ({ closed: conn.session.ports.close(params.port) }));
 }

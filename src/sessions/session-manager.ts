@@ -45,6 +45,7 @@ export class SessionManager {
       approvalTimeoutMs: config.approvalTimeoutMs,
       maxPendingApprovals: config.maxPendingApprovals,
       fileLimits: { ...DEFAULT_FILE_LIMITS, maxReadBytes: config.fsMaxReadBytes },
+      portLimits: { maxPorts: config.previewMaxPorts, maxConnections: config.previewMaxConnections },
       limits: {
         maxProcesses: config.maxProcesses,
         retentionBytes: config.outputRetentionBytes,

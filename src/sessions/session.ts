@@ -11,9 +11,9 @@ import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { ApprovalDecision, ApprovalRequest } from '../policy/approvals.ts';
 import { execError } from '../errors.ts';
-import { exposedPorts } from '../preview/ports.ts';
+import { SessionPorts, type PortLimits } from './ports.ts';
 import { ProcessTable, type ProcessLimits } from '../processes/process-table.ts';
-import { ApprovalAnswerSchema, type HibernationAnswer, type SessionInfo } from '../protocol/index.ts';
+import { ApprovalAnswerSchema, type HibernationAnswer, type SessionInfo, type SnapshotInfo } from '../protocol/index.ts';
 import { UnifiedExec } from '../tools/unified-exec.ts';
 import type { FileLimits } from './files/file-limits.ts';
 import { SessionFiles } from './files/session-files.ts';
@@ -42,6 +42,7 @@ export interface SessionDeps {
   readonly maxPendingApprovals: number;
   readonly backendKind: string;
   readonly fileLimits: FileLimits;
+  readonly portLimits: PortLimits;
 }
 
 const isApprovalAnswer = Compile(ApprovalAnswerSchema);
@@ -58,6 +59,8 @@ export class Session {
   readonly unifiedExec: UnifiedExec;
   /** Live resource use (`session/info`, `GET /v1/sessions/:id`). */
   readonly usage: UsageSampler;
+  /** Exposed preview ports and the proxied connections to them. */
+  readonly ports: SessionPorts;
   readonly createdAt: Date;
   readonly approvalCache = new Set<string>();
   /** Client paths that stand for the workspace (longest first is not needed: aliases never nest). */
@@ -92,6 +95,7 @@ export class Session {
     this.files = new SessionFiles(this, deps.fileLimits);
     this.unifiedExec = new UnifiedExec(this, deps.limits.terminateGraceMs);
     this.usage = new UsageSampler(this);
+    this.ports = new SessionPorts(this, deps.portLimits);
     backend.onLost((reason) => this.markDead(reason));
   }
 
@@ -241,7 +245,7 @@ export class Session {
       labels: this.spec.labels,
       createdAt: this.createdAt.toISOString(),
       expiresAt: this.expiresAt.toISOString(),
-      ports: exposedPorts(this),
+      ports: this.ports.list(),
     };
   }
 
@@ -260,8 +264,14 @@ export class Session {
     return { sessionId: this.id, hibernation: h.state };
   }
 
+  /** Commits the session's filesystem to a snapshot image (docker backend). */
+  snapshot(name: string | undefined): Promise<SnapshotInfo> {
+    this.assertAlive();
+    return this.backend.snapshot(name);
+  }
+
   #hibernation(): BackendHibernation {
-    if (this.status.status === 'dead') throw execError('EXEC_ERR_SESSION_DEAD', `session is dead: ${this.status.reason}`);
+    this.assertAlive();
     const h = this.backend.hibernation;
     if (h === undefined) throw execError('EXEC_ERR_UNSUPPORTED', `hibernation needs the docker backend; this session runs on the ${this.#deps.backendKind} backend`);
     return h;
@@ -292,6 +302,7 @@ export class Session {
   async destroy(): Promise<void> {
     for (const cleanup of this.#onDestroy) cleanup();
     this.#onDestroy.clear();
+    this.ports.closeAll();
     this.files.close();
     this.unifiedExec.approvals.close();
     this.#client?.evict('session was deleted');

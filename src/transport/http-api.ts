@@ -121,8 +121,7 @@ export async function registerHttpApi(app: FastifyInstance): Promise<void> {
       },
       async (request, reply) => {
         const session = app.sessions.get(request.params.id, request.tenant);
-        session.assertAlive();
-        const snapshot = await session.backend.snapshot(request.body.name);
+        const snapshot = await session.snapshot(request.body.name);
         return reply.code(201).send(snapshot);
       },
     );

@@ -111,9 +111,5 @@ export function registerSessionMethods(table: MethodTable<Connection>): void {
   table.add('session/terminateAll', async (_p, conn) => ({ terminated: await conn.session.terminateAll() }));
   table.add('session/hibernate', (_p, conn) => conn.session.hibernate());
   table.add('session/wake', (_p, conn) => conn.session.wake());
-  table.add('session/snapshot', async (params, conn) => {
-    const session = conn.session;
-    session.assertAlive();
-    return session.backend.snapshot(params.name ?? undefined);
-  });
+  table.add('session/snapshot', (params, conn) => conn.session.snapshot(params.name ?? undefined));
 }
