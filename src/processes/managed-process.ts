@@ -10,20 +10,11 @@ import type { BackendExit, BackendProcess, ProcessSink, SandboxType, SignalName,
 import type { ProcessId } from '../ids.ts';
 import type { WriteStatus } from '../protocol/index.ts';
 import { Attempt } from './attempt.ts';
+import { OutputCoalescer } from './output-coalescer.ts';
 import { OutputLog } from './output-log.ts';
-import { SlabWriter } from './output-slabs.ts';
-import type { ProcessState, TerminalState } from './process-state.ts';
+import { terminalState, type ProcessState, type ServerEnd, type TerminalState } from './process-state.ts';
 
 const WRITE_ID_MEMORY = 1024;
-/**
- * Output is published in chunks of at most this size (one seq, one notification each): what
- * arrives within one event-loop turn is merged up to it (latency added: at most one turn), a
- * bigger read is split. Measured end to end (bench/compare-reference.ts; BENCH_DEBUG=1 prints
- * the CPU a stream costs): with 16 KiB a 256 MB pipe stream cost the machine 1.26-1.44 CPU-s
- * and took 0.72-0.83 s, with 64 KiB 1.59-1.64 CPU-s and 0.87-0.91 s (8 and 32 KiB in between):
- * the client's text frame then mostly fits in one socket read, and small frames pipeline.
- */
-const CHUNK_MAX_BYTES = 16 * 1024;
 
 export interface ProcessSpec {
   readonly id: ProcessId;
@@ -48,16 +39,14 @@ export class ManagedProcess {
   #sandboxDenied = false;
   #stdinOpen: boolean;
   /** Set when the server ends the process itself; decides the terminal state of the exit. */
-  #pendingEnd: 'timed-out' | 'terminated' | undefined;
+  #pendingEnd: ServerEnd | undefined;
   readonly #holdLimit: number;
   readonly #writeIds = new Set<string>();
   #outputPaused = false;
   readonly #timers = new Set<NodeJS.Timeout>();
   readonly #onTerminal: ((p: ManagedProcess) => void) | undefined;
-  /** Output storage; what it holds untaken is not yet in the log (coalescing), all of one stream. */
-  readonly #output = new SlabWriter();
-  #pendingStream: StreamName = 'stdout';
-  #flushScheduled: NodeJS.Immediate | undefined;
+  /** Output on its way to the log (chunked, merged within a loop turn). */
+  readonly #output: OutputCoalescer;
   /** Bytes of the current attempt's output in the log: what `acknowledge` tells its backend. */
   #attemptBytes = 0;
 
@@ -68,6 +57,12 @@ export class ManagedProcess {
     this.#holdLimit = retentionBytes;
     this.#stdinOpen = spec.mode !== 'pipe-no-stdin';
     this.#onTerminal = onTerminal;
+    this.#output = new OutputCoalescer(this.log, (bytes) => {
+      this.#attemptBytes += bytes;
+      // Before the append (which notifies clients): a restarted server must never know less
+      // than a client was told.
+      this.#attempt?.process?.acknowledge?.(this.log.nextSeq, this.#attemptBytes);
+    });
   }
 
   get id(): ProcessId {
@@ -138,7 +133,7 @@ export class ManagedProcess {
     const sink: ProcessSink = {
       output: (stream, data) => {
         if (attempt.discarded || data.length === 0) return;
-        if (!attempt.holding) return this.#publish(stream, data);
+        if (!attempt.holding) return this.#output.publish(stream, data);
         // Holding is bounded: an attempt that prints more than the budget inside the window
         // evidently runs, so its output is published (nothing lost) and it will not be retried.
         if (attempt.hold(stream, data) > this.#holdLimit) this.release(attempt);
@@ -164,7 +159,7 @@ export class ManagedProcess {
   /** held -> running (or ended, if it exited in the window): publishes what the attempt held. */
   release(attempt: Attempt, sandboxDenied = false): void {
     if (!attempt.holding) return;
-    for (const chunk of attempt.stopHolding()) this.#publish(chunk.stream, chunk.data);
+    for (const chunk of attempt.stopHolding()) this.#output.publish(chunk.stream, chunk.data);
     if (this.#phase.kind === 'held') this.#phase = { kind: 'running' };
     if (attempt.exit) this.#finish(attempt.exit, sandboxDenied);
   }
@@ -210,9 +205,9 @@ export class ManagedProcess {
   /** -> ended: records the terminal state, appends `exited` then `closed` (backends deliver exit after all output). */
   #finish(exit: BackendExit, sandboxDenied: boolean): void {
     if (this.#phase.kind === 'ended') return;
-    this.flushOutput();
+    this.#output.flush();
     this.clearTimers();
-    const state = this.#terminalState(exit);
+    const state = terminalState(exit, this.#pendingEnd);
     this.#phase = { kind: 'ended', state };
     this.#endedAt = Date.now();
     this.#sandboxDenied = sandboxDenied;
@@ -221,48 +216,6 @@ export class ManagedProcess {
     this.log.append({ kind: 'exited', state, sandboxDenied });
     this.log.append({ kind: 'closed' });
     this.#onTerminal?.(this);
-  }
-
-  #terminalState(exit: BackendExit): TerminalState {
-    if (exit.kind === 'lost') return { status: 'lost', exitCode: -1, reason: exit.reason };
-    if (this.#pendingEnd === 'timed-out') return { status: 'timed-out', exitCode: 124 };
-    if (exit.kind === 'signaled') {
-      const exitCode = 128 + exit.signo;
-      return this.#pendingEnd === 'terminated' ? { status: 'terminated', exitCode, signal: exit.signal } : { status: 'signaled', exitCode, signal: exit.signal };
-    }
-    if (this.#pendingEnd === 'terminated') return { status: 'terminated', exitCode: exit.code, signal: 'SIGTERM' };
-    return { status: 'exited', exitCode: exit.code };
-  }
-
-  // ---- output ---------------------------------------------------------------------------
-
-  /** Queues output for the log in chunks of at most CHUNK_MAX_BYTES, merging within one loop turn. */
-  #publish(stream: StreamName, data: Buffer): void {
-    while (data.length > CHUNK_MAX_BYTES) {
-      this.#publish(stream, data.subarray(0, CHUNK_MAX_BYTES));
-      data = data.subarray(CHUNK_MAX_BYTES);
-    }
-    const pending = this.#output.pendingBytes;
-    if (pending > 0 && (stream !== this.#pendingStream || pending + data.length > CHUNK_MAX_BYTES)) this.flushOutput();
-    this.#pendingStream = stream;
-    this.#output.append(data);
-    if (this.#output.pendingBytes >= CHUNK_MAX_BYTES) this.flushOutput();
-    else this.#flushScheduled ??= setImmediate(() => this.flushOutput());
-  }
-
-  /** Appends queued output to the log now (before an exit, and on each loop turn). */
-  flushOutput(): void {
-    if (this.#flushScheduled !== undefined) {
-      clearImmediate(this.#flushScheduled);
-      this.#flushScheduled = undefined;
-    }
-    const chunk = this.#output.take();
-    if (!chunk) return;
-    this.#attemptBytes += chunk.data.length;
-    // Before the append (which notifies clients): a restarted server must never know less
-    // than a client was told.
-    this.#attempt?.process?.acknowledge?.(this.log.nextSeq, this.#attemptBytes);
-    this.log.append({ kind: 'output', stream: this.#pendingStream, data: chunk.data }, chunk.release);
   }
 
   // ---- what clients do with a process ---------------------------------------------------
@@ -316,7 +269,7 @@ export class ManagedProcess {
    * SIGTERM to the group, SIGKILL after `graceMs` if still running. `reason` decides how the
    * exit is reported. Resolves once the signal is sent (not when the process is gone).
    */
-  async end(reason: 'timed-out' | 'terminated', graceMs: number): Promise<void> {
+  async end(reason: ServerEnd, graceMs: number): Promise<void> {
     if (this.ended) return;
     this.#pendingEnd ??= reason;
     const attempt = this.#attempt;

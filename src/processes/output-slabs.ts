@@ -12,7 +12,7 @@
  * released slab is reused only from the next turn on). Whoever keeps output longer copies it.
  */
 
-/** Slab size: sixteen chunks of the largest size (16 KiB, managed-process.ts). */
+/** Slab size: sixteen chunks of the largest size (16 KiB, output-coalescer.ts). */
 const SLAB_BYTES = 256 * 1024;
 /** Free slabs kept for reuse (8 MiB); more are left to the garbage collector. */
 const MAX_FREE = 32;

@@ -21,7 +21,7 @@ export interface RpcTransport {
 }
 
 /**
- * Output frames: a chunk is at most 16 KiB (processes/managed-process.ts), 21,848 bytes of
+ * Output frames: a chunk is at most 16 KiB (processes/output-coalescer.ts), 21,848 bytes of
  * base64 plus the envelope; a bigger frame is a plain allocation.
  */
 const outputFrames = new FramePool(32 * 1024, 64);
