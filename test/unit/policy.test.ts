@@ -34,7 +34,7 @@ test('gate before the first attempt', () => {
   assert.deepEqual(decideInitial({ ...esc, policy: policy({ approvalPolicy: 'on-request', denyRead: ['/secret'] }) }), { kind: 'ask', reason: 'command asks to run without the sandbox', thenSandboxed: true });
 });
 
-test('gate after a denial, in DESIGN order', () => {
+test('gate after a denial, in the order of docs/protocol.md ("Approvals and the policy gate", step 4)', () => {
   assert.equal(decideRetry(policy({ approvalPolicy: 'on-request' }), true).kind, 'report');
   assert.equal(decideRetry(policy({ approvalPolicy: 'never' }), true).kind, 'report');
   assert.equal(decideRetry(policy({ approvalPolicy: { granular: { sandboxApproval: false } } }), false).kind, 'report');
