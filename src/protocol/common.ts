@@ -2,7 +2,7 @@
  * TypeBox building blocks shared by every wire schema of the protocol (docs/protocol.md):
  * JSON-RPC params objects, paths, ids, base64 and the HTTP error body.
  */
-import { Type, type Static, type TLiteral, type TSchema } from 'typebox';
+import { Type, type Static, type TLiteral, type TSchema, type TSchemaOptions, type TUnion } from 'typebox';
 import { ERROR_STATUSES, execError, type ErrorStatus } from '../errors.ts';
 
 /** Optional and nullable: Codex sends `null` for absent optionals (`arg0: null`, `maxBytes: null`). */
@@ -50,9 +50,16 @@ export const DescribedPathSchema = Type.String({
 export const ProcessIdSchema = Type.String({ minLength: 1, maxLength: 256 });
 export const Base64Schema = Type.String({ maxLength: 128 * 1024 * 1024, pattern: '^[A-Za-z0-9+/]*={0,2}$' });
 
+type Literals<T extends readonly string[]> = { -readonly [K in keyof T]: TLiteral<T[K]> };
+
 /** Literal schemas of `values`, one each, keeping each literal's type (a plain `map` widens them). */
-export function literals<const T extends readonly string[]>(values: T): { -readonly [K in keyof T]: TLiteral<T[K]> } {
-  return values.map((v) => Type.Literal(v)) as { -readonly [K in keyof T]: TLiteral<T[K]> };
+export function literals<const T extends readonly string[]>(values: T): Literals<T> {
+  return values.map((v) => Type.Literal(v)) as Literals<T>;
+}
+
+/** A string that is one of `values` (a union of their literal schemas). */
+export function OneOf<const T extends readonly string[]>(values: T, options?: TSchemaOptions): TUnion<Literals<T>> {
+  return Type.Union(literals(values), options) as TUnion<Literals<T>>;
 }
 
 /** Signals a client may send; they go to the command's whole process group. */
@@ -60,7 +67,7 @@ export const SIGNAL_NAMES = ['SIGINT', 'SIGTERM', 'SIGKILL', 'SIGHUP', 'SIGQUIT'
 export type SignalName = (typeof SIGNAL_NAMES)[number];
 
 /** Output stream label; a PTY merges both streams into `pty`. */
-export const StreamNameSchema = Type.Union([Type.Literal('stdout'), Type.Literal('stderr'), Type.Literal('pty')]);
+export const StreamNameSchema = OneOf(['stdout', 'stderr', 'pty']);
 export type StreamName = Static<typeof StreamNameSchema>;
 
 /** Every HTTP error answer (the JSON-RPC form is `error.data.code`). */

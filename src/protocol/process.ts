@@ -6,6 +6,7 @@ import { Type, type Static } from 'typebox';
 import {
   Base64Schema,
   literals,
+  OneOf,
   Opt,
   Params,
   PathSchema,
@@ -27,7 +28,7 @@ export const ProcessStartParams = Params({
   env: Opt(EnvMap),
   envPolicy: Opt(
     Type.Object({
-      inherit: Opt(Type.Union([Type.Literal('all'), Type.Literal('core'), Type.Literal('none')])),
+      inherit: Opt(OneOf(['all', 'core', 'none'])),
       ignoreDefaultExcludes: Opt(Type.Boolean()),
       exclude: Opt(Type.Array(Type.String({ maxLength: 1024 }), { maxItems: 1024 })),
       set: Opt(EnvMap),
@@ -41,8 +42,8 @@ export const ProcessStartParams = Params({
   metadata: Opt(Type.Unknown()),
   size: Opt(Size),
   timeoutMs: Opt(Type.Integer({ minimum: 1, maximum: 7 * 86_400_000 })),
-  sandboxPermissions: Opt(Type.Union([Type.Literal('use-default'), Type.Literal('require-escalated')])),
-  approval: Opt(Type.Union([Type.Literal('approved'), Type.Literal('approved-for-session')])),
+  sandboxPermissions: Opt(OneOf(['use-default', 'require-escalated'])),
+  approval: Opt(OneOf(['approved', 'approved-for-session'])),
 });
 export type ProcessStartParams = Static<typeof ProcessStartParams>;
 
@@ -52,7 +53,7 @@ export type ProcessStartParams = Static<typeof ProcessStartParams>;
  */
 export const ProcessStartResult = Type.Object({
   processId: Type.String(),
-  sandboxType: Type.Union([Type.Literal('none'), Type.Literal('linuxSeccomp')]),
+  sandboxType: OneOf(['none', 'linuxSeccomp']),
   sandbox: Type.String(),
 });
 
@@ -64,13 +65,7 @@ export const ProcessReadParams = Params({
 });
 
 /** How a process ended, as every answer and notification names it. */
-export const TerminalStatusSchema = Type.Union([
-  Type.Literal('exited'),
-  Type.Literal('signaled'),
-  Type.Literal('timed-out'),
-  Type.Literal('terminated'),
-  Type.Literal('lost'),
-]);
+export const TerminalStatusSchema = OneOf(['exited', 'signaled', 'timed-out', 'terminated', 'lost']);
 
 export const OutputChunkSchema = Type.Object({ seq: Type.Integer(), stream: StreamNameSchema, chunk: Type.String() });
 
@@ -94,12 +89,7 @@ export const ProcessWriteParams = Params({
   chunk: Base64Schema,
   writeId: Opt(Type.String({ maxLength: 256 })),
 });
-export const WriteStatusSchema = Type.Union([
-  Type.Literal('accepted'),
-  Type.Literal('unknownProcess'),
-  Type.Literal('stdinClosed'),
-  Type.Literal('starting'),
-]);
+export const WriteStatusSchema = OneOf(['accepted', 'unknownProcess', 'stdinClosed', 'starting']);
 export type WriteStatus = Static<typeof WriteStatusSchema>;
 export const ProcessWriteResult = Type.Object({ status: WriteStatusSchema });
 
@@ -118,7 +108,7 @@ export const ProcessResizeParams = Params({
 export const ProcessSummarySchema = Type.Object({
   processId: Type.String(),
   argv: Type.Array(Type.String()),
-  mode: Type.Union([Type.Literal('pty'), Type.Literal('pipe'), Type.Literal('pipe-no-stdin')]),
+  mode: OneOf(['pty', 'pipe', 'pipe-no-stdin']),
   status: Type.Union([Type.Literal('starting'), Type.Literal('running'), TerminalStatusSchema]),
   exitCode: Type.Union([Type.Integer(), Type.Null()]),
   sandboxType: Type.String(),

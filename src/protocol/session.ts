@@ -4,7 +4,7 @@
  * API report, snapshots, and the approval request a server asks its client.
  */
 import { Type, type Static } from 'typebox';
-import { PathSchema } from './common.ts';
+import { literals, OneOf, PathSchema } from './common.ts';
 
 export const SandboxPolicySchema = Type.Union([
   Type.Object(
@@ -25,10 +25,7 @@ export const SandboxPolicySchema = Type.Union([
 export type SandboxPolicy = Static<typeof SandboxPolicySchema>;
 
 export const ApprovalPolicySchema = Type.Union([
-  Type.Literal('untrusted'),
-  Type.Literal('on-failure'),
-  Type.Literal('on-request'),
-  Type.Literal('never'),
+  ...literals(['untrusted', 'on-failure', 'on-request', 'never']),
   Type.Object(
     { granular: Type.Object({ sandboxApproval: Type.Boolean() }, { additionalProperties: false }) },
     { additionalProperties: false },
@@ -96,12 +93,7 @@ export const ExposedPortSchema = Type.Object({ port: Type.Integer(), exposedAt: 
 export type ExposedPort = Static<typeof ExposedPortSchema>;
 
 /** `hibernated`: checkpointed and stopped (docker); the next call that needs it wakes it. */
-export const HibernationStateSchema = Type.Union([
-  Type.Literal('awake'),
-  Type.Literal('hibernating'),
-  Type.Literal('hibernated'),
-  Type.Literal('waking'),
-]);
+export const HibernationStateSchema = OneOf(['awake', 'hibernating', 'hibernated', 'waking']);
 
 /** What `session/hibernate`, `session/wake` and their HTTP routes answer. */
 export const HibernationAnswerSchema = Type.Object({
@@ -124,7 +116,7 @@ export const SessionInfoSchema = Type.Object(
     image: Type.Optional(Type.String()),
     containerId: Type.Optional(Type.String()),
     execPath: Type.Optional(
-      Type.Union([Type.Literal('agent'), Type.Literal('exec')], {
+      OneOf(['agent', 'exec'], {
         description: 'Docker: the exec agent inside the container, or one engine exec per command (the fallback)',
       }),
     ),
@@ -133,7 +125,7 @@ export const SessionInfoSchema = Type.Object(
     hibernation: Type.Optional(HibernationStateSchema),
     hibernatedAt: Type.Optional(Type.String()),
     workdir: Type.String(),
-    status: Type.Union([Type.Literal('alive'), Type.Literal('dead')]),
+    status: OneOf(['alive', 'dead']),
     attached: Type.Boolean({ description: 'A WebSocket client is attached' }),
     processes: Type.Integer(),
     runningProcesses: Type.Integer(),
@@ -173,15 +165,10 @@ export const SnapshotParamsSchema = Type.Object({ id: Type.String({ minLength: 1
 
 // ---- approvals (server-to-client `approval/request`, and the HTTP approval queue) ----
 
-export const ApprovalPurposeSchema = Type.Union([Type.Literal('initial'), Type.Literal('sandbox-retry')]);
+export const ApprovalPurposeSchema = OneOf(['initial', 'sandbox-retry']);
 export type ApprovalPurpose = Static<typeof ApprovalPurposeSchema>;
 
-export const ApprovalDecisionSchema = Type.Union([
-  Type.Literal('approved'),
-  Type.Literal('approved-for-session'),
-  Type.Literal('denied'),
-  Type.Literal('abort'),
-]);
+export const ApprovalDecisionSchema = OneOf(['approved', 'approved-for-session', 'denied', 'abort']);
 export type ApprovalDecision = Static<typeof ApprovalDecisionSchema>;
 
 /** Params of `approval/request`: which command wants to run, and why a person is asked. */

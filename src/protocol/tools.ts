@@ -3,7 +3,7 @@
  * calls and the approval follow-up): request bodies and answers.
  */
 import { Type, type Static } from 'typebox';
-import { Opt } from './common.ts';
+import { OneOf, Opt } from './common.ts';
 import { ApprovalDecisionSchema, ApprovalPurposeSchema } from './session.ts';
 
 export const ExecCommandBodySchema = Type.Object(
@@ -21,7 +21,7 @@ export const ExecCommandBodySchema = Type.Object(
     max_output_tokens: Opt(
       Type.Integer({ minimum: 0, description: 'Output budget in approximate tokens (4 bytes each; default 10000)' }),
     ),
-    sandbox_permissions: Opt(Type.Union([Type.Literal('use_default'), Type.Literal('require_escalated')])),
+    sandbox_permissions: Opt(OneOf(['use_default', 'require_escalated'])),
     justification: Opt(Type.String({ maxLength: 8192 })),
     prefix_rule: Opt(Type.Array(Type.String({ maxLength: 4096 }), { maxItems: 256 })),
   },
@@ -93,7 +93,7 @@ export const FunctionCallOutputSchema = Type.Object({
   type: Type.Literal('function_call_output'),
   call_id: Type.String(),
   output: Type.String({ description: 'What to send back to the model' }),
-  status: Type.Optional(Type.Union([Type.Literal('completed'), Type.Literal('rejected'), Type.Literal('failed')])),
+  status: Type.Optional(OneOf(['completed', 'rejected', 'failed'])),
   code: Type.Optional(Type.String()),
   result: Type.Optional(ExecResultSchema),
 });
