@@ -11,7 +11,7 @@ import { execError } from '../../errors.ts';
 import type { BackendExit, ProcessSink } from '../types.ts';
 import type { AgentChannel } from './agent-channel.ts';
 import type { AgentProcess } from './agent-process.ts';
-import { runControl, streamControl, type ControlOptions, type ControlResult } from './exec-runner.ts';
+import { endWithResult, runControl, streamControl, type ControlOptions, type ControlResult } from './exec-runner.ts';
 
 export interface StreamControlOptions {
   readonly cmd: string[];
@@ -120,14 +120,7 @@ export function agentRunner(channel: AgentChannel, env: Readonly<Record<string, 
           proc?.dispose();
         }
       })();
-      done.then(
-        (r) => {
-          const e = o.failure(r);
-          if (e !== undefined) stdout.destroy(e);
-          else stdout.end();
-        },
-        (e: unknown) => stdout.destroy(e as Error),
-      );
+      endWithResult(stdout, done, o.failure);
       return { stdout, done };
     },
   };

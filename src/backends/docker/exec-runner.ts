@@ -264,13 +264,21 @@ export async function streamControl(
     if (outcome.kind === 'gone') throw execError('EXEC_ERR_BACKEND', `command lost: ${outcome.reason}`);
     return { exitCode: outcome.code, stdout: Buffer.alloc(0), stderr: Buffer.concat(err).toString('utf8') };
   })();
+  endWithResult(stdout, done, o.failure);
+  return { stdout, done };
+}
+
+/**
+ * Ends a streamed command's `stdout` by its result: ended when `failure` finds nothing wrong,
+ * destroyed with its error (or the command's) otherwise (streamControl's rule, both exec paths).
+ */
+export function endWithResult(stdout: PassThrough, done: Promise<ControlResult>, failure: (result: ControlResult) => Error | undefined): void {
   done.then(
     (r) => {
-      const e = o.failure(r);
+      const e = failure(r);
       if (e !== undefined) stdout.destroy(e);
       else stdout.end();
     },
     (e: unknown) => stdout.destroy(e as Error),
   );
-  return { stdout, done };
 }

@@ -8,6 +8,21 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import type { Duplex } from 'node:stream';
+import type { SandboxType } from '../types.ts';
+import type { OutputChannels } from './output-channels.ts';
+
+/** What a command is spawned with under its relay, in PTY and pipe mode alike. */
+export interface RelaySpawn {
+  readonly file: string;
+  readonly args: readonly string[];
+  readonly cwd: string;
+  readonly env: Readonly<Record<string, string>>;
+  readonly sandboxType: SandboxType;
+  /** Where the relay's output is read (a plain pipe without). */
+  readonly channels?: OutputChannels | undefined;
+  /** The session's relays: this one joins them until it is gone. */
+  readonly keepers?: Keepers | undefined;
+}
 
 /** How long `killAll` waits for relays to report they are gone. */
 const KILL_WAIT_MS = 5_000;

@@ -9,9 +9,8 @@
 import { spawn } from 'node:child_process';
 import type { Duplex, Readable } from 'node:stream';
 import { execError } from '../../errors.ts';
-import type { BackendExit, BackendProcess, ProcessSink, SandboxType, SignalName, TerminalSize } from '../types.ts';
-import { keptRelay, onControlLines, type Keepers } from './keepers.ts';
-import type { OutputChannels } from './output-channels.ts';
+import type { BackendExit, BackendProcess, ProcessSink, SignalName, TerminalSize } from '../types.ts';
+import { keptRelay, onControlLines, type RelaySpawn } from './keepers.ts';
 import { ptyRelayPath, ptyRelayProblem } from './pty-process.ts';
 import { signalGroup, signalName, signalNumber } from './signals.ts';
 
@@ -20,21 +19,13 @@ const PIPE_CLOSE_GRACE_MS = 250;
 /** Bytes of stdin we buffer for a child that does not read; past it writes fail clearly. */
 const STDIN_BUFFER_LIMIT = 8 * 1024 * 1024;
 
-export interface PipeSpawn {
-  readonly file: string;
-  readonly args: readonly string[];
+/**
+ * `channels` carry stdout only: stderr stays a plain pipe (volume goes to stdout, and each
+ * channel costs the loop a handshake per spawn, see output-channels.ts).
+ */
+export interface PipeSpawn extends RelaySpawn {
   readonly argv0?: string | undefined;
-  readonly cwd: string;
-  readonly env: Readonly<Record<string, string>>;
   readonly stdin: boolean;
-  readonly sandboxType: SandboxType;
-  /**
-   * Where stdout is read (a plain pipe without). stderr stays a plain pipe: volume goes to
-   * stdout, and each channel costs the loop a handshake per spawn (see output-channels.ts).
-   */
-  readonly channels?: OutputChannels | undefined;
-  /** The session's relays: this one joins them until it is gone. */
-  readonly keepers?: Keepers | undefined;
 }
 
 export async function spawnPipe(opts: PipeSpawn, sink: ProcessSink): Promise<BackendProcess & { readonly pid: number | undefined }> {

@@ -15,10 +15,9 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import type { Duplex, Writable } from 'node:stream';
 import { execError } from '../../errors.ts';
-import type { BackendExit, BackendProcess, ProcessSink, SandboxType, SignalName, TerminalSize } from '../types.ts';
+import type { BackendExit, BackendProcess, ProcessSink, SignalName, TerminalSize } from '../types.ts';
 import { nativeHelperPath } from './native-helpers.ts';
-import { keptRelay, onControlLines, type Keepers } from './keepers.ts';
-import type { OutputChannels } from './output-channels.ts';
+import { keptRelay, onControlLines, type RelaySpawn } from './keepers.ts';
 import { signalGroup, signalName } from './signals.ts';
 
 const PTY_RELAY = nativeHelperPath('pty-relay');
@@ -27,19 +26,10 @@ const STDIN_BUFFER_LIMIT = 8 * 1024 * 1024;
 /** Diagnostics the relay may print on its stderr, kept for the error message. */
 const RELAY_STDERR_LIMIT = 4096;
 
-export interface PtySpawn {
-  readonly file: string;
-  readonly args: readonly string[];
-  readonly cwd: string;
-  readonly env: Readonly<Record<string, string>>;
+export interface PtySpawn extends RelaySpawn {
   readonly size: TerminalSize;
-  readonly sandboxType: SandboxType;
   /** Whether the relay may pin the command to one CPU while it streams fast (default true). */
   readonly pinning?: boolean | undefined;
-  /** Where the relay's output is read (a plain pipe without). */
-  readonly channels?: OutputChannels | undefined;
-  /** The session's relays: this one joins them until it is gone. */
-  readonly keepers?: Keepers | undefined;
 }
 
 /** The relay both modes run under (`--pipe` for pipe mode). */
