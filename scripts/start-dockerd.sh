@@ -26,6 +26,20 @@ engine_answers() { timeout 5 docker info >/dev/null 2>&1; }
 CONFIG="${DOCKERD_CONFIG:-/etc/docker/daemon.json}"
 RUNSC="$(command -v runsc || true)"
 
+# runsc is registered through scripts/runsc-runtime.sh (a second hibernation of a session needs
+# it with Debian's runsc), installed where the engine finds it whatever happens to this clone.
+RUNTIME_WRAPPER="${RUNSC_RUNTIME_PATH:-/usr/local/libexec/exec-server/runsc-runtime}"
+daemon_config() {
+  printf '{\n  "experimental": true,\n  "runtimes": { "runsc": { "path": "%s", "runtimeArgs": ["--network=none"] } }\n}\n' "$1"
+}
+# (Refreshed on every run: a running engine that names it picks up a fix at its next call.)
+if [ -n "$RUNSC" ] && [ "$(id -u)" = 0 ]; then
+  mkdir -p "$(dirname "$RUNTIME_WRAPPER")"
+  sed "s|^RUNSC=.*|RUNSC=\"\${EXEC_SERVER_RUNSC:-$RUNSC}\"|" "$(dirname "$0")/runsc-runtime.sh" >"$RUNTIME_WRAPPER.tmp"
+  chmod 0755 "$RUNTIME_WRAPPER.tmp"
+  mv "$RUNTIME_WRAPPER.tmp" "$RUNTIME_WRAPPER"
+fi
+
 if engine_answers; then
   echo "start-dockerd: engine already answers" >&2
   if [ -n "$RUNSC" ] && ! timeout 5 docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; then
@@ -58,10 +72,11 @@ pick_storage() {
 STORAGE="$(pick_storage)"
 
 if [ -n "$RUNSC" ]; then
-  if [ ! -s "$CONFIG" ]; then
+  # A config this script wrote before it had the wrapper is brought up to date.
+  if [ ! -s "$CONFIG" ] || [ "$(cat "$CONFIG")" = "$(daemon_config "$RUNSC")" ]; then
     mkdir -p "$(dirname "$CONFIG")"
-    printf '{\n  "experimental": true,\n  "runtimes": { "runsc": { "path": "%s", "runtimeArgs": ["--network=none"] } }\n}\n' "$RUNSC" >"$CONFIG"
-    echo "start-dockerd: wrote $CONFIG (runtime runsc, experimental)" >&2
+    daemon_config "$RUNTIME_WRAPPER" >"$CONFIG"
+    echo "start-dockerd: wrote $CONFIG (runtime runsc through $RUNTIME_WRAPPER, experimental)" >&2
   elif ! grep -q '"runsc"' "$CONFIG"; then
     echo "start-dockerd: note: $CONFIG exists without a runsc runtime; left as it is" >&2
   fi

@@ -97,6 +97,32 @@ test('hibernate stops the container with its memory; on wake the counter and a r
   assert.ok(seqs.some((q) => q > seqBefore), 'output after the wake continues the seq');
 });
 
+test('a session hibernates and wakes again and again: three cycles, the counter going on each time', dockerTestOptions, async (t) => {
+  const server = await startServer({ backend: 'docker', flags: ['--allowed-runtimes', 'runsc'] });
+  t.after(() => server.close());
+  const s = await TestSession.open(server.url, { session: GVISOR });
+  t.after(() => s.close());
+  const containerId = String((await s.request('session/info', {}))['containerId']);
+  assert.equal((await s.run('loop', ['sh', '-c', COUNTER])).exited['exitCode'], 0);
+  await sleep(300);
+  let last = await counter(s, 'c0');
+  const names = new Set<string>();
+  for (let cycle = 1; cycle <= 3; cycle++) {
+    assert.equal((await s.request('session/hibernate', {}))['hibernation'], 'hibernated', `cycle ${cycle}: hibernated`);
+    const listed = await docker('checkpoint', 'ls', containerId);
+    const name = /exec-server-hibernation-\S+/.exec(listed)?.[0];
+    assert.ok(name !== undefined, `cycle ${cycle}: a checkpoint of ours: ${listed}`);
+    assert.ok(!names.has(name), `cycle ${cycle}: a name of its own (${name})`);
+    names.add(name);
+    assert.equal((await s.request('session/wake', {}))['hibernation'], 'awake', `cycle ${cycle}: awake`);
+    await sleep(200);
+    const now = await counter(s, `c${cycle}`);
+    assert.ok(now > last, `cycle ${cycle}: the loop goes on (${last} -> ${now})`);
+    last = now;
+  }
+  assert.doesNotMatch(await docker('checkpoint', 'ls', containerId), /exec-server-hibernation/, 'no checkpoint left after the last wake');
+});
+
 test('on the exec path, hibernate refuses while a command holds an attached exec', dockerTestOptions, async (t) => {
   const server = await startServer({ backend: 'docker', flags: ['--allowed-runtimes', 'runsc', '--docker-exec-path', 'exec'] });
   t.after(() => server.close());

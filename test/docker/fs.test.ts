@@ -3,8 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
+import { peakGrowth } from '../support/memory.ts';
 import { dockerTestOptions } from './engine.ts';
 import { RecordingSink, sharedSession, spawnRequest } from './helpers.ts';
 
@@ -79,22 +78,6 @@ test('openRead with offset', dockerTestOptions, async () => {
 test('200 MB file: writeStream and openRead with checksums and bounded memory', { ...dockerTestOptions, timeout: 300_000 }, async () => {
   const SIZE = 200 * 1024 * 1024;
   const CHUNK = 1024 * 1024;
-  // Live memory, not garbage: 200 one-MiB chunks pass through, and V8 frees their buffers only
-  // when its external-memory trigger fires, so a peak of RSS alone says more about the GC than
-  // about buffering. The sampler collects before each reading of heap plus buffers.
-  setFlagsFromString('--expose-gc');
-  const gc = runInNewContext('gc') as () => void;
-  gc();
-  const base = process.memoryUsage();
-  let peakRss = base.rss;
-  const liveOf = (m: NodeJS.MemoryUsage): number => m.heapUsed + m.arrayBuffers;
-  let peakLive = liveOf(base);
-  const sampler = setInterval(() => {
-    gc();
-    const m = process.memoryUsage();
-    peakRss = Math.max(peakRss, m.rss);
-    peakLive = Math.max(peakLive, liveOf(m));
-  }, 50);
   // A generated stream (pseudo-random, so compression or sparse tricks cannot help).
   const hashIn = createHash('sha256');
   let produced = 0;
@@ -115,34 +98,34 @@ test('200 MB file: writeStream and openRead with checksums and bounded memory', 
       this.push(buf);
     },
   });
-  let t = Date.now();
-  const written = await shared.session.fs.writeStream('/workspace/big.bin', source);
-  const writeMs = Date.now() - t;
-  assert.equal(written, SIZE);
+  const write = await peakGrowth(() => shared.session.fs.writeStream('/workspace/big.bin', source));
+  assert.equal(write.result, SIZE);
   assert.equal((await shared.session.fs.stat('/workspace/big.bin')).size, SIZE);
 
-  t = Date.now();
   const hashOut = createHash('sha256');
-  let read = 0;
-  for await (const c of await shared.session.fs.openRead('/workspace/big.bin', 0)) {
-    hashOut.update(c as Buffer);
-    read += (c as Buffer).length;
-  }
-  const readMs = Date.now() - t;
-  clearInterval(sampler);
-  assert.equal(read, SIZE);
+  const read = await peakGrowth(async () => {
+    let bytes = 0;
+    for await (const c of await shared.session.fs.openRead('/workspace/big.bin', 0)) {
+      hashOut.update(c as Buffer);
+      bytes += (c as Buffer).length;
+    }
+    return bytes;
+  });
+  assert.equal(read.result, SIZE);
   assert.equal(hashOut.digest('hex'), hashIn.digest('hex'));
   // In the container too.
   const sink = new RecordingSink();
   await shared.session.spawn(spawnRequest(['sh', '-c', 'sha256sum /workspace/big.bin | cut -c1-64']), sink);
   await sink.exited;
-  const growthMb = (peakRss - base.rss) / 1024 / 1024;
-  const liveMb = (peakLive - liveOf(base)) / 1024 / 1024;
+  const mb = (n: number): string => (n / 1024 / 1024).toFixed(1);
+  const rate = (ms: number): string => (SIZE / 1024 / 1024 / (ms / 1000)).toFixed(0);
   console.log(
-    `# 200 MB: write ${writeMs} ms (${((SIZE / 1024 / 1024) / (writeMs / 1000)).toFixed(0)} MB/s), read ${readMs} ms (${((SIZE / 1024 / 1024) / (readMs / 1000)).toFixed(0)} MB/s), peak RSS growth ${growthMb.toFixed(1)} MB, live heap+buffers ${liveMb.toFixed(1)} MB`,
+    `# 200 MB: write ${write.ms.toFixed(0)} ms (${rate(write.ms)} MB/s, RSS +${mb(write.rss)} MB, live +${mb(write.live)} MB), read ${read.ms.toFixed(0)} ms (${rate(read.ms)} MB/s, RSS +${mb(read.rss)} MB, live +${mb(read.live)} MB)`,
   );
   // Bounded by the stdin budget (8 MiB) and the output window (at most 2 MiB) plus chunks in
   // hand; a buffering implementation would hold the whole 200 MB.
-  assert.ok(liveMb < 48, `live heap+buffers grew by ${liveMb.toFixed(1)} MB while streaming 200 MB`);
-  assert.ok(growthMb < 200, `RSS grew by ${growthMb.toFixed(1)} MB while streaming 200 MB`);
+  for (const [what, g] of [['write', write], ['read', read]] as const) {
+    assert.ok(g.live < 48 * 1024 * 1024, `${what}: live heap+buffers grew by ${mb(g.live)} MB while streaming 200 MB`);
+    assert.ok(g.rss < 128 * 1024 * 1024, `${what}: RSS grew by ${mb(g.rss)} MB while streaming 200 MB`);
+  }
 });

@@ -4,6 +4,7 @@
  * shell) and PTY mode; a HOME the client names is kept.
  */
 import assert from 'node:assert/strict';
+import { statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { test } from 'node:test';
 import { BACKENDS } from '../support/backends.ts';
@@ -11,9 +12,13 @@ import { startServer, TestSession } from '../support/harness.ts';
 import { newSession, serverWithApi } from '../http/helpers.ts';
 import type { ExecToolResult } from '../../src/protocol/index.ts';
 
-/** HOME of a sandboxed and of an unsandboxed command. */
+/**
+ * HOME of a sandboxed and of an unsandboxed command. A root server's sandboxed commands run as
+ * users of their own: a HOME they cannot search (root's, mode 0700) becomes their /tmp.
+ */
+const closedToOthers = process.getuid?.() === 0 && (statSync(homedir()).mode & 0o001) === 0;
 const EXPECTED = {
-  local: { sandboxed: homedir(), unsandboxed: homedir() },
+  local: { sandboxed: closedToOthers ? '/tmp' : homedir(), unsandboxed: homedir() },
   docker: { sandboxed: '/home/sandbox', unsandboxed: '/root' },
 } as const;
 

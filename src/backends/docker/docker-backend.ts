@@ -175,7 +175,7 @@ class DockerBackendImpl implements DockerBackend {
     return this.#adopt(spec.id, spec.tenant, entry, this.options.defaultImage, this.options.defaultWorkdir, runtime);
   }
 
-  async #adopt(id: SessionId, tenant: TenantId, c: PoolEntry, image: string, workdir: string, runtime: string, hibernatedAt?: Date): Promise<HibernatableSession> {
+  async #adopt(id: SessionId, tenant: TenantId, c: PoolEntry, image: string, workdir: string, runtime: string, hibernated?: { at: Date; checkpoint: string }): Promise<HibernatableSession> {
     const engine = await this.runtimes.engine().catch(() => undefined);
     const session = new DockerSession({
       id,
@@ -203,7 +203,7 @@ class DockerBackendImpl implements DockerBackend {
       unsupportedReason: engine === undefined ? 'the engine did not say which runtimes can checkpoint' : checkpointUnsupportedReason(engine, runtime),
       timeoutMs: this.options.engineTimeoutMs,
       log: this.#log,
-      hibernatedAt,
+      hibernated,
     });
     this.#sessions.set(c.containerId, session);
     this.#gated.set(c.containerId, gated);
@@ -324,7 +324,7 @@ class DockerBackendImpl implements DockerBackend {
         labels[LABEL.pool] === 'true' ? this.options.defaultImage : c.Image,
         labels[LABEL.workdir] ?? this.options.defaultWorkdir,
         info.HostConfig.Runtime ?? (await this.runtimes.engine()).engineDefault,
-        new Date(info.State.FinishedAt),
+        { at: new Date(info.State.FinishedAt), checkpoint: facts.checkpoint },
       );
       this.#log.info({ sessionId, containerId: c.Id, processes: facts.agentProcesses }, 'recover: re-adopted hibernated session');
       const channel = session.inner.agent;

@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
+import { endInput } from '../stdin.ts';
 import type { BackendExit, BackendProcess, ProcessSink, SandboxType, SignalName, SpawnRequest, TerminalSize } from '../types.ts';
 import { callbackWritable, FrameDemuxer } from './frame-demuxer.ts';
 import { demuxDone, runControl, socketClosed, startExec, waitExecExit } from './exec-runner.ts';
@@ -199,16 +200,13 @@ export class DockerProcess implements BackendProcess {
 
   async closeStdin(): Promise<void> {
     if (this.#stdinClosed || this.#exited) return;
-    if (this.#mode === 'pty') {
-      // A terminal has no separate EOF: send the EOF character like a user pressing Ctrl-D.
-      // (Half-closing a TTY exec's connection makes some engines drop the rest of the output.)
-      await this.write(Buffer.from([4]));
-      return;
-    }
-    this.#stdinClosed = true;
-    // Half-close: FIN on our side only; the engine closes the command's stdin and the socket
-    // keeps delivering the remaining output until the command ends.
-    this.#socket.end();
+    // A PTY's connection is never half-closed: some engines then drop the rest of the output.
+    await endInput(this.#mode, (d) => this.write(d), () => {
+      this.#stdinClosed = true;
+      // Half-close: FIN on our side only; the engine closes the command's stdin and the socket
+      // keeps delivering the remaining output until the command ends.
+      this.#socket.end();
+    });
   }
 
   async resize(size: TerminalSize): Promise<void> {
@@ -240,7 +238,6 @@ export class DockerProcess implements BackendProcess {
         }
         if (size === this.#wantedSize) return;
         attempt = 0; // a newer size came meanwhile: it gets its own attempts
-        continue;
       } catch (err) {
         if (attempt >= RESIZE_ATTEMPTS) {
           this.#host.log.debug({ err: (err as Error).message }, 'exec resize ignored');

@@ -21,7 +21,7 @@ import type {
 import { createContainerFs } from './container-fs.ts';
 import { statusOf, withDeadline } from './engine-client.ts';
 import { closeExecStreams, runControl } from './exec-runner.ts';
-import { DockerProcess, spawnDockerProcess, type ProcessHost } from './docker-process.ts';
+import { type DockerProcess, spawnDockerProcess, type ProcessHost } from './docker-process.ts';
 import { connectContainerPort } from './port-forward.ts';
 import type { DockerLogger, ResolvedDockerOptions } from './options.ts';
 import { CLEANUP_SCRIPT, PREPARE_SANDBOX_SCRIPT, RECORD_FILE, SHARED_TMP_DIRS } from './scripts.ts';

@@ -24,8 +24,15 @@ import type { DockerLogger } from './options.ts';
 import { connectContainerPort } from './port-forward.ts';
 import { RECORD_FILE } from './scripts.ts';
 
-/** Name of the one checkpoint a hibernated container has. */
-export const CHECKPOINT_NAME = 'exec-server-hibernation';
+/**
+ * Prefix of the checkpoint a hibernated container has. Each hibernation takes a name of its own
+ * (`PREFIX-<time>`): containerd keeps an uploaded checkpoint under a reference made from the
+ * checkpoint's directory, and a restore of a second checkpoint under the same name can be
+ * refused ("failed to upload checkpoint to containerd: ... already exists").
+ */
+export const CHECKPOINT_PREFIX = 'exec-server-hibernation';
+
+const isOurs = (name: string | undefined): name is string => name === CHECKPOINT_PREFIX || (name?.startsWith(`${CHECKPOINT_PREFIX}-`) ?? false);
 
 /**
  * Kept in the container's root filesystem while it is hibernated (the control tmpfs, with the
@@ -68,8 +75,8 @@ export interface HibernationInit {
   readonly unsupportedReason: string | undefined;
   readonly timeoutMs: number;
   readonly log: DockerLogger;
-  /** Re-adopted while hibernated (server restart). */
-  readonly hibernatedAt?: Date | undefined;
+  /** Re-adopted while hibernated (server restart): since when, and the checkpoint to wake from. */
+  readonly hibernated?: { readonly at: Date; readonly checkpoint: string } | undefined;
 }
 
 export class HibernatableSession implements BackendSession, BackendHibernation {
@@ -82,6 +89,8 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
   readonly #log: DockerLogger;
   #state: HibernationState;
   #hibernatedAt: Date | undefined;
+  /** The checkpoint of the current hibernation. */
+  #checkpoint: string | undefined;
   /** The transition under way (hibernate or wake), which every call waits for. */
   #transition: Promise<void> | undefined;
   /** Calls inside the container right now (a hibernation waits until none). */
@@ -96,8 +105,9 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
     this.unsupportedReason = init.unsupportedReason;
     this.#timeoutMs = init.timeoutMs;
     this.#log = init.log;
-    this.#hibernatedAt = init.hibernatedAt;
-    this.#state = init.hibernatedAt === undefined ? 'awake' : 'hibernated';
+    this.#hibernatedAt = init.hibernated?.at;
+    this.#checkpoint = init.hibernated?.checkpoint;
+    this.#state = init.hibernated === undefined ? 'awake' : 'hibernated';
     this.fs = gatedFs(init.inner.fs, (fn, hold) => this.#use(fn, hold));
   }
 
@@ -284,14 +294,16 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
         timeoutMs: this.#timeoutMs,
       });
       if (saved.exitCode !== 0) throw execError('EXEC_ERR_BACKEND', `cannot hibernate: saving the session facts failed: ${saved.stderr.trim()}`);
-      // A stale checkpoint of an earlier hibernation would make the engine refuse the name.
-      await deleteCheckpoint(container, this.#timeoutMs).catch(() => undefined);
+      // Checkpoints of earlier hibernations (a wake that could not delete its own) go first.
+      await deleteCheckpoints(container, this.#timeoutMs).catch(() => undefined);
       // Last: the agent's connection (an attached exec) goes; its processes stay with the agent.
       await agent?.detach();
       const t0 = Date.now();
+      const checkpoint = `${CHECKPOINT_PREFIX}-${Date.now().toString(36)}`;
       await withDeadline('container checkpoint', CHECKPOINT_TIMEOUT_MS, (abortSignal) =>
-        (container as unknown as CheckpointApi).createCheckpoint({ CheckpointID: CHECKPOINT_NAME, Exit: true, abortSignal }),
+        (container as unknown as CheckpointApi).createCheckpoint({ CheckpointID: checkpoint, Exit: true, abortSignal }),
       );
+      this.#checkpoint = checkpoint;
       // The engine answers before it has recorded the stop; a restore before that is refused.
       await this.#waitStopped();
       this.#log.debug({ sessionId: this.id, drainMs: t0 - started, checkpointMs: Date.now() - t0 }, 'checkpoint taken');
@@ -337,15 +349,17 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
     const started = Date.now();
     this.#state = 'waking';
     const container = this.inner.container;
+    const checkpoint = this.#checkpoint ?? CHECKPOINT_PREFIX;
     try {
       // The engine refuses a start with a body: the checkpoint goes in the query only.
       // Right after a checkpoint the runtime may still hold the sandbox's id: a few tries, bounded.
       for (let attempt = 1; ; attempt++) {
         try {
-          await withDeadline('container restore', CHECKPOINT_TIMEOUT_MS, (abortSignal) => container.start({ _query: { checkpoint: CHECKPOINT_NAME }, _body: {}, abortSignal } as object));
+          await withDeadline('container restore', CHECKPOINT_TIMEOUT_MS, (abortSignal) => container.start({ _query: { checkpoint }, _body: {}, abortSignal } as object));
           break;
         } catch (err) {
-          if (attempt >= 5 || !/id already in use/.test((err as Error).message)) throw err;
+          if (!/id already in use/.test((err as Error).message)) throw err;
+          if (attempt >= 5) throw execError('EXEC_ERR_BACKEND', `${(err as Error).message}: the runtime kept the container's id after its checkpoint (runsc 2022-12 does so for a container that was itself restored; register it through scripts/runsc-runtime.sh, docs/docker-backend.md)`, { cause: err });
           await new Promise((r) => setTimeout(r, 500 * attempt));
         }
       }
@@ -361,7 +375,8 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
     }
     this.#state = 'awake';
     this.#hibernatedAt = undefined;
-    await deleteCheckpoint(container, this.#timeoutMs).catch((err: unknown) => this.#log.warn({ sessionId: this.id, err: (err as Error).message }, 'checkpoint not deleted after wake'));
+    this.#checkpoint = undefined;
+    await deleteCheckpoints(container, this.#timeoutMs).catch((err: unknown) => this.#log.warn({ sessionId: this.id, err: (err as Error).message }, 'checkpoint not deleted after wake'));
     await runControl(container, { cmd: ['rm', '-rf', '--', HIBERNATION_FILE.slice(0, HIBERNATION_FILE.lastIndexOf('/'))], timeoutMs: this.#timeoutMs }).catch(() => undefined);
     await this.#reattach();
     this.#log.info({ sessionId: this.id, ms: Date.now() - started }, 'session woken');
@@ -381,11 +396,20 @@ interface CheckpointApi {
   deleteCheckpoint(name: string, opts: { abortSignal: AbortSignal }): Promise<unknown>;
 }
 
-async function deleteCheckpoint(container: Docker.Container, timeoutMs: number): Promise<void> {
-  try {
-    await withDeadline('checkpoint delete', timeoutMs, (abortSignal) => (container as unknown as CheckpointApi).deleteCheckpoint(CHECKPOINT_NAME, { abortSignal }));
-  } catch (err) {
-    if (statusOf((err as { cause?: unknown }).cause) !== 404) throw err;
+function listCheckpoints(container: Docker.Container, timeoutMs: number): Promise<string[]> {
+  return withDeadline('checkpoint list', timeoutMs, async (abortSignal) =>
+    ((await (container as unknown as CheckpointApi).listCheckpoint({ abortSignal })) ?? []).map((c) => c.Name).filter(isOurs),
+  );
+}
+
+/** Deletes every checkpoint of ours the container holds. */
+async function deleteCheckpoints(container: Docker.Container, timeoutMs: number): Promise<void> {
+  for (const name of await listCheckpoints(container, timeoutMs)) {
+    try {
+      await withDeadline('checkpoint delete', timeoutMs, (abortSignal) => (container as unknown as CheckpointApi).deleteCheckpoint(name, { abortSignal }));
+    } catch (err) {
+      if (statusOf((err as { cause?: unknown }).cause) !== 404) throw err;
+    }
   }
 }
 
@@ -396,6 +420,8 @@ export interface HibernatedFacts {
   /** Processes the agent kept when the session hibernated. */
   readonly agentProcesses: number;
   readonly record: string | undefined;
+  /** The checkpoint to wake from (the newest of ours). */
+  readonly checkpoint: string;
 }
 
 /**
@@ -403,8 +429,9 @@ export interface HibernatedFacts {
  * holds none (a container that died). Reads through the archive API: no exec, no wake.
  */
 export async function readHibernatedFacts(container: Docker.Container, timeoutMs: number): Promise<HibernatedFacts | undefined> {
-  const list = await withDeadline('checkpoint list', timeoutMs, (abortSignal) => (container as unknown as CheckpointApi).listCheckpoint({ abortSignal }));
-  if (!(list ?? []).some((c) => c.Name === CHECKPOINT_NAME)) return undefined;
+  // Names end in a base-36 time of the same length for centuries: the newest sorts last.
+  const checkpoint = (await listCheckpoints(container, timeoutMs)).sort().at(-1);
+  if (checkpoint === undefined) return undefined;
   const tar = await withDeadline('hibernation facts', timeoutMs, async (abortSignal) => {
     const stream = (await container.getArchive({ path: HIBERNATION_FILE, abortSignal } as { path: string })) as NodeJS.ReadableStream;
     const parts: Buffer[] = [];
@@ -425,6 +452,7 @@ export async function readHibernatedFacts(container: Docker.Container, timeoutMs
     execPath: execPath === 'agent' ? 'agent' : 'exec',
     agentProcesses: /^\d{1,6}$/.test(processes) ? Number(processes) : 0,
     record: record === '' ? undefined : record,
+    checkpoint,
   };
 }
 

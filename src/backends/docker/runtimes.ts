@@ -41,9 +41,13 @@ export async function readEngineRuntimes(docker: Docker, timeoutMs: number): Pro
  */
 export const GVISOR_PIDS_ALLOWANCE = 256;
 
-/** Whether a runtime's binary is gVisor's (registered under any name). */
+/**
+ * Whether a runtime's binary is gVisor's (registered under any name): `runsc` itself, or the
+ * wrapper `scripts/start-dockerd.sh` registers in its place (`runsc-runtime`, see
+ * scripts/runsc-runtime.sh).
+ */
 export function isGvisor(runtimePath: string | undefined): boolean {
-  return runtimePath !== undefined && /(^|\/)runsc$/.test(runtimePath);
+  return runtimePath !== undefined && /(^|\/)runsc(-runtime)?$/.test(runtimePath);
 }
 
 /**
