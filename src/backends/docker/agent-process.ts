@@ -6,6 +6,7 @@
  * engine published it under, the mark a restarted server rebuilds the log from.
  */
 import { execError } from '../../errors.ts';
+import { endInput } from '../stdin.ts';
 import type { BackendExit, BackendProcess, ProcessSink, SandboxType, SignalName, SpawnMode, TerminalSize } from '../types.ts';
 import { encodeAck, encodeResize, encodeSignal, frame, FromAgent, parseExit, ToAgent, type AgentFrame } from './agent-protocol.ts';
 import type { AgentConnection, HandleListener } from './agent-connection.ts';
@@ -166,13 +167,10 @@ export class AgentProcess implements BackendProcess, HandleListener {
 
   async closeStdin(): Promise<void> {
     if (this.#stdinClosed || this.#exited) return;
-    if (this.#mode === 'pty') {
-      // A terminal has no separate EOF: the EOF character, like a user pressing Ctrl-D.
-      await this.write(Buffer.from([4]));
-      return;
-    }
-    this.#stdinClosed = true;
-    this.#conn?.send(frame(ToAgent.CLOSE_STDIN, this.handle));
+    await endInput(this.#mode, (d) => this.write(d), () => {
+      this.#stdinClosed = true;
+      this.#conn?.send(frame(ToAgent.CLOSE_STDIN, this.handle));
+    });
   }
 
   async resize(size: TerminalSize): Promise<void> {

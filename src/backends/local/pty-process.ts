@@ -16,6 +16,7 @@ import { existsSync } from 'node:fs';
 import type { Duplex, Writable } from 'node:stream';
 import { execError } from '../../errors.ts';
 import type { BackendExit, BackendProcess, ProcessSink, SignalName, TerminalSize } from '../types.ts';
+import { PTY_EOF } from '../stdin.ts';
 import { nativeHelperPath } from './native-helpers.ts';
 import { keptRelay, onControlLines, type RelaySpawn } from './keepers.ts';
 import { signalGroup, signalName } from './signals.ts';
@@ -140,8 +141,7 @@ export async function spawnPty(opts: PtySpawn, sink: ProcessSink): Promise<Backe
         keys.write(data);
       },
       async closeStdin() {
-        // A terminal has no separate stdin to close: send EOF (Ctrl-D) like a user would.
-        await proc.write(Buffer.from('\x04'));
+        await proc.write(PTY_EOF);
       },
       async resize(size) {
         if (!status && !control.destroyed) control.write(`resize ${size.cols} ${size.rows}\n`);
