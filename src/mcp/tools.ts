@@ -5,9 +5,9 @@
  * file-tools.ts; which session a call works on is tool-context.ts's business.
  */
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { TSchema } from 'typebox';
 import type { SessionSpec } from '../sessions/session-spec.ts';
-import type { Session } from '../sessions/session.ts';
-import { asReply, ToolRun } from '../tools/approval-queue.ts';
+import { runFacadeCall, type ToolRun } from '../tools/approval-queue.ts';
 import type { ExecToolResult } from '../protocol/index.ts';
 import { previewAnswer } from '../preview/routes.ts';
 import type { UnifiedExec } from '../tools/unified-exec.ts';
@@ -24,45 +24,42 @@ import {
   WriteStdinArgsSchema,
   type CreateSessionToolArgs,
   type DecideApprovalToolArgs,
-  type ExecCommandToolArgs,
   type ExposePortToolArgs,
   type SnapshotSessionToolArgs,
-  type WriteStdinToolArgs,
 } from './schemas.ts';
-import { defineTool, SESSION_NOTE, sessionOf, type McpTool, type ToolContext } from './tool-context.ts';
+import { defineTool, SESSION_NOTE, sessionOf, type McpTool, type ToolContext, type ToolDef } from './tool-context.ts';
 
-/** Runs facade work as the HTTP routes do: its result, or first an approval a person must give. */
-async function runFacade(session: Session, tool: string, work: (ue: UnifiedExec, run: ToolRun) => Promise<ExecToolResult>): Promise<CallToolResult> {
-  const ue = session.unifiedExec;
-  const run = new ToolRun<ExecToolResult>(undefined).start((r) => asReply(() => work(ue, r)));
-  return outcomeResult(tool, await run.nextOutcome(), session.spec.policy.approvalPolicy);
+/** Runs facade work on the call's session as the HTTP routes do: its result, or first an approval a person must give. */
+async function runFacade(ctx: ToolContext, tool: string, requested: string | undefined, work: (ue: UnifiedExec, run: ToolRun<ExecToolResult>) => Promise<ExecToolResult>): Promise<CallToolResult> {
+  const session = await sessionOf(ctx, requested);
+  const outcome = await runFacadeCall((r) => work(session.unifiedExec, r));
+  return outcomeResult(tool, outcome, session.spec.policy.approvalPolicy);
 }
 
-const execCommandTool = defineTool({
-  name: 'exec_command',
-  title: 'Run a command',
-  description: `Runs a shell command in the session (Codex unified exec). Waits up to yield_time_ms for it to finish; a command still running then answers a session_id to pass to write_stdin. Output is middle-truncated to max_output_tokens. ${SESSION_NOTE}`,
-  schema: ExecCommandArgsSchema,
-  annotations: { destructiveHint: true, openWorldHint: true },
-  async run(args: ExecCommandToolArgs, ctx) {
-    const { session: requested, ...body } = args;
-    const session = await sessionOf(ctx, requested);
-    return runFacade(session, 'exec_command', (ue, r) => ue.execCommand(body, r));
-  },
-});
+/** A facade tool (exec_command, write_stdin): listed with the hints of a command that changes things, run by `runFacade`. */
+function facadeTool<const S extends TSchema>(listing: { name: string; title: string; description: string; schema: S }, run: ToolDef<S>['run']): McpTool {
+  return defineTool({ ...listing, annotations: { destructiveHint: true, openWorldHint: true }, run });
+}
 
-const writeStdinTool = defineTool({
-  name: 'write_stdin',
-  title: 'Write to or poll a running command',
-  description: `Writes chars to a command exec_command left running (tty=true keeps stdin open), or with empty chars waits for more output. session_id is the number exec_command answered. ${SESSION_NOTE}`,
-  schema: WriteStdinArgsSchema,
-  annotations: { destructiveHint: true, openWorldHint: true },
-  async run(args: WriteStdinToolArgs, ctx) {
-    const { session: requested, ...body } = args;
-    const session = await sessionOf(ctx, requested);
-    return runFacade(session, 'write_stdin', (ue, r) => ue.writeStdin(body, r));
+const execCommandTool = facadeTool(
+  {
+    name: 'exec_command',
+    title: 'Run a command',
+    description: `Runs a shell command in the session (Codex unified exec). Waits up to yield_time_ms for it to finish; a command still running then answers a session_id to pass to write_stdin. Output is middle-truncated to max_output_tokens. ${SESSION_NOTE}`,
+    schema: ExecCommandArgsSchema,
   },
-});
+  ({ session, ...body }, ctx) => runFacade(ctx, 'exec_command', session, (ue, r) => ue.execCommand(body, r)),
+);
+
+const writeStdinTool = facadeTool(
+  {
+    name: 'write_stdin',
+    title: 'Write to or poll a running command',
+    description: `Writes chars to a command exec_command left running (tty=true keeps stdin open), or with empty chars waits for more output. session_id is the number exec_command answered. ${SESSION_NOTE}`,
+    schema: WriteStdinArgsSchema,
+  },
+  ({ session, ...body }, ctx) => runFacade(ctx, 'write_stdin', session, (ue, r) => ue.writeStdin(body, r)),
+);
 
 const decideApprovalTool = defineTool({
   name: 'decide_approval',

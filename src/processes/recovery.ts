@@ -5,17 +5,15 @@
  * previous server published keep their seqs, the rest get the next ones
  * (docs/docker-backend.md, "Processes that survive the server").
  */
-import type { SpawnMode } from '../backends/types.ts';
 import { asProcessId, type ProcessId } from '../ids.ts';
+import type { ProcessSpec } from './managed-process.ts';
 
 /** Versioned, so a server never misreads a tag written by another version. */
 const TAG_VERSION = 1;
 
-export interface RecoveryTag {
+/** The process's spec (its id as `processId`), and what the engine needs to go on with it. */
+export interface RecoveryTag extends Pick<ProcessSpec, 'argv' | 'cwd' | 'mode'> {
   readonly processId: ProcessId;
-  readonly argv: readonly string[];
-  readonly cwd: string;
-  readonly mode: SpawnMode;
   readonly createdAt: number;
   /** Wall-clock deadline of `timeoutMs`, if the start had one. */
   readonly timeoutAt?: number | undefined;

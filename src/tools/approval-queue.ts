@@ -44,6 +44,15 @@ export async function asReply(work: () => Promise<ExecToolResult>): Promise<Tool
 }
 
 /**
+ * Facade work (`exec_command`, `write_stdin`) as one tool call, for the HTTP routes and MCP
+ * alike: its first outcome, the reply or an approval a person must give first (the decision
+ * then resumes the run through the approval queue).
+ */
+export function runFacadeCall(work: (run: ToolRun<ExecToolResult>) => Promise<ExecToolResult>): Promise<RunOutcome<ExecToolResult>> {
+  return new ToolRun<ExecToolResult>(undefined).start((r) => asReply(() => work(r))).nextOutcome();
+}
+
+/**
  * One HTTP tool call in flight. Its work runs in the background; `nextOutcome()` resolves
  * with its reply, or earlier with an approval it is waiting for. While an approval is
  * pending the call's yield deadline does not run (`pausedMs`).

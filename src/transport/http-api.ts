@@ -76,33 +76,18 @@ export async function registerHttpApi(app: FastifyInstance): Promise<void> {
       },
     );
 
-    api.post(
-      '/v1/sessions/:id/hibernate',
-      {
-        schema: {
-          operationId: 'hibernateSession',
-          tags: ['sessions'],
-          summary: "Checkpoint the session's container with its memory and stop it (docker, gVisor runtime); the next call that needs it wakes it",
-          params: SessionParamsSchema,
-          response: { 200: HibernationAnswerSchema, ...errors },
-        },
-      },
-      async (request) => app.sessions.get(request.params.id, request.tenant).hibernate(),
-    );
-
-    api.post(
-      '/v1/sessions/:id/wake',
-      {
-        schema: {
-          operationId: 'wakeSession',
-          tags: ['sessions'],
-          summary: 'Restore a hibernated session: what ran in it goes on where it was',
-          params: SessionParamsSchema,
-          response: { 200: HibernationAnswerSchema, ...errors },
-        },
-      },
-      async (request) => app.sessions.get(request.params.id, request.tenant).wake(),
-    );
+    // Hibernation: the session's own transition, answered with its state.
+    const hibernation = [
+      ['hibernate', 'hibernateSession', "Checkpoint the session's container with its memory and stop it (docker, gVisor runtime); the next call that needs it wakes it"],
+      ['wake', 'wakeSession', 'Restore a hibernated session: what ran in it goes on where it was'],
+    ] as const;
+    for (const [action, operationId, summary] of hibernation) {
+      api.post(
+        `/v1/sessions/:id/${action}`,
+        { schema: { operationId, tags: ['sessions'], summary, params: SessionParamsSchema, response: { 200: HibernationAnswerSchema, ...errors } } },
+        async (request) => app.sessions.get(request.params.id, request.tenant)[action](),
+      );
+    }
 
     api.post(
       '/v1/sessions/:id/snapshots',

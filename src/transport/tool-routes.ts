@@ -3,10 +3,11 @@
  * follow-up, and tool-call routing, on each session's own `unifiedExec`. Registered by
  * `registerHttpApi` in the TypeBox-validated scope.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest, RawServerDefault, RouteGenericInterface } from 'fastify';
+import type { IncomingMessage } from 'node:http';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { Type } from 'typebox';
-import { asReply, outcomeReply, ToolRun } from '../tools/approval-queue.ts';
+import { Type, type TSchema } from 'typebox';
+import { outcomeReply, runFacadeCall, type ToolRun } from '../tools/approval-queue.ts';
 import {
   ApprovalParamsSchema,
   ApprovalRequiredSchema,
@@ -22,52 +23,40 @@ import {
   WriteStdinBodySchema,
 } from '../protocol/index.ts';
 import { routeToolCall } from '../tools/tool-calls.ts';
+import type { UnifiedExec } from '../tools/unified-exec.ts';
 
 const errors = ERROR_RESPONSES;
+
+/** The body of a request whose schema's `body` is `S`, as the route's handler sees it. */
+type BodyOf<S extends TSchema> = FastifyRequest<RouteGenericInterface, RawServerDefault, IncomingMessage, { body: S }, TypeBoxTypeProvider>['body'];
 
 export function registerToolRoutes(app: FastifyInstance): void {
   const api = app.withTypeProvider<TypeBoxTypeProvider>();
 
-  api.post(
-    '/v1/sessions/:id/exec_command',
-    {
-      schema: {
-        operationId: 'execCommand',
-        tags: ['tools'],
-        summary: 'Run a command with Codex unified-exec semantics',
-        description: 'Waits up to yield_time_ms; a command still running answers a session_id for write_stdin. 202 when a person must approve first.',
-        params: SessionParamsSchema,
-        body: ExecCommandBodySchema,
-        response: { 200: ExecResultSchema, 202: ApprovalRequiredSchema, ...errors },
+  /** `exec_command` and `write_stdin`: the call on the session's unified exec; its result, or 202 and an approval a person must give first. */
+  const facadeRoute = <S extends TSchema>(
+    tool: string,
+    doc: { readonly operationId: string; readonly summary: string; readonly description?: string },
+    body: S,
+    work: (ue: UnifiedExec, body: BodyOf<S>, run: ToolRun<ExecToolResult>) => Promise<ExecToolResult>,
+  ): void => {
+    api.post(
+      `/v1/sessions/:id/${tool}`,
+      { schema: { ...doc, tags: ['tools'], params: SessionParamsSchema, body, response: { 200: ExecResultSchema, 202: ApprovalRequiredSchema, ...errors } } },
+      async (request, reply) => {
+        const ue = app.sessions.get(request.params.id, request.tenant).unifiedExec;
+        const out = outcomeReply(await runFacadeCall((r) => work(ue, request.body, r)), undefined);
+        return reply.code(out.statusCode).send(out.body);
       },
-    },
-    async (request, reply) => {
-      const ue = app.sessions.get(request.params.id, request.tenant).unifiedExec;
-      const run = new ToolRun<ExecToolResult>(undefined).start((r) => asReply(() => ue.execCommand(request.body, r)));
-      const out = outcomeReply(await run.nextOutcome(), undefined);
-      return reply.code(out.statusCode).send(out.body);
-    },
+    );
+  };
+  facadeRoute(
+    'exec_command',
+    { operationId: 'execCommand', summary: 'Run a command with Codex unified-exec semantics', description: 'Waits up to yield_time_ms; a command still running answers a session_id for write_stdin. 202 when a person must approve first.' },
+    ExecCommandBodySchema,
+    (ue, body, r) => ue.execCommand(body, r),
   );
-
-  api.post(
-    '/v1/sessions/:id/write_stdin',
-    {
-      schema: {
-        operationId: 'writeStdin',
-        tags: ['tools'],
-        summary: 'Write to (or, with empty chars, poll) a running exec_command process',
-        params: SessionParamsSchema,
-        body: WriteStdinBodySchema,
-        response: { 200: ExecResultSchema, 202: ApprovalRequiredSchema, ...errors },
-      },
-    },
-    async (request, reply) => {
-      const ue = app.sessions.get(request.params.id, request.tenant).unifiedExec;
-      const run = new ToolRun<ExecToolResult>(undefined).start((r) => asReply(() => ue.writeStdin(request.body, r)));
-      const out = outcomeReply(await run.nextOutcome(), undefined);
-      return reply.code(out.statusCode).send(out.body);
-    },
-  );
+  facadeRoute('write_stdin', { operationId: 'writeStdin', summary: 'Write to (or, with empty chars, poll) a running exec_command process' }, WriteStdinBodySchema, (ue, body, r) => ue.writeStdin(body, r));
 
   api.get(
     '/v1/sessions/:id/approvals',

@@ -54,6 +54,15 @@ const byPath = (p: { path: string }): string => p.path;
 const byHandle = (p: { handleId: string | number }): string => `handle ${p.handleId}`;
 const byWatch = (p: { watchId: string | number }): string => `watch ${p.watchId}`;
 
+/** `fs/open` and `fs/openWrite` (the same params and answer): a handle under the id the client chose, else a new one. */
+function openHandle(open: 'openRead' | 'openWrite'): MethodHandler<'fs/open' | 'fs/openWrite', Connection> {
+  return async (p, conn) => {
+    const f = files(conn);
+    const id = await f[open](f.resolvePath(p.path), p.handleId == null ? undefined : String(p.handleId), narrowing(conn, p.sandbox));
+    return { handleId: p.handleId ?? id };
+  };
+}
+
 export function registerFsMethods(table: MethodTable<Connection>): void {
   fsMethod(table, 'fs/readFile', byPath, async (p, conn) => {
     const f = files(conn);
@@ -106,11 +115,7 @@ export function registerFsMethods(table: MethodTable<Connection>): void {
   });
 
   // ---- chunked reads (Codex's crate-internal fs/open, fs/readBlock, fs/close) ----
-  fsMethod(table, 'fs/open', byPath, async (p, conn) => {
-    const f = files(conn);
-    const id = await f.openRead(f.resolvePath(p.path), p.handleId == null ? undefined : String(p.handleId), narrowing(conn, p.sandbox));
-    return { handleId: p.handleId ?? id };
-  });
+  fsMethod(table, 'fs/open', byPath, openHandle('openRead'));
 
   fsMethod(table, 'fs/readBlock', byHandle, async (p, conn) => {
     const block = await files(conn).readBlock(String(p.handleId), p.offset, p.len);
@@ -123,11 +128,7 @@ export function registerFsMethods(table: MethodTable<Connection>): void {
   });
 
   // ---- chunked writes (extension) ----
-  fsMethod(table, 'fs/openWrite', byPath, async (p, conn) => {
-    const f = files(conn);
-    const id = await f.openWrite(f.resolvePath(p.path), p.handleId == null ? undefined : String(p.handleId), narrowing(conn, p.sandbox));
-    return { handleId: p.handleId ?? id };
-  });
+  fsMethod(table, 'fs/openWrite', byPath, openHandle('openWrite'));
 
   fsMethod(table, 'fs/writeBlock', byHandle, async (p, conn) => {
     const bytesWritten = await files(conn).writeBlock(String(p.handleId), decodeBase64(p.chunk, 'chunk'));
