@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { CommandExitError, ExecServerClient, ExecServerHttpError, type OutputChunk } from '../../src/index.ts';
+import { CommandExitError, ExecServerClient, type ExecServerHttpError, type OutputChunk } from '../../src/index.ts';
 import { startServer } from '../support/harness.ts';
 
 test('SDK: exec, wait, CommandExitError, stdin, resize, kill, UTF-8 split across chunks', { timeout: 120_000 }, async (t) => {

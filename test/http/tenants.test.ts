@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
 import { test } from 'node:test';
-import { RpcConnection, RpcError } from '../../src/client/rpc-connection.ts';
+import { RpcConnection, type RpcError } from '../../src/client/rpc-connection.ts';
 import type { SessionInfo } from '../../src/protocol/index.ts';
 import { newSession, serverWithApi } from './helpers.ts';
 

@@ -1,6 +1,6 @@
 /** Sign-in with a tenant token; the token is checked against the API before it is kept. */
 import { useState } from 'preact/hooks';
-import { Api, ApiError } from '../api.ts';
+import { Api, type ApiError } from '../api.ts';
 
 export function SignIn({ onSignIn, reason }: { onSignIn: (token: string) => void; reason?: string | undefined }) {
   const [token, setToken] = useState('');
