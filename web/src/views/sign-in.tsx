@@ -28,7 +28,8 @@ export function SignIn({ onSignIn, reason }: { onSignIn: (token: string) => void
         <h1 id="signin-title">exec-server console</h1>
         <p class="muted">Sign in with your tenant token. It is kept in this tab only (session storage) and sent as a bearer token.</p>
         <label for="token">Tenant token</label>
-        <input id="token" name="token" type="password" autocomplete="off" spellcheck={false} value={token} onInput={(e) => setToken((e.target as HTMLInputElement).value)} />
+        {/* biome-ignore lint/a11y/noAutofocus: the page's one field (docs/console.md: the token field has focus on load, Enter signs in) */}
+        <input id="token" name="token" type="password" autocomplete="off" spellcheck={false} value={token} onInput={(e) => setToken((e.target as HTMLInputElement).value)} autoFocus />
         {error ? (
           <p class="field-error" role="alert">
             {error}
