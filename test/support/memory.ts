@@ -4,8 +4,9 @@
  * Live memory, not garbage: a 200 MiB stream passes hundreds of MiB of buffers through, and V8
  * frees them only when its external-memory trigger fires, so a peak of RSS or of heap plus
  * buffers alone says more about the collector's timing than about buffering (it came out at
- * 60-95 MiB either way). The sampler collects (`gc`, exposed at run time) before each reading
- * of heap plus buffers; RSS is reported beside it.
+ * 60-95 MiB either way, and a scavenge alone leaves what was promoted). So every `everyMs` the
+ * sampler runs a full collection (exposed at run time) and then reads heap plus buffers: a
+ * collection of the test process's heap costs tens of milliseconds, hence not more often.
  */
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -19,13 +20,13 @@ export interface Growth<T> {
   readonly result: T;
   /** Peak growth of the resident set, in bytes. */
   readonly rss: number;
-  /** Peak growth of live heap plus Buffer memory (sampled after a collection), in bytes. */
+  /** Peak growth of live heap plus Buffer memory (sampled after a full collection), in bytes. */
   readonly live: number;
   readonly ms: number;
 }
 
-/** Runs `fn`, sampling every `everyMs`. */
-export async function peakGrowth<T>(fn: () => Promise<T>, everyMs = 50): Promise<Growth<T>> {
+/** Runs `fn`, collecting and sampling every `everyMs`. */
+export async function peakGrowth<T>(fn: () => Promise<T>, everyMs = 500): Promise<Growth<T>> {
   gc();
   const start = process.memoryUsage();
   let peakRss = start.rss;
