@@ -278,7 +278,12 @@ async function nativeServerPid(launcher: number | undefined): Promise<number | u
   const tree = new Set([launcher]);
   for (let grew = true; grew; ) {
     grew = false;
-    for (const p of procs) if (tree.has(p.ppid) && !tree.has(p.pid)) (tree.add(p.pid), (grew = true));
+    for (const p of procs) {
+      if (tree.has(p.ppid) && !tree.has(p.pid)) {
+        tree.add(p.pid);
+        grew = true;
+      }
+    }
   }
   return procs.find((p) => tree.has(p.pid) && p.comm === 'codex')?.pid ?? launcher;
 }

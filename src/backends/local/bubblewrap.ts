@@ -63,13 +63,13 @@ export class DenyPlaceholders {
   async ensure(): Promise<void> {
     await chmod(this.root, 0o700).catch(() => mkdir(this.root, { recursive: true, mode: 0o700 }));
     const file = await lstat(this.file).catch(() => undefined);
-    if (!file || !file.isFile() || file.size !== 0 || (file.mode & 0o7777) !== 0 || file.nlink !== 1) {
+    if (!file?.isFile() || file.size !== 0 || (file.mode & 0o7777) !== 0 || file.nlink !== 1) {
       if (file) await run('rm', ['-rf', '--', this.file]);
       await writeFile(this.file, '', { mode: 0o000 });
       await chmod(this.file, 0o000);
     }
     const dir = await lstat(this.dir).catch(() => undefined);
-    if (!dir || !dir.isDirectory() || (dir.mode & 0o7777) !== 0 || dir.nlink !== 2) {
+    if (!dir?.isDirectory() || (dir.mode & 0o7777) !== 0 || dir.nlink !== 2) {
       if (dir) await run('rm', ['-rf', '--', this.dir]);
       await mkdir(this.dir, { mode: 0o000 });
       await chmod(this.dir, 0o000);

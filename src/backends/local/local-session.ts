@@ -204,7 +204,7 @@ export class LocalSession implements BackendSession {
       });
       if (value !== path) next['PATH'] = value;
     }
-    if (home !== undefined && home.startsWith('/')) {
+    if (home?.startsWith('/')) {
       const value = await this.#cached(`home:${home}`, async () => ((await searchable(home, user)) ? home : '/tmp'));
       if (value !== home) next['HOME'] = value;
     }
