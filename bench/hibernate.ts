@@ -96,12 +96,12 @@ try {
   const idle = await backend.createSession(spec('runsc'));
   const big = await backend.createSession(spec('runsc'));
   // 256 MB held by a detached process (a checkpoint may carry detached work, not attached execs).
-  const held = await run(big, ['sh', '-c', 'setsid awk \'BEGIN { s = sprintf("%268435456s", ""); while (1) system("sleep 3600") }\' </dev/null >/dev/null 2>&1 & sleep 3; grep VmRSS /proc/$!/status']);
+  const held = await run(big, ['sh', '-c', 'setsid awk \'BEGIN { s = sprintf("%268435456s", ""); while (1) system("sleep 3600") }\' </dev/null >/dev/null 2>&1 & echo $! >/tmp/holder.pid; sleep 3; grep VmRSS /proc/$!/status']);
   console.log(`# memory holder: ${held.out.trim()}`);
   await cycle(idle, 'idle runsc session');
   await cycle(big, 'runsc session holding ~256 MB');
-  const after = await run(big, ['sh', '-c', 'pgrep -f sprintf >/dev/null && echo holder still running']);
-  console.log(`# after ${rounds} rounds: ${after.out.trim() || 'holder gone'}`);
+  const after = await run(big, ['sh', '-c', 'kill -0 "$(cat /tmp/holder.pid)" 2>/dev/null && grep VmRSS "/proc/$(cat /tmp/holder.pid)/status"']);
+  console.log(`# after ${rounds} rounds: ${after.out.trim() ? `holder still running, ${after.out.trim()}` : 'holder gone'}`);
 
   for (const [path, b] of [['agent', backend], ['exec', execBackend]] as const) {
     const gvisor = await b.createSession(spec('runsc'));

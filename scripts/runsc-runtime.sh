@@ -9,6 +9,13 @@
 # and not twice. For an entry that is paused with its sandbox gone, `delete` is finished with
 # `delete --force` (which still panics on that transition, after it has removed the entry) and
 # succeeds once the entry is gone; a `restore` or `create` finds such a leftover removed first.
+#
+# And: at each restore the engine uploads the checkpoint to containerd's content store (and
+# deletes it once the start returns), where two uploads of the same bytes at once collide
+# ("failed to upload checkpoint to containerd: commit failed: content sha256:...: already
+# exists"); idle containers of one image checkpoint to the same bytes every time, so sessions
+# woken together would fail. After a `checkpoint`, a file naming it (time, pid, container) is
+# added to the image directory, which runsc's restore ignores: no two checkpoints are alike.
 set -u
 RUNSC="${EXEC_SERVER_RUNSC:-/usr/bin/runsc}"
 
@@ -16,11 +23,14 @@ root=''
 sub=''
 prev=''
 id=''
+image=''
 for arg in "$@"; do
   case "$prev" in --root) root=$arg ;; esac
   case "$arg" in --root=*) root=${arg#--root=} ;; esac
+  case "$prev" in --image-path) image=$arg ;; esac
+  case "$arg" in --image-path=*) image=${arg#--image-path=} ;; esac
   if [ -z "$sub" ]; then
-    case "$arg" in restore | create | delete) sub=$arg ;; esac
+    case "$arg" in restore | create | delete | checkpoint) sub=$arg ;; esac
   fi
   prev=$arg
   id=$arg
@@ -41,6 +51,13 @@ remove_stale() {
 if [ -z "$sub" ] || [ -z "$root" ] || [ -z "$id" ]; then exec "$RUNSC" "$@"; fi
 case "$sub" in
   restore | create) remove_stale ;;
+  checkpoint)
+    "$RUNSC" "$@" || exit $?
+    if [ -n "$image" ] && [ -d "$image" ]; then
+      echo "$(date +%s%N) $$ $id" >"$image/exec-server-checkpoint" 2>/dev/null || :
+    fi
+    exit 0
+    ;;
   delete)
     "$RUNSC" "$@" && exit 0
     rc=$?

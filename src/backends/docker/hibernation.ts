@@ -351,15 +351,24 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
     const container = this.inner.container;
     const checkpoint = this.#checkpoint ?? CHECKPOINT_PREFIX;
     try {
-      // The engine refuses a start with a body: the checkpoint goes in the query only.
-      // Right after a checkpoint the runtime may still hold the sandbox's id: a few tries, bounded.
+      // The engine refuses a start with a body: the checkpoint goes in the query only. Two
+      // failures pass, so a few tries, bounded: right after a checkpoint the runtime may still
+      // hold the sandbox's id; and a restore whose sandbox failed to resume is retried by the
+      // engine, whose second upload of the checkpoint then meets the first one in containerd
+      // ("... already exists") until the failed start has removed it.
       for (let attempt = 1; ; attempt++) {
         try {
           await withDeadline('container restore', CHECKPOINT_TIMEOUT_MS, (abortSignal) => container.start({ _query: { checkpoint }, _body: {}, abortSignal } as object));
           break;
         } catch (err) {
-          if (!/id already in use/.test((err as Error).message)) throw err;
-          if (attempt >= 5) throw execError('EXEC_ERR_BACKEND', `${(err as Error).message}: the runtime kept the container's id after its checkpoint (runsc 2022-12 does so for a container that was itself restored; register it through scripts/runsc-runtime.sh, docs/docker-backend.md)`, { cause: err });
+          const message = (err as Error).message;
+          const idInUse = /id already in use/.test(message);
+          if (!idInUse && !/upload checkpoint to containerd: .*already exists/.test(message)) throw err;
+          if (attempt >= 5) {
+            if (!idInUse) throw err;
+            throw execError('EXEC_ERR_BACKEND', `${message}: the runtime kept the container's id after its checkpoint (runsc 2022-12 does so for a container that was itself restored; register it through scripts/runsc-runtime.sh, docs/docker-backend.md)`, { cause: err });
+          }
+          this.#log.debug({ sessionId: this.id, attempt, err: message }, 'restore refused; trying again');
           await new Promise((r) => setTimeout(r, 500 * attempt));
         }
       }
