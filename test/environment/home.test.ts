@@ -54,3 +54,15 @@ for (const backend of BACKENDS) {
     assert.doesNotMatch(output, MISSING_HOME);
   });
 }
+
+test('local: a PTY-mode command under the sandbox has a terminal with a name (`tty`)', { timeout: 120_000, skip: process.getuid?.() === 0 ? false : 'the host terminals are shown to sandboxes only where their commands run as users of their own (a root server)' }, async (t) => {
+  const server = await startServer({ backend: 'local' });
+  t.after(() => server.close());
+  const s = await TestSession.open(server.url);
+  t.after(() => s.close());
+  const r = await s.run('tty', ['sh', '-c', 'tty; test -t 0 && echo stdin-is-a-terminal'], { tty: true });
+  assert.match(r.pty, /^\/dev\/pts\/\d+\r\nstdin-is-a-terminal\r\n$/);
+  // The other terminals of the host are listed, but closed to the session's user.
+  const other = await s.run('other', ['sh', '-c', 'for p in /dev/pts/[0-9]*; do [ "$p" = "$(tty)" ] && continue; [ -w "$p" ] && echo "writable $p"; done; echo done'], { tty: true });
+  assert.match(other.pty, /^done\r\n$/);
+});

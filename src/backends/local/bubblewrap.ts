@@ -6,6 +6,7 @@
  * network unless granted, and every capability dropped. The command runs as its session's
  * user where the server is root (sandbox-users.ts, native/sandbox-join.c).
  */
+import { existsSync } from 'node:fs';
 import { execFile } from 'node:child_process';
 import { chmod, lstat, mkdir, mkdtemp, stat, writeFile } from 'node:fs/promises';
 import { posix } from 'node:path';
@@ -83,6 +84,13 @@ export interface SandboxLayout {
   readonly placeholders: DenyPlaceholders;
   /** The session's workspace: visible (read-only at least) even where it lies under /tmp. */
   readonly workdir?: string | undefined;
+  /**
+   * The host's /dev/pts in the sandbox, so that a PTY-mode command's terminal has its name
+   * (`tty`, ttyname: bwrap's /dev has a devpts of its own without it). Only where sandboxed
+   * commands run as users of their own (a root server): the other sessions' terminals listed
+   * there stay closed to them (mode 0620, root's); under one shared uid they would not.
+   */
+  readonly hostTerminals?: boolean | undefined;
 }
 
 async function kindOf(path: string): Promise<'dir' | 'file' | 'missing'> {
@@ -108,6 +116,7 @@ export async function bubblewrapArgs(sandbox: Extract<ResolvedSandbox, { kind: '
   // No --new-session: every command already runs in a session of its own (the relay's, or
   // the terminal's), which also blocks TIOCSTI, and bwrap's would keep group signals from it.
   const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--unshare-pid', '--unshare-ipc', '--cap-drop', 'ALL', '--die-with-parent'];
+  if (layout.hostTerminals && existsSync('/dev/pts/ptmx')) args.push('--dev-bind', '/dev/pts', '/dev/pts');
   if (!sandbox.network) args.push('--unshare-net');
   // Parents before children: the private /tmp must not cover a writable root below /tmp (a
   // workspace there), and a root must not cover the private /tmp.

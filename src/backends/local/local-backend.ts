@@ -91,7 +91,7 @@ export async function createLocalBackend(options: LocalBackendOptions, log: Logg
         if (user && spec.sandboxed !== false && probe.available) await user.lend([], true);
         const privateTmp = join(tmpRoot, spec.id);
         await makePrivateTmp(privateTmp, user);
-        const session: LocalSession = new LocalSession(spec, { workdir, ownsWorkdir, layout: { privateTmp, placeholders, workdir }, user, ended: () => sessions.delete(session) }, setup);
+        const session: LocalSession = new LocalSession(spec, { workdir, ownsWorkdir, layout: { privateTmp, placeholders, workdir, hostTerminals: user !== undefined }, user, ended: () => sessions.delete(session) }, setup);
         sessions.add(session);
         return session;
       } catch (err) {
