@@ -72,6 +72,9 @@ export const OPTIONS = {
   maxCpus: { flag: 'max-cpus', env: 'EXEC_SERVER_MAX_CPUS', kind: 'int', default: 4, min: 1, max: 1024, description: 'Largest CPU limit a session may ask for.' },
   pids: { flag: 'pids', env: 'EXEC_SERVER_PIDS', kind: 'int', default: 512, min: 8, max: 1_000_000, description: 'Default container pids limit.' },
   maxPids: { flag: 'max-pids', env: 'EXEC_SERVER_MAX_PIDS', kind: 'int', default: 4096, min: 8, max: 1_000_000, description: 'Largest pids limit a session may ask for.' },
+  diskMb: { flag: 'disk-mb', env: 'EXEC_SERVER_DISK_MB', kind: 'int', default: 10_240, min: 16, max: 64 * 1024 * 1024, description: 'Default disk limit of a session, in MiB: its container\'s writable layer (docker; by the engine where it can, overlay2 on xfs with project quotas, else by the disk watch), its workspace and private /tmp (local, by the disk watch).' },
+  maxDiskMb: { flag: 'max-disk-mb', env: 'EXEC_SERVER_MAX_DISK_MB', kind: 'int', default: 102_400, min: 16, max: 64 * 1024 * 1024, description: 'Largest disk limit a session may ask for.' },
+  diskWatchSeconds: { flag: 'disk-watch-seconds', env: 'EXEC_SERVER_DISK_WATCH_SECONDS', kind: 'int', default: 30, min: 1, max: 3600, description: 'Where the engine does not enforce the disk limit: how often a session\'s disk use is measured; past its limit its processes are ended and new ones refused until files are removed.' },
   dockerExecPath: { flag: 'docker-exec-path', env: 'EXEC_SERVER_DOCKER_EXEC_PATH', kind: 'enum', values: ['agent', 'exec'], default: 'agent', description: 'How commands reach a docker session: `agent` (the exec agent inside the container; a session where it cannot start falls back to `exec`) or `exec` (one engine exec per command).' },
   warmPool: { flag: 'warm-pool', env: 'EXEC_SERVER_WARM_POOL', kind: 'int', default: 0, min: 0, max: 256, description: 'Started containers of the default image kept ready (docker).' },
   runtime: { flag: 'runtime', env: 'EXEC_SERVER_RUNTIME', kind: 'string', default: undefined, description: "OCI runtime of session containers (docker), e.g. `runsc` for gVisor; default: the engine's default runtime. Checked against the engine at startup." },
@@ -216,6 +219,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
   if (config.maxMemoryMb < config.memoryMb) throw new ConfigError(`--max-memory-mb (${config.maxMemoryMb}) is below --memory-mb (${config.memoryMb})`);
   if (config.maxCpus < config.cpus) throw new ConfigError(`--max-cpus (${config.maxCpus}) is below --cpus (${config.cpus})`);
   if (config.maxPids < config.pids) throw new ConfigError(`--max-pids (${config.maxPids}) is below --pids (${config.pids})`);
+  if (config.maxDiskMb < config.diskMb) throw new ConfigError(`--max-disk-mb (${config.maxDiskMb}) is below --disk-mb (${config.diskMb})`);
   if (config.runtime !== undefined && !RUNTIME_NAME.test(config.runtime)) throw new ConfigError(`--runtime: ${JSON.stringify(config.runtime)} is not a runtime name`);
   if (config.allowedRuntimes !== undefined) runtimeList(config.allowedRuntimes);
   if (config.warmPoolRuntimes !== undefined) warmPoolRuntimes(config.warmPoolRuntimes);

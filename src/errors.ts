@@ -43,6 +43,7 @@ export const ERROR_REGISTRY = {
   EXEC_ERR_BACKEND: [502, RpcCode.internal],
   EXEC_ERR_SHUTTING_DOWN: [503, RpcCode.internal],
   EXEC_ERR_BUSY: [429, RpcCode.invalidRequest],
+  EXEC_ERR_DISK_LIMIT: [507, RpcCode.invalidRequest],
   EXEC_ERR_CONFIG: [500, RpcCode.internal],
   EXEC_ERR_INTERNAL: [500, RpcCode.internal],
 } as const satisfies Record<string, readonly [number, number]>;

@@ -19,6 +19,7 @@ export class Metrics {
   readonly rpcRequests: Counter<'method' | 'result'>;
   readonly startLatency: Histogram<'sandbox'>;
   readonly backendErrors: Counter<'operation'>;
+  readonly diskLimitExceeded: Counter<'backend'>;
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -35,5 +36,6 @@ export class Metrics {
     this.rpcRequests = new Counter({ name: 'exec_server_rpc_requests_total', help: 'JSON-RPC requests by method and result', labelNames: ['method', 'result'], registers });
     this.startLatency = new Histogram({ name: 'exec_server_process_start_duration_seconds', help: 'process/start until the process runs', labelNames: ['sandbox'], buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5], registers });
     this.backendErrors = new Counter({ name: 'exec_server_backend_errors_total', help: 'Backend operation failures', labelNames: ['operation'], registers });
+    this.diskLimitExceeded = new Counter({ name: 'exec_server_disk_limit_exceeded_total', help: 'Sessions found past their disk limit by the disk watch (their processes were ended)', labelNames: ['backend'], registers });
   }
 }

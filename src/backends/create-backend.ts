@@ -14,7 +14,7 @@ async function createDocker(config: Config, log: Logger): Promise<Backend> {
       dockerHost: config.dockerHost,
       defaultImage: config.image,
       instanceId: config.instanceId,
-      defaultResources: { memoryMb: config.memoryMb, cpus: config.cpus, pids: config.pids },
+      defaultResources: { memoryMb: config.memoryMb, cpus: config.cpus, pids: config.pids, diskMb: config.diskMb },
       warmPoolSize: config.warmPool,
       retentionBytes: config.outputRetentionBytes,
       execPath: config.dockerExecPath,

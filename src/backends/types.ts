@@ -154,6 +154,17 @@ export interface SessionStats {
   readonly pidsLimit?: number | undefined;
 }
 
+/**
+ * The disk side of a session. `engine`: the engine enforces the limit itself (docker
+ * `StorageOpt size`: writes past it fail with ENOSPC); `watch`: nothing below the server does,
+ * so the server measures `usage()` periodically and stops the session past its limit.
+ */
+export interface BackendDisk {
+  readonly enforcement: 'engine' | 'watch';
+  /** Bytes the session uses now (docker: the container's writable layer; local: workspace and private /tmp); bounded by the backend's own deadline. */
+  usage(): Promise<number>;
+}
+
 /** Where a session stands with hibernation (docker sessions under a runtime that checkpoints). */
 export type HibernationState = 'awake' | 'hibernating' | 'hibernated' | 'waking';
 
@@ -202,6 +213,8 @@ export interface BackendSession {
    * made (the caller then maps the path without a link). Docker only.
    */
   aliasPath?(path: string): Promise<boolean>;
+  /** Optional: how the session's disk limit is enforced and measured (see `BackendDisk`). */
+  readonly disk?: BackendDisk | undefined;
   /** Optional: the session's resource use now (one sample; bounded by the backend's own deadline). */
   stats?(): Promise<SessionStats>;
   /**
@@ -243,7 +256,8 @@ export interface BackendSessionSpec {
   /** Requested workspace path (absolute); the backend picks one when absent. */
   readonly workdir?: string | undefined;
   readonly labels: Readonly<Record<string, string>>;
-  readonly resources: { readonly memoryMb: number; readonly cpus: number; readonly pids: number };
+  /** `diskMb`: the disk limit (absent: none asked for; the docker backend then uses its default). */
+  readonly resources: { readonly memoryMb: number; readonly cpus: number; readonly pids: number; readonly diskMb?: number | undefined };
   /** Whether the session's policy grants network (docker: otherwise NetworkMode none). */
   readonly network: boolean;
   /** OCI runtime asked for (docker); undefined: the server's default. */

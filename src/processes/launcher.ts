@@ -29,6 +29,8 @@ export interface LauncherContext {
   readonly approvalCache: Set<string>;
   readonly metrics: Metrics;
   readonly log: Logger;
+  /** Optional: refuses a start the session cannot take now (past its disk limit), before anything runs. */
+  readonly admit?: (() => Promise<void>) | undefined;
 }
 
 export interface GateInput {

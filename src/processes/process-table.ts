@@ -93,6 +93,7 @@ export class ProcessTable {
   }
 
   async start(req: StartRequest): Promise<ManagedProcess> {
+    await this.#ctx.admit?.();
     if (this.#closed) throw execError('EXEC_ERR_SESSION_DEAD', 'session is closed');
     if (this.#procs.has(req.processId)) throw execError('EXEC_ERR_PROCESS_EXISTS', `process ${req.processId} already exists`);
     this.#pruneIfNeeded();

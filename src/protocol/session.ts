@@ -61,6 +61,13 @@ export const SessionSpecSchema = Type.Object(
           memoryMb: Type.Optional(Type.Integer({ minimum: 16 })),
           cpus: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
           pids: Type.Optional(Type.Integer({ minimum: 8 })),
+          diskMb: Type.Optional(
+            Type.Integer({
+              minimum: 16,
+              description:
+                "Disk limit in MiB (the container's writable layer on docker; workspace and private /tmp on local)",
+            }),
+          ),
         },
         { additionalProperties: false },
       ),
@@ -133,6 +140,20 @@ export const SessionInfoSchema = Type.Object(
     createdAt: Type.String(),
     expiresAt: Type.String(),
     usage: Type.Optional(Type.Union([ResourceUsageSchema, Type.Null()])),
+    diskLimitBytes: Type.Optional(Type.Integer({ description: 'Disk limit of the session (`resources.diskMb`)' })),
+    diskEnforcement: Type.Optional(
+      OneOf(['engine', 'watch'], {
+        description:
+          '`engine`: the container engine enforces the limit (writes fail past it); `watch`: the server measures the use periodically and stops the session past it',
+      }),
+    ),
+    diskUsedBytes: Type.Optional(Type.Integer({ description: 'Disk use at the last measurement (watch only)' })),
+    diskMeasuredAt: Type.Optional(Type.String({ description: 'When `diskUsedBytes` was measured' })),
+    diskExceeded: Type.Optional(
+      Type.Boolean({
+        description: 'The last measurement was past the limit: new processes are refused (EXEC_ERR_DISK_LIMIT)',
+      }),
+    ),
     ports: Type.Array(ExposedPortSchema, { description: 'Exposed preview ports' }),
   },
   { additionalProperties: true },

@@ -46,6 +46,7 @@ export class SessionManager {
       maxPendingApprovals: config.maxPendingApprovals,
       fileLimits: { ...DEFAULT_FILE_LIMITS, maxReadBytes: config.fsMaxReadBytes },
       portLimits: { maxPorts: config.previewMaxPorts, maxConnections: config.previewMaxConnections },
+      diskWatchMs: config.diskWatchSeconds * 1000,
       limits: {
         maxProcesses: config.maxProcesses,
         retentionBytes: config.outputRetentionBytes,

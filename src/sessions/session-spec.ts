@@ -19,7 +19,7 @@ export interface ResolvedSessionSpec {
   readonly env: Record<string, string>;
   readonly labels: Record<string, string>;
   readonly policy: SessionPolicy;
-  readonly resources: { memoryMb: number; cpus: number; pids: number };
+  readonly resources: { memoryMb: number; cpus: number; pids: number; diskMb: number };
   /** OCI runtime asked for (docker); undefined: the server's default. */
   readonly runtime?: string | undefined;
   readonly idleTimeoutSeconds: number;
@@ -55,6 +55,7 @@ export function resolveSessionSpec(spec: SessionSpec, config: Config, denialHand
       memoryMb: capped('resources.memoryMb', spec.resources?.memoryMb, config.memoryMb, config.maxMemoryMb),
       cpus: capped('resources.cpus', spec.resources?.cpus, config.cpus, config.maxCpus),
       pids: capped('resources.pids', spec.resources?.pids, config.pids, config.maxPids),
+      diskMb: capped('resources.diskMb', spec.resources?.diskMb, config.diskMb, config.maxDiskMb),
     },
     idleTimeoutSeconds: capped('idleTimeoutSeconds', spec.idleTimeoutSeconds, config.idleTimeoutSeconds, config.maxLifetimeSeconds),
     maxLifetimeSeconds: capped('maxLifetimeSeconds', spec.maxLifetimeSeconds, config.maxLifetimeSeconds, config.maxLifetimeSeconds),

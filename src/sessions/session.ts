@@ -17,6 +17,7 @@ import { ApprovalAnswerSchema, type HibernationAnswer, type SessionInfo, type Sn
 import { UnifiedExec } from '../tools/unified-exec.ts';
 import type { FileLimits } from './files/file-limits.ts';
 import { SessionFiles } from './files/session-files.ts';
+import { DiskWatch } from './disk-watch.ts';
 import { UsageSampler } from './resource-usage.ts';
 import type { ResolvedSessionSpec } from './session-spec.ts';
 
@@ -43,6 +44,8 @@ export interface SessionDeps {
   readonly backendKind: string;
   readonly fileLimits: FileLimits;
   readonly portLimits: PortLimits;
+  /** Between two measurements of the disk watch (where the engine does not enforce the limit). */
+  readonly diskWatchMs: number;
 }
 
 const isApprovalAnswer = Compile(ApprovalAnswerSchema);
@@ -59,6 +62,8 @@ export class Session {
   readonly unifiedExec: UnifiedExec;
   /** Live resource use (`session/info`, `GET /v1/sessions/:id`). */
   readonly usage: UsageSampler;
+  /** The disk limit where the server enforces it (disk-watch.ts). */
+  readonly disk: DiskWatch;
   /** Exposed preview ports and the proxied connections to them. */
   readonly ports: SessionPorts;
   readonly createdAt: Date;
@@ -87,7 +92,7 @@ export class Session {
     this.#deps = deps;
     this.#log = deps.log.child({ sessionId: id });
     this.processes = new ProcessTable(
-      { backend, policy: spec.policy, requestApproval: (req) => this.requestApproval(req), approvalCache: this.approvalCache, metrics: deps.metrics, log: this.#log },
+      { backend, policy: spec.policy, requestApproval: (req) => this.requestApproval(req), approvalCache: this.approvalCache, metrics: deps.metrics, log: this.#log, admit: () => this.disk.admit() },
       deps.limits,
       backend.environment.baseEnv,
       spec.env,
@@ -95,6 +100,8 @@ export class Session {
     this.files = new SessionFiles(this, deps.fileLimits);
     this.unifiedExec = new UnifiedExec(this, deps.limits.terminateGraceMs);
     this.usage = new UsageSampler(this);
+    this.disk = new DiskWatch(this, { intervalMs: deps.diskWatchMs, log: this.#log, metrics: deps.metrics, backendKind: deps.backendKind });
+    this.disk.start();
     this.ports = new SessionPorts(this, deps.portLimits);
     backend.onLost((reason) => this.markDead(reason));
   }
@@ -246,6 +253,7 @@ export class Session {
       createdAt: this.createdAt.toISOString(),
       expiresAt: this.expiresAt.toISOString(),
       ports: this.ports.list(),
+      ...this.disk.info(),
     };
   }
 
@@ -300,6 +308,7 @@ export class Session {
   }
 
   async destroy(): Promise<void> {
+    this.disk.stop();
     for (const cleanup of this.#onDestroy) cleanup();
     this.#onDestroy.clear();
     this.ports.closeAll();

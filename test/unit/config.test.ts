@@ -54,3 +54,21 @@ test('the README table lists every option', () => {
 test('docker hosts the backend understands are accepted', () => {
   for (const host of ['unix:///var/run/docker.sock', '/run/docker.sock', 'tcp://127.0.0.1:2375', 'https://engine:2376']) assert.equal(loadConfig(['--docker-host', host], {}).dockerHost, host);
 });
+
+test('disk limit: --disk-mb and --max-disk-mb, and a session asking above the maximum', async () => {
+  const { resolveSessionSpec } = await import('../../src/sessions/session-spec.ts');
+  const { ExecServerError } = await import('../../src/errors.ts');
+  const defaults = loadConfig([], {});
+  assert.equal(defaults.diskMb, 10_240);
+  assert.equal(defaults.diskWatchSeconds, 30);
+  const c = loadConfig(['--disk-mb', '64', '--max-disk-mb', '128', '--disk-watch-seconds', '1'], {});
+  assert.equal(resolveSessionSpec({}, c, 'server').resources.diskMb, 64, 'a session asking nothing gets the default');
+  assert.equal(resolveSessionSpec({ resources: { diskMb: 128 } }, c, 'server').resources.diskMb, 128);
+  assert.throws(
+    () => resolveSessionSpec({ resources: { diskMb: 129 } }, c, 'server'),
+    (err: unknown) => err instanceof ExecServerError && err.code === 'EXEC_ERR_INVALID_PARAMS' && /session\.resources\.diskMb 129 exceeds the server maximum 128/.test(err.message),
+  );
+  assert.throws(() => loadConfig(['--disk-mb', '200', '--max-disk-mb', '100'], {}), /--max-disk-mb \(100\) is below --disk-mb \(200\)/);
+  assert.throws(() => loadConfig(['--disk-mb', '8'], {}), /--disk-mb .*at least 16/);
+  assert.throws(() => loadConfig(['--disk-watch-seconds', '0'], {}), /--disk-watch-seconds .*at least 1/);
+});

@@ -41,6 +41,8 @@ export interface ContainerConfigInput {
   readonly controlTmpfsSize: string;
   /** OCI runtime (`runc`, `runsc`...); undefined leaves the engine's default (runtimes.ts). */
   readonly runtime?: string | undefined;
+  /** Size limit of the writable layer in MiB, where the engine enforces one (disk.ts); undefined: none. */
+  readonly diskMb?: number | undefined;
 }
 
 export function buildContainerConfig(input: ContainerConfigInput): Docker.ContainerCreateOptions {
@@ -74,6 +76,8 @@ export function buildContainerConfig(input: ContainerConfigInput): Docker.Contai
       // engine's weight of a container that sets none), whatever the engine's defaults are.
       CpuShares: cpuShares(input.cpus),
       PidsLimit: input.pids,
+      // Only where the engine can apply it (disk.ts): it refuses the whole create otherwise.
+      ...(input.diskMb !== undefined ? { StorageOpt: { size: `${input.diskMb}m` } } : {}),
       Binds: [],
       Mounts: [],
       Tmpfs: { [CONTROL_DIR]: `rw,nosuid,nodev,noexec,mode=755,size=${input.controlTmpfsSize}` },

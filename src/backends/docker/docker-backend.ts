@@ -14,7 +14,8 @@ import { EventWatcher, type ContainerEvent } from './event-watcher.ts';
 import { DefaultImage } from './image-pull.ts';
 import { runControl } from './exec-runner.ts';
 import { AgentChannel } from './agent-channel.ts';
-import { HibernatableSession, readHibernatedFacts } from './hibernation.ts';
+import { DiskAwareSession, enforcementOf, StorageOptSupport } from './disk.ts';
+import { type HibernatableSession, readHibernatedFacts } from './hibernation.ts';
 import { LABEL, readUserLabels, userLabels } from './labels.ts';
 import { resolveOptions, type DockerBackendOptions, type DockerLogger, type ResolvedDockerOptions } from './options.ts';
 import { envOf, installIfWanted, provisionContainer, removeContainer, startAgent, type ProvisionInput } from './provision.ts';
@@ -59,6 +60,8 @@ class DockerBackendImpl implements DockerBackend {
   readonly runtimes: RuntimeResolver;
   /** One warm pool per runtime asked for (`warmPoolSize` for the default one, `warmPoolRuntimes`). */
   readonly #pools = new Map<string, WarmPool>();
+  /** Whether the engine limits writable layers (disk.ts). */
+  readonly #storage = new StorageOptSupport();
   #poolsStarted: Promise<void> | undefined;
   #started = false;
   #closed = false;
@@ -163,7 +166,9 @@ class DockerBackendImpl implements DockerBackend {
       Object.keys(spec.labels).length === 0 &&
       spec.resources.memoryMb === d.memoryMb &&
       spec.resources.cpus === d.cpus &&
-      spec.resources.pids === d.pids
+      spec.resources.pids === d.pids &&
+      // Pool containers carry the default disk limit in the engine, where it enforces one.
+      ((spec.resources.diskMb ?? d.diskMb) === d.diskMb || !this.#storage.wanted)
     );
   }
 
@@ -197,14 +202,18 @@ class DockerBackendImpl implements DockerBackend {
         }
       },
     });
-    const gated = new HibernatableSession({
+    const gated = new DiskAwareSession(
+      {
       inner: session,
       runtime,
       unsupportedReason: engine === undefined ? 'the engine did not say which runtimes can checkpoint' : checkpointUnsupportedReason(engine, runtime),
       timeoutMs: this.options.engineTimeoutMs,
-      log: this.#log,
-      hibernated,
-    });
+        log: this.#log,
+        hibernated,
+      },
+      c.diskEnforcement ?? 'watch',
+      this.options.engineTimeoutMs,
+    );
     this.#sessions.set(c.containerId, session);
     this.#gated.set(c.containerId, gated);
     return gated;
@@ -226,7 +235,8 @@ class DockerBackendImpl implements DockerBackend {
   async #provision(p: ProvisionInput): Promise<PoolEntry> {
     const engine = p.runtime === undefined ? undefined : await this.runtimes.engine().catch(() => undefined);
     const gvisor = p.runtime !== undefined && isGvisor(engine?.paths[p.runtime]);
-    return provisionContainer(this.docker, this.options, this.#log, gvisor ? { ...p, resources: { ...p.resources, pids: p.resources.pids + GVISOR_PIDS_ALLOWANCE } } : p);
+    const input = { ...p, storage: this.#storage };
+    return provisionContainer(this.docker, this.options, this.#log, gvisor ? { ...input, resources: { ...p.resources, pids: p.resources.pids + GVISOR_PIDS_ALLOWANCE } } : input);
   }
 
   #removeContainer(containerId: string): Promise<void> {
@@ -271,7 +281,7 @@ class DockerBackendImpl implements DockerBackend {
         const session = await this.#adopt(
           asSessionId(sessionId),
           asTenantId(tenant),
-          { containerId: c.Id, shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh', baseEnv: envOf(info.Config.Env), ...agent },
+          { containerId: c.Id, shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh', baseEnv: envOf(info.Config.Env), diskEnforcement: enforcementOf(info), ...agent },
           labels[LABEL.pool] === 'true' ? this.options.defaultImage : c.Image,
           workdir,
           info.HostConfig.Runtime ?? (await this.runtimes.engine()).engineDefault,
@@ -316,6 +326,7 @@ class DockerBackendImpl implements DockerBackend {
           containerId: c.Id,
           shellPath: facts.shellPath,
           baseEnv: envOf(info.Config.Env),
+          diskEnforcement: enforcementOf(info),
           // The agent was checkpointed with the container: its channel attaches after the wake.
           ...(facts.execPath === 'agent'
             ? { agent: new AgentChannel({ container, timeoutMs: this.options.engineTimeoutMs, retentionBytes: this.options.retentionBytes, windowBytes: this.options.agentWindowBytes, log: this.#log }) }

@@ -6,6 +6,7 @@ import type Docker from 'dockerode';
 import { execError } from '../../errors.ts';
 import type { BackendSessionSpec } from '../types.ts';
 import { buildContainerConfig } from './container-config.ts';
+import { isStorageOptUnsupported, type StorageOptSupport } from './disk.ts';
 import { statusOf, withDeadline } from './engine-client.ts';
 import { runControl } from './exec-runner.ts';
 import { pullImage } from './image-pull.ts';
@@ -30,31 +31,49 @@ export interface ProvisionInput {
   readonly workdir: string;
   /** OCI runtime of the container (runtimes.ts). */
   readonly runtime?: string | undefined;
+  /** Whether the engine limits writable layers (asked at the first create, then cached). */
+  readonly storage?: StorageOptSupport | undefined;
 }
 
 export async function provisionContainer(docker: Docker, options: ResolvedDockerOptions, log: DockerLogger, p: ProvisionInput): Promise<PoolEntry> {
-  const config = buildContainerConfig({
-    name: p.name,
-    image: p.image,
-    labels: p.labels,
-    memoryMb: p.resources.memoryMb,
-    cpus: p.resources.cpus,
-    pids: p.resources.pids,
-    network: p.network,
-    workdir: p.workdir,
-    controlTmpfsSize: options.controlTmpfsSize,
-    runtime: p.runtime,
-  });
-  const create = (): Promise<Docker.Container> =>
+  const diskMb = p.resources.diskMb ?? options.defaultResources.diskMb;
+  const configOf = (engineLimit: boolean): Docker.ContainerCreateOptions =>
+    buildContainerConfig({
+      name: p.name,
+      image: p.image,
+      labels: p.labels,
+      memoryMb: p.resources.memoryMb,
+      cpus: p.resources.cpus,
+      pids: p.resources.pids,
+      network: p.network,
+      workdir: p.workdir,
+      controlTmpfsSize: options.controlTmpfsSize,
+      runtime: p.runtime,
+      diskMb: engineLimit ? diskMb : undefined,
+    });
+  const create = (config: Docker.ContainerCreateOptions): Promise<Docker.Container> =>
     withDeadline('container create', PROVISION_TIMEOUT_MS, (abortSignal) => docker.createContainer({ ...config, abortSignal }));
-  let container: Docker.Container;
+  // The engine refuses StorageOpt at create when its storage driver cannot apply it: the
+  // refusal is remembered and the container made without, its limit left to the disk watch.
+  const createLimited = async (): Promise<{ container: Docker.Container; engineLimit: boolean }> => {
+    if (p.storage?.wanted !== true) return { container: await create(configOf(false)), engineLimit: false };
+    try {
+      return { container: await create(configOf(true)), engineLimit: true };
+    } catch (err) {
+      if (!isStorageOptUnsupported(err)) throw err;
+      if (p.storage.refused((err as Error).message)) log.info({ reason: (err as Error).message }, 'the engine cannot limit a container\'s disk (StorageOpt size); session disk limits are enforced by the disk watch');
+      return { container: await create(configOf(false)), engineLimit: false };
+    }
+  };
+  let created: { container: Docker.Container; engineLimit: boolean };
   try {
-    container = await create();
+    created = await createLimited();
   } catch (err) {
     if (!p.mayPull || statusOf((err as { cause?: unknown }).cause) !== 404) throw err;
     await pullImage(docker, log, p.image);
-    container = await create();
+    created = await createLimited();
   }
+  const { container } = created;
   try {
     // Before the start: the archive API writes into the container's own filesystem then.
     const installed = await installIfWanted(container, options);
@@ -63,7 +82,7 @@ export async function provisionContainer(docker: Docker, options: ResolvedDocker
     if (setup.exitCode !== 0) throw execError('EXEC_ERR_BACKEND', `session container setup failed: ${setup.stderr.trim()}`);
     const info = await withDeadline('container inspect', options.engineTimeoutMs, (abortSignal) => container.inspect({ abortSignal }));
     const agent = installed === true ? await startAgent(container, options, log) : { agentUnavailable: installed };
-    return { containerId: container.id, shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh', baseEnv: envOf(info.Config.Env), ...agent };
+    return { containerId: container.id, shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh', baseEnv: envOf(info.Config.Env), diskEnforcement: created.engineLimit ? 'engine' : 'watch', ...agent };
   } catch (err) {
     await removeContainer(docker, container.id).catch(() => undefined);
     throw err;

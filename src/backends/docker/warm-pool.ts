@@ -16,6 +16,8 @@ export interface PoolEntry {
   readonly agent?: AgentChannel | undefined;
   /** Why there is no agent (reported in the log and `session/info`). */
   readonly agentUnavailable?: string | undefined;
+  /** Whether the engine limits the container's disk, or the server's watch must (disk.ts); default watch. */
+  readonly diskEnforcement?: 'engine' | 'watch' | undefined;
 }
 
 /** Name of a pool container once it belongs to a session: `exs.<sessionId>.<hex tenant>`. */

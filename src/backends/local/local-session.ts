@@ -10,8 +10,9 @@ import { posix } from 'node:path';
 import { execError } from '../../errors.ts';
 import type { Logger } from '../../logger.ts';
 import type { Duplex } from 'node:stream';
-import type { BackendProcess, BackendSession, BackendSessionSpec, EnvironmentFacts, ProcessSink, ResolvedSandbox, SandboxType, SessionFs, SessionStats, SpawnRequest } from '../types.ts';
+import type { BackendDisk, BackendProcess, BackendSession, BackendSessionSpec, EnvironmentFacts, ProcessSink, ResolvedSandbox, SandboxType, SessionFs, SessionStats, SpawnRequest } from '../types.ts';
 import { bubblewrapArgs, hiddenByPrivateTmp, type BubblewrapProbe, type SandboxLayout } from './bubblewrap.ts';
+import { localDiskUse } from './disk-usage.ts';
 import { Keepers } from './keepers.ts';
 import { localFs } from './local-fs.ts';
 import { nativeHelperPath } from './native-helpers.ts';
@@ -121,6 +122,8 @@ export class LocalSession implements BackendSession {
   readonly sandboxUnavailableReason: string | undefined;
   readonly fs: SessionFs;
   readonly environment: EnvironmentFacts;
+  /** Nothing on the host limits a directory's size: the server's disk watch does. */
+  readonly disk: BackendDisk;
   readonly #spec: BackendSessionSpec;
   readonly #places: SessionPlaces;
   readonly #setup: SpawnSetup;
@@ -141,6 +144,7 @@ export class LocalSession implements BackendSession {
     this.sandboxType = setup.probe.available ? 'bubblewrap' : 'none';
     this.sandboxUnavailableReason = setup.probe.available ? undefined : setup.probe.reason;
     this.environment = hostFacts();
+    this.disk = { enforcement: 'watch', usage: () => localDiskUse([places.workdir, places.layout.privateTmp]) };
     this.#warm = setup.probe.available && setup.warmTools ? new WarmSandboxes(setup.warmTools, setup.log) : undefined;
     const sandboxed = spec.sandboxed !== false && setup.probe.available;
     // A sandboxed session's workspace is lent when it is made (local-backend.ts).
