@@ -47,6 +47,7 @@ for (const backend of BACKENDS) {
       const tookMs = Date.now() - startedAt;
       assert.notEqual(ended.exited['exitCode'], 0, `the filling process was ended, not left to its sleep: ${JSON.stringify(ended.exited)}`);
       assert.ok(tookMs < 15_000, `ended after ${tookMs} ms`);
+      t.diagnostic(`[${backend}] the writer ended ${tookMs} ms after its start`);
 
       const refused = await s.start('next', ['true']).then(
         () => undefined,
