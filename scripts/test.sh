@@ -16,7 +16,9 @@ fi
 # (such leaks are bugs to fix, as the docker exec-stream one was; this only keeps CI bounded).
 # --test-timeout: a test without its own timeout fails after 3 minutes instead of waiting.
 # setsid: the runner and its per-file processes form one group the watchdog can end whole.
-setsid node --import tsx --test --test-timeout=180000 --test-force-exit "$@" "${files[@]}" &
+# --test-reporter=tap: the same output on every Node version (Node 20 writes TAP when stdout is
+# not a terminal, Node 24 its spec format), ending in the runner's `# tests / # pass / # fail`.
+setsid node --import tsx --test --test-reporter=tap --test-timeout=180000 --test-force-exit "$@" "${files[@]}" &
 runner=$!
 trap 'kill -INT -- "-$runner" 2>/dev/null' INT TERM
 
