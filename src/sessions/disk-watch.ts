@@ -11,9 +11,43 @@ import type { Metrics } from '../metrics.ts';
 import type { SessionInfo } from '../protocol/index.ts';
 import type { Session } from './session.ts';
 
+/**
+ * Measurements in flight across all sessions of a server: each is a `du` process or an engine
+ * walk of a writable layer, and hundreds of sessions must not start them all at once.
+ */
+export class MeasureSlots {
+  readonly #max: number;
+  #busy = 0;
+  readonly #waiting: Array<() => void> = [];
+
+  constructor(max: number) {
+    this.#max = max;
+  }
+
+  /** Runs `fn` in a slot; when `wait` is false and none is free, resolves undefined at once. */
+  async run<T>(fn: () => Promise<T>, wait: boolean): Promise<T | undefined> {
+    if (this.#busy >= this.#max) {
+      if (!wait) return undefined;
+      await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    } else {
+      this.#busy++;
+    }
+    try {
+      return await fn();
+    } finally {
+      // The slot passes to the next waiter as it is, or frees.
+      const next = this.#waiting.shift();
+      if (next !== undefined) next();
+      else this.#busy--;
+    }
+  }
+}
+
 export interface DiskWatchDeps {
   /** Between two measurements. */
   readonly intervalMs: number;
+  /** Shared by the sessions of one server. */
+  readonly slots: MeasureSlots;
   readonly log: Logger;
   readonly metrics: Metrics;
   readonly backendKind: string;
@@ -83,7 +117,7 @@ export class DiskWatch {
    */
   async admit(): Promise<void> {
     if (!this.#exceeded) return;
-    await this.#measure();
+    await this.#measure(true);
     const last = this.#last;
     if (!this.#exceeded || last === undefined) return;
     const diskMb = this.#session.spec.resources.diskMb;
@@ -103,7 +137,8 @@ export class DiskWatch {
     // A hibernated container writes nothing, and ending its processes would wake it.
     if (backend.hibernation !== undefined && backend.hibernation.state !== 'awake') return;
     const wasExceeded = this.#exceeded;
-    await this.#measure();
+    // A round that finds every slot taken skips: the next one comes within the interval.
+    await this.#measure(false);
     if (!this.#exceeded || this.#enforcing) return;
     if (!wasExceeded) {
       this.#deps.metrics.diskLimitExceeded.inc({ backend: this.#deps.backendKind });
@@ -120,13 +155,17 @@ export class DiskWatch {
     }
   }
 
-  /** One measurement (joined when one is in flight); a failed one changes nothing: the last stands. */
-  #measure(): Promise<void> {
+  /**
+   * One measurement (joined when one is in flight), in a slot of the server's; `wait`: for a
+   * free slot, else skipped when none is. A failed one changes nothing: the last stands.
+   */
+  #measure(wait: boolean): Promise<void> {
     const disk = this.#session.backend.disk;
     if (disk === undefined || disk.enforcement !== 'watch') return Promise.resolve();
     this.#inflight ??= (async () => {
       try {
-        const bytes = await disk.usage();
+        const bytes = await this.#deps.slots.run(() => disk.usage(), wait);
+        if (bytes === undefined) return;
         this.#last = { bytes, atMs: Date.now() };
         const exceeded = bytes > this.limitBytes;
         if (this.#exceeded && !exceeded) this.#log.info({ usedBytes: bytes, limitBytes: this.limitBytes }, 'session is back under its disk limit');

@@ -12,9 +12,13 @@ import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import { DEFAULT_FILE_LIMITS } from './files/file-limits.ts';
 import { fromSessionRecord, resolveSessionSpec, sessionRecord, type SessionSpec } from './session-spec.ts';
+import { MeasureSlots } from './disk-watch.ts';
 import { Session, type SessionDeps } from './session.ts';
 
 const REAP_INTERVAL_MS = 5_000;
+
+/** Disk measurements (a `du`, an engine walk of a layer) in flight at once across all sessions. */
+const DISK_MEASUREMENTS = 4;
 
 export interface CreateOptions {
   readonly tenant: TenantId;
@@ -47,6 +51,7 @@ export class SessionManager {
       fileLimits: { ...DEFAULT_FILE_LIMITS, maxReadBytes: config.fsMaxReadBytes },
       portLimits: { maxPorts: config.previewMaxPorts, maxConnections: config.previewMaxConnections },
       diskWatchMs: config.diskWatchSeconds * 1000,
+      diskSlots: new MeasureSlots(DISK_MEASUREMENTS),
       limits: {
         maxProcesses: config.maxProcesses,
         retentionBytes: config.outputRetentionBytes,

@@ -17,7 +17,7 @@ import { ApprovalAnswerSchema, type HibernationAnswer, type SessionInfo, type Sn
 import { UnifiedExec } from '../tools/unified-exec.ts';
 import type { FileLimits } from './files/file-limits.ts';
 import { SessionFiles } from './files/session-files.ts';
-import { DiskWatch } from './disk-watch.ts';
+import { DiskWatch, type MeasureSlots } from './disk-watch.ts';
 import { UsageSampler } from './resource-usage.ts';
 import type { ResolvedSessionSpec } from './session-spec.ts';
 
@@ -46,6 +46,8 @@ export interface SessionDeps {
   readonly portLimits: PortLimits;
   /** Between two measurements of the disk watch (where the engine does not enforce the limit). */
   readonly diskWatchMs: number;
+  /** Disk measurements in flight across the server's sessions. */
+  readonly diskSlots: MeasureSlots;
 }
 
 const isApprovalAnswer = Compile(ApprovalAnswerSchema);
@@ -100,7 +102,7 @@ export class Session {
     this.files = new SessionFiles(this, deps.fileLimits);
     this.unifiedExec = new UnifiedExec(this, deps.limits.terminateGraceMs);
     this.usage = new UsageSampler(this);
-    this.disk = new DiskWatch(this, { intervalMs: deps.diskWatchMs, log: this.#log, metrics: deps.metrics, backendKind: deps.backendKind });
+    this.disk = new DiskWatch(this, { intervalMs: deps.diskWatchMs, slots: deps.diskSlots, log: this.#log, metrics: deps.metrics, backendKind: deps.backendKind });
     this.disk.start();
     this.ports = new SessionPorts(this, deps.portLimits);
     backend.onLost((reason) => this.markDead(reason));
