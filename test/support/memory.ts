@@ -25,25 +25,41 @@ export interface Growth<T> {
   readonly ms: number;
 }
 
-/** Runs `fn`, collecting and sampling every `everyMs`. */
-export async function peakGrowth<T>(fn: () => Promise<T>, everyMs = 500): Promise<Growth<T>> {
+/**
+ * Runs `fn`, collecting and sampling every `everyMs`. Each reading waits `settleMs` after its
+ * collection: newer V8s (Node 22+) free the backing stores of dead buffers on a background
+ * thread, so memory read at once still counts them.
+ */
+export async function peakGrowth<T>(fn: () => Promise<T>, everyMs = 500, settleMs = 30): Promise<Growth<T>> {
+  const settle = (): Promise<void> => new Promise((r) => setTimeout(r, settleMs));
   gc();
+  await settle();
   const start = process.memoryUsage();
   let peakRss = start.rss;
   let peakLive = liveOf(start);
-  const sample = (): void => {
+  const sample = async (): Promise<void> => {
     gc();
+    await settle();
     const m = process.memoryUsage();
     peakRss = Math.max(peakRss, m.rss);
     peakLive = Math.max(peakLive, liveOf(m));
   };
-  const timer = setInterval(sample, everyMs);
+  let running = true;
+  const sampler = (async () => {
+    while (running) {
+      await new Promise((r) => setTimeout(r, everyMs));
+      if (running) await sample();
+    }
+  })();
   const started = performance.now();
   try {
     const result = await fn();
-    sample();
-    return { result, rss: peakRss - start.rss, live: peakLive - liveOf(start), ms: performance.now() - started };
+    const ms = performance.now() - started;
+    running = false;
+    await sampler;
+    await sample();
+    return { result, rss: peakRss - start.rss, live: peakLive - liveOf(start), ms };
   } finally {
-    clearInterval(timer);
+    running = false;
   }
 }
