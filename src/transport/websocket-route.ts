@@ -30,20 +30,6 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
     const close = (code: number, reason: string): void => {
       if (socket.readyState === socket.OPEN || socket.readyState === socket.CONNECTING) socket.close(code, reason.slice(0, 120));
     };
-    // Frames sent within one tick leave in one write (the output of one backend read is often
-    // several notifications), at the end of the tick: after a backend has told its side what
-    // it is about to be told (agent-connection.ts), never before.
-    const raw = request.raw.socket;
-    let corked = false;
-    const cork = (): void => {
-      if (corked) return;
-      corked = true;
-      raw.cork();
-      process.nextTick(() => {
-        corked = false;
-        raw.uncork();
-      });
-    };
     const conn = new Connection({ ...opts.deps, tenant: request.tenant, log }, close);
     const peer = new RpcPeer<Connection>({
       table: opts.table,
@@ -59,7 +45,6 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
             cutSlowConsumer(`more than ${opts.bufferLimitBytes} bytes unread`);
             return;
           }
-          cork();
           // A Buffer is JSON text already encoded (the output hot path): still a text frame.
           // ws calls back once the socket has written it (or failed): only then may it be reused.
           socket.send(

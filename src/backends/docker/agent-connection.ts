@@ -58,8 +58,6 @@ export class AgentConnection {
   #closed = false;
   #closeReason = 'agent connection closed';
   readonly #closedListeners: Array<(reason: string) => void> = [];
-  /** While a read from the agent is handled: what `send` holds until the end of it. */
-  #batch: Buffer[] | undefined;
   /** The agent daemon's pid (inside the container), from its hello. */
   agentPid = 0;
 
@@ -71,21 +69,7 @@ export class AgentConnection {
       (text) => log.warn({ agent: text.toString('utf8').trim().slice(0, 500) }, 'exec agent stderr'),
       (err) => this.#end(`exec agent stream broken: ${err.message}`),
     );
-    socket.on('data', (d: Buffer) => {
-      // What the frames of one read make the server send back (acknowledgements, mostly one
-      // per published chunk) goes out as one write when the read is handled: a syscall here
-      // and a read and a copy in the engine each, per chunk, were a tenth of a stream's CPU.
-      // Still before any client hears of those chunks: the WebSocket transport sends at the
-      // end of the tick (websocket-route.ts).
-      this.#batch = [];
-      try {
-        parser.push(d);
-      } finally {
-        const batch = this.#batch;
-        this.#batch = undefined;
-        if (batch.length > 0 && !this.#closed) this.#socket.write(batch.length === 1 ? batch[0]! : Buffer.concat(batch));
-      }
-    });
+    socket.on('data', (d: Buffer) => parser.push(d));
     socket.on('error', (err) => log.debug({ err: err.message }, 'exec agent stream error'));
     socket.once('close', () => this.#end(this.#closeReason));
   }
@@ -142,9 +126,7 @@ export class AgentConnection {
   }
 
   send(data: Buffer): void {
-    if (this.#closed) return;
-    if (this.#batch !== undefined) this.#batch.push(data);
-    else this.#socket.write(data);
+    if (!this.#closed) this.#socket.write(data);
   }
 
   /** Sends `request` for `handle` and resolves with the agent's first reply for it. */
