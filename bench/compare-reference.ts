@@ -34,7 +34,16 @@ import { nativeHelperPath } from '../src/backends/local/native-helpers.ts';
 import { startReferenceExecServer } from '../test/support/codex-cli.ts';
 
 const { values: args } = parseArgs({
-  options: { repeat: { type: 'string', default: '5' }, runs: { type: 'string', default: '200' }, mb: { type: 'string', default: '256' }, only: { type: 'string' }, 'ours-flags': { type: 'string', default: '' }, side: { type: 'string' }, cases: { type: 'string', default: 'rt,pipe,pty' }, warmup: { type: 'string', default: '20' } },
+  options: {
+    repeat: { type: 'string', default: '5' },
+    runs: { type: 'string', default: '200' },
+    mb: { type: 'string', default: '256' },
+    only: { type: 'string' },
+    'ours-flags': { type: 'string', default: '' },
+    side: { type: 'string' },
+    cases: { type: 'string', default: 'rt,pipe,pty' },
+    warmup: { type: 'string', default: '20' },
+  },
 });
 const RUNS = Number(args.runs);
 const MB = Number(args.mb);
@@ -112,8 +121,7 @@ class Client {
         if (method === 'process/output') {
           bytes += Buffer.from(params['chunk'] as string, 'base64').length;
           messages++;
-        }
-        else if (method === 'process/exited') exitCode = params['exitCode'];
+        } else if (method === 'process/exited') exitCode = params['exitCode'];
         else if (method === 'process/closed') {
           this.#onClose.delete(onClose);
           resolve();
@@ -142,10 +150,29 @@ interface Side {
 
 async function startOurs(workspaceRoot: string): Promise<Side> {
   const extraNodeArgs = (process.env['BENCH_OURS_NODE_ARGS'] ?? '').split(' ').filter(Boolean);
-  const child: ChildProcess = spawn(process.execPath, [...extraNodeArgs, '--import', 'tsx', 'src/main.ts', 'serve', '--listen', 'ws://127.0.0.1:0', '--backend', 'local', '--workspace-root', workspaceRoot, '--log-level', 'warn', ...OURS_FLAGS], {
-    cwd: new URL('..', import.meta.url).pathname,
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [
+      ...extraNodeArgs,
+      '--import',
+      'tsx',
+      'src/main.ts',
+      'serve',
+      '--listen',
+      'ws://127.0.0.1:0',
+      '--backend',
+      'local',
+      '--workspace-root',
+      workspaceRoot,
+      '--log-level',
+      'warn',
+      ...OURS_FLAGS,
+    ],
+    {
+      cwd: new URL('..', import.meta.url).pathname,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   const url = await new Promise<string>((resolve, reject) => {
     let buf = '';
     child.stdout!.setEncoding('utf8').on('data', (s: string) => {
@@ -172,7 +199,10 @@ async function startOurs(workspaceRoot: string): Promise<Side> {
 
 /** The workspace-write `sandbox` object as Codex 0.171.0 sends it (see codex-client-trace.md). */
 function codexWorkspaceWrite(cwd: string): Json {
-  const special = (kind: string, subpath?: string): Json => ({ type: 'special', value: subpath === undefined ? { kind } : { kind, subpath } });
+  const special = (kind: string, subpath?: string): Json => ({
+    type: 'special',
+    value: subpath === undefined ? { kind } : { kind, subpath },
+  });
   const uri = `file://${cwd}`;
   return {
     permissions: {
@@ -184,7 +214,11 @@ function codexWorkspaceWrite(cwd: string): Json {
           { path: special('project_roots'), access: 'write' },
           { path: special('slash_tmp'), access: 'write' },
           { path: special('tmpdir'), access: 'write' },
-          ...['.git', '.agents', '.codex', '.aws'].map((s) => ({ path: special('project_roots', s), access: 'read', missing_path_behavior: 'skip' })),
+          ...['.git', '.agents', '.codex', '.aws'].map((s) => ({
+            path: special('project_roots', s),
+            access: 'read',
+            missing_path_behavior: 'skip',
+          })),
         ],
       },
       network: 'restricted',
@@ -203,7 +237,8 @@ async function connect(side: Side, mode: Mode): Promise<Client> {
   const c = await Client.open(side.url);
   const init: Json = { clientName: 'codex-environment', resumeSessionId: null };
   // Ours: the session's server-side policy (the reference has none; it takes the per-call object).
-  if (side.name === 'ours') init['session'] = { sandbox: mode === 'none' ? { type: 'danger-full-access' } : { type: 'workspace-write' } };
+  if (side.name === 'ours')
+    init['session'] = { sandbox: mode === 'none' ? { type: 'danger-full-access' } : { type: 'workspace-write' } };
   await c.request('initialize', init);
   c.notify('initialized', {});
   return c;
@@ -226,7 +261,8 @@ const median = (values: number[]): number => {
   const mid = s.length >> 1;
   return s.length % 2 ? (s[mid] ?? NaN) : ((s[mid - 1] ?? NaN) + (s[mid] ?? NaN)) / 2;
 };
-const pct = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+const pct = (sorted: number[], p: number): number =>
+  sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 
 async function roundTrips(c: Client, cwd: string, mode: Mode, tag: string): Promise<{ p50: number; p90: number }> {
   const times: number[] = [];
@@ -240,18 +276,33 @@ async function roundTrips(c: Client, cwd: string, mode: Mode, tag: string): Prom
   return { p50: pct(times, 50), p90: pct(times, 90) };
 }
 
-async function throughput(c: Client, side: Side, cwd: string, mode: Mode, tty: boolean, tag: string, mb = MB): Promise<number> {
+async function throughput(
+  c: Client,
+  side: Side,
+  cwd: string,
+  mode: Mode,
+  tty: boolean,
+  tag: string,
+  mb = MB,
+): Promise<number> {
   const total = Math.ceil(mb * 1024 * 1024);
   const [cpu0, client0, server0] = [await cpuTicks(), process.cpuUsage(), await processTicks(side.pid)];
   const t = performance.now();
-  const r = await c.run(`${tag}-tp-${tty ? 'pty' : 'pipe'}`, startParams(['/bin/sh', '-c', `head -c ${total} /dev/zero`], cwd, mode, tty));
+  const r = await c.run(
+    `${tag}-tp-${tty ? 'pty' : 'pipe'}`,
+    startParams(['/bin/sh', '-c', `head -c ${total} /dev/zero`], cwd, mode, tty),
+  );
   const secs = (performance.now() - t) / 1000;
   if (process.env['BENCH_DEBUG']) {
     const client = process.cpuUsage(client0);
     const machine = (await cpuTicks()) - cpu0;
     const server1 = await processTicks(side.pid);
-    const [server, children] = [server1.own - server0.own, server1.children - server0.children].map((t) => (t / 100).toFixed(2));
-    console.error(`${tag} ${tty ? 'pty' : 'pipe'}: ${secs.toFixed(2)} s, CPU-s: machine ${(machine / 100).toFixed(2)}, server ${server} (its children ${children}; ${server1.faults - server0.faults} page faults), bench client ${((client.user + client.system) / 1e6).toFixed(2)}`);
+    const [server, children] = [server1.own - server0.own, server1.children - server0.children].map((t) =>
+      (t / 100).toFixed(2),
+    );
+    console.error(
+      `${tag} ${tty ? 'pty' : 'pipe'}: ${secs.toFixed(2)} s, CPU-s: machine ${(machine / 100).toFixed(2)}, server ${server} (its children ${children}; ${server1.faults - server0.faults} page faults), bench client ${((client.user + client.system) / 1e6).toFixed(2)}`,
+    );
   }
   if (r.bytes < total) throw new Error(`${tag}: got ${r.bytes} of ${total} bytes (exit ${String(r.exitCode)})`);
   return r.bytes / 1024 / 1024 / secs;
@@ -261,19 +312,28 @@ async function throughput(c: Client, side: Side, cwd: string, mode: Mode, tty: b
 async function processTicks(pid: number | undefined): Promise<{ own: number; children: number; faults: number }> {
   if (pid === undefined) return { own: NaN, children: NaN, faults: NaN };
   const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+  const f = stat
+    .slice(stat.lastIndexOf(')') + 2)
+    .split(' ')
+    .map(Number);
   // utime, stime, cutime, cstime: fields 14 to 17 of proc(5)
-  return { own: (f[11] ?? NaN) + (f[12] ?? NaN), children: (f[13] ?? NaN) + (f[14] ?? NaN), faults: (f[7] ?? NaN) + (f[9] ?? NaN) };
+  return {
+    own: (f[11] ?? NaN) + (f[12] ?? NaN),
+    children: (f[13] ?? NaN) + (f[14] ?? NaN),
+    faults: (f[7] ?? NaN) + (f[9] ?? NaN),
+  };
 }
 
 /** The npm package's launcher runs the native `codex` binary as a child: that one is the server. */
 async function nativeServerPid(launcher: number | undefined): Promise<number | undefined> {
   const procs = await Promise.all(
-    (await readdir('/proc')).filter((d) => /^\d+$/.test(d)).map(async (d) => {
-      const stat = await readFile(`/proc/${d}/stat`, 'utf8').catch(() => '');
-      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-      return { pid: Number(d), comm, ppid: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) };
-    }),
+    (await readdir('/proc'))
+      .filter((d) => /^\d+$/.test(d))
+      .map(async (d) => {
+        const stat = await readFile(`/proc/${d}/stat`, 'utf8').catch(() => '');
+        const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+        return { pid: Number(d), comm, ppid: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) };
+      }),
   );
   const tree = new Set([launcher]);
   for (let grew = true; grew; ) {
@@ -296,7 +356,8 @@ async function cpuTicks(): Promise<number> {
 
 /** Busy share of all CPUs over `ms`, from /proc/stat. */
 async function busyShare(ms: number): Promise<number> {
-  const sample = async (): Promise<number[]> => (await readFile('/proc/stat', 'utf8')).split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const sample = async (): Promise<number[]> =>
+    (await readFile('/proc/stat', 'utf8')).split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
   const a = await sample();
   await new Promise((r) => setTimeout(r, ms));
   const b = await sample();
@@ -340,12 +401,18 @@ async function bareTerminal(mb = MB): Promise<number> {
   const devNull = openSync('/dev/null', 'w');
   const t = performance.now();
   try {
-    const relay = spawn(nativeHelperPath('pty-relay'), ['80', '24', '/bin/sh', '-c', `head -c ${total} /dev/zero`], { stdio: ['pipe', devNull, 'inherit', 'pipe'] });
+    const relay = spawn(nativeHelperPath('pty-relay'), ['80', '24', '/bin/sh', '-c', `head -c ${total} /dev/zero`], {
+      stdio: ['pipe', devNull, 'inherit', 'pipe'],
+    });
     let report = '';
     (relay.stdio[3] as NodeJS.ReadableStream).setEncoding('utf8').on('data', (s: string) => (report += s));
     await new Promise<void>((resolve, reject) => {
       relay.once('error', reject);
-      relay.once('close', (code) => (code === 0 && /exit 0\n/.test(report) ? resolve() : reject(new Error(`bare terminal: relay exit ${String(code)}, ${report.trim()}`))));
+      relay.once('close', (code) =>
+        code === 0 && /exit 0\n/.test(report)
+          ? resolve()
+          : reject(new Error(`bare terminal: relay exit ${String(code)}, ${report.trim()}`)),
+      );
     });
   } finally {
     closeSync(devNull);
@@ -371,7 +438,12 @@ async function main(): Promise<void> {
   const cwd = await mkdtemp(join(tmpdir(), 'bench-cwd-'));
   const ours = await startOurs(workspaceRoot);
   const refServer = await startReferenceExecServer({ cwd });
-  const reference: Side = { name: 'reference', url: refServer.url, pid: await nativeServerPid(refServer.child.pid), close: refServer.close };
+  const reference: Side = {
+    name: 'reference',
+    url: refServer.url,
+    pid: await nativeServerPid(refServer.child.pid),
+    close: refServer.close,
+  };
   const rows: Row[] = [];
   try {
     const raw = await rawSpawn();
@@ -395,7 +467,10 @@ async function main(): Promise<void> {
       for (const mode of modes) {
         for (const side of sides) {
           const c = await connect(side, mode);
-          result.set(key(side, mode), { ...none, ...(await settled(() => roundTrips(c, cwd, mode, `${side.name}-${mode}`))) });
+          result.set(key(side, mode), {
+            ...none,
+            ...(await settled(() => roundTrips(c, cwd, mode, `${side.name}-${mode}`))),
+          });
           c.close();
         }
       }
@@ -413,8 +488,20 @@ async function main(): Promise<void> {
       for (let rep = 0; rep < REPEAT; rep++) {
         for (const side of rep % 2 === 0 ? sides : [...sides].reverse()) {
           const c = await connect(side, mode);
-          if (cases.has('pipe')) record(side, mode, 'pipe', await settled(() => throughput(c, side, cwd, mode, false, `${side.name}-${mode}`)));
-          if (cases.has('pty')) record(side, mode, 'pty', await settled(() => throughput(c, side, cwd, mode, true, `${side.name}-${mode}`)));
+          if (cases.has('pipe'))
+            record(
+              side,
+              mode,
+              'pipe',
+              await settled(() => throughput(c, side, cwd, mode, false, `${side.name}-${mode}`)),
+            );
+          if (cases.has('pty'))
+            record(
+              side,
+              mode,
+              'pty',
+              await settled(() => throughput(c, side, cwd, mode, true, `${side.name}-${mode}`)),
+            );
           c.close();
         }
         if (cases.has('pty')) bare.push(await settled(() => bareTerminal()));
@@ -434,19 +521,40 @@ async function main(): Promise<void> {
     for (const mode of modes) {
       const o = result.get(key(ours, mode)) ?? none;
       const r = result.get(key(reference, mode)) ?? none;
-      console.error(`${mode}: ours rt p50 ${o.p50.toFixed(2)} ms, pipe ${o.pipe.toFixed(0)} MB/s, pty ${o.pty.toFixed(0)} MB/s; reference rt p50 ${r.p50.toFixed(2)} ms, pipe ${r.pipe.toFixed(0)} MB/s, pty ${r.pty.toFixed(0)} MB/s`);
+      console.error(
+        `${mode}: ours rt p50 ${o.p50.toFixed(2)} ms, pipe ${o.pipe.toFixed(0)} MB/s, pty ${o.pty.toFixed(0)} MB/s; reference rt p50 ${r.p50.toFixed(2)} ms, pipe ${r.pipe.toFixed(0)} MB/s, pty ${r.pty.toFixed(0)} MB/s`,
+      );
       rows.push(
         { what: `${mode}: round trip p50`, unit: 'ms', ours: o.p50, reference: r.p50, better: 'lower' },
         { what: `${mode}: round trip p90`, unit: 'ms', ours: o.p90, reference: r.p90, better: 'lower' },
-        { what: `${mode}: pipe ${MB} MB`, unit: 'MB/s', ours: o.pipe, reference: r.pipe, better: 'higher', ranges: [ranges.get(`${key(ours, mode)}/pipe`) ?? '', ranges.get(`${key(reference, mode)}/pipe`) ?? ''] },
-        { what: `${mode}: PTY ${MB} MB`, unit: 'MB/s', ours: o.pty, reference: r.pty, better: 'higher', ranges: [ranges.get(`${key(ours, mode)}/pty`) ?? '', ranges.get(`${key(reference, mode)}/pty`) ?? ''] },
+        {
+          what: `${mode}: pipe ${MB} MB`,
+          unit: 'MB/s',
+          ours: o.pipe,
+          reference: r.pipe,
+          better: 'higher',
+          ranges: [ranges.get(`${key(ours, mode)}/pipe`) ?? '', ranges.get(`${key(reference, mode)}/pipe`) ?? ''],
+        },
+        {
+          what: `${mode}: PTY ${MB} MB`,
+          unit: 'MB/s',
+          ours: o.pty,
+          reference: r.pty,
+          better: 'higher',
+          ranges: [ranges.get(`${key(ours, mode)}/pty`) ?? '', ranges.get(`${key(reference, mode)}/pty`) ?? ''],
+        },
       );
     }
     const fmt = (n: number): string => (n >= 100 ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.toFixed(2));
-    console.log(`\nMachine: ${cpus().length} x ${cpus()[0]?.model ?? '?'}, Node ${process.version}; ${RUNS} round trips per case (after ${WARMUP} warm-up); ${MB} MB per stream, median of ${REPEAT} alternating runs per side (range in brackets)`);
+    console.log(
+      `\nMachine: ${cpus().length} x ${cpus()[0]?.model ?? '?'}, Node ${process.version}; ${RUNS} round trips per case (after ${WARMUP} warm-up); ${MB} MB per stream, median of ${REPEAT} alternating runs per side (range in brackets)`,
+    );
     console.log(`Our server's extra flags: ${OURS_FLAGS.join(' ') || '(none)'}`);
     console.log(`Raw Node spawn('true') -> close: p50 ${fmt(raw.p50)} ms, p90 ${fmt(raw.p90)} ms`);
-    if (bare.length) console.log(`Bare terminal (the PTY command read by build/pty-relay into /dev/null; no server, no client): median ${fmt(median(bare))} MB/s [${Math.min(...bare).toFixed(0)}-${Math.max(...bare).toFixed(0)}], ${bare.length} runs in the same rounds`);
+    if (bare.length)
+      console.log(
+        `Bare terminal (the PTY command read by build/pty-relay into /dev/null; no server, no client): median ${fmt(median(bare))} MB/s [${Math.min(...bare).toFixed(0)}-${Math.max(...bare).toFixed(0)}], ${bare.length} runs in the same rounds`,
+      );
     console.log('');
     console.log('| case | unit | ours | reference | ours/reference | ours is |');
     console.log('|---|---|---:|---:|---:|---|');
@@ -456,7 +564,9 @@ async function main(): Promise<void> {
       const [ourRange, refRange] = row.ranges ?? ['', ''];
       const value = (v: number, range: string): string => (range ? `${fmt(v)} [${range}]` : fmt(v));
       const times = (f: number): string => f.toFixed(f < 2 ? 2 : 1);
-      console.log(`| ${row.what} | ${row.unit} | ${value(row.ours, ourRange)} | ${value(row.reference, refRange)} | ${ratio.toFixed(3)} | ${factor >= 1 ? `${times(factor)}x better` : `${times(1 / factor)}x worse`} |`);
+      console.log(
+        `| ${row.what} | ${row.unit} | ${value(row.ours, ourRange)} | ${value(row.reference, refRange)} | ${ratio.toFixed(3)} | ${factor >= 1 ? `${times(factor)}x better` : `${times(1 / factor)}x worse`} |`,
+      );
     }
   } finally {
     await ours.close();

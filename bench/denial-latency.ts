@@ -26,12 +26,21 @@ function percentile(values: number[], p: number): number {
 
 async function raw(workdir: string): Promise<number[]> {
   const state = await mkdtemp(join(tmpdir(), 'bench-state-'));
-  const layout = { privateTmp: await mkdtemp(join(tmpdir(), 'bench-tmp-')), placeholders: await DenyPlaceholders.create(state) };
-  const args = await bubblewrapArgs({ kind: 'restricted', writableRoots: [workdir, '/tmp'], denyRead: [], network: false }, workdir, layout);
+  const layout = {
+    privateTmp: await mkdtemp(join(tmpdir(), 'bench-tmp-')),
+    placeholders: await DenyPlaceholders.create(state),
+  };
+  const args = await bubblewrapArgs(
+    { kind: 'restricted', writableRoots: [workdir, '/tmp'], denyRead: [], network: false },
+    workdir,
+    layout,
+  );
   const times: number[] = [];
   for (let i = 0; i < runs; i++) {
     const t0 = performance.now();
-    await new Promise<void>((resolve) => spawn('bwrap', [...args, '--', ...DENIED], { stdio: 'ignore', detached: true }).once('exit', () => resolve()));
+    await new Promise<void>((resolve) =>
+      spawn('bwrap', [...args, '--', ...DENIED], { stdio: 'ignore', detached: true }).once('exit', () => resolve()),
+    );
     times.push(performance.now() - t0);
   }
   return times;
@@ -62,7 +71,8 @@ const allowed = await viaServer(s, ['true'], 'allowed');
 await s.close();
 await server.close();
 
-const row = (name: string, t: number[]): string => `| ${name} | ${percentile(t, 50).toFixed(2)} | ${percentile(t, 90).toFixed(2)} |`;
+const row = (name: string, t: number[]): string =>
+  `| ${name} | ${percentile(t, 50).toFixed(2)} | ${percentile(t, 90).toFixed(2)} |`;
 console.log(`denial latency, ${runs} runs each (ms)`);
 console.log('| measurement | p50 | p90 |');
 console.log('|---|---|---|');
@@ -70,4 +80,6 @@ console.log(row('raw bwrap spawn -> exit', rawTimes));
 console.log(row('server: start -> exited (denied)', denied.times));
 console.log(row('server: start -> exited (allowed, true)', allowed.times));
 console.log(`denials reported: ${denied.denied}/${runs}`);
-console.log(`denial path over an allowed start, p50: ${(percentile(denied.times, 50) - percentile(allowed.times, 50)).toFixed(2)} ms; server denied / raw fresh bwrap, p50: ${(percentile(denied.times, 50) / percentile(rawTimes, 50)).toFixed(2)}x`);
+console.log(
+  `denial path over an allowed start, p50: ${(percentile(denied.times, 50) - percentile(allowed.times, 50)).toFixed(2)} ms; server denied / raw fresh bwrap, p50: ${(percentile(denied.times, 50) / percentile(rawTimes, 50)).toFixed(2)}x`,
+);

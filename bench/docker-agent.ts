@@ -66,13 +66,37 @@ async function startServer(extra: string[]): Promise<{ url: string; child: Child
   const port = await freePort();
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', 'src/main.ts', 'serve', '--backend', 'docker', '--image', IMAGE, '--listen', `ws://127.0.0.1:${port}`, '--log-level', 'warn', '--instance-id', `bench-${port}`, '--cpus', '1', ...extra],
-    { stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, EXEC_SERVER_DOCKER_EXEC_PATH: args['exec-path'] } },
+    [
+      '--import',
+      'tsx',
+      'src/main.ts',
+      'serve',
+      '--backend',
+      'docker',
+      '--image',
+      IMAGE,
+      '--listen',
+      `ws://127.0.0.1:${port}`,
+      '--log-level',
+      'warn',
+      '--instance-id',
+      `bench-${port}`,
+      '--cpus',
+      '1',
+      ...extra,
+    ],
+    {
+      stdio: ['ignore', 'inherit', 'inherit'],
+      env: { ...process.env, EXEC_SERVER_DOCKER_EXEC_PATH: args['exec-path'] },
+    },
   );
   const url = `ws://127.0.0.1:${port}`;
   for (let i = 0; i < 1200; i++) {
     if (child.exitCode !== null) throw new Error(`server exited with code ${child.exitCode} before it was ready`);
-    const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false);
+    const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ok) return { url, child };
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -89,7 +113,11 @@ async function stopServer(child: ChildProcess): Promise<void> {
 // --- raw dockerode --------------------------------------------------------------------------
 
 async function rawContainer(): Promise<Docker.Container> {
-  const c = await docker.createContainer({ Image: IMAGE, Cmd: ['/bin/sh', '-c', 'trap "exit 0" TERM; while :; do sleep 3600 & wait $!; done'], HostConfig: { NetworkMode: 'none', Init: true, NanoCpus: 1e9 } });
+  const c = await docker.createContainer({
+    Image: IMAGE,
+    Cmd: ['/bin/sh', '-c', 'trap "exit 0" TERM; while :; do sleep 3600 & wait $!; done'],
+    HostConfig: { NetworkMode: 'none', Init: true, NanoCpus: 1e9 },
+  });
   await c.start();
   return c;
 }
@@ -118,7 +146,10 @@ async function remove(c: Docker.Container): Promise<void> {
 type Sandbox = 'danger-full-access' | 'workspace-write';
 
 async function ourSession(url: string, sandbox: Sandbox): Promise<ExecServerClient> {
-  return ExecServerClient.connect(url, { session: { sandbox: { type: sandbox } as never, approvalPolicy: 'never' }, clientName: 'bench' });
+  return ExecServerClient.connect(url, {
+    session: { sandbox: { type: sandbox } as never, approvalPolicy: 'never' },
+    clientName: 'bench',
+  });
 }
 
 async function ourRun(client: ExecServerClient, argv: string[], tty = false): Promise<number> {
@@ -134,7 +165,10 @@ async function ourRun(client: ExecServerClient, argv: string[], tty = false): Pr
 async function roundTrips(url: string, raw: Docker.Container): Promise<void> {
   const ours: Record<Sandbox, number[]> = { 'danger-full-access': [], 'workspace-write': [] };
   const rawTimes: number[] = [];
-  const clients = { 'danger-full-access': await ourSession(url, 'danger-full-access'), 'workspace-write': await ourSession(url, 'workspace-write') };
+  const clients = {
+    'danger-full-access': await ourSession(url, 'danger-full-access'),
+    'workspace-write': await ourSession(url, 'workspace-write'),
+  };
   for (let i = 0; i < 5; i++) {
     await ourRun(clients['danger-full-access'], ['true']);
     await ourRun(clients['workspace-write'], ['true']);
@@ -154,7 +188,10 @@ async function roundTrips(url: string, raw: Docker.Container): Promise<void> {
   for (const c of Object.values(clients)) await c.deleteSession();
   const r50 = median(rawTimes);
   const r99 = pct(rawTimes, 99);
-  for (const [name, xs] of [['none', ours['danger-full-access']], ['sandboxed', ours['workspace-write']]] as const) {
+  for (const [name, xs] of [
+    ['none', ours['danger-full-access']],
+    ['sandboxed', ours['workspace-write']],
+  ] as const) {
     row(`round trip ${name} p50`, `${fmt(median(xs), 2)} ms`, `${fmt(r50, 2)} ms`, `${fmt(median(xs) / r50, 3)}x`);
     row(`round trip ${name} p99`, `${fmt(pct(xs, 99), 2)} ms`, `${fmt(r99, 2)} ms`, `${fmt(pct(xs, 99) / r99, 3)}x`);
   }
@@ -179,7 +216,12 @@ async function streams(url: string, raw: Docker.Container, tty: boolean): Promis
   await client.deleteSession();
   const o = median(oursMbs);
   const r = median(rawMbs);
-  row(`${tty ? 'PTY' : 'pipe'} ${args.mb} MB`, `${fmt(o)} MB/s (${fmt(Math.min(...oursMbs))}-${fmt(Math.max(...oursMbs))})`, `${fmt(r)} MB/s (${fmt(Math.min(...rawMbs))}-${fmt(Math.max(...rawMbs))})`, `${fmt(o / r, 2)}x`);
+  row(
+    `${tty ? 'PTY' : 'pipe'} ${args.mb} MB`,
+    `${fmt(o)} MB/s (${fmt(Math.min(...oursMbs))}-${fmt(Math.max(...oursMbs))})`,
+    `${fmt(r)} MB/s (${fmt(Math.min(...rawMbs))}-${fmt(Math.max(...rawMbs))})`,
+    `${fmt(o / r, 2)}x`,
+  );
 }
 
 async function signals(url: string): Promise<void> {
@@ -194,7 +236,12 @@ async function signals(url: string): Promise<void> {
     times.push(performance.now() - t);
   }
   await client.deleteSession();
-  row('signal to exited p50', `${fmt(median(times), 2)} ms`, '(no kill API: a second exec)', `p99 ${fmt(pct(times, 99), 2)} ms`);
+  row(
+    'signal to exited p50',
+    `${fmt(median(times), 2)} ms`,
+    '(no kill API: a second exec)',
+    `p99 ${fmt(pct(times, 99), 2)} ms`,
+  );
 }
 
 async function pool(): Promise<void> {
@@ -220,7 +267,12 @@ async function pool(): Promise<void> {
   } finally {
     await stopServer(child);
   }
-  row('warm-pool session + first command', `${fmt(median(ours))} ms`, `${fmt(median(rawTimes))} ms (create+start+exec)`, `${fmt(median(ours) / median(rawTimes), 3)}x`);
+  row(
+    'warm-pool session + first command',
+    `${fmt(median(ours))} ms`,
+    `${fmt(median(rawTimes))} ms (create+start+exec)`,
+    `${fmt(median(ours) / median(rawTimes), 3)}x`,
+  );
 }
 
 async function waitPool(_url: string): Promise<void> {
@@ -237,22 +289,33 @@ async function burst(url: string): Promise<void> {
   await Promise.all(clients.map((c) => ourRun(c, ['true'])));
   await Promise.all(raws.map((c) => rawExec(c, ['true'])));
   let t = performance.now();
-  await Promise.all(clients.map(async (c) => {
-    for (let i = 0; i < COMMANDS; i++) await ourRun(c, ['true']);
-  }));
+  await Promise.all(
+    clients.map(async (c) => {
+      for (let i = 0; i < COMMANDS; i++) await ourRun(c, ['true']);
+    }),
+  );
   const ours = performance.now() - t;
   t = performance.now();
-  await Promise.all(raws.map(async (c) => {
-    for (let i = 0; i < COMMANDS; i++) await rawExec(c, ['true']);
-  }));
+  await Promise.all(
+    raws.map(async (c) => {
+      for (let i = 0; i < COMMANDS; i++) await rawExec(c, ['true']);
+    }),
+  );
   const raw = performance.now() - t;
   await Promise.all(clients.map((c) => c.deleteSession()));
   await Promise.all(raws.map(remove));
-  row(`${SESSIONS} sessions x ${COMMANDS} commands at once`, `${fmt(ours)} ms`, `${fmt(raw)} ms`, `${fmt(ours / raw, 3)}x`);
+  row(
+    `${SESSIONS} sessions x ${COMMANDS} commands at once`,
+    `${fmt(ours)} ms`,
+    `${fmt(raw)} ms`,
+    `${fmt(ours / raw, 3)}x`,
+  );
 }
 
 async function main(): Promise<void> {
-  console.log(`# docker path vs raw dockerode exec: image ${IMAGE}, our exec path ${args['exec-path']}, ${RUNS} runs, ${args.mb} MB streams x ${REPEAT}`);
+  console.log(
+    `# docker path vs raw dockerode exec: image ${IMAGE}, our exec path ${args['exec-path']}, ${RUNS} runs, ${args.mb} MB streams x ${REPEAT}`,
+  );
   console.log('case | ours | raw dockerode | ratio');
   const needsServer = ['rt', 'pipe', 'pty', 'signal', 'burst'].some((c) => CASES.has(c));
   const raw = await rawContainer();

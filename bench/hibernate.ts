@@ -37,15 +37,33 @@ async function run(s: BackendSession, argv: string[]): Promise<{ ms: number; out
     exit: (e) => done(e.kind === 'exited' ? e.code : -1),
   };
   const t0 = performance.now();
-  await s.spawn({ argv, cwd: '/workspace', env: { PATH: '/usr/bin:/bin' }, mode: 'pipe-no-stdin', size: { cols: 80, rows: 24 }, sandbox: { kind: 'unrestricted' } }, sink);
+  await s.spawn(
+    {
+      argv,
+      cwd: '/workspace',
+      env: { PATH: '/usr/bin:/bin' },
+      mode: 'pipe-no-stdin',
+      size: { cols: 80, rows: 24 },
+      sandbox: { kind: 'unrestricted' },
+    },
+    sink,
+  );
   const code = await exited;
   return { ms: performance.now() - t0, out, code };
 }
 
 const make = (execPath: 'agent' | 'exec'): ReturnType<typeof createDockerBackend> =>
   createDockerBackend(
-    { defaultImage: IMAGE, instanceId: `bench-hibernate-${randomUUID().slice(0, 8)}`, allowedRuntimes: ['runsc'], defaultResources: { memoryMb: 1024, cpus: 1, pids: 512 }, execPath },
-    process.env.BENCH_DEBUG ? { info: console.error, warn: console.error, error: console.error, debug: console.error } : silentLogger,
+    {
+      defaultImage: IMAGE,
+      instanceId: `bench-hibernate-${randomUUID().slice(0, 8)}`,
+      allowedRuntimes: ['runsc'],
+      defaultResources: { memoryMb: 1024, cpus: 1, pids: 512 },
+      execPath,
+    },
+    process.env.BENCH_DEBUG
+      ? { info: console.error, warn: console.error, error: console.error, debug: console.error }
+      : silentLogger,
   );
 process.on('exit', (code) => {
   if (code !== 0) console.error(`bench exits with ${code}`);
@@ -87,7 +105,9 @@ async function cycle(s: BackendSession, label: string): Promise<void> {
       return;
     }
   }
-  console.log(`${label.padEnd(28)} hibernate p50 ${fmt(percentile(hib, 50))} ms  p90 ${fmt(percentile(hib, 90))} ms | wake p50 ${fmt(percentile(wake, 50))} ms  p90 ${fmt(percentile(wake, 90))} ms`);
+  console.log(
+    `${label.padEnd(28)} hibernate p50 ${fmt(percentile(hib, 50))} ms  p90 ${fmt(percentile(hib, 90))} ms | wake p50 ${fmt(percentile(wake, 50))} ms  p90 ${fmt(percentile(wake, 90))} ms`,
+  );
 }
 
 // Idle agent connections do not hold the event loop (a server's listener does); this bench has none.
@@ -96,14 +116,27 @@ try {
   const idle = await backend.createSession(spec('runsc'));
   const big = await backend.createSession(spec('runsc'));
   // 256 MB held by a detached process (a checkpoint may carry detached work, not attached execs).
-  const held = await run(big, ['sh', '-c', 'setsid awk \'BEGIN { s = sprintf("%268435456s", ""); while (1) system("sleep 3600") }\' </dev/null >/dev/null 2>&1 & echo $! >/tmp/holder.pid; sleep 3; grep VmRSS /proc/$!/status']);
+  const held = await run(big, [
+    'sh',
+    '-c',
+    'setsid awk \'BEGIN { s = sprintf("%268435456s", ""); while (1) system("sleep 3600") }\' </dev/null >/dev/null 2>&1 & echo $! >/tmp/holder.pid; sleep 3; grep VmRSS /proc/$!/status',
+  ]);
   console.log(`# memory holder: ${held.out.trim()}`);
   await cycle(idle, 'idle runsc session');
   await cycle(big, 'runsc session holding ~256 MB');
-  const after = await run(big, ['sh', '-c', 'kill -0 "$(cat /tmp/holder.pid)" 2>/dev/null && grep VmRSS "/proc/$(cat /tmp/holder.pid)/status"']);
-  console.log(`# after ${rounds} rounds: ${after.out.trim() ? `holder still running, ${after.out.trim()}` : 'holder gone'}`);
+  const after = await run(big, [
+    'sh',
+    '-c',
+    'kill -0 "$(cat /tmp/holder.pid)" 2>/dev/null && grep VmRSS "/proc/$(cat /tmp/holder.pid)/status"',
+  ]);
+  console.log(
+    `# after ${rounds} rounds: ${after.out.trim() ? `holder still running, ${after.out.trim()}` : 'holder gone'}`,
+  );
 
-  for (const [path, b] of [['agent', backend], ['exec', execBackend]] as const) {
+  for (const [path, b] of [
+    ['agent', backend],
+    ['exec', execBackend],
+  ] as const) {
     const gvisor = await b.createSession(spec('runsc'));
     const plain = await b.createSession(spec('runc'));
     const times: Record<string, number[]> = { runsc: [], runc: [] };

@@ -50,7 +50,9 @@ export interface AppDeps {
 const PUBLIC_ROUTES = new Set(['/healthz', '/readyz']);
 
 /** Fastify's `rewriteUrl` option, only when there is a rewrite (the wildcard preview host). */
-function withRewrite(rewrite: ((req: IncomingMessage) => string) | undefined): { rewriteUrl?: (req: IncomingMessage) => string } {
+function withRewrite(rewrite: ((req: IncomingMessage) => string) | undefined): {
+  rewriteUrl?: (req: IncomingMessage) => string;
+} {
   return rewrite ? { rewriteUrl: rewrite } : {};
 }
 
@@ -58,7 +60,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, backend } = deps;
   const auth = createAuthenticator(config);
   const metrics = deps.metrics ?? new Metrics();
-  const app = Fastify({ ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }), bodyLimit: config.maxMessageBytes, return503OnClosing: true, forceCloseConnections: true, logController: new LogController({ disableRequestLogging: true }), ...withRewrite(previewRewriter(config.previewHost)) });
+  const app = Fastify({
+    ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
+    bodyLimit: config.maxMessageBytes,
+    return503OnClosing: true,
+    forceCloseConnections: true,
+    logController: new LogController({ disableRequestLogging: true }),
+    ...withRewrite(previewRewriter(config.previewHost)),
+  });
   const log = app.log as unknown as Logger;
   const sessions = new SessionManager(backend, config, metrics, log);
   app.decorate('sessions', sessions);
@@ -82,7 +91,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Preview proxies authenticate themselves (a signed URL or the bearer token).
     if (PUBLIC_ROUTES.has(path) || isConsolePath(path) || isPreviewProxyRequest(request.method, request.url)) return;
     const upgrade = request.headers.upgrade?.toLowerCase() === 'websocket';
-    const tenant = auth.authenticate(request.headers.authorization ?? (upgrade ? bearerFromProtocols(request.headers['sec-websocket-protocol']) : undefined));
+    const tenant = auth.authenticate(
+      request.headers.authorization ??
+        (upgrade ? bearerFromProtocols(request.headers['sec-websocket-protocol']) : undefined),
+    );
     if (tenant === undefined) {
       // Answered before any WebSocket upgrade happens.
       const e = execError('EXEC_ERR_UNAUTHORIZED', 'missing or invalid bearer token');
@@ -94,7 +106,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   // One line per request, at debug: at info the log would be mostly requests within minutes.
   app.addHook('onResponse', async (request, reply) => {
-    request.log.debug({ method: request.method, url: request.url.split('?')[0], statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
+    request.log.debug(
+      {
+        method: request.method,
+        url: request.url.split('?')[0],
+        statusCode: reply.statusCode,
+        ms: Math.round(reply.elapsedTime),
+      },
+      'request',
+    );
   });
 
   app.setErrorHandler((error, request, reply) => {
@@ -106,7 +126,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     if (err.validation) return reply.code(400).send(httpErrorBody(execError('EXEC_ERR_INVALID_PARAMS', err.message)));
     // The framework's own 4xx (body too large, malformed JSON, wrong content type): its status, our code.
     const status = err.statusCode;
-    if (status !== undefined && status >= 400 && status < 500) return reply.code(status).send(httpErrorBody(execError(codeOfHttpStatus(status), err.message)));
+    if (status !== undefined && status >= 400 && status < 500)
+      return reply.code(status).send(httpErrorBody(execError(codeOfHttpStatus(status), err.message)));
     request.log.error({ err: error }, 'request failed');
     const e = toExecError(error);
     return reply.code(e.statusCode).send(httpErrorBody(e));
@@ -116,13 +137,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     return reply.code(e.statusCode).send(httpErrorBody(e));
   });
 
-
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
     try {
       await backend.ping();
       const reason = await backend.notReadyReason?.();
-      if (reason !== undefined) return reply.code(503).send(httpErrorBody(execError('EXEC_ERR_BACKEND_UNAVAILABLE', reason)));
+      if (reason !== undefined)
+        return reply.code(503).send(httpErrorBody(execError('EXEC_ERR_BACKEND_UNAVAILABLE', reason)));
       return { status: 'ready', backend: backend.kind };
     } catch (err) {
       return reply.code(503).send(httpErrorBody(toExecError(err)));
@@ -138,7 +159,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   registerFsMethods(table);
   const signer = new PreviewSigner(config.previewSecret);
   registerPreviewMethods(table, { config, signer });
-  registerWebSocketRoute(app, { table, metrics, bufferLimitBytes: config.wsBufferLimitBytes, deps: { sessions, config, metrics, version: VERSION } });
+  registerWebSocketRoute(app, {
+    table,
+    metrics,
+    bufferLimitBytes: config.wsBufferLimitBytes,
+    deps: { sessions, config, metrics, version: VERSION },
+  });
   await registerHttpApi(app);
   await registerFileRoutes(app);
   registerConsole(app);

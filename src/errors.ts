@@ -55,7 +55,9 @@ export type ErrorCode = keyof typeof ERROR_REGISTRY;
 export type ErrorStatus = (typeof ERROR_REGISTRY)[ErrorCode][0];
 
 /** The distinct HTTP statuses of the registry, ascending (for OpenAPI error responses). */
-export const ERROR_STATUSES: readonly ErrorStatus[] = [...new Set(Object.values(ERROR_REGISTRY).map(([status]) => status))].sort((a, b) => a - b);
+export const ERROR_STATUSES: readonly ErrorStatus[] = [
+  ...new Set(Object.values(ERROR_REGISTRY).map(([status]) => status)),
+].sort((a, b) => a - b);
 
 /**
  * The base (and only) error class the server throws on purpose. `code` narrows in a
@@ -89,7 +91,10 @@ export function execError<C extends ErrorCode>(
 }
 
 /** The HTTP body of an error: `{code, message}` (the protocol's ErrorSchema). */
-export function httpErrorBody(err: ExecServerError, extra: { call_id?: string } = {}): { code: ErrorCode; message: string; call_id?: string } {
+export function httpErrorBody(
+  err: ExecServerError,
+  extra: { call_id?: string } = {},
+): { code: ErrorCode; message: string; call_id?: string } {
   return { code: err.code, message: err.message, ...extra };
 }
 

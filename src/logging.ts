@@ -9,10 +9,21 @@ import pretty from 'pino-pretty';
 
 export type LogFormat = 'auto' | 'json' | 'pretty';
 
-const REDACT = ['req.headers.authorization', 'headers.authorization', 'req.headers["sec-websocket-protocol"]', '*.token', '*.tokens', 'config.token', 'config.tokens'];
+const REDACT = [
+  'req.headers.authorization',
+  'headers.authorization',
+  'req.headers["sec-websocket-protocol"]',
+  '*.token',
+  '*.tokens',
+  'config.token',
+  'config.tokens',
+];
 
 /** Resolves `auto` against whether `stream` is a terminal. */
-export function resolveLogFormat(format: LogFormat, stream: { isTTY?: boolean | undefined } = process.stderr): 'json' | 'pretty' {
+export function resolveLogFormat(
+  format: LogFormat,
+  stream: { isTTY?: boolean | undefined } = process.stderr,
+): 'json' | 'pretty' {
   if (format !== 'auto') return format;
   return stream.isTTY === true ? 'pretty' : 'json';
 }
@@ -21,7 +32,11 @@ export function resolveLogFormat(format: LogFormat, stream: { isTTY?: boolean | 
  * Builds the logger `main.ts` passes to `buildApp`. `destination` is for tests (a writable
  * that collects lines); the server writes to fd 2.
  */
-export function createLogger(level: string, format: LogFormat = 'json', destination?: NodeJS.WritableStream): FastifyBaseLogger {
+export function createLogger(
+  level: string,
+  format: LogFormat = 'json',
+  destination?: NodeJS.WritableStream,
+): FastifyBaseLogger {
   const options = { level, redact: { paths: REDACT, censor: '[redacted]' } };
   if (resolveLogFormat(format) === 'pretty') {
     const stream = pretty({

@@ -48,7 +48,10 @@ async function serve(argv: string[]): Promise<number> {
     if (redacted.flags.length > 0) {
       // The process's own command line is rewritten; its parents' (npm, a shell) still show it.
       process.title = ['exec-server', 'serve', ...redacted.argv].join(' ');
-      logger.warn({ flags: redacted.flags }, 'tokens given as flags are visible in the command lines of the processes that started the server: use EXEC_SERVER_TOKENS or --tokens-file');
+      logger.warn(
+        { flags: redacted.flags },
+        'tokens given as flags are visible in the command lines of the processes that started the server: use EXEC_SERVER_TOKENS or --tokens-file',
+      );
     }
     backend = await createBackend(config, logger as unknown as Logger);
     // Fail at boot, with the fix, when the engine is missing: not at the first session.
@@ -61,7 +64,10 @@ async function serve(argv: string[]): Promise<number> {
     process.stdout.write(`ws://${shownHost}:${actualPort}\n`);
     app.log.info({ address, backend: backend.kind, version: VERSION }, 'exec-server listening');
   } catch (err) {
-    const failure = describeBootError(err, { listen: config?.listen ?? 'ws://127.0.0.1:8765', dockerHost: config?.dockerHost });
+    const failure = describeBootError(err, {
+      listen: config?.listen ?? 'ws://127.0.0.1:8765',
+      dockerHost: config?.dockerHost,
+    });
     if (failure.exitCode === 1) logger?.debug({ err }, 'start failed');
     process.stderr.write(`exec-server: ${failure.message}\n`);
     await (app ? app.close() : backend?.close())?.catch(() => undefined);

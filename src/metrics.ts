@@ -24,18 +24,81 @@ export class Metrics {
   constructor(options: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
     if (options.defaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'exec_server_' });
-    this.sessionsActive = new Gauge({ name: 'exec_server_sessions_active', help: 'Sessions currently alive', registers });
-    this.sessionsCreated = new Counter({ name: 'exec_server_sessions_created_total', help: 'Session creations by result', labelNames: ['result'], registers });
-    this.processesStarted = new Counter({ name: 'exec_server_processes_started_total', help: 'Processes started', labelNames: ['mode', 'sandbox'], registers });
-    this.processExits = new Counter({ name: 'exec_server_process_exits_total', help: 'Processes ended, by terminal state', labelNames: ['terminal'], registers });
-    this.policyDecisions = new Counter({ name: 'exec_server_policy_decisions_total', help: 'Policy gate decisions, by outcome', labelNames: ['outcome'], registers });
-    this.approvals = new Counter({ name: 'exec_server_approvals_total', help: 'Approval requests, by purpose and decision', labelNames: ['purpose', 'decision'], registers });
-    this.streamBytes = new Counter({ name: 'exec_server_stream_bytes_total', help: 'Bytes moved through process streams', labelNames: ['stream'], registers });
-    this.wsConnections = new Gauge({ name: 'exec_server_websocket_connections_active', help: 'Open WebSocket connections', registers });
-    this.wsSlowConsumers = new Counter({ name: 'exec_server_websocket_slow_consumer_disconnects_total', help: 'Clients disconnected for not reading fast enough', registers });
-    this.rpcRequests = new Counter({ name: 'exec_server_rpc_requests_total', help: 'JSON-RPC requests by method and result', labelNames: ['method', 'result'], registers });
-    this.startLatency = new Histogram({ name: 'exec_server_process_start_duration_seconds', help: 'process/start until the process runs', labelNames: ['sandbox'], buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5], registers });
-    this.backendErrors = new Counter({ name: 'exec_server_backend_errors_total', help: 'Backend operation failures', labelNames: ['operation'], registers });
-    this.diskLimitExceeded = new Counter({ name: 'exec_server_disk_limit_exceeded_total', help: 'Sessions found past their disk limit by the disk watch (their processes were ended)', labelNames: ['backend'], registers });
+    this.sessionsActive = new Gauge({
+      name: 'exec_server_sessions_active',
+      help: 'Sessions currently alive',
+      registers,
+    });
+    this.sessionsCreated = new Counter({
+      name: 'exec_server_sessions_created_total',
+      help: 'Session creations by result',
+      labelNames: ['result'],
+      registers,
+    });
+    this.processesStarted = new Counter({
+      name: 'exec_server_processes_started_total',
+      help: 'Processes started',
+      labelNames: ['mode', 'sandbox'],
+      registers,
+    });
+    this.processExits = new Counter({
+      name: 'exec_server_process_exits_total',
+      help: 'Processes ended, by terminal state',
+      labelNames: ['terminal'],
+      registers,
+    });
+    this.policyDecisions = new Counter({
+      name: 'exec_server_policy_decisions_total',
+      help: 'Policy gate decisions, by outcome',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.approvals = new Counter({
+      name: 'exec_server_approvals_total',
+      help: 'Approval requests, by purpose and decision',
+      labelNames: ['purpose', 'decision'],
+      registers,
+    });
+    this.streamBytes = new Counter({
+      name: 'exec_server_stream_bytes_total',
+      help: 'Bytes moved through process streams',
+      labelNames: ['stream'],
+      registers,
+    });
+    this.wsConnections = new Gauge({
+      name: 'exec_server_websocket_connections_active',
+      help: 'Open WebSocket connections',
+      registers,
+    });
+    this.wsSlowConsumers = new Counter({
+      name: 'exec_server_websocket_slow_consumer_disconnects_total',
+      help: 'Clients disconnected for not reading fast enough',
+      registers,
+    });
+    this.rpcRequests = new Counter({
+      name: 'exec_server_rpc_requests_total',
+      help: 'JSON-RPC requests by method and result',
+      labelNames: ['method', 'result'],
+      registers,
+    });
+    this.startLatency = new Histogram({
+      name: 'exec_server_process_start_duration_seconds',
+      help: 'process/start until the process runs',
+      labelNames: ['sandbox'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5],
+      registers,
+    });
+    this.backendErrors = new Counter({
+      name: 'exec_server_backend_errors_total',
+      help: 'Backend operation failures',
+      labelNames: ['operation'],
+      registers,
+    });
+    this.diskLimitExceeded = new Counter({
+      name: 'exec_server_disk_limit_exceeded_total',
+      help: 'Sessions found past their disk limit by the disk watch (their processes were ended)',
+      labelNames: ['backend'],
+      registers,
+    });
   }
 }

@@ -43,5 +43,8 @@ export async function createBackend(config: Config, log: Logger): Promise<Backen
   }
   // Without a token, anything that reaches the port may run commands: sandboxed commands get no network.
   const hasToken = config.token !== undefined || config.tokens !== undefined || config.tokensFile !== undefined;
-  return createLocalBackend({ workspaceRoot: config.workspaceRoot, ptyPinning: config.ptyPin, sandboxNetwork: hasToken }, log.child({ backend: 'local' }));
+  return createLocalBackend(
+    { workspaceRoot: config.workspaceRoot, ptyPinning: config.ptyPin, sandboxNetwork: hasToken },
+    log.child({ backend: 'local' }),
+  );
 }

@@ -51,7 +51,12 @@ export async function processStream(spawn: Spawner, request: SpawnRequest): Prom
         stream.push(null);
         return;
       }
-      const how = result.kind === 'exited' ? `exited with ${result.code}` : result.kind === 'signaled' ? `killed by ${result.signal}` : `lost: ${result.reason}`;
+      const how =
+        result.kind === 'exited'
+          ? `exited with ${result.code}`
+          : result.kind === 'signaled'
+            ? `killed by ${result.signal}`
+            : `lost: ${result.reason}`;
       stream.destroy(new Error(stderr.trim() || `port relay ${how}`));
     },
   };

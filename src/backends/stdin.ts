@@ -9,7 +9,11 @@ import type { SpawnMode } from './types.ts';
 export const PTY_EOF = Buffer.from([4]);
 
 /** Ends a command's input: `write` sends the EOF character to a PTY, `closePipe` closes a pipe. */
-export async function endInput(mode: SpawnMode, write: (data: Buffer) => Promise<void>, closePipe: () => void): Promise<void> {
+export async function endInput(
+  mode: SpawnMode,
+  write: (data: Buffer) => Promise<void>,
+  closePipe: () => void,
+): Promise<void> {
   if (mode === 'pty') await write(PTY_EOF);
   else closePipe();
 }

@@ -257,7 +257,12 @@ export interface BackendSessionSpec {
   readonly workdir?: string | undefined;
   readonly labels: Readonly<Record<string, string>>;
   /** `diskMb`: the disk limit (absent: none asked for; the docker backend then uses its default). */
-  readonly resources: { readonly memoryMb: number; readonly cpus: number; readonly pids: number; readonly diskMb?: number | undefined };
+  readonly resources: {
+    readonly memoryMb: number;
+    readonly cpus: number;
+    readonly pids: number;
+    readonly diskMb?: number | undefined;
+  };
   /** Whether the session's policy grants network (docker: otherwise NetworkMode none). */
   readonly network: boolean;
   /** OCI runtime asked for (docker); undefined: the server's default. */
@@ -280,7 +285,11 @@ export interface RecoveredProcess {
    * Output the backend kept, oldest first. `seq`: the log event the previous server published
    * the chunk as (`BackendProcess.acknowledge`); absent for output it never published.
    */
-  readonly chunks: ReadonlyArray<{ readonly stream: StreamName; readonly data: Buffer; readonly seq?: number | undefined }>;
+  readonly chunks: ReadonlyArray<{
+    readonly stream: StreamName;
+    readonly data: Buffer;
+    readonly seq?: number | undefined;
+  }>;
   /** Output dropped before the first chunk (past the backend's retention). */
   readonly droppedBytes: number;
   /** Offset after the last chunk, counted like `acknowledge`'s. */

@@ -26,11 +26,20 @@ export function describeBootError(err: unknown, ctx: BootContext): BootFailure {
   const other = `choose another address with --listen ws://127.0.0.1:PORT (port 0 picks a free one)`;
   switch (e?.code) {
     case 'EADDRINUSE':
-      return { message: `cannot listen on ${ctx.listen}: port ${port} is already in use (another exec-server?); stop that process or ${other}`, exitCode: 2 };
+      return {
+        message: `cannot listen on ${ctx.listen}: port ${port} is already in use (another exec-server?); stop that process or ${other}`,
+        exitCode: 2,
+      };
     case 'EACCES':
-      return { message: `cannot listen on ${ctx.listen}: permission denied (ports below 1024 need privileges); ${other}`, exitCode: 2 };
+      return {
+        message: `cannot listen on ${ctx.listen}: permission denied (ports below 1024 need privileges); ${other}`,
+        exitCode: 2,
+      };
     case 'EADDRNOTAVAIL':
-      return { message: `cannot listen on ${ctx.listen}: that host is not an address of this machine; ${other}`, exitCode: 2 };
+      return {
+        message: `cannot listen on ${ctx.listen}: that host is not an address of this machine; ${other}`,
+        exitCode: 2,
+      };
     case 'ENOTFOUND':
     case 'EAI_AGAIN':
       return { message: `cannot listen on ${ctx.listen}: the host name does not resolve; ${other}`, exitCode: 2 };

@@ -25,7 +25,10 @@ export interface Connection {
   readonly token: string | undefined;
 }
 
-export function connectionOf(values: { url?: string | undefined; token?: string | undefined }, env: NodeJS.ProcessEnv = process.env): Connection {
+export function connectionOf(
+  values: { url?: string | undefined; token?: string | undefined },
+  env: NodeJS.ProcessEnv = process.env,
+): Connection {
   return { url: values.url ?? env['EXEC_SERVER_URL'] ?? DEFAULT_URL, token: values.token ?? env['EXEC_SERVER_TOKEN'] };
 }
 
@@ -43,9 +46,11 @@ export function describeError(err: unknown): string {
   if (err instanceof RpcError) return `${err.message}${err.code ? ` (${err.code})` : ''}`;
   const e = err as NodeJS.ErrnoException & { statusCode?: number };
   if (e?.statusCode === 401) return 'the server refused the token (HTTP 401); set --token or EXEC_SERVER_TOKEN';
-  if (e?.code === 'ECONNREFUSED') return `cannot connect to the server: ${e.message}; is it running? (--url or EXEC_SERVER_URL)`;
+  if (e?.code === 'ECONNREFUSED')
+    return `cannot connect to the server: ${e.message}; is it running? (--url or EXEC_SERVER_URL)`;
   const cause = (e as { cause?: NodeJS.ErrnoException })?.cause;
-  if (cause?.code === 'ECONNREFUSED') return `cannot connect to the server: ${cause.message}; is it running? (--url or EXEC_SERVER_URL)`;
+  if (cause?.code === 'ECONNREFUSED')
+    return `cannot connect to the server: ${cause.message}; is it running? (--url or EXEC_SERVER_URL)`;
   if (cause instanceof Error && e instanceof Error) return `${e.message}: ${cause.message}`;
   return e instanceof Error ? e.message : String(err);
 }
@@ -56,7 +61,8 @@ export function printError(err: unknown, json: boolean): number {
     return EXIT_USAGE;
   }
   const message = describeError(err);
-  if (json) process.stdout.write(`${JSON.stringify({ error: { message, code: (err as { code?: string })?.code ?? null } })}\n`);
+  if (json)
+    process.stdout.write(`${JSON.stringify({ error: { message, code: (err as { code?: string })?.code ?? null } })}\n`);
   process.stderr.write(`exec-server: error: ${message}\n`);
   return EXIT_CLI_ERROR;
 }

@@ -36,7 +36,12 @@ export async function cpCommand(args: string[]): Promise<number> {
   let values: { url?: string | undefined; token?: string | undefined; help?: boolean | undefined };
   let positionals: string[];
   try {
-    ({ values, positionals } = parseArgs({ args, options: { url: { type: 'string' }, token: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, allowPositionals: true, strict: true }));
+    ({ values, positionals } = parseArgs({
+      args,
+      options: { url: { type: 'string' }, token: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+      allowPositionals: true,
+      strict: true,
+    }));
   } catch (err) {
     process.stderr.write(`exec-server cp: ${(err as Error).message}\n${USAGE}\n`);
     return 2;
@@ -67,7 +72,10 @@ export async function cpCommand(args: string[]): Promise<number> {
       const files = new HttpFiles({ baseUrl: url, token, sessionId: rb.sessionId });
       const remote = rb.path.endsWith('/') && a !== '-' ? `${rb.path}${basename(a)}` : rb.path;
       const source = a === '-' ? process.stdin : createReadStream(a);
-      const opened = a === '-' ? Promise.resolve() : new Promise<void>((resolve, reject) => source.once('open', () => resolve()).once('error', reject));
+      const opened =
+        a === '-'
+          ? Promise.resolve()
+          : new Promise<void>((resolve, reject) => source.once('open', () => resolve()).once('error', reject));
       await opened;
       const r = await files.upload(remote, source);
       process.stderr.write(`${a} -> ${rb.sessionId}:${remote}: ${r.bytesWritten} bytes\n`);

@@ -73,7 +73,8 @@ export async function mcpCommand(args: string[]): Promise<number> {
     remote.send(message).catch((err: unknown) => {
       const why = `exec-server at ${url.origin}: ${describeError(err)}`;
       process.stderr.write(`exec-server mcp: ${why}\n`);
-      if (isRequest(message)) void local.send({ jsonrpc: '2.0', id: message.id, error: { code: -32000, message: why } }).catch(() => {});
+      if (isRequest(message))
+        void local.send({ jsonrpc: '2.0', id: message.id, error: { code: -32000, message: why } }).catch(() => {});
     });
   };
 

@@ -40,7 +40,8 @@ export async function runCommand(args: string[]): Promise<number> {
       process.stdout.write(`${RUN_HELP}\n`);
       return 0;
     }
-    if (positionals.length === 0) throw new UsageError('run needs a command: exec-server run [options] -- CMD [ARGS...]');
+    if (positionals.length === 0)
+      throw new UsageError('run needs a command: exec-server run [options] -- CMD [ARGS...]');
     const env: Record<string, string> = {};
     for (const kv of values.env ?? []) {
       const i = kv.indexOf('=');
@@ -51,7 +52,11 @@ export async function runCommand(args: string[]): Promise<number> {
     const progress = (msg: string): void => {
       if (values.verbose) process.stderr.write(`[exec-server] ${msg}\n`);
     };
-    const client = await ExecServerClient.connect(url, { token, clientName: 'exec-server-cli', session: values.image ? { image: values.image } : undefined });
+    const client = await ExecServerClient.connect(url, {
+      token,
+      clientName: 'exec-server-cli',
+      session: values.image ? { image: values.image } : undefined,
+    });
     progress(`session ${client.sessionId} created`);
     try {
       return await runIn(client, positionals, { tty: values.tty === true, json, cwd: values.cwd, env, progress });
@@ -61,7 +66,13 @@ export async function runCommand(args: string[]): Promise<number> {
         await client.disconnect().catch(() => undefined);
         process.stderr.write(`[exec-server] session kept: ${client.sessionId}\n`);
       } else {
-        await client.deleteSession().catch((err) => process.stderr.write(`exec-server: could not delete session ${client.sessionId}: ${(err as Error).message}\n`));
+        await client
+          .deleteSession()
+          .catch((err) =>
+            process.stderr.write(
+              `exec-server: could not delete session ${client.sessionId}: ${(err as Error).message}\n`,
+            ),
+          );
         progress(`session ${client.sessionId} deleted`);
       }
     }
@@ -70,7 +81,17 @@ export async function runCommand(args: string[]): Promise<number> {
   }
 }
 
-async function runIn(client: ExecServerClient, argv: string[], opts: { tty: boolean; json: boolean; cwd: string | undefined; env: Record<string, string>; progress: (m: string) => void }): Promise<number> {
+async function runIn(
+  client: ExecServerClient,
+  argv: string[],
+  opts: {
+    tty: boolean;
+    json: boolean;
+    cwd: string | undefined;
+    env: Record<string, string>;
+    progress: (m: string) => void;
+  },
+): Promise<number> {
   const stdin = process.stdin;
   const interactiveTty = opts.tty && stdin.isTTY === true;
   const forwardStdin = opts.tty ? interactiveTty : stdin.isTTY !== true;
@@ -121,7 +142,9 @@ async function runIn(client: ExecServerClient, argv: string[], opts: { tty: bool
     const result = await handle.wait({ check: false });
     opts.progress(`process ended: ${result.terminal}, exit code ${result.exitCode}`);
     if (opts.json) {
-      process.stdout.write(`${JSON.stringify({ sessionId: client.sessionId, processId: result.processId, argv, exitCode: result.exitCode, terminal: result.terminal, signal: result.signal ?? null, sandboxDenied: result.sandboxDenied, stdout: result.stdout, stderr: result.stderr, pty: result.pty })}\n`);
+      process.stdout.write(
+        `${JSON.stringify({ sessionId: client.sessionId, processId: result.processId, argv, exitCode: result.exitCode, terminal: result.terminal, signal: result.signal ?? null, sandboxDenied: result.sandboxDenied, stdout: result.stdout, stderr: result.stderr, pty: result.pty })}\n`,
+      );
     }
     return shellExitCode(result.exitCode);
   } finally {

@@ -35,7 +35,16 @@ export async function sessionsCommand(args: string[]): Promise<number> {
           process.stdout.write('no sessions\n');
         } else {
           const rows = [['SESSION', 'STATUS', 'BACKEND', 'SANDBOX', 'RUNNING', 'ATTACHED', 'CREATED']];
-          for (const s of sessions) rows.push([s.sessionId, s.status, s.backend, s.sandboxType, String(s.runningProcesses), s.attached ? 'yes' : 'no', s.createdAt]);
+          for (const s of sessions)
+            rows.push([
+              s.sessionId,
+              s.status,
+              s.backend,
+              s.sandboxType,
+              String(s.runningProcesses),
+              s.attached ? 'yes' : 'no',
+              s.createdAt,
+            ]);
           process.stdout.write(`${table(rows)}\n`);
         }
         return 0;
@@ -44,7 +53,13 @@ export async function sessionsCommand(args: string[]): Promise<number> {
       case 'get': {
         if (ids.length !== 1) throw new UsageError('sessions show needs one session id');
         const info = await api.getSession(ids[0]!);
-        process.stdout.write(json ? `${JSON.stringify(info)}\n` : `${Object.entries(info).map(([k, v]) => `${k}: ${typeof v === 'object' ? JSON.stringify(v) : String(v)}`).join('\n')}\n`);
+        process.stdout.write(
+          json
+            ? `${JSON.stringify(info)}\n`
+            : `${Object.entries(info)
+                .map(([k, v]) => `${k}: ${typeof v === 'object' ? JSON.stringify(v) : String(v)}`)
+                .join('\n')}\n`,
+        );
         return 0;
       }
       case 'delete':

@@ -42,22 +42,33 @@ export class DetachDetector {
 export async function shellCommand(args: string[]): Promise<number> {
   let json = false;
   try {
-    const { values, positionals } = parse(args, { ...connectionOptions, image: { type: 'string' }, attach: { type: 'string' } });
+    const { values, positionals } = parse(args, {
+      ...connectionOptions,
+      image: { type: 'string' },
+      attach: { type: 'string' },
+    });
     json = values.json === true;
     if (values.help) {
       process.stdout.write(`${SHELL_HELP}\n`);
       return 0;
     }
     if (positionals.length > 0) throw new UsageError(`shell takes no arguments (got ${positionals.join(' ')})`);
-    if (!process.stdin.isTTY || !process.stdout.isTTY) throw new UsageError('shell needs a terminal on stdin and stdout; use `exec-server run` for scripts');
+    if (!process.stdin.isTTY || !process.stdout.isTTY)
+      throw new UsageError('shell needs a terminal on stdin and stdout; use `exec-server run` for scripts');
     const { url, token } = connectionOf(values);
     const cols = process.stdout.columns;
     const rows = process.stdout.rows;
     let client: ExecServerClient;
     let handle: ExecHandle;
     if (values.attach !== undefined) {
-      client = await ExecServerClient.connect(url, { token, clientName: 'exec-server-cli', resumeSessionId: values.attach });
-      const shells = (await client.listProcesses()).filter((p) => p.mode === 'pty' && p.status === 'running').sort((a, b) => Number(a.processId.startsWith('shell-')) - Number(b.processId.startsWith('shell-')));
+      client = await ExecServerClient.connect(url, {
+        token,
+        clientName: 'exec-server-cli',
+        resumeSessionId: values.attach,
+      });
+      const shells = (await client.listProcesses())
+        .filter((p) => p.mode === 'pty' && p.status === 'running')
+        .sort((a, b) => Number(a.processId.startsWith('shell-')) - Number(b.processId.startsWith('shell-')));
       const target = shells[shells.length - 1];
       if (!target) {
         await client.disconnect();
@@ -67,11 +78,22 @@ export async function shellCommand(args: string[]): Promise<number> {
       await handle.resize(cols, rows).catch(() => undefined);
       process.stderr.write(`[exec-server] attached to session ${client.sessionId}; detach with Ctrl-] d\r\n`);
     } else {
-      client = await ExecServerClient.connect(url, { token, clientName: 'exec-server-cli', session: values.image ? { image: values.image } : undefined });
+      client = await ExecServerClient.connect(url, {
+        token,
+        clientName: 'exec-server-cli',
+        session: values.image ? { image: values.image } : undefined,
+      });
       const env = client.initResult['environmentInfo'] as { shell?: { path?: string } } | undefined;
       const shell = env?.shell?.path ?? '/bin/bash';
       process.stderr.write(`[exec-server] shell in session ${client.sessionId}; detach with Ctrl-] d\r\n`);
-      handle = await client.exec([shell, '-l'], { tty: true, size: { cols, rows }, env: { TERM: process.env['TERM'] ?? 'xterm-256color' }, collect: false, check: false, processId: `shell-${randomUUID()}` });
+      handle = await client.exec([shell, '-l'], {
+        tty: true,
+        size: { cols, rows },
+        env: { TERM: process.env['TERM'] ?? 'xterm-256color' },
+        collect: false,
+        check: false,
+        processId: `shell-${randomUUID()}`,
+      });
     }
     return await interact(client, handle);
   } catch (err) {
@@ -119,7 +141,9 @@ function interact(client: ExecServerClient, handle: ExecHandle): Promise<number>
     });
     client.onDisconnect(({ code, reason }) => {
       if (finished || exiting || code === 1000 || code === 1005) return;
-      stdout.write(`\r\n[exec-server] connection lost (${code}${reason ? ` ${reason}` : ''}); re-attach with: exec-server shell --attach ${client.sessionId}\r\n`);
+      stdout.write(
+        `\r\n[exec-server] connection lost (${code}${reason ? ` ${reason}` : ''}); re-attach with: exec-server shell --attach ${client.sessionId}\r\n`,
+      );
       finish(125);
     });
     stdin.setRawMode(true);

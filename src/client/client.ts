@@ -12,7 +12,17 @@
  */
 import { randomUUID } from 'node:crypto';
 import { asProcessId, asSessionId, type ProcessId, type SessionId } from '../ids.ts';
-import type { ApprovalDecision, ApprovalRequest, InitializeResult, MethodName, MethodParams, MethodResult, ProcessSummary, SessionInfo, SessionSpec } from '../protocol/index.ts';
+import type {
+  ApprovalDecision,
+  ApprovalRequest,
+  InitializeResult,
+  MethodName,
+  MethodParams,
+  MethodResult,
+  ProcessSummary,
+  SessionInfo,
+  SessionSpec,
+} from '../protocol/index.ts';
 import { HttpApi, wsUrlOf } from './http.ts';
 import { ExecHandle } from './process-handle.ts';
 import { RpcConnection, type Notification } from './rpc-connection.ts';
@@ -78,7 +88,11 @@ export class ExecServerClient {
     return new ExecServerClient(wsUrlOf(url), conn, init, opts);
   }
 
-  static async #open(url: string, opts: ConnectOptions, resumeSessionId: string | undefined): Promise<{ conn: RpcConnection; init: InitializeResult; early: Notification[] }> {
+  static async #open(
+    url: string,
+    opts: ConnectOptions,
+    resumeSessionId: string | undefined,
+  ): Promise<{ conn: RpcConnection; init: InitializeResult; early: Notification[] }> {
     const conn = await RpcConnection.open(url, {
       token: opts.token,
       onServerRequest: async (method, params) => {
@@ -92,7 +106,11 @@ export class ExecServerClient {
     try {
       const init = await conn.request('initialize', {
         clientName: opts.clientName ?? 'exec-server-sdk',
-        ...(resumeSessionId !== undefined ? { resumeSessionId } : opts.session !== undefined ? { session: opts.session } : {}),
+        ...(resumeSessionId !== undefined
+          ? { resumeSessionId }
+          : opts.session !== undefined
+            ? { session: opts.session }
+            : {}),
       });
       conn.notify('initialized', {});
       return { conn, init, early };
@@ -115,7 +133,8 @@ export class ExecServerClient {
       if (conn !== this.#conn) return;
       for (const l of this.#disconnectListeners) l({ code, reason });
       const auto = this.#opts.autoReconnect;
-      if (!this.#closing && auto && code !== 4000) void this.#autoReconnect(auto === true ? {} : auto).catch(() => undefined);
+      if (!this.#closing && auto && code !== 4000)
+        void this.#autoReconnect(auto === true ? {} : auto).catch(() => undefined);
     });
   }
 
@@ -183,11 +202,18 @@ export class ExecServerClient {
   }
 
   /** A handle on a process that already exists (after a resume), replaying retained output after `afterSeq` (default: from the start). */
-  async attach(processId: string, opts: { afterSeq?: number; check?: boolean; collect?: boolean } = {}): Promise<ExecHandle> {
+  async attach(
+    processId: string,
+    opts: { afterSeq?: number; check?: boolean; collect?: boolean } = {},
+  ): Promise<ExecHandle> {
     const id = asProcessId(processId);
     const existing = this.#handles.get(id);
     if (existing) return existing;
-    const handle = new ExecHandle(id, [], () => this, { check: opts.check ?? false, collect: opts.collect, afterSeq: opts.afterSeq });
+    const handle = new ExecHandle(id, [], () => this, {
+      check: opts.check ?? false,
+      collect: opts.collect,
+      afterSeq: opts.afterSeq,
+    });
     handle._hold();
     this.#handles.set(id, handle);
     handle.onExit(() => this.#handles.delete(id));

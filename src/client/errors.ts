@@ -19,7 +19,11 @@ export class ExecServerHttpError extends Error {
   /** The error of an answer with `status` and the (parsed, if JSON) `body`. */
   static of(status: number, body: unknown, fallbackMessage: string): ExecServerHttpError {
     const b = (typeof body === 'object' && body !== null ? body : {}) as { code?: unknown; message?: unknown };
-    return new ExecServerHttpError(status, typeof b.code === 'string' ? b.code : `HTTP_${status}`, typeof b.message === 'string' ? b.message : fallbackMessage);
+    return new ExecServerHttpError(
+      status,
+      typeof b.code === 'string' ? b.code : `HTTP_${status}`,
+      typeof b.message === 'string' ? b.message : fallbackMessage,
+    );
   }
 }
 
@@ -29,8 +33,13 @@ export class CommandExitError extends Error {
   readonly result: ExecResult;
 
   constructor(result: ExecResult) {
-    const how = result.terminal === 'exited' ? `exit code ${result.exitCode}` : `${result.terminal}${result.signal ? ` (${result.signal})` : ''}, code ${result.exitCode}`;
-    super(`command ${JSON.stringify(result.argv.join(' '))} failed: ${how}${result.sandboxDenied ? ' (sandbox denied)' : ''}`);
+    const how =
+      result.terminal === 'exited'
+        ? `exit code ${result.exitCode}`
+        : `${result.terminal}${result.signal ? ` (${result.signal})` : ''}, code ${result.exitCode}`;
+    super(
+      `command ${JSON.stringify(result.argv.join(' '))} failed: ${how}${result.sandboxDenied ? ' (sandbox denied)' : ''}`,
+    );
     this.result = result;
   }
 

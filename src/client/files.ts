@@ -31,7 +31,11 @@ export async function writeFile(conn: RpcConnection, path: string, data: Buffer 
 }
 
 /** Reads a file of any size in blocks (`fs/open`, `fs/readBlock`, `fs/close`). */
-export async function* readFileChunked(conn: RpcConnection, path: string, blockBytes = 4 * 1024 * 1024): AsyncGenerator<Buffer> {
+export async function* readFileChunked(
+  conn: RpcConnection,
+  path: string,
+  blockBytes = 4 * 1024 * 1024,
+): AsyncGenerator<Buffer> {
   const { handleId } = await conn.request('fs/open', { path });
   try {
     for (let offset = 0; ; ) {
@@ -47,10 +51,16 @@ export async function* readFileChunked(conn: RpcConnection, path: string, blockB
 }
 
 /** Writes a file of any size in blocks (`fs/openWrite`, `fs/writeBlock`, `fs/closeWrite`); resolves with the bytes written. */
-export async function writeFileChunked(conn: RpcConnection, path: string, source: AsyncIterable<Buffer | string> | Buffer, blockBytes = 4 * 1024 * 1024): Promise<number> {
+export async function writeFileChunked(
+  conn: RpcConnection,
+  path: string,
+  source: AsyncIterable<Buffer | string> | Buffer,
+  blockBytes = 4 * 1024 * 1024,
+): Promise<number> {
   const { handleId } = await conn.request('fs/openWrite', { path });
   try {
-    const send = (b: Buffer): Promise<unknown> => conn.request('fs/writeBlock', { handleId, chunk: b.toString('base64') });
+    const send = (b: Buffer): Promise<unknown> =>
+      conn.request('fs/writeBlock', { handleId, chunk: b.toString('base64') });
     const iterable = Buffer.isBuffer(source) ? [source] : source;
     for await (const piece of iterable) {
       const buf = Buffer.from(piece);
@@ -91,7 +101,11 @@ export class HttpFiles {
   }
 
   /** One request; `body` is piped (streamed). Resolves with the response once its headers arrived. */
-  #send(method: string, url: URL, body?: { stream: NodeJS.ReadableStream; type: string } | { json: unknown }): Promise<IncomingMessage> {
+  #send(
+    method: string,
+    url: URL,
+    body?: { stream: NodeJS.ReadableStream; type: string } | { json: unknown },
+  ): Promise<IncomingMessage> {
     const headers: Record<string, string> = {};
     if (this.#token) headers['authorization'] = `Bearer ${this.#token}`;
     let payload: Buffer | undefined;
@@ -127,7 +141,8 @@ export class HttpFiles {
     } catch {
       parsed = { message: text };
     }
-    if ((res.statusCode ?? 500) >= 400) throw ExecServerHttpError.of(res.statusCode ?? 500, parsed, `HTTP ${res.statusCode ?? 500}`);
+    if ((res.statusCode ?? 500) >= 400)
+      throw ExecServerHttpError.of(res.statusCode ?? 500, parsed, `HTTP ${res.statusCode ?? 500}`);
     return parsed as T;
   }
 
@@ -152,7 +167,12 @@ export class HttpFiles {
     let bytes = 0;
     stream.on('data', (c: Buffer) => (bytes += c.length));
     await pipeline(stream, dest as Writable);
-    if (size !== undefined && bytes !== size) throw new ExecServerHttpError(502, 'EXEC_ERR_BACKEND', `download of ${path} ended after ${bytes} of ${size} bytes`);
+    if (size !== undefined && bytes !== size)
+      throw new ExecServerHttpError(
+        502,
+        'EXEC_ERR_BACKEND',
+        `download of ${path} ended after ${bytes} of ${size} bytes`,
+      );
     return bytes;
   }
 
@@ -161,7 +181,8 @@ export class HttpFiles {
   }
 
   async list(path: string): Promise<DirectoryEntry[]> {
-    return (await this.#json<{ entries: DirectoryEntry[] }>(await this.#send('GET', this.#url('/list', { path })))).entries;
+    return (await this.#json<{ entries: DirectoryEntry[] }>(await this.#send('GET', this.#url('/list', { path }))))
+      .entries;
   }
 
   async canonicalize(path: string): Promise<string> {
@@ -173,10 +194,16 @@ export class HttpFiles {
   }
 
   async copy(sourcePath: string, destinationPath: string, opts: { recursive?: boolean } = {}): Promise<void> {
-    await this.#json(await this.#send('POST', this.#url('/copy', {}), { json: { sourcePath, destinationPath, recursive: opts.recursive === true } }));
+    await this.#json(
+      await this.#send('POST', this.#url('/copy', {}), {
+        json: { sourcePath, destinationPath, recursive: opts.recursive === true },
+      }),
+    );
   }
 
   async mkdir(path: string, opts: { recursive?: boolean } = {}): Promise<void> {
-    await this.#json(await this.#send('POST', this.#url('/mkdir', {}), { json: { path, recursive: opts.recursive === true } }));
+    await this.#json(
+      await this.#send('POST', this.#url('/mkdir', {}), { json: { path, recursive: opts.recursive === true } }),
+    );
   }
 }

@@ -1,5 +1,12 @@
 /** The REST half of the SDK: sessions, snapshots and the tool facade over plain HTTP. */
-import type { ExecCommandArgs, ExecToolResult, SessionInfo, SessionSpec, SnapshotInfo, WriteStdinArgs } from '../protocol/index.ts';
+import type {
+  ExecCommandArgs,
+  ExecToolResult,
+  SessionInfo,
+  SessionSpec,
+  SnapshotInfo,
+  WriteStdinArgs,
+} from '../protocol/index.ts';
 import { ExecServerHttpError } from './errors.ts';
 
 export type { SessionInfo, SessionSpec, SnapshotInfo } from '../protocol/index.ts';
@@ -32,7 +39,11 @@ export class HttpApi {
     const headers: Record<string, string> = {};
     if (this.#token) headers['authorization'] = `Bearer ${this.#token}`;
     if (body !== undefined) headers['content-type'] = 'application/json';
-    const res = await fetch(`${this.baseUrl}${path}`, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+    const res = await fetch(`${this.baseUrl}${path}`, {
+      method,
+      headers,
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
     const text = await res.text();
     let json: unknown;
     try {

@@ -1,5 +1,12 @@
 /** The exec-server TypeScript SDK. Its wire types are the server's own (src/protocol/), exported as `protocol`. */
-export { ExecServerClient, type ApprovalDecision, type ApprovalRequest, type ConnectOptions, type ExecOptions, type ProcessSummary } from './client.ts';
+export {
+  ExecServerClient,
+  type ApprovalDecision,
+  type ApprovalRequest,
+  type ConnectOptions,
+  type ExecOptions,
+  type ProcessSummary,
+} from './client.ts';
 export { ExecHandle, type ExecResult, type OutputChunk, type StreamName } from './process-handle.ts';
 export { CommandExitError, ExecServerHttpError } from './errors.ts';
 export { HttpApi, httpBaseOf, wsUrlOf, type SessionInfo, type SessionSpec, type SnapshotInfo } from './http.ts';

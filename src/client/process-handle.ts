@@ -70,7 +70,12 @@ export class ExecHandle {
   /** While a resume fills the gap, live events wait here. */
   #held: Array<{ method: string; params: Record<string, unknown> }> | undefined;
 
-  constructor(processId: ProcessId, argv: readonly string[], transport: () => HandleTransport, opts: { check?: boolean | undefined; collect?: boolean | undefined; afterSeq?: number | undefined } = {}) {
+  constructor(
+    processId: ProcessId,
+    argv: readonly string[],
+    transport: () => HandleTransport,
+    opts: { check?: boolean | undefined; collect?: boolean | undefined; afterSeq?: number | undefined } = {},
+  ) {
     this.processId = processId;
     this.argv = argv;
     this.#transport = transport;
@@ -117,7 +122,11 @@ export class ExecHandle {
 
   async sendStdin(data: string | Uint8Array): Promise<string> {
     const chunk = Buffer.from(typeof data === 'string' ? Buffer.from(data, 'utf8') : data).toString('base64');
-    const { status } = await this.#transport().request('process/write', { processId: this.processId, chunk, writeId: randomUUID() });
+    const { status } = await this.#transport().request('process/write', {
+      processId: this.processId,
+      chunk,
+      writeId: randomUUID(),
+    });
     return status;
   }
 
@@ -155,7 +164,12 @@ export class ExecHandle {
         this.#output(params['stream'] as StreamName, seq, Buffer.from(String(params['chunk'] ?? ''), 'base64'));
         break;
       case 'process/exited':
-        this.#exit = { exitCode: Number(params['exitCode']), terminal: String(params['terminal'] ?? 'exited'), signal: params['signal'] as string | undefined, sandboxDenied: params['sandboxDenied'] === true };
+        this.#exit = {
+          exitCode: Number(params['exitCode']),
+          terminal: String(params['terminal'] ?? 'exited'),
+          signal: params['signal'] as string | undefined,
+          sandboxDenied: params['sandboxDenied'] === true,
+        };
         break;
       case 'process/closed':
         this.#finish();
@@ -220,10 +234,21 @@ export class ExecHandle {
     let filled = false;
     try {
       for (;;) {
-        const r = await this.#transport().request('process/read', { processId: this.processId, afterSeq: this.#lastSeq, maxBytes: 4 * 1024 * 1024, waitMs: 0 });
+        const r = await this.#transport().request('process/read', {
+          processId: this.processId,
+          afterSeq: this.#lastSeq,
+          maxBytes: 4 * 1024 * 1024,
+          waitMs: 0,
+        });
         for (const c of r.chunks) this.#apply('process/output', { seq: c.seq, stream: c.stream, chunk: c.chunk });
         if (r.chunks.length > 0) continue;
-        if (r.exited) this.#exit = { exitCode: r.exitCode ?? -1, terminal: r.terminal ?? 'exited', signal: r.signal ?? undefined, sandboxDenied: r.sandboxDenied };
+        if (r.exited)
+          this.#exit = {
+            exitCode: r.exitCode ?? -1,
+            terminal: r.terminal ?? 'exited',
+            signal: r.signal ?? undefined,
+            sandboxDenied: r.sandboxDenied,
+          };
         if (r.closed) {
           this.#lastSeq = Math.max(this.#lastSeq, r.nextSeq - 1);
           this.#finish();

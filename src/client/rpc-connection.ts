@@ -124,7 +124,8 @@ export class RpcConnection {
       const result = await handler(method, params);
       if (this.socket.readyState === WebSocket.OPEN) this.#send({ id, result });
     } catch (err) {
-      if (this.socket.readyState === WebSocket.OPEN) this.#send({ id, error: { code: -32603, message: (err as Error).message } });
+      if (this.socket.readyState === WebSocket.OPEN)
+        this.#send({ id, error: { code: -32603, message: (err as Error).message } });
     }
   }
 

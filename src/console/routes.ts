@@ -69,9 +69,14 @@ function loadAssets(dir: string): Map<string, Asset> | undefined {
       const type = TYPES[entry.name.slice(entry.name.lastIndexOf('.'))];
       if (!entry.isFile() || type === undefined) continue;
       total += statSync(full).size;
-      if (assets.size >= MAX_FILES || total > MAX_TOTAL_BYTES) throw new Error(`${dir} holds more than ${MAX_FILES} files or ${MAX_TOTAL_BYTES} bytes: not a console build`);
+      if (assets.size >= MAX_FILES || total > MAX_TOTAL_BYTES)
+        throw new Error(`${dir} holds more than ${MAX_FILES} files or ${MAX_TOTAL_BYTES} bytes: not a console build`);
       const body = readFileSync(full);
-      assets.set(`/${relative(dir, full).split('\\').join('/')}`, { body, type, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"` });
+      assets.set(`/${relative(dir, full).split('\\').join('/')}`, {
+        body,
+        type,
+        etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"`,
+      });
     }
   };
   try {
@@ -100,13 +105,18 @@ const NOT_BUILT = `<!doctype html><html lang="en"><head><meta charset="utf-8"><t
 /** Registers `/console/` (and the redirect from `/console`). `dir` defaults to the build output. */
 export function registerConsole(app: FastifyInstance, opts: { dir?: string } = {}): void {
   const assets = loadAssets(opts.dir ?? CONSOLE_BUILD_DIR);
-  app.get(CONSOLE_PREFIX, { schema: { hide: true } }, async (_request, reply) => secure(reply).redirect(`${CONSOLE_PREFIX}/`, 308));
+  app.get(CONSOLE_PREFIX, { schema: { hide: true } }, async (_request, reply) =>
+    secure(reply).redirect(`${CONSOLE_PREFIX}/`, 308),
+  );
   app.get(`${CONSOLE_PREFIX}/*`, { schema: { hide: true } }, async (request, reply) => {
     secure(reply);
     if (assets === undefined) return reply.code(503).type('text/html; charset=utf-8').send(NOT_BUILT);
     const rest = (request.params as { '*': string })['*'];
     const asset = assets.get(rest === '' ? '/index.html' : `/${rest}`);
-    if (asset === undefined) return reply.code(404).send(httpErrorBody(execError('EXEC_ERR_NOT_FOUND', `no console file ${request.url.split('?')[0]}`)));
+    if (asset === undefined)
+      return reply
+        .code(404)
+        .send(httpErrorBody(execError('EXEC_ERR_NOT_FOUND', `no console file ${request.url.split('?')[0]}`)));
     // Names are not content-hashed: revalidate every time (an unchanged file answers 304).
     reply.header('cache-control', 'no-cache').header('etag', asset.etag);
     if (request.headers['if-none-match'] === asset.etag) return reply.code(304).send();

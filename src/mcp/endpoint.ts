@@ -42,7 +42,10 @@ interface McpConnection {
 }
 
 function rpcError(reply: FastifyReply, status: number, code: number, message: string): FastifyReply {
-  return reply.code(status).header('content-type', 'application/json').send({ jsonrpc: '2.0', error: { code, message }, id: null });
+  return reply
+    .code(status)
+    .header('content-type', 'application/json')
+    .send({ jsonrpc: '2.0', error: { code, message }, id: null });
 }
 
 /** True when the request comes from a page of another origin than the server itself. */
@@ -60,8 +63,15 @@ function foreignOrigin(raw: IncomingMessage): boolean {
 function originOf(raw: IncomingMessage): string | undefined {
   const host = raw.headers.host;
   if (host === undefined || !/^[A-Za-z0-9.:[\]-]{1,300}$/.test(host)) return undefined;
-  const forwarded = String(raw.headers['x-forwarded-proto'] ?? '').split(',')[0]?.trim();
-  const scheme = forwarded === 'https' || forwarded === 'http' ? forwarded : (raw.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
+  const forwarded = String(raw.headers['x-forwarded-proto'] ?? '')
+    .split(',')[0]
+    ?.trim();
+  const scheme =
+    forwarded === 'https' || forwarded === 'http'
+      ? forwarded
+      : (raw.socket as { encrypted?: boolean }).encrypted
+        ? 'https'
+        : 'http';
   return `${scheme}://${host}`;
 }
 
@@ -74,12 +84,14 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
     conn.closed = true;
     if (conn.id !== undefined) connections.delete(conn.id);
     await conn.server.close().catch(() => {});
-    if (!shutdown) await Promise.all([...conn.binding.implicit].map((id) => app.sessions.destroy(id, conn.tenant).catch(() => {})));
+    if (!shutdown)
+      await Promise.all([...conn.binding.implicit].map((id) => app.sessions.destroy(id, conn.tenant).catch(() => {})));
   };
 
   const sweeper = setInterval(() => {
     const now = Date.now();
-    for (const conn of [...connections.values()]) if (conn.inFlight === 0 && now - conn.lastSeen > IDLE_MS) void close(conn);
+    for (const conn of [...connections.values()])
+      if (conn.inFlight === 0 && now - conn.lastSeen > IDLE_MS) void close(conn);
   }, SWEEP_MS);
   sweeper.unref();
   app.addHook('preClose', async () => {
@@ -90,7 +102,14 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
 
   const open = (tenant: TenantId, sessionId: string | undefined, origin: string | undefined): McpConnection => {
     const binding = new SessionBinding(sessionId);
-    const server = createMcpServer({ sessions: app.sessions, config: opts.config, tenant, binding, signer: opts.signer, origin });
+    const server = createMcpServer({
+      sessions: app.sessions,
+      config: opts.config,
+      tenant,
+      binding,
+      signer: opts.signer,
+      origin,
+    });
     const conn: McpConnection = {
       tenant,
       binding,
@@ -121,9 +140,16 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
       if (!conn || conn.tenant !== request.tenant) return rpcError(reply, 404, -32001, 'MCP session not found');
     } else if (request.method === 'POST' && isInitializeRequest(request.body)) {
       const owned = [...connections.values()].filter((c) => c.tenant === request.tenant).length;
-      if (connections.size >= MAX_CONNECTIONS || owned >= MAX_PER_TENANT) return rpcError(reply, 429, -32600, `too many MCP connections (${owned} of ${MAX_PER_TENANT} for this tenant, ${connections.size} of ${MAX_CONNECTIONS} in all)`);
+      if (connections.size >= MAX_CONNECTIONS || owned >= MAX_PER_TENANT)
+        return rpcError(
+          reply,
+          429,
+          -32600,
+          `too many MCP connections (${owned} of ${MAX_PER_TENANT} for this tenant, ${connections.size} of ${MAX_CONNECTIONS} in all)`,
+        );
       const bound = request.headers[SESSION_HEADER];
-      if (bound !== undefined && typeof bound !== 'string') return rpcError(reply, 400, -32602, `one ${SESSION_HEADER} header at most`);
+      if (bound !== undefined && typeof bound !== 'string')
+        return rpcError(reply, 400, -32602, `one ${SESSION_HEADER} header at most`);
       try {
         if (bound !== undefined) app.sessions.get(bound, request.tenant);
       } catch (err) {

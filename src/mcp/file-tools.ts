@@ -9,7 +9,16 @@ import { TextDecoder } from 'node:util';
 import type { Session } from '../sessions/session.ts';
 import type { SessionFiles } from '../sessions/files/session-files.ts';
 import { textResult } from './results.ts';
-import { DEFAULT_READ_BYTES, ListDirArgsSchema, MAX_LIST_ENTRIES, ReadFileArgsSchema, WriteFileArgsSchema, type ListDirToolArgs, type ReadFileToolArgs, type WriteFileToolArgs } from './schemas.ts';
+import {
+  DEFAULT_READ_BYTES,
+  ListDirArgsSchema,
+  MAX_LIST_ENTRIES,
+  ReadFileArgsSchema,
+  WriteFileArgsSchema,
+  type ListDirToolArgs,
+  type ReadFileToolArgs,
+  type WriteFileToolArgs,
+} from './schemas.ts';
 import { defineTool, SESSION_NOTE, sessionOf, type ToolContext } from './tool-context.ts';
 
 function filesOf(_ctx: ToolContext, session: Session): SessionFiles {
@@ -71,7 +80,10 @@ export const readFileTool = defineTool({
     const more = end < size ? `\n[${size - end} more bytes: read on with "offset": ${end}]` : '';
     const structured = { path, size, offset, bytes: used, encoding: decoded ? 'utf8' : 'base64', eof: end >= size };
     if (decoded) return textResult(`${decoded.text}${more}`, structured);
-    return textResult(`[binary file ${path}, ${size} bytes; bytes ${offset}..${end} as base64]\n${bytes.toString('base64')}${more}`, structured);
+    return textResult(
+      `[binary file ${path}, ${size} bytes; bytes ${offset}..${end} as base64]\n${bytes.toString('base64')}${more}`,
+      structured,
+    );
   },
 });
 
@@ -109,11 +121,17 @@ export const listDirTool = defineTool({
     const session = await sessionOf(ctx, args.session);
     const files = filesOf(ctx, session);
     const path = sessionPath(session, files, args.path ?? session.backend.workdir);
-    const entries = (await files.readDirectory(path)).sort((a, b) => (a.fileName < b.fileName ? -1 : a.fileName > b.fileName ? 1 : 0));
+    const entries = (await files.readDirectory(path)).sort((a, b) =>
+      a.fileName < b.fileName ? -1 : a.fileName > b.fileName ? 1 : 0,
+    );
     const shown = entries.slice(0, MAX_LIST_ENTRIES);
     const lines = shown.map((e) => (e.isDirectory ? `${e.fileName}/` : e.fileName));
     if (entries.length > shown.length) lines.push(`[${entries.length - shown.length} more entries not shown]`);
     const header = `${path} (${entries.length} ${entries.length === 1 ? 'entry' : 'entries'})`;
-    return textResult([header, ...lines].join('\n'), { path, total: entries.length, entries: shown.map((e) => ({ ...e })) });
+    return textResult([header, ...lines].join('\n'), {
+      path,
+      total: entries.length,
+      entries: shown.map((e) => ({ ...e })),
+    });
   },
 });

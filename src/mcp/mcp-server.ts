@@ -17,7 +17,10 @@ const INSTRUCTIONS = [
 ].join(' ');
 
 export function createMcpServer(ctx: Omit<ToolContext, 'clientName'>): Server {
-  const server = new Server({ name: 'exec-server', version: VERSION }, { capabilities: { tools: {} }, instructions: INSTRUCTIONS });
+  const server = new Server(
+    { name: 'exec-server', version: VERSION },
+    { capabilities: { tools: {} }, instructions: INSTRUCTIONS },
+  );
   const context: ToolContext = {
     ...ctx,
     get clientName() {
@@ -27,7 +30,8 @@ export function createMcpServer(ctx: Omit<ToolContext, 'clientName'>): Server {
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: toolList() }));
   server.setRequestHandler(CallToolRequestSchema, async (request) => {
     const result = await callTool(request.params.name, request.params.arguments, context);
-    if (result === undefined) throw new McpError(ErrorCode.InvalidParams, `unknown tool ${JSON.stringify(request.params.name)}`);
+    if (result === undefined)
+      throw new McpError(ErrorCode.InvalidParams, `unknown tool ${JSON.stringify(request.params.name)}`);
     return result;
   });
   return server;

@@ -17,7 +17,11 @@ export function textResult(text: string, structured?: Record<string, unknown>): 
 
 export function errorResult(tool: string, err: unknown): CallToolResult {
   const e = toExecError(err);
-  return { content: [{ type: 'text', text: `${tool} failed: ${e.message} (${e.code})` }], structuredContent: httpErrorBody(e), isError: true };
+  return {
+    content: [{ type: 'text', text: `${tool} failed: ${e.message} (${e.code})` }],
+    structuredContent: httpErrorBody(e),
+    isError: true,
+  };
 }
 
 function denialNote(result: ExecToolResult, policy: ApprovalPolicy): string {
@@ -59,6 +63,7 @@ export function outcomeResult(tool: string, outcome: RunOutcome, policy: Approva
   }
   if (reply.statusCode === 202) return textResult(`${tool}: approval required (${reply.body.approval_id})`, reply.body);
   const { code, message } = reply.body;
-  const text = code === 'EXEC_ERR_REJECTED' ? `${tool} rejected: ${message} (${code})` : `${tool} failed: ${message} (${code})`;
+  const text =
+    code === 'EXEC_ERR_REJECTED' ? `${tool} rejected: ${message} (${code})` : `${tool} failed: ${message} (${code})`;
   return { content: [{ type: 'text', text }], structuredContent: { code, message }, isError: true };
 }

@@ -6,7 +6,12 @@
  * MCP tool listing carries.
  */
 import { Type, type Static, type TObject, type TProperties, type TSchema } from 'typebox';
-import { DecisionBodySchema, ExecCommandBodySchema, SessionSpecSchema, WriteStdinBodySchema } from '../protocol/index.ts';
+import {
+  DecisionBodySchema,
+  ExecCommandBodySchema,
+  SessionSpecSchema,
+  WriteStdinBodySchema,
+} from '../protocol/index.ts';
 
 /** Largest `read_file` answer (bytes): a model's context is the real limit. */
 export const MAX_READ_BYTES = 1024 * 1024;
@@ -20,16 +25,24 @@ const SessionArg = Type.Optional(
   Type.String({
     minLength: 1,
     maxLength: 128,
-    description: 'exec-server session id (from create_session or list_sessions). Default: the session bound to this MCP connection; the first call binds one, and one with default settings is created when none is bound.',
+    description:
+      'exec-server session id (from create_session or list_sessions). Default: the session bound to this MCP connection; the first call binds one, and one with default settings is created when none is bound.',
   }),
 );
 
 /** `schema`'s properties plus `session`, as a closed object (the MCP client sees every field). */
-function withSession<P extends TProperties>(properties: P, extra: { description?: string } = {}): TObject<P & { session: typeof SessionArg }> {
+function withSession<P extends TProperties>(
+  properties: P,
+  extra: { description?: string } = {},
+): TObject<P & { session: typeof SessionArg }> {
   return Type.Object({ ...properties, session: SessionArg }, { additionalProperties: false, ...extra });
 }
 
-const FilePath = Type.String({ minLength: 1, maxLength: 4096, description: 'Path inside the session: absolute, a file:// URI, or relative to the session workspace' });
+const FilePath = Type.String({
+  minLength: 1,
+  maxLength: 4096,
+  description: 'Path inside the session: absolute, a file:// URI, or relative to the session workspace',
+});
 
 export const ExecCommandArgsSchema = withSession(ExecCommandBodySchema.properties);
 export const WriteStdinArgsSchema = withSession(WriteStdinBodySchema.properties);
@@ -37,13 +50,26 @@ export const WriteStdinArgsSchema = withSession(WriteStdinBodySchema.properties)
 export const ReadFileArgsSchema = withSession({
   path: FilePath,
   offset: Type.Optional(Type.Integer({ minimum: 0, description: 'Byte offset to start at (default 0)' })),
-  max_bytes: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_READ_BYTES, description: `Bytes to return at most (default ${DEFAULT_READ_BYTES})` })),
+  max_bytes: Type.Optional(
+    Type.Integer({
+      minimum: 1,
+      maximum: MAX_READ_BYTES,
+      description: `Bytes to return at most (default ${DEFAULT_READ_BYTES})`,
+    }),
+  ),
 });
 
 export const WriteFileArgsSchema = withSession({
   path: FilePath,
-  content: Type.String({ maxLength: MAX_WRITE_CHARS, description: 'The new content of the file (created or replaced)' }),
-  encoding: Type.Optional(Type.Union([Type.Literal('utf8'), Type.Literal('base64')], { description: 'How `content` is encoded (default utf8)' })),
+  content: Type.String({
+    maxLength: MAX_WRITE_CHARS,
+    description: 'The new content of the file (created or replaced)',
+  }),
+  encoding: Type.Optional(
+    Type.Union([Type.Literal('utf8'), Type.Literal('base64')], {
+      description: 'How `content` is encoded (default utf8)',
+    }),
+  ),
   create_parents: Type.Optional(Type.Boolean({ description: 'Create missing parent directories (default true)' })),
 });
 
@@ -66,12 +92,26 @@ export const SnapshotSessionArgsSchema = withSession({
 });
 
 export const ExposePortArgsSchema = withSession({
-  port: Type.Integer({ minimum: 1, maximum: 65535, description: 'TCP port a server in the session listens on (127.0.0.1 or all addresses)' }),
-  ttl_seconds: Type.Optional(Type.Integer({ minimum: 10, maximum: 7 * 86_400, description: 'Validity of the signed URL (default: the server setting, 1 hour)' })),
+  port: Type.Integer({
+    minimum: 1,
+    maximum: 65535,
+    description: 'TCP port a server in the session listens on (127.0.0.1 or all addresses)',
+  }),
+  ttl_seconds: Type.Optional(
+    Type.Integer({
+      minimum: 10,
+      maximum: 7 * 86_400,
+      description: 'Validity of the signed URL (default: the server setting, 1 hour)',
+    }),
+  ),
 });
 
 export const DecideApprovalArgsSchema = withSession({
-  approval_id: Type.String({ minLength: 1, maxLength: 128, description: 'The approval_id an approval_required result named' }),
+  approval_id: Type.String({
+    minLength: 1,
+    maxLength: 128,
+    description: 'The approval_id an approval_required result named',
+  }),
   decision: DecisionBodySchema.properties.decision,
 });
 

@@ -55,7 +55,8 @@ export function defineTool<const S extends TSchema>(def: ToolDef<S>): McpTool {
   return {
     ...listing,
     async call(args, ctx) {
-      if (!check.Check(args)) throw execError('EXEC_ERR_INVALID_PARAMS', `invalid arguments: ${argumentError(check.Errors(args)[0])}`);
+      if (!check.Check(args))
+        throw execError('EXEC_ERR_INVALID_PARAMS', `invalid arguments: ${argumentError(check.Errors(args)[0])}`);
       return run(args, ctx);
     },
   };
@@ -63,9 +64,17 @@ export function defineTool<const S extends TSchema>(def: ToolDef<S>): McpTool {
 
 /** The first validation error of a tool's arguments, in one line. */
 function argumentError(error: object | undefined): string {
-  const first = error as { keyword?: string; instancePath?: string; message?: string; params?: { requiredProperties?: string[]; additionalProperties?: string[] } } | undefined;
+  const first = error as
+    | {
+        keyword?: string;
+        instancePath?: string;
+        message?: string;
+        params?: { requiredProperties?: string[]; additionalProperties?: string[] };
+      }
+    | undefined;
   if (first?.keyword === 'required') return `missing field ${first.params?.requiredProperties?.[0] ?? '?'}`;
-  if (first?.keyword === 'additionalProperties') return `unknown field ${first.params?.additionalProperties?.[0] ?? '?'}`;
+  if (first?.keyword === 'additionalProperties')
+    return `unknown field ${first.params?.additionalProperties?.[0] ?? '?'}`;
   return `${first?.instancePath || 'arguments'} ${first?.message ?? 'is invalid'}`;
 }
 

@@ -30,14 +30,22 @@ import {
 import { defineTool, SESSION_NOTE, sessionOf, type McpTool, type ToolContext, type ToolDef } from './tool-context.ts';
 
 /** Runs facade work on the call's session as the HTTP routes do: its result, or first an approval a person must give. */
-async function runFacade(ctx: ToolContext, tool: string, requested: string | undefined, work: (ue: UnifiedExec, run: ToolRun<ExecToolResult>) => Promise<ExecToolResult>): Promise<CallToolResult> {
+async function runFacade(
+  ctx: ToolContext,
+  tool: string,
+  requested: string | undefined,
+  work: (ue: UnifiedExec, run: ToolRun<ExecToolResult>) => Promise<ExecToolResult>,
+): Promise<CallToolResult> {
   const session = await sessionOf(ctx, requested);
   const outcome = await runFacadeCall((r) => work(session.unifiedExec, r));
   return outcomeResult(tool, outcome, session.spec.policy.approvalPolicy);
 }
 
 /** A facade tool (exec_command, write_stdin): listed with the hints of a command that changes things, run by `runFacade`. */
-function facadeTool<const S extends TSchema>(listing: { name: string; title: string; description: string; schema: S }, run: ToolDef<S>['run']): McpTool {
+function facadeTool<const S extends TSchema>(
+  listing: { name: string; title: string; description: string; schema: S },
+  run: ToolDef<S>['run'],
+): McpTool {
   return defineTool({ ...listing, annotations: { destructiveHint: true, openWorldHint: true }, run });
 }
 
@@ -76,7 +84,8 @@ const decideApprovalTool = defineTool({
 const createSessionTool = defineTool({
   name: 'create_session',
   title: 'Create a session',
-  description: 'Creates an exec-server session (a container on the docker backend) from the session spec: image, sandbox, approvalPolicy, env... Unless bind is false it becomes the session of this MCP connection. It lives until deleted or reaped (idle timeout).',
+  description:
+    'Creates an exec-server session (a container on the docker backend) from the session spec: image, sandbox, approvalPolicy, env... Unless bind is false it becomes the session of this MCP connection. It lives until deleted or reaped (idle timeout).',
   schema: CreateSessionArgsSchema,
   annotations: { openWorldHint: true },
   async run(args: CreateSessionToolArgs, ctx) {
@@ -84,7 +93,10 @@ const createSessionTool = defineTool({
     const session = await ctx.sessions.create(spec as SessionSpec, { tenant: ctx.tenant, clientName: ctx.clientName });
     if (bind !== false) ctx.binding.sessionId = session.id;
     const info = session.info();
-    return textResult(`created session ${session.id}${bind !== false ? ' (bound to this connection)' : ''}\n${JSON.stringify(info, null, 2)}`, { ...info });
+    return textResult(
+      `created session ${session.id}${bind !== false ? ' (bound to this connection)' : ''}\n${JSON.stringify(info, null, 2)}`,
+      { ...info },
+    );
   },
 });
 
@@ -97,9 +109,13 @@ const listSessionsTool = defineTool({
   async run(_args: Record<string, never>, ctx) {
     const infos = ctx.sessions.list(ctx.tenant).map((s) => s.info());
     const lines = infos.map(
-      (i) => `${i.sessionId}${i.sessionId === ctx.binding.sessionId ? ' (bound)' : ''} ${i.status} backend=${i.backend} sandbox=${i.sandbox.type} workdir=${i.workdir} running=${i.runningProcesses} processes=${i.processes}`,
+      (i) =>
+        `${i.sessionId}${i.sessionId === ctx.binding.sessionId ? ' (bound)' : ''} ${i.status} backend=${i.backend} sandbox=${i.sandbox.type} workdir=${i.workdir} running=${i.runningProcesses} processes=${i.processes}`,
     );
-    return textResult(infos.length === 0 ? 'no sessions' : lines.join('\n'), { boundSession: ctx.binding.sessionId ?? null, sessions: infos });
+    return textResult(infos.length === 0 ? 'no sessions' : lines.join('\n'), {
+      boundSession: ctx.binding.sessionId ?? null,
+      sessions: infos,
+    });
   },
 });
 
@@ -125,17 +141,37 @@ const exposePortTool = defineTool({
     const session = await sessionOf(ctx, args.session);
     const answer = previewAnswer(session, session.ports.expose(args.port), ctx.signer, ctx.config, args.ttl_seconds);
     const url = ctx.origin === undefined ? answer.signedPath : `${ctx.origin}${answer.signedPath}`;
-    return textResult(`port ${args.port} of session ${session.id}: ${url}\n(valid until ${answer.expiresAt}; nothing needs to listen yet, the URL answers 502 until something does)`, { ...answer, url });
+    return textResult(
+      `port ${args.port} of session ${session.id}: ${url}\n(valid until ${answer.expiresAt}; nothing needs to listen yet, the URL answers 502 until something does)`,
+      { ...answer, url },
+    );
   },
 });
 
-const TOOLS: readonly McpTool[] = [execCommandTool, writeStdinTool, decideApprovalTool, readFileTool, writeFileTool, listDirTool, createSessionTool, listSessionsTool, snapshotSessionTool, exposePortTool];
+const TOOLS: readonly McpTool[] = [
+  execCommandTool,
+  writeStdinTool,
+  decideApprovalTool,
+  readFileTool,
+  writeFileTool,
+  listDirTool,
+  createSessionTool,
+  listSessionsTool,
+  snapshotSessionTool,
+  exposePortTool,
+];
 
 const byName = new Map(TOOLS.map((t) => [t.name, t]));
 
 /** The tool listing (`tools/list`). */
 export function toolList(): Tool[] {
-  return TOOLS.map((t) => ({ name: t.name, title: t.title, description: t.description, inputSchema: jsonSchema(t.schema), ...(t.annotations ? { annotations: t.annotations } : {}) }));
+  return TOOLS.map((t) => ({
+    name: t.name,
+    title: t.title,
+    description: t.description,
+    inputSchema: jsonSchema(t.schema),
+    ...(t.annotations ? { annotations: t.annotations } : {}),
+  }));
 }
 
 /** Runs a tool; undefined when there is no tool of that name (a protocol error for the caller). */

@@ -50,7 +50,10 @@ export function decideInitial(ctx: ApprovalContext): InitialDecision {
   const canBypass = policy.denyRead.length === 0;
   if (ctx.sandboxPermissions === 'require-escalated') {
     if (!escalationAllowed(policy.approvalPolicy)) {
-      return { kind: 'reject', reason: `approval policy is ${policyName(policy.approvalPolicy)}; you cannot ask for escalated permissions under it` };
+      return {
+        kind: 'reject',
+        reason: `approval policy is ${policyName(policy.approvalPolicy)}; you cannot ask for escalated permissions under it`,
+      };
     }
     if (approved) return { kind: 'run', sandboxed: !canBypass, approved: true };
     return { kind: 'ask', reason: 'command asks to run without the sandbox', thenSandboxed: !canBypass };
@@ -65,9 +68,13 @@ export function decideInitial(ctx: ApprovalContext): InitialDecision {
 export function decideRetry(policy: SessionPolicy, approved: boolean): RetryDecision {
   if (policy.denialHandling === 'report') return { kind: 'report', reason: 'denials are reported to the client' };
   if (!allowsUnsandboxedRetry(policy.approvalPolicy)) {
-    return { kind: 'report', reason: `approval policy ${policyName(policy.approvalPolicy)} does not allow an unsandboxed retry` };
+    return {
+      kind: 'report',
+      reason: `approval policy ${policyName(policy.approvalPolicy)} does not allow an unsandboxed retry`,
+    };
   }
-  if (policy.denyRead.length > 0) return { kind: 'report', reason: 'a deny-read list forbids running without the sandbox' };
+  if (policy.denyRead.length > 0)
+    return { kind: 'report', reason: 'a deny-read list forbids running without the sandbox' };
   if (approved && !policy.strictAutoReview) return { kind: 'retry' };
   return { kind: 'ask', reason: 'command failed; retry without sandbox?' };
 }

@@ -4,7 +4,15 @@
  */
 import type { SandboxType } from '../backends/types.ts';
 
-const KEYWORDS = ['operation not permitted', 'permission denied', 'read-only file system', 'seccomp', 'sandbox', 'landlock', 'failed to write file'] as const;
+const KEYWORDS = [
+  'operation not permitted',
+  'permission denied',
+  'read-only file system',
+  'seccomp',
+  'sandbox',
+  'landlock',
+  'failed to write file',
+] as const;
 const SIGSYS = 31;
 
 export interface AttemptOutcome {

@@ -45,7 +45,9 @@ export function writableRoots(policy: SandboxPolicy, workdir: string): string[] 
     case 'read-only':
       return [];
     case 'workspace-write':
-      return [workdir, ...(policy.excludeSlashTmp ? [] : ['/tmp']), ...(policy.writableRoots ?? [])].map((p) => posix.normalize(p));
+      return [workdir, ...(policy.excludeSlashTmp ? [] : ['/tmp']), ...(policy.writableRoots ?? [])].map((p) =>
+        posix.normalize(p),
+      );
   }
 }
 
@@ -93,7 +95,10 @@ export function containsDenied(sandbox: ResolvedSandbox, dir: string): boolean {
  * first root), never at whatever the server or the client's environment named; with no
  * writable root at all (read-only) it is unset.
  */
-export function sandboxedEnvironment(env: Readonly<Record<string, string>>, sandbox: ResolvedSandbox): Readonly<Record<string, string>> {
+export function sandboxedEnvironment(
+  env: Readonly<Record<string, string>>,
+  sandbox: ResolvedSandbox,
+): Readonly<Record<string, string>> {
   if (sandbox.kind !== 'restricted') return env;
   const { TMPDIR: _ignored, ...rest } = env;
   const tmp = sandbox.writableRoots.includes('/tmp') ? '/tmp' : sandbox.writableRoots[0];

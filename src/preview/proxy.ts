@@ -6,14 +6,31 @@
  * came and the two sockets are then piped together, so the application's own handshake, subprotocols
  * and extensions pass unchanged. A connection idle for `IDLE_MS` is ended.
  */
-import { request as httpRequest, STATUS_CODES, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
+import {
+  request as httpRequest,
+  STATUS_CODES,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type OutgoingHttpHeaders,
+  type ServerResponse,
+} from 'node:http';
 import type { Duplex } from 'node:stream';
 import { execError, httpErrorBody, toExecError, type ExecServerError } from '../errors.ts';
 
 const IDLE_MS = 10 * 60_000;
 
 /** Headers that describe one hop, never forwarded (RFC 9110 section 7.6.1). */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
 
 export interface ProxyTarget {
   /** A new connection to the port. */
@@ -57,7 +74,11 @@ function forwardHeaders(headers: IncomingHttpHeaders): OutgoingHttpHeaders {
 /** Why the port could not be reached, as the registry has it (a failure of no known kind is the backend's, 502). */
 function unreachable(err: unknown): ExecServerError {
   const e = toExecError(err);
-  return execError(e.code === 'EXEC_ERR_INTERNAL' ? 'EXEC_ERR_BACKEND' : e.code, `preview port unreachable: ${e.message}`, { cause: err });
+  return execError(
+    e.code === 'EXEC_ERR_INTERNAL' ? 'EXEC_ERR_BACKEND' : e.code,
+    `preview port unreachable: ${e.message}`,
+    { cause: err },
+  );
 }
 
 function badGateway(res: ServerResponse, err: unknown): void {
@@ -96,7 +117,8 @@ function forward(req: IncomingMessage, res: ServerResponse, target: ProxyTarget,
   });
   outgoing.on('response', (answer) => {
     const headers: OutgoingHttpHeaders = {};
-    for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+    for (const [name, value] of Object.entries(answer.headers))
+      if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
     res.writeHead(answer.statusCode ?? 502, answer.statusMessage, headers);
     answer.pipe(res);
     answer.once('error', () => res.destroy());
@@ -142,7 +164,9 @@ export function proxyUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer,
     (err: unknown) => {
       const e = unreachable(err);
       const body = JSON.stringify(httpErrorBody(e));
-      socket.end(`HTTP/1.1 ${e.statusCode} ${STATUS_CODES[e.statusCode]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+      socket.end(
+        `HTTP/1.1 ${e.statusCode} ${STATUS_CODES[e.statusCode]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      );
     },
   );
 }

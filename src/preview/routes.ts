@@ -16,7 +16,15 @@ import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/typ
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { Config } from '../config.ts';
-import { ErrorSchema, PortBodySchema as PortBody, PortParamsSchema as PortParams, PreviewSchema, SessionParamsSchema as SessionParams, type ExposedPort, type PreviewAnswer } from '../protocol/index.ts';
+import {
+  ErrorSchema,
+  PortBodySchema as PortBody,
+  PortParamsSchema as PortParams,
+  PreviewSchema,
+  SessionParamsSchema as SessionParams,
+  type ExposedPort,
+  type PreviewAnswer,
+} from '../protocol/index.ts';
 import { execError, httpErrorBody, toExecError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
 import type { Session } from '../sessions/session.ts';
@@ -54,7 +62,13 @@ export function previewRewriter(previewHost: string | undefined): ((req: Incomin
 }
 
 /** What exposing a port answers (HTTP and JSON-RPC alike). */
-export function previewAnswer(session: Session, exposed: ExposedPort, signer: PreviewSigner, config: Pick<Config, 'previewHost' | 'previewUrlTtlSeconds'>, ttlSeconds?: number): PreviewAnswer {
+export function previewAnswer(
+  session: Session,
+  exposed: ExposedPort,
+  signer: PreviewSigner,
+  config: Pick<Config, 'previewHost' | 'previewUrlTtlSeconds'>,
+  ttlSeconds?: number,
+): PreviewAnswer {
   const expiresAt = Math.floor(Date.now() / 1000) + (ttlSeconds ?? config.previewUrlTtlSeconds);
   const path = `/v1/sessions/${session.id}/ports/${exposed.port}/`;
   const token = signer.sign(session.tenant, session.id, exposed.port, expiresAt);
@@ -84,8 +98,10 @@ function withoutOurCookie(header: string | undefined): string | undefined {
   return kept.length > 0 ? kept.join('; ') : undefined;
 }
 
-
-export async function registerPreviewRoutes(app: FastifyInstance, opts: { config: Config; signer: PreviewSigner }): Promise<void> {
+export async function registerPreviewRoutes(
+  app: FastifyInstance,
+  opts: { config: Config; signer: PreviewSigner },
+): Promise<void> {
   const { config, signer } = opts;
   const auth = createAuthenticator(config);
 
@@ -96,7 +112,16 @@ export async function registerPreviewRoutes(app: FastifyInstance, opts: { config
 
     api.post(
       '/v1/sessions/:id/ports',
-      { schema: { operationId: 'exposePort', tags: ['preview'], summary: 'Expose a TCP port of the session as a preview URL', params: SessionParams, body: PortBody, response: { 201: PreviewSchema, ...errors } } },
+      {
+        schema: {
+          operationId: 'exposePort',
+          tags: ['preview'],
+          summary: 'Expose a TCP port of the session as a preview URL',
+          params: SessionParams,
+          body: PortBody,
+          response: { 201: PreviewSchema, ...errors },
+        },
+      },
       async (request, reply) => {
         const session = app.sessions.get(request.params.id, request.tenant);
         const exposed = session.ports.expose(request.body.port);
@@ -105,7 +130,15 @@ export async function registerPreviewRoutes(app: FastifyInstance, opts: { config
     );
     api.get(
       '/v1/sessions/:id/ports',
-      { schema: { operationId: 'listPorts', tags: ['preview'], summary: 'Exposed ports of the session', params: SessionParams, response: { 200: Type.Object({ ports: Type.Array(PreviewSchema) }), ...errors } } },
+      {
+        schema: {
+          operationId: 'listPorts',
+          tags: ['preview'],
+          summary: 'Exposed ports of the session',
+          params: SessionParams,
+          response: { 200: Type.Object({ ports: Type.Array(PreviewSchema) }), ...errors },
+        },
+      },
       async (request) => {
         const session = app.sessions.get(request.params.id, request.tenant);
         return { ports: session.ports.list().map((p) => previewAnswer(session, p, signer, config)) };
@@ -113,10 +146,19 @@ export async function registerPreviewRoutes(app: FastifyInstance, opts: { config
     );
     api.delete(
       '/v1/sessions/:id/ports/:port',
-      { schema: { operationId: 'closePort', tags: ['preview'], summary: 'Stop exposing a port; its connections end', params: PortParams, response: { 204: Type.Null(), ...errors } } },
+      {
+        schema: {
+          operationId: 'closePort',
+          tags: ['preview'],
+          summary: 'Stop exposing a port; its connections end',
+          params: PortParams,
+          response: { 204: Type.Null(), ...errors },
+        },
+      },
       async (request, reply) => {
         const session = app.sessions.get(request.params.id, request.tenant);
-        if (!session.ports.close(request.params.port)) throw execError('EXEC_ERR_NOT_FOUND', `port ${request.params.port} is not exposed`);
+        if (!session.ports.close(request.params.port))
+          throw execError('EXEC_ERR_NOT_FOUND', `port ${request.params.port} is not exposed`);
         return reply.code(204).send(null);
       },
     );
@@ -130,7 +172,13 @@ export async function registerPreviewRoutes(app: FastifyInstance, opts: { config
     await scope.register(async (proxy) => {
       proxy.removeAllContentTypeParsers();
       proxy.addContentTypeParser('*', (_request, _payload, done) => done(null));
-      proxy.route({ method: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'], url: '/v1/sessions/:id/ports/:port/*', schema: { hide: true }, preHandler: (request, reply) => handleProxy(request, reply), handler: async () => undefined });
+      proxy.route({
+        method: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
+        url: '/v1/sessions/:id/ports/:port/*',
+        schema: { hide: true },
+        preHandler: (request, reply) => handleProxy(request, reply),
+        handler: async () => undefined,
+      });
     });
   });
 
@@ -140,7 +188,11 @@ export async function registerPreviewRoutes(app: FastifyInstance, opts: { config
   }
 
   /** The caller's tenant by signed token (query or cookie) or bearer token; and what to strip. */
-  function authenticate(request: FastifyRequest, sessionId: string, port: number): { tenant: TenantId; fromQuery: boolean; bearer: boolean } | undefined {
+  function authenticate(
+    request: FastifyRequest,
+    sessionId: string,
+    port: number,
+  ): { tenant: TenantId; fromQuery: boolean; bearer: boolean } | undefined {
     const query = new URLSearchParams(splitUrl(request.url)[1]);
     const fromQuery = query.get(TOKEN_PARAM);
     const token = fromQuery ?? cookieToken(request.headers.cookie);
@@ -157,13 +209,26 @@ export async function registerPreviewRoutes(app: FastifyInstance, opts: { config
     const m = PROXY_PATH.exec(splitUrl(request.url)[0]);
     const sessionId = m?.[1] ?? '';
     const port = Number(m?.[2]);
-    if (!m || !(port >= 1 && port <= 65535)) return reply.code(404).send(httpErrorBody(execError('EXEC_ERR_NOT_FOUND', 'no such preview port')));
+    if (!m || !(port >= 1 && port <= 65535))
+      return reply.code(404).send(httpErrorBody(execError('EXEC_ERR_NOT_FOUND', 'no such preview port')));
     const who = authenticate(request, sessionId, port);
-    if (!who) return reply.code(401).header('www-authenticate', 'Bearer').send(httpErrorBody(execError('EXEC_ERR_UNAUTHORIZED', "a preview port needs the tenant's bearer token or a signed preview URL")));
+    if (!who)
+      return reply
+        .code(401)
+        .header('www-authenticate', 'Bearer')
+        .send(
+          httpErrorBody(
+            execError(
+              'EXEC_ERR_UNAUTHORIZED',
+              "a preview port needs the tenant's bearer token or a signed preview URL",
+            ),
+          ),
+        );
     let session: Session;
     try {
       session = app.sessions.get(sessionId, who.tenant);
-      if (!session.ports.has(port)) throw execError('EXEC_ERR_NOT_FOUND', `port ${port} of session ${sessionId} is not exposed`);
+      if (!session.ports.has(port))
+        throw execError('EXEC_ERR_NOT_FOUND', `port ${port} of session ${sessionId} is not exposed`);
     } catch (err) {
       const e = toExecError(err);
       return reply.code(e.statusCode).send(httpErrorBody(e));
@@ -176,10 +241,17 @@ export async function registerPreviewRoutes(app: FastifyInstance, opts: { config
     query.delete(TOKEN_PARAM);
     // Rebuilt only when our parameter was in it: the application gets its query as it was sent.
     const cleanQuery = token === null ? rawQuery : query.size > 0 ? `?${query.toString()}` : '';
-    if (who.fromQuery && token !== null && (request.method === 'GET' || request.method === 'HEAD') && request.headers.upgrade === undefined) {
+    if (
+      who.fromQuery &&
+      token !== null &&
+      (request.method === 'GET' || request.method === 'HEAD') &&
+      request.headers.upgrade === undefined
+    ) {
       // Trade the token for a cookie scoped to this port, then load the page without it.
       const maxAge = Math.max(0, Number(token.split('.')[0]) - Math.floor(Date.now() / 1000));
-      return reply.header('set-cookie', `${COOKIE}=${token}; Path=${prefix}; Max-Age=${maxAge}; HttpOnly; SameSite=Lax`).redirect(`${splitUrl(request.originalUrl)[0]}${cleanQuery}`, 302);
+      return reply
+        .header('set-cookie', `${COOKIE}=${token}; Path=${prefix}; Max-Age=${maxAge}; HttpOnly; SameSite=Lax`)
+        .redirect(`${splitUrl(request.originalUrl)[0]}${cleanQuery}`, 302);
     }
     const headers: IncomingHttpHeaders = { ...request.headers };
     const cookie = withoutOurCookie(headers.cookie);

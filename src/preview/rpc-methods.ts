@@ -9,7 +9,10 @@ import type { MethodTable } from '../rpc/method-table.ts';
 import { previewAnswer } from './routes.ts';
 import type { PreviewSigner } from './signing.ts';
 
-export function registerPreviewMethods(table: MethodTable<Connection>, opts: { config: Config; signer: PreviewSigner }): void {
+export function registerPreviewMethods(
+  table: MethodTable<Connection>,
+  opts: { config: Config; signer: PreviewSigner },
+): void {
   table.add('session/exposePort', (params, conn) => {
     const session = conn.session;
     return previewAnswer(session, session.ports.expose(params.port), opts.signer, opts.config, params.ttlSeconds);

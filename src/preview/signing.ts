@@ -13,7 +13,8 @@ export class PreviewSigner {
   readonly #key: Buffer;
 
   constructor(secret: string | undefined) {
-    this.#key = secret === undefined ? randomBytes(32) : createHash('sha256').update(`exec-server preview\0${secret}`).digest();
+    this.#key =
+      secret === undefined ? randomBytes(32) : createHash('sha256').update(`exec-server preview\0${secret}`).digest();
   }
 
   #mac(tenant: string, sessionId: string, port: number, expiresAt: number): Buffer {
@@ -26,14 +27,20 @@ export class PreviewSigner {
   }
 
   /** The tenant `token` was signed for, when it opens `port` of `sessionId` at `nowSeconds`; else undefined. */
-  verify(sessionId: string, port: number, token: string, nowSeconds = Math.floor(Date.now() / 1000)): TenantId | undefined {
+  verify(
+    sessionId: string,
+    port: number,
+    token: string,
+    nowSeconds = Math.floor(Date.now() / 1000),
+  ): TenantId | undefined {
     const m = /^(\d{1,12})\.([A-Za-z0-9_-]{1,128})\.([A-Za-z0-9_-]{43})$/.exec(token);
     if (!m || m[1] === undefined || m[2] === undefined || m[3] === undefined) return undefined;
     const expiresAt = Number(m[1]);
     const tenant = Buffer.from(m[2], 'base64url').toString('utf8');
     const presented = Buffer.from(m[3], 'base64url');
     const expected = this.#mac(tenant, sessionId, port, expiresAt);
-    if (presented.length !== expected.length || !timingSafeEqual(presented, expected) || expiresAt <= nowSeconds) return undefined;
+    if (presented.length !== expected.length || !timingSafeEqual(presented, expected) || expiresAt <= nowSeconds)
+      return undefined;
     return asTenantId(tenant);
   }
 }

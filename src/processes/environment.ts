@@ -17,7 +17,10 @@ const CORE_VARS = new Set(['HOME', 'LOGNAME', 'PATH', 'SHELL', 'USER', 'USERNAME
 const DEFAULT_EXCLUDES = ['*KEY*', '*SECRET*', '*TOKEN*'];
 
 function globToRegExp(glob: string): RegExp {
-  const body = glob.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.');
+  const body = glob
+    .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+    .replace(/\*/g, '.*')
+    .replace(/\?/g, '.');
   return new RegExp(`^${body}$`, 'i');
 }
 
@@ -40,10 +43,12 @@ export function buildEnvironment(
     if (inherit !== 'none') {
       for (const [k, v] of Object.entries(base)) if (inherit === 'all' || CORE_VARS.has(k)) env[k] = v;
     }
-    if (!policy.ignoreDefaultExcludes) for (const k of Object.keys(env)) if (matchesAny(k, DEFAULT_EXCLUDES)) delete env[k];
+    if (!policy.ignoreDefaultExcludes)
+      for (const k of Object.keys(env)) if (matchesAny(k, DEFAULT_EXCLUDES)) delete env[k];
     if (policy.exclude?.length) for (const k of Object.keys(env)) if (matchesAny(k, policy.exclude)) delete env[k];
     Object.assign(env, policy.set ?? {});
-    if (policy.includeOnly?.length) for (const k of Object.keys(env)) if (!matchesAny(k, policy.includeOnly)) delete env[k];
+    if (policy.includeOnly?.length)
+      for (const k of Object.keys(env)) if (!matchesAny(k, policy.includeOnly)) delete env[k];
   }
   return Object.assign(env, overlay ?? {});
 }

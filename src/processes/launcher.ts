@@ -12,9 +12,20 @@ import { execError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import { decideInitial, decideRetry, type SandboxPermissions } from '../policy/approval-gate.ts';
-import { approvalKey, isApproval, type ApprovalDecision, type ApprovalPurpose, type ApprovalRequester } from '../policy/approvals.ts';
+import {
+  approvalKey,
+  isApproval,
+  type ApprovalDecision,
+  type ApprovalPurpose,
+  type ApprovalRequester,
+} from '../policy/approvals.ts';
 import { isLikelySandboxDenied } from '../policy/denial-classifier.ts';
-import { resolveSandbox, sandboxedEnvironment, type SandboxNarrowing, type SessionPolicy } from '../policy/sandbox-policy.ts';
+import {
+  resolveSandbox,
+  sandboxedEnvironment,
+  type SandboxNarrowing,
+  type SessionPolicy,
+} from '../policy/sandbox-policy.ts';
 import type { Attempt } from './attempt.ts';
 import type { ManagedProcess } from './managed-process.ts';
 import { withHome } from './environment.ts';
@@ -49,8 +60,19 @@ function wireExitCode(exit: BackendExit): number {
   return -1;
 }
 
-async function ask(ctx: LauncherContext, proc: ManagedProcess, purpose: ApprovalPurpose, reason: string): Promise<ApprovalDecision> {
-  const decision = await ctx.requestApproval({ processId: proc.id, argv: [...proc.spec.argv], cwd: proc.spec.cwd, purpose, reason });
+async function ask(
+  ctx: LauncherContext,
+  proc: ManagedProcess,
+  purpose: ApprovalPurpose,
+  reason: string,
+): Promise<ApprovalDecision> {
+  const decision = await ctx.requestApproval({
+    processId: proc.id,
+    argv: [...proc.spec.argv],
+    cwd: proc.spec.cwd,
+    purpose,
+    reason,
+  });
   ctx.metrics.approvals.inc({ purpose, decision });
   if (decision === 'approved-for-session') ctx.approvalCache.add(approvalKey(proc.spec.argv));
   return decision;
@@ -61,14 +83,22 @@ function decide(ctx: LauncherContext, proc: ManagedProcess, outcome: string, ext
   ctx.log.info({ processId: proc.id, outcome, ...extra }, 'policy decision');
 }
 
-async function spawnAttempt(ctx: LauncherContext, proc: ManagedProcess, input: GateInput, sandbox: ResolvedSandbox): Promise<Attempt> {
+async function spawnAttempt(
+  ctx: LauncherContext,
+  proc: ManagedProcess,
+  input: GateInput,
+  sandbox: ResolvedSandbox,
+): Promise<Attempt> {
   const wouldSandbox = sandbox.kind === 'restricted' && ctx.backend.sandboxType !== 'none';
   const { attempt, sink } = proc.beginAttempt(wouldSandbox);
   const started = performance.now();
   const recoveryTag = input.recoveryTag?.(proc.log.nextSeq, wouldSandbox);
   const facts = ctx.backend.environment;
   const home = (wouldSandbox ? facts.sandboxHomeDir : undefined) ?? facts.homeDir;
-  const process = await ctx.backend.spawn({ ...input.spawn, env: withHome(sandboxedEnvironment(input.spawn.env, sandbox), home), sandbox, recoveryTag }, sink);
+  const process = await ctx.backend.spawn(
+    { ...input.spawn, env: withHome(sandboxedEnvironment(input.spawn.env, sandbox), home), sandbox, recoveryTag },
+    sink,
+  );
   proc.attemptRunning(attempt, process);
   ctx.metrics.startLatency.observe({ sandbox: proc.sandboxType }, (performance.now() - started) / 1000);
   ctx.metrics.processesStarted.inc({ mode: input.spawn.mode, sandbox: proc.sandboxType });
@@ -82,7 +112,12 @@ async function spawnAttempt(ctx: LauncherContext, proc: ManagedProcess, input: G
 export async function launch(ctx: LauncherContext, proc: ManagedProcess, input: GateInput): Promise<void> {
   const { policy } = ctx;
   const cached = ctx.approvalCache.has(approvalKey(proc.spec.argv));
-  const initial = decideInitial({ policy, sandboxPermissions: input.sandboxPermissions, preApproved: input.approval !== undefined, cachedForSession: cached });
+  const initial = decideInitial({
+    policy,
+    sandboxPermissions: input.sandboxPermissions,
+    preApproved: input.approval !== undefined,
+    cachedForSession: cached,
+  });
   let approved: boolean;
   let sandboxed: boolean;
   switch (initial.kind) {
@@ -103,15 +138,24 @@ export async function launch(ctx: LauncherContext, proc: ManagedProcess, input: 
     case 'run':
       approved = initial.approved;
       sandboxed = initial.sandboxed;
-      if (input.approval === 'approved-for-session' && !policy.strictAutoReview) ctx.approvalCache.add(approvalKey(proc.spec.argv));
+      if (input.approval === 'approved-for-session' && !policy.strictAutoReview)
+        ctx.approvalCache.add(approvalKey(proc.spec.argv));
   }
   if (input.sandboxPermissions === 'require-escalated' && !sandboxed) decide(ctx, proc, 'escalated-first-attempt');
-  const sandbox: ResolvedSandbox = sandboxed ? resolveSandbox(policy, ctx.backend.workdir, input.narrowing) : { kind: 'unrestricted' };
+  const sandbox: ResolvedSandbox = sandboxed
+    ? resolveSandbox(policy, ctx.backend.workdir, input.narrowing)
+    : { kind: 'unrestricted' };
   const attempt = await spawnAttempt(ctx, proc, input, sandbox);
   if (attempt.holding) void watchWindow(ctx, proc, input, attempt, approved);
 }
 
-async function watchWindow(ctx: LauncherContext, proc: ManagedProcess, input: GateInput, attempt: Attempt, approved: boolean): Promise<void> {
+async function watchWindow(
+  ctx: LauncherContext,
+  proc: ManagedProcess,
+  input: GateInput,
+  attempt: Attempt,
+  approved: boolean,
+): Promise<void> {
   const exit = await Promise.race([attempt.exited, delay(EARLY_EXIT_WINDOW_MS, undefined, { ref: false })]);
   // Backends deliver the exit only after the attempt's last output chunk (ProcessSink
   // contract), so no trailing output can follow it. Released early (it printed past the hold
@@ -125,10 +169,15 @@ async function watchWindow(ctx: LauncherContext, proc: ManagedProcess, input: Ga
     proc.release(attempt);
     return;
   }
-  let decision = proc.endRequested ? { kind: 'report' as const, reason: 'process was terminated' } : decideRetry(ctx.policy, approved);
+  let decision = proc.endRequested
+    ? { kind: 'report' as const, reason: 'process was terminated' }
+    : decideRetry(ctx.policy, approved);
   if (decision.kind === 'ask') {
     const answer = await ask(ctx, proc, 'sandbox-retry', decision.reason);
-    decision = isApproval(answer) && !proc.endRequested ? { kind: 'retry' } : { kind: 'report', reason: `retry not approved (${answer})` };
+    decision =
+      isApproval(answer) && !proc.endRequested
+        ? { kind: 'retry' }
+        : { kind: 'report', reason: `retry not approved (${answer})` };
   }
   if (decision.kind === 'report') {
     decide(ctx, proc, 'denied-reported', { reason: decision.reason, exitCode });

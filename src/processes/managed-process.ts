@@ -6,7 +6,16 @@
  * timed-out, terminated, lost). Everything else calls the transitions below; policy only
  * decides which one (src/policy/), the launcher carries it out (launcher.ts).
  */
-import type { BackendExit, BackendProcess, ProcessSink, SandboxType, SignalName, SpawnMode, StreamName, TerminalSize } from '../backends/types.ts';
+import type {
+  BackendExit,
+  BackendProcess,
+  ProcessSink,
+  SandboxType,
+  SignalName,
+  SpawnMode,
+  StreamName,
+  TerminalSize,
+} from '../backends/types.ts';
 import type { ProcessId } from '../ids.ts';
 import type { WriteStatus } from '../protocol/index.ts';
 import { Attempt } from './attempt.ts';
@@ -25,7 +34,9 @@ export interface ProcessSpec {
 }
 
 /** Where the process is; `ended` carries the terminal state reported on the wire. */
-type Phase = { readonly kind: 'starting' | 'held' | 'running' | 'retrying' } | { readonly kind: 'ended'; readonly state: TerminalState };
+type Phase =
+  | { readonly kind: 'starting' | 'held' | 'running' | 'retrying' }
+  | { readonly kind: 'ended'; readonly state: TerminalState };
 
 export class ManagedProcess {
   readonly spec: ProcessSpec;
@@ -50,7 +61,12 @@ export class ManagedProcess {
   /** Bytes of the current attempt's output in the log: what `acknowledge` tells its backend. */
   #attemptBytes = 0;
 
-  constructor(spec: ProcessSpec, retentionBytes: number, onTerminal?: (p: ManagedProcess) => void, createdAt = Date.now()) {
+  constructor(
+    spec: ProcessSpec,
+    retentionBytes: number,
+    onTerminal?: (p: ManagedProcess) => void,
+    createdAt = Date.now(),
+  ) {
     this.spec = spec;
     this.createdAt = createdAt;
     this.log = new OutputLog(retentionBytes);
@@ -178,7 +194,20 @@ export class ManagedProcess {
    * without one were never published and get the next seqs); `process` goes on with the
    * returned sink.
    */
-  adopt(r: { readonly seqBase: number; readonly droppedBytes: number; readonly endOffset: number; readonly sandboxType: SandboxType; readonly chunks: ReadonlyArray<{ readonly stream: StreamName; readonly data: Buffer; readonly seq?: number | undefined }> }, process: BackendProcess): ProcessSink {
+  adopt(
+    r: {
+      readonly seqBase: number;
+      readonly droppedBytes: number;
+      readonly endOffset: number;
+      readonly sandboxType: SandboxType;
+      readonly chunks: ReadonlyArray<{
+        readonly stream: StreamName;
+        readonly data: Buffer;
+        readonly seq?: number | undefined;
+      }>;
+    },
+    process: BackendProcess,
+  ): ProcessSink {
     this.log.resumeAt(r.seqBase, r.droppedBytes);
     for (const c of r.chunks) {
       if (c.seq !== undefined) this.log.resumeAt(c.seq);
@@ -221,7 +250,10 @@ export class ManagedProcess {
   // ---- what clients do with a process ---------------------------------------------------
 
   /** `process/write`: `writeId` makes a retried write idempotent; `stdinBytes`: what reached stdin. */
-  async write(chunk: Buffer, writeId: string | undefined): Promise<{ status: Exclude<WriteStatus, 'unknownProcess'>; stdinBytes: number }> {
+  async write(
+    chunk: Buffer,
+    writeId: string | undefined,
+  ): Promise<{ status: Exclude<WriteStatus, 'unknownProcess'>; stdinBytes: number }> {
     this.touch();
     if (this.#phase.kind === 'starting') return { status: 'starting', stdinBytes: 0 };
     if (writeId !== undefined && !this.#rememberWrite(writeId)) return { status: 'accepted', stdinBytes: 0 };

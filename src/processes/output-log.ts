@@ -147,7 +147,10 @@ export class OutputLog {
 
   /** Every retained event with seq > afterSeq, in order (for replay to a resumed client). */
   eventsAfter(afterSeq: number): LogEvent[] {
-    const events: LogEvent[] = [...this.#chunks.slice(this.#firstIndexAfter(afterSeq)), ...this.#escalations.filter((e) => e.seq > afterSeq)];
+    const events: LogEvent[] = [
+      ...this.#chunks.slice(this.#firstIndexAfter(afterSeq)),
+      ...this.#escalations.filter((e) => e.seq > afterSeq),
+    ];
     if (this.#exit && this.#exit.seq > afterSeq) events.push(this.#exit);
     if (this.#closed && this.#closed.seq > afterSeq) events.push(this.#closed);
     return events.sort((a, b) => a.seq - b.seq);

@@ -85,7 +85,8 @@ export class SlabWriter {
       this.#plainBytes += data.length;
       return;
     }
-    if (this.pendingBytes + data.length > SLAB_BYTES) throw new RangeError(`an output chunk grew past ${SLAB_BYTES} bytes`);
+    if (this.pendingBytes + data.length > SLAB_BYTES)
+      throw new RangeError(`an output chunk grew past ${SLAB_BYTES} bytes`);
     let slab = this.#current;
     if (!slab || slab.used + data.length > SLAB_BYTES) {
       // The open chunk moves to a fresh slab so that it stays contiguous.

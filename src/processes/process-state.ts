@@ -5,10 +5,7 @@
  */
 import type { BackendExit } from '../backends/types.ts';
 
-export type ProcessState =
-  | { readonly status: 'starting' }
-  | { readonly status: 'running' }
-  | TerminalState;
+export type ProcessState = { readonly status: 'starting' } | { readonly status: 'running' } | TerminalState;
 
 export type TerminalState =
   | { readonly status: 'exited'; readonly exitCode: number }
@@ -28,7 +25,9 @@ export function terminalState(exit: BackendExit, serverEnd: ServerEnd | undefine
   if (serverEnd === 'timed-out') return { status: 'timed-out', exitCode: 124 };
   if (exit.kind === 'signaled') {
     const exitCode = 128 + exit.signo;
-    return serverEnd === 'terminated' ? { status: 'terminated', exitCode, signal: exit.signal } : { status: 'signaled', exitCode, signal: exit.signal };
+    return serverEnd === 'terminated'
+      ? { status: 'terminated', exitCode, signal: exit.signal }
+      : { status: 'signaled', exitCode, signal: exit.signal };
   }
   if (serverEnd === 'terminated') return { status: 'terminated', exitCode: exit.code, signal: 'SIGTERM' };
   return { status: 'exited', exitCode: exit.code };

@@ -40,7 +40,6 @@ export interface StartRequest {
   readonly narrowing?: SandboxNarrowing | undefined;
 }
 
-
 export interface ReadRequest {
   readonly afterSeq: number;
   readonly maxBytes: number;
@@ -59,7 +58,12 @@ export class ProcessTable {
   #outputPaused = false;
 
   /** `baseEnv`: what `envPolicy.inherit` inherits; `sessionEnv`: the session's own variables, under each start's `env`. */
-  constructor(ctx: LauncherContext, limits: ProcessLimits, baseEnv: Readonly<Record<string, string>>, sessionEnv: Readonly<Record<string, string>>) {
+  constructor(
+    ctx: LauncherContext,
+    limits: ProcessLimits,
+    baseEnv: Readonly<Record<string, string>>,
+    sessionEnv: Readonly<Record<string, string>>,
+  ) {
     this.#ctx = ctx;
     this.#limits = limits;
     this.#baseEnv = baseEnv;
@@ -95,10 +99,17 @@ export class ProcessTable {
   async start(req: StartRequest): Promise<ManagedProcess> {
     await this.#ctx.admit?.();
     if (this.#closed) throw execError('EXEC_ERR_SESSION_DEAD', 'session is closed');
-    if (this.#procs.has(req.processId)) throw execError('EXEC_ERR_PROCESS_EXISTS', `process ${req.processId} already exists`);
+    if (this.#procs.has(req.processId))
+      throw execError('EXEC_ERR_PROCESS_EXISTS', `process ${req.processId} already exists`);
     this.#pruneIfNeeded();
     const cwd = req.cwd ?? this.#ctx.backend.workdir;
-    const proc = this.#register(new ManagedProcess({ id: req.processId, argv: req.argv, cwd, mode: req.mode, timeoutMs: req.timeoutMs }, this.#limits.retentionBytes, (p) => this.#onTerminal(p)));
+    const proc = this.#register(
+      new ManagedProcess(
+        { id: req.processId, argv: req.argv, cwd, mode: req.mode, timeoutMs: req.timeoutMs },
+        this.#limits.retentionBytes,
+        (p) => this.#onTerminal(p),
+      ),
+    );
     if (this.#outputPaused) proc.setOutputPaused(true);
     const env = buildEnvironment(this.#baseEnv, req.envPolicy, { ...this.#sessionEnv, ...req.env });
     try {
@@ -108,7 +119,16 @@ export class ProcessTable {
         narrowing: req.narrowing,
         spawn: { argv: req.argv, arg0: req.arg0, cwd, env, mode: req.mode, size: req.size ?? DEFAULT_SIZE },
         recoveryTag: (seqBase, sandboxed) =>
-          encodeRecoveryTag({ processId: req.processId, argv: req.argv, cwd, mode: req.mode, createdAt: proc.createdAt, timeoutAt: req.timeoutMs === undefined ? undefined : proc.createdAt + req.timeoutMs, seqBase, sandboxed }),
+          encodeRecoveryTag({
+            processId: req.processId,
+            argv: req.argv,
+            cwd,
+            mode: req.mode,
+            createdAt: proc.createdAt,
+            timeoutAt: req.timeoutMs === undefined ? undefined : proc.createdAt + req.timeoutMs,
+            seqBase,
+            sandboxed,
+          }),
       });
     } catch (err) {
       this.#procs.delete(req.processId);
@@ -116,7 +136,10 @@ export class ProcessTable {
       throw err;
     }
     if (req.timeoutMs !== undefined) {
-      proc.addTimer(() => void proc.end('timed-out', this.#limits.terminateGraceMs).catch(() => undefined), req.timeoutMs);
+      proc.addTimer(
+        () => void proc.end('timed-out', this.#limits.terminateGraceMs).catch(() => undefined),
+        req.timeoutMs,
+      );
     }
     return proc;
   }
@@ -138,12 +161,29 @@ export class ProcessTable {
   adopt(kept: RecoveredProcess, process: BackendProcess): ProcessSink | undefined {
     const tag = decodeRecoveryTag(kept.tag);
     if (!tag || this.#procs.has(tag.processId) || this.#closed) return undefined;
-    const proc = new ManagedProcess({ id: tag.processId, argv: tag.argv, cwd: tag.cwd, mode: tag.mode }, this.#limits.retentionBytes, (p) => this.#onTerminal(p), tag.createdAt);
-    const sink = proc.adopt({ seqBase: tag.seqBase, droppedBytes: kept.droppedBytes, endOffset: kept.endOffset, sandboxType: kept.sandboxType, chunks: kept.chunks }, process);
+    const proc = new ManagedProcess(
+      { id: tag.processId, argv: tag.argv, cwd: tag.cwd, mode: tag.mode },
+      this.#limits.retentionBytes,
+      (p) => this.#onTerminal(p),
+      tag.createdAt,
+    );
+    const sink = proc.adopt(
+      {
+        seqBase: tag.seqBase,
+        droppedBytes: kept.droppedBytes,
+        endOffset: kept.endOffset,
+        sandboxType: kept.sandboxType,
+        chunks: kept.chunks,
+      },
+      process,
+    );
     this.#register(proc);
     if (this.#outputPaused) proc.setOutputPaused(true);
     if (tag.timeoutAt !== undefined) {
-      proc.addTimer(() => void proc.end('timed-out', this.#limits.terminateGraceMs).catch(() => undefined), Math.max(0, tag.timeoutAt - Date.now()));
+      proc.addTimer(
+        () => void proc.end('timed-out', this.#limits.terminateGraceMs).catch(() => undefined),
+        Math.max(0, tag.timeoutAt - Date.now()),
+      );
     }
     return sink;
   }
@@ -170,7 +210,8 @@ export class ProcessTable {
 
   async resize(id: ProcessId, size: TerminalSize): Promise<void> {
     const proc = this.get(id);
-    if (proc.spec.mode !== 'pty') throw execError('EXEC_ERR_INVALID_REQUEST', `process ${id} has no terminal (started without tty)`);
+    if (proc.spec.mode !== 'pty')
+      throw execError('EXEC_ERR_INVALID_REQUEST', `process ${id} has no terminal (started without tty)`);
     await proc.resize(size);
   }
 
@@ -230,12 +271,15 @@ export class ProcessTable {
   /** Kills everything (session destroyed): SIGKILL, no grace. */
   async close(): Promise<void> {
     this.#closed = true;
-    await Promise.all([...this.#procs.values()].filter((p) => !p.ended).map((p) => p.signal('SIGKILL').catch(() => undefined)));
+    await Promise.all(
+      [...this.#procs.values()].filter((p) => !p.ended).map((p) => p.signal('SIGKILL').catch(() => undefined)),
+    );
   }
 
   #onTerminal(proc: ManagedProcess): void {
     this.#ctx.metrics.processExits.inc({ terminal: proc.state.status });
-    if (proc.state.status === 'lost') this.#ctx.log.info({ processId: proc.id, reason: proc.state.reason }, 'process lost');
+    if (proc.state.status === 'lost')
+      this.#ctx.log.info({ processId: proc.id, reason: proc.state.reason }, 'process lost');
     proc.addTimer(() => {
       if (this.#procs.get(proc.id) !== proc) return;
       this.#procs.delete(proc.id);
@@ -246,8 +290,16 @@ export class ProcessTable {
   /** Codex's pruning rule (pruning.ts), for the per-session process limit. */
   #pruneIfNeeded(): void {
     while (this.#procs.size >= this.#limits.maxProcesses) {
-      const victim = pruneVictim([...this.#procs.values()], (p) => p.ended, (p) => p.state.status === 'running');
-      if (!victim) throw execError('EXEC_ERR_PROCESS_LIMIT', `session has ${this.#procs.size} processes (limit ${this.#limits.maxProcesses}) and none can be pruned`);
+      const victim = pruneVictim(
+        [...this.#procs.values()],
+        (p) => p.ended,
+        (p) => p.state.status === 'running',
+      );
+      if (!victim)
+        throw execError(
+          'EXEC_ERR_PROCESS_LIMIT',
+          `session has ${this.#procs.size} processes (limit ${this.#limits.maxProcesses}) and none can be pruned`,
+        );
       this.#procs.delete(victim.id);
       victim.clearTimers();
       victim.dispose();

@@ -9,7 +9,14 @@
 export const PRUNE_PROTECTED = 8;
 
 /** The entry to drop, or undefined when none may go. */
-export function pruneVictim<T extends { readonly lastUsed: number }>(entries: readonly T[], ended: (e: T) => boolean, mayEnd: (e: T) => boolean = () => true): T | undefined {
-  const lru = [...entries].sort((a, b) => b.lastUsed - a.lastUsed).slice(PRUNE_PROTECTED).reverse();
+export function pruneVictim<T extends { readonly lastUsed: number }>(
+  entries: readonly T[],
+  ended: (e: T) => boolean,
+  mayEnd: (e: T) => boolean = () => true,
+): T | undefined {
+  const lru = [...entries]
+    .sort((a, b) => b.lastUsed - a.lastUsed)
+    .slice(PRUNE_PROTECTED)
+    .reverse();
   return lru.find(ended) ?? lru.find(mayEnd);
 }

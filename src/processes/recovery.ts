@@ -30,7 +30,13 @@ export function encodeRecoveryTag(tag: RecoveryTag): string {
 export function decodeRecoveryTag(text: string): RecoveryTag | undefined {
   try {
     const t = JSON.parse(text) as Record<string, unknown>;
-    if (t['v'] !== TAG_VERSION || typeof t['processId'] !== 'string' || !Array.isArray(t['argv']) || typeof t['cwd'] !== 'string') return undefined;
+    if (
+      t['v'] !== TAG_VERSION ||
+      typeof t['processId'] !== 'string' ||
+      !Array.isArray(t['argv']) ||
+      typeof t['cwd'] !== 'string'
+    )
+      return undefined;
     const mode = t['mode'];
     if (mode !== 'pty' && mode !== 'pipe' && mode !== 'pipe-no-stdin') return undefined;
     return {

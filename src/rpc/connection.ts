@@ -25,18 +25,31 @@ export interface ConnectionDeps {
 type Lifecycle = 'new' | 'initializing' | 'awaiting-initialized' | 'ready';
 
 /** Wire form of one log event as a notification. */
-export function toNotification(proc: ManagedProcess, event: LogEvent): { method: string; params: Record<string, unknown> } {
+export function toNotification(
+  proc: ManagedProcess,
+  event: LogEvent,
+): { method: string; params: Record<string, unknown> } {
   const processId = proc.id;
   switch (event.kind) {
     case 'output':
-      return { method: 'process/output', params: { processId, seq: event.seq, stream: event.stream, chunk: event.data.toString('base64') } };
+      return {
+        method: 'process/output',
+        params: { processId, seq: event.seq, stream: event.stream, chunk: event.data.toString('base64') },
+      };
     case 'escalated':
       return { method: 'process/escalated', params: { processId, seq: event.seq, reason: event.reason } };
     case 'exited': {
       const s = event.state;
       return {
         method: 'process/exited',
-        params: { processId, seq: event.seq, exitCode: s.exitCode, terminal: s.status, ...('signal' in s ? { signal: s.signal } : {}), sandboxDenied: event.sandboxDenied },
+        params: {
+          processId,
+          seq: event.seq,
+          exitCode: s.exitCode,
+          terminal: s.status,
+          ...('signal' in s ? { signal: s.signal } : {}),
+          sandboxDenied: event.sandboxDenied,
+        },
       };
     }
     case 'closed':
@@ -104,12 +117,15 @@ export class Connection implements SessionClient {
   /** Throws when `method` may not run in the current lifecycle state. */
   gate(method: string, requires: 'none' | 'initialized'): void {
     if (requires === 'none') {
-      if (this.#lifecycle !== 'new') throw execError('EXEC_ERR_ALREADY_INITIALIZED', 'initialize may only be sent once per connection');
+      if (this.#lifecycle !== 'new')
+        throw execError('EXEC_ERR_ALREADY_INITIALIZED', 'initialize may only be sent once per connection');
       return;
     }
     const area = method.split('/')[0] ?? method;
-    if (this.#lifecycle === 'new' || this.#lifecycle === 'initializing') throw execError('EXEC_ERR_NOT_INITIALIZED', `client must call initialize before using ${area} methods`);
-    if (this.#lifecycle === 'awaiting-initialized') throw execError('EXEC_ERR_NOT_INITIALIZED', `client must send initialized before using ${area} methods`);
+    if (this.#lifecycle === 'new' || this.#lifecycle === 'initializing')
+      throw execError('EXEC_ERR_NOT_INITIALIZED', `client must call initialize before using ${area} methods`);
+    if (this.#lifecycle === 'awaiting-initialized')
+      throw execError('EXEC_ERR_NOT_INITIALIZED', `client must send initialized before using ${area} methods`);
   }
 
   onNotification(method: string, _params: unknown): void {

@@ -11,7 +11,11 @@ import { RPC_METHODS, type MethodName, type MethodParams, type MethodResult } fr
 /** Lifecycle gate: `none` (initialize), `initialized` (everything else). */
 export type Requires = 'none' | 'initialized';
 
-export type MethodHandler<M extends MethodName, Ctx> = (params: MethodParams<M>, ctx: Ctx, signal: AbortSignal) => Promise<MethodResult<M>> | MethodResult<M>;
+export type MethodHandler<M extends MethodName, Ctx> = (
+  params: MethodParams<M>,
+  ctx: Ctx,
+  signal: AbortSignal,
+) => Promise<MethodResult<M>> | MethodResult<M>;
 
 export interface CompiledMethod<Ctx> {
   readonly requires: Requires;
@@ -45,7 +49,8 @@ function describe(errors: readonly ValidationError[]): { message: string; field:
     return { message: `invalid params: missing field ${at}${missing}`, field: `${at}${missing}` };
   }
   // The path pattern is ours; say what it means rather than quoting the regular expression.
-  const message = first.keyword !== 'pattern' ? first.message : (PATTERN_MEANINGS[String(first.params['pattern'])] ?? first.message);
+  const message =
+    first.keyword !== 'pattern' ? first.message : (PATTERN_MEANINGS[String(first.params['pattern'])] ?? first.message);
   return { message: `invalid params: ${field || 'params'}: ${message}`, field };
 }
 

@@ -144,7 +144,9 @@ export class RpcPeer<Ctx> {
       this.#send(this.#invalid(null, batch.length === 0 ? 'empty batch' : `batch of ${batch.length} exceeds ${max}`));
       return;
     }
-    const replies = (await Promise.all(batch.map((m) => this.#handleOne(m)))).filter((r): r is Record<string, unknown> => r !== undefined);
+    const replies = (await Promise.all(batch.map((m) => this.#handleOne(m)))).filter(
+      (r): r is Record<string, unknown> => r !== undefined,
+    );
     if (replies.length > 0) this.#send(replies);
   }
 
@@ -173,7 +175,13 @@ export class RpcPeer<Ctx> {
     }
     if (this.#running >= MAX_IN_FLIGHT) {
       this.#opts.metrics.rpcRequests.inc({ method, result: 'error' });
-      return this.#errorBody(id, execError('EXEC_ERR_BUSY', `too many requests in flight on this connection (limit ${MAX_IN_FLIGHT}); wait for answers first`));
+      return this.#errorBody(
+        id,
+        execError(
+          'EXEC_ERR_BUSY',
+          `too many requests in flight on this connection (limit ${MAX_IN_FLIGHT}); wait for answers first`,
+        ),
+      );
     }
     this.#running++;
     try {

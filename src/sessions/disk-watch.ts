@@ -54,7 +54,10 @@ export interface DiskWatchDeps {
 }
 
 /** What `session/info` reports of the disk. */
-export type DiskInfo = Pick<SessionInfo, 'diskLimitBytes' | 'diskEnforcement' | 'diskUsedBytes' | 'diskMeasuredAt' | 'diskExceeded'>;
+export type DiskInfo = Pick<
+  SessionInfo,
+  'diskLimitBytes' | 'diskEnforcement' | 'diskUsedBytes' | 'diskMeasuredAt' | 'diskExceeded'
+>;
 
 type Watched = Pick<Session, 'backend' | 'status' | 'spec' | 'processes' | 'terminateAll'>;
 
@@ -107,7 +110,13 @@ export class DiskWatch {
     return {
       diskLimitBytes: this.limitBytes,
       diskEnforcement: disk.enforcement,
-      ...(this.#last !== undefined ? { diskUsedBytes: this.#last.bytes, diskMeasuredAt: new Date(this.#last.atMs).toISOString(), diskExceeded: this.#exceeded } : {}),
+      ...(this.#last !== undefined
+        ? {
+            diskUsedBytes: this.#last.bytes,
+            diskMeasuredAt: new Date(this.#last.atMs).toISOString(),
+            diskExceeded: this.#exceeded,
+          }
+        : {}),
     };
   }
 
@@ -142,7 +151,10 @@ export class DiskWatch {
     if (!this.#exceeded || this.#enforcing) return;
     if (!wasExceeded) {
       this.#deps.metrics.diskLimitExceeded.inc({ backend: this.#deps.backendKind });
-      this.#log.warn({ usedBytes: this.#last?.bytes, limitBytes: this.limitBytes }, 'session is past its disk limit: ending its processes, refusing new ones');
+      this.#log.warn(
+        { usedBytes: this.#last?.bytes, limitBytes: this.limitBytes },
+        'session is past its disk limit: ending its processes, refusing new ones',
+      );
     }
     // Every round while past the limit: something may have been started in the background.
     this.#enforcing = true;
@@ -168,7 +180,8 @@ export class DiskWatch {
         if (bytes === undefined) return;
         this.#last = { bytes, atMs: Date.now() };
         const exceeded = bytes > this.limitBytes;
-        if (this.#exceeded && !exceeded) this.#log.info({ usedBytes: bytes, limitBytes: this.limitBytes }, 'session is back under its disk limit');
+        if (this.#exceeded && !exceeded)
+          this.#log.info({ usedBytes: bytes, limitBytes: this.limitBytes }, 'session is back under its disk limit');
         this.#exceeded = exceeded;
       } catch (err) {
         this.#log.debug({ err: (err as Error).message }, 'disk use not measured');

@@ -52,12 +52,18 @@ export class SessionPorts {
   /** Exposes `port` (again: the same answer). */
   expose(port: number): ExposedPort {
     const host = this.#host;
-    if (!host.spec.previewPorts) throw execError('EXEC_ERR_REJECTED', 'preview ports are off for this session; create it with "previewPorts": true');
+    if (!host.spec.previewPorts)
+      throw execError(
+        'EXEC_ERR_REJECTED',
+        'preview ports are off for this session; create it with "previewPorts": true',
+      );
     host.assertAlive();
-    if (typeof host.backend.connectPort !== 'function') throw execError('EXEC_ERR_UNSUPPORTED', 'this backend cannot reach ports of its sessions');
+    if (typeof host.backend.connectPort !== 'function')
+      throw execError('EXEC_ERR_UNSUPPORTED', 'this backend cannot reach ports of its sessions');
     const existing = this.#ports.get(port);
     if (existing) return existing;
-    if (this.#ports.size >= this.#limits.maxPorts) throw execError('EXEC_ERR_PROCESS_LIMIT', `a session exposes at most ${this.#limits.maxPorts} ports`);
+    if (this.#ports.size >= this.#limits.maxPorts)
+      throw execError('EXEC_ERR_PROCESS_LIMIT', `a session exposes at most ${this.#limits.maxPorts} ports`);
     const exposed = { port, exposedAt: new Date().toISOString() };
     this.#ports.set(port, exposed);
     return exposed;
@@ -73,8 +79,10 @@ export class SessionPorts {
   /** A new connection to an exposed port, tracked so closing the port or the session ends it. */
   async open(port: number): Promise<Duplex> {
     const host = this.#host;
-    if (this.#closed || !this.#ports.has(port)) throw execError('EXEC_ERR_NOT_FOUND', `port ${port} of session ${host.id} is not exposed`);
-    if (this.#connections.size >= this.#limits.maxConnections) throw execError('EXEC_ERR_BUSY', `too many preview connections to this session (${this.#limits.maxConnections})`);
+    if (this.#closed || !this.#ports.has(port))
+      throw execError('EXEC_ERR_NOT_FOUND', `port ${port} of session ${host.id} is not exposed`);
+    if (this.#connections.size >= this.#limits.maxConnections)
+      throw execError('EXEC_ERR_BUSY', `too many preview connections to this session (${this.#limits.maxConnections})`);
     const connect = host.backend.connectPort;
     if (!connect) throw execError('EXEC_ERR_UNSUPPORTED', 'this backend cannot reach ports of its sessions');
     const stream = await connect.call(host.backend, port, resolveSandbox(host.spec.policy, host.backend.workdir));

@@ -19,7 +19,8 @@ interface Sample {
 function toUsage(stats: SessionStats, atMs: number, previous: Sample | undefined): ResourceUsage {
   const wallNanos = previous ? (atMs - previous.atMs) * 1e6 : 0;
   // Local counters follow the live trees and may drop when a command ends: no negative rates.
-  const cpuPercent = previous && wallNanos > 0 ? Math.max(0, ((stats.cpuNanos - previous.stats.cpuNanos) / wallNanos) * 100) : null;
+  const cpuPercent =
+    previous && wallNanos > 0 ? Math.max(0, ((stats.cpuNanos - previous.stats.cpuNanos) / wallNanos) * 100) : null;
   return {
     cpuPercent: cpuPercent === null ? null : Math.round(cpuPercent * 10) / 10,
     cpuSeconds: Math.round(stats.cpuNanos / 1e6) / 1000,

@@ -73,16 +73,27 @@ export class SessionManager {
         // Without its record the session's policy is unknown; re-adopting it under defaults
         // could widen its sandbox or drop its deny-read list. It goes instead.
         this.#log.warn({ sessionId: recovered.session.id }, 'recovered session has no readable record: removing it');
-        await recovered.session.destroy().catch((err: unknown) => this.#log.warn({ err }, 'removing an unrecoverable session failed'));
+        await recovered.session
+          .destroy()
+          .catch((err: unknown) => this.#log.warn({ err }, 'removing an unrecoverable session failed'));
         continue;
       }
-      const session = new Session(recovered.session.id, recovered.tenant, spec, recovered.session, this.#deps, recovered.createdAt);
+      const session = new Session(
+        recovered.session.id,
+        recovered.tenant,
+        spec,
+        recovered.session,
+        this.#deps,
+        recovered.createdAt,
+      );
       this.#sessions.set(session.id, session);
       // Running and ended processes the backend kept (docker's exec agent): seqs continue.
-      const processes = await recovered.adoptProcesses?.((kept, process) => session.processes.adopt(kept, process)).catch((err: unknown) => {
-        this.#log.warn({ sessionId: session.id, err }, 'cannot re-adopt the processes of a recovered session');
-        return 0;
-      });
+      const processes = await recovered
+        .adoptProcesses?.((kept, process) => session.processes.adopt(kept, process))
+        .catch((err: unknown) => {
+          this.#log.warn({ sessionId: session.id, err }, 'cannot re-adopt the processes of a recovered session');
+          return 0;
+        });
       this.#log.info({ sessionId: session.id, processes: processes ?? 0 }, 're-adopted session');
     }
     this.#metrics.sessionsActive.set(this.#sessions.size);
@@ -105,14 +116,22 @@ export class SessionManager {
     const owned = [...this.#sessions.values()].filter((s) => s.tenant === options.tenant).length;
     if (owned >= this.#config.maxSessionsPerTenant) {
       this.#metrics.sessionsCreated.inc({ result: 'limit' });
-      throw execError('EXEC_ERR_SESSION_LIMIT', `session quota reached: ${owned} of ${this.#config.maxSessionsPerTenant} sessions for this tenant`);
+      throw execError(
+        'EXEC_ERR_SESSION_LIMIT',
+        `session quota reached: ${owned} of ${this.#config.maxSessionsPerTenant} sessions for this tenant`,
+      );
     }
     const id = asSessionId(randomUUID());
     this.#creating++;
     try {
-      const network = resolved.policy.sandbox.type === 'danger-full-access' || resolved.policy.sandbox.networkAccess === true;
+      const network =
+        resolved.policy.sandbox.type === 'danger-full-access' || resolved.policy.sandbox.networkAccess === true;
       if (resolved.runtime !== undefined && this.#backend.kind !== 'docker') {
-        throw execError('EXEC_ERR_INVALID_PARAMS', `session.runtime applies to the docker backend only; this server runs the ${this.#backend.kind} backend`, { detail: { field: 'session.runtime' } });
+        throw execError(
+          'EXEC_ERR_INVALID_PARAMS',
+          `session.runtime applies to the docker backend only; this server runs the ${this.#backend.kind} backend`,
+          { detail: { field: 'session.runtime' } },
+        );
       }
       const backendSession = await this.#backend.createSession({
         id,
@@ -131,11 +150,19 @@ export class SessionManager {
       // Not awaited: creation answers at once, and the first sandboxed command waits only for
       // what is left of it.
       if (resolved.policy.sandbox.type !== 'danger-full-access' && backendSession.prepareSandbox) {
-        backendSession.prepareSandbox(resolveSandbox(resolved.policy, backendSession.workdir)).catch((err: unknown) => this.#log.warn({ sessionId: id, err }, 'preparing the sandbox ahead of the first command failed'));
+        backendSession
+          .prepareSandbox(resolveSandbox(resolved.policy, backendSession.workdir))
+          .catch((err: unknown) =>
+            this.#log.warn({ sessionId: id, err }, 'preparing the sandbox ahead of the first command failed'),
+          );
       }
       // Not awaited (a warm-pool session is ready in milliseconds); if the server dies before
       // the record is stored, recovery removes the session rather than guess its policy.
-      backendSession.persistRecord(sessionRecord(resolved)).catch((err: unknown) => this.#log.warn({ sessionId: id, err }, 'session record not stored; the session will not survive a restart'));
+      backendSession
+        .persistRecord(sessionRecord(resolved))
+        .catch((err: unknown) =>
+          this.#log.warn({ sessionId: id, err }, 'session record not stored; the session will not survive a restart'),
+        );
       this.#metrics.sessionsCreated.inc({ result: 'ok' });
       this.#metrics.sessionsActive.set(this.#sessions.size);
       this.#log.info({ sessionId: id, tenant: options.tenant, backend: this.#backend.kind }, 'session created');
@@ -190,12 +217,17 @@ export class SessionManager {
       const idleFor = now - session.lastActivity;
       const hibernation = session.backend.hibernation;
       const idle = !session.client && session.processes.runningCount === 0;
-      const hibernates = hibernateAfterMs > 0 && hibernation !== undefined && hibernation.unsupportedReason === undefined;
+      const hibernates =
+        hibernateAfterMs > 0 && hibernation !== undefined && hibernation.unsupportedReason === undefined;
       if (now >= session.expiresAt.getTime()) await this.#remove(session, 'max lifetime reached');
-      else if (session.status.status === 'alive' && hibernation !== undefined && hibernation.state !== 'awake') continue;
-      else if (hibernates && idle && session.status.status === 'alive' && idleFor >= hibernateAfterMs) await this.#hibernateIdle(session);
-      else if (!hibernates && idle && idleFor >= session.spec.idleTimeoutSeconds * 1000) await this.#remove(session, 'idle timeout');
-      else if (session.status.status === 'dead' && !session.client && idleFor >= this.#config.exitedRetentionMs) await this.#remove(session, 'dead');
+      else if (session.status.status === 'alive' && hibernation !== undefined && hibernation.state !== 'awake')
+        continue;
+      else if (hibernates && idle && session.status.status === 'alive' && idleFor >= hibernateAfterMs)
+        await this.#hibernateIdle(session);
+      else if (!hibernates && idle && idleFor >= session.spec.idleTimeoutSeconds * 1000)
+        await this.#remove(session, 'idle timeout');
+      else if (session.status.status === 'dead' && !session.client && idleFor >= this.#config.exitedRetentionMs)
+        await this.#remove(session, 'dead');
     }
   }
 

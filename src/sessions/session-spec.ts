@@ -30,13 +30,23 @@ export interface ResolvedSessionSpec {
 
 function capped(name: string, value: number | undefined, dflt: number, max: number): number {
   if (value === undefined) return dflt;
-  if (value > max) throw execError('EXEC_ERR_INVALID_PARAMS', `session.${name} ${value} exceeds the server maximum ${max}`, { detail: { field: `session.${name}` } });
+  if (value > max)
+    throw execError('EXEC_ERR_INVALID_PARAMS', `session.${name} ${value} exceeds the server maximum ${max}`, {
+      detail: { field: `session.${name}` },
+    });
   return value;
 }
 
-export function resolveSessionSpec(spec: SessionSpec, config: Config, denialHandling: 'server' | 'report'): ResolvedSessionSpec {
+export function resolveSessionSpec(
+  spec: SessionSpec,
+  config: Config,
+  denialHandling: 'server' | 'report',
+): ResolvedSessionSpec {
   const sandbox: SandboxPolicy = spec.sandbox ?? { type: config.sandbox };
-  const normalizedSandbox: SandboxPolicy = sandbox.type === 'workspace-write' && sandbox.writableRoots ? { ...sandbox, writableRoots: sandbox.writableRoots.map(toPath) } : sandbox;
+  const normalizedSandbox: SandboxPolicy =
+    sandbox.type === 'workspace-write' && sandbox.writableRoots
+      ? { ...sandbox, writableRoots: sandbox.writableRoots.map(toPath) }
+      : sandbox;
   return {
     image: spec.image,
     snapshot: spec.snapshot,
@@ -57,8 +67,18 @@ export function resolveSessionSpec(spec: SessionSpec, config: Config, denialHand
       pids: capped('resources.pids', spec.resources?.pids, config.pids, config.maxPids),
       diskMb: capped('resources.diskMb', spec.resources?.diskMb, config.diskMb, config.maxDiskMb),
     },
-    idleTimeoutSeconds: capped('idleTimeoutSeconds', spec.idleTimeoutSeconds, config.idleTimeoutSeconds, config.maxLifetimeSeconds),
-    maxLifetimeSeconds: capped('maxLifetimeSeconds', spec.maxLifetimeSeconds, config.maxLifetimeSeconds, config.maxLifetimeSeconds),
+    idleTimeoutSeconds: capped(
+      'idleTimeoutSeconds',
+      spec.idleTimeoutSeconds,
+      config.idleTimeoutSeconds,
+      config.maxLifetimeSeconds,
+    ),
+    maxLifetimeSeconds: capped(
+      'maxLifetimeSeconds',
+      spec.maxLifetimeSeconds,
+      config.maxLifetimeSeconds,
+      config.maxLifetimeSeconds,
+    ),
     previewPorts: spec.previewPorts ?? false,
   };
 }
@@ -95,10 +115,10 @@ export function fromSessionRecord(record: string | undefined, config: Config): R
   try {
     const parsed = JSON.parse(record) as { version?: unknown; spec?: unknown; denialHandling?: unknown };
     if (parsed.version !== 1 || !checkSpec.Check(parsed.spec)) return undefined;
-    const handling = parsed.denialHandling === 'report' ? 'report' : parsed.denialHandling === 'server' ? 'server' : undefined;
+    const handling =
+      parsed.denialHandling === 'report' ? 'report' : parsed.denialHandling === 'server' ? 'server' : undefined;
     return handling === undefined ? undefined : resolveSessionSpec(parsed.spec, config, handling);
   } catch {
     return undefined;
   }
 }
-

@@ -13,7 +13,12 @@ import type { ApprovalDecision, ApprovalRequest } from '../policy/approvals.ts';
 import { execError } from '../errors.ts';
 import { SessionPorts, type PortLimits } from './ports.ts';
 import { ProcessTable, type ProcessLimits } from '../processes/process-table.ts';
-import { ApprovalAnswerSchema, type HibernationAnswer, type SessionInfo, type SnapshotInfo } from '../protocol/index.ts';
+import {
+  ApprovalAnswerSchema,
+  type HibernationAnswer,
+  type SessionInfo,
+  type SnapshotInfo,
+} from '../protocol/index.ts';
 import { UnifiedExec } from '../tools/unified-exec.ts';
 import type { FileLimits } from './files/file-limits.ts';
 import { SessionFiles } from './files/session-files.ts';
@@ -85,7 +90,14 @@ export class Session {
   readonly #deps: SessionDeps;
   readonly #log: Logger;
 
-  constructor(id: SessionId, tenant: TenantId, spec: ResolvedSessionSpec, backend: BackendSession, deps: SessionDeps, createdAt = new Date()) {
+  constructor(
+    id: SessionId,
+    tenant: TenantId,
+    spec: ResolvedSessionSpec,
+    backend: BackendSession,
+    deps: SessionDeps,
+    createdAt = new Date(),
+  ) {
     this.id = id;
     this.tenant = tenant;
     this.spec = spec;
@@ -94,7 +106,15 @@ export class Session {
     this.#deps = deps;
     this.#log = deps.log.child({ sessionId: id });
     this.processes = new ProcessTable(
-      { backend, policy: spec.policy, requestApproval: (req) => this.requestApproval(req), approvalCache: this.approvalCache, metrics: deps.metrics, log: this.#log, admit: () => this.disk.admit() },
+      {
+        backend,
+        policy: spec.policy,
+        requestApproval: (req) => this.requestApproval(req),
+        approvalCache: this.approvalCache,
+        metrics: deps.metrics,
+        log: this.#log,
+        admit: () => this.disk.admit(),
+      },
       deps.limits,
       backend.environment.baseEnv,
       spec.env,
@@ -102,7 +122,13 @@ export class Session {
     this.files = new SessionFiles(this, deps.fileLimits);
     this.unifiedExec = new UnifiedExec(this, deps.limits.terminateGraceMs);
     this.usage = new UsageSampler(this);
-    this.disk = new DiskWatch(this, { intervalMs: deps.diskWatchMs, slots: deps.diskSlots, log: this.#log, metrics: deps.metrics, backendKind: deps.backendKind });
+    this.disk = new DiskWatch(this, {
+      intervalMs: deps.diskWatchMs,
+      slots: deps.diskSlots,
+      log: this.#log,
+      metrics: deps.metrics,
+      backendKind: deps.backendKind,
+    });
     this.disk.start();
     this.ports = new SessionPorts(this, deps.portLimits);
     backend.onLost((reason) => this.markDead(reason));
@@ -110,7 +136,8 @@ export class Session {
 
   /** Throws `EXEC_ERR_SESSION_DEAD` once the session lost its backend. */
   assertAlive(): void {
-    if (this.status.status === 'dead') throw execError('EXEC_ERR_SESSION_DEAD', `session is dead: ${this.status.reason}`);
+    if (this.status.status === 'dead')
+      throw execError('EXEC_ERR_SESSION_DEAD', `session is dead: ${this.status.reason}`);
   }
 
   /**
@@ -160,17 +187,29 @@ export class Session {
   }
 
   async #makeAlias(path: string): Promise<string> {
-    const exists = await this.backend.fs.stat(path).then(() => true, () => false);
+    const exists = await this.backend.fs.stat(path).then(
+      () => true,
+      () => false,
+    );
     // A missing directory inside the workspace is a mistake to report (the start fails on its
     // cwd), not a client directory to map; and aliases are bounded per session.
     const workdir = this.backend.workdir;
-    if (exists || path === workdir || path.startsWith(`${workdir}/`) || this.workspaceAliases.length >= MAX_WORKSPACE_ALIASES) return path;
+    if (
+      exists ||
+      path === workdir ||
+      path.startsWith(`${workdir}/`) ||
+      this.workspaceAliases.length >= MAX_WORKSPACE_ALIASES
+    )
+      return path;
     // Another start may have made an alias above this path meanwhile.
     if (this.#aliasOf(path) !== undefined) return this.resolveCwd(path);
     this.workspaceAliases.push(path);
     const linked = (await this.backend.aliasPath?.(path).catch(() => false)) ?? false;
     if (linked) this.#linkedAliases.add(path);
-    this.#log.info({ alias: path, workdir: this.backend.workdir, linked }, 'client working directory mapped onto the session workspace');
+    this.#log.info(
+      { alias: path, workdir: this.backend.workdir, linked },
+      'client working directory mapped onto the session workspace',
+    );
     return linked ? path : this.backend.workdir;
   }
 
@@ -283,7 +322,11 @@ export class Session {
   #hibernation(): BackendHibernation {
     this.assertAlive();
     const h = this.backend.hibernation;
-    if (h === undefined) throw execError('EXEC_ERR_UNSUPPORTED', `hibernation needs the docker backend; this session runs on the ${this.#deps.backendKind} backend`);
+    if (h === undefined)
+      throw execError(
+        'EXEC_ERR_UNSUPPORTED',
+        `hibernation needs the docker backend; this session runs on the ${this.#deps.backendKind} backend`,
+      );
     return h;
   }
 

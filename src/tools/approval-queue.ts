@@ -31,7 +31,9 @@ export type ToolReply<B extends ToolBody = ToolBody> =
   | { readonly statusCode: 202; readonly body: ApprovalRequired }
   | { readonly statusCode: ErrorStatus; readonly body: ErrorBody };
 
-export type RunOutcome<B extends ToolBody = ToolBody> = { readonly kind: 'reply'; readonly reply: ToolReply<B> } | { readonly kind: 'approval'; readonly approval: PendingApproval };
+export type RunOutcome<B extends ToolBody = ToolBody> =
+  | { readonly kind: 'reply'; readonly reply: ToolReply<B> }
+  | { readonly kind: 'approval'; readonly approval: PendingApproval };
 
 /** A facade call's result as a reply: 200 with the result, or its error's status and `{code, message}`. */
 export async function asReply(work: () => Promise<ExecToolResult>): Promise<ToolReply<ExecToolResult>> {
@@ -48,7 +50,9 @@ export async function asReply(work: () => Promise<ExecToolResult>): Promise<Tool
  * alike: its first outcome, the reply or an approval a person must give first (the decision
  * then resumes the run through the approval queue).
  */
-export function runFacadeCall(work: (run: ToolRun<ExecToolResult>) => Promise<ExecToolResult>): Promise<RunOutcome<ExecToolResult>> {
+export function runFacadeCall(
+  work: (run: ToolRun<ExecToolResult>) => Promise<ExecToolResult>,
+): Promise<RunOutcome<ExecToolResult>> {
   return new ToolRun<ExecToolResult>(undefined).start((r) => asReply(() => work(r))).nextOutcome();
 }
 
@@ -148,7 +152,13 @@ export class HttpApprovalQueue {
     return new Promise((resolve, reject) => {
       const id = `appr_${randomUUID().replace(/-/g, '').slice(0, 20)}`;
       const now = Date.now();
-      const pending: PendingApproval = { id, request, createdAt: new Date(now).toISOString(), expiresAt: new Date(now + timeoutMs).toISOString(), run };
+      const pending: PendingApproval = {
+        id,
+        request,
+        createdAt: new Date(now).toISOString(),
+        expiresAt: new Date(now + timeoutMs).toISOString(),
+        run,
+      };
       const timer = setTimeout(() => {
         if (!this.#pending.delete(id)) return;
         run.approvalSettled();
@@ -177,7 +187,11 @@ export class HttpApprovalQueue {
   /** Answers a pending approval; the call's next outcome follows from `pending.run`. */
   decide(approvalId: string, decision: ApprovalDecision): PendingApproval {
     const entry = this.#pending.get(approvalId);
-    if (!entry) throw execError('EXEC_ERR_APPROVAL_NOT_FOUND', `approval ${approvalId} not found (unknown, already decided or expired)`);
+    if (!entry)
+      throw execError(
+        'EXEC_ERR_APPROVAL_NOT_FOUND',
+        `approval ${approvalId} not found (unknown, already decided or expired)`,
+      );
     this.#pending.delete(approvalId);
     entry.resolve(decision);
     entry.pending.run.approvalSettled();
@@ -197,7 +211,15 @@ export function approvalRequiredBody(approval: PendingApproval, callId: string |
     status: 'approval_required',
     ...(callId !== undefined ? { call_id: callId } : {}),
     approval_id: approval.id,
-    approval: { id: approval.id, purpose: r.purpose, reason: r.reason, argv: [...r.argv], cwd: r.cwd, createdAt: approval.createdAt, expiresAt: approval.expiresAt },
+    approval: {
+      id: approval.id,
+      purpose: r.purpose,
+      reason: r.reason,
+      argv: [...r.argv],
+      cwd: r.cwd,
+      createdAt: approval.createdAt,
+      expiresAt: approval.expiresAt,
+    },
   };
 }
 

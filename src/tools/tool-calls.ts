@@ -9,7 +9,14 @@
 import { Compile } from 'typebox/compile';
 import { execError, httpErrorBody, toExecError, type ExecServerError } from '../errors.ts';
 import { ToolRun, type ToolReply } from './approval-queue.ts';
-import { ExecCommandBodySchema, WriteStdinBodySchema, type ExecCommandArgs, type ExecToolResult, type FunctionCallOutput, type WriteStdinArgs } from '../protocol/index.ts';
+import {
+  ExecCommandBodySchema,
+  WriteStdinBodySchema,
+  type ExecCommandArgs,
+  type ExecToolResult,
+  type FunctionCallOutput,
+  type WriteStdinArgs,
+} from '../protocol/index.ts';
 import type { UnifiedExec } from './unified-exec.ts';
 
 /** Item types that carry a tool call. */
@@ -24,7 +31,10 @@ const checkWrite = Compile(WriteStdinBodySchema);
 
 type Reply = ToolReply<FunctionCallOutput>;
 
-export type RouteDecision = { readonly kind: 'ignore' } | { readonly kind: 'reply'; readonly reply: Reply } | { readonly kind: 'run'; readonly run: ToolRun<FunctionCallOutput> };
+export type RouteDecision =
+  | { readonly kind: 'ignore' }
+  | { readonly kind: 'reply'; readonly reply: Reply }
+  | { readonly kind: 'run'; readonly run: ToolRun<FunctionCallOutput> };
 
 export function functionCallOutput(callId: string, output: string, extra: Partial<FunctionCallOutput> = {}): Reply {
   return { statusCode: 200, body: { type: 'function_call_output', call_id: callId, output, ...extra } };
@@ -43,7 +53,9 @@ function parseArguments(raw: unknown): { ok: true; value: unknown } | { ok: fals
 function argumentError(check: typeof checkExec | typeof checkWrite, value: unknown): string | undefined {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return 'expected a JSON object';
   if (check.Check(value)) return undefined;
-  const first = check.Errors(value)[0] as { keyword?: string; instancePath?: string; message?: string; params?: { requiredProperties?: string[] } } | undefined;
+  const first = check.Errors(value)[0] as
+    | { keyword?: string; instancePath?: string; message?: string; params?: { requiredProperties?: string[] } }
+    | undefined;
   if (first?.keyword === 'required') return `missing field \`${first.params?.requiredProperties?.[0] ?? '?'}\``;
   return `${first?.instancePath || 'arguments'} ${first?.message ?? 'is invalid'}`;
 }
@@ -63,17 +75,41 @@ export function routeToolCall(item: Record<string, unknown>, unifiedExec: () => 
   const name = item['name'];
   if (typeof callId !== 'string' || callId === '' || typeof name !== 'string' || name === '') {
     const missing = typeof callId !== 'string' || callId === '' ? 'call_id' : 'name';
-    return { kind: 'reply', reply: refused(execError('EXEC_ERR_INVALID_PARAMS', `tool call item has no ${missing}`), typeof callId === 'string' && callId !== '' ? callId : undefined) };
+    return {
+      kind: 'reply',
+      reply: refused(
+        execError('EXEC_ERR_INVALID_PARAMS', `tool call item has no ${missing}`),
+        typeof callId === 'string' && callId !== '' ? callId : undefined,
+      ),
+    };
   }
-  if (!Object.hasOwn(TOOLS, name)) return { kind: 'reply', reply: functionCallOutput(callId, `unsupported call: ${name}`, { status: 'failed' }) };
+  if (!Object.hasOwn(TOOLS, name))
+    return { kind: 'reply', reply: functionCallOutput(callId, `unsupported call: ${name}`, { status: 'failed' }) };
   const tool = name as ToolName;
   if (item['type'] !== TOOLS[tool]) {
-    return { kind: 'reply', reply: refused(execError('EXEC_ERR_TOOL_PAYLOAD', `tool "${tool}" invoked with incompatible payload (${String(item['type'])})`), callId) };
+    return {
+      kind: 'reply',
+      reply: refused(
+        execError(
+          'EXEC_ERR_TOOL_PAYLOAD',
+          `tool "${tool}" invoked with incompatible payload (${String(item['type'])})`,
+        ),
+        callId,
+      ),
+    };
   }
   const parsed = parseArguments(item['arguments']);
-  if (!parsed.ok) return { kind: 'reply', reply: functionCallOutput(callId, `failed to parse function arguments: ${parsed.message}`, { status: 'failed' }) };
+  if (!parsed.ok)
+    return {
+      kind: 'reply',
+      reply: functionCallOutput(callId, `failed to parse function arguments: ${parsed.message}`, { status: 'failed' }),
+    };
   const invalid = argumentError(tool === 'exec_command' ? checkExec : checkWrite, parsed.value);
-  if (invalid !== undefined) return { kind: 'reply', reply: functionCallOutput(callId, `failed to parse function arguments: ${invalid}`, { status: 'failed' }) };
+  if (invalid !== undefined)
+    return {
+      kind: 'reply',
+      reply: functionCallOutput(callId, `failed to parse function arguments: ${invalid}`, { status: 'failed' }),
+    };
   const ue = unifiedExec();
   const run = new ToolRun<FunctionCallOutput>(callId).start(async (r) => {
     try {
@@ -81,8 +117,12 @@ export function routeToolCall(item: Record<string, unknown>, unifiedExec: () => 
       return completed(callId, await ue.writeStdin(parsed.value as WriteStdinArgs, r));
     } catch (err) {
       const e = toExecError(err);
-      if (e.code === 'EXEC_ERR_REJECTED') return functionCallOutput(callId, e.message, { status: 'rejected', code: e.code });
-      const text = tool === 'exec_command' ? `exec_command failed for \`${(parsed.value as ExecCommandArgs).cmd}\`: ${e.message}` : `write_stdin failed: ${e.message}`;
+      if (e.code === 'EXEC_ERR_REJECTED')
+        return functionCallOutput(callId, e.message, { status: 'rejected', code: e.code });
+      const text =
+        tool === 'exec_command'
+          ? `exec_command failed for \`${(parsed.value as ExecCommandArgs).cmd}\`: ${e.message}`
+          : `write_stdin failed: ${e.message}`;
       return functionCallOutput(callId, text, { status: 'failed', code: e.code });
     }
   });

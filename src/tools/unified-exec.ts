@@ -59,9 +59,15 @@ export function execYieldMs(requested: number | null | undefined): number {
 }
 
 /** `write_stdin`: at least 250 ms; a poll (empty chars) in [5 s, max(poll cap, 5 s)], a write at most 30 s. */
-export function writeStdinYieldMs(requested: number | null | undefined, empty: boolean, maxPollMs = DEFAULT_MAX_BACKGROUND_TERMINAL_TIMEOUT_MS): number {
+export function writeStdinYieldMs(
+  requested: number | null | undefined,
+  empty: boolean,
+  maxPollMs = DEFAULT_MAX_BACKGROUND_TERMINAL_TIMEOUT_MS,
+): number {
   const t = Math.max(requested ?? DEFAULT_WRITE_STDIN_YIELD_TIME_MS, MIN_YIELD_TIME_MS);
-  return empty ? clamp(t, MIN_EMPTY_YIELD_TIME_MS, Math.max(maxPollMs, MIN_EMPTY_YIELD_TIME_MS)) : Math.min(t, MAX_YIELD_TIME_MS);
+  return empty
+    ? clamp(t, MIN_EMPTY_YIELD_TIME_MS, Math.max(maxPollMs, MIN_EMPTY_YIELD_TIME_MS))
+    : Math.min(t, MAX_YIELD_TIME_MS);
 }
 
 export function processLimitWarning(count: number): string {
@@ -105,7 +111,8 @@ class ExecEntry {
 
   onEvent(event: LogEvent): void {
     if (event.kind === 'output') this.buffer.push(event.data);
-    else if (event.kind === 'exited') this.exit = { exitCode: event.state.exitCode, sandboxDenied: event.sandboxDenied };
+    else if (event.kind === 'exited')
+      this.exit = { exitCode: event.state.exitCode, sandboxDenied: event.sandboxDenied };
     else if (event.kind === 'closed') this.closed = true;
     const waiters = this.#waiters;
     this.#waiters = [];
@@ -205,14 +212,32 @@ export class UnifiedExec {
     }
   }
 
-  #result(entry: ExecEntry, run: ToolRun, startedAt: number, maxOutputTokens: number | null | undefined, warning?: string): ExecToolResult {
+  #result(
+    entry: ExecEntry,
+    run: ToolRun,
+    startedAt: number,
+    maxOutputTokens: number | null | undefined,
+    warning?: string,
+  ): ExecToolResult {
     const rawOutput = entry.drainText();
     const wallTimeMs = Math.max(0, Date.now() - startedAt - run.pausedMs);
     if (entry.exit) {
       this.#release(entry);
-      return buildResult({ wallTimeMs, exitCode: entry.exit.exitCode, rawOutput, maxOutputTokens: maxOutputTokens ?? undefined, sandboxDenied: entry.exit.sandboxDenied });
+      return buildResult({
+        wallTimeMs,
+        exitCode: entry.exit.exitCode,
+        rawOutput,
+        maxOutputTokens: maxOutputTokens ?? undefined,
+        sandboxDenied: entry.exit.sandboxDenied,
+      });
     }
-    return buildResult({ wallTimeMs, sessionId: entry.id, rawOutput, maxOutputTokens: maxOutputTokens ?? undefined, warning });
+    return buildResult({
+      wallTimeMs,
+      sessionId: entry.id,
+      rawOutput,
+      maxOutputTokens: maxOutputTokens ?? undefined,
+      warning,
+    });
   }
 
   #checkAlive(): void {
@@ -226,9 +251,16 @@ export class UnifiedExec {
     const session = this.session;
     const policy = session.spec.policy;
     const escalate = args.sandbox_permissions === 'require_escalated';
-    if (escalate && decideInitial({ policy, sandboxPermissions: 'require-escalated', preApproved: false, cachedForSession: false }).kind === 'reject') {
+    if (
+      escalate &&
+      decideInitial({ policy, sandboxPermissions: 'require-escalated', preApproved: false, cachedForSession: false })
+        .kind === 'reject'
+    ) {
       const name = codexPolicyName(policy.approvalPolicy);
-      throw execError('EXEC_ERR_REJECTED', `approval policy is ${name}; reject command — you cannot ask for escalated permissions if the approval policy is ${name}`);
+      throw execError(
+        'EXEC_ERR_REJECTED',
+        `approval policy is ${name}; reject command — you cannot ask for escalated permissions if the approval policy is ${name}`,
+      );
     }
     const shell = args.shell || session.backend.environment.shell.path;
     const argv = [shell, args.login === false ? '-c' : '-lc', args.cmd];
@@ -252,7 +284,8 @@ export class UnifiedExec {
         });
       } catch (err) {
         this.#release(entry);
-        if ((err as { code?: string }).code === 'EXEC_ERR_REJECTED') throw execError('EXEC_ERR_REJECTED', 'exec command rejected by user', { cause: err });
+        if ((err as { code?: string }).code === 'EXEC_ERR_REJECTED')
+          throw execError('EXEC_ERR_REJECTED', 'exec command rejected by user', { cause: err });
         throw err;
       }
       await this.#collect(entry, run, execYieldMs(args.yield_time_ms), startedAt);
@@ -260,7 +293,13 @@ export class UnifiedExec {
       this.#stored.set(id, entry);
       entry.lastUsed = Date.now();
       const count = this.#stored.size;
-      return this.#result(entry, run, startedAt, args.max_output_tokens, count >= WARNING_UNIFIED_EXEC_PROCESSES ? processLimitWarning(count) : undefined);
+      return this.#result(
+        entry,
+        run,
+        startedAt,
+        args.max_output_tokens,
+        count >= WARNING_UNIFIED_EXEC_PROCESSES ? processLimitWarning(count) : undefined,
+      );
     } finally {
       disown();
     }
@@ -275,7 +314,10 @@ export class UnifiedExec {
     const chars = args.chars ?? '';
     if (chars !== '') {
       if (!entry.tty && chars !== '\u0003') {
-        throw execError('EXEC_ERR_INVALID_REQUEST', 'stdin is closed for this session; rerun exec_command with tty=true to keep stdin open');
+        throw execError(
+          'EXEC_ERR_INVALID_REQUEST',
+          'stdin is closed for this session; rerun exec_command with tty=true to keep stdin open',
+        );
       }
       if (!entry.exit) await this.session.processes.write(entry.processId, Buffer.from(chars, 'utf8'), undefined);
       await delay(WRITE_SETTLE_MS);

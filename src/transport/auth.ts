@@ -27,7 +27,10 @@ function parseTokenList(text: string, where: string): Array<[string, string]> {
     const i = line.indexOf(':');
     const tenant = line.slice(0, i).trim();
     const token = line.slice(i + 1).trim();
-    if (i <= 0 || token === '' || !/^[A-Za-z0-9_.-]{1,64}$/.test(tenant)) throw new ConfigError(`${where}: expected tenant:token entries (tenant of letters, digits, _ . -), got an entry without one`);
+    if (i <= 0 || token === '' || !/^[A-Za-z0-9_.-]{1,64}$/.test(tenant))
+      throw new ConfigError(
+        `${where}: expected tenant:token entries (tenant of letters, digits, _ . -), got an entry without one`,
+      );
     pairs.push([tenant, token]);
   }
   return pairs;

@@ -7,7 +7,19 @@
  */
 import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
-import { ERROR_RESPONSES, HibernationAnswerSchema, SessionInfoSchema, SessionListQuerySchema, SessionListSchema, SessionParamsSchema, SessionSpecSchema, SnapshotBodySchema, SnapshotInfoSchema, SnapshotListSchema, SnapshotParamsSchema } from '../protocol/index.ts';
+import {
+  ERROR_RESPONSES,
+  HibernationAnswerSchema,
+  SessionInfoSchema,
+  SessionListQuerySchema,
+  SessionListSchema,
+  SessionParamsSchema,
+  SessionSpecSchema,
+  SnapshotBodySchema,
+  SnapshotInfoSchema,
+  SnapshotListSchema,
+  SnapshotParamsSchema,
+} from '../protocol/index.ts';
 import { registerToolRoutes } from './tool-routes.ts';
 
 const errors = ERROR_RESPONSES;
@@ -35,24 +47,45 @@ export async function registerHttpApi(app: FastifyInstance): Promise<void> {
         },
       },
       async (request, reply) => {
-        const session = await app.sessions.create(request.body, { tenant: request.tenant, clientName: request.headers['x-client-name']?.toString() });
+        const session = await app.sessions.create(request.body, {
+          tenant: request.tenant,
+          clientName: request.headers['x-client-name']?.toString(),
+        });
         return reply.code(201).send(session.info());
       },
     );
 
     api.get(
       '/v1/sessions',
-      { schema: { operationId: 'listSessions', tags: ['sessions'], summary: "The caller's sessions", querystring: SessionListQuerySchema, response: { 200: SessionListSchema, ...errors } } },
+      {
+        schema: {
+          operationId: 'listSessions',
+          tags: ['sessions'],
+          summary: "The caller's sessions",
+          querystring: SessionListQuerySchema,
+          response: { 200: SessionListSchema, ...errors },
+        },
+      },
       async (request) => {
         const sessions = app.sessions.list(request.tenant);
         if (request.query.usage !== true) return { sessions: sessions.map((s) => s.info()) };
-        return { sessions: await Promise.all(sessions.map(async (s) => ({ ...s.info(), usage: await s.usage.sample() }))) };
+        return {
+          sessions: await Promise.all(sessions.map(async (s) => ({ ...s.info(), usage: await s.usage.sample() }))),
+        };
       },
     );
 
     api.get(
       '/v1/sessions/:id',
-      { schema: { operationId: 'getSession', tags: ['sessions'], summary: 'One session, with its resource use', params: SessionParamsSchema, response: { 200: SessionInfoSchema, ...errors } } },
+      {
+        schema: {
+          operationId: 'getSession',
+          tags: ['sessions'],
+          summary: 'One session, with its resource use',
+          params: SessionParamsSchema,
+          response: { 200: SessionInfoSchema, ...errors },
+        },
+      },
       async (request) => {
         const session = app.sessions.get(request.params.id, request.tenant);
         return { ...session.info(), usage: await session.usage.sample() };
@@ -78,13 +111,25 @@ export async function registerHttpApi(app: FastifyInstance): Promise<void> {
 
     // Hibernation: the session's own transition, answered with its state.
     const hibernation = [
-      ['hibernate', 'hibernateSession', "Checkpoint the session's container with its memory and stop it (docker, gVisor runtime); the next call that needs it wakes it"],
+      [
+        'hibernate',
+        'hibernateSession',
+        "Checkpoint the session's container with its memory and stop it (docker, gVisor runtime); the next call that needs it wakes it",
+      ],
       ['wake', 'wakeSession', 'Restore a hibernated session: what ran in it goes on where it was'],
     ] as const;
     for (const [action, operationId, summary] of hibernation) {
       api.post(
         `/v1/sessions/:id/${action}`,
-        { schema: { operationId, tags: ['sessions'], summary, params: SessionParamsSchema, response: { 200: HibernationAnswerSchema, ...errors } } },
+        {
+          schema: {
+            operationId,
+            tags: ['sessions'],
+            summary,
+            params: SessionParamsSchema,
+            response: { 200: HibernationAnswerSchema, ...errors },
+          },
+        },
         async (request) => app.sessions.get(request.params.id, request.tenant)[action](),
       );
     }
@@ -113,7 +158,14 @@ export async function registerHttpApi(app: FastifyInstance): Promise<void> {
 
     api.get(
       '/v1/snapshots',
-      { schema: { operationId: 'listSnapshots', tags: ['snapshots'], summary: "The caller's snapshots", response: { 200: SnapshotListSchema, ...errors } } },
+      {
+        schema: {
+          operationId: 'listSnapshots',
+          tags: ['snapshots'],
+          summary: "The caller's snapshots",
+          response: { 200: SnapshotListSchema, ...errors },
+        },
+      },
       async (request) => ({ snapshots: await app.sessions.backend.listSnapshots(request.tenant) }),
     );
 

@@ -31,14 +31,15 @@ import type { SessionFiles } from '../sessions/files/session-files.ts';
 const errors = ERROR_RESPONSES;
 const TAGS = ['files'];
 
-
 /** Registers the file routes in their own scope (its octet-stream parser stays local to them). */
 export async function registerFileRoutes(app: FastifyInstance): Promise<void> {
   await app.register(async (scope) => {
     // Uploads: hand the raw request stream to the handler, unbuffered and unparsed.
     scope.addContentTypeParser('application/octet-stream', (_request, payload, done) => done(null, payload));
     const r = scope.withTypeProvider<TypeBoxTypeProvider>();
-    const filesOf = (request: FastifyRequest<{ Params: { id: string } }>): { files: SessionFiles; session: Session } => {
+    const filesOf = (
+      request: FastifyRequest<{ Params: { id: string } }>,
+    ): { files: SessionFiles; session: Session } => {
       const session = scope.sessions.get(request.params.id, request.tenant);
       session.touch();
       return { session, files: session.files };
@@ -83,7 +84,11 @@ export async function registerFileRoutes(app: FastifyInstance): Promise<void> {
       async (request) => {
         const { files, session } = filesOf(request);
         const body = request.body as NodeJS.ReadableStream | undefined;
-        if (!body || typeof body.pipe !== 'function') throw execError('EXEC_ERR_INVALID_REQUEST', 'send the file as the request body with content-type application/octet-stream');
+        if (!body || typeof body.pipe !== 'function')
+          throw execError(
+            'EXEC_ERR_INVALID_REQUEST',
+            'send the file as the request body with content-type application/octet-stream',
+          );
         const { bytes } = await files.upload(files.resolvePath(request.query.path), body);
         session.touch();
         return { path: request.query.path, bytesWritten: bytes };
@@ -92,7 +97,15 @@ export async function registerFileRoutes(app: FastifyInstance): Promise<void> {
 
     r.get(
       '/v1/sessions/:id/files/metadata',
-      { schema: { tags: TAGS, summary: 'Metadata of a path (fs/getMetadata)', params: SessionParamsSchema, querystring: FilePathQuerySchema, response: { 200: FileMetadataSchema, ...errors } } },
+      {
+        schema: {
+          tags: TAGS,
+          summary: 'Metadata of a path (fs/getMetadata)',
+          params: SessionParamsSchema,
+          querystring: FilePathQuerySchema,
+          response: { 200: FileMetadataSchema, ...errors },
+        },
+      },
       async (request) => {
         const { files } = filesOf(request);
         return files.getMetadata(files.resolvePath(request.query.path));
@@ -101,7 +114,15 @@ export async function registerFileRoutes(app: FastifyInstance): Promise<void> {
 
     r.get(
       '/v1/sessions/:id/files/list',
-      { schema: { tags: TAGS, summary: 'List a directory (fs/readDirectory)', params: SessionParamsSchema, querystring: FilePathQuerySchema, response: { 200: FsReadDirectoryResult, ...errors } } },
+      {
+        schema: {
+          tags: TAGS,
+          summary: 'List a directory (fs/readDirectory)',
+          params: SessionParamsSchema,
+          querystring: FilePathQuerySchema,
+          response: { 200: FsReadDirectoryResult, ...errors },
+        },
+      },
       async (request) => {
         const { files } = filesOf(request);
         return { entries: await files.readDirectory(files.resolvePath(request.query.path)) };
@@ -110,7 +131,15 @@ export async function registerFileRoutes(app: FastifyInstance): Promise<void> {
 
     r.get(
       '/v1/sessions/:id/files/canonical',
-      { schema: { tags: TAGS, summary: 'Canonical path (fs/canonicalize)', params: SessionParamsSchema, querystring: FilePathQuerySchema, response: { 200: FsCanonicalizeResult, ...errors } } },
+      {
+        schema: {
+          tags: TAGS,
+          summary: 'Canonical path (fs/canonicalize)',
+          params: SessionParamsSchema,
+          querystring: FilePathQuerySchema,
+          response: { 200: FsCanonicalizeResult, ...errors },
+        },
+      },
       async (request) => {
         const { files } = filesOf(request);
         const path = files.resolvePath(request.query.path);
@@ -131,7 +160,11 @@ export async function registerFileRoutes(app: FastifyInstance): Promise<void> {
       },
       async (request) => {
         const { files } = filesOf(request);
-        await files.remove(files.resolvePath(request.query.path), request.query.recursive === true, request.query.force === true);
+        await files.remove(
+          files.resolvePath(request.query.path),
+          request.query.recursive === true,
+          request.query.force === true,
+        );
         return {};
       },
     );
@@ -150,7 +183,11 @@ export async function registerFileRoutes(app: FastifyInstance): Promise<void> {
       async (request) => {
         const { files } = filesOf(request);
         const b = request.body;
-        await files.copy(files.resolvePath(b.sourcePath, 'sourcePath'), files.resolvePath(b.destinationPath, 'destinationPath'), b.recursive === true);
+        await files.copy(
+          files.resolvePath(b.sourcePath, 'sourcePath'),
+          files.resolvePath(b.destinationPath, 'destinationPath'),
+          b.recursive === true,
+        );
         return {};
       },
     );

@@ -28,7 +28,13 @@ import type { UnifiedExec } from '../tools/unified-exec.ts';
 const errors = ERROR_RESPONSES;
 
 /** The body of a request whose schema's `body` is `S`, as the route's handler sees it. */
-type BodyOf<S extends TSchema> = FastifyRequest<RouteGenericInterface, RawServerDefault, IncomingMessage, { body: S }, TypeBoxTypeProvider>['body'];
+type BodyOf<S extends TSchema> = FastifyRequest<
+  RouteGenericInterface,
+  RawServerDefault,
+  IncomingMessage,
+  { body: S },
+  TypeBoxTypeProvider
+>['body'];
 
 export function registerToolRoutes(app: FastifyInstance): void {
   const api = app.withTypeProvider<TypeBoxTypeProvider>();
@@ -42,7 +48,15 @@ export function registerToolRoutes(app: FastifyInstance): void {
   ): void => {
     api.post(
       `/v1/sessions/:id/${tool}`,
-      { schema: { ...doc, tags: ['tools'], params: SessionParamsSchema, body, response: { 200: ExecResultSchema, 202: ApprovalRequiredSchema, ...errors } } },
+      {
+        schema: {
+          ...doc,
+          tags: ['tools'],
+          params: SessionParamsSchema,
+          body,
+          response: { 200: ExecResultSchema, 202: ApprovalRequiredSchema, ...errors },
+        },
+      },
       async (request, reply) => {
         const ue = app.sessions.get(request.params.id, request.tenant).unifiedExec;
         const out = outcomeReply(await runFacadeCall((r) => work(ue, request.body, r)), undefined);
@@ -52,11 +66,21 @@ export function registerToolRoutes(app: FastifyInstance): void {
   };
   facadeRoute(
     'exec_command',
-    { operationId: 'execCommand', summary: 'Run a command with Codex unified-exec semantics', description: 'Waits up to yield_time_ms; a command still running answers a session_id for write_stdin. 202 when a person must approve first.' },
+    {
+      operationId: 'execCommand',
+      summary: 'Run a command with Codex unified-exec semantics',
+      description:
+        'Waits up to yield_time_ms; a command still running answers a session_id for write_stdin. 202 when a person must approve first.',
+    },
     ExecCommandBodySchema,
     (ue, body, r) => ue.execCommand(body, r),
   );
-  facadeRoute('write_stdin', { operationId: 'writeStdin', summary: 'Write to (or, with empty chars, poll) a running exec_command process' }, WriteStdinBodySchema, (ue, body, r) => ue.writeStdin(body, r));
+  facadeRoute(
+    'write_stdin',
+    { operationId: 'writeStdin', summary: 'Write to (or, with empty chars, poll) a running exec_command process' },
+    WriteStdinBodySchema,
+    (ue, body, r) => ue.writeStdin(body, r),
+  );
 
   api.get(
     '/v1/sessions/:id/approvals',
@@ -72,7 +96,15 @@ export function registerToolRoutes(app: FastifyInstance): void {
     async (request) => {
       const ue = app.sessions.get(request.params.id, request.tenant).unifiedExec;
       return {
-        approvals: ue.approvals.list().map((a) => ({ id: a.id, purpose: a.request.purpose, reason: a.request.reason, argv: [...a.request.argv], cwd: a.request.cwd, createdAt: a.createdAt, expiresAt: a.expiresAt })),
+        approvals: ue.approvals.list().map((a) => ({
+          id: a.id,
+          purpose: a.request.purpose,
+          reason: a.request.reason,
+          argv: [...a.request.argv],
+          cwd: a.request.cwd,
+          createdAt: a.createdAt,
+          expiresAt: a.expiresAt,
+        })),
       };
     },
   );
@@ -83,10 +115,14 @@ export function registerToolRoutes(app: FastifyInstance): void {
       schema: {
         operationId: 'decideApproval',
         tags: ['tools'],
-        summary: 'Decide a pending approval; answers the original call\'s result (or the next approval)',
+        summary: "Decide a pending approval; answers the original call's result (or the next approval)",
         params: ApprovalParamsSchema,
         body: DecisionBodySchema,
-        response: { 200: Type.Union([ExecResultSchema, FunctionCallOutputSchema]), 202: ApprovalRequiredSchema, ...errors },
+        response: {
+          200: Type.Union([ExecResultSchema, FunctionCallOutputSchema]),
+          202: ApprovalRequiredSchema,
+          ...errors,
+        },
       },
     },
     async (request, reply) => {
@@ -104,17 +140,26 @@ export function registerToolRoutes(app: FastifyInstance): void {
         operationId: 'toolCall',
         tags: ['tools'],
         summary: 'Route a model response item (function_call / custom_tool_call) to its tool',
-        description: '204: not a tool item. 200: a function_call_output for the model. 202: approval required. 400 EXEC_ERR_TOOL_PAYLOAD is fatal for the harness.',
+        description:
+          '204: not a tool item. 200: a function_call_output for the model. 202: approval required. 400 EXEC_ERR_TOOL_PAYLOAD is fatal for the harness.',
         params: SessionParamsSchema,
         body: ToolCallItemSchema,
-        response: { 200: FunctionCallOutputSchema, 202: ApprovalRequiredSchema, 204: Type.Null({ description: 'Not a tool call: ignored' }), ...errors },
+        response: {
+          200: FunctionCallOutputSchema,
+          202: ApprovalRequiredSchema,
+          204: Type.Null({ description: 'Not a tool call: ignored' }),
+          ...errors,
+        },
       },
     },
     async (request, reply) => {
       const session = app.sessions.get(request.params.id, request.tenant);
       const decision = routeToolCall(request.body, () => session.unifiedExec);
       if (decision.kind === 'ignore') return reply.code(204).send(null);
-      const out = decision.kind === 'reply' ? decision.reply : outcomeReply(await decision.run.nextOutcome(), decision.run.callId);
+      const out =
+        decision.kind === 'reply'
+          ? decision.reply
+          : outcomeReply(await decision.run.nextOutcome(), decision.run.callId);
       return reply.code(out.statusCode).send(out.body);
     },
   );

@@ -28,7 +28,8 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
     const log = request.log.child({ tenant: request.tenant });
     opts.metrics.wsConnections.inc();
     const close = (code: number, reason: string): void => {
-      if (socket.readyState === socket.OPEN || socket.readyState === socket.CONNECTING) socket.close(code, reason.slice(0, 120));
+      if (socket.readyState === socket.OPEN || socket.readyState === socket.CONNECTING)
+        socket.close(code, reason.slice(0, 120));
     };
     const conn = new Connection({ ...opts.deps, tenant: request.tenant, log }, close);
     const peer = new RpcPeer<Connection>({
@@ -73,7 +74,17 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
     // Listeners attach synchronously, before any await, or early frames would be lost.
     socket.on('message', (data, isBinary) => {
       if (isBinary) {
-        socket.send(JSON.stringify({ id: null, error: rpcErrorBody(execError('EXEC_ERR_INVALID_REQUEST', 'invalid request: binary frames are not supported; send JSON text frames')) }));
+        socket.send(
+          JSON.stringify({
+            id: null,
+            error: rpcErrorBody(
+              execError(
+                'EXEC_ERR_INVALID_REQUEST',
+                'invalid request: binary frames are not supported; send JSON text frames',
+              ),
+            ),
+          }),
+        );
         return;
       }
       peer.handleFrame(Array.isArray(data) ? Buffer.concat(data).toString('utf8') : data.toString('utf8'));

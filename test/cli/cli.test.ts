@@ -10,17 +10,28 @@ const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
 const CLI = `node --import tsx ${MAIN}`;
 const CWD = fileURLToPath(new URL('../..', import.meta.url));
 
-function cli(args: string[], env: Record<string, string>, input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
+function cli(
+  args: string[],
+  env: Record<string, string>,
+  input?: string,
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = execFile('node', ['--import', 'tsx', MAIN, ...args], { cwd: CWD, env: { ...process.env, ...env }, timeout: 60_000 }, (err, stdout, stderr) => {
-      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
+    const child = execFile(
+      'node',
+      ['--import', 'tsx', MAIN, ...args],
+      { cwd: CWD, env: { ...process.env, ...env }, timeout: 60_000 },
+      (err, stdout, stderr) => {
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+      },
+    );
     if (input !== undefined) child.stdin?.end(input);
     else child.stdin?.end();
   });
 }
 
-test('run: streams output and exits with the command\'s code; --json; sessions list/delete', { timeout: 360_000 }, async (t) => {
+test("run: streams output and exits with the command's code; --json; sessions list/delete", {
+  timeout: 360_000,
+}, async (t) => {
   const server = await startServer({ flags: ['--token', 'tok'] });
   t.after(() => server.close());
   const env = { EXEC_SERVER_URL: server.url, EXEC_SERVER_TOKEN: 'tok' };
@@ -44,7 +55,7 @@ test('run: streams output and exits with the command\'s code; --json; sessions l
   // --keep leaves it; sessions shows and deletes it.
   const keptStarted = Date.now();
   const kept = await cli(['run', '--keep', '--', 'true'], env);
-  assert.equal(kept.code, 0, 'run --keep returns with the command\'s code');
+  assert.equal(kept.code, 0, "run --keep returns with the command's code");
   assert.ok(Date.now() - keptStarted < 30_000, 'run --keep returns once the command ended');
   const id = /session kept: ([0-9a-f-]{36})/.exec(kept.stderr)?.[1];
   assert.ok(id, kept.stderr);
@@ -75,7 +86,7 @@ test('run: streams output and exits with the command\'s code; --json; sessions l
   assert.match(down.stderr, /cannot connect to the server/);
 });
 
-test('run in a real terminal (tmux): exit codes and a PTY of the terminal\'s size', { timeout: 180_000 }, async (t) => {
+test("run in a real terminal (tmux): exit codes and a PTY of the terminal's size", { timeout: 180_000 }, async (t) => {
   if (!requireTmux(t)) return;
   const server = await startServer();
   t.after(() => server.close());
@@ -91,7 +102,9 @@ test('run in a real terminal (tmux): exit codes and a PTY of the terminal\'s siz
   assert.equal(`${m[1]} ${m[2]}`, '30 100');
 });
 
-test('shell in a real terminal (tmux): interactive use, resize, detach and re-attach', { timeout: 240_000 }, async (t) => {
+test('shell in a real terminal (tmux): interactive use, resize, detach and re-attach', {
+  timeout: 240_000,
+}, async (t) => {
   if (!requireTmux(t)) return;
   const server = await startServer();
   t.after(() => server.close());

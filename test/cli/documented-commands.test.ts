@@ -45,9 +45,13 @@ export function commandLines(markdown: string): string[] {
 }
 
 async function documented(): Promise<Map<string, string>> {
-  const files = ['README.md', ...(await readdir(join(ROOT, 'docs'))).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+  const files = [
+    'README.md',
+    ...(await readdir(join(ROOT, 'docs'))).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`),
+  ];
   const out = new Map<string, string>();
-  for (const f of files) for (const cmd of commandLines(await readFile(join(ROOT, f), 'utf8'))) if (!out.has(cmd)) out.set(cmd, f);
+  for (const f of files)
+    for (const cmd of commandLines(await readFile(join(ROOT, f), 'utf8'))) if (!out.has(cmd)) out.set(cmd, f);
   return out;
 }
 
@@ -58,14 +62,25 @@ interface Ran {
 }
 
 /** Runs a documented line through a shell in the repository, as a user would type it. */
-function sh(line: string, env: Record<string, string> = {}, opts: { untilStdout?: RegExp; timeoutMs?: number } = {}): Promise<Ran> {
+function sh(
+  line: string,
+  env: Record<string, string> = {},
+  opts: { untilStdout?: RegExp; timeoutMs?: number } = {},
+): Promise<Ran> {
   return new Promise((resolve, reject) => {
-    const child = spawn('bash', ['-c', line], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn('bash', ['-c', line], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
     let stdout = '';
     let stderr = '';
     const timer = setTimeout(() => {
       process.kill(-child.pid!, 'SIGKILL');
-      reject(new Error(`${line}: still running after ${opts.timeoutMs ?? 90_000} ms\nstdout: ${stdout}\nstderr: ${stderr}`));
+      reject(
+        new Error(`${line}: still running after ${opts.timeoutMs ?? 90_000} ms\nstdout: ${stdout}\nstderr: ${stderr}`),
+      );
     }, opts.timeoutMs ?? 90_000);
     child.stdout.on('data', (d) => {
       stdout += String(d);
@@ -102,7 +117,11 @@ const WS_LINE = /ws:\/\/[^\s]+:\d+\n/;
 
 /** A server command: bound to port 0, it prints its ws:// line and stops on SIGTERM. */
 const server: Runner = async (line) => {
-  const r = await sh(line.replace(/:8765\b/g, ':0'), { EXEC_SERVER_LISTEN: 'ws://127.0.0.1:0', TOKEN: 'documented-token' }, { untilStdout: WS_LINE });
+  const r = await sh(
+    line.replace(/:8765\b/g, ':0'),
+    { EXEC_SERVER_LISTEN: 'ws://127.0.0.1:0', TOKEN: 'documented-token' },
+    { untilStdout: WS_LINE },
+  );
   assert.match(r.stdout, WS_LINE, `${line}\n${r.stderr}`);
 };
 
@@ -184,11 +203,21 @@ test('every command line in README.md and docs/ has a runner here', async () => 
   assert.ok(lines.size >= 8, `found only ${[...lines.keys()].join(' | ')}`);
   const missing = [...lines].filter(([cmd]) => RUNNERS[cmd] === undefined).map(([cmd, file]) => `${file}: ${cmd}`);
   assert.deepEqual(missing, [], 'documented command lines without a runner');
-  assert.deepEqual(Object.keys(RUNNERS).filter((cmd) => !lines.has(cmd)), [], 'runners of lines the docs no longer show');
+  assert.deepEqual(
+    Object.keys(RUNNERS).filter((cmd) => !lines.has(cmd)),
+    [],
+    'runners of lines the docs no longer show',
+  );
 });
 
 test('the synopsis filter leaves real command lines in, placeholders out', () => {
-  const md = ['```sh', 'npm start                # the server', 'npx exec-server run -- CMD ARGS', '```', 'Use `exec-server cp [--url URL] SRC DST` or `npx exec-server sessions`.'].join('\n');
+  const md = [
+    '```sh',
+    'npm start                # the server',
+    'npx exec-server run -- CMD ARGS',
+    '```',
+    'Use `exec-server cp [--url URL] SRC DST` or `npx exec-server sessions`.',
+  ].join('\n');
   assert.deepEqual(commandLines(md), ['npm start', 'npx exec-server sessions']);
 });
 
@@ -198,13 +227,24 @@ test('each documented command line works as written', { timeout: 900_000 }, asyn
   // container's), else against the local backend.
   const srv = await startServer({ backend: engineReady ? 'docker' : 'local' });
   t.after(() => srv.close());
-  const created = await fetch(`${srv.httpUrl}/v1/sessions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+  const created = await fetch(`${srv.httpUrl}/v1/sessions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: '{}',
+  });
   const info = (await created.json()) as { sessionId: string; workdir: string };
   // Inside the clone, so that `npx exec-server` run from it finds this package (outside a
   // package npx would look the name up in the registry).
   const scratch = await mkdtemp(join(ROOT, 'node_modules', '.exec-server-doc-'));
   t.after(() => rm(scratch, { recursive: true, force: true }));
-  const ctx: Context = { t, server: srv, env: { EXEC_SERVER_URL: srv.url }, session: info.sessionId, workspace: info.workdir, scratch };
+  const ctx: Context = {
+    t,
+    server: srv,
+    env: { EXEC_SERVER_URL: srv.url },
+    session: info.sessionId,
+    workspace: info.workdir,
+    scratch,
+  };
   for (const cmd of lines.keys()) {
     const runner = RUNNERS[cmd];
     if (runner === undefined) continue; // reported by the first test

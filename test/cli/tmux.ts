@@ -9,7 +9,8 @@ export function tmuxAvailable(): boolean {
 /** Skips without tmux, except under CI=true, where a missing tmux is a failure. */
 export function requireTmux(t: TestContext): boolean {
   if (tmuxAvailable()) return true;
-  if (process.env['CI'] === 'true') throw new Error('tmux is required for the CLI terminal tests under CI (apt-get install tmux)');
+  if (process.env['CI'] === 'true')
+    throw new Error('tmux is required for the CLI terminal tests under CI (apt-get install tmux)');
   t.skip('tmux is not installed');
   return false;
 }
@@ -22,7 +23,20 @@ export class Tmux {
 
   constructor(env: Record<string, string>, cols = 100, rows = 30) {
     const envArgs = Object.entries(env).flatMap(([k, v]) => ['-e', `${k}=${v}`]);
-    this.#tmux(['-f', '/dev/null', 'new-session', '-d', '-s', this.target, '-x', String(cols), '-y', String(rows), ...envArgs, 'bash --norc --noprofile']);
+    this.#tmux([
+      '-f',
+      '/dev/null',
+      'new-session',
+      '-d',
+      '-s',
+      this.target,
+      '-x',
+      String(cols),
+      '-y',
+      String(rows),
+      ...envArgs,
+      'bash --norc --noprofile',
+    ]);
     this.#tmux(['set-option', '-g', 'status', 'off']);
     this.#tmux(['set-option', '-g', 'history-limit', '10000']);
   }

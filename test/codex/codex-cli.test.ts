@@ -19,9 +19,21 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { dockerTestOptions, engineReady } from '../docker/engine.ts';
-import { runCodexExec, startReferenceExecServer, type CodexExecResult, type CodexSandboxMode } from '../support/codex-cli.ts';
+import {
+  runCodexExec,
+  startReferenceExecServer,
+  type CodexExecResult,
+  type CodexSandboxMode,
+} from '../support/codex-cli.ts';
 import { startServer, TestSession, type BackendKind } from '../support/harness.ts';
-import { assistantMessage, execCommand, sessionIdFromOutput, startScriptedModel, writeStdin, type ScriptedTurn } from '../support/scripted-model.ts';
+import {
+  assistantMessage,
+  execCommand,
+  sessionIdFromOutput,
+  startScriptedModel,
+  writeStdin,
+  type ScriptedTurn,
+} from '../support/scripted-model.ts';
 
 type Target = BackendKind | 'reference';
 
@@ -41,7 +53,10 @@ async function startTarget(target: Target, flags: readonly string[] = []): Promi
 interface ToolOutput {
   readonly raw: string;
   /** `exited` with the code, or `running` with the session id. */
-  readonly status: { readonly kind: 'exited'; readonly code: number } | { readonly kind: 'running'; readonly sessionId: number } | { readonly kind: 'other' };
+  readonly status:
+    | { readonly kind: 'exited'; readonly code: number }
+    | { readonly kind: 'running'; readonly sessionId: number }
+    | { readonly kind: 'other' };
   /** The text after `Output:\n`, with this machine's environment noise removed (see NOISE). */
   readonly output: string;
 }
@@ -57,7 +72,12 @@ function parse(raw: string | undefined): ToolOutput {
   assert.ok(raw !== undefined, 'Codex sent no function_call_output for this call');
   const exited = /Process exited with code (-?\d+)/.exec(raw);
   const running = sessionIdFromOutput(raw);
-  const status = exited?.[1] !== undefined ? ({ kind: 'exited', code: Number(exited[1]) } as const) : running !== undefined ? ({ kind: 'running', sessionId: running } as const) : ({ kind: 'other' } as const);
+  const status =
+    exited?.[1] !== undefined
+      ? ({ kind: 'exited', code: Number(exited[1]) } as const)
+      : running !== undefined
+        ? ({ kind: 'running', sessionId: running } as const)
+        : ({ kind: 'other' } as const);
   const at = raw.indexOf('Output:\n');
   let output = at === -1 ? raw : raw.slice(at + 'Output:\n'.length);
   for (const n of NOISE) output = output.replace(n, '');
@@ -107,7 +127,10 @@ function scenarioTurns(cwd: string, outsideFile: string): ScriptedTurn[] {
     execCommand('read', { cmd: `cat note.txt && cat '${cwd}/note.txt' && pwd`, login: false }),
     // A denied write outside the workspace; each attempt leaves a line in attempts.log.
     execCommand('deny', { cmd: `echo try >> attempts.log; echo x > '${outsideFile}'`, login: false }),
-    execCommand('count', { cmd: `wc -l < attempts.log; test -e '${outsideFile}' && echo outside-written || echo outside-absent`, login: false }),
+    execCommand('count', {
+      cmd: `wc -l < attempts.log; test -e '${outsideFile}' && echo outside-written || echo outside-absent`,
+      login: false,
+    }),
     assistantMessage('done'),
   ];
 }
@@ -119,14 +142,27 @@ async function runScenarios(target: Target, sandbox: CodexSandboxMode = 'workspa
   const outsideFile = join(outside, `codex-denied-${process.pid}.txt`);
   const model = await startScriptedModel(scenarioTurns(cwd, outsideFile));
   try {
-    const result = await runCodexExec({ execServerUrl: endpoint.url, modelUrl: model.url, cwd, prompt: 'run the scenarios', sandbox, timeoutMs: 90_000 });
+    const result = await runCodexExec({
+      execServerUrl: endpoint.url,
+      modelUrl: model.url,
+      cwd,
+      prompt: 'run the scenarios',
+      sandbox,
+      timeoutMs: 90_000,
+    });
     const out: Record<string, ToolOutput> = {};
     for (const c of CALLS) {
       const raw = model.outputFor(c);
       if (raw !== undefined) out[c] = parse(raw);
     }
     const metrics = endpoint.httpUrl ? await (await fetch(`${endpoint.httpUrl}/metrics`)).text() : undefined;
-    const outsideWritten = target === 'docker' ? (out['count']?.output.includes('outside-written') ?? false) : await readFile(outsideFile).then(() => true, () => false);
+    const outsideWritten =
+      target === 'docker'
+        ? (out['count']?.output.includes('outside-written') ?? false)
+        : await readFile(outsideFile).then(
+            () => true,
+            () => false,
+          );
     return { target, cwd, outside, result, out, outsideWritten, ...(metrics !== undefined ? { metrics } : {}) };
   } finally {
     await model.close();
@@ -248,7 +284,8 @@ describe('codex exec: our server and the reference side by side', { timeout: 240
           const a = o(ours, call);
           const b = o('reference', call);
           assert.equal(a.status.kind, b.status.kind, `${call}: status kind`);
-          if (a.status.kind === 'exited' && b.status.kind === 'exited') assert.equal(a.status.code, b.status.code, `${call}: exit code`);
+          if (a.status.kind === 'exited' && b.status.kind === 'exited')
+            assert.equal(a.status.code, b.status.code, `${call}: exit code`);
           if (call === 'deny' || call === 'read') continue; // paths differ (per-target dirs); asserted above
           assert.equal(a.output, b.output, `${call}: output`);
         }
@@ -264,7 +301,11 @@ describe('codex exec: our server and the reference side by side', { timeout: 240
 
 describe('gate interplay with a Codex client', { timeout: 120_000 }, () => {
   /** One denied write with `codex exec --dangerously-bypass-approvals-and-sandbox` (`sandbox: null` on the wire). */
-  async function bypassRun(target: Target, flags: readonly string[] = [], mode: 'bypass' | CodexSandboxMode = 'bypass') {
+  async function bypassRun(
+    target: Target,
+    flags: readonly string[] = [],
+    mode: 'bypass' | CodexSandboxMode = 'bypass',
+  ) {
     const endpoint = await startTarget(target, flags);
     const cwd = await mkdtemp(join(tmpdir(), `codex-gate-${target}-`));
     const outside = await outsideDir(target);
@@ -275,7 +316,14 @@ describe('gate interplay with a Codex client', { timeout: 120_000 }, () => {
       assistantMessage('done'),
     ]);
     try {
-      const result = await runCodexExec({ execServerUrl: endpoint.url, modelUrl: model.url, cwd, prompt: 'write', ...(mode === 'bypass' ? { bypassSandbox: true } : { sandbox: mode }), timeoutMs: 60_000 });
+      const result = await runCodexExec({
+        execServerUrl: endpoint.url,
+        modelUrl: model.url,
+        cwd,
+        prompt: 'write',
+        ...(mode === 'bypass' ? { bypassSandbox: true } : { sandbox: mode }),
+        timeoutMs: 60_000,
+      });
       assert.equal(result.code, 0, result.stderr.slice(-2000));
       const metrics = endpoint.httpUrl ? await (await fetch(`${endpoint.httpUrl}/metrics`)).text() : undefined;
       return { w: parse(model.outputFor('w')), n: parse(model.outputFor('n')), metrics };
@@ -295,17 +343,25 @@ describe('gate interplay with a Codex client', { timeout: 120_000 }, () => {
   });
 
   for (const target of ['local', 'docker'] as const) {
-    test(`${target}: sandbox: null cannot widen a workspace-write session; the write is denied once`, target === 'docker' ? dockerTestOptions : {}, async () => {
-      const r = await bypassRun(target);
-      assert.deepEqual(r.w.status, exitedWith(1), r.w.raw);
-      assert.match(r.w.output, target === 'docker' ? /Permission denied\n$/ : /Read-only file system\n$/);
-      assert.equal(r.n.output, '1\nabsent\n');
-      assert.equal(counter(r.metrics, 'exec_server_policy_decisions_total', 'outcome="denied-reported"'), 1);
-    });
+    test(
+      `${target}: sandbox: null cannot widen a workspace-write session; the write is denied once`,
+      target === 'docker' ? dockerTestOptions : {},
+      async () => {
+        const r = await bypassRun(target);
+        assert.deepEqual(r.w.status, exitedWith(1), r.w.raw);
+        assert.match(r.w.output, target === 'docker' ? /Permission denied\n$/ : /Read-only file system\n$/);
+        assert.equal(r.n.output, '1\nabsent\n');
+        assert.equal(counter(r.metrics, 'exec_server_policy_decisions_total', 'outcome="denied-reported"'), 1);
+      },
+    );
   }
 
   test('local, --denial-handling server: the server gate asks Codex, gets no approval, reports; one attempt', async () => {
-    const r = await bypassRun('local', ['--denial-handling', 'server', '--approval-policy', 'on-failure', '--approval-timeout-ms', '5000'], 'workspace-write');
+    const r = await bypassRun(
+      'local',
+      ['--denial-handling', 'server', '--approval-policy', 'on-failure', '--approval-timeout-ms', '5000'],
+      'workspace-write',
+    );
     assert.deepEqual(r.w.status, exitedWith(1), r.w.raw);
     assert.match(r.w.output, /Read-only file system\n$/);
     assert.equal(r.n.output, '1\nabsent\n');
@@ -316,7 +372,9 @@ describe('gate interplay with a Codex client', { timeout: 120_000 }, () => {
   });
 });
 
-describe('docker: the client working directory is one workspace for fs calls and commands', { timeout: 120_000 }, () => {
+describe('docker: the client working directory is one workspace for fs calls and commands', {
+  timeout: 120_000,
+}, () => {
   test('environmentConfig/read registers the alias; fs and commands agree on it', dockerTestOptions, async () => {
     const server = await startServer({ backend: 'docker' });
     const s = await TestSession.open(server.url, { clientName: 'codex-environment' });
@@ -324,17 +382,35 @@ describe('docker: the client working directory is one workspace for fs calls and
       const cwd = `/tmp/client-${process.pid}/project`;
       const uri = `file://${cwd}`;
       // Before any alias: the client path does not exist in the container.
-      await assert.rejects(s.request('fs/getMetadata', { path: `${uri}/.git`, sandbox: null }), (e: { rpcCode?: number }) => e.rpcCode === -32004);
-      await s.request('environmentConfig/read', { cwd: uri, configPaths: [['mcp_servers']], requirementsPaths: [['mcp_servers']] });
+      await assert.rejects(
+        s.request('fs/getMetadata', { path: `${uri}/.git`, sandbox: null }),
+        (e: { rpcCode?: number }) => e.rpcCode === -32004,
+      );
+      await s.request('environmentConfig/read', {
+        cwd: uri,
+        configPaths: [['mcp_servers']],
+        requirementsPaths: [['mcp_servers']],
+      });
       // A file written through fs/writeFile under the client path is seen by a command there...
-      await s.request('fs/writeFile', { path: `${uri}/from-fs.txt`, dataBase64: Buffer.from('via-fs\n').toString('base64'), sandbox: null });
-      const r = await s.run('p1', ['/bin/bash', '-c', 'cat from-fs.txt; pwd; echo via-cmd > from-cmd.txt; cat /workspace/from-fs.txt'], { cwd: uri });
+      await s.request('fs/writeFile', {
+        path: `${uri}/from-fs.txt`,
+        dataBase64: Buffer.from('via-fs\n').toString('base64'),
+        sandbox: null,
+      });
+      const r = await s.run(
+        'p1',
+        ['/bin/bash', '-c', 'cat from-fs.txt; pwd; echo via-cmd > from-cmd.txt; cat /workspace/from-fs.txt'],
+        { cwd: uri },
+      );
       assert.equal(r.stdout, `via-fs\n${cwd}\nvia-fs\n`);
       assert.equal(r.exited['exitCode'], 0);
       // ... and a command's file is seen by fs calls under the client path.
       const meta = await s.request('fs/getMetadata', { path: `${uri}/from-cmd.txt`, sandbox: null });
       assert.equal(meta['isFile'], true);
-      const read = await s.request<{ dataBase64: string }>('fs/readFile', { path: `${uri}/from-cmd.txt`, sandbox: null });
+      const read = await s.request<{ dataBase64: string }>('fs/readFile', {
+        path: `${uri}/from-cmd.txt`,
+        sandbox: null,
+      });
       assert.equal(Buffer.from(read.dataBase64, 'base64').toString(), 'via-cmd\n');
       // Absolute paths under the client directory work inside commands too (the container has a symlink there).
       const abs = await s.run('p2', ['/bin/sh', '-c', `cat ${cwd}/from-cmd.txt; readlink ${cwd}`]);

@@ -55,7 +55,17 @@ export async function launch(): Promise<Browser> {
   return chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-dev-shm-usage', '--no-first-run', '--disable-extensions', '--disable-sync', '--mute-audio'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-dev-shm-usage',
+      '--no-first-run',
+      '--disable-extensions',
+      '--disable-sync',
+      '--mute-audio',
+    ],
   });
 }
 

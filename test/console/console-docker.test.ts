@@ -5,7 +5,16 @@ import { browserTestOptions } from './browser.ts';
 import type { Fixture } from './scenario.ts';
 
 // Loaded after the engine check (see usage.test.ts).
-const { approveSandboxRetry, otherTenantSeesNothing, ptyTypeAndResize, setUp, signInAndList, snapshotAndDelete, streamAndResume, tearDown } = await import('./scenario.ts');
+const {
+  approveSandboxRetry,
+  otherTenantSeesNothing,
+  ptyTypeAndResize,
+  setUp,
+  signInAndList,
+  snapshotAndDelete,
+  streamAndResume,
+  tearDown,
+} = await import('./scenario.ts');
 
 const opts = browserTestOptions(120_000, dockerTestOptions.skip);
 
@@ -19,7 +28,9 @@ describe('console on the docker backend', { skip: opts.skip }, () => {
 
   test('sign in (a wrong token is refused), sessions with live resource use', opts, (t) => signInAndList(t, fx()));
   test('a streaming command, a dropped socket, output continues without a gap', opts, (t) => streamAndResume(t, fx()));
-  test('PTY: read-only by default, start a shell, type and see the echo, resize follows the window', opts, (t) => ptyTypeAndResize(t, fx()));
+  test('PTY: read-only by default, start a shell, type and see the echo, resize follows the window', opts, (t) =>
+    ptyTypeAndResize(t, fx()),
+  );
   test('a pending sandbox retry approved from the console', opts, (t) => approveSandboxRetry(t, fx()));
   test('snapshot and delete', opts, (t) => snapshotAndDelete(t, fx()));
   test("another tenant's token sees nothing", opts, (t) => otherTenantSeesNothing(t, fx()));

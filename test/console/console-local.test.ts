@@ -1,7 +1,17 @@
 /** The console end to end on the local backend (scenario.ts). */
 import { after, before, describe, test } from 'node:test';
 import { browserTestOptions } from './browser.ts';
-import { approveSandboxRetry, otherTenantSeesNothing, ptyTypeAndResize, setUp, signInAndList, snapshotAndDelete, streamAndResume, tearDown, type Fixture } from './scenario.ts';
+import {
+  approveSandboxRetry,
+  otherTenantSeesNothing,
+  ptyTypeAndResize,
+  setUp,
+  signInAndList,
+  snapshotAndDelete,
+  streamAndResume,
+  tearDown,
+  type Fixture,
+} from './scenario.ts';
 
 const opts = browserTestOptions(90_000);
 
@@ -15,7 +25,9 @@ describe('console on the local backend', { skip: opts.skip }, () => {
 
   test('sign in (a wrong token is refused), sessions with live resource use', opts, (t) => signInAndList(t, fx()));
   test('a streaming command, a dropped socket, output continues without a gap', opts, (t) => streamAndResume(t, fx()));
-  test('PTY: read-only by default, start a shell, type and see the echo, resize follows the window', opts, (t) => ptyTypeAndResize(t, fx()));
+  test('PTY: read-only by default, start a shell, type and see the echo, resize follows the window', opts, (t) =>
+    ptyTypeAndResize(t, fx()),
+  );
   test('a pending sandbox retry approved from the console', opts, (t) => approveSandboxRetry(t, fx()));
   test('snapshot (docker only) and delete', opts, (t) => snapshotAndDelete(t, fx()));
   test("another tenant's token sees nothing", opts, (t) => otherTenantSeesNothing(t, fx()));

@@ -30,7 +30,9 @@ class Log {
     return { method: 'process/exited', seq, exitCode: 0, terminal: 'exited', sandboxDenied: false };
   }
   read(afterSeq: number, maxChunks: number): ReadAnswer {
-    const outs = this.events.filter((e): e is Extract<Ev, { kind: 'out' }> => e.kind === 'out' && e.seq > afterSeq && e.seq >= this.firstRetained);
+    const outs = this.events.filter(
+      (e): e is Extract<Ev, { kind: 'out' }> => e.kind === 'out' && e.seq > afterSeq && e.seq >= this.firstRetained,
+    );
     const chunks = outs.slice(0, maxChunks);
     const truncated = chunks.length < outs.length;
     const last = chunks[chunks.length - 1];

@@ -128,7 +128,11 @@ export async function streamAndResume(t: TestContext, f: Fixture): Promise<void>
   const N = 400;
   // stdout and stderr are separate pipes with no order between them: the pause keeps the
   // stderr line ahead of the last stdout line.
-  await agent.start('stream', ['sh', '-c', `i=1; while [ $i -le ${N} ]; do echo line-$i; i=$((i+1)); sleep 0.02; done; echo to-stderr >&2; sleep 0.3; echo done`]);
+  await agent.start('stream', [
+    'sh',
+    '-c',
+    `i=1; while [ $i -le ${N} ]; do echo line-$i; i=$((i+1)); sleep 0.02; done; echo to-stderr >&2; sleep 0.3; echo done`,
+  ]);
   await page.locator('tr[data-process="stream"] button', { hasText: 'stream' }).click();
   const out = page.locator('[data-testid="pipe-output"]');
   await out.filter({ hasText: 'line-60\n' }).waitFor({ timeout: 20_000 });
@@ -182,7 +186,10 @@ export async function ptyTypeAndResize(t: TestContext, f: Fixture): Promise<void
     await page.keyboard.type(`echo ${marker} $(stty size)\n`);
     const line = page.locator('.xterm-rows div', { hasText: new RegExp(`^${marker} \\d+ \\d+`) });
     await line.first().waitFor({ timeout: 15_000 });
-    const [, rows, cols] = (await textOf(line.first())).replace(/\u00a0/g, ' ').trim().split(/\s+/);
+    const [, rows, cols] = (await textOf(line.first()))
+      .replace(/\u00a0/g, ' ')
+      .trim()
+      .split(/\s+/);
     return [Number(rows), Number(cols)];
   };
   const domRows = (): Promise<number> => page.locator('.xterm-rows > div').count();
@@ -205,7 +212,8 @@ export async function approveSandboxRetry(t: TestContext, f: Fixture): Promise<v
   const sessionId = created.body.sessionId;
   // A plain sh, not a login bash: the denial must come within the 150 ms window (docs/protocol.md).
   // Outside the writable roots: denied by the sandbox (read-only bind / non-root user), allowed once approved.
-  const target = f.kind === 'local' ? `/var/tmp/exec-server-console-${randomUUID().slice(0, 8)}` : '/etc/console-approved';
+  const target =
+    f.kind === 'local' ? `/var/tmp/exec-server-console-${randomUUID().slice(0, 8)}` : '/etc/console-approved';
   t.after(() => {
     if (f.kind === 'local') rmSync(target, { force: true });
   });
@@ -217,7 +225,12 @@ export async function approveSandboxRetry(t: TestContext, f: Fixture): Promise<v
   // failure is simply its result. Such a run is set up again (bounded), never counted as a pass.
   let call: Answer<ExecAnswer> | undefined;
   for (let attempt = 0; attempt < 4 && call?.status !== 202; attempt++) {
-    call = await api<ExecAnswer>(f, 'POST', `/v1/sessions/${sessionId}/exec_command`, { cmd: `echo approved-write > ${target} && cat ${target}`, shell: '/bin/sh', login: false, yield_time_ms: 5000 });
+    call = await api<ExecAnswer>(f, 'POST', `/v1/sessions/${sessionId}/exec_command`, {
+      cmd: `echo approved-write > ${target} && cat ${target}`,
+      shell: '/bin/sh',
+      login: false,
+      yield_time_ms: 5000,
+    });
     if (call.status === 200) assert.notEqual(call.body.exit_code, 0, 'outside the sandbox only after approval');
   }
   assert.equal(call?.status, 202, JSON.stringify(call?.body));
@@ -227,7 +240,10 @@ export async function approveSandboxRetry(t: TestContext, f: Fixture): Promise<v
   assert.match(await textOf(item), /sandbox retry/);
   await screenshot(page, `${f.kind}-approval`);
   await item.getByRole('button', { name: 'Approve' }).click();
-  await page.getByRole('status').filter({ hasText: /Approved: .* exited with 0/ }).waitFor({ timeout: 20_000 });
+  await page
+    .getByRole('status')
+    .filter({ hasText: /Approved: .* exited with 0/ })
+    .waitFor({ timeout: 20_000 });
   await item.waitFor({ state: 'detached' });
   if (f.kind === 'local') assert.ok(existsSync(target), 'the approved retry ran without the sandbox');
   assert.deepEqual(errors, []);
@@ -270,9 +286,15 @@ export async function otherTenantSeesNothing(t: TestContext, f: Fixture): Promis
   await screenshot(page, `${f.kind}-empty`);
   assert.equal(await page.locator('tr[data-session]').count(), 0);
   await page.goto(`${f.server.httpUrl}/console/#/sessions/${agent.sessionId}`);
-  await page.getByRole('alert').filter({ hasText: /does not exist/ }).waitFor();
+  await page
+    .getByRole('alert')
+    .filter({ hasText: /does not exist/ })
+    .waitFor();
   assert.equal(await page.locator('[data-testid="socket"]').count(), 0);
   // Nor over the socket: bob's observer cannot attach to alice's session.
-  await assert.rejects(TestSession.open(f.server.url, { resumeSessionId: agent.sessionId, observe: true }, { token: BOB }), /not found|EXEC_ERR_SESSION_NOT_FOUND/i);
+  await assert.rejects(
+    TestSession.open(f.server.url, { resumeSessionId: agent.sessionId, observe: true }, { token: BOB }),
+    /not found|EXEC_ERR_SESSION_NOT_FOUND/i,
+  );
   assert.deepEqual(errors, []);
 }

@@ -70,7 +70,10 @@ test('console files are served from memory with etags; a missing build answers 5
   const js = await app.inject({ url: '/console/assets/console.js' });
   assert.equal(js.statusCode, 200);
   assert.equal(js.headers['content-type'], 'text/javascript; charset=utf-8');
-  const again = await app.inject({ url: '/console/assets/console.js', headers: { 'if-none-match': String(js.headers['etag']) } });
+  const again = await app.inject({
+    url: '/console/assets/console.js',
+    headers: { 'if-none-match': String(js.headers['etag']) },
+  });
   assert.equal(again.statusCode, 304);
   const notBuilt = await missing.inject({ url: '/console/' });
   assert.equal(notBuilt.statusCode, 503);
@@ -115,21 +118,33 @@ test('an observer follows a session without evicting its client, is not asked fo
   const server = await startServer({});
   t.after(() => server.close());
   const asked: string[] = [];
-  const agent = await TestSession.open(server.url, { session: { approvalPolicy: 'untrusted' } }, {
-    onServerRequest: (method) => {
-      asked.push(`agent:${method}`);
-      return { decision: 'approved' };
+  const agent = await TestSession.open(
+    server.url,
+    { session: { approvalPolicy: 'untrusted' } },
+    {
+      onServerRequest: (method) => {
+        asked.push(`agent:${method}`);
+        return { decision: 'approved' };
+      },
     },
-  });
-  const observer = await TestSession.open(server.url, { resumeSessionId: agent.sessionId, observe: true }, {
-    onServerRequest: (method) => {
-      asked.push(`observer:${method}`);
-      return { decision: 'denied' };
+  );
+  const observer = await TestSession.open(
+    server.url,
+    { resumeSessionId: agent.sessionId, observe: true },
+    {
+      onServerRequest: (method) => {
+        asked.push(`observer:${method}`);
+        return { decision: 'denied' };
+      },
     },
-  });
+  );
   const result = await agent.run('p1', ['sh', '-c', 'echo from-agent']);
   assert.equal(result.stdout, 'from-agent\n', 'the agent is still attached and was approved by itself');
-  await observer.waitFor((all) => all.some((n) => n.method === 'process/closed' && n.params['processId'] === 'p1'), 10_000, 'the observer sees the events');
+  await observer.waitFor(
+    (all) => all.some((n) => n.method === 'process/closed' && n.params['processId'] === 'p1'),
+    10_000,
+    'the observer sees the events',
+  );
   assert.deepEqual(asked, ['agent:approval/request']);
   const live = server.app.sessions.get(agent.sessionId, DEFAULT_TENANT);
   const lastActivity = live.lastActivity;
@@ -156,7 +171,19 @@ test('a slow observer never pauses the session: it is cut and resumes instead', 
   const workspaceRoot = await mkdtemp(join(tmpdir(), 'exec-server-test-'));
   // A stall timeout longer than the test: were the observer able to pause the session, the
   // command would wait for it and the test would time out.
-  const config = loadConfig(['--listen', 'ws://127.0.0.1:0', '--workspace-root', workspaceRoot, '--ws-buffer-limit-bytes', '1048576', '--ws-stall-timeout-ms', '600000'], {});
+  const config = loadConfig(
+    [
+      '--listen',
+      'ws://127.0.0.1:0',
+      '--workspace-root',
+      workspaceRoot,
+      '--ws-buffer-limit-bytes',
+      '1048576',
+      '--ws-stall-timeout-ms',
+      '600000',
+    ],
+    {},
+  );
   const backend = await createLocalBackend({ workspaceRoot }, silentLogger);
   const app = await buildApp({ config, backend });
   await app.listen({ host: '127.0.0.1', port: 0 });
@@ -168,7 +195,11 @@ test('a slow observer never pauses the session: it is cut and resumes instead', 
     // The observer stops reading; a client that did so would pause the command.
     const cut = new Promise<number>((resolve) => observer.conn.socket.once('close', (code) => resolve(code)));
     observer.conn.socket.pause();
-    const result = await agent.run('flood', ['sh', '-c', 'head -c 16777216 /dev/zero | tr "\\0" x; echo; echo done'], {});
+    const result = await agent.run(
+      'flood',
+      ['sh', '-c', 'head -c 16777216 /dev/zero | tr "\\0" x; echo; echo done'],
+      {},
+    );
     assert.match(result.stdout, /done\n$/, 'the command ran to its end');
     observer.conn.socket.resume();
     assert.equal(await cut, 4001, 'the observer was cut as a slow consumer (it may resume from its last seq)');

@@ -13,7 +13,8 @@ const { parseStat } = await import('../../src/backends/local/process-stats.ts');
 const { startServer, TestSession } = await import('../support/harness.ts');
 
 test('parseStat counts fields from the last parenthesis (names may hold spaces and parentheses)', () => {
-  const line = '4242 (a b) c)) S 17 4242 4242 0 -1 4194304 100 0 0 0 250 50 7 3 20 0 1 0 12345 1000000 200 18446744073709551615';
+  const line =
+    '4242 (a b) c)) S 17 4242 4242 0 -1 4194304 100 0 0 0 250 50 7 3 20 0 1 0 12345 1000000 200 18446744073709551615';
   assert.deepEqual(parseStat(4242, line), { pid: 4242, ppid: 17, ticks: 250 + 50 + 7 + 3 });
   assert.equal(parseStat(1, 'garbage'), undefined);
 });
@@ -24,7 +25,11 @@ async function measure(kind: BackendKind): Promise<void> {
     const s = await TestSession.open(server.url, { session: { sandbox: { type: 'danger-full-access' } } });
     try {
       // A shell that keeps one CPU busy and holds a sleeping child: at least two processes.
-      await s.request('process/start', { processId: 'busy', argv: ['sh', '-c', 'sleep 60 & while :; do :; done'], tty: false });
+      await s.request('process/start', {
+        processId: 'busy',
+        argv: ['sh', '-c', 'sleep 60 & while :; do :; done'],
+        tty: false,
+      });
       const first = (await s.request<{ usage: Record<string, number | null> | null }>('session/info')).usage;
       assert.ok(first, 'session/info carries usage');
       await new Promise((r) => setTimeout(r, 1200));
@@ -42,11 +47,17 @@ async function measure(kind: BackendKind): Promise<void> {
         assert.ok((usage['pidsLimit'] ?? 0) > 0, 'the pids limit is reported');
       }
 
-      const one = await fetch(`${server.httpUrl}/v1/sessions/${s.sessionId}`).then((r) => r.json() as Promise<{ usage: { pids: number } }>);
+      const one = await fetch(`${server.httpUrl}/v1/sessions/${s.sessionId}`).then(
+        (r) => r.json() as Promise<{ usage: { pids: number } }>,
+      );
       assert.ok(one.usage.pids >= 2, 'GET /v1/sessions/:id carries usage');
-      const plain = await fetch(`${server.httpUrl}/v1/sessions`).then((r) => r.json() as Promise<{ sessions: Array<{ usage?: unknown }> }>);
+      const plain = await fetch(`${server.httpUrl}/v1/sessions`).then(
+        (r) => r.json() as Promise<{ sessions: Array<{ usage?: unknown }> }>,
+      );
       assert.equal(plain.sessions[0]?.usage, undefined, 'the plain list asks no backend for stats');
-      const listed = await fetch(`${server.httpUrl}/v1/sessions?usage=true`).then((r) => r.json() as Promise<{ sessions: Array<{ usage: { pids: number } }> }>);
+      const listed = await fetch(`${server.httpUrl}/v1/sessions?usage=true`).then(
+        (r) => r.json() as Promise<{ sessions: Array<{ usage: { pids: number } }> }>,
+      );
       assert.ok((listed.sessions[0]?.usage.pids ?? 0) >= 2, '?usage=true adds it to the list');
 
       await s.request('process/terminate', { processId: 'busy' });
@@ -57,7 +68,10 @@ async function measure(kind: BackendKind): Promise<void> {
         after = (await s.request<{ usage: Record<string, number | null> }>('session/info')).usage;
         if ((after['cpuPercent'] ?? 100) < Math.min(5, busy / 2)) break;
       }
-      assert.ok((after['cpuPercent'] ?? 100) < Math.min(5, busy / 2), `cpu falls once the command ends: ${busy} -> ${after['cpuPercent']}`);
+      assert.ok(
+        (after['cpuPercent'] ?? 100) < Math.min(5, busy / 2),
+        `cpu falls once the command ends: ${busy} -> ${after['cpuPercent']}`,
+      );
     } finally {
       s.conn.close();
     }

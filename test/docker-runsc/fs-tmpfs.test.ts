@@ -13,7 +13,10 @@ for (const runtime of ['runc', 'runsc']) {
     t.after(() => backend.close());
     const s = await backend.createSession(sessionSpec({ runtime }));
     const sink = new RecordingSink();
-    await s.spawn(spawnRequest(['sh', '-c', 'printf 12345 > /tmp/f; mkdir -p /tmp/d; ln -s f /tmp/l; printf abc > /dev/shm/g']), sink);
+    await s.spawn(
+      spawnRequest(['sh', '-c', 'printf 12345 > /tmp/f; mkdir -p /tmp/d; ln -s f /tmp/l; printf abc > /dev/shm/g']),
+      sink,
+    );
     assert.deepEqual(await sink.exited, { kind: 'exited', code: 0 });
     const f = await s.fs.stat('/tmp/f');
     assert.deepEqual([f.isFile, f.isDirectory, f.isSymlink, f.size], [true, false, false, 5]);
@@ -23,6 +26,9 @@ for (const runtime of ['runc', 'runsc']) {
     const l = await s.fs.stat('/tmp/l');
     assert.deepEqual([l.isSymlink, l.isFile, l.size], [true, true, 5]);
     assert.equal((await s.fs.stat('/dev/shm/g')).size, 3);
-    await assert.rejects(s.fs.stat('/tmp/missing'), (err: Error & { code?: string }) => err.code === 'EXEC_ERR_NOT_FOUND');
+    await assert.rejects(
+      s.fs.stat('/tmp/missing'),
+      (err: Error & { code?: string }) => err.code === 'EXEC_ERR_NOT_FOUND',
+    );
   });
 }

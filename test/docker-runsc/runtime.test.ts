@@ -9,7 +9,10 @@ import { dockerTestOptions } from '../docker/engine.ts';
 import { docker, makeBackend, RecordingSink, sessionSpec, spawnRequest } from '../docker/helpers.ts';
 import { startServer, TestSession } from '../support/harness.ts';
 
-async function run(session: { spawn: import('../../src/backends/types.ts').BackendSession['spawn'] }, script: string): Promise<string> {
+async function run(
+  session: { spawn: import('../../src/backends/types.ts').BackendSession['spawn'] },
+  script: string,
+): Promise<string> {
   const sink = new RecordingSink();
   await session.spawn(spawnRequest(['sh', '-c', script]), sink);
   const exit = await sink.exited;
@@ -20,7 +23,10 @@ async function run(session: { spawn: import('../../src/backends/types.ts').Backe
 test('a runsc session runs under gVisor; a runc session does not', dockerTestOptions, async (t) => {
   const backend = makeBackend({ allowedRuntimes: ['runsc'] });
   t.after(() => backend.close());
-  const [gvisor, plain] = await Promise.all([backend.createSession(sessionSpec({ runtime: 'runsc' })), backend.createSession(sessionSpec({ runtime: 'runc' }))]);
+  const [gvisor, plain] = await Promise.all([
+    backend.createSession(sessionSpec({ runtime: 'runsc' })),
+    backend.createSession(sessionSpec({ runtime: 'runc' })),
+  ]);
   assert.equal(gvisor.runtime, 'runsc');
   assert.equal(plain.runtime, 'runc');
   assert.equal((await docker('inspect', '-f', '{{.HostConfig.Runtime}}', gvisor.containerId!)).trim(), 'runsc');
@@ -33,39 +39,60 @@ test('a runsc session runs under gVisor; a runc session does not', dockerTestOpt
   assert.equal(host.trim(), (await import('node:os')).release());
 });
 
-test('session/info and the HTTP session report the runtime; the default is the engine default', dockerTestOptions, async (t) => {
-  const server = await startServer({ backend: 'docker', flags: ['--allowed-runtimes', 'runsc'] });
-  t.after(() => server.close());
-  const ws = await TestSession.open(server.url, { session: { runtime: 'runsc' } });
-  t.after(() => ws.close());
-  const info = await ws.request('session/info', {});
-  assert.equal(info['runtime'], 'runsc');
-  assert.equal(info['hibernation'], 'awake');
-  assert.equal((ws.initResult['capabilities'] as Record<string, unknown>)['hibernation'], true);
-  const created = await fetch(`${server.httpUrl}/v1/sessions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
-  assert.equal(created.status, 201);
-  const body = (await created.json()) as Record<string, unknown>;
-  const engineDefault = (await docker('info', '-f', '{{.DefaultRuntime}}')).trim();
-  assert.equal(body['runtime'], engineDefault);
-  const listed = (await (await fetch(`${server.httpUrl}/v1/sessions/${String(body['sessionId'])}`)).json()) as Record<string, unknown>;
-  assert.equal(listed['runtime'], engineDefault);
-});
+test(
+  'session/info and the HTTP session report the runtime; the default is the engine default',
+  dockerTestOptions,
+  async (t) => {
+    const server = await startServer({ backend: 'docker', flags: ['--allowed-runtimes', 'runsc'] });
+    t.after(() => server.close());
+    const ws = await TestSession.open(server.url, { session: { runtime: 'runsc' } });
+    t.after(() => ws.close());
+    const info = await ws.request('session/info', {});
+    assert.equal(info['runtime'], 'runsc');
+    assert.equal(info['hibernation'], 'awake');
+    assert.equal((ws.initResult['capabilities'] as Record<string, unknown>)['hibernation'], true);
+    const created = await fetch(`${server.httpUrl}/v1/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
+    assert.equal(created.status, 201);
+    const body = (await created.json()) as Record<string, unknown>;
+    const engineDefault = (await docker('info', '-f', '{{.DefaultRuntime}}')).trim();
+    assert.equal(body['runtime'], engineDefault);
+    const listed = (await (await fetch(`${server.httpUrl}/v1/sessions/${String(body['sessionId'])}`)).json()) as Record<
+      string,
+      unknown
+    >;
+    assert.equal(listed['runtime'], engineDefault);
+  },
+);
 
 test('runtimes that are not allowed or not registered are clear errors', dockerTestOptions, async (t) => {
   const server = await startServer({ backend: 'docker', flags: ['--allowed-runtimes', 'runsc,no-such-runtime'] });
   t.after(() => server.close());
   const post = async (spec: unknown): Promise<{ status: number; body: Record<string, unknown> }> => {
-    const res = await fetch(`${server.httpUrl}/v1/sessions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(spec) });
+    const res = await fetch(`${server.httpUrl}/v1/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(spec),
+    });
     return { status: res.status, body: (await res.json()) as Record<string, unknown> };
   };
   const denied = await post({ runtime: 'kata' });
   assert.equal(denied.status, 400);
   assert.equal(denied.body['code'], 'EXEC_ERR_INVALID_PARAMS');
-  assert.match(String(denied.body['message']), /session\.runtime kata is not allowed on this server \(allowed: runc, runsc, no-such-runtime/);
+  assert.match(
+    String(denied.body['message']),
+    /session\.runtime kata is not allowed on this server \(allowed: runc, runsc, no-such-runtime/,
+  );
   const missing = await post({ runtime: 'no-such-runtime' });
   assert.equal(missing.status, 500);
   assert.equal(missing.body['code'], 'EXEC_ERR_CONFIG');
-  assert.match(String(missing.body['message']), /no-such-runtime is allowed here but not registered with the engine; it has: .*runsc/);
+  assert.match(
+    String(missing.body['message']),
+    /no-such-runtime is allowed here but not registered with the engine; it has: .*runsc/,
+  );
   const malformed = await post({ runtime: '../x' });
   assert.equal(malformed.status, 400);
   assert.equal(malformed.body['code'], 'EXEC_ERR_INVALID_PARAMS');
@@ -76,7 +103,10 @@ test('a default runtime the engine lacks fails startup with a clear error', dock
   try {
     await assert.rejects(backend.recover(), (err: Error & { code?: string }) => {
       assert.equal(err.code, 'EXEC_ERR_CONFIG');
-      assert.match(err.message, /docker runtime no-such-runtime \(--runtime\) is not registered with the engine; it has: .*runc.*runsc/);
+      assert.match(
+        err.message,
+        /docker runtime no-such-runtime \(--runtime\) is not registered with the engine; it has: .*runc.*runsc/,
+      );
       return true;
     });
   } finally {
@@ -87,7 +117,11 @@ test('a default runtime the engine lacks fails startup with a clear error', dock
 test('session.runtime on the local backend is a clear error', async (t) => {
   const server = await startServer({ backend: 'local' });
   t.after(() => server.close());
-  const res = await fetch(`${server.httpUrl}/v1/sessions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ runtime: 'runsc' }) });
+  const res = await fetch(`${server.httpUrl}/v1/sessions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ runtime: 'runsc' }),
+  });
   assert.equal(res.status, 400);
   const body = (await res.json()) as Record<string, unknown>;
   assert.match(String(body['message']), /session\.runtime applies to the docker backend only/);
@@ -99,7 +133,19 @@ test('the warm pool keeps containers per runtime and hands them to matching sess
   assert.equal(await backend.poolFull(60_000), true, 'both pools filled');
   assert.equal(backend.poolReady('runc'), 1);
   assert.equal(backend.poolReady('runsc'), 1);
-  const pooled = (await docker('ps', '-q', '--no-trunc', '--filter', `label=exec-server.instance=${backend.options.instanceId}`, '--filter', 'label=exec-server.pool=true')).trim().split('\n');
+  const pooled = (
+    await docker(
+      'ps',
+      '-q',
+      '--no-trunc',
+      '--filter',
+      `label=exec-server.instance=${backend.options.instanceId}`,
+      '--filter',
+      'label=exec-server.pool=true',
+    )
+  )
+    .trim()
+    .split('\n');
   const gvisor = await backend.createSession(sessionSpec({ runtime: 'runsc' }));
   assert.ok(pooled.includes(gvisor.containerId!), 'the runsc session got the runsc pool container');
   assert.equal((await docker('inspect', '-f', '{{.HostConfig.Runtime}}', gvisor.containerId!)).trim(), 'runsc');
@@ -110,10 +156,34 @@ test('the warm pool keeps containers per runtime and hands them to matching sess
   assert.match(await run(gvisor, 'uname -r'), /^4\.4\.0/);
 });
 
-test('the server refuses to start with such a default runtime (exit 2, the reason on stderr)', dockerTestOptions, async () => {
-  const { spawnSync } = await import('node:child_process');
-  const main = new URL('../../src/main.ts', import.meta.url).pathname;
-  const r = spawnSync(process.execPath, ['--import', 'tsx', main, 'serve', '--backend', 'docker', '--runtime', 'no-such-runtime', '--listen', 'ws://127.0.0.1:0', '--log-level', 'silent'], { encoding: 'utf8', timeout: 60_000 });
-  assert.equal(r.status, 2, r.stderr);
-  assert.match(r.stderr, /exec-server: invalid configuration: docker runtime no-such-runtime \(--runtime\) is not registered with the engine/);
-});
+test(
+  'the server refuses to start with such a default runtime (exit 2, the reason on stderr)',
+  dockerTestOptions,
+  async () => {
+    const { spawnSync } = await import('node:child_process');
+    const main = new URL('../../src/main.ts', import.meta.url).pathname;
+    const r = spawnSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        main,
+        'serve',
+        '--backend',
+        'docker',
+        '--runtime',
+        'no-such-runtime',
+        '--listen',
+        'ws://127.0.0.1:0',
+        '--log-level',
+        'silent',
+      ],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(
+      r.stderr,
+      /exec-server: invalid configuration: docker runtime no-such-runtime \(--runtime\) is not registered with the engine/,
+    );
+  },
+);

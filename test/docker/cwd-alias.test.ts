@@ -15,7 +15,9 @@ test('client cwd aliases the workspace; a typo inside the workspace stays an err
   assert.equal(r.stdout, '/home/dev/project\n');
   const read = await s.request<Record<string, unknown>>('fs/readFile', { path: `${workdir}/made-here.txt` });
   assert.equal(Buffer.from(String(read['dataBase64']), 'base64').toString(), 'hi\n');
-  const viaAlias = await s.request<Record<string, unknown>>('fs/readFile', { path: 'file:///home/dev/project/made-here.txt' });
+  const viaAlias = await s.request<Record<string, unknown>>('fs/readFile', {
+    path: 'file:///home/dev/project/made-here.txt',
+  });
   assert.equal(Buffer.from(String(viaAlias['dataBase64']), 'base64').toString(), 'hi\n');
   const typo = await s.run('typo', ['pwd'], { cwd: `${workdir}/no-such-dir` });
   assert.equal(typo.exited['exitCode'], 126);

@@ -16,7 +16,10 @@ export const IN_CI = process.env.CI === 'true' || process.env.CI === '1';
 async function unavailableReason(): Promise<string | undefined> {
   const docker = new Docker(process.env.DOCKER_HOST ? undefined : { socketPath: '/var/run/docker.sock' });
   try {
-    await Promise.race([docker.ping(), new Promise((_, reject) => setTimeout(() => reject(new Error('ping timed out after 15 s')), 15_000))]);
+    await Promise.race([
+      docker.ping(),
+      new Promise((_, reject) => setTimeout(() => reject(new Error('ping timed out after 15 s')), 15_000)),
+    ]);
   } catch (err) {
     return `no Docker engine answers (${(err as Error).message}); run scripts/start-dockerd.sh`;
   }
@@ -42,6 +45,10 @@ if (reason !== undefined && IN_CI) {
 
 /** Options for `test()`: skipped (outside CI) when the engine is missing. */
 export const dockerTestOptions: { skip?: string; timeout: number } =
-  reason === undefined ? { timeout: 120_000 } : IN_CI ? { skip: `engine missing: see the failing test`, timeout: 1000 } : { skip: reason, timeout: 1000 };
+  reason === undefined
+    ? { timeout: 120_000 }
+    : IN_CI
+      ? { skip: `engine missing: see the failing test`, timeout: 1000 }
+      : { skip: reason, timeout: 1000 };
 
 export const engineReady = reason === undefined;

@@ -27,7 +27,14 @@ for (const execPath of ['agent', 'exec'] as const) {
 
     test('env, cwd and arg0 are honoured', dockerTestOptions, async () => {
       const sink = new RecordingSink();
-      await shared.session.spawn(spawnRequest(['/bin/bash', '-c', 'echo "$FOO $(pwd) $0"'], { env: { FOO: 'bar', PATH: '/bin' }, cwd: '/tmp', arg0: 'myname' }), sink);
+      await shared.session.spawn(
+        spawnRequest(['/bin/bash', '-c', 'echo "$FOO $(pwd) $0"'], {
+          env: { FOO: 'bar', PATH: '/bin' },
+          cwd: '/tmp',
+          arg0: 'myname',
+        }),
+        sink,
+      );
       assert.deepEqual(await sink.exited, { kind: 'exited', code: 0 });
       assert.equal(sink.text(), 'bar /tmp myname\n');
     });
@@ -44,7 +51,10 @@ for (const execPath of ['agent', 'exec'] as const) {
 
     test('pipe with stdin: write, close stdin, the rest of the output still arrives', dockerTestOptions, async () => {
       const sink = new RecordingSink();
-      const proc = await shared.session.spawn(spawnRequest(['sh', '-c', 'cat; echo done; sleep 0.2; echo after'], { mode: 'pipe' }), sink);
+      const proc = await shared.session.spawn(
+        spawnRequest(['sh', '-c', 'cat; echo done; sleep 0.2; echo after'], { mode: 'pipe' }),
+        sink,
+      );
       await proc.write(Buffer.from('hello\n'));
       await proc.write(Buffer.from('world\n'));
       await proc.closeStdin();
@@ -60,7 +70,10 @@ for (const execPath of ['agent', 'exec'] as const) {
     test('PTY: a resize right after the start wins over the size the start asked for', dockerTestOptions, async () => {
       for (let i = 0; i < 3; i++) {
         const sink = new RecordingSink();
-        const proc = await shared.session.spawn(spawnRequest(['sh', '-c', 'read x; stty size'], { mode: 'pty', size: { cols: 100, rows: 30 } }), sink);
+        const proc = await shared.session.spawn(
+          spawnRequest(['sh', '-c', 'read x; stty size'], { mode: 'pty', size: { cols: 100, rows: 30 } }),
+          sink,
+        );
         // The start's own resize may still be retrying (the engine refuses one for an exec it has not
         // registered yet); it must not land after this one.
         await proc.resize({ cols: 132, rows: 43 });
@@ -87,7 +100,12 @@ for (const execPath of ['agent', 'exec'] as const) {
     test('PTY: 64 KiB of output delivered completely', dockerTestOptions, async () => {
       const sink = new RecordingSink();
       // 1024 lines of 63 chars + \n = 64 KiB; the tty turns \n into \r\n.
-      await shared.session.spawn(spawnRequest(['sh', '-c', 'i=0; while [ $i -lt 1024 ]; do printf "%063d\\n" $i; i=$((i+1)); done'], { mode: 'pty' }), sink);
+      await shared.session.spawn(
+        spawnRequest(['sh', '-c', 'i=0; while [ $i -lt 1024 ]; do printf "%063d\\n" $i; i=$((i+1)); done'], {
+          mode: 'pty',
+        }),
+        sink,
+      );
       assert.deepEqual(await sink.exited, { kind: 'exited', code: 0 });
       const text = sink.text().replace(/\r\n/g, '\n');
       assert.equal(text.length, 64 * 1024);
@@ -97,11 +115,16 @@ for (const execPath of ['agent', 'exec'] as const) {
     // gVisor's own terminals (the agent makes the PTY inside the sandbox) do not act on the EOF
     // character in this runsc release; docs/docker-backend.md, "Under gVisor".
     const eofOptions =
-      execPath === 'agent' && process.env.EXEC_SERVER_TEST_RUNTIME === 'runsc' ? { ...dockerTestOptions, skip: "gVisor's agent-made PTY ignores the EOF character (documented)" } : dockerTestOptions;
+      execPath === 'agent' && process.env.EXEC_SERVER_TEST_RUNTIME === 'runsc'
+        ? { ...dockerTestOptions, skip: "gVisor's agent-made PTY ignores the EOF character (documented)" }
+        : dockerTestOptions;
 
     test('PTY: closeStdin sends EOF', eofOptions, async () => {
       const sink = new RecordingSink();
-      const proc = await shared.session.spawn(spawnRequest(['sh', '-c', 'cat >/dev/null; echo eof'], { mode: 'pty' }), sink);
+      const proc = await shared.session.spawn(
+        spawnRequest(['sh', '-c', 'cat >/dev/null; echo eof'], { mode: 'pty' }),
+        sink,
+      );
       await proc.closeStdin();
       assert.deepEqual(await sink.exited, { kind: 'exited', code: 0 });
       assert.match(sink.text(), /eof/);
@@ -109,7 +132,10 @@ for (const execPath of ['agent', 'exec'] as const) {
 
     test('signal reaches the whole process group; signaled exit reported', dockerTestOptions, async () => {
       const sink = new RecordingSink();
-      const proc = await shared.session.spawn(spawnRequest(['sh', '-c', 'sleep 300 & sleep 301 & echo started; wait']), sink);
+      const proc = await shared.session.spawn(
+        spawnRequest(['sh', '-c', 'sleep 300 & sleep 301 & echo started; wait']),
+        sink,
+      );
       await waitFor(() => sink.text().includes('started'));
       await proc.signal('SIGTERM');
       const exit = await sink.exited;
@@ -120,7 +146,10 @@ for (const execPath of ['agent', 'exec'] as const) {
     test('SIGKILL of a group whose children ignore SIGTERM leaves nothing alive', dockerTestOptions, async () => {
       const sink = new RecordingSink();
       const proc = await shared.session.spawn(
-        spawnRequest(['sh', '-c', 'trap "" TERM; (trap "" TERM; sleep 400) & (trap "" TERM; sleep 401) & echo started; wait'], { mode: 'pty' }),
+        spawnRequest(
+          ['sh', '-c', 'trap "" TERM; (trap "" TERM; sleep 400) & (trap "" TERM; sleep 401) & echo started; wait'],
+          { mode: 'pty' },
+        ),
         sink,
       );
       await waitFor(() => sink.text().includes('started'));
@@ -140,7 +169,6 @@ for (const execPath of ['agent', 'exec'] as const) {
       await proc.signal('SIGINT');
       assert.deepEqual(await sink.exited, { kind: 'signaled', signal: 'SIGINT', signo: 2 });
     });
-
   });
 }
 

@@ -13,11 +13,19 @@ function frame(type: number, payload: Buffer): Buffer {
 }
 
 test('frames split at every possible boundary are labelled and reassembled', async () => {
-  const wire = Buffer.concat([frame(1, Buffer.from('hello ')), frame(2, Buffer.from('oops')), frame(1, Buffer.alloc(0)), frame(1, Buffer.from('world'))]);
+  const wire = Buffer.concat([
+    frame(1, Buffer.from('hello ')),
+    frame(2, Buffer.from('oops')),
+    frame(1, Buffer.alloc(0)),
+    frame(1, Buffer.from('world')),
+  ]);
   for (let cut = 1; cut < wire.length; cut++) {
     const out: Buffer[] = [];
     const err: Buffer[] = [];
-    const d = new FrameDemuxer(callbackWritable((b) => out.push(b)), callbackWritable((b) => err.push(b)));
+    const d = new FrameDemuxer(
+      callbackWritable((b) => out.push(b)),
+      callbackWritable((b) => err.push(b)),
+    );
     await pipeline(Readable.from([wire.subarray(0, cut), wire.subarray(cut)]), d);
     assert.equal(Buffer.concat(out).toString(), 'hello world', `cut ${cut}`);
     assert.equal(Buffer.concat(err).toString(), 'oops');
@@ -63,12 +71,18 @@ test('a slow target pauses the source (backpressure) and both targets end', asyn
 });
 
 test('unknown frame type is an error; a truncated frame still ends the targets', async () => {
-  const bad = new FrameDemuxer(callbackWritable(() => {}), callbackWritable(() => {}));
+  const bad = new FrameDemuxer(
+    callbackWritable(() => {}),
+    callbackWritable(() => {}),
+  );
   await assert.rejects(pipeline(Readable.from([frame(7, Buffer.from('x'))]), bad));
   const out = new PassThrough();
   out.resume();
   const ended = new Promise((r) => out.on('end', r));
-  const t = new FrameDemuxer(out, callbackWritable(() => {}));
+  const t = new FrameDemuxer(
+    out,
+    callbackWritable(() => {}),
+  );
   await assert.rejects(pipeline(Readable.from([frame(1, Buffer.from('abcdef')).subarray(0, 10)]), t), /inside a frame/);
   await ended;
 });

@@ -21,7 +21,9 @@ test('write, read, stat, list, copy, remove round trip', dockerTestOptions, asyn
   assert.equal(st.size, 5);
   assert.ok(Math.abs(st.modifiedAtMs - Date.now()) < 60_000);
   assert.equal((await fs.stat('/workspace/d')).isDirectory, true);
-  const names = (await fs.readDirectory('/workspace/d')).map((e) => `${e.fileName}:${e.isDirectory ? 'd' : e.isFile ? 'f' : 'o'}`).sort();
+  const names = (await fs.readDirectory('/workspace/d'))
+    .map((e) => `${e.fileName}:${e.isDirectory ? 'd' : e.isFile ? 'f' : 'o'}`)
+    .sort();
   assert.deepEqual(names, ['a.txt:f', 'e:d']);
   await fs.writeFile('/workspace/d/.hidden name', Buffer.from(''));
   assert.ok((await fs.readDirectory('/workspace/d')).some((e) => e.fileName === '.hidden name'));
@@ -56,7 +58,10 @@ test('errors map to the registry', dockerTestOptions, async () => {
 test('realpath and symlinks', dockerTestOptions, async () => {
   const fs = shared.session.fs;
   const sink = new RecordingSink();
-  await shared.session.spawn(spawnRequest(['sh', '-c', 'mkdir -p /workspace/real && ln -sfn /workspace/real /workspace/link']), sink);
+  await shared.session.spawn(
+    spawnRequest(['sh', '-c', 'mkdir -p /workspace/real && ln -sfn /workspace/real /workspace/link']),
+    sink,
+  );
   await sink.exited;
   assert.equal(await fs.realpath('/workspace/link'), '/workspace/real');
   assert.equal(await fs.realpath('/workspace/link/missing/x'), '/workspace/real/missing/x');
@@ -75,7 +80,10 @@ test('openRead with offset', dockerTestOptions, async () => {
   assert.equal(Buffer.concat(chunks).toString(), '456789');
 });
 
-test('200 MB file: writeStream and openRead with checksums and bounded memory', { ...dockerTestOptions, timeout: 300_000 }, async () => {
+test('200 MB file: writeStream and openRead with checksums and bounded memory', {
+  ...dockerTestOptions,
+  timeout: 300_000,
+}, async () => {
   const SIZE = 200 * 1024 * 1024;
   const CHUNK = 1024 * 1024;
   // A generated stream (pseudo-random, so compression or sparse tricks cannot help).
@@ -124,7 +132,10 @@ test('200 MB file: writeStream and openRead with checksums and bounded memory', 
   );
   // Bounded by the stdin budget (8 MiB) and the output window (at most 2 MiB) plus chunks in
   // hand; a buffering implementation would hold the whole 200 MB.
-  for (const [what, g] of [['write', write], ['read', read]] as const) {
+  for (const [what, g] of [
+    ['write', write],
+    ['read', read],
+  ] as const) {
     assert.ok(g.live < 48 * 1024 * 1024, `${what}: live heap+buffers grew by ${mb(g.live)} MB while streaming 200 MB`);
     assert.ok(g.rss < 128 * 1024 * 1024, `${what}: RSS grew by ${mb(g.rss)} MB while streaming 200 MB`);
   }

@@ -5,7 +5,16 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { createDockerBackend, type DockerBackend, type DockerBackendOptions } from '../../src/backends/docker/index.ts';
 import { silentLogger } from '../../src/logger.ts';
-import type { BackendExit, BackendSession, BackendSessionSpec, ProcessSink, ResolvedSandbox, SpawnMode, SpawnRequest, StreamName } from '../../src/backends/types.ts';
+import type {
+  BackendExit,
+  BackendSession,
+  BackendSessionSpec,
+  ProcessSink,
+  ResolvedSandbox,
+  SpawnMode,
+  SpawnRequest,
+  StreamName,
+} from '../../src/backends/types.ts';
 import { asSessionId, asTenantId } from '../../src/ids.ts';
 import { engineReady, TEST_IMAGE } from './engine.ts';
 
@@ -14,8 +23,16 @@ export const execFileP = promisify(execFile);
 export function makeBackend(extra: Partial<DockerBackendOptions> = {}): DockerBackend {
   return createDockerBackend(
     // EXEC_SERVER_TEST_RUNTIME: the same suites under another runtime (test/docker-runsc/).
-    { defaultImage: TEST_IMAGE, instanceId: `test-${randomUUID().slice(0, 8)}`, defaultResources: { memoryMb: 512, cpus: 1, pids: 256 }, runtime: process.env.EXEC_SERVER_TEST_RUNTIME, ...extra },
-    process.env.DEBUG_DOCKER ? { info: console.error, warn: console.error, error: console.error, debug: console.error } : silentLogger,
+    {
+      defaultImage: TEST_IMAGE,
+      instanceId: `test-${randomUUID().slice(0, 8)}`,
+      defaultResources: { memoryMb: 512, cpus: 1, pids: 256 },
+      runtime: process.env.EXEC_SERVER_TEST_RUNTIME,
+      ...extra,
+    },
+    process.env.DEBUG_DOCKER
+      ? { info: console.error, warn: console.error, error: console.error, debug: console.error }
+      : silentLogger,
   );
 }
 
@@ -74,7 +91,9 @@ export class RecordingSink implements ProcessSink {
   }
 
   text(stream?: StreamName): string {
-    return Buffer.concat(this.chunks.filter((c) => stream === undefined || c.stream === stream).map((c) => c.data)).toString('utf8');
+    return Buffer.concat(
+      this.chunks.filter((c) => stream === undefined || c.stream === stream).map((c) => c.data),
+    ).toString('utf8');
   }
 }
 
@@ -107,4 +126,3 @@ export function sharedSession(extra: Partial<DockerBackendOptions> = {}): { read
     },
   };
 }
-

@@ -13,14 +13,22 @@ import { dockerTestOptions } from './engine.ts';
 test('re-adoption keeps the session policy; a session without its record is removed', dockerTestOptions, async (t) => {
   const instanceId = `recovery-${process.pid}-${Date.now()}`;
   const first = await startServer({ backend: 'docker', instanceId });
-  const kept = await TestSession.open(first.url, { session: { sandbox: { type: 'read-only' }, denyRead: ['/workspace/secret'], approvalPolicy: 'never' } });
+  const kept = await TestSession.open(first.url, {
+    session: { sandbox: { type: 'read-only' }, denyRead: ['/workspace/secret'], approvalPolicy: 'never' },
+  });
   const keptInfo = await kept.request<Record<string, unknown>>('session/info', {});
   const doomed = await TestSession.open(first.url);
   const doomedInfo = await doomed.request<Record<string, unknown>>('session/info', {});
   // The secret is put there from outside (the session itself is read-only).
   execFileSync('docker', ['exec', String(keptInfo['containerId']), 'sh', '-c', 'echo classified > /workspace/secret']);
   await sleep(500); // the records are stored in the background
-  execFileSync('docker', ['exec', String(doomedInfo['containerId']), 'rm', '-f', '/run/exec-server/r/session-record.json']);
+  execFileSync('docker', [
+    'exec',
+    String(doomedInfo['containerId']),
+    'rm',
+    '-f',
+    '/run/exec-server/r/session-record.json',
+  ]);
   await kept.close();
   await doomed.close();
 
@@ -38,10 +46,17 @@ test('re-adoption keeps the session policy; a session without its record is remo
   assert.notEqual(read.exited['exitCode'], 0, 'deny-read still holds after re-adoption');
   assert.match(read.stderr, /Permission denied/);
   assert.ok(!read.stdout.includes('classified'));
-  const exists = execFileSync('docker', ['exec', String(keptInfo['containerId']), 'cat', '/workspace/secret']).toString();
+  const exists = execFileSync('docker', [
+    'exec',
+    String(keptInfo['containerId']),
+    'cat',
+    '/workspace/secret',
+  ]).toString();
   assert.equal(exists, 'classified\n', 'the secret is there; only the sandbox keeps it out');
   await assert.rejects(TestSession.open(second.url, { resumeSessionId: String(doomedInfo['sessionId']) }), /not found/);
-  const gone = execFileSync('docker', ['ps', '-aq', '--filter', `id=${String(doomedInfo['containerId'])}`]).toString().trim();
+  const gone = execFileSync('docker', ['ps', '-aq', '--filter', `id=${String(doomedInfo['containerId'])}`])
+    .toString()
+    .trim();
   assert.equal(gone, '', 'the container without a record was removed');
   // Let the abandoned first server go without touching the re-adopted containers.
   await first.app.close().catch(() => undefined);

@@ -4,14 +4,22 @@ import { test } from 'node:test';
 import { startServer, TestSession } from '../support/harness.ts';
 import { dockerTestOptions } from './engine.ts';
 
-test('container-user: HOME falls back to the user\'s passwd home; login shells start cleanly', dockerTestOptions, async (t) => {
-  const server = await startServer({ backend: 'docker' });
-  t.after(() => server.close());
-  const s = await TestSession.open(server.url);
-  t.after(() => s.close());
-  const r = await s.run('home', ['/bin/bash', '-lc', 'echo "home=$HOME"; id -u'], { envPolicy: { inherit: 'all' } });
-  assert.equal(r.stderr, '');
-  assert.equal(r.stdout, 'home=/home/sandbox\n1000\n');
-  const root = await s.run('root', ['sh', '-c', 'echo "home=$HOME"'], { envPolicy: { inherit: 'all' }, sandboxPermissions: 'require-escalated', approval: 'approved' });
-  assert.equal(root.stdout, 'home=/root\n');
-});
+test(
+  "container-user: HOME falls back to the user's passwd home; login shells start cleanly",
+  dockerTestOptions,
+  async (t) => {
+    const server = await startServer({ backend: 'docker' });
+    t.after(() => server.close());
+    const s = await TestSession.open(server.url);
+    t.after(() => s.close());
+    const r = await s.run('home', ['/bin/bash', '-lc', 'echo "home=$HOME"; id -u'], { envPolicy: { inherit: 'all' } });
+    assert.equal(r.stderr, '');
+    assert.equal(r.stdout, 'home=/home/sandbox\n1000\n');
+    const root = await s.run('root', ['sh', '-c', 'echo "home=$HOME"'], {
+      envPolicy: { inherit: 'all' },
+      sandboxPermissions: 'require-escalated',
+      approval: 'approved',
+    });
+    assert.equal(root.stdout, 'home=/root\n');
+  },
+);

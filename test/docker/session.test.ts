@@ -55,7 +55,10 @@ test('container is hardened (docker inspect)', dockerTestOptions, async () => {
   assert.equal(labels['exec-server.tenant'], 'alice');
   assert.equal(labels['exec-server.label.team'], 'infra');
   // From inside: exactly the kept capabilities (CHOWN 0, DAC_OVERRIDE 1, FOWNER 3, KILL 5, SETGID 6, SETUID 7 = 0xeb), no network interface but lo, limits.
-  const caps = await sh(s, 'grep CapEff /proc/self/status; ls /sys/class/net; cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max');
+  const caps = await sh(
+    s,
+    'grep CapEff /proc/self/status; ls /sys/class/net; cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max',
+  );
   assert.match(caps.out, /CapEff:\s+00000000000000eb/);
   assert.equal(caps.out.split('\n')[1], 'lo');
   if (s.runtime === 'runsc') {
@@ -131,7 +134,9 @@ test('snapshot, fork sees the files; list and delete by tenant', dockerTestOptio
     [],
   );
   // Another tenant can neither fork from it nor delete it.
-  await assert.rejects(backend.createSession(sessionSpec({ tenant: asTenantId('bob'), snapshot: snap.snapshotId })), { code: 'EXEC_ERR_NOT_FOUND' });
+  await assert.rejects(backend.createSession(sessionSpec({ tenant: asTenantId('bob'), snapshot: snap.snapshotId })), {
+    code: 'EXEC_ERR_NOT_FOUND',
+  });
   await assert.rejects(backend.deleteSnapshot(snap.snapshotId, asTenantId('bob')), { code: 'EXEC_ERR_NOT_FOUND' });
   await fork.destroy();
   await s.destroy();

@@ -39,9 +39,14 @@ export function examples(markdown: string): Example[] {
 
 function run(file: string, env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', file], { cwd: ROOT, env: { ...process.env, ...env }, timeout: 120_000 }, (err, stdout, stderr) => {
-      resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', file],
+      { cwd: ROOT, env: { ...process.env, ...env }, timeout: 120_000 },
+      (err, stdout, stderr) => {
+        resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -65,16 +70,20 @@ test('docs/sdk.md examples print what the page says', { timeout: 900_000 }, asyn
   for (const ex of examples(md)) {
     const file = join(dir, `example-${++n}.ts`);
     await writeFile(file, ex.code);
-    await t.test(`${n}. ${ex.title}`, ex.backend === 'docker' && !engineReady ? { skip: 'no Docker engine' } : {}, async () => {
-      let server = servers.get(ex.backend);
-      if (server === undefined) {
-        server = await startServer({ backend: ex.backend, flags: ['--token', 'doc-token'] });
-        servers.set(ex.backend, server);
-      }
-      const r = await run(file, { EXEC_SERVER_URL: server.url, EXEC_SERVER_TOKEN: 'doc-token' });
-      assert.equal(r.stderr, '', 'nothing on stderr');
-      assert.equal(r.code, 0);
-      assert.equal(r.stdout, ex.expected);
-    });
+    await t.test(
+      `${n}. ${ex.title}`,
+      ex.backend === 'docker' && !engineReady ? { skip: 'no Docker engine' } : {},
+      async () => {
+        let server = servers.get(ex.backend);
+        if (server === undefined) {
+          server = await startServer({ backend: ex.backend, flags: ['--token', 'doc-token'] });
+          servers.set(ex.backend, server);
+        }
+        const r = await run(file, { EXEC_SERVER_URL: server.url, EXEC_SERVER_TOKEN: 'doc-token' });
+        assert.equal(r.stderr, '', 'nothing on stderr');
+        assert.equal(r.code, 0);
+        assert.equal(r.stdout, ex.expected);
+      },
+    );
   }
 });

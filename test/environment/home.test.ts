@@ -26,7 +26,9 @@ const EXPECTED = {
 const MISSING_HOME = /(^|[\s:'"])\/\.[A-Za-z]/m;
 
 for (const backend of BACKENDS) {
-  test(`${backend}: HOME for process/start without env (pipe and PTY), sandboxed or not; the client's HOME is kept`, { timeout: 120_000 }, async (t) => {
+  test(`${backend}: HOME for process/start without env (pipe and PTY), sandboxed or not; the client's HOME is kept`, {
+    timeout: 120_000,
+  }, async (t) => {
     const server = await startServer({ backend });
     t.after(() => server.close());
     const s = await TestSession.open(server.url);
@@ -35,13 +37,18 @@ for (const backend of BACKENDS) {
     assert.equal(pipe.stdout, `${EXPECTED[backend].sandboxed}\n`);
     const pty = await s.run('pty', ['sh', '-c', 'echo "$HOME"'], { tty: true });
     assert.match(pty.pty, new RegExp(`^${EXPECTED[backend].sandboxed}\\r?\\n$`));
-    const escalated = await s.run('root', ['sh', '-c', 'echo "$HOME"'], { sandboxPermissions: 'require-escalated', approval: 'approved' });
+    const escalated = await s.run('root', ['sh', '-c', 'echo "$HOME"'], {
+      sandboxPermissions: 'require-escalated',
+      approval: 'approved',
+    });
     assert.equal(escalated.stdout, `${EXPECTED[backend].unsandboxed}\n`);
     const named = await s.run('named', ['sh', '-c', 'echo "$HOME"'], { env: { HOME: '/tmp' } });
     assert.equal(named.stdout, '/tmp\n');
   });
 
-  test(`${backend}: exec_command's login shell has HOME and prints nothing about a missing one`, { timeout: 120_000 }, async (t) => {
+  test(`${backend}: exec_command's login shell has HOME and prints nothing about a missing one`, {
+    timeout: 120_000,
+  }, async (t) => {
     const api = await serverWithApi(t, { backend });
     const id = await newSession(api);
     const r = await api<ExecToolResult>('POST', `/v1/sessions/${id}/exec_command`, { cmd: 'echo "HOME=$HOME"' });
@@ -49,13 +56,22 @@ for (const backend of BACKENDS) {
     assert.equal(r.body.exit_code, 0);
     // The docker tests' small image has no locale data, so bash warns about the facade's
     // LC_ALL=C.UTF-8; the session image has it (test/session-image/ asserts a silent shell).
-    const output = backend === 'docker' ? r.body.output.replace(/^.*setlocale: LC_ALL: cannot change locale.*\n/m, '') : r.body.output;
+    const output =
+      backend === 'docker'
+        ? r.body.output.replace(/^.*setlocale: LC_ALL: cannot change locale.*\n/m, '')
+        : r.body.output;
     assert.match(output, new RegExp(`(^|\\n)HOME=${EXPECTED[backend].sandboxed}\\n$`));
     assert.doesNotMatch(output, MISSING_HOME);
   });
 }
 
-test('local: a PTY-mode command under the sandbox has a terminal with a name (`tty`)', { timeout: 120_000, skip: process.getuid?.() === 0 ? false : 'the host terminals are shown to sandboxes only where their commands run as users of their own (a root server)' }, async (t) => {
+test('local: a PTY-mode command under the sandbox has a terminal with a name (`tty`)', {
+  timeout: 120_000,
+  skip:
+    process.getuid?.() === 0
+      ? false
+      : 'the host terminals are shown to sandboxes only where their commands run as users of their own (a root server)',
+}, async (t) => {
   const server = await startServer({ backend: 'local' });
   t.after(() => server.close());
   const s = await TestSession.open(server.url);
@@ -63,6 +79,14 @@ test('local: a PTY-mode command under the sandbox has a terminal with a name (`t
   const r = await s.run('tty', ['sh', '-c', 'tty; test -t 0 && echo stdin-is-a-terminal'], { tty: true });
   assert.match(r.pty, /^\/dev\/pts\/\d+\r\nstdin-is-a-terminal\r\n$/);
   // The other terminals of the host are listed, but closed to the session's user.
-  const other = await s.run('other', ['sh', '-c', 'for p in /dev/pts/[0-9]*; do [ "$p" = "$(tty)" ] && continue; [ -w "$p" ] && echo "writable $p"; done; echo done'], { tty: true });
+  const other = await s.run(
+    'other',
+    [
+      'sh',
+      '-c',
+      'for p in /dev/pts/[0-9]*; do [ "$p" = "$(tty)" ] && continue; [ -w "$p" ] && echo "writable $p"; done; echo done',
+    ],
+    { tty: true },
+  );
   assert.match(other.pty, /^done\r\n$/);
 });

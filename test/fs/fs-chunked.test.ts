@@ -12,16 +12,33 @@ for (const { kind, options } of BACKENDS) {
     const { session, workdir } = env;
     const data = randomBytes(5000);
     await session.request('fs/writeFile', { path: `${workdir}/big.bin`, dataBase64: data.toString('base64') });
-    await session.request('fs/writeFile', { path: `${workdir}/small.bin`, dataBase64: data.subarray(0, 1024).toString('base64') });
-    assert.equal((await session.request('fs/readFile', { path: `${workdir}/small.bin` }))['dataBase64'], data.subarray(0, 1024).toString('base64'));
-    await rejectsRpc(session.request('fs/readFile', { path: `${workdir}/big.bin` }), -32600, 'EXEC_ERR_TOO_LARGE', /1024-byte limit of fs\/readFile; use fs\/open and fs\/readBlock/);
+    await session.request('fs/writeFile', {
+      path: `${workdir}/small.bin`,
+      dataBase64: data.subarray(0, 1024).toString('base64'),
+    });
+    assert.equal(
+      (await session.request('fs/readFile', { path: `${workdir}/small.bin` }))['dataBase64'],
+      data.subarray(0, 1024).toString('base64'),
+    );
+    await rejectsRpc(
+      session.request('fs/readFile', { path: `${workdir}/big.bin` }),
+      -32600,
+      'EXEC_ERR_TOO_LARGE',
+      /1024-byte limit of fs\/readFile; use fs\/open and fs\/readBlock/,
+    );
 
     // Codex's shape: the client names the handle.
-    assert.deepEqual(await session.request('fs/open', { handleId: 7, path: `${workdir}/big.bin`, sandbox: null }), { handleId: 7 });
+    assert.deepEqual(await session.request('fs/open', { handleId: 7, path: `${workdir}/big.bin`, sandbox: null }), {
+      handleId: 7,
+    });
     const parts: Buffer[] = [];
     let offset = 0;
     for (;;) {
-      const block = await session.request<{ chunk: string; eof: boolean }>('fs/readBlock', { handleId: 7, offset, len: 1500 });
+      const block = await session.request<{ chunk: string; eof: boolean }>('fs/readBlock', {
+        handleId: 7,
+        offset,
+        len: 1500,
+      });
       const chunk = Buffer.from(block.chunk, 'base64');
       parts.push(chunk);
       offset += chunk.length;
@@ -30,16 +47,39 @@ for (const { kind, options } of BACKENDS) {
     }
     assert.equal(sha(Buffer.concat(parts)), sha(data));
     // Random access: a block in the middle, then past the end.
-    const mid = await session.request<{ chunk: string; eof: boolean }>('fs/readBlock', { handleId: 7, offset: 100, len: 10 });
+    const mid = await session.request<{ chunk: string; eof: boolean }>('fs/readBlock', {
+      handleId: 7,
+      offset: 100,
+      len: 10,
+    });
     assert.deepEqual(Buffer.from(mid.chunk, 'base64'), data.subarray(100, 110));
     assert.equal(mid.eof, false);
-    const past = await session.request<{ chunk: string; eof: boolean }>('fs/readBlock', { handleId: 7, offset: 10_000, len: 10 });
+    const past = await session.request<{ chunk: string; eof: boolean }>('fs/readBlock', {
+      handleId: 7,
+      offset: 10_000,
+      len: 10,
+    });
     assert.deepEqual(past, { chunk: '', eof: true });
-    await rejectsRpc(session.request('fs/readBlock', { handleId: 7, offset: 0, len: 64 * 1024 * 1024 }), -32600, 'EXEC_ERR_TOO_LARGE', /len/);
+    await rejectsRpc(
+      session.request('fs/readBlock', { handleId: 7, offset: 0, len: 64 * 1024 * 1024 }),
+      -32600,
+      'EXEC_ERR_TOO_LARGE',
+      /len/,
+    );
     assert.deepEqual(await session.request('fs/close', { handleId: 7 }), {});
-    await rejectsRpc(session.request('fs/readBlock', { handleId: 7, offset: 0, len: 10 }), -32600, 'EXEC_ERR_INVALID_REQUEST', /unknown file handle 7/);
+    await rejectsRpc(
+      session.request('fs/readBlock', { handleId: 7, offset: 0, len: 10 }),
+      -32600,
+      'EXEC_ERR_INVALID_REQUEST',
+      /unknown file handle 7/,
+    );
     await rejectsRpc(session.request('fs/open', { path: `${workdir}/missing` }), -32004);
-    await rejectsRpc(session.request('fs/open', { path: workdir }), -32600, 'EXEC_ERR_INVALID_REQUEST', /Is a directory/);
+    await rejectsRpc(
+      session.request('fs/open', { path: workdir }),
+      -32600,
+      'EXEC_ERR_INVALID_REQUEST',
+      /Is a directory/,
+    );
   });
 
   test(`${kind}: chunked writes stream a file in blocks`, options, async (t) => {
@@ -49,7 +89,10 @@ for (const { kind, options } of BACKENDS) {
     assert.equal(typeof handleId, 'string');
     let written = 0;
     for (let off = 0; off < data.length; off += 512 * 1024) {
-      const r = await session.request<{ bytesWritten: number }>('fs/writeBlock', { handleId, chunk: data.subarray(off, off + 512 * 1024).toString('base64') });
+      const r = await session.request<{ bytesWritten: number }>('fs/writeBlock', {
+        handleId,
+        chunk: data.subarray(off, off + 512 * 1024).toString('base64'),
+      });
       written = r.bytesWritten;
     }
     assert.equal(written, data.length);
@@ -58,7 +101,11 @@ for (const { kind, options } of BACKENDS) {
     await session.request('fs/open', { handleId: 'r', path: `${workdir}/up.bin` });
     const parts: Buffer[] = [];
     for (let off = 0; ; ) {
-      const b = await session.request<{ chunk: string; eof: boolean }>('fs/readBlock', { handleId: 'r', offset: off, len: 1024 * 1024 });
+      const b = await session.request<{ chunk: string; eof: boolean }>('fs/readBlock', {
+        handleId: 'r',
+        offset: off,
+        len: 1024 * 1024,
+      });
       const chunk = Buffer.from(b.chunk, 'base64');
       parts.push(chunk);
       off += chunk.length;
@@ -67,25 +114,60 @@ for (const { kind, options } of BACKENDS) {
     await session.request('fs/close', { handleId: 'r' });
     assert.equal(sha(Buffer.concat(parts)), sha(data));
     // Errors: bad base64, unknown handle, wrong kind, missing parent, a directory.
-    const h2 = (await session.request<{ handleId: string }>('fs/openWrite', { handleId: 'w2', path: `${workdir}/two.bin` })).handleId;
+    const h2 = (
+      await session.request<{ handleId: string }>('fs/openWrite', { handleId: 'w2', path: `${workdir}/two.bin` })
+    ).handleId;
     assert.equal(h2, 'w2');
-    await rejectsRpc(session.request('fs/writeBlock', { handleId: 'w2', chunk: '***' }), -32602, 'EXEC_ERR_INVALID_PARAMS', /chunk/);
-    await rejectsRpc(session.request('fs/openWrite', { handleId: 'w2', path: `${workdir}/three.bin` }), -32600, 'EXEC_ERR_INVALID_REQUEST', /already open/);
-    await rejectsRpc(session.request('fs/readBlock', { handleId: 'w2', offset: 0, len: 1 }), -32600, 'EXEC_ERR_INVALID_REQUEST', /opened for writing/);
+    await rejectsRpc(
+      session.request('fs/writeBlock', { handleId: 'w2', chunk: '***' }),
+      -32602,
+      'EXEC_ERR_INVALID_PARAMS',
+      /chunk/,
+    );
+    await rejectsRpc(
+      session.request('fs/openWrite', { handleId: 'w2', path: `${workdir}/three.bin` }),
+      -32600,
+      'EXEC_ERR_INVALID_REQUEST',
+      /already open/,
+    );
+    await rejectsRpc(
+      session.request('fs/readBlock', { handleId: 'w2', offset: 0, len: 1 }),
+      -32600,
+      'EXEC_ERR_INVALID_REQUEST',
+      /opened for writing/,
+    );
     await session.request('fs/writeBlock', { handleId: 'w2', chunk: b64('abc') });
     // fs/close on a write handle aborts it.
     await session.request('fs/close', { handleId: 'w2' });
-    await rejectsRpc(session.request('fs/writeBlock', { handleId: 'w2', chunk: b64('x') }), -32600, 'EXEC_ERR_INVALID_REQUEST', /unknown file handle/);
+    await rejectsRpc(
+      session.request('fs/writeBlock', { handleId: 'w2', chunk: b64('x') }),
+      -32600,
+      'EXEC_ERR_INVALID_REQUEST',
+      /unknown file handle/,
+    );
     // The aborted write leaves no partial file behind.
     for (let i = 0; i < 50; i++) {
-      const gone = await session.request('fs/getMetadata', { path: `${workdir}/two.bin` }).then(() => false, () => true);
+      const gone = await session.request('fs/getMetadata', { path: `${workdir}/two.bin` }).then(
+        () => false,
+        () => true,
+      );
       if (gone) break;
       await new Promise((res) => setTimeout(res, 100));
     }
     await rejectsRpc(session.request('fs/getMetadata', { path: `${workdir}/two.bin` }), -32004);
-    await rejectsRpc(session.request('fs/closeWrite', { handleId: 'nope' }), -32600, 'EXEC_ERR_INVALID_REQUEST', /unknown file handle/);
+    await rejectsRpc(
+      session.request('fs/closeWrite', { handleId: 'nope' }),
+      -32600,
+      'EXEC_ERR_INVALID_REQUEST',
+      /unknown file handle/,
+    );
     await rejectsRpc(session.request('fs/openWrite', { path: `${workdir}/no/such/file` }), -32004);
-    await rejectsRpc(session.request('fs/openWrite', { path: workdir }), -32600, 'EXEC_ERR_INVALID_REQUEST', /Is a directory/);
+    await rejectsRpc(
+      session.request('fs/openWrite', { path: workdir }),
+      -32600,
+      'EXEC_ERR_INVALID_REQUEST',
+      /Is a directory/,
+    );
     // Empty file.
     const h3 = (await session.request<{ handleId: string }>('fs/openWrite', { path: `${workdir}/empty.bin` })).handleId;
     assert.deepEqual(await session.request('fs/closeWrite', { handleId: h3 }), { bytesWritten: 0 });
@@ -96,8 +178,18 @@ for (const { kind, options } of BACKENDS) {
     const { session, workdir } = await fsEnv(t, kind);
     await session.request('fs/writeFile', { path: `${workdir}/f`, dataBase64: b64('f') });
     for (let i = 0; i < 16; i++) await session.request('fs/open', { handleId: i, path: `${workdir}/f` });
-    await rejectsRpc(session.request('fs/open', { handleId: 99, path: `${workdir}/f` }), -32600, 'EXEC_ERR_INVALID_REQUEST', /too many open file handles.*limit 16/);
-    await rejectsRpc(session.request('fs/openWrite', { path: `${workdir}/g` }), -32600, 'EXEC_ERR_INVALID_REQUEST', /too many open file handles/);
+    await rejectsRpc(
+      session.request('fs/open', { handleId: 99, path: `${workdir}/f` }),
+      -32600,
+      'EXEC_ERR_INVALID_REQUEST',
+      /too many open file handles.*limit 16/,
+    );
+    await rejectsRpc(
+      session.request('fs/openWrite', { path: `${workdir}/g` }),
+      -32600,
+      'EXEC_ERR_INVALID_REQUEST',
+      /too many open file handles/,
+    );
     await session.request('fs/close', { handleId: 3 });
     await session.request('fs/open', { handleId: 99, path: `${workdir}/f` });
   });
@@ -105,18 +197,36 @@ for (const { kind, options } of BACKENDS) {
   test(`${kind}: fs/watchMissing notifies fs/missingChanged when a missing path appears`, options, async (t) => {
     const { session, workdir } = await fsEnv(t, kind);
     const uri = (p: string): string => `file://${p}`;
-    const r = await session.request('fs/watchMissing', { watchId: 1, missing: [uri(`${workdir}/.agents/skills`), uri(`${workdir}/later.txt`)], present: uri(workdir) });
+    const r = await session.request('fs/watchMissing', {
+      watchId: 1,
+      missing: [uri(`${workdir}/.agents/skills`), uri(`${workdir}/later.txt`)],
+      present: uri(workdir),
+    });
     assert.deepEqual(r, { watching: true });
     // Codex also sends `present: null`.
-    assert.deepEqual(await session.request('fs/watchMissing', { watchId: 2, missing: [`${workdir}/never`], present: null }), { watching: true });
+    assert.deepEqual(
+      await session.request('fs/watchMissing', { watchId: 2, missing: [`${workdir}/never`], present: null }),
+      { watching: true },
+    );
     await new Promise((res) => setTimeout(res, 1500));
     assert.equal(session.notifications.filter((n) => n.method === 'fs/missingChanged').length, 0);
     await session.request('fs/writeFile', { path: `${workdir}/later.txt`, dataBase64: b64('now') });
     await session.waitFor((all) => all.some((n) => n.method === 'fs/missingChanged'), 15_000, 'fs/missingChanged');
     const changed = session.notifications.filter((n) => n.method === 'fs/missingChanged');
-    assert.deepEqual(changed.map((n) => n.params), [{ watchId: 1 }]);
+    assert.deepEqual(
+      changed.map((n) => n.params),
+      [{ watchId: 1 }],
+    );
     assert.deepEqual(await session.request('fs/unwatch', { watchId: 2 }), { watching: false, removed: true });
-    await rejectsRpc(session.request('fs/watchMissing', { watchId: 3, missing: Array.from({ length: 65 }, (_, i) => `${workdir}/m${i}`) }), -32600, 'EXEC_ERR_TOO_LARGE', /at most 64 paths/);
+    await rejectsRpc(
+      session.request('fs/watchMissing', {
+        watchId: 3,
+        missing: Array.from({ length: 65 }, (_, i) => `${workdir}/m${i}`),
+      }),
+      -32600,
+      'EXEC_ERR_TOO_LARGE',
+      /at most 64 paths/,
+    );
     await rejectsRpc(session.request('fs/watchMissing', { watchId: 4, missing: ['relative'] }), -32602);
   });
 }

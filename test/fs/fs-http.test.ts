@@ -8,7 +8,13 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { cpCommand } from '../../src/cli/cp.ts';
 import { ExecServerHttpError } from '../../src/client/errors.ts';
-import { HttpFiles, readFile as rpcReadFile, readFileChunked, writeFile as rpcWriteFile, writeFileChunked } from '../../src/client/files.ts';
+import {
+  HttpFiles,
+  readFile as rpcReadFile,
+  readFileChunked,
+  writeFile as rpcWriteFile,
+  writeFileChunked,
+} from '../../src/client/files.ts';
 import { BACKENDS, fsEnv } from './helpers.ts';
 
 async function rejectsHttp(p: Promise<unknown>, status: number, code: string, message?: RegExp): Promise<void> {
@@ -22,7 +28,12 @@ async function rejectsHttp(p: Promise<unknown>, status: number, code: string, me
 }
 
 /** A raw request, for what the SDK never sends (wrong content type, no token). */
-function raw(url: string, method: string, headers: Record<string, string>, body?: Buffer): Promise<{ status: number; body: Record<string, unknown> }> {
+function raw(
+  url: string,
+  method: string,
+  headers: Record<string, string>,
+  body?: Buffer,
+): Promise<{ status: number; body: Record<string, unknown> }> {
   return new Promise((resolve, reject) => {
     const req = request(url, { method, headers }, async (res) => {
       const chunks: Buffer[] = [];
@@ -37,13 +48,20 @@ function raw(url: string, method: string, headers: Record<string, string>, body?
 
 for (const { kind, options } of BACKENDS) {
   test(`${kind}: HTTP file routes and the SDK`, options, async (t) => {
-    const env = await fsEnv(t, kind, { flags: ['--tokens', 'alice:tok-a,bob:tok-b'], token: 'tok-a', session: ({ workdir }) => ({ denyRead: [`${workdir}/secret`] }) });
+    const env = await fsEnv(t, kind, {
+      flags: ['--tokens', 'alice:tok-a,bob:tok-b'],
+      token: 'tok-a',
+      session: ({ workdir }) => ({ denyRead: [`${workdir}/secret`] }),
+    });
     const alice = env.session;
     const workdir = env.workdir;
     const files = new HttpFiles({ baseUrl: env.server.url, token: 'tok-a', sessionId: alice.sessionId });
 
     await files.mkdir(`${workdir}/d/e`, { recursive: true });
-    assert.deepEqual(await files.upload(`${workdir}/d/a.txt`, Buffer.from('hello http')), { path: `${workdir}/d/a.txt`, bytesWritten: 10 });
+    assert.deepEqual(await files.upload(`${workdir}/d/a.txt`, Buffer.from('hello http')), {
+      path: `${workdir}/d/a.txt`,
+      bytesWritten: 10,
+    });
     await files.upload(`file://${workdir}/d/empty`, Buffer.alloc(0));
     const chunks: Buffer[] = [];
     const { stream, size } = await files.downloadStream(`${workdir}/d/a.txt`);
@@ -76,15 +94,33 @@ for (const { kind, options } of BACKENDS) {
     await rejectsHttp(files.downloadStream(`${workdir}/secret/s.txt`), 403, 'EXEC_ERR_FS_DENIED', /deny-read/);
     await rejectsHttp(files.list(`${workdir}/secret`), 403, 'EXEC_ERR_FS_DENIED');
     await rejectsHttp(files.copy(workdir, '/tmp/all', { recursive: true }), 403, 'EXEC_ERR_FS_DENIED');
-    await rejectsHttp(files.upload('/etc/evil', Buffer.from('x')), 403, 'EXEC_ERR_FS_DENIED', /outside the writable roots/);
+    await rejectsHttp(
+      files.upload('/etc/evil', Buffer.from('x')),
+      403,
+      'EXEC_ERR_FS_DENIED',
+      /outside the writable roots/,
+    );
     // Another tenant's session does not exist for bob; no token is 401.
     const bob = new HttpFiles({ baseUrl: env.server.httpUrl, token: 'tok-b', sessionId: alice.sessionId });
     await rejectsHttp(bob.stat(`${workdir}/d/a.txt`), 404, 'EXEC_ERR_SESSION_NOT_FOUND');
-    await rejectsHttp(new HttpFiles({ baseUrl: env.server.httpUrl, sessionId: alice.sessionId }).stat(`${workdir}/d/a.txt`), 401, 'EXEC_ERR_UNAUTHORIZED');
-    await rejectsHttp(new HttpFiles({ baseUrl: env.server.httpUrl, token: 'tok-a', sessionId: 'nope' }).stat('/x'), 404, 'EXEC_ERR_SESSION_NOT_FOUND');
+    await rejectsHttp(
+      new HttpFiles({ baseUrl: env.server.httpUrl, sessionId: alice.sessionId }).stat(`${workdir}/d/a.txt`),
+      401,
+      'EXEC_ERR_UNAUTHORIZED',
+    );
+    await rejectsHttp(
+      new HttpFiles({ baseUrl: env.server.httpUrl, token: 'tok-a', sessionId: 'nope' }).stat('/x'),
+      404,
+      'EXEC_ERR_SESSION_NOT_FOUND',
+    );
     // An upload must say application/octet-stream.
     const url = `${env.server.httpUrl}/v1/sessions/${alice.sessionId}/files/content?path=${encodeURIComponent(`${workdir}/x`)}`;
-    const wrongType = await raw(url, 'PUT', { authorization: 'Bearer tok-a', 'content-type': 'text/plain' }, Buffer.from('x'));
+    const wrongType = await raw(
+      url,
+      'PUT',
+      { authorization: 'Bearer tok-a', 'content-type': 'text/plain' },
+      Buffer.from('x'),
+    );
     assert.equal(wrongType.status, 400);
     assert.equal(wrongType.body['code'], 'EXEC_ERR_INVALID_REQUEST');
     assert.match(String(wrongType.body['message']), /application\/octet-stream/);
@@ -98,7 +134,9 @@ for (const { kind, options } of BACKENDS) {
     for await (const c of readFileChunked(alice.conn, `${workdir}/big.bin`, 1024 * 1024)) back.push(c);
     assert.ok(Buffer.concat(back).equals(big));
     // The OpenAPI document lists the routes.
-    const doc = await env.server.app.inject({ method: 'GET', url: '/documentation/json', headers: { authorization: 'Bearer tok-a' } }).catch(() => undefined);
+    const doc = await env.server.app
+      .inject({ method: 'GET', url: '/documentation/json', headers: { authorization: 'Bearer tok-a' } })
+      .catch(() => undefined);
     if (doc && doc.statusCode === 200) assert.match(doc.body, /files\/content/);
     assert.match(JSON.stringify(env.server.app.swagger()), /\/v1\/sessions\/\{id\}\/files\/content/);
   });
@@ -109,24 +147,63 @@ for (const { kind, options } of BACKENDS) {
     t.after(() => rm(dir, { recursive: true, force: true }));
     const data = randomBytes(300_000);
     await writeFile(join(dir, 'up.bin'), data);
-    assert.equal(await cpCommand(['--url', e2.url, '--token', 'tok', join(dir, 'up.bin'), `${e2.sessionId}:${e2.workdir}/`]), 0);
-    assert.equal(await cpCommand(['--url', e2.url, '--token', 'tok', `${e2.sessionId}:${e2.workdir}/up.bin`, join(dir, 'down.bin')]), 0);
+    assert.equal(
+      await cpCommand(['--url', e2.url, '--token', 'tok', join(dir, 'up.bin'), `${e2.sessionId}:${e2.workdir}/`]),
+      0,
+    );
+    assert.equal(
+      await cpCommand([
+        '--url',
+        e2.url,
+        '--token',
+        'tok',
+        `${e2.sessionId}:${e2.workdir}/up.bin`,
+        join(dir, 'down.bin'),
+      ]),
+      0,
+    );
     assert.ok((await readFile(join(dir, 'down.bin'))).equals(data));
     // Into a directory keeps the name; a file:// remote works.
     await mkdtemp(join(dir, 'sub-'));
-    assert.equal(await cpCommand(['--url', e2.url.replace('ws://', 'http://'), '--token', 'tok', `${e2.sessionId}:file://${e2.workdir}/up.bin`, dir]), 0);
+    assert.equal(
+      await cpCommand([
+        '--url',
+        e2.url.replace('ws://', 'http://'),
+        '--token',
+        'tok',
+        `${e2.sessionId}:file://${e2.workdir}/up.bin`,
+        dir,
+      ]),
+      0,
+    );
     assert.ok((await readFile(join(dir, 'up.bin'))).equals(data));
     // Failures: missing remote (no partial file left), bad usage, wrong token.
-    assert.equal(await cpCommand(['--url', e2.url, '--token', 'tok', `${e2.sessionId}:${e2.workdir}/missing`, join(dir, 'missing.bin')]), 1);
+    assert.equal(
+      await cpCommand([
+        '--url',
+        e2.url,
+        '--token',
+        'tok',
+        `${e2.sessionId}:${e2.workdir}/missing`,
+        join(dir, 'missing.bin'),
+      ]),
+      1,
+    );
     await assert.rejects(stat(join(dir, 'missing.bin')));
     assert.equal(await cpCommand(['--url', e2.url, '--token', 'tok', join(dir, 'a'), join(dir, 'b')]), 2);
     assert.equal(await cpCommand(['--url', e2.url]), 2);
-    assert.equal(await cpCommand(['--url', e2.url, '--token', 'wrong', join(dir, 'up.bin'), `${e2.sessionId}:${e2.workdir}/x`]), 1);
+    assert.equal(
+      await cpCommand(['--url', e2.url, '--token', 'wrong', join(dir, 'up.bin'), `${e2.sessionId}:${e2.workdir}/x`]),
+      1,
+    );
   });
 }
 
 /** A server with `--token tok` and one session opened with it. */
-async function fsEnvWithToken(t: Parameters<typeof fsEnv>[0], kind: 'local' | 'docker'): Promise<{ url: string; sessionId: string; workdir: string }> {
+async function fsEnvWithToken(
+  t: Parameters<typeof fsEnv>[0],
+  kind: 'local' | 'docker',
+): Promise<{ url: string; sessionId: string; workdir: string }> {
   const env = await fsEnv(t, kind, { flags: ['--token', 'tok'], token: 'tok' });
   return { url: env.server.url, sessionId: env.session.sessionId, workdir: env.workdir };
 }

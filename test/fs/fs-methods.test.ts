@@ -19,15 +19,35 @@ for (const { kind, options } of BACKENDS) {
     assert.deepEqual(await session.request('fs/createDirectory', { path: `${dir}/e/f`, recursive: true }), {});
     // A native path and a file:// URI are both accepted.
     assert.deepEqual(await session.request('fs/writeFile', { path: `${dir}/a.txt`, dataBase64: b64('hello') }), {});
-    assert.deepEqual(await session.request('fs/writeFile', { path: fileUri(`${dir}/b c.txt`), dataBase64: b64('with space'), sandbox: null }), {});
-    assert.equal(fromB64((await session.request('fs/readFile', { path: fileUri(`${dir}/a.txt`) }))['dataBase64']), 'hello');
-    assert.equal(fromB64((await session.request('fs/readFile', { path: `${dir}/b c.txt` }))['dataBase64']), 'with space');
+    assert.deepEqual(
+      await session.request('fs/writeFile', {
+        path: fileUri(`${dir}/b c.txt`),
+        dataBase64: b64('with space'),
+        sandbox: null,
+      }),
+      {},
+    );
+    assert.equal(
+      fromB64((await session.request('fs/readFile', { path: fileUri(`${dir}/a.txt`) }))['dataBase64']),
+      'hello',
+    );
+    assert.equal(
+      fromB64((await session.request('fs/readFile', { path: `${dir}/b c.txt` }))['dataBase64']),
+      'with space',
+    );
     // Empty file.
     await session.request('fs/writeFile', { path: `${dir}/empty`, dataBase64: '' });
     assert.equal((await session.request('fs/readFile', { path: `${dir}/empty` }))['dataBase64'], '');
 
     const meta = await session.request('fs/getMetadata', { path: fileUri(`${dir}/a.txt`), sandbox: null });
-    assert.deepEqual(Object.keys(meta).sort(), ['createdAtMs', 'isDirectory', 'isFile', 'isSymlink', 'modifiedAtMs', 'size']);
+    assert.deepEqual(Object.keys(meta).sort(), [
+      'createdAtMs',
+      'isDirectory',
+      'isFile',
+      'isSymlink',
+      'modifiedAtMs',
+      'size',
+    ]);
     assert.equal(meta['isFile'], true);
     assert.equal(meta['isDirectory'], false);
     assert.equal(meta['isSymlink'], false);
@@ -36,21 +56,39 @@ for (const { kind, options } of BACKENDS) {
     const dmeta = await session.request('fs/getMetadata', { path: dir });
     assert.equal(dmeta['isDirectory'], true);
 
-    const list = await session.request<{ entries: Array<{ fileName: string; isDirectory: boolean; isFile: boolean }> }>('fs/readDirectory', { path: fileUri(dir) });
-    assert.deepEqual(
-      list.entries.map((e) => `${e.fileName}:${e.isDirectory ? 'd' : e.isFile ? 'f' : 'o'}`).sort(),
-      ['a.txt:f', 'b c.txt:f', 'e:d', 'empty:f'],
+    const list = await session.request<{ entries: Array<{ fileName: string; isDirectory: boolean; isFile: boolean }> }>(
+      'fs/readDirectory',
+      { path: fileUri(dir) },
     );
+    assert.deepEqual(list.entries.map((e) => `${e.fileName}:${e.isDirectory ? 'd' : e.isFile ? 'f' : 'o'}`).sort(), [
+      'a.txt:f',
+      'b c.txt:f',
+      'e:d',
+      'empty:f',
+    ]);
 
     // canonicalize resolves `..` and answers in the form asked.
     assert.deepEqual(await session.request('fs/canonicalize', { path: `${dir}/e/../a.txt` }), { path: `${dir}/a.txt` });
-    assert.deepEqual(await session.request('fs/canonicalize', { path: fileUri(`${dir}/e/f/..`) }), { path: fileUri(`${dir}/e`) });
+    assert.deepEqual(await session.request('fs/canonicalize', { path: fileUri(`${dir}/e/f/..`) }), {
+      path: fileUri(`${dir}/e`),
+    });
 
     // copy: a file, then a tree.
-    await session.request('fs/copy', { sourcePath: `${dir}/a.txt`, destinationPath: `${dir}/a2.txt`, recursive: false });
+    await session.request('fs/copy', {
+      sourcePath: `${dir}/a.txt`,
+      destinationPath: `${dir}/a2.txt`,
+      recursive: false,
+    });
     assert.equal(fromB64((await session.request('fs/readFile', { path: `${dir}/a2.txt` }))['dataBase64']), 'hello');
-    await session.request('fs/copy', { sourcePath: fileUri(dir), destinationPath: fileUri(`${workdir}/d2`), recursive: true });
-    assert.equal(fromB64((await session.request('fs/readFile', { path: `${workdir}/d2/b c.txt` }))['dataBase64']), 'with space');
+    await session.request('fs/copy', {
+      sourcePath: fileUri(dir),
+      destinationPath: fileUri(`${workdir}/d2`),
+      recursive: true,
+    });
+    assert.equal(
+      fromB64((await session.request('fs/readFile', { path: `${workdir}/d2/b c.txt` }))['dataBase64']),
+      'with space',
+    );
     assert.equal((await session.request('fs/getMetadata', { path: `${workdir}/d2/e/f` }))['isDirectory'], true);
 
     // Overwrite truncates.
@@ -59,7 +97,12 @@ for (const { kind, options } of BACKENDS) {
 
     // remove: file, tree, force on a missing path.
     assert.deepEqual(await session.request('fs/remove', { path: `${dir}/a2.txt` }), {});
-    await rejectsRpc(session.request('fs/getMetadata', { path: `${dir}/a2.txt` }), -32004, 'EXEC_ERR_NOT_FOUND', /^No such file or directory \(os error 2\)$/);
+    await rejectsRpc(
+      session.request('fs/getMetadata', { path: `${dir}/a2.txt` }),
+      -32004,
+      'EXEC_ERR_NOT_FOUND',
+      /^No such file or directory \(os error 2\)$/,
+    );
     assert.deepEqual(await session.request('fs/remove', { path: `${workdir}/d2`, recursive: true }), {});
     await rejectsRpc(session.request('fs/readDirectory', { path: `${workdir}/d2` }), -32004);
     assert.deepEqual(await session.request('fs/remove', { path: `${workdir}/d2`, recursive: true, force: true }), {});
@@ -77,35 +120,103 @@ for (const { kind, options } of BACKENDS) {
     await session.request('fs/writeFile', { path: `${workdir}/file`, dataBase64: b64('f') });
     // Not found: -32004 with Codex's message, on every reading method.
     for (const method of ['fs/readFile', 'fs/getMetadata', 'fs/readDirectory', 'fs/canonicalize', 'fs/remove']) {
-      const err = await rejectsRpc(session.request(method, { path: `${workdir}/missing` }), -32004, 'EXEC_ERR_NOT_FOUND');
+      const err = await rejectsRpc(
+        session.request(method, { path: `${workdir}/missing` }),
+        -32004,
+        'EXEC_ERR_NOT_FOUND',
+      );
       assert.equal(err.message, 'No such file or directory (os error 2)', method);
       assert.equal(err.data?.['path'], `${workdir}/missing`);
     }
-    await rejectsRpc(session.request('fs/copy', { sourcePath: `${workdir}/missing`, destinationPath: `${workdir}/x`, recursive: false }), -32004);
+    await rejectsRpc(
+      session.request('fs/copy', {
+        sourcePath: `${workdir}/missing`,
+        destinationPath: `${workdir}/x`,
+        recursive: false,
+      }),
+      -32004,
+    );
     // Missing parent without recursive.
     await rejectsRpc(session.request('fs/createDirectory', { path: `${workdir}/no/such/dir` }), -32004);
-    await rejectsRpc(session.request('fs/writeFile', { path: `${workdir}/no/such/file`, dataBase64: b64('x') }), -32004);
+    await rejectsRpc(
+      session.request('fs/writeFile', { path: `${workdir}/no/such/file`, dataBase64: b64('x') }),
+      -32004,
+    );
     // Is a directory.
-    await rejectsRpc(session.request('fs/readFile', { path: `${workdir}/dir` }), -32600, 'EXEC_ERR_INVALID_REQUEST', /Is a directory/);
+    await rejectsRpc(
+      session.request('fs/readFile', { path: `${workdir}/dir` }),
+      -32600,
+      'EXEC_ERR_INVALID_REQUEST',
+      /Is a directory/,
+    );
     await rejectsRpc(session.request('fs/writeFile', { path: `${workdir}/dir`, dataBase64: b64('x') }), -32603);
     // Non-recursive remove or copy of a directory.
     await rejectsRpc(session.request('fs/remove', { path: `${workdir}/dir` }), -32603, 'EXEC_ERR_FS', /Is a directory/);
-    await rejectsRpc(session.request('fs/copy', { sourcePath: `${workdir}/dir`, destinationPath: `${workdir}/dir2`, recursive: false }), -32603, 'EXEC_ERR_FS', /Is a directory/);
+    await rejectsRpc(
+      session.request('fs/copy', {
+        sourcePath: `${workdir}/dir`,
+        destinationPath: `${workdir}/dir2`,
+        recursive: false,
+      }),
+      -32603,
+      'EXEC_ERR_FS',
+      /Is a directory/,
+    );
     // A directory is copied only to a new path.
-    await rejectsRpc(session.request('fs/copy', { sourcePath: `${workdir}/dir`, destinationPath: `${workdir}/dir`, recursive: true }), -32603, 'EXEC_ERR_FS', /already exists/);
+    await rejectsRpc(
+      session.request('fs/copy', { sourcePath: `${workdir}/dir`, destinationPath: `${workdir}/dir`, recursive: true }),
+      -32603,
+      'EXEC_ERR_FS',
+      /already exists/,
+    );
     // Listing a file.
     await rejectsRpc(session.request('fs/readDirectory', { path: `${workdir}/file` }), -32603, 'EXEC_ERR_FS');
     // mkdir of an existing path without recursive.
     await rejectsRpc(session.request('fs/createDirectory', { path: `${workdir}/dir` }), -32603, 'EXEC_ERR_FS');
     assert.deepEqual(await session.request('fs/createDirectory', { path: `${workdir}/dir`, recursive: true }), {});
     // Bad params: relative path, bad base64, missing fields, wrong types.
-    await rejectsRpc(session.request('fs/readFile', { path: 'relative/file' }), -32602, 'EXEC_ERR_INVALID_PARAMS', /path/);
-    await rejectsRpc(session.request('fs/writeFile', { path: `${workdir}/b`, dataBase64: 'not base64!' }), -32602, 'EXEC_ERR_INVALID_PARAMS', /dataBase64/);
-    await rejectsRpc(session.request('fs/writeFile', { path: `${workdir}/b`, dataBase64: 'abc' }), -32602, 'EXEC_ERR_INVALID_PARAMS', /dataBase64/);
-    await rejectsRpc(session.request('fs/writeFile', { path: `${workdir}/b` }), -32602, 'EXEC_ERR_INVALID_PARAMS', /dataBase64/);
-    await rejectsRpc(session.request('fs/copy', { sourcePath: `${workdir}/file`, destinationPath: `${workdir}/c` }), -32602, 'EXEC_ERR_INVALID_PARAMS', /recursive/);
-    await rejectsRpc(session.request('fs/remove', { path: `${workdir}/file`, recursive: 'yes' }), -32602, 'EXEC_ERR_INVALID_PARAMS', /recursive/);
-    await rejectsRpc(session.request('fs/getMetadata', { path: 'file://otherhost/etc/passwd' }), -32602, 'EXEC_ERR_INVALID_PARAMS', /host/);
+    await rejectsRpc(
+      session.request('fs/readFile', { path: 'relative/file' }),
+      -32602,
+      'EXEC_ERR_INVALID_PARAMS',
+      /path/,
+    );
+    await rejectsRpc(
+      session.request('fs/writeFile', { path: `${workdir}/b`, dataBase64: 'not base64!' }),
+      -32602,
+      'EXEC_ERR_INVALID_PARAMS',
+      /dataBase64/,
+    );
+    await rejectsRpc(
+      session.request('fs/writeFile', { path: `${workdir}/b`, dataBase64: 'abc' }),
+      -32602,
+      'EXEC_ERR_INVALID_PARAMS',
+      /dataBase64/,
+    );
+    await rejectsRpc(
+      session.request('fs/writeFile', { path: `${workdir}/b` }),
+      -32602,
+      'EXEC_ERR_INVALID_PARAMS',
+      /dataBase64/,
+    );
+    await rejectsRpc(
+      session.request('fs/copy', { sourcePath: `${workdir}/file`, destinationPath: `${workdir}/c` }),
+      -32602,
+      'EXEC_ERR_INVALID_PARAMS',
+      /recursive/,
+    );
+    await rejectsRpc(
+      session.request('fs/remove', { path: `${workdir}/file`, recursive: 'yes' }),
+      -32602,
+      'EXEC_ERR_INVALID_PARAMS',
+      /recursive/,
+    );
+    await rejectsRpc(
+      session.request('fs/getMetadata', { path: 'file://otherhost/etc/passwd' }),
+      -32602,
+      'EXEC_ERR_INVALID_PARAMS',
+      /host/,
+    );
     // Nothing was written by the rejected calls.
     await rejectsRpc(session.request('fs/getMetadata', { path: `${workdir}/b` }), -32004);
   });

@@ -67,7 +67,8 @@ export async function fsEnv(t: TestContext, kind: BackendKind, opts: FsEnvOption
   const info = await session.request('session/info', {});
   const containerId = info['containerId'] as string | undefined;
   const sh = async (script: string): Promise<string> => {
-    const argv = kind === 'local' ? ['sh', '-c', script] : ['docker', 'exec', '-u', '0', containerId ?? '', 'sh', '-c', script];
+    const argv =
+      kind === 'local' ? ['sh', '-c', script] : ['docker', 'exec', '-u', '0', containerId ?? '', 'sh', '-c', script];
     const { stdout } = await run(argv[0] as string, argv.slice(1), { maxBuffer: 16 * 1024 * 1024 });
     return stdout;
   };
@@ -76,13 +77,24 @@ export async function fsEnv(t: TestContext, kind: BackendKind, opts: FsEnvOption
 }
 
 /** Asserts that `promise` fails with JSON-RPC code `rpcCode` (and our code, when given). */
-export async function rejectsRpc(promise: Promise<unknown>, rpcCode: number, code?: string, message?: RegExp): Promise<RpcError> {
+export async function rejectsRpc(
+  promise: Promise<unknown>,
+  rpcCode: number,
+  code?: string,
+  message?: RegExp,
+): Promise<RpcError> {
   try {
     await promise;
   } catch (err) {
     if (!(err instanceof RpcError)) throw err;
-    if (err.rpcCode !== rpcCode || (code !== undefined && err.code !== code) || (message !== undefined && !message.test(err.message))) {
-      throw new Error(`expected ${rpcCode} ${code ?? ''} ${message ?? ''}, got ${err.rpcCode} ${err.code}: ${err.message}`);
+    if (
+      err.rpcCode !== rpcCode ||
+      (code !== undefined && err.code !== code) ||
+      (message !== undefined && !message.test(err.message))
+    ) {
+      throw new Error(
+        `expected ${rpcCode} ${code ?? ''} ${message ?? ''}, got ${err.rpcCode} ${err.code}: ${err.message}`,
+      );
     }
     return err;
   }

@@ -19,9 +19,18 @@ const templatesDir = join(chartDir, 'templates');
 const read = (path: string): string => readFileSync(path, 'utf8');
 
 // ajv comes with fastify (not a direct dependency): load it the CommonJS way, typed minimally.
-interface AjvError { instancePath: string; message?: string; params: Record<string, unknown> }
-interface ValidateFn { (data: unknown): boolean; errors?: AjvError[] | null }
-interface AjvInstance { compile(schema: object): ValidateFn }
+interface AjvError {
+  instancePath: string;
+  message?: string;
+  params: Record<string, unknown>;
+}
+interface ValidateFn {
+  (data: unknown): boolean;
+  errors?: AjvError[] | null;
+}
+interface AjvInstance {
+  compile(schema: object): ValidateFn;
+}
 type AjvCtor = new (options: Record<string, unknown>) => AjvInstance;
 const require = createRequire(import.meta.url);
 const ajvModule = require('ajv') as AjvCtor & { default?: AjvCtor };
@@ -33,7 +42,9 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 const values = parse(read(join(chartDir, 'values.yaml'))) as Record<string, Json>;
 const schema = JSON.parse(read(join(chartDir, 'values.schema.json'))) as Record<string, Json>;
 const validate = new Ajv({ allErrors: true, allowUnionTypes: true, strict: true }).compile(schema);
-const templateFiles = readdirSync(templatesDir).filter((f) => /\.(ya?ml|tpl|txt)$/.test(f)).sort();
+const templateFiles = readdirSync(templatesDir)
+  .filter((f) => /\.(ya?ml|tpl|txt)$/.test(f))
+  .sort();
 const templates = new Map(templateFiles.map((f) => [f, read(join(templatesDir, f))]));
 const template = (name: string): string => {
   const text = templates.get(name);
@@ -175,8 +186,16 @@ test('the schema rejects typos at every level, bad enums and unsafe settings', (
     ['networkPolicy typo', withValue('networkPolicy.ingresFrom', [])],
     ['unknown peer key', withValue('networkPolicy.ingressFrom', [{ podselector: {} }] as Json)],
     ['empty peer', withValue('networkPolicy.ingressFrom', [{}] as Json)],
-    ['bad selector operator', withValue('networkPolicy.metricsFrom', [{ podSelector: { matchExpressions: [{ key: 'a', operator: 'Is' }] } }] as Json)],
-    ['bad egress protocol', withValue('networkPolicy.egress.extra', [{ ports: [{ port: 443, protocol: 'HTTP' }] }] as Json)],
+    [
+      'bad selector operator',
+      withValue('networkPolicy.metricsFrom', [
+        { podSelector: { matchExpressions: [{ key: 'a', operator: 'Is' }] } },
+      ] as Json),
+    ],
+    [
+      'bad egress protocol',
+      withValue('networkPolicy.egress.extra', [{ ports: [{ port: 443, protocol: 'HTTP' }] }] as Json),
+    ],
   ];
   for (const [what, data] of rejected) assert.notDeepEqual(errorsOf(data), [], `${what} must be rejected`);
   const typo = errorsOf({ ...values, iamge: { tag: 'latest' } }).join('\n');
@@ -192,7 +211,9 @@ test('the schema rejects typos at every level, bad enums and unsafe settings', (
   const externalPolicy = structuredClone(external);
   (externalPolicy['networkPolicy'] as Record<string, Json>)['enabled'] = true;
   assert.match(errorsOf(externalPolicy).join('\n'), /\/networkPolicy\/egress\/engine must NOT have fewer than 1 items/);
-  ((externalPolicy['networkPolicy'] as Record<string, Json>)['egress'] as Record<string, Json>)['engine'] = [{ ipBlock: { cidr: '10.0.0.5/32' } }];
+  ((externalPolicy['networkPolicy'] as Record<string, Json>)['egress'] as Record<string, Json>)['engine'] = [
+    { ipBlock: { cidr: '10.0.0.5/32' } },
+  ];
   assert.deepEqual(errorsOf(externalPolicy), []);
 });
 
@@ -210,7 +231,8 @@ test('every object in the schema forbids unknown keys (or types its map values)'
   const open: string[] = [];
   const walk = (node: unknown, path: string): void => {
     if (!isObject(node)) return;
-    if (node['type'] === 'object' && !('additionalProperties' in node) && !opaque.has(path)) open.push(path || '(root)');
+    if (node['type'] === 'object' && !('additionalProperties' in node) && !opaque.has(path))
+      open.push(path || '(root)');
     if (node['additionalProperties'] === true) open.push(path);
     for (const [k, v] of Object.entries(node)) {
       // Conditions (if/then/else) only add constraints to objects defined elsewhere.
@@ -240,7 +262,10 @@ test('every EXEC_SERVER_* variable the chart sets exists in the option table', (
   const set = new Set<string>();
   for (const text of templates.values()) for (const m of text.matchAll(/\bEXEC_SERVER_[A-Z0-9_]+/g)) set.add(m[0]);
   assert.ok(set.size >= 20, `found ${set.size} variables`);
-  assert.deepEqual([...set].filter((v) => !known.has(v)), []);
+  assert.deepEqual(
+    [...set].filter((v) => !known.has(v)),
+    [],
+  );
   const env = new Map((serverContainer().env ?? []).map((e) => [e.name, e.value]));
   assert.equal(env.get('EXEC_SERVER_TOKENS_FILE'), '/etc/exec-server/tokens/tokens');
   assert.ok(env.has('EXEC_SERVER_INSTANCE_ID') && env.has('EXEC_SERVER_SHUTDOWN_GRACE_MS'));
@@ -251,7 +276,10 @@ test('the instance id is stable per release (fullname), never the pod name', () 
   const helpers = template('_helpers.tpl');
   assert.match(defineBody(helpers, 'exec-server.instanceId'), /include "exec-server\.fullname"/);
   const deployment = template('deployment.yaml');
-  assert.match(deployment, /name: EXEC_SERVER_INSTANCE_ID\n\s+value: \{\{ include "exec-server\.instanceId" \. \| quote \}\}/);
+  assert.match(
+    deployment,
+    /name: EXEC_SERVER_INSTANCE_ID\n\s+value: \{\{ include "exec-server\.instanceId" \. \| quote \}\}/,
+  );
   assert.doesNotMatch(deployment, /metadata\.name/, 'no downward-API pod name');
 });
 
@@ -266,7 +294,10 @@ test('the server container runs non-root, read-only, with every capability dropp
   assert.equal(sc['allowPrivilegeEscalation'], false);
   assert.equal(sc['readOnlyRootFilesystem'], true);
   assert.deepEqual(sc['capabilities'], { drop: ['ALL'] });
-  assert.ok(server.volumeMounts?.some((m) => m.name === 'tmp' && m.mountPath === '/tmp'), '/tmp is an emptyDir');
+  assert.ok(
+    server.volumeMounts?.some((m) => m.name === 'tmp' && m.mountPath === '/tmp'),
+    '/tmp is an emptyDir',
+  );
   const deployment = template('deployment.yaml');
   assert.match(deployment, /- name: tmp\n\s+emptyDir:/);
   assert.match(deployment, /path: \/healthz|livenessProbe/);
@@ -280,7 +311,11 @@ test('dind is the only privileged container and listens only on the shared unix 
   for (const [file, text] of templates) {
     const outside = file === '_helpers.tpl' ? text.replace(dindBody, '') : text;
     assert.doesNotMatch(outside, /privileged:\s*true/, `${file}: privileged outside the dind container`);
-    assert.doesNotMatch(text, /hostPath|hostNetwork|hostPID|hostIPC|\/var\/run\/docker\.sock/, `${file}: no host socket or host namespaces`);
+    assert.doesNotMatch(
+      text,
+      /hostPath|hostNetwork|hostPID|hostIPC|\/var\/run\/docker\.sock/,
+      `${file}: no host socket or host namespaces`,
+    );
   }
   const dind = dindContainer();
   assert.equal(dind.securityContext?.['privileged'], true);
@@ -291,21 +326,40 @@ test('dind is the only privileged container and listens only on the shared unix 
   assert.ok(!dind.args?.some((a) => /tcp:\/\//.test(String(a))));
   const env = new Map((dind.env ?? []).map((e) => [e.name, e.value]));
   assert.equal(env.get('DOCKER_TLS_CERTDIR'), '');
-  assert.deepEqual(dind.volumeMounts?.map((m) => m.name), ['docker-socket', 'docker-storage']);
+  assert.deepEqual(
+    dind.volumeMounts?.map((m) => m.name),
+    ['docker-socket', 'docker-storage'],
+  );
   assert.equal(dind.volumeMounts?.[1]?.mountPath, '/var/lib/docker');
-  assert.ok(serverContainer().volumeMounts?.some((m) => m.name === 'docker-socket'), 'the server shares the socket directory');
+  assert.ok(
+    serverContainer().volumeMounts?.some((m) => m.name === 'docker-socket'),
+    'the server shares the socket directory',
+  );
   assert.match(defineBody(helpers, 'exec-server.dockerSocketDir').trim(), /^\/run\/docker$/);
   const deployment = template('deployment.yaml');
-  assert.match(deployment, /- name: docker-storage\n\s+emptyDir:[\s\S]*?sizeLimit: \{\{ \.Values\.dind\.storage\.sizeLimit \}\}/);
-  assert.match(deployment, /initContainers:\n\s+\{\{- include "exec-server\.dindContainer" \. \| nindent 8 \}\}/, 'native sidecar');
+  assert.match(
+    deployment,
+    /- name: docker-storage\n\s+emptyDir:[\s\S]*?sizeLimit: \{\{ \.Values\.dind\.storage\.sizeLimit \}\}/,
+  );
+  assert.match(
+    deployment,
+    /initContainers:\n\s+\{\{- include "exec-server\.dindContainer" \. \| nindent 8 \}\}/,
+    'native sidecar',
+  );
   assert.match(dindBody, /\{\{- if \.Values\.docker\.nativeSidecar \}\}\n\s+restartPolicy: Always/);
 });
 
 test('conditional resources: ServiceMonitor needs the CRD, Secret only when the chart manages tokens', () => {
-  assert.match(template('servicemonitor.yaml').split('\n')[0] ?? '', /^\{\{- if and \.Values\.serviceMonitor\.enabled \(\.Capabilities\.APIVersions\.Has "monitoring\.coreos\.com\/v1"\) \}\}$/);
+  assert.match(
+    template('servicemonitor.yaml').split('\n')[0] ?? '',
+    /^\{\{- if and \.Values\.serviceMonitor\.enabled \(\.Capabilities\.APIVersions\.Has "monitoring\.coreos\.com\/v1"\) \}\}$/,
+  );
   assert.match(template('secret.yaml').split('\n')[0] ?? '', /^\{\{- if not \.Values\.auth\.existingSecret \}\}$/);
   const service = skeleton(template('service.yaml')) as { spec: { ports: Array<{ name: string }> } };
-  assert.deepEqual(service.spec.ports.map((p) => p.name), ['http']);
+  assert.deepEqual(
+    service.spec.ports.map((p) => p.name),
+    ['http'],
+  );
   assert.match(template('servicemonitor.yaml'), /- port: http\n\s+path: \/metrics/);
 });
 
@@ -330,8 +384,15 @@ test('NetworkPolicy: off by default, the release pods, the server port only, egr
   const text = template('networkpolicy.yaml');
   assert.match(text.split('\n')[0] ?? '', /^\{\{- if \.Values\.networkPolicy\.enabled \}\}$/);
   assert.equal((values['networkPolicy'] as { enabled: boolean }).enabled, false);
-  assert.match(text, /podSelector:\n\s+matchLabels:\n\s+\{\{- include "exec-server\.selectorLabels" \. \| nindent 6 \}\}/);
-  assert.deepEqual([...text.matchAll(/- port: (\S+)/g)].map((m) => m[1]), ['http', '53', '53', '{{'], 'ports: the server port; DNS; the engine port');
+  assert.match(
+    text,
+    /podSelector:\n\s+matchLabels:\n\s+\{\{- include "exec-server\.selectorLabels" \. \| nindent 6 \}\}/,
+  );
+  assert.deepEqual(
+    [...text.matchAll(/- port: (\S+)/g)].map((m) => m[1]),
+    ['http', '53', '53', '{{'],
+    'ports: the server port; DNS; the engine port',
+  );
   assert.match(text, /concat \.Values\.networkPolicy\.ingressFrom \.Values\.networkPolicy\.metricsFrom/);
   assert.match(text, /ingress: \[\]/, 'no peers named: no ingress');
   assert.match(text, /egress:\n\s+- to:\n\s+\{\{- toYaml \.Values\.networkPolicy\.egress\.dns/);

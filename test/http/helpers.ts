@@ -26,7 +26,8 @@ export interface Api {
 export async function serverWithApi(t: TestContext, opts: ServerOptions = {}, defaultToken?: string): Promise<Api> {
   const server = await startServer(opts);
   t.after(() => server.close());
-  const fn = <T,>(method: string, path: string, body?: unknown, token = defaultToken): Promise<Answer<T>> => requestJson<T>(`${server.httpUrl}${path}`, method, body, token);
+  const fn = <T>(method: string, path: string, body?: unknown, token = defaultToken): Promise<Answer<T>> =>
+    requestJson<T>(`${server.httpUrl}${path}`, method, body, token);
   return Object.assign(fn, { server });
 }
 
@@ -34,11 +35,20 @@ export async function serverWithApi(t: TestContext, opts: ServerOptions = {}, de
  * One request with an optional bearer token and JSON body (a string is sent as it is); the
  * answer's body parsed (its text when it is not JSON, undefined when empty).
  */
-export async function requestJson<T = unknown>(url: string, method: string, body?: unknown, token?: string): Promise<Answer<T>> {
+export async function requestJson<T = unknown>(
+  url: string,
+  method: string,
+  body?: unknown,
+  token?: string,
+): Promise<Answer<T>> {
   const headers: Record<string, string> = {};
   if (token !== undefined) headers['authorization'] = `Bearer ${token}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
-  const res = await fetch(url, { method, headers, ...(body !== undefined ? { body: typeof body === 'string' ? body : JSON.stringify(body) } : {}) });
+  const res = await fetch(url, {
+    method,
+    headers,
+    ...(body !== undefined ? { body: typeof body === 'string' ? body : JSON.stringify(body) } : {}),
+  });
   const text = await res.text();
   let parsed: unknown = text;
   try {
@@ -56,4 +66,5 @@ export async function newSession(api: Api, spec: Record<string, unknown> = {}, t
 }
 
 /** The Codex text block, parsed back into its parts. */
-export const TEXT_RE = /^Chunk ID: ([0-9a-f]{6})\nWall time: (\d+\.\d{4}) seconds\n(?:Process exited with code (-?\d+)|Process running with session ID (\d+))\nOriginal token count: (\d+)\nOutput:\n([\s\S]*)$/;
+export const TEXT_RE =
+  /^Chunk ID: ([0-9a-f]{6})\nWall time: (\d+\.\d{4}) seconds\n(?:Process exited with code (-?\d+)|Process running with session ID (\d+))\nOriginal token count: (\d+)\nOutput:\n([\s\S]*)$/;

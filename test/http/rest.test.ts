@@ -12,7 +12,9 @@ interface OpenApiOperation {
   readonly operationId?: string;
   readonly parameters: ReadonlyArray<{ readonly in: string; readonly name: string; readonly required?: boolean }>;
   readonly responses: Record<string, OpenApiResponse | undefined>;
-  readonly requestBody: { readonly content: Record<string, { readonly schema: { readonly properties: Record<string, unknown> } }> };
+  readonly requestBody: {
+    readonly content: Record<string, { readonly schema: { readonly properties: Record<string, unknown> } }>;
+  };
 }
 interface OpenApiDocument {
   readonly openapi: string;
@@ -23,7 +25,10 @@ interface OpenApiDocument {
 
 test('sessions: create, list, get, delete over real HTTP', async (t) => {
   const api = await serverWithApi(t);
-  const created = await api<SessionInfo>('POST', '/v1/sessions', { labels: { purpose: 'rest-test' }, sandbox: { type: 'read-only' } });
+  const created = await api<SessionInfo>('POST', '/v1/sessions', {
+    labels: { purpose: 'rest-test' },
+    sandbox: { type: 'read-only' },
+  });
   assert.equal(created.status, 201);
   assert.match(created.body.sessionId, /^[0-9a-f-]{36}$/);
   assert.equal(created.body.backend, 'local');
@@ -64,7 +69,13 @@ test('errors are JSON {code, message} with the right status', async (t) => {
     ['POST', '/v1/sessions/nope/snapshots', {}, 404, 'EXEC_ERR_SESSION_NOT_FOUND'],
     ['POST', '/v1/sessions/nope/exec_command', { cmd: 'true' }, 404, 'EXEC_ERR_SESSION_NOT_FOUND'],
     ['POST', '/v1/sessions/nope/write_stdin', { session_id: 1 }, 404, 'EXEC_ERR_SESSION_NOT_FOUND'],
-    ['POST', '/v1/sessions/nope/tool-calls', { type: 'function_call', call_id: 'c', name: 'exec_command', arguments: '{}' }, 404, 'EXEC_ERR_SESSION_NOT_FOUND'],
+    [
+      'POST',
+      '/v1/sessions/nope/tool-calls',
+      { type: 'function_call', call_id: 'c', name: 'exec_command', arguments: '{}' },
+      404,
+      'EXEC_ERR_SESSION_NOT_FOUND',
+    ],
     ['POST', '/v1/sessions/nope/approvals/x', { decision: 'approved' }, 404, 'EXEC_ERR_SESSION_NOT_FOUND'],
     ['GET', '/v1/sessions/nope/approvals', undefined, 404, 'EXEC_ERR_SESSION_NOT_FOUND'],
     ['DELETE', '/v1/snapshots/nope', undefined, 404, 'EXEC_ERR_NOT_FOUND'],
@@ -115,7 +126,13 @@ test('snapshots on the local backend: clear 501, empty list, 404 on delete', asy
 
 test('a token is required on every route but health; 401 is JSON', async (t) => {
   const api = await serverWithApi(t, { flags: ['--token', 'sekrit'] });
-  for (const [method, path] of [['GET', '/v1/sessions'], ['POST', '/v1/sessions'], ['GET', '/v1/snapshots'], ['GET', '/docs/openapi.json'], ['POST', '/v1/sessions/x/exec_command']] as const) {
+  for (const [method, path] of [
+    ['GET', '/v1/sessions'],
+    ['POST', '/v1/sessions'],
+    ['GET', '/v1/snapshots'],
+    ['GET', '/docs/openapi.json'],
+    ['POST', '/v1/sessions/x/exec_command'],
+  ] as const) {
     const r = await api(method, path, method === 'POST' ? {} : undefined);
     assert.equal(r.status, 401, `${method} ${path}`);
     assert.equal(r.body.code, 'EXEC_ERR_UNAUTHORIZED');
@@ -127,7 +144,9 @@ test('a token is required on every route but health; 401 is JSON', async (t) => 
 });
 
 test('session quotas answer 429 EXEC_ERR_SESSION_LIMIT (per tenant and per server)', async (t) => {
-  const api = await serverWithApi(t, { flags: ['--tokens', 'alice:A,bob:B', '--max-sessions-per-tenant', '2', '--max-sessions', '3'] });
+  const api = await serverWithApi(t, {
+    flags: ['--tokens', 'alice:A,bob:B', '--max-sessions-per-tenant', '2', '--max-sessions', '3'],
+  });
   await newSession(api, {}, 'A');
   await newSession(api, {}, 'A');
   const third = await api<ErrorBody>('POST', '/v1/sessions', {}, 'A');
@@ -173,7 +192,11 @@ test('the OpenAPI document is generated from the route schemas and lists every r
         assert.match(status, /^[1-5]\d\d$/);
         assert.equal(typeof resp?.description, 'string');
       }
-      if (path.includes('{id}')) assert.ok(op.parameters.some((p) => p.in === 'path' && p.name === 'id' && p.required), `${m} ${path} documents :id`);
+      if (path.includes('{id}'))
+        assert.ok(
+          op.parameters.some((p) => p.in === 'path' && p.name === 'id' && p.required),
+          `${m} ${path} documents :id`,
+        );
       const error: OpenApiResponse | undefined = op.responses['404'] ?? op.responses['400'];
       assert.ok(error, `${m} ${path} documents an error`);
       const schema: { readonly required: string[] } | undefined = error.content['application/json']?.schema;
@@ -183,7 +206,8 @@ test('the OpenAPI document is generated from the route schemas and lists every r
   }
   // Every $ref resolves, hidden routes stay out, and the document is plain JSON.
   const text = JSON.stringify(doc);
-  for (const m of text.matchAll(/"\$ref":"#\/components\/schemas\/([^"]+)"/g)) assert.ok(doc.components?.schemas?.[m[1]!], `ref ${m[1]} resolves`);
+  for (const m of text.matchAll(/"\$ref":"#\/components\/schemas\/([^"]+)"/g))
+    assert.ok(doc.components?.schemas?.[m[1]!], `ref ${m[1]} resolves`);
   assert.equal(doc.paths['/healthz'], undefined);
   assert.equal(doc.paths['/docs/openapi.json'], undefined);
   assert.ok(doc.paths['/v1/sessions']?.['post']?.requestBody.content['application/json']?.schema.properties['sandbox']);

@@ -3,14 +3,19 @@ import { test } from 'node:test';
 import { CommandExitError, ExecServerClient, type ExecServerHttpError, type OutputChunk } from '../../src/index.ts';
 import { startServer } from '../support/harness.ts';
 
-test('SDK: exec, wait, CommandExitError, stdin, resize, kill, UTF-8 split across chunks', { timeout: 120_000 }, async (t) => {
+test('SDK: exec, wait, CommandExitError, stdin, resize, kill, UTF-8 split across chunks', {
+  timeout: 120_000,
+}, async (t) => {
   const server = await startServer({ flags: ['--token', 'tok'] });
   t.after(() => server.close());
   const client = await ExecServerClient.connect(server.url, { token: 'tok' });
   t.after(() => client.deleteSession().catch(() => undefined));
   assert.match(client.sessionId, /^[0-9a-f-]{36}$/);
   const sessions = await client.http.listSessions();
-  assert.deepEqual(sessions.map((s) => s.sessionId), [client.sessionId]);
+  assert.deepEqual(
+    sessions.map((s) => s.sessionId),
+    [client.sessionId],
+  );
 
   const ok = await client.exec(['sh', '-c', 'echo out; echo err >&2']);
   const r = await ok.wait();
@@ -41,7 +46,10 @@ test('SDK: exec, wait, CommandExitError, stdin, resize, kill, UTF-8 split across
   await piped.closeStdin();
   assert.equal((await piped.wait()).stdout, 'got:abc\n');
 
-  const tty = await client.exec(['sh', '-c', 'stty size; read x; stty size'], { tty: true, size: { cols: 90, rows: 20 } });
+  const tty = await client.exec(['sh', '-c', 'stty size; read x; stty size'], {
+    tty: true,
+    size: { cols: 90, rows: 20 },
+  });
   await new Promise((res) => setTimeout(res, 300));
   await tty.resize(132, 43);
   await tty.sendStdin('\n');
@@ -53,15 +61,24 @@ test('SDK: exec, wait, CommandExitError, stdin, resize, kill, UTF-8 split across
   assert.equal(killed.terminal, 'terminated');
   assert.equal(killed.exitCode, 143);
 
-  await assert.rejects(client.http.getSession('missing'), (err: ExecServerHttpError) => err.status === 404 && err.code === 'EXEC_ERR_SESSION_NOT_FOUND');
+  await assert.rejects(
+    client.http.getSession('missing'),
+    (err: ExecServerHttpError) => err.status === 404 && err.code === 'EXEC_ERR_SESSION_NOT_FOUND',
+  );
 });
 
-test('SDK: resume after a dropped connection fills the gap from the last seq; every byte once, in order', { timeout: 120_000 }, async (t) => {
+test('SDK: resume after a dropped connection fills the gap from the last seq; every byte once, in order', {
+  timeout: 120_000,
+}, async (t) => {
   const server = await startServer();
   t.after(() => server.close());
   const client = await ExecServerClient.connect(server.url, { autoReconnect: { attempts: 20, delayMs: 100 } });
   t.after(() => client.deleteSession().catch(() => undefined));
-  const proc = await client.exec(['sh', '-c', 'i=1; while [ $i -le 300 ]; do echo "line-$i"; i=$((i+1)); sleep 0.005; done']);
+  const proc = await client.exec([
+    'sh',
+    '-c',
+    'i=1; while [ $i -le 300 ]; do echo "line-$i"; i=$((i+1)); sleep 0.005; done',
+  ]);
   const seqs: number[] = [];
   proc.onOutput((c) => seqs.push(c.seq));
   // Drop the socket twice while output flows; the client resumes on its own.
@@ -72,7 +89,10 @@ test('SDK: resume after a dropped connection fills the gap from the last seq; ev
   const result = await proc.wait();
   const expected = Array.from({ length: 300 }, (_, i) => `line-${i + 1}\n`).join('');
   assert.equal(result.stdout, expected);
-  assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b));
+  assert.deepEqual(
+    seqs,
+    [...seqs].sort((a, b) => a - b),
+  );
   assert.equal(new Set(seqs).size, seqs.length, 'no chunk twice');
   assert.ok(client.connected);
   // A fresh client can attach to a process of the session and replay it from the start.

@@ -5,7 +5,7 @@ import { RpcConnection, type RpcError } from '../../src/client/rpc-connection.ts
 import type { SessionInfo } from '../../src/protocol/index.ts';
 import { newSession, serverWithApi } from './helpers.ts';
 
-test('another tenant\'s session does not exist: 404 on every route, nothing runs, no WebSocket resume', async (t) => {
+test("another tenant's session does not exist: 404 on every route, nothing runs, no WebSocket resume", async (t) => {
   const api = await serverWithApi(t, { flags: ['--tokens', 'alice:A,bob:B'] });
   const id = await newSession(api, {}, 'A');
   const workdir = (await api<SessionInfo>('GET', `/v1/sessions/${id}`, undefined, 'A')).body.workdir;
@@ -15,7 +15,16 @@ test('another tenant\'s session does not exist: 404 on every route, nothing runs
     ['POST', `/v1/sessions/${id}/snapshots`, {}],
     ['POST', `/v1/sessions/${id}/exec_command`, { cmd: 'touch bob-was-here' }],
     ['POST', `/v1/sessions/${id}/write_stdin`, { session_id: 1000, chars: 'x' }],
-    ['POST', `/v1/sessions/${id}/tool-calls`, { type: 'function_call', call_id: 'c1', name: 'exec_command', arguments: JSON.stringify({ cmd: 'touch bob-was-here' }) }],
+    [
+      'POST',
+      `/v1/sessions/${id}/tool-calls`,
+      {
+        type: 'function_call',
+        call_id: 'c1',
+        name: 'exec_command',
+        arguments: JSON.stringify({ cmd: 'touch bob-was-here' }),
+      },
+    ],
     ['GET', `/v1/sessions/${id}/approvals`, undefined],
     ['POST', `/v1/sessions/${id}/approvals/appr_x`, { decision: 'approved' }],
   ];
@@ -33,8 +42,14 @@ test('another tenant\'s session does not exist: 404 on every route, nothing runs
   // WebSocket: bob cannot resume alice's session; alice can.
   const bob = await RpcConnection.open(api.server.url, { token: 'B' });
   t.after(() => bob.close());
-  await assert.rejects(bob.request('initialize', { clientName: 't', resumeSessionId: id }), (err: RpcError) => err.code === 'EXEC_ERR_SESSION_NOT_FOUND');
-  await assert.rejects(bob.request('process/start', { processId: 'p', argv: ['touch', `${workdir}/ws`] }), (err: RpcError) => err.code === 'EXEC_ERR_NOT_INITIALIZED');
+  await assert.rejects(
+    bob.request('initialize', { clientName: 't', resumeSessionId: id }),
+    (err: RpcError) => err.code === 'EXEC_ERR_SESSION_NOT_FOUND',
+  );
+  await assert.rejects(
+    bob.request('process/start', { processId: 'p', argv: ['touch', `${workdir}/ws`] }),
+    (err: RpcError) => err.code === 'EXEC_ERR_NOT_INITIALIZED',
+  );
   const alice = await RpcConnection.open(api.server.url, { token: 'A' });
   t.after(() => alice.close());
   const init = await alice.request('initialize', { clientName: 't', resumeSessionId: id });
@@ -42,5 +57,8 @@ test('another tenant\'s session does not exist: 404 on every route, nothing runs
   // The session still exists for its owner after all of bob's attempts.
   assert.equal((await api('GET', `/v1/sessions/${id}`, undefined, 'A')).status, 200);
   // Unknown tokens get 401 on the upgrade.
-  await assert.rejects(RpcConnection.open(api.server.url, { token: 'C' }), (err: Error & { statusCode?: number }) => err.statusCode === 401);
+  await assert.rejects(
+    RpcConnection.open(api.server.url, { token: 'C' }),
+    (err: Error & { statusCode?: number }) => err.statusCode === 401,
+  );
 });

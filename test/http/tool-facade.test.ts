@@ -6,8 +6,10 @@ import { TestSession } from '../support/harness.ts';
 import type { ApprovalRequired, ExecToolResult, SessionInfo } from '../../src/protocol/index.ts';
 import { newSession, serverWithApi, TEXT_RE, type Api, type ExecAnswer } from './helpers.ts';
 
-const exec = (api: Api, id: string, args: Record<string, unknown>) => api<ExecAnswer>('POST', `/v1/sessions/${id}/exec_command`, { login: false, ...args });
-const write = (api: Api, id: string, args: Record<string, unknown>) => api<ExecAnswer>('POST', `/v1/sessions/${id}/write_stdin`, args);
+const exec = (api: Api, id: string, args: Record<string, unknown>) =>
+  api<ExecAnswer>('POST', `/v1/sessions/${id}/exec_command`, { login: false, ...args });
+const write = (api: Api, id: string, args: Record<string, unknown>) =>
+  api<ExecAnswer>('POST', `/v1/sessions/${id}/write_stdin`, args);
 
 test('exec_command: a short command answers its exit code, output and the Codex text block', async (t) => {
   const api = await serverWithApi(t);
@@ -76,7 +78,10 @@ test('write_stdin: an empty poll waits at least 5 s; a write waits its own (shor
   // A pipe command has no stdin: chars are refused (Codex's message), "\u0003" interrupts.
   const refused = await write(api, id, { session_id: sid, chars: 'x' });
   assert.equal(refused.status, 400);
-  assert.equal(refused.body.message, 'stdin is closed for this session; rerun exec_command with tty=true to keep stdin open');
+  assert.equal(
+    refused.body.message,
+    'stdin is closed for this session; rerun exec_command with tty=true to keep stdin open',
+  );
   const interrupted = await write(api, id, { session_id: sid, chars: '\u0003', yield_time_ms: 2000 });
   assert.equal(interrupted.body.exit_code, 130);
 });
@@ -109,7 +114,11 @@ test('max_output_tokens truncates the middle (4 bytes per token) and original_to
 test('the 1 MiB head/tail buffer keeps the first and last 512 KiB and says what it dropped', async (t) => {
   const api = await serverWithApi(t);
   const id = await newSession(api);
-  const r = await exec(api, id, { cmd: "printf START; sleep 0.3; head -c 3145728 /dev/zero | tr '\\0' c; printf END", max_output_tokens: 10_000_000, yield_time_ms: 20_000 });
+  const r = await exec(api, id, {
+    cmd: "printf START; sleep 0.3; head -c 3145728 /dev/zero | tr '\\0' c; printf END",
+    max_output_tokens: 10_000_000,
+    yield_time_ms: 20_000,
+  });
   assert.equal(r.body.exit_code, 0);
   const out = r.body.output as string;
   const marker = '\n... 2097160 bytes omitted ...\n';
@@ -144,12 +153,19 @@ test('approvals over HTTP: approval_required, then the follow-up decides and ret
   assert.deepEqual(r.body.approval.argv.slice(1), ['-c', 'echo approved-run > marker; cat marker']);
   assert.equal(existsSync(join(workdir, 'marker')), false, 'nothing runs before the approval');
   const pending = await api<{ approvals: ApprovalRequired['approval'][] }>('GET', `/v1/sessions/${id}/approvals`);
-  assert.deepEqual(pending.body.approvals.map((a) => a.id), [r.body.approval_id]);
-  const decided = await api<ExecToolResult>('POST', `/v1/sessions/${id}/approvals/${r.body.approval_id}`, { decision: 'approved' });
+  assert.deepEqual(
+    pending.body.approvals.map((a) => a.id),
+    [r.body.approval_id],
+  );
+  const decided = await api<ExecToolResult>('POST', `/v1/sessions/${id}/approvals/${r.body.approval_id}`, {
+    decision: 'approved',
+  });
   assert.equal(decided.status, 200, JSON.stringify(decided.body));
   assert.equal(decided.body.exit_code, 0);
   assert.equal(decided.body.output, 'approved-run\n');
-  const twice = await api<ExecToolResult>('POST', `/v1/sessions/${id}/approvals/${r.body.approval_id}`, { decision: 'approved' });
+  const twice = await api<ExecToolResult>('POST', `/v1/sessions/${id}/approvals/${r.body.approval_id}`, {
+    decision: 'approved',
+  });
   assert.equal(twice.status, 404);
   assert.equal(twice.body.code, 'EXEC_ERR_APPROVAL_NOT_FOUND');
 
@@ -164,16 +180,21 @@ test('approvals over HTTP: approval_required, then the follow-up decides and ret
 
 test('approvals over HTTP: a sandbox-retry approval pauses the call and the retry result comes back', async (t) => {
   const api = await serverWithApi(t);
-  const id = await newSession(api, { approvalPolicy: 'on-failure', sandbox: { type: 'workspace-write', excludeSlashTmp: true } });
+  const id = await newSession(api, {
+    approvalPolicy: 'on-failure',
+    sandbox: { type: 'workspace-write', excludeSlashTmp: true },
+  });
   const workdir = (await api<SessionInfo>('GET', `/v1/sessions/${id}`)).body.workdir;
   const outside = join(workdir, '..', `outside-${Date.now()}.txt`);
   const r = await exec(api, id, { cmd: `echo escaped > ${outside} && echo wrote`, yield_time_ms: 2000 });
   assert.equal(r.status, 202, JSON.stringify(r.body));
   assert.equal(r.body.approval?.purpose, 'sandbox-retry');
-  const decided = await api<ExecToolResult>('POST', `/v1/sessions/${id}/approvals/${r.body.approval_id}`, { decision: 'approved' });
+  const decided = await api<ExecToolResult>('POST', `/v1/sessions/${id}/approvals/${r.body.approval_id}`, {
+    decision: 'approved',
+  });
   assert.equal(decided.status, 200, JSON.stringify(decided.body));
   assert.equal(decided.body.exit_code, 0);
-  assert.equal(decided.body.output, 'wrote\n', 'the denied attempt\'s output is not shown');
+  assert.equal(decided.body.output, 'wrote\n', "the denied attempt's output is not shown");
   assert.equal(existsSync(outside), true);
 });
 
@@ -181,12 +202,16 @@ test('approvals: an attached WebSocket client is asked first', async (t) => {
   const api = await serverWithApi(t);
   const id = await newSession(api, { approvalPolicy: 'untrusted' });
   const asked: unknown[] = [];
-  const ws = await TestSession.open(api.server.url, { resumeSessionId: id }, {
-    onServerRequest: (_method, params) => {
-      asked.push(params);
-      return { decision: 'approved' };
+  const ws = await TestSession.open(
+    api.server.url,
+    { resumeSessionId: id },
+    {
+      onServerRequest: (_method, params) => {
+        asked.push(params);
+        return { decision: 'approved' };
+      },
     },
-  });
+  );
   t.after(() => ws.close());
   const r = await exec(api, id, { cmd: 'echo via-ws' });
   assert.equal(r.status, 200, JSON.stringify(r.body));
@@ -194,24 +219,31 @@ test('approvals: an attached WebSocket client is asked first', async (t) => {
   assert.equal(asked.length, 1);
 });
 
-test('require_escalated under a policy that forbids it is rejected with Codex\'s text; nothing runs', async (t) => {
+test("require_escalated under a policy that forbids it is rejected with Codex's text; nothing runs", async (t) => {
   const api = await serverWithApi(t);
   const id = await newSession(api, { approvalPolicy: 'never' });
   const r = await exec(api, id, { cmd: 'touch escalated-marker', sandbox_permissions: 'require_escalated' });
   assert.equal(r.status, 403);
   assert.equal(r.body.code, 'EXEC_ERR_REJECTED');
-  assert.equal(r.body.message, 'approval policy is Never; reject command — you cannot ask for escalated permissions if the approval policy is Never');
+  assert.equal(
+    r.body.message,
+    'approval policy is Never; reject command — you cannot ask for escalated permissions if the approval policy is Never',
+  );
   const workdir = (await api<SessionInfo>('GET', `/v1/sessions/${id}`)).body.workdir;
   assert.equal(existsSync(join(workdir, 'escalated-marker')), false);
 });
 
-test('the process limit: warning from 60 kept processes, pruning of the least recently used past 64', { timeout: 240_000 }, async (t) => {
+test('the process limit: warning from 60 kept processes, pruning of the least recently used past 64', {
+  timeout: 240_000,
+}, async (t) => {
   const api = await serverWithApi(t, { noBubblewrap: true, flags: ['--max-processes', '128'] });
   const id = await newSession(api, { sandbox: { type: 'danger-full-access' } });
   const ids: number[] = [];
   const warnings: Array<string | undefined> = [];
   for (let batch = 0; batch < 8; batch++) {
-    const answers = await Promise.all(Array.from({ length: 8 }, () => exec(api, id, { cmd: 'sleep 600', yield_time_ms: 250 })));
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, () => exec(api, id, { cmd: 'sleep 600', yield_time_ms: 250 })),
+    );
     for (const a of answers) {
       assert.equal(a.status, 200, JSON.stringify(a.body));
       assert.ok(a.body.session_id !== undefined, 'still running');
@@ -224,7 +256,9 @@ test('the process limit: warning from 60 kept processes, pruning of the least re
   assert.ok(warnings.some((w) => w?.includes('you currently have 64 processes open')));
   // Touch the first one so it is protected; the next least recently used gets pruned.
   const first = ids[0]!;
-  await write(api, id, { session_id: first, chars: '', yield_time_ms: 5000 }).then((r) => assert.equal(r.body.session_id, first));
+  await write(api, id, { session_id: first, chars: '', yield_time_ms: 5000 }).then((r) =>
+    assert.equal(r.body.session_id, first),
+  );
   const extra = await exec(api, id, { cmd: 'sleep 600', yield_time_ms: 250 });
   assert.equal(extra.status, 200);
   assert.match(extra.body.warning ?? '', /you currently have 64 processes open/);

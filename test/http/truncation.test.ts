@@ -2,14 +2,19 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { buildResult } from '../../src/tools/format.ts';
 import { HeadTailBuffer } from '../../src/tools/head-tail-buffer.ts';
-import { approxTokenCount, countLines, formattedTruncateText, truncateMiddleTokens } from '../../src/tools/truncation.ts';
+import {
+  approxTokenCount,
+  countLines,
+  formattedTruncateText,
+  truncateMiddleTokens,
+} from '../../src/tools/truncation.ts';
 import { execYieldMs, processLimitWarning, writeStdinYieldMs } from '../../src/tools/unified-exec.ts';
 import { TEXT_RE } from './helpers.ts';
 
 test('token approximation is ceil(bytes / 4), as Codex counts', () => {
   assert.equal(approxTokenCount(''), 0);
   assert.equal(approxTokenCount('hello\n'), 2);
-  assert.equal(approxTokenCount('pyenv: cannot rehash: /root/.pyenv/shims isn\'t writable\nhello\n'), 16);
+  assert.equal(approxTokenCount("pyenv: cannot rehash: /root/.pyenv/shims isn't writable\nhello\n"), 16);
   assert.equal(approxTokenCount('é'), 1);
   assert.equal(countLines('a\nb\n'), 2);
   assert.equal(countLines('a\nb'), 2);
@@ -57,14 +62,23 @@ test('yield clamps and defaults follow Codex', () => {
   assert.equal(writeStdinYieldMs(undefined, true), 5_000);
   assert.equal(writeStdinYieldMs(60_000, true), 60_000);
   assert.equal(writeStdinYieldMs(1_000_000, true), 300_000);
-  assert.match(processLimitWarning(61), /^The maximum number of unified exec processes you can keep open is 60 and you currently have 61 processes open\. Reuse older processes/);
+  assert.match(
+    processLimitWarning(61),
+    /^The maximum number of unified exec processes you can keep open is 60 and you currently have 61 processes open\. Reuse older processes/,
+  );
 });
 
 test('the response text is the block Codex shows its model', () => {
   const r = buildResult({ wallTimeMs: 251.5, sessionId: 26668, rawOutput: 'pyenv\n' });
   assert.match(r.text, TEXT_RE);
-  assert.equal(r.text, `Chunk ID: ${r.chunk_id}\nWall time: 0.2515 seconds\nProcess running with session ID 26668\nOriginal token count: 2\nOutput:\npyenv\n`);
+  assert.equal(
+    r.text,
+    `Chunk ID: ${r.chunk_id}\nWall time: 0.2515 seconds\nProcess running with session ID 26668\nOriginal token count: 2\nOutput:\npyenv\n`,
+  );
   const e = buildResult({ wallTimeMs: 0, exitCode: 0, rawOutput: 'done\n' });
-  assert.equal(e.text, `Chunk ID: ${e.chunk_id}\nWall time: 0.0000 seconds\nProcess exited with code 0\nOriginal token count: 2\nOutput:\ndone\n`);
+  assert.equal(
+    e.text,
+    `Chunk ID: ${e.chunk_id}\nWall time: 0.0000 seconds\nProcess exited with code 0\nOriginal token count: 2\nOutput:\ndone\n`,
+  );
   assert.equal(e.session_id, undefined);
 });

@@ -47,7 +47,11 @@ test('the builder installs production dependencies and fails on a missing native
   assert.match(text, /npm ci --omit=dev\b/);
   assert.match(text, /sh scripts\/build-native\.sh/);
   assert.match(text, /for src in native\/\*\.c[^\n]*exit 1/, 'every native/*.c must give a build/ binary');
-  assert.match(text, /node web\/build\.mjs && test -f build\/console\/index\.html/, 'the console bundle, or a failed build');
+  assert.match(
+    text,
+    /node web\/build\.mjs && test -f build\/console\/index\.html/,
+    'the console bundle, or a failed build',
+  );
   // package*.json before the sources, so a source change reuses the dependency layer.
   const copyLock = builder.findIndex((l) => /^COPY package\.json package-lock\.json/.test(l));
   const npmCi = builder.findIndex((l) => /npm ci/.test(l));
@@ -64,17 +68,28 @@ test('the runtime stage: sandbox and init packages, the builder output, no build
   assert.doesNotMatch(text, /npm (ci|install)/);
 });
 
-test('non-root user, the chart\'s uid, tini as PID 1, the serve command', () => {
+test("non-root user, the chart's uid, tini as PID 1, the serve command", () => {
   const users = runtime.filter((l) => /^USER\s/i.test(l));
   assert.equal(users.length, 1);
   const user = (users[0] ?? '').replace(/^USER\s+/i, '');
   assert.match(user, /^\d+:\d+$/, 'numeric, so runAsNonRoot can verify it');
   assert.notEqual(user.split(':')[0], '0');
-  const values = parse(read('helm/exec-server/values.yaml')) as { securityContext: { runAsUser: number; runAsGroup: number } };
-  assert.equal(user, `${values.securityContext.runAsUser}:${values.securityContext.runAsGroup}`, 'the chart runs the image user');
+  const values = parse(read('helm/exec-server/values.yaml')) as {
+    securityContext: { runAsUser: number; runAsGroup: number };
+  };
+  assert.equal(
+    user,
+    `${values.securityContext.runAsUser}:${values.securityContext.runAsGroup}`,
+    'the chart runs the image user',
+  );
   assert.match(runtime.join('\n'), new RegExp(`useradd [^\\n]*--uid ${values.securityContext.runAsUser}\\b`));
   const entrypoint = runtime.find((l) => /^ENTRYPOINT\s/i.test(l)) ?? '';
-  assert.deepEqual(JSON.parse(entrypoint.replace(/^ENTRYPOINT\s+/i, '')), ['/usr/bin/tini', '--', 'node', 'bin/exec-server.js']);
+  assert.deepEqual(JSON.parse(entrypoint.replace(/^ENTRYPOINT\s+/i, '')), [
+    '/usr/bin/tini',
+    '--',
+    'node',
+    'bin/exec-server.js',
+  ]);
   const cmd = runtime.find((l) => /^CMD\s/i.test(l)) ?? '';
   assert.deepEqual(JSON.parse(cmd.replace(/^CMD\s+/i, '')), ['serve', '--listen', 'ws://0.0.0.0:8765']);
 });
@@ -99,13 +114,24 @@ test('OCI labels: version (package.json by default), revision and source as buil
   assert.ok(firstArg > lastRun);
 });
 
-test('.dockerignore keeps the repository\'s large and private parts out of the context', () => {
-  const ignored = new Set(read('.dockerignore').split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#')));
-  for (const entry of ['.git', 'node_modules', 'build', 'test', 'bench', '*.log', '.env']) assert.ok(ignored.has(entry), `${entry} is ignored`);
+test(".dockerignore keeps the repository's large and private parts out of the context", () => {
+  const ignored = new Set(
+    read('.dockerignore')
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== '' && !l.startsWith('#')),
+  );
+  for (const entry of ['.git', 'node_modules', 'build', 'test', 'bench', '*.log', '.env'])
+    assert.ok(ignored.has(entry), `${entry} is ignored`);
   // Everything the Dockerfile copies from the context must stay in it.
   const copied = instructions
     .filter((l) => /^COPY\s/i.test(l) && !/--from=/i.test(l))
-    .flatMap((l) => l.replace(/^COPY\s+/i, '').split(/\s+/).slice(0, -1))
+    .flatMap((l) =>
+      l
+        .replace(/^COPY\s+/i, '')
+        .split(/\s+/)
+        .slice(0, -1),
+    )
     .map((p) => p.replace(/\/$/, ''));
   assert.ok(copied.length >= 5, `found ${copied.length} copied paths`);
   for (const path of copied) {

@@ -43,7 +43,10 @@ if (reason !== undefined && IN_CI) {
     throw new Error(reason);
   });
 }
-const opts = { skip: reason === undefined ? false : IN_CI ? 'server image missing: see the failing test' : reason, timeout: 120_000 };
+const opts = {
+  skip: reason === undefined ? false : IN_CI ? 'server image missing: see the failing test' : reason,
+  timeout: 120_000,
+};
 
 async function freePort(): Promise<number> {
   return await new Promise((resolve, reject) => {
@@ -62,10 +65,17 @@ const instanceId = `image-test-${suffix}`;
 const token = randomBytes(24).toString('hex');
 let base = '';
 
-async function http(method: string, path: string, body?: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
+async function http(
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; json: Record<string, unknown> }> {
   const res = await fetch(`${base}${path}`, {
     method,
-    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
     body: body === undefined ? undefined : JSON.stringify(body),
     signal: AbortSignal.timeout(30_000),
   });
@@ -94,18 +104,37 @@ before(async () => {
   // --network host: the server listens on the host's loopback only, and no traffic goes to a
   // bridge address. The socket's group is added the way the chart adds docker.socketGid.
   await docker(
-    'run', '-d', '--name', name,
-    '--network', 'host',
-    '--read-only', '--tmpfs', '/tmp:rw,nosuid,nodev,size=64m',
-    '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges',
-    '--group-add', String(statSync(SOCKET).gid),
-    '-v', `${SOCKET}:${SOCKET}`,
-    '-e', `EXEC_SERVER_TOKEN=${token}`,
-    '-e', `EXEC_SERVER_IMAGE=${TEST_IMAGE}`,
-    '-e', `EXEC_SERVER_INSTANCE_ID=${instanceId}`,
-    '-e', `EXEC_SERVER_SHUTDOWN_GRACE_MS=${GRACE_MS}`,
+    'run',
+    '-d',
+    '--name',
+    name,
+    '--network',
+    'host',
+    '--read-only',
+    '--tmpfs',
+    '/tmp:rw,nosuid,nodev,size=64m',
+    '--cap-drop',
+    'ALL',
+    '--security-opt',
+    'no-new-privileges',
+    '--group-add',
+    String(statSync(SOCKET).gid),
+    '-v',
+    `${SOCKET}:${SOCKET}`,
+    '-e',
+    `EXEC_SERVER_TOKEN=${token}`,
+    '-e',
+    `EXEC_SERVER_IMAGE=${TEST_IMAGE}`,
+    '-e',
+    `EXEC_SERVER_INSTANCE_ID=${instanceId}`,
+    '-e',
+    `EXEC_SERVER_SHUTDOWN_GRACE_MS=${GRACE_MS}`,
     SERVER_IMAGE,
-    'serve', '--listen', `ws://127.0.0.1:${port}`, '--backend', 'docker',
+    'serve',
+    '--listen',
+    `ws://127.0.0.1:${port}`,
+    '--backend',
+    'docker',
   );
   // tsx compiles the sources at start; a loaded 2-core machine can take a while.
   const deadline = Date.now() + 90_000;
@@ -131,7 +160,10 @@ after(async () => {
 
 test('the image carries its OCI labels, runs as the non-root user, on a read-only root', opts, async () => {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
-  const labels = JSON.parse(await docker('image', 'inspect', '-f', '{{json .Config.Labels}}', SERVER_IMAGE)) as Record<string, string>;
+  const labels = JSON.parse(await docker('image', 'inspect', '-f', '{{json .Config.Labels}}', SERVER_IMAGE)) as Record<
+    string,
+    string
+  >;
   assert.equal(labels['org.opencontainers.image.version'], pkg.version);
   assert.equal(labels['org.opencontainers.image.title'], 'exec-server');
   assert.equal(labels['org.opencontainers.image.licenses'], 'Apache-2.0');
@@ -146,7 +178,13 @@ test('the image carries its OCI labels, runs as the non-root user, on a read-onl
   assert.equal(await docker('inspect', '-f', '{{.HostConfig.ReadonlyRootfs}}', name), 'true');
   assert.equal(await docker('exec', name, 'id', '-u'), UID);
   // The server process itself (under tini, PID 1) is the non-root user.
-  const serverUid = await docker('exec', name, 'sh', '-c', 'for p in /proc/[0-9]*; do grep -q exec-server "$p/cmdline" 2>/dev/null && stat -c %u "$p"; done | sort -u');
+  const serverUid = await docker(
+    'exec',
+    name,
+    'sh',
+    '-c',
+    'for p in /proc/[0-9]*; do grep -q exec-server "$p/cmdline" 2>/dev/null && stat -c %u "$p"; done | sort -u',
+  );
   assert.equal(serverUid, UID);
   await assert.rejects(docker('exec', name, 'touch', '/app/src/written'), /Read-only file system/);
   await assert.rejects(docker('exec', name, 'touch', '/home/exec-server/written'), /Read-only file system/);
@@ -170,7 +208,10 @@ test('a session on the host engine runs a command; docker stop ends it within th
   assert.equal(created.status, 201, JSON.stringify(created.json));
   assert.equal(created.json['backend'], 'docker');
   const id = String(created.json['sessionId']);
-  const exec = await http('POST', `/v1/sessions/${id}/exec_command`, { cmd: 'echo "from $(hostname)"; echo done-$((6 * 7))', yield_time_ms: 10_000 });
+  const exec = await http('POST', `/v1/sessions/${id}/exec_command`, {
+    cmd: 'echo "from $(hostname)"; echo done-$((6 * 7))',
+    yield_time_ms: 10_000,
+  });
   assert.equal(exec.status, 200, JSON.stringify(exec.json));
   assert.equal(exec.json['exit_code'], 0);
   assert.match(String(exec.json['output']), /^done-42$/m);
@@ -178,7 +219,10 @@ test('a session on the host engine runs a command; docker stop ends it within th
   assert.deepEqual(await sessionContainers(), [sessionContainer.slice(0, 12)]);
 
   // A command still running at shutdown: the server must end it and remove the container.
-  const long = await http('POST', `/v1/sessions/${id}/exec_command`, { cmd: 'echo started; sleep 600', yield_time_ms: 500 });
+  const long = await http('POST', `/v1/sessions/${id}/exec_command`, {
+    cmd: 'echo started; sleep 600',
+    yield_time_ms: 500,
+  });
   assert.equal(long.status, 200, JSON.stringify(long.json));
   assert.equal(typeof long.json['session_id'], 'number', 'the command is still running');
 

@@ -11,7 +11,11 @@ export interface McpOptions {
 }
 
 /** A connected SDK client, closed in t.after. */
-export async function mcpClient(t: TestContext, httpUrl: string, opts: McpOptions = {}): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
+export async function mcpClient(
+  t: TestContext,
+  httpUrl: string,
+  opts: McpOptions = {},
+): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
   const headers: Record<string, string> = { ...(opts.headers ?? {}) };
   if (opts.token !== undefined) headers['authorization'] = `Bearer ${opts.token}`;
   const transport = new StreamableHTTPClientTransport(new URL(`${httpUrl}/mcp`), { requestInit: { headers } });
@@ -31,6 +35,10 @@ export function textOf(result: unknown): string {
 }
 
 /** A tool call; `T` is the structured content the test expects of that tool (by default, fields of any type). */
-export async function call<T extends object = Record<string, unknown>>(client: Client, name: string, args: Record<string, unknown> = {}): Promise<CallToolResult & { structuredContent?: Partial<T> }> {
+export async function call<T extends object = Record<string, unknown>>(
+  client: Client,
+  name: string,
+  args: Record<string, unknown> = {},
+): Promise<CallToolResult & { structuredContent?: Partial<T> }> {
   return (await client.callTool({ name, arguments: args })) as CallToolResult & { structuredContent?: Partial<T> };
 }

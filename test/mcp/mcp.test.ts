@@ -15,9 +15,24 @@ const { startServer } = await import('../support/harness.ts');
 const { TEXT_RE } = await import('../http/helpers.ts');
 const { call, mcpClient, textOf } = await import('./helpers.ts');
 
-const EXPECTED_TOOLS = ['create_session', 'decide_approval', 'exec_command', 'expose_port', 'list_dir', 'list_sessions', 'read_file', 'snapshot_session', 'write_file', 'write_stdin'];
+const EXPECTED_TOOLS = [
+  'create_session',
+  'decide_approval',
+  'exec_command',
+  'expose_port',
+  'list_dir',
+  'list_sessions',
+  'read_file',
+  'snapshot_session',
+  'write_file',
+  'write_stdin',
+];
 
-async function server(t: { after(fn: () => Promise<void>): void }, backend: BackendKind, flags: string[] = []): Promise<TestServer> {
+async function server(
+  t: { after(fn: () => Promise<void>): void },
+  backend: BackendKind,
+  flags: string[] = [],
+): Promise<TestServer> {
   const s = await startServer({ backend, flags });
   t.after(() => s.close());
   return s;
@@ -26,44 +41,60 @@ async function server(t: { after(fn: () => Promise<void>): void }, backend: Back
 for (const backend of BACKENDS) {
   const options = backend === 'docker' ? dockerTestOptions : { timeout: 60_000 };
 
-  test(`mcp (${backend}): tools are listed with JSON Schemas; a command runs and is continued with write_stdin`, options, async (t) => {
-    const s = await server(t, backend);
-    const { client } = await mcpClient(t, s.httpUrl);
-    const { tools } = await client.listTools();
-    assert.deepEqual(tools.map((x) => x.name).sort(), EXPECTED_TOOLS);
-    const exec = tools.find((x) => x.name === 'exec_command');
-    assert.equal(exec?.inputSchema.type, 'object');
-    assert.deepEqual(exec?.inputSchema.required, ['cmd']);
-    assert.ok(exec?.inputSchema.properties?.['session'], 'exec_command takes a session argument');
+  test(
+    `mcp (${backend}): tools are listed with JSON Schemas; a command runs and is continued with write_stdin`,
+    options,
+    async (t) => {
+      const s = await server(t, backend);
+      const { client } = await mcpClient(t, s.httpUrl);
+      const { tools } = await client.listTools();
+      assert.deepEqual(tools.map((x) => x.name).sort(), EXPECTED_TOOLS);
+      const exec = tools.find((x) => x.name === 'exec_command');
+      assert.equal(exec?.inputSchema.type, 'object');
+      assert.deepEqual(exec?.inputSchema.required, ['cmd']);
+      assert.ok(exec?.inputSchema.properties?.['session'], 'exec_command takes a session argument');
 
-    const r = await call(client, 'exec_command', { cmd: 'echo hello; exit 3', login: false, shell: '/bin/sh' });
-    assert.equal(r.isError, undefined, textOf(r));
-    const m = TEXT_RE.exec(textOf(r));
-    assert.ok(m, textOf(r));
-    assert.equal(m[3], '3');
-    assert.equal(m[6], 'hello\n');
-    assert.equal(r.structuredContent?.['exit_code'], 3);
+      const r = await call(client, 'exec_command', { cmd: 'echo hello; exit 3', login: false, shell: '/bin/sh' });
+      assert.equal(r.isError, undefined, textOf(r));
+      const m = TEXT_RE.exec(textOf(r));
+      assert.ok(m, textOf(r));
+      assert.equal(m[3], '3');
+      assert.equal(m[6], 'hello\n');
+      assert.equal(r.structuredContent?.['exit_code'], 3);
 
-    // A session was created implicitly and bound: it is listed as such.
-    const listed = await call<{ sessions: SessionInfo[] }>(client, 'list_sessions');
-    assert.equal(listed.structuredContent?.sessions?.length, 1);
-    assert.match(textOf(listed), /\(bound\)/);
+      // A session was created implicitly and bound: it is listed as such.
+      const listed = await call<{ sessions: SessionInfo[] }>(client, 'list_sessions');
+      assert.equal(listed.structuredContent?.sessions?.length, 1);
+      assert.match(textOf(listed), /\(bound\)/);
 
-    const started = await call(client, 'exec_command', { cmd: 'read line; echo "got $line"', tty: true, login: false, shell: '/bin/sh', yield_time_ms: 500 });
-    const id = started.structuredContent?.['session_id'];
-    assert.ok(Number.isInteger(id), textOf(started));
-    assert.match(textOf(started), new RegExp(`Process running with session ID ${id}`));
-    const answered = await call<ExecToolResult>(client, 'write_stdin', { session_id: id, chars: 'there\n', yield_time_ms: 2000 });
-    assert.match(answered.structuredContent?.output ?? '', /got there/);
-    const done = answered.structuredContent?.['exit_code'] ?? (await call(client, 'write_stdin', { session_id: id, chars: '' })).structuredContent?.['exit_code'];
-    assert.equal(done, 0);
+      const started = await call(client, 'exec_command', {
+        cmd: 'read line; echo "got $line"',
+        tty: true,
+        login: false,
+        shell: '/bin/sh',
+        yield_time_ms: 500,
+      });
+      const id = started.structuredContent?.['session_id'];
+      assert.ok(Number.isInteger(id), textOf(started));
+      assert.match(textOf(started), new RegExp(`Process running with session ID ${id}`));
+      const answered = await call<ExecToolResult>(client, 'write_stdin', {
+        session_id: id,
+        chars: 'there\n',
+        yield_time_ms: 2000,
+      });
+      assert.match(answered.structuredContent?.output ?? '', /got there/);
+      const done =
+        answered.structuredContent?.['exit_code'] ??
+        (await call(client, 'write_stdin', { session_id: id, chars: '' })).structuredContent?.['exit_code'];
+      assert.equal(done, 0);
 
-    // Bad arguments are tool errors the model can read, not protocol failures.
-    const bad = await call(client, 'exec_command', { command: 'ls' });
-    assert.equal(bad.isError, true);
-    assert.match(textOf(bad), /missing field cmd|unknown field command/);
-    await assert.rejects(client.callTool({ name: 'no_such_tool', arguments: {} }), /unknown tool/);
-  });
+      // Bad arguments are tool errors the model can read, not protocol failures.
+      const bad = await call(client, 'exec_command', { command: 'ls' });
+      assert.equal(bad.isError, true);
+      assert.match(textOf(bad), /missing field cmd|unknown field command/);
+      await assert.rejects(client.callTool({ name: 'no_such_tool', arguments: {} }), /unknown tool/);
+    },
+  );
 
   test(`mcp (${backend}): write_file, read_file and list_dir work on the session's workspace`, options, async (t) => {
     const s = await server(t, backend);
@@ -80,7 +111,11 @@ for (const backend of BACKENDS) {
     assert.match(textOf(part), /^h\n\[12 more bytes: read on with "offset": 1\]$/);
     const rest = await call(client, 'read_file', { path: 'notes/hello.txt', offset: 1 });
     assert.equal(textOf(rest), 'éllo\nworld\n');
-    const bin = await call(client, 'write_file', { path: 'blob.bin', content: Buffer.from([0, 1, 2, 255]).toString('base64'), encoding: 'base64' });
+    const bin = await call(client, 'write_file', {
+      path: 'blob.bin',
+      content: Buffer.from([0, 1, 2, 255]).toString('base64'),
+      encoding: 'base64',
+    });
     assert.equal(bin.isError, undefined, textOf(bin));
     const rb = await call(client, 'read_file', { path: 'blob.bin' });
     assert.equal(rb.structuredContent?.['encoding'], 'base64');
@@ -96,7 +131,11 @@ for (const backend of BACKENDS) {
     const s = await server(t, backend);
     const { client } = await mcpClient(t, s.httpUrl);
     // Default policy (workspace-write, on-request): writing outside the writable roots is denied.
-    const denied = await call(client, 'exec_command', { cmd: 'echo x > /etc/mcp-denied-test', login: false, shell: '/bin/sh' });
+    const denied = await call(client, 'exec_command', {
+      cmd: 'echo x > /etc/mcp-denied-test',
+      login: false,
+      shell: '/bin/sh',
+    });
     assert.equal(denied.structuredContent?.['sandbox_denied'], true, textOf(denied));
     assert.match(textOf(denied), /The sandbox denied this command/);
     assert.match(textOf(denied), /require_escalated/);
@@ -110,13 +149,19 @@ for (const backend of BACKENDS) {
     const asked = await call(client, 'exec_command', { cmd: 'echo approved-run', login: false, shell: '/bin/sh' });
     assert.equal(asked.structuredContent?.['status'], 'approval_required', textOf(asked));
     const approvalId = asked.structuredContent?.['approval_id'];
-    assert.match(textOf(asked), new RegExp(`call decide_approval with \\{"approval_id": "${approvalId}", "decision": "approved"\\}`));
+    assert.match(
+      textOf(asked),
+      new RegExp(`call decide_approval with \\{"approval_id": "${approvalId}", "decision": "approved"\\}`),
+    );
     const ran = await call(client, 'decide_approval', { approval_id: approvalId, decision: 'approved' });
     assert.equal(ran.structuredContent?.['exit_code'], 0, textOf(ran));
     assert.equal(ran.structuredContent?.['output'], 'approved-run\n');
     // A denied approval runs nothing and says so.
     const again = await call(client, 'exec_command', { cmd: 'echo never', login: false, shell: '/bin/sh' });
-    const refused = await call(client, 'decide_approval', { approval_id: again.structuredContent?.['approval_id'], decision: 'denied' });
+    const refused = await call(client, 'decide_approval', {
+      approval_id: again.structuredContent?.['approval_id'],
+      decision: 'denied',
+    });
     assert.equal(refused.isError, true);
     assert.match(textOf(refused), /rejected.*EXEC_ERR_REJECTED/);
   });
@@ -124,7 +169,16 @@ for (const backend of BACKENDS) {
 
 test('mcp: tokens and tenants: no token is refused, and another tenant sees neither the MCP session nor the exec session', async (t) => {
   const s = await server(t, 'local', ['--tokens', 'alice:alice-token,bob:bob-token']);
-  const noToken = await fetch(`${s.httpUrl}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } } }) });
+  const noToken = await fetch(`${s.httpUrl}/mcp`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } },
+    }),
+  });
   assert.equal(noToken.status, 401);
 
   const alice = await mcpClient(t, s.httpUrl, { token: 'alice-token' });
@@ -135,8 +189,19 @@ test('mcp: tokens and tenants: no token is refused, and another tenant sees neit
   // Bob presenting Alice's MCP session id: not found.
   const hijack = await fetch(`${s.httpUrl}/mcp`, {
     method: 'POST',
-    headers: { authorization: 'Bearer bob-token', 'mcp-session-id': alice.transport.sessionId ?? '', 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'list_sessions', arguments: {} } }),
+    headers: {
+      authorization: 'Bearer bob-token',
+      'mcp-session-id': alice.transport.sessionId ?? '',
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2025-06-18',
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 7,
+      method: 'tools/call',
+      params: { name: 'list_sessions', arguments: {} },
+    }),
   });
   assert.equal(hijack.status, 404);
 
@@ -147,7 +212,10 @@ test('mcp: tokens and tenants: no token is refused, and another tenant sees neit
   const named = await call(bob.client, 'exec_command', { cmd: 'true', session: aliceSession });
   assert.equal(named.isError, true);
   assert.match(textOf(named), /EXEC_ERR_SESSION_NOT_FOUND/);
-  await assert.rejects(mcpClient(t, s.httpUrl, { token: 'bob-token', headers: { 'x-exec-session': aliceSession } }), /404|not found/i);
+  await assert.rejects(
+    mcpClient(t, s.httpUrl, { token: 'bob-token', headers: { 'x-exec-session': aliceSession } }),
+    /404|not found/i,
+  );
 
   // Alice binds a second connection to her session by header.
   const again = await mcpClient(t, s.httpUrl, { token: 'alice-token', headers: { 'x-exec-session': aliceSession } });
@@ -157,11 +225,21 @@ test('mcp: tokens and tenants: no token is refused, and another tenant sees neit
 
 test('mcp: an Origin of another host is refused', async (t) => {
   const s = await server(t, 'local');
-  const r = await fetch(`${s.httpUrl}/mcp`, { method: 'POST', headers: { origin: 'http://evil.example', 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' });
+  const r = await fetch(`${s.httpUrl}/mcp`, {
+    method: 'POST',
+    headers: {
+      origin: 'http://evil.example',
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+    },
+    body: '{}',
+  });
   assert.equal(r.status, 403);
 });
 
-test('mcp: expose_port gives a server started with exec_command a URL a browser can open', { timeout: 90_000 }, async (t) => {
+test('mcp: expose_port gives a server started with exec_command a URL a browser can open', {
+  timeout: 90_000,
+}, async (t) => {
   const s = await server(t, 'local');
   const { client } = await mcpClient(t, s.httpUrl);
   const notAllowed = await call(client, 'expose_port', { port: 8080 });
@@ -171,7 +249,12 @@ test('mcp: expose_port gives a server started with exec_command a URL a browser 
   await call(client, 'create_session', { previewPorts: true });
   await call(client, 'write_file', { path: 'site/index.html', content: 'served to a browser\n' });
   const port = 20_000 + Math.floor(Math.random() * 1000);
-  const started = await call(client, 'exec_command', { cmd: `exec busybox httpd -f -p 127.0.0.1:${port} -h site`, login: false, shell: '/bin/sh', yield_time_ms: 250 });
+  const started = await call(client, 'exec_command', {
+    cmd: `exec busybox httpd -f -p 127.0.0.1:${port} -h site`,
+    login: false,
+    shell: '/bin/sh',
+    yield_time_ms: 250,
+  });
   assert.ok(Number.isInteger(started.structuredContent?.['session_id']), textOf(started));
   const exposed = await call(client, 'expose_port', { port });
   assert.equal(exposed.isError, undefined, textOf(exposed));

@@ -14,7 +14,12 @@ import { textOf } from './helpers.ts';
 const BIN = fileURLToPath(new URL('../../bin/exec-server.js', import.meta.url));
 
 function bridge(args: string[]): { client: Client; transport: StdioClientTransport; stderr: () => string } {
-  const transport = new StdioClientTransport({ command: process.execPath, args: [BIN, 'mcp', ...args], env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' }, stderr: 'pipe' });
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [BIN, 'mcp', ...args],
+    env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' },
+    stderr: 'pipe',
+  });
   let err = '';
   transport.stderr?.on('data', (d: Buffer) => (err += d.toString()));
   return { client: new Client({ name: 'stdio-bridge-test', version: '1.0.0' }), transport, stderr: () => err };
@@ -28,15 +33,23 @@ test('mcp --url: ws:// and http:// addresses map to /mcp', () => {
   assert.throws(() => mcpUrl('not a url'), /not a URL/);
 });
 
-test('exec-server mcp: an MCP client on stdio lists and runs tools of a running server, with its token', { timeout: 90_000 }, async (t) => {
+test('exec-server mcp: an MCP client on stdio lists and runs tools of a running server, with its token', {
+  timeout: 90_000,
+}, async (t) => {
   const server = await startServer({ flags: ['--token', 'bridge-token'] });
   t.after(() => server.close());
   const { client, transport, stderr } = bridge(['--url', server.url, '--token', 'bridge-token']);
   await client.connect(transport);
   t.after(() => client.close());
   const { tools } = await client.listTools();
-  assert.ok(tools.some((x) => x.name === 'exec_command'), JSON.stringify(tools.map((x) => x.name)));
-  const r = await client.callTool({ name: 'exec_command', arguments: { cmd: 'echo through-the-bridge', login: false, shell: '/bin/sh' } });
+  assert.ok(
+    tools.some((x) => x.name === 'exec_command'),
+    JSON.stringify(tools.map((x) => x.name)),
+  );
+  const r = await client.callTool({
+    name: 'exec_command',
+    arguments: { cmd: 'echo through-the-bridge', login: false, shell: '/bin/sh' },
+  });
   assert.match(textOf(r), /Process exited with code 0\n[\s\S]*through-the-bridge\n$/, stderr());
   assert.equal(server.app.sessions.size, 1);
   // Closing the client ends the bridge, which ends its MCP connection and the session it made.
@@ -46,7 +59,9 @@ test('exec-server mcp: an MCP client on stdio lists and runs tools of a running 
   assert.equal(server.app.sessions.size, 0);
 });
 
-test('exec-server mcp: a wrong token is an error the MCP client sees, naming the cause', { timeout: 90_000 }, async (t) => {
+test('exec-server mcp: a wrong token is an error the MCP client sees, naming the cause', {
+  timeout: 90_000,
+}, async (t) => {
   const server = await startServer({ flags: ['--token', 'right'] });
   t.after(() => server.close());
   const { client, transport } = bridge(['--url', server.url, '--token', 'wrong']);

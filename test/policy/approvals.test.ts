@@ -6,19 +6,32 @@ import { BACKENDS } from '../support/backends.ts';
 import { sleep, startServer, TestSession, type BackendKind, type TestServer } from '../support/harness.ts';
 
 const OUTSIDE: Record<BackendKind, string> = { local: '/var/tmp', docker: '/' };
-const denied = (backend: BackendKind, tag: string): string[] => ['sh', '-c', `echo x > ${OUTSIDE[backend].replace(/\/$/, '')}/approval-probe-${tag} && rm -f ${OUTSIDE[backend].replace(/\/$/, '')}/approval-probe-${tag}`];
+const denied = (backend: BackendKind, tag: string): string[] => [
+  'sh',
+  '-c',
+  `echo x > ${OUTSIDE[backend].replace(/\/$/, '')}/approval-probe-${tag} && rm -f ${OUTSIDE[backend].replace(/\/$/, '')}/approval-probe-${tag}`,
+];
 
 type Answer = (params: Record<string, unknown>) => unknown;
 
-async function session(server: TestServer, approvalPolicy: unknown, answer: Answer, extra: Record<string, unknown> = {}): Promise<{ s: TestSession; asked: Array<Record<string, unknown>> }> {
+async function session(
+  server: TestServer,
+  approvalPolicy: unknown,
+  answer: Answer,
+  extra: Record<string, unknown> = {},
+): Promise<{ s: TestSession; asked: Array<Record<string, unknown>> }> {
   const asked: Array<Record<string, unknown>> = [];
-  const s = await TestSession.open(server.url, { session: { approvalPolicy, ...extra } }, {
-    onServerRequest: (method, params) => {
-      assert.equal(method, 'approval/request');
-      asked.push(params);
-      return answer(params);
+  const s = await TestSession.open(
+    server.url,
+    { session: { approvalPolicy, ...extra } },
+    {
+      onServerRequest: (method, params) => {
+        assert.equal(method, 'approval/request');
+        asked.push(params);
+        return answer(params);
+      },
     },
-  });
+  );
   return { s, asked };
 }
 
@@ -96,7 +109,11 @@ for (const backend of BACKENDS) {
       await s.close();
       await sleep(300);
       const again = await TestSession.open(server.url, { resumeSessionId: s.sessionId });
-      const read = await again.request<Record<string, unknown>>('process/read', { processId: 'gone', afterSeq: 0, waitMs: 3000 });
+      const read = await again.request<Record<string, unknown>>('process/read', {
+        processId: 'gone',
+        afterSeq: 0,
+        waitMs: 3000,
+      });
       assert.equal(read['exited'], true);
       assert.equal(read['sandboxDenied'], true);
       await again.close();
@@ -106,9 +123,15 @@ for (const backend of BACKENDS) {
       const { s, asked } = await session(server, 'untrusted', () => ({ decision: 'denied' }));
       const info = await s.request<Record<string, unknown>>('session/info', {});
       const marker = `${String(info['workdir'])}/ran`;
-      await assert.rejects(s.start('u1', ['sh', '-c', `touch ${marker}`]), (e: RpcError) => e.code === 'EXEC_ERR_REJECTED');
+      await assert.rejects(
+        s.start('u1', ['sh', '-c', `touch ${marker}`]),
+        (e: RpcError) => e.code === 'EXEC_ERR_REJECTED',
+      );
       assert.equal(asked[0]?.['purpose'], 'initial');
-      await assert.rejects(s.request('process/read', { processId: 'u1' }), (e: RpcError) => e.code === 'EXEC_ERR_PROCESS_NOT_FOUND');
+      await assert.rejects(
+        s.request('process/read', { processId: 'u1' }),
+        (e: RpcError) => e.code === 'EXEC_ERR_PROCESS_NOT_FOUND',
+      );
       const check = await TestSession.open(server.url, { session: { sandbox: { type: 'danger-full-access' } } });
       const ls = await check.run('ls', ['sh', '-c', `test -e ${marker} && echo present || echo absent`]);
       assert.equal(ls.stdout, 'absent\n');
@@ -121,7 +144,10 @@ for (const backend of BACKENDS) {
 
     test('require-escalated: only under on-request (and granular); asks, then runs unsandboxed', async () => {
       const { s: never } = await session(server, 'never', () => ({ decision: 'approved' }));
-      await assert.rejects(never.start('e0', ['true'], { sandboxPermissions: 'require-escalated' }), (e: RpcError) => e.code === 'EXEC_ERR_REJECTED');
+      await assert.rejects(
+        never.start('e0', ['true'], { sandboxPermissions: 'require-escalated' }),
+        (e: RpcError) => e.code === 'EXEC_ERR_REJECTED',
+      );
       await never.close();
       const { s, asked } = await session(server, 'on-request', () => ({ decision: 'approved' }));
       const r = await s.run('e1', denied(backend, 'e1'), { sandboxPermissions: 'require-escalated' });
@@ -131,9 +157,14 @@ for (const backend of BACKENDS) {
     });
 
     test('strictAutoReview: pre-approval is ignored and the retry asks again', async () => {
-      const { s, asked } = await session(server, 'untrusted', () => ({ decision: 'approved' }), { strictAutoReview: true });
+      const { s, asked } = await session(server, 'untrusted', () => ({ decision: 'approved' }), {
+        strictAutoReview: true,
+      });
       const r = await s.run('st', denied(backend, 'st'), { approval: 'approved' });
-      assert.deepEqual(asked.map((a) => a['purpose']), ['initial', 'sandbox-retry']);
+      assert.deepEqual(
+        asked.map((a) => a['purpose']),
+        ['initial', 'sandbox-retry'],
+      );
       assert.equal(r.exited['exitCode'], 0);
       await s.close();
     });

@@ -69,13 +69,17 @@ for (const backend of BACKENDS) {
         test(`${policy}, deny-read ${denyRead ? 'yes' : 'no'}`, async () => {
           const asked: string[] = [];
           const secretText = `TOPSECRET-${randomBytes(6).toString('hex')}`;
-          const s = await TestSession.open(server.url, {}, {
-            onServerRequest: (method, params) => {
-              assert.equal(method, 'approval/request');
-              asked.push(String(params['purpose']));
-              return { decision: 'approved' };
+          const s = await TestSession.open(
+            server.url,
+            {},
+            {
+              onServerRequest: (method, params) => {
+                assert.equal(method, 'approval/request');
+                asked.push(String(params['purpose']));
+                return { decision: 'approved' };
+              },
             },
-          });
+          );
           const info = await s.request<Record<string, unknown>>('session/info', {});
           const workdir = String(info['workdir']);
           await s.close();
@@ -83,13 +87,21 @@ for (const backend of BACKENDS) {
           // the session under test is created with the wanted policy and deny-read list.
           const secretPath = `${workdir}/secret.txt`;
           const setup = await TestSession.open(server.url, { resumeSessionId: s.sessionId });
-          await setup.request('fs/writeFile', { path: secretPath, dataBase64: Buffer.from(secretText).toString('base64') }).catch(async () => {
-            await setup.run('mk-secret', ['sh', '-c', `printf %s ${secretText} > ${secretPath}`]);
-          });
+          await setup
+            .request('fs/writeFile', { path: secretPath, dataBase64: Buffer.from(secretText).toString('base64') })
+            .catch(async () => {
+              await setup.run('mk-secret', ['sh', '-c', `printf %s ${secretText} > ${secretPath}`]);
+            });
           await setup.close();
           const session = await TestSession.open(
             server.url,
-            { session: { approvalPolicy: approvalPolicy(policy), workdir, ...(denyRead ? { denyRead: [secretPath] } : {}) } },
+            {
+              session: {
+                approvalPolicy: approvalPolicy(policy),
+                workdir,
+                ...(denyRead ? { denyRead: [secretPath] } : {}),
+              },
+            },
             {
               onServerRequest: (_m, params) => {
                 asked.push(String(params['purpose']));
@@ -108,11 +120,20 @@ for (const backend of BACKENDS) {
               assert.deepEqual(asked, want.asked, `${row}: asked`);
               assert.equal(escalated, want.retried, `${row}: retried`);
               assert.equal(r.exited['sandboxDenied'], want.denied, `${row}: sandboxDenied`);
-              const read = await session.request<Record<string, unknown>>('process/read', { processId: id, afterSeq: 0 });
+              const read = await session.request<Record<string, unknown>>('process/read', {
+                processId: id,
+                afterSeq: 0,
+              });
               assert.equal(read['sandboxDenied'], want.denied, `${row}: process/read sandboxDenied`);
-              const seen = r.stdout + r.stderr + (read['chunks'] as Array<Record<string, unknown>>).map((c) => unb64(c['chunk'])).join('');
+              const seen =
+                r.stdout +
+                r.stderr +
+                (read['chunks'] as Array<Record<string, unknown>>).map((c) => unb64(c['chunk'])).join('');
               if (want.retried) {
-                assert.ok(!seen.includes('attempt-boxed'), `${row}: output of the denied attempt reached the client: ${seen}`);
+                assert.ok(
+                  !seen.includes('attempt-boxed'),
+                  `${row}: output of the denied attempt reached the client: ${seen}`,
+                );
                 assert.ok(seen.includes('attempt-free'), `${row}: retry output missing`);
                 assert.equal(r.exited['exitCode'], 0, `${row}: retry exit`);
               } else {

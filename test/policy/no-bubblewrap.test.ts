@@ -21,9 +21,13 @@ test('bwrap unavailable: session/info reports none and why; failures are never c
 test('a sandboxed process sees TMPDIR in a writable root, not the one it was given', async (t) => {
   const server = await startServer();
   t.after(() => server.close());
-  const s = await TestSession.open(server.url, { session: { sandbox: { type: 'workspace-write', excludeSlashTmp: true } } });
+  const s = await TestSession.open(server.url, {
+    session: { sandbox: { type: 'workspace-write', excludeSlashTmp: true } },
+  });
   t.after(() => s.close());
   const info = await s.request<Record<string, unknown>>('session/info', {});
-  const r = await s.run('tmp', ['sh', '-c', 'echo "$TMPDIR"; touch "$TMPDIR/probe" && echo writable'], { env: { TMPDIR: '/var/tmp/not-mine' } });
+  const r = await s.run('tmp', ['sh', '-c', 'echo "$TMPDIR"; touch "$TMPDIR/probe" && echo writable'], {
+    env: { TMPDIR: '/var/tmp/not-mine' },
+  });
   assert.equal(r.stdout, `${String(info['workdir'])}\nwritable\n`);
 });

@@ -22,13 +22,19 @@ function holdersFor(path: string): number {
   const rows = execFileSync('ps', ['-eo', 'pid=,ppid=,args='], { encoding: 'utf8' })
     .split('\n')
     .map((l) => /^\s*(\d+)\s+(\d+)\s+(.*)$/.exec(l))
-    .filter((m): m is RegExpExecArray => m !== null && m[3]!.startsWith('bwrap ') && m[3]!.includes(path) && m[3]!.endsWith(' --hold'));
+    .filter(
+      (m): m is RegExpExecArray =>
+        m !== null && m[3]!.startsWith('bwrap ') && m[3]!.includes(path) && m[3]!.endsWith(' --hold'),
+    );
   const pids = new Set(rows.map((m) => m[1]));
   return rows.filter((m) => !pids.has(m[2])).length;
 }
 
 /** Warm sandboxes need root: elsewhere these tests say so and skip; under CI=true they must run. */
-const warmOnly = process.getuid?.() === 0 || process.env['CI'] === 'true' ? {} : { skip: 'kept-warm sandboxes need root (the server falls back to one bwrap per command)' };
+const warmOnly =
+  process.getuid?.() === 0 || process.env['CI'] === 'true'
+    ? {}
+    : { skip: 'kept-warm sandboxes need root (the server falls back to one bwrap per command)' };
 
 const CONFINEMENT = [
   'echo data > inside && cat inside',
@@ -49,7 +55,9 @@ for (const mode of ['warm', 'cold'] as const) {
       const denied = `${workdir}-secret`;
       execFileSync('sh', ['-c', `echo top-secret > '${denied}'`]);
       t.after(() => execFileSync('rm', ['-f', denied]));
-      const s = await TestSession.open(server.url, { session: { sandbox: { type: 'workspace-write' }, denyRead: [denied] } });
+      const s = await TestSession.open(server.url, {
+        session: { sandbox: { type: 'workspace-write' }, denyRead: [denied] },
+      });
       t.after(() => s.close());
       for (let i = 0; i < 3; i++) {
         const r = await s.run(`c${i}`, ['sh', '-c', CONFINEMENT], { env: { DENIED: denied } });
@@ -65,34 +73,40 @@ for (const mode of ['warm', 'cold'] as const) {
   });
 }
 
-test('one warm sandbox per argument set: reused, replaced when a deny-read path appears or is recreated, ended with the session', warmOnly, async (t) => {
-  const server = await startServer();
-  t.after(() => server.close());
-  const workdir = await mkdtemp(join(tmpdir(), 'exec-server-warm-'));
-  t.after(() => rm(workdir, { recursive: true, force: true }));
-  const s = await TestSession.open(server.url, { session: { workdir, sandbox: { type: 'workspace-write' }, denyRead: [`${workdir}/.env`] } });
-  t.after(() => s.close());
-  for (let i = 0; i < 5; i++) assert.equal((await s.run(`a${i}`, ['true'])).exited['exitCode'], 0);
-  assert.equal(holdersFor(workdir), 1, 'five commands, one warm sandbox');
+test(
+  'one warm sandbox per argument set: reused, replaced when a deny-read path appears or is recreated, ended with the session',
+  warmOnly,
+  async (t) => {
+    const server = await startServer();
+    t.after(() => server.close());
+    const workdir = await mkdtemp(join(tmpdir(), 'exec-server-warm-'));
+    t.after(() => rm(workdir, { recursive: true, force: true }));
+    const s = await TestSession.open(server.url, {
+      session: { workdir, sandbox: { type: 'workspace-write' }, denyRead: [`${workdir}/.env`] },
+    });
+    t.after(() => s.close());
+    for (let i = 0; i < 5; i++) assert.equal((await s.run(`a${i}`, ['true'])).exited['exitCode'], 0);
+    assert.equal(holdersFor(workdir), 1, 'five commands, one warm sandbox');
 
-  // The deny-read path does not exist yet; once it does, no command may see it through the old sandbox.
-  const make = await s.run('make-env', ['sh', '-c', 'echo API_KEY=1 > .env && echo made']);
-  assert.equal(make.stdout, 'made\n');
-  const read = await s.run('read-env', ['sh', '-c', 'cat .env 2>/dev/null || echo unreadable']);
-  assert.equal(read.stdout, 'unreadable\n');
-  assert.equal(holdersFor(workdir), 2);
-  // Deleted and written again, the file is a new one; the placeholder over the old one would not cover it.
-  await rm(join(workdir, '.env'));
-  execFileSync('sh', ['-c', `echo API_KEY=2 > '${workdir}/.env'`]);
-  const again = await s.run('read-env-again', ['sh', '-c', 'cat .env 2>/dev/null || echo unreadable']);
-  assert.equal(again.stdout, 'unreadable\n');
+    // The deny-read path does not exist yet; once it does, no command may see it through the old sandbox.
+    const make = await s.run('make-env', ['sh', '-c', 'echo API_KEY=1 > .env && echo made']);
+    assert.equal(make.stdout, 'made\n');
+    const read = await s.run('read-env', ['sh', '-c', 'cat .env 2>/dev/null || echo unreadable']);
+    assert.equal(read.stdout, 'unreadable\n');
+    assert.equal(holdersFor(workdir), 2);
+    // Deleted and written again, the file is a new one; the placeholder over the old one would not cover it.
+    await rm(join(workdir, '.env'));
+    execFileSync('sh', ['-c', `echo API_KEY=2 > '${workdir}/.env'`]);
+    const again = await s.run('read-env-again', ['sh', '-c', 'cat .env 2>/dev/null || echo unreadable']);
+    assert.equal(again.stdout, 'unreadable\n');
 
-  const res = await server.app.inject({ method: 'DELETE', url: `/v1/sessions/${s.sessionId}` });
-  assert.equal(res.statusCode, 204);
-  const deadline = Date.now() + 5_000;
-  while (holdersFor(workdir) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  assert.equal(holdersFor(workdir), 0, 'the session took its warm sandboxes with it');
-});
+    const res = await server.app.inject({ method: 'DELETE', url: `/v1/sessions/${s.sessionId}` });
+    assert.equal(res.statusCode, 204);
+    const deadline = Date.now() + 5_000;
+    while (holdersFor(workdir) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(holdersFor(workdir), 0, 'the session took its warm sandboxes with it');
+  },
+);
 
 test('the native helper confines relative paths too, and a missing cwd fails clearly', warmOnly, async (t) => {
   const tools = await probeWarmSandbox('bwrap', silentLogger);
@@ -102,10 +116,35 @@ test('the native helper confines relative paths too, and a missing cwd fails cle
   execFileSync('sh', ['-c', `echo secret > '${dir}/.env'`]);
   const placeholder = join(dir, 'placeholder');
   execFileSync('sh', ['-c', `: > '${placeholder}'; chmod 000 '${placeholder}'`]);
-  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--unshare-pid', '--cap-drop', 'ALL', '--die-with-parent', '--unshare-net', '--bind', dir, dir, '--ro-bind', placeholder, `${dir}/.env`, '--chdir', dir];
+  const args = [
+    '--ro-bind',
+    '/',
+    '/',
+    '--dev',
+    '/dev',
+    '--proc',
+    '/proc',
+    '--unshare-pid',
+    '--cap-drop',
+    'ALL',
+    '--die-with-parent',
+    '--unshare-net',
+    '--bind',
+    dir,
+    dir,
+    '--ro-bind',
+    placeholder,
+    `${dir}/.env`,
+    '--chdir',
+    dir,
+  ];
   const sandboxes = new WarmSandboxes(tools, silentLogger);
   t.after(() => sandboxes.close());
-  const argv = await sandboxes.wrap(args, dir, ['sh', '-c', 'pwd; cat .env 2>/dev/null || echo unreadable; echo ok > made && cat made; touch /etc/escape 2>/dev/null && echo ESCAPED || echo read-only; grep CapBnd /proc/self/status']);
+  const argv = await sandboxes.wrap(args, dir, [
+    'sh',
+    '-c',
+    'pwd; cat .env 2>/dev/null || echo unreadable; echo ok > made && cat made; touch /etc/escape 2>/dev/null && echo ESCAPED || echo read-only; grep CapBnd /proc/self/status',
+  ]);
   assert.equal(argv[0], tools.join);
   // Started from elsewhere on purpose: the directory is entered inside the sandbox.
   const r = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', cwd: '/' });
@@ -129,7 +168,9 @@ test('a writable root removed and created again is the new directory for the nex
   // Outside /tmp: a root under a writable parent would be reached through the parent's bind anyway.
   const extra = await mkdtemp('/var/tmp/exec-server-extra-');
   t.after(() => rm(extra, { recursive: true, force: true }));
-  const s = await TestSession.open(server.url, { session: { sandbox: { type: 'workspace-write', writableRoots: [extra] } } });
+  const s = await TestSession.open(server.url, {
+    session: { sandbox: { type: 'workspace-write', writableRoots: [extra] } },
+  });
   t.after(() => s.close());
   assert.equal((await s.run('w1', ['sh', '-c', `echo one > '${extra}/first' && echo ok`])).stdout, 'ok\n');
   await rm(extra, { recursive: true, force: true });
@@ -138,18 +179,25 @@ test('a writable root removed and created again is the new directory for the nex
   assert.equal(execFileSync('cat', [join(extra, 'second')], { encoding: 'utf8' }), 'two\n');
 });
 
-test('a sandboxed command cannot reach into a warm holder (non-dumpable: no ptrace, no /proc root)', warmOnly, async (t) => {
-  const server = await startServer();
-  t.after(() => server.close());
-  const s = await TestSession.open(server.url, { session: { sandbox: { type: 'workspace-write' } } });
-  t.after(() => s.close());
-  const workdir = String((await s.request<Record<string, unknown>>('session/info', {}))['workdir']);
-  assert.equal((await s.run('warm', ['true'])).exited['exitCode'], 0);
-  const ps = execFileSync('ps', ['-eo', 'pid,args'], { encoding: 'utf8' }).split('\n');
-  const bwrapPid = ps.find((l) => l.includes(workdir) && l.trim().split(/\s+/)[1] === 'bwrap' && l.endsWith(' --hold'))?.trim().split(/\s+/)[0];
-  assert.ok(bwrapPid, 'the holder bwrap runs');
-  const holderPid = execFileSync('pgrep', ['-P', bwrapPid], { encoding: 'utf8' }).trim();
-  const probe = `ls /proc/${holderPid}/root/ >/dev/null 2>&1 && echo root-open || echo root-closed; cat /proc/${holderPid}/environ >/dev/null 2>&1 && echo environ-open || echo environ-closed`;
-  const r = await s.run('probe', ['sh', '-c', probe]);
-  assert.equal(r.stdout, 'root-closed\nenviron-closed\n');
-});
+test(
+  'a sandboxed command cannot reach into a warm holder (non-dumpable: no ptrace, no /proc root)',
+  warmOnly,
+  async (t) => {
+    const server = await startServer();
+    t.after(() => server.close());
+    const s = await TestSession.open(server.url, { session: { sandbox: { type: 'workspace-write' } } });
+    t.after(() => s.close());
+    const workdir = String((await s.request<Record<string, unknown>>('session/info', {}))['workdir']);
+    assert.equal((await s.run('warm', ['true'])).exited['exitCode'], 0);
+    const ps = execFileSync('ps', ['-eo', 'pid,args'], { encoding: 'utf8' }).split('\n');
+    const bwrapPid = ps
+      .find((l) => l.includes(workdir) && l.trim().split(/\s+/)[1] === 'bwrap' && l.endsWith(' --hold'))
+      ?.trim()
+      .split(/\s+/)[0];
+    assert.ok(bwrapPid, 'the holder bwrap runs');
+    const holderPid = execFileSync('pgrep', ['-P', bwrapPid], { encoding: 'utf8' }).trim();
+    const probe = `ls /proc/${holderPid}/root/ >/dev/null 2>&1 && echo root-open || echo root-closed; cat /proc/${holderPid}/environ >/dev/null 2>&1 && echo environ-open || echo environ-closed`;
+    const r = await s.run('probe', ['sh', '-c', probe]);
+    assert.equal(r.stdout, 'root-closed\nenviron-closed\n');
+  },
+);

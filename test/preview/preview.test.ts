@@ -41,7 +41,10 @@ function wsEcho(): Promise<string> {
   return wsEchoBinary;
 }
 
-async function get(url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string; headers: Headers }> {
+async function get(
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: string; headers: Headers }> {
   const r = await fetch(url, { headers, redirect: 'manual' });
   return { status: r.status, body: await r.text(), headers: r.headers };
 }
@@ -60,7 +63,12 @@ async function until200(url: string, headers: Record<string, string>): Promise<{
 }
 
 /** A GET with its own Host header (fetch does not let a caller set one). */
-function hostGet(base: string, host: string, path: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
+function hostGet(
+  base: string,
+  host: string,
+  path: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; body: string }> {
   const url = new URL(base);
   return new Promise((resolve, reject) => {
     const req = httpRequest({ host: url.hostname, port: url.port, path, headers: { ...headers, host } }, (res) => {
@@ -90,108 +98,167 @@ function nextMessage(ws: WebSocket): Promise<string> {
   });
 }
 
-function api<T = unknown>(base: string, method: string, path: string, token: string, body?: unknown): Promise<Answer<T>> {
+function api<T = unknown>(
+  base: string,
+  method: string,
+  path: string,
+  token: string,
+  body?: unknown,
+): Promise<Answer<T>> {
   return requestJson<T>(`${base}${path}`, method, body, token);
 }
 
 for (const backend of BACKENDS) {
-  const options = backend === 'docker' ? { ...dockerTestOptions, timeout: dockerTestOptions.timeout + 60_000 } : { timeout: 120_000 };
+  const options =
+    backend === 'docker' ? { ...dockerTestOptions, timeout: dockerTestOptions.timeout + 60_000 } : { timeout: 120_000 };
 
-  test(`preview (${backend}): httpd and a WebSocket echo server in a session without network, through the proxy`, options, async (t) => {
-    const server = await startServer({ backend: backend as BackendKind, flags: ['--tokens', `alice:${ALICE},bob:${BOB}`, '--preview-secret', SECRET, '--preview-host', 'preview.test'] });
-    t.after(() => server.close());
-    const base = server.httpUrl;
-    const session = await TestSession.open(server.url, { session: { previewPorts: true } }, { token: ALICE });
-    t.after(() => session.close());
-    const id = session.sessionId;
-    const workdir = String((session.initResult['environmentInfo'] as Record<string, unknown>)['cwd'] ?? '').replace(/^file:\/\//, '');
-    const info0 = await session.request('session/info');
-    const root = String(info0['workdir']);
-    assert.ok(root.startsWith('/'), `workdir ${root} (${workdir})`);
+  test(
+    `preview (${backend}): httpd and a WebSocket echo server in a session without network, through the proxy`,
+    options,
+    async (t) => {
+      const server = await startServer({
+        backend: backend as BackendKind,
+        flags: ['--tokens', `alice:${ALICE},bob:${BOB}`, '--preview-secret', SECRET, '--preview-host', 'preview.test'],
+      });
+      t.after(() => server.close());
+      const base = server.httpUrl;
+      const session = await TestSession.open(server.url, { session: { previewPorts: true } }, { token: ALICE });
+      t.after(() => session.close());
+      const id = session.sessionId;
+      const workdir = String((session.initResult['environmentInfo'] as Record<string, unknown>)['cwd'] ?? '').replace(
+        /^file:\/\//,
+        '',
+      );
+      const info0 = await session.request('session/info');
+      const root = String(info0['workdir']);
+      assert.ok(root.startsWith('/'), `workdir ${root} (${workdir})`);
 
-    // httpd serving a page from the workspace; the session has no network (default policy).
-    await session.request('fs/createDirectory', { path: `${root}/www`, recursive: true });
-    await session.request('fs/writeFile', { path: `${root}/www/index.html`, dataBase64: Buffer.from('<h1>preview works</h1>\n').toString('base64') });
-    const httpPort = 18_000 + Math.floor(Math.random() * 1000);
-    await session.start('httpd', ['busybox', 'httpd', '-f', '-p', `127.0.0.1:${httpPort}`, '-h', `${root}/www`]);
+      // httpd serving a page from the workspace; the session has no network (default policy).
+      await session.request('fs/createDirectory', { path: `${root}/www`, recursive: true });
+      await session.request('fs/writeFile', {
+        path: `${root}/www/index.html`,
+        dataBase64: Buffer.from('<h1>preview works</h1>\n').toString('base64'),
+      });
+      const httpPort = 18_000 + Math.floor(Math.random() * 1000);
+      await session.start('httpd', ['busybox', 'httpd', '-f', '-p', `127.0.0.1:${httpPort}`, '-h', `${root}/www`]);
 
-    const exposed = await api<PreviewAnswer>(base, 'POST', `/v1/sessions/${id}/ports`, ALICE, { port: httpPort });
-    assert.equal(exposed.status, 201, JSON.stringify(exposed.body));
-    assert.equal(exposed.body.path, `/v1/sessions/${id}/ports/${httpPort}/`);
-    const page = await until200(`${base}${exposed.body.path}`, { authorization: `Bearer ${ALICE}` });
-    assert.equal(page.body, '<h1>preview works</h1>\n');
-    // The proxy went through the session: from the server's own network the port is not there.
-    await assert.rejects(fetch(`http://127.0.0.1:${httpPort}/`), /fetch failed/);
-    // The wildcard host: the same port at the root of its own host name.
-    assert.equal(exposed.body.host, `p${httpPort}-${id}.preview.test`);
-    const viaHost = await hostGet(base, exposed.body.host, '/index.html', { authorization: `Bearer ${ALICE}` });
-    assert.equal(viaHost.status, 200);
-    assert.equal(viaHost.body, '<h1>preview works</h1>\n');
-    // The bare port path redirects to the slash form (relative links resolve under it).
-    const bare = await get(`${base}/v1/sessions/${id}/ports/${httpPort}`);
-    assert.equal(bare.status, 308);
-    assert.equal(bare.headers.get('location'), `/v1/sessions/${id}/ports/${httpPort}/`);
+      const exposed = await api<PreviewAnswer>(base, 'POST', `/v1/sessions/${id}/ports`, ALICE, { port: httpPort });
+      assert.equal(exposed.status, 201, JSON.stringify(exposed.body));
+      assert.equal(exposed.body.path, `/v1/sessions/${id}/ports/${httpPort}/`);
+      const page = await until200(`${base}${exposed.body.path}`, { authorization: `Bearer ${ALICE}` });
+      assert.equal(page.body, '<h1>preview works</h1>\n');
+      // The proxy went through the session: from the server's own network the port is not there.
+      await assert.rejects(fetch(`http://127.0.0.1:${httpPort}/`), /fetch failed/);
+      // The wildcard host: the same port at the root of its own host name.
+      assert.equal(exposed.body.host, `p${httpPort}-${id}.preview.test`);
+      const viaHost = await hostGet(base, exposed.body.host, '/index.html', { authorization: `Bearer ${ALICE}` });
+      assert.equal(viaHost.status, 200);
+      assert.equal(viaHost.body, '<h1>preview works</h1>\n');
+      // The bare port path redirects to the slash form (relative links resolve under it).
+      const bare = await get(`${base}/v1/sessions/${id}/ports/${httpPort}`);
+      assert.equal(bare.status, 308);
+      assert.equal(bare.headers.get('location'), `/v1/sessions/${id}/ports/${httpPort}/`);
 
-    // A signed URL: traded for a cookie scoped to the port, then the page without the token.
-    const signed = await get(`${base}${exposed.body.signedPath}`);
-    assert.equal(signed.status, 302);
-    assert.equal(signed.headers.get('location'), exposed.body.path);
-    const cookie = signed.headers.get('set-cookie') ?? '';
-    assert.match(cookie, new RegExp(`^exec_preview=[^;]+; Path=/v1/sessions/${id}/ports/${httpPort}/; Max-Age=\\d+; HttpOnly; SameSite=Lax$`));
-    const viaCookie = await get(`${base}${exposed.body.path}`, { cookie: cookie.split(';')[0] ?? '' });
-    assert.equal(viaCookie.status, 200);
-    assert.equal(viaCookie.body, '<h1>preview works</h1>\n');
+      // A signed URL: traded for a cookie scoped to the port, then the page without the token.
+      const signed = await get(`${base}${exposed.body.signedPath}`);
+      assert.equal(signed.status, 302);
+      assert.equal(signed.headers.get('location'), exposed.body.path);
+      const cookie = signed.headers.get('set-cookie') ?? '';
+      assert.match(
+        cookie,
+        new RegExp(
+          `^exec_preview=[^;]+; Path=/v1/sessions/${id}/ports/${httpPort}/; Max-Age=\\d+; HttpOnly; SameSite=Lax$`,
+        ),
+      );
+      const viaCookie = await get(`${base}${exposed.body.path}`, { cookie: cookie.split(';')[0] ?? '' });
+      assert.equal(viaCookie.status, 200);
+      assert.equal(viaCookie.body, '<h1>preview works</h1>\n');
 
-    // Refused: no credentials, an expired signature, another tenant (token or signature), an unexposed port.
-    assert.equal((await get(`${base}${exposed.body.path}`)).status, 401);
-    const signer = new PreviewSigner(SECRET);
-    const now = Math.floor(Date.now() / 1000);
-    assert.equal((await get(`${base}${exposed.body.path}?exec_preview_token=${signer.sign('alice', id, httpPort, now - 1)}`)).status, 401);
-    assert.equal((await get(`${base}${exposed.body.path}?exec_preview_token=${signer.sign('alice', id, httpPort, now + 60)}`)).status, 302);
-    assert.equal((await get(`${base}${exposed.body.path}`, { authorization: `Bearer ${BOB}` })).status, 404);
-    assert.equal((await get(`${base}${exposed.body.path}?exec_preview_token=${signer.sign('bob', id, httpPort, now + 60)}`)).status, 404);
-    assert.equal((await get(`${base}${exposed.body.path}?exec_preview_token=${signer.sign('alice', id, httpPort + 1, now + 60)}`)).status, 401);
-    const unexposed = await get(`${base}/v1/sessions/${id}/ports/${httpPort + 1}/`, { authorization: `Bearer ${ALICE}` });
-    assert.equal(unexposed.status, 404);
-    assert.match(unexposed.body, /not exposed/);
-    assert.equal((await api(base, 'POST', `/v1/sessions/${id}/ports`, BOB, { port: httpPort })).status, 404);
+      // Refused: no credentials, an expired signature, another tenant (token or signature), an unexposed port.
+      assert.equal((await get(`${base}${exposed.body.path}`)).status, 401);
+      const signer = new PreviewSigner(SECRET);
+      const now = Math.floor(Date.now() / 1000);
+      assert.equal(
+        (await get(`${base}${exposed.body.path}?exec_preview_token=${signer.sign('alice', id, httpPort, now - 1)}`))
+          .status,
+        401,
+      );
+      assert.equal(
+        (await get(`${base}${exposed.body.path}?exec_preview_token=${signer.sign('alice', id, httpPort, now + 60)}`))
+          .status,
+        302,
+      );
+      assert.equal((await get(`${base}${exposed.body.path}`, { authorization: `Bearer ${BOB}` })).status, 404);
+      assert.equal(
+        (await get(`${base}${exposed.body.path}?exec_preview_token=${signer.sign('bob', id, httpPort, now + 60)}`))
+          .status,
+        404,
+      );
+      assert.equal(
+        (
+          await get(
+            `${base}${exposed.body.path}?exec_preview_token=${signer.sign('alice', id, httpPort + 1, now + 60)}`,
+          )
+        ).status,
+        401,
+      );
+      const unexposed = await get(`${base}/v1/sessions/${id}/ports/${httpPort + 1}/`, {
+        authorization: `Bearer ${ALICE}`,
+      });
+      assert.equal(unexposed.status, 404);
+      assert.match(unexposed.body, /not exposed/);
+      assert.equal((await api(base, 'POST', `/v1/sessions/${id}/ports`, BOB, { port: httpPort })).status, 404);
 
-    // A WebSocket echo server, exposed over JSON-RPC; the application's subprotocol passes through.
-    const echo = await wsEcho();
-    // Into the workspace on both backends: a sandboxed command sees neither the container host's
-    // files nor, on the local backend, the host's /tmp (it has a /tmp of its own).
-    const echoPath = `${root}/ws-echo`;
-    await session.request('fs/writeFile', { path: echoPath, dataBase64: (await readFile(echo)).toString('base64') });
-    const chmod = await session.run('chmod', ['chmod', '755', echoPath]);
-    assert.equal(chmod.exited['exitCode'], 0, chmod.stderr);
-    const wsPort = httpPort + 500;
-    await session.start('ws-echo', [echoPath, String(wsPort)]);
-    const rpcExposed = await session.request('session/exposePort', { port: wsPort });
-    assert.equal(rpcExposed['path'], `/v1/sessions/${id}/ports/${wsPort}/`);
-    await session.waitFor((all) => all.some((n) => n.method === 'process/output' && n.params['processId'] === 'ws-echo'), 20_000, 'ws-echo listening');
-    const ws = await wsOpen(`${server.url}/v1/sessions/${id}/ports/${wsPort}/echo`, { authorization: `Bearer ${ALICE}` }, ['chat']);
-    assert.equal(ws.protocol, 'chat');
-    const reply = nextMessage(ws);
-    ws.send('ping through the proxy');
-    assert.equal(await reply, 'ping through the proxy');
-    const big = 'x'.repeat(60_000);
-    const bigReply = nextMessage(ws);
-    ws.send(big);
-    assert.equal((await bigReply).length, big.length);
+      // A WebSocket echo server, exposed over JSON-RPC; the application's subprotocol passes through.
+      const echo = await wsEcho();
+      // Into the workspace on both backends: a sandboxed command sees neither the container host's
+      // files nor, on the local backend, the host's /tmp (it has a /tmp of its own).
+      const echoPath = `${root}/ws-echo`;
+      await session.request('fs/writeFile', { path: echoPath, dataBase64: (await readFile(echo)).toString('base64') });
+      const chmod = await session.run('chmod', ['chmod', '755', echoPath]);
+      assert.equal(chmod.exited['exitCode'], 0, chmod.stderr);
+      const wsPort = httpPort + 500;
+      await session.start('ws-echo', [echoPath, String(wsPort)]);
+      const rpcExposed = await session.request('session/exposePort', { port: wsPort });
+      assert.equal(rpcExposed['path'], `/v1/sessions/${id}/ports/${wsPort}/`);
+      await session.waitFor(
+        (all) => all.some((n) => n.method === 'process/output' && n.params['processId'] === 'ws-echo'),
+        20_000,
+        'ws-echo listening',
+      );
+      const ws = await wsOpen(
+        `${server.url}/v1/sessions/${id}/ports/${wsPort}/echo`,
+        { authorization: `Bearer ${ALICE}` },
+        ['chat'],
+      );
+      assert.equal(ws.protocol, 'chat');
+      const reply = nextMessage(ws);
+      ws.send('ping through the proxy');
+      assert.equal(await reply, 'ping through the proxy');
+      const big = 'x'.repeat(60_000);
+      const bigReply = nextMessage(ws);
+      ws.send(big);
+      assert.equal((await bigReply).length, big.length);
 
-    // session/info lists the exposed ports.
-    const info = await session.request('session/info');
-    assert.deepEqual((info['ports'] as Array<{ port: number }>).map((p) => p.port), [httpPort, wsPort]);
+      // session/info lists the exposed ports.
+      const info = await session.request('session/info');
+      assert.deepEqual(
+        (info['ports'] as Array<{ port: number }>).map((p) => p.port),
+        [httpPort, wsPort],
+      );
 
-    // The session ends: its open WebSocket closes and its ports are gone.
-    const closed = new Promise<void>((resolve) => ws.once('close', () => resolve()));
-    assert.equal((await api(base, 'DELETE', `/v1/sessions/${id}`, ALICE)).status, 204);
-    await closed;
-    assert.equal((await get(`${base}${exposed.body.path}`, { authorization: `Bearer ${ALICE}` })).status, 404);
-  });
+      // The session ends: its open WebSocket closes and its ports are gone.
+      const closed = new Promise<void>((resolve) => ws.once('close', () => resolve()));
+      assert.equal((await api(base, 'DELETE', `/v1/sessions/${id}`, ALICE)).status, 204);
+      await closed;
+      assert.equal((await get(`${base}${exposed.body.path}`, { authorization: `Bearer ${ALICE}` })).status, 404);
+    },
+  );
 }
 
-test('preview: a session that does not allow it cannot expose ports; closing a port refuses it from then on', { timeout: 60_000 }, async (t) => {
+test('preview: a session that does not allow it cannot expose ports; closing a port refuses it from then on', {
+  timeout: 60_000,
+}, async (t) => {
   const server = await startServer({ flags: ['--token', ALICE] });
   t.after(() => server.close());
   const base = server.httpUrl;
@@ -205,7 +272,12 @@ test('preview: a session that does not allow it cannot expose ports; closing a p
   const allowed = await api<SessionInfo>(base, 'POST', '/v1/sessions', ALICE, { previewPorts: true });
   const id = allowed.body.sessionId;
   assert.equal((await api(base, 'POST', `/v1/sessions/${id}/ports`, ALICE, { port: 8080 })).status, 201);
-  assert.deepEqual((await api<{ ports: PreviewAnswer[] }>(base, 'GET', `/v1/sessions/${id}/ports`, ALICE)).body.ports.map((p) => p.port), [8080]);
+  assert.deepEqual(
+    (await api<{ ports: PreviewAnswer[] }>(base, 'GET', `/v1/sessions/${id}/ports`, ALICE)).body.ports.map(
+      (p) => p.port,
+    ),
+    [8080],
+  );
   assert.equal((await api(base, 'DELETE', `/v1/sessions/${id}/ports/8080`, ALICE)).status, 204);
   assert.equal((await api(base, 'DELETE', `/v1/sessions/${id}/ports/8080`, ALICE)).status, 404);
   assert.equal((await get(`${base}/v1/sessions/${id}/ports/8080/`, { authorization: `Bearer ${ALICE}` })).status, 404);
@@ -227,7 +299,9 @@ test('preview signer: a token opens its own session, port and tenant until it ex
   assert.equal(signer.verify('s1', 3000, 'garbage', 999), undefined);
 });
 
-test('preview (local): what authenticated the caller never reaches the application; bodies stream both ways', { timeout: 90_000 }, async (t) => {
+test('preview (local): what authenticated the caller never reaches the application; bodies stream both ways', {
+  timeout: 90_000,
+}, async (t) => {
   const server = await startServer({ flags: ['--token', ALICE] });
   t.after(() => server.close());
   const base = server.httpUrl;
@@ -238,13 +312,31 @@ test('preview (local): what authenticated the caller never reaches the applicati
   // An application that answers what it received: method, path, headers, and the body's length.
   const app = `require('node:http').createServer((q, r) => { let n = 0; q.on('data', (d) => (n += d.length)); q.on('end', () => { r.setHeader('content-type', 'application/json'); r.end(JSON.stringify({ method: q.method, url: q.url, headers: q.headers, bodyBytes: n, pad: 'y'.repeat(Number(q.headers['x-pad'] ?? 0)) })); }); }).listen(${port}, '127.0.0.1', () => console.log('up'));`;
   await session.start('app', [process.execPath, '-e', app]);
-  await session.waitFor((all) => all.some((n) => n.method === 'process/output' && n.params['processId'] === 'app'), 20_000, 'app listening');
+  await session.waitFor(
+    (all) => all.some((n) => n.method === 'process/output' && n.params['processId'] === 'app'),
+    20_000,
+    'app listening',
+  );
   const exposed = await api<PreviewAnswer>(base, 'POST', `/v1/sessions/${id}/ports`, ALICE, { port });
   assert.equal(exposed.status, 201);
 
-  const r = await fetch(`${base}${exposed.body.path}sub/page?x=1&q=a%20b`, { method: 'POST', headers: { authorization: `Bearer ${ALICE}`, cookie: 'exec_preview=whatever; app_session=keep-me', 'x-pad': String(3 * 1024 * 1024) }, body: Buffer.alloc(5 * 1024 * 1024, 7) });
+  const r = await fetch(`${base}${exposed.body.path}sub/page?x=1&q=a%20b`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${ALICE}`,
+      cookie: 'exec_preview=whatever; app_session=keep-me',
+      'x-pad': String(3 * 1024 * 1024),
+    },
+    body: Buffer.alloc(5 * 1024 * 1024, 7),
+  });
   assert.equal(r.status, 200);
-  const seen = (await r.json()) as { method: string; url: string; headers: Record<string, string>; bodyBytes: number; pad: string };
+  const seen = (await r.json()) as {
+    method: string;
+    url: string;
+    headers: Record<string, string>;
+    bodyBytes: number;
+    pad: string;
+  };
   assert.equal(seen.method, 'POST');
   assert.equal(seen.url, '/sub/page?x=1&q=a%20b');
   assert.equal(seen.bodyBytes, 5 * 1024 * 1024);

@@ -20,33 +20,71 @@ function rng(seed: number): () => number {
   };
 }
 
-const METHODS = ['initialize', 'process/start', 'process/read', 'process/write', 'process/signal', 'process/terminate', 'process/resize', 'process/closeStdin', 'process/list', 'session/info', 'environment/info', 'fs/readFile', 'fs/getMetadata', 'fs/readDirectory', 'bogus/method', ''];
+const METHODS = [
+  'initialize',
+  'process/start',
+  'process/read',
+  'process/write',
+  'process/signal',
+  'process/terminate',
+  'process/resize',
+  'process/closeStdin',
+  'process/list',
+  'session/info',
+  'environment/info',
+  'fs/readFile',
+  'fs/getMetadata',
+  'fs/readDirectory',
+  'bogus/method',
+  '',
+];
 
 function junk(r: () => number, depth = 0): unknown {
   const k = Math.floor(r() * 10);
   switch (k) {
-    case 0: return null;
-    case 1: return r() < 0.5;
-    case 2: return Math.floor(r() * 2 ** 53) * (r() < 0.5 ? -1 : 1);
-    case 3: return r() * 1e308;
-    case 4: return 'x'.repeat(Math.floor(r() * 200));
-    case 5: return String.fromCharCode(...Array.from({ length: 8 }, () => Math.floor(r() * 0xffff)));
-    case 6: return depth > 3 ? [] : Array.from({ length: Math.floor(r() * 4) }, () => junk(r, depth + 1));
-    case 7: return depth > 3 ? {} : Object.fromEntries(Array.from({ length: Math.floor(r() * 4) }, (_, i) => [`k${i}`, junk(r, depth + 1)]));
-    case 8: return '__proto__';
-    default: return -1;
+    case 0:
+      return null;
+    case 1:
+      return r() < 0.5;
+    case 2:
+      return Math.floor(r() * 2 ** 53) * (r() < 0.5 ? -1 : 1);
+    case 3:
+      return r() * 1e308;
+    case 4:
+      return 'x'.repeat(Math.floor(r() * 200));
+    case 5:
+      return String.fromCharCode(...Array.from({ length: 8 }, () => Math.floor(r() * 0xffff)));
+    case 6:
+      return depth > 3 ? [] : Array.from({ length: Math.floor(r() * 4) }, () => junk(r, depth + 1));
+    case 7:
+      return depth > 3
+        ? {}
+        : Object.fromEntries(Array.from({ length: Math.floor(r() * 4) }, (_, i) => [`k${i}`, junk(r, depth + 1)]));
+    case 8:
+      return '__proto__';
+    default:
+      return -1;
   }
 }
 
 function validParams(method: string): Record<string, unknown> {
   switch (method) {
-    case 'process/start': return { processId: 'fz', argv: ['true'], tty: false };
-    case 'process/write': return { processId: 'fz', chunk: 'aGk=' };
-    case 'process/signal': return { processId: 'fz', signal: 'interrupt' };
-    case 'process/resize': return { processId: 'fz', cols: 80, rows: 24 };
-    case 'fs/readFile': case 'fs/getMetadata': case 'fs/readDirectory': return { path: '/nonexistent-fuzz' };
-    case 'initialize': return { clientName: 'fuzz' };
-    default: return { processId: 'fz' };
+    case 'process/start':
+      return { processId: 'fz', argv: ['true'], tty: false };
+    case 'process/write':
+      return { processId: 'fz', chunk: 'aGk=' };
+    case 'process/signal':
+      return { processId: 'fz', signal: 'interrupt' };
+    case 'process/resize':
+      return { processId: 'fz', cols: 80, rows: 24 };
+    case 'fs/readFile':
+    case 'fs/getMetadata':
+    case 'fs/readDirectory':
+      return { path: '/nonexistent-fuzz' };
+    case 'initialize':
+      return { clientName: 'fuzz' };
+    default:
+      return { processId: 'fz' };
   }
 }
 
@@ -65,13 +103,18 @@ function mutate(r: () => number, id: number): string | undefined {
   const message: Record<string, unknown> = { id, method, params: r() < 0.05 ? junk(r) : params };
   if (r() < 0.05) message['method'] = junk(r);
   if (r() < 0.1) message['jsonrpc'] = r() < 0.5 ? '2.0' : junk(r);
-  if (method === 'process/start' && typeof (message['params'] as Record<string, unknown> | null)?.['argv'] !== 'undefined') {
+  if (
+    method === 'process/start' &&
+    typeof (message['params'] as Record<string, unknown> | null)?.['argv'] !== 'undefined'
+  ) {
     (message['params'] as Record<string, unknown>)['argv'] = ['true'];
   }
   return JSON.stringify(message);
 }
 
-test('10 000 fuzzed messages: each answered, connection kept, server still serving', { timeout: 180_000 }, async (t) => {
+test('10 000 fuzzed messages: each answered, connection kept, server still serving', {
+  timeout: 180_000,
+}, async (t) => {
   const server = await startServer({ flags: ['--exited-retention-ms', '0'] });
   t.after(() => server.close());
   const ws = new WebSocket(server.url);
@@ -109,10 +152,14 @@ test('10 000 fuzzed messages: each answered, connection kept, server still servi
     if (i % 500 === 0) await new Promise((resolve) => setTimeout(resolve, 10));
   }
   const deadline = Date.now() + 60_000;
-  while (received < expectedWithId + expectedNull && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+  while (received < expectedWithId + expectedNull && Date.now() < deadline)
+    await new Promise((resolve) => setTimeout(resolve, 50));
   assert.equal(nullIdAnswers, expectedNull, 'every unparseable or invalid message answered with id null');
   assert.equal(answers.size, expectedWithId, 'every request with an id answered');
-  assert.ok([...answers.values()].every((n) => n === 1), 'no request answered twice');
+  assert.ok(
+    [...answers.values()].every((n) => n === 1),
+    'no request answered twice',
+  );
   assert.equal(ws.readyState, WebSocket.OPEN);
   ws.close();
   const after = await TestSession.open(server.url);

@@ -7,7 +7,9 @@ import { BACKENDS } from '../support/backends.ts';
 import { startServer, TestSession, sleep } from '../support/harness.ts';
 
 /** Sends raw text frames and collects raw replies. */
-async function rawSocket(url: string): Promise<{ ws: WebSocket; next(): Promise<Record<string, unknown>>; send(text: string): void }> {
+async function rawSocket(
+  url: string,
+): Promise<{ ws: WebSocket; next(): Promise<Record<string, unknown>>; send(text: string): void }> {
   const ws = new WebSocket(url);
   const queue: Record<string, unknown>[] = [];
   const waiters: Array<(m: Record<string, unknown>) => void> = [];
@@ -64,13 +66,22 @@ for (const backend of BACKENDS) {
       t.after(() => server.close());
       const conn = await RpcConnection.open(server.url);
       t.after(() => conn.close());
-      await assert.rejects(conn.request('process/list', {}), (e: RpcError) => e.code === 'EXEC_ERR_NOT_INITIALIZED' && /initialize before/.test(e.message));
+      await assert.rejects(
+        conn.request('process/list', {}),
+        (e: RpcError) => e.code === 'EXEC_ERR_NOT_INITIALIZED' && /initialize before/.test(e.message),
+      );
       await conn.request('initialize', { clientName: 't' });
-      await assert.rejects(conn.request('process/list', {}), (e: RpcError) => e.code === 'EXEC_ERR_NOT_INITIALIZED' && /initialized/.test(e.message));
+      await assert.rejects(
+        conn.request('process/list', {}),
+        (e: RpcError) => e.code === 'EXEC_ERR_NOT_INITIALIZED' && /initialized/.test(e.message),
+      );
       conn.notify('initialized', {});
       const list = await conn.request<{ processes: unknown[] }>('process/list', {});
       assert.deepEqual(list.processes, []);
-      await assert.rejects(conn.request('initialize', { clientName: 't' }), (e: RpcError) => e.code === 'EXEC_ERR_ALREADY_INITIALIZED' && e.rpcCode === -32600);
+      await assert.rejects(
+        conn.request('initialize', { clientName: 't' }),
+        (e: RpcError) => e.code === 'EXEC_ERR_ALREADY_INITIALIZED' && e.rpcCode === -32600,
+      );
     });
 
     test('parse error keeps the connection; unknown method -32601; bad params -32602 naming the field', async (t) => {
@@ -100,9 +111,16 @@ for (const backend of BACKENDS) {
       const empty = (await raw.next())['error'] as Record<string, unknown>;
       assert.equal(empty['code'], -32602);
       assert.match(String(empty['message']), /argv must not be empty/);
-      raw.send(JSON.stringify({ id: 7, method: 'process/start', params: { processId: 'x', argv: ['true'], tty: 'yes' } }));
+      raw.send(
+        JSON.stringify({ id: 7, method: 'process/start', params: { processId: 'x', argv: ['true'], tty: 'yes' } }),
+      );
       assert.match(String(((await raw.next())['error'] as Record<string, unknown>)['message']), /tty/);
-      raw.send(JSON.stringify([{ id: 8, method: 'process/list' }, { id: 9, method: 'nope' }]));
+      raw.send(
+        JSON.stringify([
+          { id: 8, method: 'process/list' },
+          { id: 9, method: 'nope' },
+        ]),
+      );
       const batch = (await raw.next()) as unknown as Array<Record<string, unknown>>;
       assert.equal(batch.length, 2);
       raw.send(JSON.stringify([]));
@@ -129,7 +147,9 @@ for (const backend of BACKENDS) {
       t.after(() => server.close());
       const first = await TestSession.open(server.url);
       await first.start('long', ['sh', '-c', 'sleep 1; echo done']);
-      const evicted = new Promise<[number, string]>((resolve) => first.conn.onClose((code, reason) => resolve([code, reason])));
+      const evicted = new Promise<[number, string]>((resolve) =>
+        first.conn.onClose((code, reason) => resolve([code, reason])),
+      );
       const second = await TestSession.open(server.url, { resumeSessionId: first.sessionId });
       t.after(() => second.close());
       assert.equal(second.sessionId, first.sessionId);
@@ -139,8 +159,14 @@ for (const backend of BACKENDS) {
       const r = await second.result('long');
       assert.equal(r.exited['exitCode'], 0);
       const read = await second.request<Record<string, unknown>>('process/read', { processId: 'long', afterSeq: 0 });
-      assert.equal(Buffer.from(String((read['chunks'] as Array<Record<string, unknown>>)[0]?.['chunk']), 'base64').toString(), 'done\n');
-      await assert.rejects(TestSession.open(server.url, { resumeSessionId: '00000000-0000-0000-0000-000000000000' }), (e: RpcError) => e.code === 'EXEC_ERR_SESSION_NOT_FOUND');
+      assert.equal(
+        Buffer.from(String((read['chunks'] as Array<Record<string, unknown>>)[0]?.['chunk']), 'base64').toString(),
+        'done\n',
+      );
+      await assert.rejects(
+        TestSession.open(server.url, { resumeSessionId: '00000000-0000-0000-0000-000000000000' }),
+        (e: RpcError) => e.code === 'EXEC_ERR_SESSION_NOT_FOUND',
+      );
     });
 
     test('a disconnect never kills a process', async (t) => {
@@ -152,9 +178,16 @@ for (const backend of BACKENDS) {
       await sleep(1000);
       const again = await TestSession.open(server.url, { resumeSessionId: first.sessionId });
       t.after(() => again.close());
-      const read = await again.request<Record<string, unknown>>('process/read', { processId: 'p', afterSeq: 0, waitMs: 5000 });
+      const read = await again.request<Record<string, unknown>>('process/read', {
+        processId: 'p',
+        afterSeq: 0,
+        waitMs: 5000,
+      });
       assert.equal(read['exitCode'], 0);
-      assert.equal(Buffer.from(String((read['chunks'] as Array<Record<string, unknown>>)[0]?.['chunk']), 'base64').toString(), 'survived\n');
+      assert.equal(
+        Buffer.from(String((read['chunks'] as Array<Record<string, unknown>>)[0]?.['chunk']), 'base64').toString(),
+        'survived\n',
+      );
     });
   });
 }
@@ -164,7 +197,10 @@ describe('authentication', () => {
     const server = await startServer({ flags: ['--token', 's3cret'] });
     t.after(() => server.close());
     await assert.rejects(RpcConnection.open(server.url), (e: Error & { statusCode?: number }) => e.statusCode === 401);
-    await assert.rejects(RpcConnection.open(server.url, { token: 'wrong' }), (e: Error & { statusCode?: number }) => e.statusCode === 401);
+    await assert.rejects(
+      RpcConnection.open(server.url, { token: 'wrong' }),
+      (e: Error & { statusCode?: number }) => e.statusCode === 401,
+    );
     const ok = await TestSession.open(server.url, {}, { token: 's3cret' });
     t.after(() => ok.close());
     assert.ok(ok.sessionId);
@@ -178,13 +214,20 @@ describe('authentication', () => {
 });
 
 describe('bounds', () => {
-  test('requests in flight per connection are bounded; the excess gets a clear error, the rest are answered', { timeout: 60_000 }, async (t) => {
+  test('requests in flight per connection are bounded; the excess gets a clear error, the rest are answered', {
+    timeout: 60_000,
+  }, async (t) => {
     const server = await startServer();
     t.after(() => server.close());
     const s = await TestSession.open(server.url);
     t.after(() => s.close());
     await s.start('quiet', ['sleep', '30']);
-    const polls = Array.from({ length: 1100 }, () => s.request('process/read', { processId: 'quiet', afterSeq: 0, waitMs: 2000 }).then(() => 'ok', (e: RpcError) => e.code));
+    const polls = Array.from({ length: 1100 }, () =>
+      s.request('process/read', { processId: 'quiet', afterSeq: 0, waitMs: 2000 }).then(
+        () => 'ok',
+        (e: RpcError) => e.code,
+      ),
+    );
     const results = await Promise.all(polls);
     assert.equal(results.filter((r) => r === 'ok').length, 1024);
     assert.equal(results.filter((r) => r === 'EXEC_ERR_BUSY').length, 76);

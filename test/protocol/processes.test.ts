@@ -10,7 +10,8 @@ for (const backend of BACKENDS) {
   describe(`processes [${backend}]`, { timeout: 300_000 }, () => {
     let server: TestServer;
     let s: TestSession;
-    const fresh = async (): Promise<TestSession> => TestSession.open(server.url, { session: { sandbox: { type: 'danger-full-access' } } });
+    const fresh = async (): Promise<TestSession> =>
+      TestSession.open(server.url, { session: { sandbox: { type: 'danger-full-access' } } });
 
     test('setup', async () => {
       server = await startServer({ backend });
@@ -24,31 +25,52 @@ for (const backend of BACKENDS) {
       assert.equal(r.exited['exitCode'], 3);
       assert.equal(r.exited['terminal'], 'exited');
       const seqs = r.events.map((e) => e.params['seq'] as number);
-      assert.deepEqual(seqs, seqs.map((_, i) => i + 1));
+      assert.deepEqual(
+        seqs,
+        seqs.map((_, i) => i + 1),
+      );
       assert.equal(r.events.at(-1)?.method, 'process/closed');
       const dup = s.start('sep', ['true']);
-      await assert.rejects(dup, (e: RpcError) => e.code === 'EXEC_ERR_PROCESS_EXISTS' && /already exists/.test(e.message));
+      await assert.rejects(
+        dup,
+        (e: RpcError) => e.code === 'EXEC_ERR_PROCESS_EXISTS' && /already exists/.test(e.message),
+      );
     });
 
     test('pipe with stdin: cat echoes writes; closeStdin ends it; writeId dedupes a retried write', async () => {
       await s.start('cat', ['cat'], { pipeStdin: true });
-      assert.deepEqual(await s.request('process/write', { processId: 'cat', chunk: b64('one\n'), writeId: 'w1' }), { status: 'accepted' });
-      assert.deepEqual(await s.request('process/write', { processId: 'cat', chunk: b64('one\n'), writeId: 'w1' }), { status: 'accepted' });
+      assert.deepEqual(await s.request('process/write', { processId: 'cat', chunk: b64('one\n'), writeId: 'w1' }), {
+        status: 'accepted',
+      });
+      assert.deepEqual(await s.request('process/write', { processId: 'cat', chunk: b64('one\n'), writeId: 'w1' }), {
+        status: 'accepted',
+      });
       await s.request('process/write', { processId: 'cat', chunk: b64('two\n'), writeId: 'w2' });
       await s.request('process/closeStdin', { processId: 'cat' });
       const r = await s.result('cat');
       assert.equal(r.stdout, 'one\ntwo\n');
       assert.equal(r.exited['exitCode'], 0);
-      assert.deepEqual(await s.request('process/write', { processId: 'cat', chunk: b64('late') }), { status: 'stdinClosed' });
-      assert.deepEqual(await s.request('process/write', { processId: 'nope', chunk: b64('x') }), { status: 'unknownProcess' });
-      await assert.rejects(s.request('process/write', { processId: 'cat', chunk: '***' }), (e: RpcError) => e.rpcCode === -32602 && /chunk/.test(e.message));
+      assert.deepEqual(await s.request('process/write', { processId: 'cat', chunk: b64('late') }), {
+        status: 'stdinClosed',
+      });
+      assert.deepEqual(await s.request('process/write', { processId: 'nope', chunk: b64('x') }), {
+        status: 'unknownProcess',
+      });
+      await assert.rejects(
+        s.request('process/write', { processId: 'cat', chunk: '***' }),
+        (e: RpcError) => e.rpcCode === -32602 && /chunk/.test(e.message),
+      );
     });
 
     test('pipe without stdin: writes answer stdinClosed, exactly \\u0003 interrupts', async () => {
       await s.start('nostdin', ['sh', '-c', 'echo ready; exec sleep 30']);
       await s.waitFor((all) => all.some((n) => n.params['processId'] === 'nostdin' && n.method === 'process/output'));
-      assert.deepEqual(await s.request('process/write', { processId: 'nostdin', chunk: b64('hello') }), { status: 'stdinClosed' });
-      assert.deepEqual(await s.request('process/write', { processId: 'nostdin', chunk: b64('\u0003') }), { status: 'accepted' });
+      assert.deepEqual(await s.request('process/write', { processId: 'nostdin', chunk: b64('hello') }), {
+        status: 'stdinClosed',
+      });
+      assert.deepEqual(await s.request('process/write', { processId: 'nostdin', chunk: b64('\u0003') }), {
+        status: 'accepted',
+      });
       const r = await s.result('nostdin');
       assert.equal(r.exited['terminal'], 'signaled');
       assert.equal(r.exited['signal'], 'SIGINT');
@@ -61,12 +83,18 @@ for (const backend of BACKENDS) {
       await s.waitFor(() => unb64All(s, 'tty').includes('30 90'), 10_000, 'initial size');
       await s.request('process/resize', { processId: 'tty', cols: 100, rows: 40 });
       await s.request('process/write', { processId: 'tty', chunk: b64('stty size; echo mark-$((6*7))\n') });
-      await s.waitFor(() => unb64All(s, 'tty').includes('40 100') && unb64All(s, 'tty').includes('mark-42'), 10_000, 'resized size');
+      await s.waitFor(
+        () => unb64All(s, 'tty').includes('40 100') && unb64All(s, 'tty').includes('mark-42'),
+        10_000,
+        'resized size',
+      );
       await s.request('process/write', { processId: 'tty', chunk: b64('exit 7\n') });
       const r = await s.result('tty');
       assert.equal(r.exited['exitCode'], 7);
       assert.ok(r.events.filter((e) => e.method === 'process/output').every((e) => e.params['stream'] === 'pty'));
-      await assert.rejects(s.request('process/resize', { processId: 'sep', cols: 10, rows: 10 }), (e: RpcError) => /no terminal/.test(e.message));
+      await assert.rejects(s.request('process/resize', { processId: 'sep', cols: 10, rows: 10 }), (e: RpcError) =>
+        /no terminal/.test(e.message),
+      );
     });
 
     test('PTY: 64 KiB printed by a fast-exiting program arrives whole, 50 times out of 50', async () => {
@@ -97,8 +125,14 @@ for (const backend of BACKENDS) {
       const r = await s.result('sig');
       assert.equal(r.exited['terminal'], 'signaled');
       assert.equal(r.exited['exitCode'], 143);
-      await assert.rejects(s.request('process/signal', { processId: 'sig', signal: 'SIGBOGUS' }), (e: RpcError) => e.rpcCode === -32602);
-      await assert.rejects(s.request('process/signal', { processId: 'ghost', signal: 'interrupt' }), (e: RpcError) => e.code === 'EXEC_ERR_PROCESS_NOT_FOUND');
+      await assert.rejects(
+        s.request('process/signal', { processId: 'sig', signal: 'SIGBOGUS' }),
+        (e: RpcError) => e.rpcCode === -32602,
+      );
+      await assert.rejects(
+        s.request('process/signal', { processId: 'ghost', signal: 'interrupt' }),
+        (e: RpcError) => e.code === 'EXEC_ERR_PROCESS_NOT_FOUND',
+      );
     });
 
     test('terminate escalates to SIGKILL after the grace for a process ignoring SIGTERM', async () => {
@@ -119,7 +153,11 @@ for (const backend of BACKENDS) {
     test('process/read long-polls and reports exit, close and seq bookkeeping', async () => {
       await s.start('poll', ['sh', '-c', 'sleep 0.4; echo late']);
       const t0 = Date.now();
-      const first = await s.request<Record<string, unknown>>('process/read', { processId: 'poll', afterSeq: 0, waitMs: 5000 });
+      const first = await s.request<Record<string, unknown>>('process/read', {
+        processId: 'poll',
+        afterSeq: 0,
+        waitMs: 5000,
+      });
       assert.ok(Date.now() - t0 >= 200, 'read returned before output existed');
       const chunks = first['chunks'] as Array<Record<string, unknown>>;
       assert.equal(unb64(chunks[0]?.['chunk']), 'late\n');
@@ -130,16 +168,26 @@ for (const backend of BACKENDS) {
       assert.equal(all['exitCode'], 0);
       assert.equal(all['sandboxDenied'], false);
       assert.equal(all['nextSeq'], 4);
-      const empty = await s.request<Record<string, unknown>>('process/read', { processId: 'poll', afterSeq: 3, waitMs: 100 });
+      const empty = await s.request<Record<string, unknown>>('process/read', {
+        processId: 'poll',
+        afterSeq: 3,
+        waitMs: 100,
+      });
       assert.deepEqual(empty['chunks'], []);
-      await assert.rejects(s.request('process/read', { processId: 'ghost' }), (e: RpcError) => e.code === 'EXEC_ERR_PROCESS_NOT_FOUND' && /unknown process id ghost/.test(e.message));
+      await assert.rejects(
+        s.request('process/read', { processId: 'ghost' }),
+        (e: RpcError) => e.code === 'EXEC_ERR_PROCESS_NOT_FOUND' && /unknown process id ghost/.test(e.message),
+      );
     });
 
     test('4 MB of output is bounded to the retention budget and the drop is reported', async () => {
       const r = await s.run('flood', ['sh', '-c', 'head -c 4194304 /dev/zero | tr "\\0" b']);
       assert.equal(r.exited['exitCode'], 0);
       const read = await s.request<Record<string, unknown>>('process/read', { processId: 'flood', afterSeq: 0 });
-      const retained = (read['chunks'] as Array<Record<string, unknown>>).reduce((n, c) => n + Buffer.from(String(c['chunk']), 'base64').length, 0);
+      const retained = (read['chunks'] as Array<Record<string, unknown>>).reduce(
+        (n, c) => n + Buffer.from(String(c['chunk']), 'base64').length,
+        0,
+      );
       assert.ok(retained <= 1024 * 1024 + 65536, `retained ${retained}`);
       assert.equal((read['droppedBytes'] as number) + retained, 4 * 1024 * 1024);
       assert.ok((read['firstRetainedSeq'] as number) > 1);
@@ -147,7 +195,11 @@ for (const backend of BACKENDS) {
 
     test('disconnect mid-stream and resume: every byte once, in order', async () => {
       const c = await fresh();
-      await c.start('count', ['sh', '-c', 'i=0; while [ $i -lt 400 ]; do echo line-$i; i=$((i+1)); [ $((i % 50)) -eq 0 ] && sleep 0.1; done']);
+      await c.start('count', [
+        'sh',
+        '-c',
+        'i=0; while [ $i -lt 400 ]; do echo line-$i; i=$((i+1)); [ $((i % 50)) -eq 0 ] && sleep 0.1; done',
+      ]);
       await c.waitFor(() => c.eventsOf('count').some((e) => e.method === 'process/output'));
       const seen = c.eventsOf('count').filter((e) => e.method === 'process/output');
       const lastSeq = seen.at(-1)?.params['seq'] as number;
@@ -158,8 +210,13 @@ for (const backend of BACKENDS) {
       let after = Buffer.alloc(0);
       let seq = lastSeq;
       for (;;) {
-        const read = await again.request<Record<string, unknown>>('process/read', { processId: 'count', afterSeq: seq, waitMs: 2000 });
-        for (const chunk of read['chunks'] as Array<Record<string, unknown>>) after = Buffer.concat([after, Buffer.from(String(chunk['chunk']), 'base64')]);
+        const read = await again.request<Record<string, unknown>>('process/read', {
+          processId: 'count',
+          afterSeq: seq,
+          waitMs: 2000,
+        });
+        for (const chunk of read['chunks'] as Array<Record<string, unknown>>)
+          after = Buffer.concat([after, Buffer.from(String(chunk['chunk']), 'base64')]);
         seq = (read['nextSeq'] as number) - 1;
         if (read['closed']) break;
       }
@@ -187,7 +244,11 @@ for (const backend of BACKENDS) {
 
     test('cwd, env, envPolicy and arg0', async () => {
       const info = await s.request<Record<string, unknown>>('session/info', {});
-      const r = await s.run('env', ['sh', '-c', 'pwd; echo "$FOO|${SECRET_TOKEN:-none}|${KEEP:-none}"'], { cwd: `file://${info['workdir'] as string}`, env: { FOO: 'bar' }, envPolicy: { inherit: 'none', set: { KEEP: 'kept', SECRET_TOKEN: 'x' } } });
+      const r = await s.run('env', ['sh', '-c', 'pwd; echo "$FOO|${SECRET_TOKEN:-none}|${KEEP:-none}"'], {
+        cwd: `file://${info['workdir'] as string}`,
+        env: { FOO: 'bar' },
+        envPolicy: { inherit: 'none', set: { KEEP: 'kept', SECRET_TOKEN: 'x' } },
+      });
       assert.equal(r.stdout, `${info['workdir'] as string}\nbar|x|kept\n`);
       // bash, not sh: in a busybox image sh dispatches on argv[0] and knows no applet custom-name.
       const a = await s.run('arg0', ['bash', '-c', 'echo $0'], { arg0: 'custom-name' });
@@ -202,7 +263,12 @@ for (const backend of BACKENDS) {
 }
 
 function unb64All(s: TestSession, id: string): string {
-  return Buffer.concat(s.eventsOf(id).filter((e) => e.method === 'process/output').map((e) => Buffer.from(String(e.params['chunk']), 'base64'))).toString();
+  return Buffer.concat(
+    s
+      .eventsOf(id)
+      .filter((e) => e.method === 'process/output')
+      .map((e) => Buffer.from(String(e.params['chunk']), 'base64')),
+  ).toString();
 }
 
 describe('limits', { timeout: 120_000 }, () => {
@@ -213,7 +279,10 @@ describe('limits', { timeout: 120_000 }, () => {
     t.after(() => s.close());
     await s.run('short', ['true']);
     await sleep(700);
-    await assert.rejects(s.request('process/read', { processId: 'short' }), (e: RpcError) => e.code === 'EXEC_ERR_PROCESS_NOT_FOUND');
+    await assert.rejects(
+      s.request('process/read', { processId: 'short' }),
+      (e: RpcError) => e.code === 'EXEC_ERR_PROCESS_NOT_FOUND',
+    );
   });
 
   test('pruning protects the most recent and drops the least recently used ended process first', async (t) => {
@@ -229,11 +298,15 @@ describe('limits', { timeout: 120_000 }, () => {
       await s.start(`run-${i}`, ['sleep', '30']);
     }
     await s.start('new', ['sleep', '30']);
-    const ids = (await s.request<{ processes: Array<Record<string, unknown>> }>('process/list', {})).processes.map((p) => p['processId']);
+    const ids = (await s.request<{ processes: Array<Record<string, unknown>> }>('process/list', {})).processes.map(
+      (p) => p['processId'],
+    );
     assert.ok(!ids.includes('done-0'), 'the ended LRU process was pruned');
     assert.ok(ids.includes('run-1') && ids.includes('new'));
     await s.start('newer', ['sleep', '30']);
-    const ids2 = (await s.request<{ processes: Array<Record<string, unknown>> }>('process/list', {})).processes.map((p) => p['processId']);
+    const ids2 = (await s.request<{ processes: Array<Record<string, unknown>> }>('process/list', {})).processes.map(
+      (p) => p['processId'],
+    );
     assert.ok(!ids2.includes('run-1'), 'with no ended process, the LRU running one is pruned');
     await s.request('session/terminateAll', {});
   });
@@ -258,7 +331,11 @@ describe('limits', { timeout: 120_000 }, () => {
     assert.equal(r.stdout.length, 33554432 + 4);
     assert.ok(r.stdout.endsWith('zend\n'));
     const seqs = r.events.map((e) => e.params['seq'] as number);
-    assert.deepEqual(seqs, seqs.map((_, i) => i + 1), 'no gap: nothing was dropped');
+    assert.deepEqual(
+      seqs,
+      seqs.map((_, i) => i + 1),
+      'no gap: nothing was dropped',
+    );
   });
 
   test('a client that stays behind is disconnected after the stall timeout and can resume; its process keeps running', async (t) => {
@@ -273,7 +350,17 @@ describe('limits', { timeout: 120_000 }, () => {
       setTimeout(resolve, 200);
     });
     // Raw send: the paused client cannot read the reply; the server keeps streaming output.
-    s.conn.socket.send(JSON.stringify({ id: 1, method: 'process/start', params: { processId: 'firehose', argv: ['sh', '-c', 'while :; do head -c 1048576 /dev/zero; sleep 0.05; done'], tty: false } }));
+    s.conn.socket.send(
+      JSON.stringify({
+        id: 1,
+        method: 'process/start',
+        params: {
+          processId: 'firehose',
+          argv: ['sh', '-c', 'while :; do head -c 1048576 /dev/zero; sleep 0.05; done'],
+          tty: false,
+        },
+      }),
+    );
     await sleep(1500);
     s.conn.socket.resume();
     assert.equal(await closed, 4001);
@@ -299,13 +386,25 @@ describe('early-exit hold budget', () => {
 });
 
 describe('flow control and PTY teardown', () => {
-  test('a PTY program streaming to a client that is behind delivers every byte, in order', { timeout: 120_000 }, async (t) => {
+  test('a PTY program streaming to a client that is behind delivers every byte, in order', {
+    timeout: 120_000,
+  }, async (t) => {
     const server = await startServer({ flags: ['--ws-buffer-limit-bytes', '262144'] });
     t.after(() => server.close());
     const s = await TestSession.open(server.url, { session: { sandbox: { type: 'danger-full-access' } } });
     t.after(() => s.close());
     s.conn.socket.pause();
-    s.conn.socket.send(JSON.stringify({ id: 'x', method: 'process/start', params: { processId: 'ptyburst', argv: ['sh', '-c', 'head -c 4194304 /dev/zero | tr "\\0" p; echo done'], tty: true } }));
+    s.conn.socket.send(
+      JSON.stringify({
+        id: 'x',
+        method: 'process/start',
+        params: {
+          processId: 'ptyburst',
+          argv: ['sh', '-c', 'head -c 4194304 /dev/zero | tr "\\0" p; echo done'],
+          tty: true,
+        },
+      }),
+    );
     await sleep(1500);
     s.conn.socket.resume();
     const r = await s.result('ptyburst', 60_000);

@@ -48,13 +48,25 @@ test("the server's method table validates with the protocol's params schemas (th
   registerFsMethods(table);
   registerPreviewMethods(table, { config: loadConfig([], {}), signer: new PreviewSigner(undefined) });
   assert.deepEqual(table.names().sort(), Object.keys(protocol.RPC_METHODS).sort());
-  for (const [name, def] of Object.entries(protocol.RPC_METHODS)) assert.equal(table.get(name)?.schema, def.params, name);
+  for (const [name, def] of Object.entries(protocol.RPC_METHODS))
+    assert.equal(table.get(name)?.schema, def.params, name);
 });
 
 test('the OpenAPI document describes the HTTP bodies with the protocol schemas', async (t) => {
   const server = await startServer();
   t.after(() => server.close());
-  const doc = (await (await fetch(`${server.httpUrl}/docs/openapi.json`)).json()) as { paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: unknown }> }>; requestBody?: { content: Record<string, { schema: unknown }> } }>> };
+  const doc = (await (await fetch(`${server.httpUrl}/docs/openapi.json`)).json()) as {
+    paths: Record<
+      string,
+      Record<
+        string,
+        {
+          responses: Record<string, { content?: Record<string, { schema: unknown }> }>;
+          requestBody?: { content: Record<string, { schema: unknown }> };
+        }
+      >
+    >;
+  };
   // @fastify/swagger writes OpenAPI 3.0: `const: x` becomes `enum: [x]`, `patternProperties`
   // `additionalProperties`, and `anyOf: [X, null]` X with `nullable: true`.
   const to30 = (_key: string, v: unknown): unknown => {
@@ -63,14 +75,22 @@ test('the OpenAPI document describes the HTTP bodies with the protocol schemas',
     if (anyOf?.length === 2 && anyOf[1]?.['type'] === 'null') return { ...anyOf[0], ...others, nullable: true };
     const { const: c, patternProperties: p, ...rest } = v as Record<string, unknown>;
     const values = p === undefined ? [] : Object.values(p as Record<string, unknown>);
-    return { ...(c !== undefined ? { enum: [c] } : {}), ...rest, ...(values[0] !== undefined ? { additionalProperties: values[0] } : {}) };
+    return {
+      ...(c !== undefined ? { enum: [c] } : {}),
+      ...rest,
+      ...(values[0] !== undefined ? { additionalProperties: values[0] } : {}),
+    };
   };
   const json = (s: unknown): unknown => JSON.parse(JSON.stringify(s), to30);
   const openapi = (s: unknown): unknown => JSON.parse(JSON.stringify(s));
-  const answer = (path: string, method: string, status: string): unknown => openapi(doc.paths[path]?.[method]?.responses[status]?.content?.['application/json']?.schema);
+  const answer = (path: string, method: string, status: string): unknown =>
+    openapi(doc.paths[path]?.[method]?.responses[status]?.content?.['application/json']?.schema);
   assert.deepEqual(answer('/v1/sessions/{id}', 'get', '200'), json(protocol.SessionInfoSchema));
   assert.deepEqual(answer('/v1/snapshots', 'get', '200'), json(protocol.SnapshotListSchema));
   assert.deepEqual(answer('/v1/sessions/{id}/exec_command', 'post', '200'), json(protocol.ExecResultSchema));
   assert.deepEqual(answer('/v1/sessions/{id}/files/metadata', 'get', '200'), json(protocol.FileMetadataSchema));
-  assert.deepEqual(openapi(doc.paths['/v1/sessions']?.['post']?.requestBody?.content['application/json']?.schema), json(protocol.SessionSpecSchema));
+  assert.deepEqual(
+    openapi(doc.paths['/v1/sessions']?.['post']?.requestBody?.content['application/json']?.schema),
+    json(protocol.SessionSpecSchema),
+  );
 });

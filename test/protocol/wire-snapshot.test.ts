@@ -22,7 +22,20 @@ import { b64, startServer, TestSession } from '../support/harness.ts';
 const SNAPSHOT = new URL('./wire-snapshot.json', import.meta.url);
 
 /** Keys whose values are part of the protocol (enumerations, codes), kept as they are. */
-const LITERAL_KEYS = new Set(['code', 'status', 'terminal', 'stream', 'method', 'type', 'purpose', 'decision', 'watching', 'eof', 'exited', 'closed']);
+const LITERAL_KEYS = new Set([
+  'code',
+  'status',
+  'terminal',
+  'stream',
+  'method',
+  'type',
+  'purpose',
+  'decision',
+  'watching',
+  'eof',
+  'exited',
+  'closed',
+]);
 
 /** A value reduced to its shape: types instead of values, except for `LITERAL_KEYS`; array element shapes deduplicated. */
 function shape(value: unknown, key = ''): unknown {
@@ -40,7 +53,8 @@ function shape(value: unknown, key = ''): unknown {
     for (const k of Object.keys(value as object).sort()) out[k] = shape((value as Record<string, unknown>)[k], k);
     return out;
   }
-  if (LITERAL_KEYS.has(key) && (typeof value === 'string' || typeof value === 'boolean' || typeof value === 'number')) return value;
+  if (LITERAL_KEYS.has(key) && (typeof value === 'string' || typeof value === 'boolean' || typeof value === 'number'))
+    return value;
   return typeof value;
 }
 
@@ -67,17 +81,25 @@ function methodSchemas(): Record<string, unknown> {
   return out;
 }
 
-test('wire snapshot: JSON-RPC schemas, OpenAPI and the shapes of real answers are unchanged', { timeout: 120_000 }, async (t) => {
+test('wire snapshot: JSON-RPC schemas, OpenAPI and the shapes of real answers are unchanged', {
+  timeout: 120_000,
+}, async (t) => {
   const server = await startServer({ flags: ['--max-message-bytes', '65536'] });
   t.after(() => server.close());
   const live: Record<string, unknown> = {};
   const mismatches: string[] = [];
   /** Checks `value` against the protocol's schema for `method` (a method's result or a notification's params). */
   const conforms = (method: string, value: unknown): void => {
-    const schema = method in RPC_METHODS ? RPC_METHODS[method as keyof typeof RPC_METHODS].result : RPC_NOTIFICATIONS[method as keyof typeof RPC_NOTIFICATIONS];
+    const schema =
+      method in RPC_METHODS
+        ? RPC_METHODS[method as keyof typeof RPC_METHODS].result
+        : RPC_NOTIFICATIONS[method as keyof typeof RPC_NOTIFICATIONS];
     if (schema === undefined) return;
     const check = Compile(schema);
-    if (!check.Check(value)) mismatches.push(`${method}: ${JSON.stringify([...check.Errors(value)].slice(0, 3))} in ${JSON.stringify(value).slice(0, 300)}`);
+    if (!check.Check(value))
+      mismatches.push(
+        `${method}: ${JSON.stringify([...check.Errors(value)].slice(0, 3))} in ${JSON.stringify(value).slice(0, 300)}`,
+      );
   };
   const record = (name: string, value: unknown): void => {
     conforms(name.split(' ')[0] ?? name, value);
@@ -111,9 +133,13 @@ test('wire snapshot: JSON-RPC schemas, OpenAPI and the shapes of real answers ar
   const workdir = String((await s.request('session/info', {}))['workdir']);
   record('process/start', await s.start('echo', ['sh', '-c', 'echo out; echo err >&2; exit 3']));
   const echo = await s.result('echo');
-  for (const method of new Set(echo.events.map((n) => n.method))) live[`notification ${method}`] = shape(echo.events.filter((n) => n.method === method).map((n) => n.params));
+  for (const method of new Set(echo.events.map((n) => n.method)))
+    live[`notification ${method}`] = shape(echo.events.filter((n) => n.method === method).map((n) => n.params));
   record('process/read', await s.request('process/read', { processId: 'echo', afterSeq: 0 }));
-  record('process/read (waiting, past the end)', await s.request('process/read', { processId: 'echo', afterSeq: 1000, waitMs: 10 }));
+  record(
+    'process/read (waiting, past the end)',
+    await s.request('process/read', { processId: 'echo', afterSeq: 1000, waitMs: 10 }),
+  );
 
   await s.start('cat', ['cat'], { pipeStdin: true });
   record('process/write', await s.request('process/write', { processId: 'cat', chunk: b64('hi\n'), writeId: 'w1' }));
@@ -125,7 +151,9 @@ test('wire snapshot: JSON-RPC schemas, OpenAPI and the shapes of real answers ar
   record('process/resize', await s.request('process/resize', { processId: 'tty', cols: 100, rows: 30 }));
   record('process/signal', await s.request('process/signal', { processId: 'tty', signal: 'SIGTERM' }));
   await s.result('tty');
-  live['error: resize without tty'] = await rpcError(s.request('process/resize', { processId: 'echo', cols: 10, rows: 10 }));
+  live['error: resize without tty'] = await rpcError(
+    s.request('process/resize', { processId: 'echo', cols: 10, rows: 10 }),
+  );
 
   await s.start('sleeper', ['sleep', '30']);
   record('process/list', await s.request('process/list', {}));
@@ -141,7 +169,10 @@ test('wire snapshot: JSON-RPC schemas, OpenAPI and the shapes of real answers ar
   record('fs/createDirectory', await s.request('fs/createDirectory', { path: `${workdir}/d/e`, recursive: true }));
   record('fs/readDirectory', await s.request('fs/readDirectory', { path: workdir }));
   record('fs/canonicalize', await s.request('fs/canonicalize', { path: `file://${f}` }));
-  record('fs/copy', await s.request('fs/copy', { sourcePath: f, destinationPath: `${workdir}/copy.txt`, recursive: false }));
+  record(
+    'fs/copy',
+    await s.request('fs/copy', { sourcePath: f, destinationPath: `${workdir}/copy.txt`, recursive: false }),
+  );
   record('fs/remove', await s.request('fs/remove', { path: `${workdir}/copy.txt` }));
   live['error: fs not found'] = await rpcError(s.request('fs/readFile', { path: `${workdir}/missing` }));
   const opened = await s.request<{ handleId: string }>('fs/open', { path: f });
@@ -159,15 +190,32 @@ test('wire snapshot: JSON-RPC schemas, OpenAPI and the shapes of real answers ar
   record('fs/unwatch', await s.request('fs/unwatch', { watchId: 'w' }));
 
   // ---- HTTP ----
-  const http = async (name: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Record<string, unknown>> => {
+  const http = async (
+    name: string,
+    method: string,
+    path: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+  ): Promise<Record<string, unknown>> => {
     const res = await fetch(`${server.httpUrl}${path}`, {
       method,
-      headers: { ...(body !== undefined ? { 'content-type': typeof body === 'string' ? 'application/octet-stream' : 'application/json' } : {}), ...headers },
+      headers: {
+        ...(body !== undefined
+          ? { 'content-type': typeof body === 'string' ? 'application/octet-stream' : 'application/json' }
+          : {}),
+        ...headers,
+      },
       ...(body !== undefined ? { body: typeof body === 'string' ? body : JSON.stringify(body) } : {}),
     });
     const text = await res.text();
-    const json = res.headers.get('content-type')?.includes('json') && text !== '' ? (JSON.parse(text) as Record<string, unknown>) : undefined;
-    live[`HTTP ${name}`] = { status: res.status, body: json === undefined ? (text === '' ? 'empty' : 'text') : shape(json) };
+    const json =
+      res.headers.get('content-type')?.includes('json') && text !== ''
+        ? (JSON.parse(text) as Record<string, unknown>)
+        : undefined;
+    live[`HTTP ${name}`] = {
+      status: res.status,
+      body: json === undefined ? (text === '' ? 'empty' : 'text') : shape(json),
+    };
     return json ?? {};
   };
   const created = await http('create session', 'POST', '/v1/sessions', {});
@@ -179,23 +227,55 @@ test('wire snapshot: JSON-RPC schemas, OpenAPI and the shapes of real answers ar
   await http('invalid body', 'POST', '/v1/sessions', { bogus: 1 });
   await http('body too large', 'POST', '/v1/sessions', { labels: { a: 'x'.repeat(70_000) } });
   await http('unknown route', 'GET', '/v1/nothing');
-  await http('exec_command (exited)', 'POST', `/v1/sessions/${id}/exec_command`, { cmd: 'echo hi', yield_time_ms: 5000 });
-  const running = await http('exec_command (running)', 'POST', `/v1/sessions/${id}/exec_command`, { cmd: 'read x; echo got $x', tty: true, yield_time_ms: 250 });
-  await http('write_stdin', 'POST', `/v1/sessions/${id}/write_stdin`, { session_id: running['session_id'], chars: 'y\n', yield_time_ms: 5000 });
+  await http('exec_command (exited)', 'POST', `/v1/sessions/${id}/exec_command`, {
+    cmd: 'echo hi',
+    yield_time_ms: 5000,
+  });
+  const running = await http('exec_command (running)', 'POST', `/v1/sessions/${id}/exec_command`, {
+    cmd: 'read x; echo got $x',
+    tty: true,
+    yield_time_ms: 250,
+  });
+  await http('write_stdin', 'POST', `/v1/sessions/${id}/write_stdin`, {
+    session_id: running['session_id'],
+    chars: 'y\n',
+    yield_time_ms: 5000,
+  });
   await http('write_stdin (unknown)', 'POST', `/v1/sessions/${id}/write_stdin`, { session_id: 1, chars: '' });
   await http('approvals', 'GET', `/v1/sessions/${id}/approvals`);
   await http('tool call (ignored)', 'POST', `/v1/sessions/${id}/tool-calls`, { type: 'message' });
-  await http('tool call (no call_id)', 'POST', `/v1/sessions/${id}/tool-calls`, { type: 'function_call', name: 'exec_command' });
-  await http('tool call (wrong payload)', 'POST', `/v1/sessions/${id}/tool-calls`, { type: 'custom_tool_call', name: 'exec_command', call_id: 'c0', input: 'x' });
-  await http('tool call', 'POST', `/v1/sessions/${id}/tool-calls`, { type: 'function_call', name: 'exec_command', call_id: 'c1', arguments: JSON.stringify({ cmd: 'echo tool' }) });
-  await http('tool call (unknown tool)', 'POST', `/v1/sessions/${id}/tool-calls`, { type: 'function_call', name: 'nope', call_id: 'c2', arguments: '{}' });
+  await http('tool call (no call_id)', 'POST', `/v1/sessions/${id}/tool-calls`, {
+    type: 'function_call',
+    name: 'exec_command',
+  });
+  await http('tool call (wrong payload)', 'POST', `/v1/sessions/${id}/tool-calls`, {
+    type: 'custom_tool_call',
+    name: 'exec_command',
+    call_id: 'c0',
+    input: 'x',
+  });
+  await http('tool call', 'POST', `/v1/sessions/${id}/tool-calls`, {
+    type: 'function_call',
+    name: 'exec_command',
+    call_id: 'c1',
+    arguments: JSON.stringify({ cmd: 'echo tool' }),
+  });
+  await http('tool call (unknown tool)', 'POST', `/v1/sessions/${id}/tool-calls`, {
+    type: 'function_call',
+    name: 'nope',
+    call_id: 'c2',
+    arguments: '{}',
+  });
   await http('upload', 'PUT', `/v1/sessions/${id}/files/content?path=${encodeURIComponent(`${hw}/u.txt`)}`, 'uploaded');
   await http('download', 'GET', `/v1/sessions/${id}/files/content?path=${encodeURIComponent(`${hw}/u.txt`)}`);
   await http('metadata', 'GET', `/v1/sessions/${id}/files/metadata?path=${encodeURIComponent(`${hw}/u.txt`)}`);
   await http('list', 'GET', `/v1/sessions/${id}/files/list?path=${encodeURIComponent(hw)}`);
   await http('canonical', 'GET', `/v1/sessions/${id}/files/canonical?path=${encodeURIComponent(hw)}`);
   await http('mkdir', 'POST', `/v1/sessions/${id}/files/mkdir`, { path: `${hw}/m` });
-  await http('copy', 'POST', `/v1/sessions/${id}/files/copy`, { sourcePath: `${hw}/u.txt`, destinationPath: `${hw}/v.txt` });
+  await http('copy', 'POST', `/v1/sessions/${id}/files/copy`, {
+    sourcePath: `${hw}/u.txt`,
+    destinationPath: `${hw}/v.txt`,
+  });
   await http('remove', 'DELETE', `/v1/sessions/${id}/files?path=${encodeURIComponent(`${hw}/v.txt`)}`);
   await http('file not found', 'GET', `/v1/sessions/${id}/files/metadata?path=${encodeURIComponent(`${hw}/missing`)}`);
   await http('snapshot (local backend)', 'POST', `/v1/sessions/${id}/snapshots`, {});
@@ -204,7 +284,9 @@ test('wire snapshot: JSON-RPC schemas, OpenAPI and the shapes of real answers ar
   await http('healthz', 'GET', '/healthz');
   await http('readyz', 'GET', '/readyz');
 
-  const openapi = JSON.parse(JSON.stringify(await (await fetch(`${server.httpUrl}/docs/openapi.json`)).json())) as Record<string, unknown>;
+  const openapi = JSON.parse(
+    JSON.stringify(await (await fetch(`${server.httpUrl}/docs/openapi.json`)).json()),
+  ) as Record<string, unknown>;
   const actual = { rpcMethods: methodSchemas(), live, openapi };
 
   if (process.env['UPDATE_WIRE_SNAPSHOT'] === '1') {

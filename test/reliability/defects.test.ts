@@ -19,17 +19,24 @@ for (const backend of BACKENDS) {
       t.after(() => s.close());
       const workdir = String((await s.request<Record<string, unknown>>('session/info', {}))['workdir']);
       assert.equal((await s.run('mk', ['sh', '-c', 'echo x > plain-file'])).exited['exitCode'], 0);
-      const invalid = (err: unknown, code: string, message: RegExp): boolean => err instanceof RpcError && err.code === code && message.test(err.message);
+      const invalid = (err: unknown, code: string, message: RegExp): boolean =>
+        err instanceof RpcError && err.code === code && message.test(err.message);
       if (backend === 'local') {
-        await assert.rejects(s.start('f', ['true'], { cwd: `${workdir}/plain-file` }), (err) => invalid(err, 'EXEC_ERR_INVALID_REQUEST', /is not a directory/));
+        await assert.rejects(s.start('f', ['true'], { cwd: `${workdir}/plain-file` }), (err) =>
+          invalid(err, 'EXEC_ERR_INVALID_REQUEST', /is not a directory/),
+        );
       } else {
         // In a container the directory is entered by the command's own wrapper: exit 126, named.
         const r = await s.run('f', ['true'], { cwd: `${workdir}/plain-file` });
         assert.equal(r.exited['exitCode'], 126);
         assert.match(r.stderr, /plain-file: Not a directory/);
       }
-      await assert.rejects(s.start('n', ['true'], { cwd: `${workdir}/a\u0000b` }), (err) => invalid(err, 'EXEC_ERR_INVALID_PARAMS', /NUL byte/));
-      await assert.rejects(s.start('u', ['true'], { cwd: `file://${workdir}/a%00b` }), (err) => invalid(err, 'EXEC_ERR_INVALID_PARAMS', /NUL byte/));
+      await assert.rejects(s.start('n', ['true'], { cwd: `${workdir}/a\u0000b` }), (err) =>
+        invalid(err, 'EXEC_ERR_INVALID_PARAMS', /NUL byte/),
+      );
+      await assert.rejects(s.start('u', ['true'], { cwd: `file://${workdir}/a%00b` }), (err) =>
+        invalid(err, 'EXEC_ERR_INVALID_PARAMS', /NUL byte/),
+      );
       // The session is still usable.
       assert.equal((await s.run('ok', ['echo', 'fine'])).stdout, 'fine\n');
     });
@@ -54,7 +61,8 @@ test('D4 a client cut as a slow consumer sees close code 4001 once it reads agai
   const ws = new WebSocket(server.url);
   await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
   let id = 0;
-  const send = (method: string, params: unknown, notify = false): void => ws.send(JSON.stringify(notify ? { method, params } : { id: ++id, method, params }));
+  const send = (method: string, params: unknown, notify = false): void =>
+    ws.send(JSON.stringify(notify ? { method, params } : { id: ++id, method, params }));
   const initialized = new Promise((resolve) => ws.once('message', resolve));
   send('initialize', { clientName: 'slow', session: { sandbox: { type: 'danger-full-access' } } });
   await initialized;
@@ -64,7 +72,9 @@ test('D4 a client cut as a slow consumer sees close code 4001 once it reads agai
   // Stop reading for a while (longer than the stall timeout), then read again.
   const raw = (ws as unknown as { _socket: { pause(): void; resume(): void } })._socket;
   raw.pause();
-  const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: String(reason) })));
+  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+    ws.once('close', (code, reason) => resolve({ code, reason: String(reason) })),
+  );
   setTimeout(() => raw.resume(), 3_000);
   const { code, reason } = await closed;
   assert.equal(code, 4001);

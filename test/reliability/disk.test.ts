@@ -21,7 +21,9 @@ for (const backend of BACKENDS) {
     test('A5 a session past its diskMb has its processes ended and new ones refused until files are removed', async (t) => {
       const server = await startServer({ backend, flags: ['--disk-watch-seconds', '1'] });
       t.after(() => server.close());
-      const s = await TestSession.open(server.url, { session: { sandbox: { type: 'workspace-write' }, resources: { diskMb: 32 } } });
+      const s = await TestSession.open(server.url, {
+        session: { sandbox: { type: 'workspace-write' }, resources: { diskMb: 32 } },
+      });
       t.after(() => s.close());
       const info = await s.request<Record<string, unknown>>('session/info', {});
       const workdir = String(info['workdir']);
@@ -29,7 +31,10 @@ for (const backend of BACKENDS) {
       const enforcement = info['diskEnforcement'];
       t.diagnostic(`disk limit enforced by: ${String(enforcement)}`);
       assert.ok(enforcement === 'engine' || enforcement === 'watch', `diskEnforcement ${String(enforcement)}`);
-      const http = (await fetch(`${server.httpUrl}/v1/sessions/${s.sessionId}`).then((r) => r.json())) as Record<string, unknown>;
+      const http = (await fetch(`${server.httpUrl}/v1/sessions/${s.sessionId}`).then((r) => r.json())) as Record<
+        string,
+        unknown
+      >;
       assert.equal(http['diskLimitBytes'], 32 * MIB, 'the HTTP session object carries the limit');
       assert.equal(http['diskEnforcement'], enforcement);
 
@@ -45,7 +50,11 @@ for (const backend of BACKENDS) {
       // The watch measures every second; the process then gets its terminate grace (500 ms here).
       const ended = await s.result('fill', 15_000);
       const tookMs = Date.now() - startedAt;
-      assert.notEqual(ended.exited['exitCode'], 0, `the filling process was ended, not left to its sleep: ${JSON.stringify(ended.exited)}`);
+      assert.notEqual(
+        ended.exited['exitCode'],
+        0,
+        `the filling process was ended, not left to its sleep: ${JSON.stringify(ended.exited)}`,
+      );
       assert.ok(tookMs < 15_000, `ended after ${tookMs} ms`);
       t.diagnostic(`[${backend}] the writer ended ${tookMs} ms after its start`);
 
@@ -82,7 +91,11 @@ for (const backend of BACKENDS) {
       t.after(() => server.close());
       const s = await TestSession.open(server.url, { session: { sandbox: { type: 'workspace-write' } } });
       t.after(() => s.close());
-      await s.start('small', ['sh', '-c', 'dd if=/dev/zero of=small bs=1048576 count=2 2>/dev/null; sleep 3; echo done']);
+      await s.start('small', [
+        'sh',
+        '-c',
+        'dd if=/dev/zero of=small bs=1048576 count=2 2>/dev/null; sleep 3; echo done',
+      ]);
       const r = await s.result('small', 20_000);
       assert.equal(r.exited['exitCode'], 0);
       assert.equal(r.stdout.trim(), 'done');

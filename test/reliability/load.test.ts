@@ -16,10 +16,16 @@ function percentile(sorted: number[], p: number): number {
 }
 
 for (const backend of BACKENDS) {
-  test(`S5 ${CLIENTS} clients for ${SECONDS} s [${backend}]: no errors; throughput and p99`, { timeout: (SECONDS + 240) * 1000 }, async (t) => {
+  test(`S5 ${CLIENTS} clients for ${SECONDS} s [${backend}]: no errors; throughput and p99`, {
+    timeout: (SECONDS + 240) * 1000,
+  }, async (t) => {
     const server = await startServer({ backend, flags: ['--max-sessions-per-tenant', String(CLIENTS + 8)] });
     t.after(() => server.close());
-    const sessions = await Promise.all(Array.from({ length: CLIENTS }, () => TestSession.open(server.url, { session: { sandbox: { type: 'workspace-write' } } })));
+    const sessions = await Promise.all(
+      Array.from({ length: CLIENTS }, () =>
+        TestSession.open(server.url, { session: { sandbox: { type: 'workspace-write' } } }),
+      ),
+    );
     t.after(() => Promise.all(sessions.map((s) => s.close())));
     const latencies: number[] = [];
     const errors: string[] = [];
@@ -31,7 +37,8 @@ for (const backend of BACKENDS) {
           try {
             const r = await s.run(`c${c}-${i}`, ['echo', `${c}-${i}`], { tty: i % 5 === 4 });
             const out = r.stdout + r.pty;
-            if (r.exited['exitCode'] !== 0 || !out.includes(`${c}-${i}`)) errors.push(`client ${c} run ${i}: ${JSON.stringify(r.exited)} ${JSON.stringify(out)}`);
+            if (r.exited['exitCode'] !== 0 || !out.includes(`${c}-${i}`))
+              errors.push(`client ${c} run ${i}: ${JSON.stringify(r.exited)} ${JSON.stringify(out)}`);
           } catch (err) {
             errors.push(`client ${c} run ${i}: ${(err as Error).message}`);
           }

@@ -13,16 +13,28 @@ import { rootSandboxOnly, spawnServer, type ServerProcess } from './support.ts';
 const TA = 'tenant-a-secret-token';
 const TB = 'tenant-b-secret-token';
 
-async function open(server: ServerProcess, token: string | undefined, session: Record<string, unknown> = {}): Promise<{ s: TestSession; workdir: string }> {
-  const s = await TestSession.open(server.url, { session: { sandbox: { type: 'workspace-write' }, ...session } }, { token });
+async function open(
+  server: ServerProcess,
+  token: string | undefined,
+  session: Record<string, unknown> = {},
+): Promise<{ s: TestSession; workdir: string }> {
+  const s = await TestSession.open(
+    server.url,
+    { session: { sandbox: { type: 'workspace-write' }, ...session } },
+    { token },
+  );
   const workdir = String((await s.request<Record<string, unknown>>('session/info', {}))['workdir']);
   return { s, workdir };
 }
 
 let n = 0;
-const sh = (s: TestSession, script: string, extra: Record<string, unknown> = {}): Promise<ProcessResult> => s.run(`p${n++}`, ['sh', '-c', script], extra);
+const sh = (s: TestSession, script: string, extra: Record<string, unknown> = {}): Promise<ProcessResult> =>
+  s.run(`p${n++}`, ['sh', '-c', script], extra);
 
-describe('local sessions are isolated from each other and from the server', { ...rootSandboxOnly, timeout: 180_000 }, () => {
+describe('local sessions are isolated from each other and from the server', {
+  ...rootSandboxOnly,
+  timeout: 180_000,
+}, () => {
   let server: ServerProcess;
   before(async () => {
     server = await spawnServer(['--tokens', `alice:${TA},bob:${TB}`]);
@@ -35,7 +47,10 @@ describe('local sessions are isolated from each other and from the server', { ..
   test('L1 tokens: no sandboxed command can read them, and the server shows none in its command line', async () => {
     assert.ok(!readFileSync(`/proc/${server.pid}/cmdline`, 'utf8').includes(TA), 'the server rewrote its command line');
     const { s } = await open(server, TA, { sandbox: { type: 'workspace-write', networkAccess: true } });
-    const r = await sh(s, 'cat /proc/*/cmdline /proc/*/environ 2>/dev/null | tr "\\0" " "; echo; ps -eo pid,args | wc -l');
+    const r = await sh(
+      s,
+      'cat /proc/*/cmdline /proc/*/environ 2>/dev/null | tr "\\0" " "; echo; ps -eo pid,args | wc -l',
+    );
     assert.ok(!r.stdout.includes(TA) && !r.stdout.includes(TB), 'a token was readable from inside the sandbox');
     // bwrap's init, the holder, the shell, ps and wc (and the header line): the session's own processes only.
     assert.ok(Number(r.stdout.trim().split('\n').pop()) <= 8, `the sandbox sees other processes: ${r.stdout}`);
@@ -45,7 +60,10 @@ describe('local sessions are isolated from each other and from the server', { ..
   test('L2 cross-session writes: neither the other workspace nor the other /tmp is reachable', async () => {
     const a = await open(server, TA);
     const b = await open(server, TB);
-    const wa = await sh(a.s, `echo from-a > /tmp/a-marker; echo x > '${b.workdir}/pwned' 2>/dev/null && echo WROTE; ls '${b.workdir}' >/dev/null 2>&1 && echo LISTED; echo done`);
+    const wa = await sh(
+      a.s,
+      `echo from-a > /tmp/a-marker; echo x > '${b.workdir}/pwned' 2>/dev/null && echo WROTE; ls '${b.workdir}' >/dev/null 2>&1 && echo LISTED; echo done`,
+    );
     assert.equal(wa.stdout, 'done\n');
     const rb = await sh(b.s, 'cat /tmp/a-marker 2>/dev/null || echo no-marker; ls -A /tmp');
     assert.equal(rb.stdout.split('\n')[0], 'no-marker', "one session's /tmp is not another's");
@@ -62,7 +80,10 @@ describe('local sessions are isolated from each other and from the server', { ..
     const ub = Number((await sh(b.s, 'id -u')).stdout);
     assert.ok(ua > 0 && ub > 0 && ua !== ub, `uids ${ua} and ${ub}`);
     assert.equal((await sh(a.s, 'cat /etc/shadow >/dev/null 2>&1 && echo READ || echo closed')).stdout, 'closed\n');
-    await assert.rejects(a.s.request('fs/readFile', { path: '/etc/shadow' }), (err: unknown) => err instanceof RpcError && err.code === 'EXEC_ERR_FS_DENIED');
+    await assert.rejects(
+      a.s.request('fs/readFile', { path: '/etc/shadow' }),
+      (err: unknown) => err instanceof RpcError && err.code === 'EXEC_ERR_FS_DENIED',
+    );
     await a.s.close();
     await b.s.close();
   });
@@ -76,7 +97,10 @@ describe('local sessions are isolated from each other and from the server', { ..
     // B's sandbox has the placeholder over the secret; A looks for any process whose root shows it.
     await b.start('holder', ['sleep', '30']);
     const { s: a } = await open(server, TA);
-    const r = await sh(a, `for p in /proc/[0-9]*; do cat "$p/root${secret}" 2>/dev/null; done; ls /proc | grep -c '^[0-9]'`);
+    const r = await sh(
+      a,
+      `for p in /proc/[0-9]*; do cat "$p/root${secret}" 2>/dev/null; done; ls /proc | grep -c '^[0-9]'`,
+    );
     assert.ok(!r.stdout.includes('top-secret'), r.stdout);
     assert.ok(Number(r.stdout.trim()) <= 6, `A sees other processes: ${r.stdout}`);
     await b.request('process/terminate', { processId: 'holder' });
@@ -94,15 +118,20 @@ describe('local sessions are isolated from each other and from the server', { ..
     const where = await sh(s, `grep ' ${denied} ' /proc/self/mountinfo | head -1`);
     assert.match(where.stdout, /\.env/);
     // The placeholders of every server on this host, named explicitly (a sandbox cannot list them).
-    const placeholders = readdirSync('/run/exec-server').filter((d) => d.startsWith('deny-')).flatMap((d) => [`/run/exec-server/${d}/file`, `/run/exec-server/${d}/dir`]);
+    const placeholders = readdirSync('/run/exec-server')
+      .filter((d) => d.startsWith('deny-'))
+      .flatMap((d) => [`/run/exec-server/${d}/file`, `/run/exec-server/${d}/dir`]);
     assert.ok(placeholders.length >= 2);
-    const attack = await sh(s, [
-      'cat .env 2>/dev/null && echo READ-BEFORE',
-      `for f in ${placeholders.join(' ')}; do chmod 777 "$f" 2>/dev/null && echo CHMOD; echo pwned > "$f" 2>/dev/null && echo WROTE; rm -r "$f" 2>/dev/null && echo REMOVED; done`,
-      'chmod 644 .env 2>/dev/null && echo CHMOD-TARGET; echo x > .env 2>/dev/null && echo WROTE-TARGET',
-      'cat .env 2>/dev/null && echo READ-AFTER',
-      'echo end',
-    ].join('; '));
+    const attack = await sh(
+      s,
+      [
+        'cat .env 2>/dev/null && echo READ-BEFORE',
+        `for f in ${placeholders.join(' ')}; do chmod 777 "$f" 2>/dev/null && echo CHMOD; echo pwned > "$f" 2>/dev/null && echo WROTE; rm -r "$f" 2>/dev/null && echo REMOVED; done`,
+        'chmod 644 .env 2>/dev/null && echo CHMOD-TARGET; echo x > .env 2>/dev/null && echo WROTE-TARGET',
+        'cat .env 2>/dev/null && echo READ-AFTER',
+        'echo end',
+      ].join('; '),
+    );
     assert.equal(attack.stdout, 'end\n');
     for (const p of placeholders) assert.equal(statSync(p).mode & 0o7777, 0, `${p} unchanged`);
     // Every later sandboxed start with a deny list still works, in this session and a new one.
@@ -120,7 +149,11 @@ describe('a loopback server without a token', { ...rootSandboxOnly, timeout: 120
     const server = await spawnServer();
     try {
       const { s } = await open(server, undefined, { sandbox: { type: 'workspace-write', networkAccess: true } });
-      const r = await s.run('net', ['bash', '-c', `(echo > /dev/tcp/127.0.0.1/${server.port}) 2>/dev/null && echo reached || echo unreachable`]);
+      const r = await s.run('net', [
+        'bash',
+        '-c',
+        `(echo > /dev/tcp/127.0.0.1/${server.port}) 2>/dev/null && echo reached || echo unreachable`,
+      ]);
       assert.equal(r.stdout, 'unreachable\n');
       await s.close();
     } finally {

@@ -24,16 +24,34 @@ export interface ServerProcess {
 /** Starts `exec-server serve` on a free loopback port and waits for its `ws://` line. */
 export async function spawnServer(args: readonly string[] = [], env: NodeJS.ProcessEnv = {}): Promise<ServerProcess> {
   const workspaceRoot = await mkdtemp(join(tmpdir(), 'exec-server-rel-'));
-  const child = spawn(process.execPath, ['--import', 'tsx', MAIN, 'serve', '--listen', 'ws://127.0.0.1:0', '--workspace-root', workspaceRoot, '--terminate-grace-ms', '500', ...args], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      MAIN,
+      'serve',
+      '--listen',
+      'ws://127.0.0.1:0',
+      '--workspace-root',
+      workspaceRoot,
+      '--terminate-grace-ms',
+      '500',
+      ...args,
+    ],
+    {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   let err = '';
   child.stderr!.on('data', (d) => {
     if (err.length < 1_000_000) err += String(d);
   });
-  const exited = new Promise<number | string | null>((resolve) => child.once('exit', (code, signal) => resolve(signal ?? code)));
+  const exited = new Promise<number | string | null>((resolve) =>
+    child.once('exit', (code, signal) => resolve(signal ?? code)),
+  );
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`the server did not start: ${err}`)), 60_000);
     child.stdout!.on('data', (d) => {
@@ -94,4 +112,6 @@ function hasBubblewrap(): boolean {
  * tests say so and skip; under CI=true (root, bubblewrap installed by .ci/run) they must run.
  */
 export const rootSandboxOnly =
-  process.env['CI'] === 'true' || (process.getuid?.() === 0 && hasBubblewrap()) ? {} : { skip: 'needs root and bubblewrap (sandboxed commands run as users of their own only then)' };
+  process.env['CI'] === 'true' || (process.getuid?.() === 0 && hasBubblewrap())
+    ? {}
+    : { skip: 'needs root and bubblewrap (sandboxed commands run as users of their own only then)' };

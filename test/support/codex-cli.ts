@@ -217,7 +217,10 @@ function waitForExit(child: ChildProcess): Promise<{ code: number | null; signal
 export async function runCodexExec(opts: RunCodexExecOptions): Promise<CodexExecResult> {
   const timeoutMs = opts.timeoutMs ?? 60_000;
   const codexHome = await makeCodexHome('exec-');
-  await writeFile(join(codexHome, 'config.toml'), scriptedModelConfigToml(opts.modelUrl, opts.model) + (opts.extraConfig ?? ''));
+  await writeFile(
+    join(codexHome, 'config.toml'),
+    scriptedModelConfigToml(opts.modelUrl, opts.model) + (opts.extraConfig ?? ''),
+  );
 
   const args = [resolveCodexLauncher(), 'exec', '--skip-git-repo-check', '--color', 'never'];
   if (opts.bypassSandbox === true) args.push('--dangerously-bypass-approvals-and-sandbox');
@@ -227,7 +230,12 @@ export async function runCodexExec(opts: RunCodexExecOptions): Promise<CodexExec
 
   const env = baseEnv({ CODEX_HOME: codexHome, CODEX_EXEC_SERVER_URL: opts.execServerUrl, ...opts.env });
   const started = Date.now();
-  const child = spawn(process.execPath, args, { cwd: opts.cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const child = spawn(process.execPath, args, {
+    cwd: opts.cwd,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
@@ -295,7 +303,10 @@ export async function startReferenceExecServer(opts: ReferenceExecServerOptions 
   try {
     url = await new Promise<string>((resolve, reject) => {
       let buf = '';
-      const timer = setTimeout(() => reject(new Error(`exec-server printed no ws:// URL in ${startTimeoutMs} ms; stderr: ${stderr}`)), startTimeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`exec-server printed no ws:// URL in ${startTimeoutMs} ms; stderr: ${stderr}`)),
+        startTimeoutMs,
+      );
       child.stdout.setEncoding('utf8').on('data', (s: string) => {
         buf += s;
         const m = /^(ws:\/\/\S+)\s*$/m.exec(buf);
@@ -310,7 +321,9 @@ export async function startReferenceExecServer(opts: ReferenceExecServerOptions 
       });
       child.once('exit', (code, signal) => {
         clearTimeout(timer);
-        reject(new Error(`exec-server exited early (code ${String(code)}, signal ${String(signal)}); stderr: ${stderr}`));
+        reject(
+          new Error(`exec-server exited early (code ${String(code)}, signal ${String(signal)}); stderr: ${stderr}`),
+        );
       });
     });
   } catch (err) {

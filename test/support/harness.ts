@@ -44,7 +44,20 @@ export function dockerExecPath(): 'agent' | 'exec' {
 export async function startServer(opts: ServerOptions = {}): Promise<TestServer> {
   const workspaceRoot = await mkdtemp(join(tmpdir(), 'exec-server-test-'));
   const kind = opts.backend ?? 'local';
-  const config = loadConfig(['--listen', 'ws://127.0.0.1:0', '--workspace-root', workspaceRoot, '--backend', kind, '--terminate-grace-ms', '500', ...(opts.flags ?? [])], {});
+  const config = loadConfig(
+    [
+      '--listen',
+      'ws://127.0.0.1:0',
+      '--workspace-root',
+      workspaceRoot,
+      '--backend',
+      kind,
+      '--terminate-grace-ms',
+      '500',
+      ...(opts.flags ?? []),
+    ],
+    {},
+  );
   let backend: Backend;
   if (kind === 'docker') {
     const { createDockerBackend, agentWindowFor } = await import('../../src/backends/docker/index.ts');
@@ -62,7 +75,16 @@ export async function startServer(opts: ServerOptions = {}): Promise<TestServer>
       silentLogger,
     );
   } else {
-    backend = await createLocalBackend({ workspaceRoot, warmSandboxes: !opts.coldSandbox, ...(opts.noBubblewrap ? { bubblewrap: { available: false, path: 'bwrap', reason: 'disabled by the test' } } : {}) }, silentLogger);
+    backend = await createLocalBackend(
+      {
+        workspaceRoot,
+        warmSandboxes: !opts.coldSandbox,
+        ...(opts.noBubblewrap
+          ? { bubblewrap: { available: false, path: 'bwrap', reason: 'disabled by the test' } }
+          : {}),
+      },
+      silentLogger,
+    );
   }
   const app = await buildApp({ config, backend });
   await app.listen({ host: '127.0.0.1', port: 0 });
@@ -127,11 +149,18 @@ export class TestSession {
     this.sessionId = init['sessionId'] as string;
   }
 
-  static async open(url: string, init: Record<string, unknown> = {}, opts: RpcConnectionOptions = {}): Promise<TestSession> {
+  static async open(
+    url: string,
+    init: Record<string, unknown> = {},
+    opts: RpcConnectionOptions = {},
+  ): Promise<TestSession> {
     const conn = await RpcConnection.open(url, opts);
     const buffered: Notification[] = [];
     const off = conn.onNotification((n) => buffered.push(n));
-    const result = await conn.request<Record<string, unknown>>('initialize', { clientName: 'exec-server-tests', ...init });
+    const result = await conn.request<Record<string, unknown>>('initialize', {
+      clientName: 'exec-server-tests',
+      ...init,
+    });
     conn.notify('initialized', {});
     const session = new TestSession(conn, result);
     off();
@@ -154,7 +183,8 @@ export class TestSession {
     const deadline = Date.now() + timeoutMs;
     while (!predicate(this.notifications)) {
       const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`timed out waiting for ${what}; got ${JSON.stringify(this.notifications.slice(-5))}`);
+      if (left <= 0)
+        throw new Error(`timed out waiting for ${what}; got ${JSON.stringify(this.notifications.slice(-5))}`);
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, Math.min(left, 200));
         this.#waiters.push(() => {
@@ -171,10 +201,18 @@ export class TestSession {
 
   /** Waits for `process/closed` and returns the decoded output and the exit notification. */
   async result(processId: string, timeoutMs = 20_000): Promise<ProcessResult> {
-    await this.waitFor((all) => all.some((n) => n.method === 'process/closed' && n.params['processId'] === processId), timeoutMs, `process/closed of ${processId}`);
+    await this.waitFor(
+      (all) => all.some((n) => n.method === 'process/closed' && n.params['processId'] === processId),
+      timeoutMs,
+      `process/closed of ${processId}`,
+    );
     const events = this.eventsOf(processId);
     const text = (stream: string): string =>
-      Buffer.concat(events.filter((e) => e.method === 'process/output' && e.params['stream'] === stream).map((e) => Buffer.from(e.params['chunk'] as string, 'base64'))).toString('utf8');
+      Buffer.concat(
+        events
+          .filter((e) => e.method === 'process/output' && e.params['stream'] === stream)
+          .map((e) => Buffer.from(e.params['chunk'] as string, 'base64')),
+      ).toString('utf8');
     const exited = events.find((e) => e.method === 'process/exited');
     if (!exited) throw new Error(`closed without exited for ${processId}`);
     return { stdout: text('stdout'), stderr: text('stderr'), pty: text('pty'), exited: exited.params, events };

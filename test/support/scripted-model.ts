@@ -181,7 +181,14 @@ function sseEvent(data: Record<string, unknown> & { type: string }): string {
 function sseForAnswer(answer: ScriptedAnswer, responseId: string, itemId: string): string {
   const item: Record<string, unknown> =
     answer.type === 'function_call'
-      ? { type: 'function_call', id: itemId, call_id: answer.call_id, name: answer.name, arguments: answer.arguments, status: 'completed' }
+      ? {
+          type: 'function_call',
+          id: itemId,
+          call_id: answer.call_id,
+          name: answer.name,
+          arguments: answer.arguments,
+          status: 'completed',
+        }
       : {
           type: 'message',
           id: itemId,
@@ -197,7 +204,10 @@ function sseForAnswer(answer: ScriptedAnswer, responseId: string, itemId: string
     total_tokens: 0,
   };
   return [
-    sseEvent({ type: 'response.created', response: { id: responseId, object: 'response', status: 'in_progress', output: [] } }),
+    sseEvent({
+      type: 'response.created',
+      response: { id: responseId, object: 'response', status: 'in_progress', output: [] },
+    }),
     sseEvent({ type: 'response.output_item.added', output_index: 0, item }),
     sseEvent({ type: 'response.output_item.done', output_index: 0, item }),
     sseEvent({
@@ -252,14 +262,22 @@ export async function startScriptedModel(turns: readonly ScriptedTurn[]): Promis
       body = undefined;
     }
     const path = req.url ?? '/';
-    const recorded: RecordedRequest = { method: req.method ?? 'GET', path, headers: req.headers, body, atMs: Date.now() - started };
+    const recorded: RecordedRequest = {
+      method: req.method ?? 'GET',
+      path,
+      headers: req.headers,
+      body,
+      atMs: Date.now() - started,
+    };
     requests.push(recorded);
     notifyWaiters();
 
     const pathname = path.split('?')[0] ?? '';
     if (req.method !== 'POST' || !pathname.endsWith('/responses')) {
       res.writeHead(404, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ error: { message: `scripted model: no route for ${req.method} ${path}`, type: 'not_found' } }));
+      res.end(
+        JSON.stringify({ error: { message: `scripted model: no route for ${req.method} ${path}`, type: 'not_found' } }),
+      );
       return;
     }
 
@@ -277,7 +295,9 @@ export async function startScriptedModel(turns: readonly ScriptedTurn[]): Promis
         const e = err instanceof Error ? err : new Error(String(err));
         errors.push(e);
         res.writeHead(500, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ error: { message: `scripted turn ${index} failed: ${e.message}`, type: 'server_error' } }));
+        res.end(
+          JSON.stringify({ error: { message: `scripted turn ${index} failed: ${e.message}`, type: 'server_error' } }),
+        );
         return;
       }
     }
@@ -317,7 +337,10 @@ export async function startScriptedModel(turns: readonly ScriptedTurn[]): Promis
       const now = outputFor(callId);
       if (now !== undefined) return Promise.resolve(now);
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`no function_call_output for ${callId} within ${timeoutMs} ms`)), timeoutMs);
+        const timer = setTimeout(
+          () => reject(new Error(`no function_call_output for ${callId} within ${timeoutMs} ms`)),
+          timeoutMs,
+        );
         const list = outputWaiters.get(callId) ?? [];
         list.push((text) => {
           clearTimeout(timer);

@@ -14,7 +14,10 @@ test('defaults: local backend on loopback, Codex-compatible limits', () => {
 });
 
 test('flags win over variables; CODEX_EXEC_SERVER_CONNECTION_TOKEN is accepted', () => {
-  const c = loadConfig(['--max-processes', '8'], { EXEC_SERVER_MAX_PROCESSES: '9', CODEX_EXEC_SERVER_CONNECTION_TOKEN: 'tok' });
+  const c = loadConfig(['--max-processes', '8'], {
+    EXEC_SERVER_MAX_PROCESSES: '9',
+    CODEX_EXEC_SERVER_CONNECTION_TOKEN: 'tok',
+  });
   assert.equal(c.maxProcesses, 8);
   assert.equal(c.token, 'tok');
 });
@@ -36,7 +39,12 @@ test('each bad value gets a clear message naming the option', () => {
     [['--log-format', 'xml'], {}, /--log-format .*expected one of auto, json, pretty/],
     [['serve'], {}, /Unexpected argument 'serve': the server takes only --flag VALUE options/],
   ];
-  for (const [argv, env, re] of cases) assert.throws(() => loadConfig(argv, env), (e: Error) => e instanceof ConfigError && re.test(e.message), `${argv.join(' ')} ${JSON.stringify(env)}`);
+  for (const [argv, env, re] of cases)
+    assert.throws(
+      () => loadConfig(argv, env),
+      (e: Error) => e instanceof ConfigError && re.test(e.message),
+      `${argv.join(' ')} ${JSON.stringify(env)}`,
+    );
 });
 
 test('a non-loopback address needs a token unless --insecure-no-auth', () => {
@@ -48,11 +56,13 @@ test('a non-loopback address needs a token unless --insecure-no-auth', () => {
 
 test('the README table lists every option', () => {
   const table = markdownTable();
-  for (const flag of ['--listen', '--backend', '--token', '--image', '--docker-host', '--tokens', '--denial-handling']) assert.match(table, new RegExp(`\`${flag}\``));
+  for (const flag of ['--listen', '--backend', '--token', '--image', '--docker-host', '--tokens', '--denial-handling'])
+    assert.match(table, new RegExp(`\`${flag}\``));
 });
 
 test('docker hosts the backend understands are accepted', () => {
-  for (const host of ['unix:///var/run/docker.sock', '/run/docker.sock', 'tcp://127.0.0.1:2375', 'https://engine:2376']) assert.equal(loadConfig(['--docker-host', host], {}).dockerHost, host);
+  for (const host of ['unix:///var/run/docker.sock', '/run/docker.sock', 'tcp://127.0.0.1:2375', 'https://engine:2376'])
+    assert.equal(loadConfig(['--docker-host', host], {}).dockerHost, host);
 });
 
 test('disk limit: --disk-mb and --max-disk-mb, and a session asking above the maximum', async () => {
@@ -66,9 +76,15 @@ test('disk limit: --disk-mb and --max-disk-mb, and a session asking above the ma
   assert.equal(resolveSessionSpec({ resources: { diskMb: 128 } }, c, 'server').resources.diskMb, 128);
   assert.throws(
     () => resolveSessionSpec({ resources: { diskMb: 129 } }, c, 'server'),
-    (err: unknown) => err instanceof ExecServerError && err.code === 'EXEC_ERR_INVALID_PARAMS' && /session\.resources\.diskMb 129 exceeds the server maximum 128/.test(err.message),
+    (err: unknown) =>
+      err instanceof ExecServerError &&
+      err.code === 'EXEC_ERR_INVALID_PARAMS' &&
+      /session\.resources\.diskMb 129 exceeds the server maximum 128/.test(err.message),
   );
-  assert.throws(() => loadConfig(['--disk-mb', '200', '--max-disk-mb', '100'], {}), /--max-disk-mb \(100\) is below --disk-mb \(200\)/);
+  assert.throws(
+    () => loadConfig(['--disk-mb', '200', '--max-disk-mb', '100'], {}),
+    /--max-disk-mb \(100\) is below --disk-mb \(200\)/,
+  );
   assert.throws(() => loadConfig(['--disk-mb', '8'], {}), /--disk-mb .*at least 16/);
   assert.throws(() => loadConfig(['--disk-watch-seconds', '0'], {}), /--disk-watch-seconds .*at least 1/);
 });

@@ -25,7 +25,15 @@ function engine(opts: { present: () => boolean; pull: () => Promise<NodeJS.Reada
   } as unknown as Docker;
 }
 
-function recorder(): { log: { info: (o: object, m?: string) => void; warn: (o: object, m?: string) => void; error: () => void; debug: () => void }; lines: Logged[] } {
+function recorder(): {
+  log: {
+    info: (o: object, m?: string) => void;
+    warn: (o: object, m?: string) => void;
+    error: () => void;
+    debug: () => void;
+  };
+  lines: Logged[];
+} {
   const lines: Logged[] = [];
   const add = (obj: object, msg?: string): void => void lines.push({ obj, msg });
   return { log: { info: add, warn: add, error: () => undefined, debug: () => undefined }, lines };
@@ -33,12 +41,23 @@ function recorder(): { log: { info: (o: object, m?: string) => void; warn: (o: o
 
 test('the default session image, missing and not pullable: the reason names the build script', async () => {
   const { log, lines } = recorder();
-  const d = new DefaultImage(engine({ present: () => false, pull: () => Promise.reject(new Error('getaddrinfo ENOTFOUND registry')) }), SESSION_IMAGE, log, 1000);
+  const d = new DefaultImage(
+    engine({ present: () => false, pull: () => Promise.reject(new Error('getaddrinfo ENOTFOUND registry')) }),
+    SESSION_IMAGE,
+    log,
+    1000,
+  );
   assert.equal(await d.notReadyReason(), `default image ${SESSION_IMAGE} is missing locally; pulling it`);
   await d.settled();
   const reason = await d.notReadyReason();
-  assert.match(reason ?? '', /is missing and cannot be pulled \(pull exec-server-session:latest: getaddrinfo ENOTFOUND registry\); build it with: bash scripts\/build-session-image\.sh/);
-  assert.ok(lines.some((l) => l.msg === reason), 'the failure is logged once, as it is reported');
+  assert.match(
+    reason ?? '',
+    /is missing and cannot be pulled \(pull exec-server-session:latest: getaddrinfo ENOTFOUND registry\); build it with: bash scripts\/build-session-image\.sh/,
+  );
+  assert.ok(
+    lines.some((l) => l.msg === reason),
+    'the failure is logged once, as it is reported',
+  );
 });
 
 test('a pullable image is pulled once, with its progress, then ready', async () => {
@@ -60,7 +79,9 @@ test('a pullable image is pulled once, with its progress, then ready', async () 
   );
   assert.match((await d.notReadyReason()) ?? '', /missing locally; pulling it/);
   assert.match((await d.notReadyReason()) ?? '', /is being pulled/);
-  stream.write(JSON.stringify({ status: 'Downloading', id: 'l1', progressDetail: { current: 1_000_000, total: 2_000_000 } }));
+  stream.write(
+    JSON.stringify({ status: 'Downloading', id: 'l1', progressDetail: { current: 1_000_000, total: 2_000_000 } }),
+  );
   stream.write(JSON.stringify({ status: 'Pull complete', id: 'l1' }));
   present = true;
   stream.end();

@@ -48,7 +48,12 @@ test('DiskWatch: past the limit ends the processes and refuses starts; a failed 
   let failing = false;
   let terminated = 0;
   const session = {
-    backend: { disk: { enforcement: 'watch' as const, usage: async () => (failing ? Promise.reject(new Error('engine gone')) : used) } },
+    backend: {
+      disk: {
+        enforcement: 'watch' as const,
+        usage: async () => (failing ? Promise.reject(new Error('engine gone')) : used),
+      },
+    },
     status: { status: 'alive' as const },
     spec: { resources: { diskMb: 32 } },
     processes: {},
@@ -58,7 +63,13 @@ test('DiskWatch: past the limit ends the processes and refuses starts; a failed 
     },
   };
   const metrics = new Metrics();
-  const watch = new DiskWatch(session as never, { intervalMs: 20, slots: new MeasureSlots(1), log: silentLogger, metrics, backendKind: 'local' });
+  const watch = new DiskWatch(session as never, {
+    intervalMs: 20,
+    slots: new MeasureSlots(1),
+    log: silentLogger,
+    metrics,
+    backendKind: 'local',
+  });
   assert.deepEqual(watch.info(), { diskLimitBytes: 32 * MIB, diskEnforcement: 'watch' }, 'no measurement yet');
   await watch.admit();
   watch.start();
@@ -72,7 +83,14 @@ test('DiskWatch: past the limit ends the processes and refuses starts; a failed 
   used = 40 * MIB;
   await until(() => terminated > 0);
   assert.equal(watch.info().diskExceeded, true);
-  await assert.rejects(watch.admit(), (err: unknown) => err instanceof ExecServerError && err.code === 'EXEC_ERR_DISK_LIMIT' && err.statusCode === 507 && /40\.0 MiB is past its limit of 32\.0 MiB/.test(err.message));
+  await assert.rejects(
+    watch.admit(),
+    (err: unknown) =>
+      err instanceof ExecServerError &&
+      err.code === 'EXEC_ERR_DISK_LIMIT' &&
+      err.statusCode === 507 &&
+      /40\.0 MiB is past its limit of 32\.0 MiB/.test(err.message),
+  );
   failing = true;
   await assert.rejects(watch.admit(), /past its limit/, 'a failed re-measure keeps the last measurement');
   failing = false;

@@ -10,7 +10,16 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { AgentStreamParser, encodeHello, encodeSpawn, frame, FromAgent, parseExit, ToAgent, type AgentFrame } from '../../src/backends/docker/agent-protocol.ts';
+import {
+  AgentStreamParser,
+  encodeHello,
+  encodeSpawn,
+  frame,
+  FromAgent,
+  parseExit,
+  ToAgent,
+  type AgentFrame,
+} from '../../src/backends/docker/agent-protocol.ts';
 import { AGENT_BINARY } from '../../src/backends/docker/agent-install.ts';
 
 // Under CI the binary must exist (.ci/run installs the compiler): a missing one fails there.
@@ -85,7 +94,16 @@ class Attached {
 }
 
 const spawnFrame = (handle: number, argv: string[], mode: 'pipe' | 'pipe-no-stdin' = 'pipe-no-stdin'): Buffer =>
-  encodeSpawn(handle, { mode, size: { cols: 80, rows: 24 }, uid: 0, gid: 0, cwd: '/', argv, env: { PATH: '/usr/bin:/bin' }, tag: 'none\n' });
+  encodeSpawn(handle, {
+    mode,
+    size: { cols: 80, rows: 24 },
+    uid: 0,
+    gid: 0,
+    cwd: '/',
+    argv,
+    env: { PATH: '/usr/bin:/bin' },
+    tag: 'none\n',
+  });
 
 test('spawn, stdin, output with offsets, exit after the last output', opts, async () => {
   const a = new Attached(join(await mkdtemp(join(tmpdir(), 'agent-')), 'a.sock'));
@@ -99,47 +117,84 @@ test('spawn, stdin, output with offsets, exit after the last output', opts, asyn
   assert.equal(out.payload.subarray(8).toString(), 'hello\n');
   const err = await a.next((f) => f.type === FromAgent.OUTPUT && f.stream === 'stderr', 'stderr');
   assert.equal(err.payload.readBigUInt64LE(0), 6n, 'offsets count over both streams');
-  assert.deepEqual(parseExit((await a.next((f) => f.type === FromAgent.EXIT, 'exit')).payload), { kind: 'exited', code: 3 });
+  assert.deepEqual(parseExit((await a.next((f) => f.type === FromAgent.EXIT, 'exit')).payload), {
+    kind: 'exited',
+    code: 3,
+  });
   a.child.kill();
 });
 
-test('bad frames are answered with clear errors; a frame past the limit drops the connection, not the daemon', opts, async () => {
-  const socket = join(await mkdtemp(join(tmpdir(), 'agent-')), 'a.sock');
-  const a = new Attached(socket);
-  const pid = await a.hello();
-  a.send(frame(99, 0));
-  assert.match((await a.next((f) => f.type === FromAgent.ERROR, 'error')).payload.toString(), /unknown frame type 99/);
-  a.send(frame(ToAgent.SPAWN, 5, Buffer.from('pipe\0no-terminator')));
-  assert.match((await a.next((f) => f.type === FromAgent.FAILED, 'failed')).payload.toString(), /malformed spawn frame/);
-  a.send(frame(ToAgent.SPAWN, 6, Buffer.from('teleport\x0024\x0080\x000\x000\x00/\x00\x001\x00true\x000\x00\x00')));
-  assert.match((await a.next((f) => f.type === FromAgent.FAILED, 'failed')).payload.toString(), /unknown mode teleport/);
-  a.send(frame(ToAgent.SIGNAL, 77, Buffer.from([15, 0, 0, 0])));
-  assert.match((await a.next((f) => f.type === FromAgent.ERROR, 'error')).payload.toString(), /unknown process handle 77/);
-  const bomb = Buffer.alloc(12);
-  bomb.writeUInt32LE(64 * 1024 * 1024, 0);
-  bomb[4] = ToAgent.STDIN;
-  a.send(bomb);
-  assert.match((await a.next((f) => f.type === FromAgent.ERROR, 'error')).payload.toString(), /exceeds the limit/);
-  await new Promise((r) => a.child.once('exit', r));
-  // The daemon lives on: a new connection is served by the same one.
-  const b = new Attached(socket);
-  assert.equal(await b.hello(), pid);
-  b.send(encodeHello(1024, 65536).fill(9, 12, 13)); // protocol version 9
-  assert.match((await b.next((f) => f.type === FromAgent.ERROR, 'error')).payload.toString(), /unsupported protocol version 9/);
-  b.child.kill();
-});
+test(
+  'bad frames are answered with clear errors; a frame past the limit drops the connection, not the daemon',
+  opts,
+  async () => {
+    const socket = join(await mkdtemp(join(tmpdir(), 'agent-')), 'a.sock');
+    const a = new Attached(socket);
+    const pid = await a.hello();
+    a.send(frame(99, 0));
+    assert.match(
+      (await a.next((f) => f.type === FromAgent.ERROR, 'error')).payload.toString(),
+      /unknown frame type 99/,
+    );
+    a.send(frame(ToAgent.SPAWN, 5, Buffer.from('pipe\0no-terminator')));
+    assert.match(
+      (await a.next((f) => f.type === FromAgent.FAILED, 'failed')).payload.toString(),
+      /malformed spawn frame/,
+    );
+    a.send(frame(ToAgent.SPAWN, 6, Buffer.from('teleport\x0024\x0080\x000\x000\x00/\x00\x001\x00true\x000\x00\x00')));
+    assert.match(
+      (await a.next((f) => f.type === FromAgent.FAILED, 'failed')).payload.toString(),
+      /unknown mode teleport/,
+    );
+    a.send(frame(ToAgent.SIGNAL, 77, Buffer.from([15, 0, 0, 0])));
+    assert.match(
+      (await a.next((f) => f.type === FromAgent.ERROR, 'error')).payload.toString(),
+      /unknown process handle 77/,
+    );
+    const bomb = Buffer.alloc(12);
+    bomb.writeUInt32LE(64 * 1024 * 1024, 0);
+    bomb[4] = ToAgent.STDIN;
+    a.send(bomb);
+    assert.match((await a.next((f) => f.type === FromAgent.ERROR, 'error')).payload.toString(), /exceeds the limit/);
+    await new Promise((r) => a.child.once('exit', r));
+    // The daemon lives on: a new connection is served by the same one.
+    const b = new Attached(socket);
+    assert.equal(await b.hello(), pid);
+    b.send(encodeHello(1024, 65536).fill(9, 12, 13)); // protocol version 9
+    assert.match(
+      (await b.next((f) => f.type === FromAgent.ERROR, 'error')).payload.toString(),
+      /unsupported protocol version 9/,
+    );
+    b.child.kill();
+  },
+);
 
 test('the parser: frames split anywhere are the same frames; a bad Docker frame type is one clear error', () => {
-  const bytes = Buffer.concat([frame(FromAgent.HELLO, 0, Buffer.from('version=1\n')), frame(FromAgent.EXIT, 7, Buffer.from('exited\x000'))]);
+  const bytes = Buffer.concat([
+    frame(FromAgent.HELLO, 0, Buffer.from('version=1\n')),
+    frame(FromAgent.EXIT, 7, Buffer.from('exited\x000')),
+  ]);
   const whole: AgentFrame[] = [];
-  new AgentStreamParser((f) => whole.push({ ...f, payload: Buffer.from(f.payload) }), () => undefined, assert.fail).push(dockerFrame(bytes));
+  new AgentStreamParser(
+    (f) => whole.push({ ...f, payload: Buffer.from(f.payload) }),
+    () => undefined,
+    assert.fail,
+  ).push(dockerFrame(bytes));
   const split: AgentFrame[] = [];
-  const p = new AgentStreamParser((f) => split.push({ ...f, payload: Buffer.from(f.payload) }), () => undefined, assert.fail);
+  const p = new AgentStreamParser(
+    (f) => split.push({ ...f, payload: Buffer.from(f.payload) }),
+    () => undefined,
+    assert.fail,
+  );
   for (const b of dockerFrame(bytes)) p.push(Buffer.from([b]));
   assert.deepEqual(split, whole);
   assert.equal(whole.length, 2);
   const errors: string[] = [];
-  const bad = new AgentStreamParser(() => assert.fail('no frame'), () => undefined, (e) => errors.push(e.message));
+  const bad = new AgentStreamParser(
+    () => assert.fail('no frame'),
+    () => undefined,
+    (e) => errors.push(e.message),
+  );
   bad.push(Buffer.from([7, 0, 0, 0, 0, 0, 0, 1, 0]));
   bad.push(Buffer.from([1, 2, 3]));
   assert.deepEqual(errors, ['docker stream: unexpected frame type 7']);

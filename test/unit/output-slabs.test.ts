@@ -8,7 +8,12 @@ import { SlabWriter } from '../../src/processes/output-slabs.ts';
 const chunk = (n: number): Buffer => Buffer.alloc(16 * 1024, n % 251);
 
 /** Streams `count` chunks through a writer into a log with `retention` bytes, a turn apart. */
-async function stream(log: OutputLog, writer: SlabWriter, count: number, onAppend?: (n: number, data: Buffer) => void): Promise<void> {
+async function stream(
+  log: OutputLog,
+  writer: SlabWriter,
+  count: number,
+  onAppend?: (n: number, data: Buffer) => void,
+): Promise<void> {
   for (let n = 0; n < count; n++) {
     writer.append(chunk(n).subarray(0, 6000));
     writer.append(chunk(n).subarray(6000));
@@ -32,7 +37,11 @@ test('output slabs: retained chunks keep their bytes while storage of dropped on
     }
     // Every chunk still retained reads back exactly as written, after every append.
     const { chunks } = log.read(0, Number.MAX_SAFE_INTEGER);
-    for (const c of chunks) assert.ok(c.data.every((b) => b === (c.seq - 1) % 251), `chunk ${c.seq} was overwritten`);
+    for (const c of chunks)
+      assert.ok(
+        c.data.every((b) => b === (c.seq - 1) % 251),
+        `chunk ${c.seq} was overwritten`,
+      );
   });
   assert.equal(log.read(0, Number.MAX_SAFE_INTEGER).chunks.length, 16);
   // 448 slab chunks (7 MiB) came from a handful of recycled 256 KiB slabs, not 28 fresh ones.

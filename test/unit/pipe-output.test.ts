@@ -5,12 +5,23 @@ import { OutputChannels } from '../../src/backends/local/output-channels.ts';
 import { spawnPipe } from '../../src/backends/local/pipe-process.ts';
 
 /** Runs a pipe-mode command; resolves with its stdout, stderr (copied as the sink must) and exit. */
-function run(channels: OutputChannels | undefined, script: string): Promise<{ out: string; err: string; exit: BackendExit }> {
+function run(
+  channels: OutputChannels | undefined,
+  script: string,
+): Promise<{ out: string; err: string; exit: BackendExit }> {
   const out: Buffer[] = [];
   const err: Buffer[] = [];
   return new Promise((resolve, reject) => {
     spawnPipe(
-      { file: 'sh', args: ['-c', script], cwd: process.cwd(), env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' }, stdin: false, sandboxType: 'none', channels },
+      {
+        file: 'sh',
+        args: ['-c', script],
+        cwd: process.cwd(),
+        env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' },
+        stdin: false,
+        sandboxType: 'none',
+        channels,
+      },
       {
         output: (stream, data) => (stream === 'stderr' ? err : out).push(Buffer.from(data)),
         exit: (exit) => resolve({ out: Buffer.concat(out).toString(), err: Buffer.concat(err).toString(), exit }),

@@ -23,7 +23,14 @@ async function run(script: string, size = { cols: 80, rows: 24 }): Promise<Run> 
   let exit!: (e: BackendExit) => void;
   const ended = new Promise<BackendExit>((resolve) => (exit = resolve));
   const proc = await spawnPty(
-    { file: 'sh', args: ['-c', script], cwd: tmpdir(), env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' }, size, sandboxType: 'none' },
+    {
+      file: 'sh',
+      args: ['-c', script],
+      cwd: tmpdir(),
+      env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' },
+      size,
+      sandboxType: 'none',
+    },
     { output: (_stream, data) => chunks.push(Buffer.from(data)), exit }, // a sink copies what it keeps (ProcessSink)
   );
   return { proc, ended, text: () => Buffer.concat(chunks).toString('utf8') };
@@ -51,16 +58,27 @@ test('output paused across the exit is delivered whole once resumed', async () =
 const ownCpus = /Cpus_allowed_list:\s*(\S+)/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? '?';
 
 /** Streams 24 MiB of zeros, then prints the shell's CPU list right away and after 0.5 s of quiet. */
-async function cpusDuringAndAfterStream(pinning?: boolean): Promise<{ during?: string | undefined; after?: string | undefined }> {
+async function cpusDuringAndAfterStream(
+  pinning?: boolean,
+): Promise<{ during?: string | undefined; after?: string | undefined }> {
   // The first list is read while the stream's pin holds (the shell forks after it), the second
   // after a quiet spell longer than the relay's 100 ms.
-  const script = 'head -c 25165824 /dev/zero; grep Cpus_allowed_list /proc/self/status; sleep 0.5; grep Cpus_allowed_list /proc/self/status';
+  const script =
+    'head -c 25165824 /dev/zero; grep Cpus_allowed_list /proc/self/status; sleep 0.5; grep Cpus_allowed_list /proc/self/status';
   let text = '';
   let zeros = 0;
   let exit!: (e: BackendExit) => void;
   const ended = new Promise<BackendExit>((resolve) => (exit = resolve));
   await spawnPty(
-    { file: 'sh', args: ['-c', script], cwd: tmpdir(), env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' }, size: { cols: 80, rows: 24 }, sandboxType: 'none', pinning },
+    {
+      file: 'sh',
+      args: ['-c', script],
+      cwd: tmpdir(),
+      env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin' },
+      size: { cols: 80, rows: 24 },
+      sandboxType: 'none',
+      pinning,
+    },
     {
       output: (_stream, data) => {
         const firstText = data.findIndex((b) => b !== 0);
@@ -97,13 +115,28 @@ test('with pinning off (the default; --pty-pin turns it on), a command streaming
 
 test('a command that cannot be started is a clear error, not a terminal message', async () => {
   await assert.rejects(
-    spawnPty({ file: 'no-such-command-here', args: [], cwd: tmpdir(), env: { PATH: '/usr/bin:/bin' }, size: { cols: 80, rows: 24 }, sandboxType: 'none' }, { output: () => undefined, exit: () => undefined }),
-    (err: Error & { code?: string }) => err.code === 'EXEC_ERR_INVALID_REQUEST' && /failed to start no-such-command-here: No such file or directory/.test(err.message),
+    spawnPty(
+      {
+        file: 'no-such-command-here',
+        args: [],
+        cwd: tmpdir(),
+        env: { PATH: '/usr/bin:/bin' },
+        size: { cols: 80, rows: 24 },
+        sandboxType: 'none',
+      },
+      { output: () => undefined, exit: () => undefined },
+    ),
+    (err: Error & { code?: string }) =>
+      err.code === 'EXEC_ERR_INVALID_REQUEST' &&
+      /failed to start no-such-command-here: No such file or directory/.test(err.message),
   );
 });
 
 test('the terminal has the requested size, a resize reaches it, keystrokes and Ctrl-D work', async () => {
-  const r = await run('stty size; read line; stty size; echo "got $line"; cat; echo "cat ended"', { cols: 132, rows: 43 });
+  const r = await run('stty size; read line; stty size; echo "got $line"; cat; echo "cat ended"', {
+    cols: 132,
+    rows: 43,
+  });
   while (!r.text().includes('43 132')) await sleep(10);
   await r.proc.resize({ cols: 90, rows: 30 });
   await sleep(50);
@@ -130,7 +163,9 @@ test('a background process that keeps the terminal open does not hold the exit b
   // never reads EIO while it lives. The shell waits until it is in that session (the marker
   // file is written after setsid), or the hangup could still catch it.
   const marker = join(tmpdir(), `pty-relay-bg-${process.pid}-${Date.now()}`);
-  const r = await run(`setsid -f sh -c 'touch ${marker}; exec sleep 8'; while [ ! -e ${marker} ]; do sleep 0.01; done; rm -f ${marker}; echo foreground done`);
+  const r = await run(
+    `setsid -f sh -c 'touch ${marker}; exec sleep 8'; while [ ! -e ${marker} ]; do sleep 0.01; done; rm -f ${marker}; echo foreground done`,
+  );
   assert.deepEqual(await r.ended, { kind: 'exited', code: 0 });
   assert.match(r.text(), /foreground done/);
   const took = performance.now() - started;

@@ -7,8 +7,14 @@ import WebSocket from 'ws';
 
 const main = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
 
-function serve(args: string[], env: NodeJS.ProcessEnv = {}): { child: ReturnType<typeof spawn>; stdout: () => string; stderr: () => string; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', main, 'serve', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+function serve(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): { child: ReturnType<typeof spawn>; stdout: () => string; stderr: () => string; exited: Promise<number | null> } {
+  const child = spawn(process.execPath, ['--import', 'tsx', main, 'serve', ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   child.stdout.on('data', (d) => (out += String(d)));
@@ -17,7 +23,9 @@ function serve(args: string[], env: NodeJS.ProcessEnv = {}): { child: ReturnType
   return { child, stdout: () => out, stderr: () => err, exited };
 }
 
-test('prints exactly one ws:// line once bound, serves it, shuts down on SIGTERM, never logs the token', { timeout: 180_000 }, async () => {
+test('prints exactly one ws:// line once bound, serves it, shuts down on SIGTERM, never logs the token', {
+  timeout: 180_000,
+}, async () => {
   const s = serve(['--listen', 'ws://127.0.0.1:0', '--log-level', 'debug'], { EXEC_SERVER_TOKEN: 'top-secret-token' });
   const deadline = Date.now() + 120_000;
   while (!s.stdout().includes('\n') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
@@ -37,14 +45,23 @@ test('prints exactly one ws:// line once bound, serves it, shuts down on SIGTERM
 test('bad configuration exits 2 with a clear message', { timeout: 120_000 }, async () => {
   const s = serve(['--listen', 'ws://0.0.0.0:0']);
   assert.equal(await s.exited, 2);
-  assert.match(s.stderr(), /invalid configuration: refusing to listen on non-loopback address 0\.0\.0\.0 without a token/);
+  assert.match(
+    s.stderr(),
+    /invalid configuration: refusing to listen on non-loopback address 0\.0\.0\.0 without a token/,
+  );
   const t = serve(['--max-processes', 'many']);
   assert.equal(await t.exited, 2);
   assert.match(t.stderr(), /--max-processes \/ EXEC_SERVER_MAX_PROCESSES: expected an integer/);
 });
 
-function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', main, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+function run(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', main, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d) => (stdout += String(d)));
@@ -70,10 +87,26 @@ test('boot errors are one line naming the cause and the fix, exit 2', { timeout:
     const url = holder.stdout().trim();
     assert.match(url, /^ws:\/\//);
     assertOneLine(await run(['--listen', url]), /port \d+ is already in use.*--listen ws:\/\/127\.0\.0\.1:PORT/);
-    assertOneLine(await run(['--max-sessions', '-3']), /--max-sessions \/ EXEC_SERVER_MAX_SESSIONS: must be at least 1, got -3/);
-    assertOneLine(await run(['--docker-host', 'foo://x', '--backend', 'docker']), /--docker-host: unsupported docker host "foo:\/\/x"; expected unix:\/\/\/path/);
+    assertOneLine(
+      await run(['--max-sessions', '-3']),
+      /--max-sessions \/ EXEC_SERVER_MAX_SESSIONS: must be at least 1, got -3/,
+    );
+    assertOneLine(
+      await run(['--docker-host', 'foo://x', '--backend', 'docker']),
+      /--docker-host: unsupported docker host "foo:\/\/x"; expected unix:\/\/\/path/,
+    );
     assertOneLine(await run(['--listen', '--max-sessions']), /unsupported address "--max-sessions"/);
-    assertOneLine(await run(['--backend', 'docker', '--docker-host', 'unix:///nonexistent/docker.sock', '--listen', 'ws://127.0.0.1:0']), /no Docker engine answers at unix:\/\/\/nonexistent\/docker\.sock.*scripts\/start-dockerd\.sh.*--backend local/);
+    assertOneLine(
+      await run([
+        '--backend',
+        'docker',
+        '--docker-host',
+        'unix:///nonexistent/docker.sock',
+        '--listen',
+        'ws://127.0.0.1:0',
+      ]),
+      /no Docker engine answers at unix:\/\/\/nonexistent\/docker\.sock.*scripts\/start-dockerd\.sh.*--backend local/,
+    );
   } finally {
     holder.child.kill('SIGTERM');
     await holder.exited;
@@ -89,7 +122,8 @@ test('the default command is serve; --version, -V and --help name the subcommand
   }
   const help = await run(['--help']);
   assert.equal(help.code, 0);
-  for (const sub of ['run', 'shell', 'sessions', 'cp', '--version']) assert.match(help.stdout, new RegExp(`exec-server ${sub}`));
+  for (const sub of ['run', 'shell', 'sessions', 'cp', '--version'])
+    assert.match(help.stdout, new RegExp(`exec-server ${sub}`));
   assert.match(help.stdout, /--max-sessions/, 'serve options too');
   const runHelp = await run(['help', 'run']);
   assert.equal(runHelp.code, 0);
@@ -101,7 +135,10 @@ test('the default command is serve; --version, -V and --help name the subcommand
 });
 
 test('--log-format pretty writes readable lines; requests are logged at debug only', { timeout: 300_000 }, async () => {
-  for (const [level, expectRequests] of [['info', false], ['debug', true]] as const) {
+  for (const [level, expectRequests] of [
+    ['info', false],
+    ['debug', true],
+  ] as const) {
     const s = serve(['--listen', 'ws://127.0.0.1:0', '--log-format', 'pretty', '--log-level', level]);
     try {
       const deadline = Date.now() + 120_000;
@@ -109,15 +146,25 @@ test('--log-format pretty writes readable lines; requests are logged at debug on
       const base = s.stdout().trim().replace(/^ws:/, 'http:');
       assert.match(base, /^http:\/\/127\.0\.0\.1:\d+$/, s.stderr());
       for (let i = 0; i < 3; i++) assert.equal((await fetch(`${base}/healthz`)).status, 200);
-      const created = await fetch(`${base}/v1/sessions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+      const created = await fetch(`${base}/v1/sessions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+      });
       assert.equal(created.status, 201);
     } finally {
       s.child.kill('SIGTERM');
     }
     assert.equal(await s.exited, 0);
     const lines = s.stderr().split('\n').filter(Boolean);
-    assert.ok(lines.every((l) => !l.startsWith('{')), `no JSON lines:\n${s.stderr()}`);
-    assert.ok(lines.some((l) => /INFO.*session created/.test(l)), s.stderr());
+    assert.ok(
+      lines.every((l) => !l.startsWith('{')),
+      `no JSON lines:\n${s.stderr()}`,
+    );
+    assert.ok(
+      lines.some((l) => /INFO.*session created/.test(l)),
+      s.stderr(),
+    );
     const requestLines = lines.filter((l) => /DEBUG.*request/.test(l) && l.includes('/healthz'));
     assert.equal(requestLines.length, expectRequests ? 3 : 0, s.stderr());
   }

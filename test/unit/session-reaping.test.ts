@@ -31,5 +31,8 @@ test('a session attached to a client is not idle; per-tenant quota answers a cle
   assert.equal((await a.request<Record<string, unknown>>('session/info', {}))['status'], 'alive');
   const b = await TestSession.open(server.url);
   t.after(() => b.close());
-  await assert.rejects(TestSession.open(server.url), (e: RpcError) => e.code === 'EXEC_ERR_SESSION_LIMIT' && /quota/.test(e.message));
+  await assert.rejects(
+    TestSession.open(server.url),
+    (e: RpcError) => e.code === 'EXEC_ERR_SESSION_LIMIT' && /quota/.test(e.message),
+  );
 });

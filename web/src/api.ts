@@ -77,7 +77,12 @@ export class Api {
     if (body !== undefined) headers['content-type'] = 'application/json';
     let res: Response;
     try {
-      res = await fetch(path, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}), cache: 'no-store' });
+      res = await fetch(path, {
+        method,
+        headers,
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+        cache: 'no-store',
+      });
     } catch (err) {
       throw new ApiError(0, 'EXEC_ERR_UNREACHABLE', `the server cannot be reached (${(err as Error).message})`);
     }
@@ -91,7 +96,11 @@ export class Api {
     if (res.status === 401) this.#onUnauthorized?.();
     if (!res.ok && res.status !== 202) {
       const e = (parsed ?? {}) as { code?: string; message?: string };
-      throw new ApiError(res.status, e.code ?? `HTTP_${res.status}`, e.message ?? `${method} ${path} answered ${res.status}`);
+      throw new ApiError(
+        res.status,
+        e.code ?? `HTTP_${res.status}`,
+        e.message ?? `${method} ${path} answered ${res.status}`,
+      );
     }
     return parsed as T;
   }
@@ -115,6 +124,8 @@ export class Api {
     return this.call('GET', `/v1/sessions/${encodeURIComponent(id)}/approvals`);
   }
   decide(id: string, approvalId: string, decision: 'approved' | 'denied'): Promise<Record<string, unknown>> {
-    return this.call('POST', `/v1/sessions/${encodeURIComponent(id)}/approvals/${encodeURIComponent(approvalId)}`, { decision });
+    return this.call('POST', `/v1/sessions/${encodeURIComponent(id)}/approvals/${encodeURIComponent(approvalId)}`, {
+      decision,
+    });
   }
 }

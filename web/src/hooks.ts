@@ -23,7 +23,12 @@ export function usePoll<T>(load: () => Promise<T>, everyMs: number, deps: readon
         const data = await loadRef.current();
         if (!stopped) setState({ kind: 'ready', data });
       } catch (err) {
-        if (!stopped) setState((prev) => (prev.kind === 'ready' ? { kind: 'ready', data: prev.data, error: err as Error } : { kind: 'failed', error: err as Error }));
+        if (!stopped)
+          setState((prev) =>
+            prev.kind === 'ready'
+              ? { kind: 'ready', data: prev.data, error: err as Error }
+              : { kind: 'failed', error: err as Error },
+          );
       }
       if (!stopped) timer = setTimeout(() => void run(), everyMs);
     };

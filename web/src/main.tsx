@@ -37,7 +37,10 @@ function App() {
   const [signedOut, setSignedOut] = useState<string | undefined>();
   const hash = useHash();
   // A 401 on any call means the token is no longer good (the server restarted with other tokens).
-  const api = useMemo(() => (token === undefined ? undefined : new Api(token, () => signOut('The server no longer accepts this token.'))), [token]);
+  const api = useMemo(
+    () => (token === undefined ? undefined : new Api(token, () => signOut('The server no longer accepts this token.'))),
+    [token],
+  );
 
   const signIn = (t: string): void => {
     sessionStorage.setItem(TOKEN_KEY, t);
@@ -70,7 +73,9 @@ function App() {
           Sign out
         </button>
       </header>
-      <main id="main">{m?.[1] ? <SessionView key={m[1]} api={api} sessionId={decodeURIComponent(m[1])} /> : <Sessions api={api} />}</main>
+      <main id="main">
+        {m?.[1] ? <SessionView key={m[1]} api={api} sessionId={decodeURIComponent(m[1])} /> : <Sessions api={api} />}
+      </main>
     </>
   );
 }

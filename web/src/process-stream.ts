@@ -32,7 +32,14 @@ export interface ProcessEnd {
 export type ProcessEvent =
   | { readonly method: 'process/output'; readonly seq: number; readonly stream: StreamName; readonly chunk: string }
   | { readonly method: 'process/escalated'; readonly seq: number; readonly reason: string }
-  | { readonly method: 'process/exited'; readonly seq: number; readonly exitCode: number | null; readonly terminal: string | null; readonly signal?: string | null; readonly sandboxDenied: boolean }
+  | {
+      readonly method: 'process/exited';
+      readonly seq: number;
+      readonly exitCode: number | null;
+      readonly terminal: string | null;
+      readonly signal?: string | null;
+      readonly sandboxDenied: boolean;
+    }
   | { readonly method: 'process/closed'; readonly seq: number };
 
 export interface StreamSink {
@@ -95,14 +102,26 @@ export class ProcessFollower {
 
   #applyRead(answer: ReadAnswer): void {
     const first = answer.chunks[0];
-    if (first !== undefined && first.seq > this.lastSeq + 1 && answer.firstRetainedSeq > this.lastSeq + 1 && answer.droppedBytes > 0) this.#sink.dropped(answer.droppedBytes);
+    if (
+      first !== undefined &&
+      first.seq > this.lastSeq + 1 &&
+      answer.firstRetainedSeq > this.lastSeq + 1 &&
+      answer.droppedBytes > 0
+    )
+      this.#sink.dropped(answer.droppedBytes);
     for (const c of answer.chunks) {
       if (c.seq <= this.lastSeq) continue;
       this.#sink.output(c.stream, fromBase64(c.chunk));
       this.lastSeq = c.seq;
     }
     this.lastSeq = Math.max(this.lastSeq, answer.nextSeq - 1);
-    if (answer.exited) this.#end({ exitCode: answer.exitCode, terminal: answer.terminal, signal: answer.signal, sandboxDenied: answer.sandboxDenied });
+    if (answer.exited)
+      this.#end({
+        exitCode: answer.exitCode,
+        terminal: answer.terminal,
+        signal: answer.signal,
+        sandboxDenied: answer.sandboxDenied,
+      });
   }
 
   /** A live notification about this process. */
@@ -116,7 +135,11 @@ export class ProcessFollower {
   }
 
   #drain(): void {
-    for (let next = this.#pending.get(this.lastSeq + 1); next !== undefined; next = this.#pending.get(this.lastSeq + 1)) {
+    for (
+      let next = this.#pending.get(this.lastSeq + 1);
+      next !== undefined;
+      next = this.#pending.get(this.lastSeq + 1)
+    ) {
       this.#pending.delete(next.seq);
       this.lastSeq = next.seq;
       this.#apply(next);
@@ -133,7 +156,12 @@ export class ProcessFollower {
         this.#sink.escalated(event.reason);
         return;
       case 'process/exited':
-        this.#end({ exitCode: event.exitCode, terminal: event.terminal, signal: event.signal ?? null, sandboxDenied: event.sandboxDenied });
+        this.#end({
+          exitCode: event.exitCode,
+          terminal: event.terminal,
+          signal: event.signal ?? null,
+          sandboxDenied: event.sandboxDenied,
+        });
         return;
       case 'process/closed':
         return;

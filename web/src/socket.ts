@@ -106,7 +106,11 @@ export class SessionSocket {
 
   async #initialize(ws: WebSocket): Promise<void> {
     try {
-      const init = (await this.#call(ws, 'initialize', { clientName: 'exec-server-console', resumeSessionId: this.#opts.sessionId, observe: true })) as Record<string, unknown>;
+      const init = (await this.#call(ws, 'initialize', {
+        clientName: 'exec-server-console',
+        resumeSessionId: this.#opts.sessionId,
+        observe: true,
+      })) as Record<string, unknown>;
       ws.send(JSON.stringify({ method: 'initialized', params: {} }));
       this.#ready = true;
       const reconnected = this.#reconnects++ > 0;
@@ -134,7 +138,9 @@ export class SessionSocket {
     if (typeof msg['method'] === 'string') {
       if (id !== undefined && id !== null) {
         // Observers are never asked for approvals; answer anything else with an error.
-        this.#ws?.send(JSON.stringify({ id, error: { code: -32601, message: 'the console answers no server requests' } }));
+        this.#ws?.send(
+          JSON.stringify({ id, error: { code: -32601, message: 'the console answers no server requests' } }),
+        );
         return;
       }
       this.#opts.onNotification({ method: msg['method'], params: (msg['params'] ?? {}) as Record<string, unknown> });
@@ -169,7 +175,8 @@ export class SessionSocket {
   /** A request on the current connection; rejects at once while reconnecting. */
   request<T = Record<string, unknown>>(method: string, params: unknown = {}): Promise<T> {
     const ws = this.#ws;
-    if (!ws || !this.#ready) return Promise.reject(new RpcError('not connected (reconnecting)', 'EXEC_ERR_DISCONNECTED'));
+    if (!ws || !this.#ready)
+      return Promise.reject(new RpcError('not connected (reconnecting)', 'EXEC_ERR_DISCONNECTED'));
     return this.#call(ws, method, params) as Promise<T>;
   }
 

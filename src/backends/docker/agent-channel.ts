@@ -56,7 +56,8 @@ export class AgentChannel {
 
   /** The live connection, attaching (and starting the agent) when there is none. */
   connection(): Promise<AgentConnection> {
-    if (this.#closed) return Promise.reject(execError('EXEC_ERR_SESSION_DEAD', this.owner.lostReason() ?? 'session is closed'));
+    if (this.#closed)
+      return Promise.reject(execError('EXEC_ERR_SESSION_DEAD', this.owner.lostReason() ?? 'session is closed'));
     if (this.#conn && !this.#conn.closed) return Promise.resolve(this.#conn);
     this.#connecting ??= this.#attach().finally(() => (this.#connecting = undefined));
     return this.#connecting;
@@ -104,12 +105,19 @@ export class AgentChannel {
     if (this.#procs.size === 0 || this.#closed) return;
     const lost = this.owner.lostReason();
     if (lost !== undefined) return this.loseAll(lost);
-    this.#init.log.warn({ reason, processes: this.#procs.size }, 'exec agent connection ended under running processes; attaching again');
+    this.#init.log.warn(
+      { reason, processes: this.#procs.size },
+      'exec agent connection ended under running processes; attaching again',
+    );
     try {
       await this.connection();
     } catch (err) {
       const running = await this.owner.containerRunning();
-      this.loseAll(running === false ? (this.owner.lostReason() ?? 'container is not running') : `${AGENT_DIED}; attaching again failed: ${(err as Error).message}`);
+      this.loseAll(
+        running === false
+          ? (this.owner.lostReason() ?? 'container is not running')
+          : `${AGENT_DIED}; attaching again failed: ${(err as Error).message}`,
+      );
     }
   }
 
@@ -127,23 +135,39 @@ export class AgentChannel {
   async spawn(request: SpawnRequest, sink: ProcessSink, o: AgentSpawnOptions): Promise<AgentProcess> {
     const conn = await this.connection();
     const handle = this.#nextHandle++;
-    const proc = new AgentProcess({ handle, mode: request.mode, sandboxType: o.sandboxType, sink, done: (p) => this.#processDone(p) });
+    const proc = new AgentProcess({
+      handle,
+      mode: request.mode,
+      sandboxType: o.sandboxType,
+      sink,
+      done: (p) => this.#processDone(p),
+    });
     proc.bind(conn);
     this.#track(proc, conn);
-    const reply = await conn.request(
-      handle,
-      encodeSpawn(handle, { ...request, uid: o.uid, gid: o.gid, tag: `${o.sandboxType}\n${request.recoveryTag ?? ''}` }),
-      this.#init.timeoutMs,
-    ).catch((err: unknown) => {
-      conn.unlisten(handle);
-      this.#processDone(proc);
-      throw err;
-    });
+    const reply = await conn
+      .request(
+        handle,
+        encodeSpawn(handle, {
+          ...request,
+          uid: o.uid,
+          gid: o.gid,
+          tag: `${o.sandboxType}\n${request.recoveryTag ?? ''}`,
+        }),
+        this.#init.timeoutMs,
+      )
+      .catch((err: unknown) => {
+        conn.unlisten(handle);
+        this.#processDone(proc);
+        throw err;
+      });
     if (reply.type !== FromAgent.SPAWNED) {
       conn.unlisten(handle);
       this.#processDone(proc);
       const [, message] = reply.payload.toString('utf8').split('\0');
-      throw execError('EXEC_ERR_BACKEND', `exec agent cannot start the command: ${message ?? reply.payload.toString('utf8')}`);
+      throw execError(
+        'EXEC_ERR_BACKEND',
+        `exec agent cannot start the command: ${message ?? reply.payload.toString('utf8')}`,
+      );
     }
     return proc;
   }
@@ -222,7 +246,6 @@ function outputFrame(handle: number, o: ListedProcess['output'][number]): Parame
   o.data.copy(payload, 8);
   return { type: FromAgent.OUTPUT, stream: o.stream, handle, payload };
 }
-
 
 /**
  * What the agent kept of one process, as the engine rebuilds it: the retained output cut at the

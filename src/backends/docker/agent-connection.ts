@@ -78,7 +78,14 @@ export class AgentConnection {
   static async connect(o: AgentConnectOptions): Promise<AgentConnection> {
     const { socket } = await startExec(
       o.container,
-      { Cmd: [AGENT_PATH, 'attach', o.socketPath], User: '0:0', Tty: false, AttachStdin: true, AttachStdout: true, AttachStderr: true },
+      {
+        Cmd: [AGENT_PATH, 'attach', o.socketPath],
+        User: '0:0',
+        Tty: false,
+        AttachStdin: true,
+        AttachStdout: true,
+        AttachStderr: true,
+      },
       o.timeoutMs,
     );
     const conn = new AgentConnection(socket, o.log);
@@ -87,7 +94,8 @@ export class AgentConnection {
         conn.#onHello = resolve;
         conn.#socket.write(encodeHello(o.retentionBytes, o.windowBytes));
       });
-      if (hello.type === FromAgent.ERROR) throw execError('EXEC_ERR_BACKEND', `exec agent refused the connection: ${hello.payload.toString('utf8')}`);
+      if (hello.type === FromAgent.ERROR)
+        throw execError('EXEC_ERR_BACKEND', `exec agent refused the connection: ${hello.payload.toString('utf8')}`);
       const pid = /pid=(\d+)/.exec(hello.payload.toString('utf8'));
       conn.agentPid = pid ? Number(pid[1]) : 0;
       return conn;
@@ -180,7 +188,11 @@ export class AgentConnection {
       }
       const p = l.procs.get(f.handle);
       if (p && f.type === FromAgent.OUTPUT) {
-        p.output.push({ stream: f.stream, offset: Number(f.payload.readBigUInt64LE(0)), data: Buffer.from(f.payload.subarray(8)) });
+        p.output.push({
+          stream: f.stream,
+          offset: Number(f.payload.readBigUInt64LE(0)),
+          data: Buffer.from(f.payload.subarray(8)),
+        });
         return;
       }
       if (p && f.type === FromAgent.EXIT) {
@@ -205,7 +217,8 @@ export class AgentConnection {
       listener.frame(f);
       return;
     }
-    if (f.type === FromAgent.ERROR) this.#log.warn({ handle: f.handle, err: f.payload.toString('utf8') }, 'exec agent reported an error');
+    if (f.type === FromAgent.ERROR)
+      this.#log.warn({ handle: f.handle, err: f.payload.toString('utf8') }, 'exec agent reported an error');
   }
 
   #await(what: string, timeoutMs: number, start: (resolve: (f: AgentFrame) => void) => void): Promise<AgentFrame>;
@@ -216,7 +229,13 @@ export class AgentConnection {
         reject(execError('EXEC_ERR_BACKEND', `exec agent: ${this.#closeReason}`));
         return;
       }
-      const timer = setTimeout(() => reject(execError('EXEC_ERR_BACKEND_UNAVAILABLE', `exec agent did not answer the ${what} within ${timeoutMs} ms`)), timeoutMs);
+      const timer = setTimeout(
+        () =>
+          reject(
+            execError('EXEC_ERR_BACKEND_UNAVAILABLE', `exec agent did not answer the ${what} within ${timeoutMs} ms`),
+          ),
+        timeoutMs,
+      );
       const onClose = (reason: string): void => {
         clearTimeout(timer);
         reject(execError('EXEC_ERR_BACKEND', `exec agent: ${reason}`));

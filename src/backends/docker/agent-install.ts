@@ -47,13 +47,17 @@ async function agentArchive(binary: Buffer): Promise<Buffer> {
 /** Copies the agent into `container` (created or running). */
 export async function installAgent(container: Docker.Container, binary: Buffer, timeoutMs: number): Promise<void> {
   const archive = await agentArchive(binary);
-  await withDeadline('agent install', timeoutMs, (abortSignal) => container.putArchive(archive, { path: '/', abortSignal }));
+  await withDeadline('agent install', timeoutMs, (abortSignal) =>
+    container.putArchive(archive, { path: '/', abortSignal }),
+  );
 }
 
 /** Whether the container already has an agent binary. */
 export async function agentPresent(container: Docker.Container, timeoutMs: number): Promise<boolean> {
   try {
-    await withDeadline('agent stat', timeoutMs, (abortSignal) => container.infoArchive({ path: AGENT_PATH, abortSignal }));
+    await withDeadline('agent stat', timeoutMs, (abortSignal) =>
+      container.infoArchive({ path: AGENT_PATH, abortSignal }),
+    );
     return true;
   } catch {
     return false;

@@ -7,11 +7,36 @@
  */
 import { execError } from '../../errors.ts';
 import { endInput } from '../stdin.ts';
-import type { BackendExit, BackendProcess, ProcessSink, SandboxType, SignalName, SpawnMode, TerminalSize } from '../types.ts';
-import { encodeAck, encodeResize, encodeSignal, frame, FromAgent, parseExit, ToAgent, type AgentFrame } from './agent-protocol.ts';
+import type {
+  BackendExit,
+  BackendProcess,
+  ProcessSink,
+  SandboxType,
+  SignalName,
+  SpawnMode,
+  TerminalSize,
+} from '../types.ts';
+import {
+  encodeAck,
+  encodeResize,
+  encodeSignal,
+  frame,
+  FromAgent,
+  parseExit,
+  ToAgent,
+  type AgentFrame,
+} from './agent-protocol.ts';
 import type { AgentConnection, HandleListener } from './agent-connection.ts';
 
-export const SIGNO: Readonly<Record<string, number>> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGUSR1: 10, SIGUSR2: 12, SIGTERM: 15 };
+export const SIGNO: Readonly<Record<string, number>> = {
+  SIGHUP: 1,
+  SIGINT: 2,
+  SIGQUIT: 3,
+  SIGKILL: 9,
+  SIGUSR1: 10,
+  SIGUSR2: 12,
+  SIGTERM: 15,
+};
 const SIGNAL_NAME: Readonly<Record<number, string>> = Object.fromEntries(Object.entries(SIGNO).map(([k, v]) => [v, k]));
 
 /** Unread stdin the server lets a command have in flight (as the local backend). */
@@ -92,7 +117,11 @@ export class AgentProcess implements BackendProcess, HandleListener {
         return;
       case FromAgent.EXIT: {
         const e = parseExit(f.payload);
-        this.#finish(e.kind === 'signaled' ? { kind: 'signaled', signo: e.signo, signal: SIGNAL_NAME[e.signo] ?? `SIG${e.signo}` } : { kind: 'exited', code: e.code });
+        this.#finish(
+          e.kind === 'signaled'
+            ? { kind: 'signaled', signo: e.signo, signal: SIGNAL_NAME[e.signo] ?? `SIG${e.signo}` }
+            : { kind: 'exited', code: e.code },
+        );
         return;
       }
       case FromAgent.ERROR:
@@ -161,16 +190,21 @@ export class AgentProcess implements BackendProcess, HandleListener {
     if (this.#stdinSent - this.#stdinWritten + data.length > STDIN_LIMIT) {
       throw execError('EXEC_ERR_TOO_LARGE', `stdin buffer full (${STDIN_LIMIT} bytes not yet read by the process)`);
     }
-    for (let off = 0; off < data.length; off += STDIN_FRAME) this.#conn?.send(frame(ToAgent.STDIN, this.handle, data.subarray(off, off + STDIN_FRAME)));
+    for (let off = 0; off < data.length; off += STDIN_FRAME)
+      this.#conn?.send(frame(ToAgent.STDIN, this.handle, data.subarray(off, off + STDIN_FRAME)));
     this.#stdinSent += data.length;
   }
 
   async closeStdin(): Promise<void> {
     if (this.#stdinClosed || this.#exited) return;
-    await endInput(this.#mode, (d) => this.write(d), () => {
-      this.#stdinClosed = true;
-      this.#conn?.send(frame(ToAgent.CLOSE_STDIN, this.handle));
-    });
+    await endInput(
+      this.#mode,
+      (d) => this.write(d),
+      () => {
+        this.#stdinClosed = true;
+        this.#conn?.send(frame(ToAgent.CLOSE_STDIN, this.handle));
+      },
+    );
   }
 
   async resize(size: TerminalSize): Promise<void> {

@@ -98,7 +98,20 @@ export interface AgentSpawn {
 /** Fields NUL-ended: mode rows cols uid gid cwd arg0 argc argv... envc env... tag. */
 export function encodeSpawn(handle: number, s: AgentSpawn): Buffer {
   const env = Object.entries(s.env).map(([k, v]) => `${k}=${v}`);
-  const fields = [s.mode, String(s.size.rows), String(s.size.cols), String(s.uid), String(s.gid), s.cwd, s.arg0 ?? '', String(s.argv.length), ...s.argv, String(env.length), ...env, s.tag];
+  const fields = [
+    s.mode,
+    String(s.size.rows),
+    String(s.size.cols),
+    String(s.uid),
+    String(s.gid),
+    s.cwd,
+    s.arg0 ?? '',
+    String(s.argv.length),
+    ...s.argv,
+    String(env.length),
+    ...env,
+    s.tag,
+  ];
   return frame(ToAgent.SPAWN, handle, Buffer.from(`${fields.join('\0')}\0`, 'utf8'));
 }
 

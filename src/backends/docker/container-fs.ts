@@ -130,7 +130,13 @@ function parseLstat(path: string, out: string): PathStat {
   const raw = Number.parseInt(hex, 16);
   const fmt = raw & 0o170000;
   const type = fmt === 0o040000 ? MODE_DIR : fmt === 0o120000 ? MODE_SYMLINK : fmt === 0o100000 ? 0 : 0x04000000;
-  return { name: path.slice(path.lastIndexOf('/') + 1), size: Number(size), mode: (type | (raw & 0o7777)) >>> 0, mtime: new Date(Number(mtime) * 1000).toISOString(), linkTarget: target };
+  return {
+    name: path.slice(path.lastIndexOf('/') + 1),
+    size: Number(size),
+    mode: (type | (raw & 0o7777)) >>> 0,
+    mtime: new Date(Number(mtime) * 1000).toISOString(),
+    linkTarget: target,
+  };
 }
 
 export interface ContainerFsHost {
@@ -143,7 +149,12 @@ export interface ContainerFsHost {
 }
 
 export function createContainerFs(host: ContainerFsHost): SessionFs {
-  const run = async (what: string, script: string, args: string[], extra?: { stdin?: NodeJS.ReadableStream; maxStdout?: number }): Promise<Buffer> => {
+  const run = async (
+    what: string,
+    script: string,
+    args: string[],
+    extra?: { stdin?: NodeJS.ReadableStream; maxStdout?: number },
+  ): Promise<Buffer> => {
     const result = await host.runner.run({
       cmd: ['/bin/sh', '-c', script, 'sh', ...args],
       timeoutMs: host.timeoutMs,
@@ -155,11 +166,14 @@ export function createContainerFs(host: ContainerFsHost): SessionFs {
   };
 
   const pathStat = async (path: string): Promise<PathStat> => {
-    const res = await withDeadline(`stat ${path}`, host.timeoutMs, (abortSignal) =>
-      host.container.infoArchive({ path, abortSignal }) as Promise<unknown>,
+    const res = await withDeadline(
+      `stat ${path}`,
+      host.timeoutMs,
+      (abortSignal) => host.container.infoArchive({ path, abortSignal }) as Promise<unknown>,
     ).catch(async (err: unknown) => {
       if (statusOf((err as ExecServerError).cause) !== 404) throw err;
-      if (inTmpfs(posix.normalize(path))) return { fromExec: parseLstat(path, (await run(path, S.lstat, [path])).toString('utf8')) };
+      if (inTmpfs(posix.normalize(path)))
+        return { fromExec: parseLstat(path, (await run(path, S.lstat, [path])).toString('utf8')) };
       throw fromErrno(Object.assign(new Error('not found'), { code: 'ENOENT' }), path);
     });
     if ((res as { fromExec?: PathStat }).fromExec !== undefined) return (res as { fromExec: PathStat }).fromExec;
@@ -193,16 +207,19 @@ export function createContainerFs(host: ContainerFsHost): SessionFs {
     },
 
     async readFile(path, maxBytes) {
-      const result = await host.runner.run({
-        cmd: ['/bin/sh', '-c', S.readFile, 'sh', path, String(maxBytes)],
-        timeoutMs: host.timeoutMs,
-        maxStdout: maxBytes + 1,
-      }).catch((err: unknown) => {
-        if (err instanceof ExecServerError && err.code === 'EXEC_ERR_TOO_LARGE') throw tooLarge(path, maxBytes);
-        throw err;
-      });
+      const result = await host.runner
+        .run({
+          cmd: ['/bin/sh', '-c', S.readFile, 'sh', path, String(maxBytes)],
+          timeoutMs: host.timeoutMs,
+          maxStdout: maxBytes + 1,
+        })
+        .catch((err: unknown) => {
+          if (err instanceof ExecServerError && err.code === 'EXEC_ERR_TOO_LARGE') throw tooLarge(path, maxBytes);
+          throw err;
+        });
       if (result.exitCode === 3) throw tooLarge(path, maxBytes);
-      if (result.exitCode === 2 && /^EISDIR/.test(result.stderr)) throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`);
+      if (result.exitCode === 2 && /^EISDIR/.test(result.stderr))
+        throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`);
       if (result.exitCode !== 0) throw scriptError(result, path);
       if (result.stdout.length > maxBytes) throw tooLarge(path, maxBytes);
       return result.stdout;
@@ -268,7 +285,10 @@ export function createContainerFs(host: ContainerFsHost): SessionFs {
 }
 
 function tooLarge(path: string, maxBytes: number): ExecServerError {
-  return execError('EXEC_ERR_TOO_LARGE', `${path} is more than the ${maxBytes}-byte limit of fs/readFile; use fs/open and fs/readBlock`);
+  return execError(
+    'EXEC_ERR_TOO_LARGE',
+    `${path} is more than the ${maxBytes}-byte limit of fs/readFile; use fs/open and fs/readBlock`,
+  );
 }
 
 function bufferStream(data: Buffer): NodeJS.ReadableStream {

@@ -39,10 +39,20 @@ function exitCodeOf(exit: BackendExit, what: string): number {
 }
 
 export function agentRunner(channel: AgentChannel, env: Readonly<Record<string, string>>): ControlRunner {
-  const start = async (o: { cmd: string[]; user?: string | undefined; stdin: boolean }, sink: ProcessSink): Promise<AgentProcess> => {
+  const start = async (
+    o: { cmd: string[]; user?: string | undefined; stdin: boolean },
+    sink: ProcessSink,
+  ): Promise<AgentProcess> => {
     const [uid, gid] = (o.user ?? '0:0').split(':').map(Number);
     return channel.spawn(
-      { argv: o.cmd, cwd: '/', env, mode: o.stdin ? 'pipe' : 'pipe-no-stdin', size: { cols: 80, rows: 24 }, sandbox: { kind: 'unrestricted' } },
+      {
+        argv: o.cmd,
+        cwd: '/',
+        env,
+        mode: o.stdin ? 'pipe' : 'pipe-no-stdin',
+        size: { cols: 80, rows: 24 },
+        sandbox: { kind: 'unrestricted' },
+      },
       sink,
       { uid: uid ?? 0, gid: gid ?? uid ?? 0, sandboxType: 'none' },
     );
@@ -58,19 +68,22 @@ export function agentRunner(channel: AgentChannel, env: Readonly<Record<string, 
       let overflow = false;
       let resolveExit!: (e: BackendExit) => void;
       const exited = new Promise<BackendExit>((r) => (resolveExit = r));
-      const proc = await start({ cmd: o.cmd, user: o.user, stdin: o.stdin !== undefined }, {
-        output(stream, data) {
-          if (stream === 'stderr') {
-            if (errLen < STDERR_LIMIT) err.push(Buffer.from(data));
-            errLen += data.length;
-            return;
-          }
-          outLen += data.length;
-          if (outLen > max) overflow = true;
-          else out.push(Buffer.from(data));
+      const proc = await start(
+        { cmd: o.cmd, user: o.user, stdin: o.stdin !== undefined },
+        {
+          output(stream, data) {
+            if (stream === 'stderr') {
+              if (errLen < STDERR_LIMIT) err.push(Buffer.from(data));
+              errLen += data.length;
+              return;
+            }
+            outLen += data.length;
+            if (outLen > max) overflow = true;
+            else out.push(Buffer.from(data));
+          },
+          exit: resolveExit,
         },
-        exit: resolveExit,
-      });
+      );
       try {
         if (o.stdin !== undefined) await feed(proc, Buffer.isBuffer(o.stdin) ? Readable.from([o.stdin]) : o.stdin);
         const watch = setInterval(() => {
@@ -78,7 +91,11 @@ export function agentRunner(channel: AgentChannel, env: Readonly<Record<string, 
         }, 10);
         const exit = await exited.finally(() => clearInterval(watch));
         if (overflow) throw execError('EXEC_ERR_TOO_LARGE', `control command output exceeds ${max} bytes`);
-        return { exitCode: exitCodeOf(exit, 'control command'), stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString('utf8') };
+        return {
+          exitCode: exitCodeOf(exit, 'control command'),
+          stdout: Buffer.concat(out),
+          stderr: Buffer.concat(err).toString('utf8'),
+        };
       } catch (e) {
         await proc.signal('SIGKILL');
         throw e;
@@ -93,21 +110,24 @@ export function agentRunner(channel: AgentChannel, env: Readonly<Record<string, 
       let proc: AgentProcess | undefined;
       let resolveExit!: (e: BackendExit) => void;
       const exited = new Promise<BackendExit>((r) => (resolveExit = r));
-      proc = await start({ cmd: o.cmd, user: o.user, stdin: o.stdin !== undefined }, {
-        output(stream, data) {
-          if (stream === 'stderr') {
-            if (err.length < 64) err.push(Buffer.from(data));
-            return;
-          }
-          if (stdout.destroyed) return;
-          // Backpressure: the agent stops reading the command while the reader is behind.
-          if (!stdout.write(Buffer.from(data))) {
-            proc?.pauseOutput();
-            stdout.once('drain', () => proc?.resumeOutput());
-          }
+      proc = await start(
+        { cmd: o.cmd, user: o.user, stdin: o.stdin !== undefined },
+        {
+          output(stream, data) {
+            if (stream === 'stderr') {
+              if (err.length < 64) err.push(Buffer.from(data));
+              return;
+            }
+            if (stdout.destroyed) return;
+            // Backpressure: the agent stops reading the command while the reader is behind.
+            if (!stdout.write(Buffer.from(data))) {
+              proc?.pauseOutput();
+              stdout.once('drain', () => proc?.resumeOutput());
+            }
+          },
+          exit: resolveExit,
         },
-        exit: resolveExit,
-      });
+      );
       stdout.once('close', () => {
         if (!stdout.readableEnded) void proc?.signal('SIGKILL');
       });
@@ -115,7 +135,11 @@ export function agentRunner(channel: AgentChannel, env: Readonly<Record<string, 
       const done = (async (): Promise<ControlResult> => {
         try {
           const exit = await exited;
-          return { exitCode: exitCodeOf(exit, 'command'), stdout: Buffer.alloc(0), stderr: Buffer.concat(err).toString('utf8') };
+          return {
+            exitCode: exitCodeOf(exit, 'command'),
+            stdout: Buffer.alloc(0),
+            stderr: Buffer.concat(err).toString('utf8'),
+          };
         } finally {
           proc?.dispose();
         }

@@ -58,7 +58,9 @@ export function enforcementOf(info: Pick<Docker.ContainerInspectInfo, 'HostConfi
  * the call gets a longer deadline than others (still bounded: a wedged engine fails it).
  */
 export async function containerDiskUse(container: Docker.Container, timeoutMs: number): Promise<number> {
-  const info = (await withDeadline('container inspect (size)', Math.max(timeoutMs, SIZE_TIMEOUT_MS), (abortSignal) => container.inspect({ size: true, abortSignal } as Docker.ContainerInspectOptions))) as { SizeRw?: unknown };
+  const info = (await withDeadline('container inspect (size)', Math.max(timeoutMs, SIZE_TIMEOUT_MS), (abortSignal) =>
+    container.inspect({ size: true, abortSignal } as Docker.ContainerInspectOptions),
+  )) as { SizeRw?: unknown };
   return typeof info.SizeRw === 'number' && Number.isFinite(info.SizeRw) && info.SizeRw >= 0 ? info.SizeRw : 0;
 }
 

@@ -18,7 +18,14 @@ import { DiskAwareSession, enforcementOf, StorageOptSupport } from './disk.ts';
 import { type HibernatableSession, readHibernatedFacts } from './hibernation.ts';
 import { LABEL, readUserLabels, userLabels } from './labels.ts';
 import { resolveOptions, type DockerBackendOptions, type DockerLogger, type ResolvedDockerOptions } from './options.ts';
-import { envOf, installIfWanted, provisionContainer, removeContainer, startAgent, type ProvisionInput } from './provision.ts';
+import {
+  envOf,
+  installIfWanted,
+  provisionContainer,
+  removeContainer,
+  startAgent,
+  type ProvisionInput,
+} from './provision.ts';
 import { checkpointUnsupportedReason, GVISOR_PIDS_ALLOWANCE, isGvisor, RuntimeResolver } from './runtimes.ts';
 import { RECORD_FILE, SETUP_SCRIPT } from './scripts.ts';
 import { deleteSnapshot, findSnapshot, listSnapshots } from './snapshots.ts';
@@ -71,7 +78,13 @@ class DockerBackendImpl implements DockerBackend {
     this.#log = log;
     this.docker = createDockerClient(options.dockerHost);
     this.#defaultImage = new DefaultImage(this.docker, options.defaultImage, log, options.engineTimeoutMs);
-    this.#watcher = new EventWatcher(this.docker, options.instanceId, log, (e) => this.#onEvent(e), () => void this.#reconcile());
+    this.#watcher = new EventWatcher(
+      this.docker,
+      options.instanceId,
+      log,
+      (e) => this.#onEvent(e),
+      () => void this.#reconcile(),
+    );
     this.runtimes = new RuntimeResolver(this.docker, options.runtime, options.allowedRuntimes, options.engineTimeoutMs);
   }
 
@@ -79,22 +92,34 @@ class DockerBackendImpl implements DockerBackend {
     if (this.#started || this.#closed) return;
     this.#started = true;
     this.#watcher.start();
-    this.#poolsStarted = this.#startPools().catch((err: unknown) => this.#log.warn({ err: (err as Error).message }, 'warm pool: cannot resolve the runtimes; no pool'));
+    this.#poolsStarted = this.#startPools().catch((err: unknown) =>
+      this.#log.warn({ err: (err as Error).message }, 'warm pool: cannot resolve the runtimes; no pool'),
+    );
   }
 
   async #startPools(): Promise<void> {
-    const sizes = new Map<string, number>([[await this.runtimes.defaultRuntime(), this.options.warmPoolSize], ...Object.entries(this.options.warmPoolRuntimes)]);
+    const sizes = new Map<string, number>([
+      [await this.runtimes.defaultRuntime(), this.options.warmPoolSize],
+      ...Object.entries(this.options.warmPoolRuntimes),
+    ]);
     for (const [runtime, size] of sizes) {
       if (size <= 0 || this.#closed) continue;
       await this.runtimes.resolve(runtime);
-      const pool = new WarmPool(size, () => this.#createPoolEntry(runtime), (id) => this.#removeContainer(id), this.#log);
+      const pool = new WarmPool(
+        size,
+        () => this.#createPoolEntry(runtime),
+        (id) => this.#removeContainer(id),
+        this.#log,
+      );
       this.#pools.set(runtime, pool);
       pool.refill();
     }
   }
 
   async ping(): Promise<void> {
-    await withDeadline('ping', this.options.pingTimeoutMs, (abortSignal) => (this.docker.ping as (o: object) => Promise<unknown>).call(this.docker, { abortSignal }));
+    await withDeadline('ping', this.options.pingTimeoutMs, (abortSignal) =>
+      (this.docker.ping as (o: object) => Promise<unknown>).call(this.docker, { abortSignal }),
+    );
   }
 
   notReadyReason(): Promise<string | undefined> {
@@ -112,7 +137,9 @@ class DockerBackendImpl implements DockerBackend {
     this.#start();
     const deadline = Date.now() + timeoutMs;
     await this.#poolsStarted;
-    const full = await Promise.all([...this.#pools.values()].map((p) => p.whenFull(Math.max(0, deadline - Date.now()))));
+    const full = await Promise.all(
+      [...this.#pools.values()].map((p) => p.whenFull(Math.max(0, deadline - Date.now()))),
+    );
     return full.every(Boolean);
   }
 
@@ -134,7 +161,8 @@ class DockerBackendImpl implements DockerBackend {
       }
     }
     let image = spec.image ?? this.options.defaultImage;
-    if (spec.snapshot !== undefined) image = (await findSnapshot(this.docker, spec.snapshot, spec.tenant, this.options.engineTimeoutMs)).snapshotId;
+    if (spec.snapshot !== undefined)
+      image = (await findSnapshot(this.docker, spec.snapshot, spec.tenant, this.options.engineTimeoutMs)).snapshotId;
     const created = await this.#provision({
       name: `exec-server-${spec.id}`,
       image,
@@ -180,7 +208,15 @@ class DockerBackendImpl implements DockerBackend {
     return this.#adopt(spec.id, spec.tenant, entry, this.options.defaultImage, this.options.defaultWorkdir, runtime);
   }
 
-  async #adopt(id: SessionId, tenant: TenantId, c: PoolEntry, image: string, workdir: string, runtime: string, hibernated?: { at: Date; checkpoint: string }): Promise<HibernatableSession> {
+  async #adopt(
+    id: SessionId,
+    tenant: TenantId,
+    c: PoolEntry,
+    image: string,
+    workdir: string,
+    runtime: string,
+    hibernated?: { at: Date; checkpoint: string },
+  ): Promise<HibernatableSession> {
     const engine = await this.runtimes.engine().catch(() => undefined);
     const session = new DockerSession({
       id,
@@ -204,10 +240,13 @@ class DockerBackendImpl implements DockerBackend {
     });
     const gated = new DiskAwareSession(
       {
-      inner: session,
-      runtime,
-      unsupportedReason: engine === undefined ? 'the engine did not say which runtimes can checkpoint' : checkpointUnsupportedReason(engine, runtime),
-      timeoutMs: this.options.engineTimeoutMs,
+        inner: session,
+        runtime,
+        unsupportedReason:
+          engine === undefined
+            ? 'the engine did not say which runtimes can checkpoint'
+            : checkpointUnsupportedReason(engine, runtime),
+        timeoutMs: this.options.engineTimeoutMs,
         log: this.#log,
         hibernated,
       },
@@ -224,7 +263,11 @@ class DockerBackendImpl implements DockerBackend {
       name: `exec-server-pool-${randomUUID()}`,
       image: this.options.defaultImage,
       mayPull: true,
-      labels: { [LABEL.instance]: this.options.instanceId, [LABEL.pool]: 'true', [LABEL.created]: new Date().toISOString() },
+      labels: {
+        [LABEL.instance]: this.options.instanceId,
+        [LABEL.pool]: 'true',
+        [LABEL.created]: new Date().toISOString(),
+      },
       resources: this.options.defaultResources,
       network: false,
       workdir: this.options.defaultWorkdir,
@@ -236,7 +279,12 @@ class DockerBackendImpl implements DockerBackend {
     const engine = p.runtime === undefined ? undefined : await this.runtimes.engine().catch(() => undefined);
     const gvisor = p.runtime !== undefined && isGvisor(engine?.paths[p.runtime]);
     const input = { ...p, storage: this.#storage };
-    return provisionContainer(this.docker, this.options, this.#log, gvisor ? { ...input, resources: { ...p.resources, pids: p.resources.pids + GVISOR_PIDS_ALLOWANCE } } : input);
+    return provisionContainer(
+      this.docker,
+      this.options,
+      this.#log,
+      gvisor ? { ...input, resources: { ...p.resources, pids: p.resources.pids + GVISOR_PIDS_ALLOWANCE } } : input,
+    );
   }
 
   #removeContainer(containerId: string): Promise<void> {
@@ -247,7 +295,11 @@ class DockerBackendImpl implements DockerBackend {
     // A default runtime the engine lacks is a configuration error, reported at startup.
     await this.runtimes.check();
     const list = await withDeadline('container list', this.options.engineTimeoutMs, (abortSignal) =>
-      this.docker.listContainers({ all: true, filters: { label: [`${LABEL.instance}=${this.options.instanceId}`] }, abortSignal }),
+      this.docker.listContainers({
+        all: true,
+        filters: { label: [`${LABEL.instance}=${this.options.instanceId}`] },
+        abortSignal,
+      }),
     );
     const recovered: RecoveredSession[] = [];
     for (const c of list) {
@@ -265,29 +317,47 @@ class DockerBackendImpl implements DockerBackend {
       if (c.State !== 'running' || sessionId === undefined || tenant === undefined || this.#sessions.has(c.Id)) {
         if (this.#sessions.has(c.Id)) continue;
         this.#log.info({ containerId: c.Id, state: c.State }, 'recover: removing orphan container');
-        await this.#removeContainer(c.Id).catch((err: unknown) => this.#log.warn({ err: (err as Error).message }, 'recover: remove failed'));
+        await this.#removeContainer(c.Id).catch((err: unknown) =>
+          this.#log.warn({ err: (err as Error).message }, 'recover: remove failed'),
+        );
         continue;
       }
       const workdir = labels[LABEL.workdir] ?? this.options.defaultWorkdir;
       try {
         const container = this.docker.getContainer(c.Id);
         // Idempotent: also tells the shell and proves the container still runs commands.
-        const setup = await runControl(container, { cmd: ['/bin/sh', '-c', SETUP_SCRIPT, 'sh', workdir], timeoutMs: this.options.engineTimeoutMs });
+        const setup = await runControl(container, {
+          cmd: ['/bin/sh', '-c', SETUP_SCRIPT, 'sh', workdir],
+          timeoutMs: this.options.engineTimeoutMs,
+        });
         if (setup.exitCode !== 0) throw new Error(setup.stderr.trim());
-        const info = await withDeadline('container inspect', this.options.engineTimeoutMs, (abortSignal) => container.inspect({ abortSignal }));
+        const info = await withDeadline('container inspect', this.options.engineTimeoutMs, (abortSignal) =>
+          container.inspect({ abortSignal }),
+        );
         // The agent kept running with the container: attaching finds it (and its processes).
         const installed = await installIfWanted(container, this.options, { running: true });
-        const agent = installed === true ? await startAgent(container, this.options, this.#log) : { agentUnavailable: installed };
+        const agent =
+          installed === true ? await startAgent(container, this.options, this.#log) : { agentUnavailable: installed };
         const session = await this.#adopt(
           asSessionId(sessionId),
           asTenantId(tenant),
-          { containerId: c.Id, shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh', baseEnv: envOf(info.Config.Env), diskEnforcement: enforcementOf(info), ...agent },
+          {
+            containerId: c.Id,
+            shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh',
+            baseEnv: envOf(info.Config.Env),
+            diskEnforcement: enforcementOf(info),
+            ...agent,
+          },
           labels[LABEL.pool] === 'true' ? this.options.defaultImage : c.Image,
           workdir,
           info.HostConfig.Runtime ?? (await this.runtimes.engine()).engineDefault,
         );
         const created = labels[LABEL.created] ?? info.Created;
-        const stored = await runControl(container, { cmd: ['cat', RECORD_FILE], timeoutMs: this.options.engineTimeoutMs, maxStdout: 64 * 1024 });
+        const stored = await runControl(container, {
+          cmd: ['cat', RECORD_FILE],
+          timeoutMs: this.options.engineTimeoutMs,
+          maxStdout: 64 * 1024,
+        });
         const record = stored.exitCode === 0 ? stored.stdout.toString('utf8') : undefined;
         const channel = session.inner.agent;
         recovered.push({
@@ -296,7 +366,12 @@ class DockerBackendImpl implements DockerBackend {
           labels: readUserLabels(labels),
           createdAt: new Date(created),
           record,
-          ...(channel ? { adoptProcesses: (adopt: Parameters<NonNullable<RecoveredSession['adoptProcesses']>>[0]) => channel.recover(adopt) } : {}),
+          ...(channel
+            ? {
+                adoptProcesses: (adopt: Parameters<NonNullable<RecoveredSession['adoptProcesses']>>[0]) =>
+                  channel.recover(adopt),
+              }
+            : {}),
         });
         this.#log.info({ sessionId, containerId: c.Id }, 'recover: re-adopted session');
       } catch (err) {
@@ -313,12 +388,19 @@ class DockerBackendImpl implements DockerBackend {
    * as it is, without waking it (the facts come through the archive API). Undefined when the
    * container holds no checkpoint (it died) or cannot be read.
    */
-  async #recoverHibernated(c: Docker.ContainerInfo, sessionId: SessionId, tenant: TenantId, labels: Record<string, string>): Promise<RecoveredSession | undefined> {
+  async #recoverHibernated(
+    c: Docker.ContainerInfo,
+    sessionId: SessionId,
+    tenant: TenantId,
+    labels: Record<string, string>,
+  ): Promise<RecoveredSession | undefined> {
     try {
       const container = this.docker.getContainer(c.Id);
       const facts = await readHibernatedFacts(container, this.options.engineTimeoutMs);
       if (facts === undefined) return undefined;
-      const info = await withDeadline('container inspect', this.options.engineTimeoutMs, (abortSignal) => container.inspect({ abortSignal }));
+      const info = await withDeadline('container inspect', this.options.engineTimeoutMs, (abortSignal) =>
+        container.inspect({ abortSignal }),
+      );
       const session = await this.#adopt(
         sessionId,
         tenant,
@@ -329,7 +411,15 @@ class DockerBackendImpl implements DockerBackend {
           diskEnforcement: enforcementOf(info),
           // The agent was checkpointed with the container: its channel attaches after the wake.
           ...(facts.execPath === 'agent'
-            ? { agent: new AgentChannel({ container, timeoutMs: this.options.engineTimeoutMs, retentionBytes: this.options.retentionBytes, windowBytes: this.options.agentWindowBytes, log: this.#log }) }
+            ? {
+                agent: new AgentChannel({
+                  container,
+                  timeoutMs: this.options.engineTimeoutMs,
+                  retentionBytes: this.options.retentionBytes,
+                  windowBytes: this.options.agentWindowBytes,
+                  log: this.#log,
+                }),
+              }
             : { agentUnavailable: 'hibernated on the exec path' }),
         },
         labels[LABEL.pool] === 'true' ? this.options.defaultImage : c.Image,
@@ -337,7 +427,10 @@ class DockerBackendImpl implements DockerBackend {
         info.HostConfig.Runtime ?? (await this.runtimes.engine()).engineDefault,
         { at: new Date(info.State.FinishedAt), checkpoint: facts.checkpoint },
       );
-      this.#log.info({ sessionId, containerId: c.Id, processes: facts.agentProcesses }, 'recover: re-adopted hibernated session');
+      this.#log.info(
+        { sessionId, containerId: c.Id, processes: facts.agentProcesses },
+        'recover: re-adopted hibernated session',
+      );
       const channel = session.inner.agent;
       return {
         session,
@@ -357,7 +450,10 @@ class DockerBackendImpl implements DockerBackend {
           : {}),
       };
     } catch (err) {
-      this.#log.warn({ containerId: c.Id, err: (err as Error).message }, 'recover: cannot read a stopped container as hibernated');
+      this.#log.warn(
+        { containerId: c.Id, err: (err as Error).message },
+        'recover: cannot read a stopped container as hibernated',
+      );
       return undefined;
     }
   }
@@ -373,7 +469,11 @@ class DockerBackendImpl implements DockerBackend {
     const session = this.#sessions.get(e.containerId);
     if (session === undefined || session.destroying) return;
     const code = e.attributes.exitCode;
-    session.markLost(e.action === 'destroy' ? 'container was removed' : `container died${code === undefined ? '' : ` (exit code ${code})`}`);
+    session.markLost(
+      e.action === 'destroy'
+        ? 'container was removed'
+        : `container died${code === undefined ? '' : ` (exit code ${code})`}`,
+    );
   }
 
   /** After an events gap: anything that died meanwhile is lost. */

@@ -8,7 +8,15 @@ import { randomUUID } from 'node:crypto';
 import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
 import { endInput } from '../stdin.ts';
-import type { BackendExit, BackendProcess, ProcessSink, SandboxType, SignalName, SpawnRequest, TerminalSize } from '../types.ts';
+import type {
+  BackendExit,
+  BackendProcess,
+  ProcessSink,
+  SandboxType,
+  SignalName,
+  SpawnRequest,
+  TerminalSize,
+} from '../types.ts';
 import { callbackWritable, FrameDemuxer } from './frame-demuxer.ts';
 import { demuxDone, runControl, socketClosed, startExec, waitExecExit } from './exec-runner.ts';
 import type { DockerLogger } from './options.ts';
@@ -47,7 +55,12 @@ export interface SpawnOptions {
 }
 
 /** Starts `request` in the session container; resolves once the engine started the exec. */
-export async function spawnDockerProcess(host: ProcessHost, request: SpawnRequest, sink: ProcessSink, o: SpawnOptions): Promise<DockerProcess> {
+export async function spawnDockerProcess(
+  host: ProcessHost,
+  request: SpawnRequest,
+  sink: ProcessSink,
+  o: SpawnOptions,
+): Promise<DockerProcess> {
   const id = randomUUID();
   const isRoot = o.user === '0:0' || o.user === '0' || o.user === 'root';
   const pidFile = `${isRoot ? ROOT_PID_DIR : USER_PID_DIR}/${id}`;
@@ -56,7 +69,18 @@ export async function spawnDockerProcess(host: ProcessHost, request: SpawnReques
   const { exec, socket } = await startExec(
     host.container,
     {
-      Cmd: ['/bin/sh', '-c', WRAPPER_SCRIPT, 'sh', pidFile, request.cwd, stty, request.arg0 ?? '', isRoot ? '' : (o.user.split(':')[0] ?? ''), ...request.argv],
+      Cmd: [
+        '/bin/sh',
+        '-c',
+        WRAPPER_SCRIPT,
+        'sh',
+        pidFile,
+        request.cwd,
+        stty,
+        request.arg0 ?? '',
+        isRoot ? '' : (o.user.split(':')[0] ?? ''),
+        ...request.argv,
+      ],
       Env: Object.entries(request.env).map(([k, v]) => `${k}=${v}`),
       User: o.user,
       Tty: tty,
@@ -169,7 +193,8 @@ export class DockerProcess implements BackendProcess {
       for (const wait of [0, 150]) {
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
         const running = await this.#host.containerRunning();
-        if (running === false || running === undefined) return { kind: 'lost', reason: this.#host.lostReason() ?? 'container is not running' };
+        if (running === false || running === undefined)
+          return { kind: 'lost', reason: this.#host.lostReason() ?? 'container is not running' };
       }
     }
     return { kind: 'exited', code };
@@ -201,12 +226,16 @@ export class DockerProcess implements BackendProcess {
   async closeStdin(): Promise<void> {
     if (this.#stdinClosed || this.#exited) return;
     // A PTY's connection is never half-closed: some engines then drop the rest of the output.
-    await endInput(this.#mode, (d) => this.write(d), () => {
-      this.#stdinClosed = true;
-      // Half-close: FIN on our side only; the engine closes the command's stdin and the socket
-      // keeps delivering the remaining output until the command ends.
-      this.#socket.end();
-    });
+    await endInput(
+      this.#mode,
+      (d) => this.write(d),
+      () => {
+        this.#stdinClosed = true;
+        // Half-close: FIN on our side only; the engine closes the command's stdin and the socket
+        // keeps delivering the remaining output until the command ends.
+        this.#socket.end();
+      },
+    );
   }
 
   async resize(size: TerminalSize): Promise<void> {
@@ -231,7 +260,10 @@ export class DockerProcess implements BackendProcess {
         if (!this.#wrapperSized && start !== undefined && (size.cols !== start.cols || size.rows !== start.rows)) {
           // The wrapper's stty (the start's size) may still run after this resize (gVisor
           // starts execs slowly): once its pid file shows it ran, the newest size again.
-          await runControl(this.#host.container, { cmd: ['/bin/sh', '-c', WAIT_PID_FILE_SCRIPT, 'sh', this.#pidFile], timeoutMs: this.#host.timeoutMs }).catch(() => undefined);
+          await runControl(this.#host.container, {
+            cmd: ['/bin/sh', '-c', WAIT_PID_FILE_SCRIPT, 'sh', this.#pidFile],
+            timeoutMs: this.#host.timeoutMs,
+          }).catch(() => undefined);
           this.#wrapperSized = true;
           attempt = 0;
           continue;

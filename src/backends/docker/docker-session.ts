@@ -61,7 +61,8 @@ export interface DockerSessionInit {
  * `$1` becomes a symlink to the workspace `$2`: already that link -> ok; anything else there ->
  * exit 3; otherwise the parents are created (mode 755) and the link made.
  */
-const ALIAS_SCRIPT = 'if [ -L "$1" ] && [ "$(readlink "$1")" = "$2" ]; then exit 0; fi; if [ -e "$1" ] || [ -L "$1" ]; then exit 3; fi; umask 022; mkdir -p "$(dirname "$1")" && ln -s "$2" "$1"';
+const ALIAS_SCRIPT =
+  'if [ -L "$1" ] && [ "$(readlink "$1")" = "$2" ]; then exit 0; fi; if [ -e "$1" ] || [ -L "$1" ]; then exit 3; fi; umask 022; mkdir -p "$(dirname "$1")" && ln -s "$2" "$1"';
 
 /** Pid files removed in one batch (each costs a tmpfs page until removed). */
 const CLEANUP_BATCH = 32;
@@ -104,7 +105,14 @@ export class DockerSession implements BackendSession {
     this.image = init.image;
     this.container = init.docker.getContainer(init.containerId);
     const shellName = init.shellPath.split('/').pop() ?? 'sh';
-    this.environment = { shell: { name: shellName, path: init.shellPath }, homeDir: '/root', sandboxHomeDir: SANDBOX_HOME, tempDir: '/tmp', platform: 'linux', baseEnv: init.baseEnv };
+    this.environment = {
+      shell: { name: shellName, path: init.shellPath },
+      homeDir: '/root',
+      sandboxHomeDir: SANDBOX_HOME,
+      tempDir: '/tmp',
+      platform: 'linux',
+      baseEnv: init.baseEnv,
+    };
     this.#agent = init.agent;
     this.#runner = this.#agent ? agentRunner(this.#agent, init.baseEnv) : execRunner(this.container);
     this.fs = createContainerFs({
@@ -123,7 +131,11 @@ export class DockerSession implements BackendSession {
       containerRunning: () => this.containerRunning(),
       finished: (proc, pidFile) => this.#processFinished(proc, pidFile),
     };
-    if (this.#agent) this.#agent.owner = { lostReason: () => this.#lost ?? (this.#destroying ? 'session destroyed' : undefined), containerRunning: () => this.containerRunning() };
+    if (this.#agent)
+      this.#agent.owner = {
+        lostReason: () => this.#lost ?? (this.#destroying ? 'session destroyed' : undefined),
+        containerRunning: () => this.containerRunning(),
+      };
   }
 
   get execPath(): 'agent' | 'exec' {
@@ -175,7 +187,8 @@ export class DockerSession implements BackendSession {
 
   /** Session creation: the default sandbox's layout is made before the first command needs it. */
   async prepareSandbox(sandbox: ResolvedSandbox): Promise<void> {
-    if (sandbox.kind === 'restricted' && this.#lost === undefined && !this.#destroying) await this.#prepareSandbox(sandbox);
+    if (sandbox.kind === 'restricted' && this.#lost === undefined && !this.#destroying)
+      await this.#prepareSandbox(sandbox);
   }
 
   /** Preview ports: a relay in the container, started through the engine (port-forward.ts). */
@@ -195,11 +208,17 @@ export class DockerSession implements BackendSession {
   /** A symlink at `path` to the workspace (parents created, root-owned, world-traversable). */
   async aliasPath(path: string): Promise<boolean> {
     if (this.#lost !== undefined || this.#destroying) return false;
-    const result = await this.#runner.run({
-      cmd: ['/bin/sh', '-c', ALIAS_SCRIPT, 'sh', path, this.workdir],
-      timeoutMs: this.#init.options.engineTimeoutMs,
-    }).catch((err: unknown) => ({ exitCode: -1, stderr: (err as Error).message }));
-    if (result.exitCode !== 0) this.#log.debug({ sessionId: this.id, path, stderr: String(result.stderr).trim() }, 'cannot link the client path to the workspace');
+    const result = await this.#runner
+      .run({
+        cmd: ['/bin/sh', '-c', ALIAS_SCRIPT, 'sh', path, this.workdir],
+        timeoutMs: this.#init.options.engineTimeoutMs,
+      })
+      .catch((err: unknown) => ({ exitCode: -1, stderr: (err as Error).message }));
+    if (result.exitCode !== 0)
+      this.#log.debug(
+        { sessionId: this.id, path, stderr: String(result.stderr).trim() },
+        'cannot link the client path to the workspace',
+      );
     return result.exitCode === 0;
   }
 
@@ -221,7 +240,22 @@ export class DockerSession implements BackendSession {
       const revoked = [...this.#ownedRoots].filter((r) => !covered(r));
       this.#dirty = false;
       const result = await this.#runner.run({
-        cmd: ['/bin/sh', '-c', PREPARE_SANDBOX_SCRIPT, 'sh', this.#init.options.sandboxUser, ...roots, '--', ...revoked, '--', ...lock, '--', ...unlock, '--', ...deny],
+        cmd: [
+          '/bin/sh',
+          '-c',
+          PREPARE_SANDBOX_SCRIPT,
+          'sh',
+          this.#init.options.sandboxUser,
+          ...roots,
+          '--',
+          ...revoked,
+          '--',
+          ...lock,
+          '--',
+          ...unlock,
+          '--',
+          ...deny,
+        ],
         timeoutMs: this.#init.options.engineTimeoutMs,
       });
       if (result.exitCode !== 0) {
@@ -241,8 +275,11 @@ export class DockerSession implements BackendSession {
     this.#finishedPidFiles.push(pidFile);
     if (this.#finishedPidFiles.length >= CLEANUP_BATCH && this.#lost === undefined && !this.#destroying) {
       const files = this.#finishedPidFiles.splice(0);
-      runControl(this.container, { cmd: ['/bin/sh', '-c', CLEANUP_SCRIPT, 'sh', ...files], timeoutMs: this.#init.options.engineTimeoutMs }).catch(
-        (err: unknown) => this.#log.debug({ err: (err as Error).message, sessionId: this.id }, 'pid file cleanup failed'),
+      runControl(this.container, {
+        cmd: ['/bin/sh', '-c', CLEANUP_SCRIPT, 'sh', ...files],
+        timeoutMs: this.#init.options.engineTimeoutMs,
+      }).catch((err: unknown) =>
+        this.#log.debug({ err: (err as Error).message, sessionId: this.id }, 'pid file cleanup failed'),
       );
     }
   }
@@ -250,7 +287,9 @@ export class DockerSession implements BackendSession {
   /** Fresh container state: true running, false stopped or gone, undefined engine unreachable. */
   async containerRunning(): Promise<boolean | undefined> {
     try {
-      const info = await withDeadline('container inspect', this.#init.options.engineTimeoutMs, (abortSignal) => this.container.inspect({ abortSignal }));
+      const info = await withDeadline('container inspect', this.#init.options.engineTimeoutMs, (abortSignal) =>
+        this.container.inspect({ abortSignal }),
+      );
       // Paused containers report Running too: they are alive.
       return info.State.Running === true;
     } catch (err) {

@@ -60,7 +60,11 @@ export function isUnreachable(err: unknown): boolean {
   const e = err as ModemError | undefined;
   if (e === undefined || e === null) return false;
   if (e.statusCode !== undefined) return false;
-  return (e.code !== undefined && UNREACHABLE.has(e.code)) || e.name === 'AbortError' || /socket hang up/i.test(e.message ?? '');
+  return (
+    (e.code !== undefined && UNREACHABLE.has(e.code)) ||
+    e.name === 'AbortError' ||
+    /socket hang up/i.test(e.message ?? '')
+  );
 }
 
 /** HTTP status of a docker-modem error, if it is one. */
@@ -73,7 +77,11 @@ export function engineError(err: unknown, what: string): ExecServerError {
   if (err instanceof ExecServerError) return err;
   const e = err as ModemError;
   if (isUnreachable(err)) {
-    return execError('EXEC_ERR_BACKEND_UNAVAILABLE', `docker engine unavailable (${what}): ${e?.code ?? e?.message ?? String(err)}`, { cause: err });
+    return execError(
+      'EXEC_ERR_BACKEND_UNAVAILABLE',
+      `docker engine unavailable (${what}): ${e?.code ?? e?.message ?? String(err)}`,
+      { cause: err },
+    );
   }
   const detail = e?.json?.message ?? e?.message ?? String(err);
   if (e?.statusCode === 404) return execError('EXEC_ERR_NOT_FOUND', `${what}: ${detail}`, { cause: err });

@@ -30,7 +30,13 @@ export class EventWatcher {
   #since = Math.floor(Date.now() / 1000);
   #connectedOnce = false;
 
-  constructor(docker: Docker, instanceId: string, log: DockerLogger, onEvent: (e: ContainerEvent) => void, onReconnect: () => void) {
+  constructor(
+    docker: Docker,
+    instanceId: string,
+    log: DockerLogger,
+    onEvent: (e: ContainerEvent) => void,
+    onReconnect: () => void,
+  ) {
     this.#docker = docker;
     this.#instanceId = instanceId;
     this.#log = log;
@@ -56,7 +62,11 @@ export class EventWatcher {
     try {
       stream = (await this.#docker.getEvents({
         since: this.#since,
-        filters: { type: ['container'], label: [`${LABEL.instance}=${this.#instanceId}`], event: ['die', 'destroy', 'oom'] },
+        filters: {
+          type: ['container'],
+          label: [`${LABEL.instance}=${this.#instanceId}`],
+          event: ['die', 'destroy', 'oom'],
+        },
       } as Docker.GetEventsOptions)) as Readable;
     } catch (err) {
       this.#log.debug({ err: (err as Error).message }, 'docker events: cannot connect');
@@ -97,7 +107,13 @@ export class EventWatcher {
 
   #handle(line: string): void {
     try {
-      const e = JSON.parse(line) as { Action?: string; status?: string; id?: string; time?: number; Actor?: { ID?: string; Attributes?: Record<string, string> } };
+      const e = JSON.parse(line) as {
+        Action?: string;
+        status?: string;
+        id?: string;
+        time?: number;
+        Actor?: { ID?: string; Attributes?: Record<string, string> };
+      };
       if (typeof e.time === 'number') this.#since = e.time;
       const id = e.Actor?.ID ?? e.id;
       const action = e.Action ?? e.status;

@@ -60,11 +60,21 @@ export function closeExecStreams(containerId: string): void {
   openStreams.delete(containerId);
 }
 
-export async function startExec(container: Docker.Container, options: Docker.ExecCreateOptions, timeoutMs: number): Promise<StartedExec> {
-  const exec = await withDeadline('exec create', timeoutMs, (abortSignal) => container.exec({ ...options, abortSignal }));
+export async function startExec(
+  container: Docker.Container,
+  options: Docker.ExecCreateOptions,
+  timeoutMs: number,
+): Promise<StartedExec> {
+  const exec = await withDeadline('exec create', timeoutMs, (abortSignal) =>
+    container.exec({ ...options, abortSignal }),
+  );
   let timedOut = false;
   let timer: NodeJS.Timeout | undefined;
-  const started = exec.start({ hijack: true, stdin: options.AttachStdin === true, Tty: options.Tty === true }) as unknown as Promise<Duplex>;
+  const started = exec.start({
+    hijack: true,
+    stdin: options.AttachStdin === true,
+    Tty: options.Tty === true,
+  }) as unknown as Promise<Duplex>;
   const deadline = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
       timedOut = true;
@@ -108,7 +118,8 @@ export async function waitExecExit(exec: Docker.Exec, timeoutMs: number, maxFail
       const info = await withDeadline('exec inspect', timeoutMs, (abortSignal) => exec.inspect({ abortSignal }));
       failures = 0;
       if (!info.Running) {
-        if (info.ExitCode === null || info.ExitCode === undefined) return { kind: 'gone', reason: 'engine reported no exit code' };
+        if (info.ExitCode === null || info.ExitCode === undefined)
+          return { kind: 'gone', reason: 'engine reported no exit code' };
         return { kind: 'exited', code: info.ExitCode };
       }
     } catch (err) {
@@ -161,7 +172,14 @@ export async function runControl(container: Docker.Container, o: ControlOptions)
   const max = o.maxStdout ?? 1024 * 1024;
   const { exec, socket } = await startExec(
     container,
-    { Cmd: o.cmd, User: o.user ?? '0:0', AttachStdin: o.stdin !== undefined, AttachStdout: true, AttachStderr: true, Tty: false },
+    {
+      Cmd: o.cmd,
+      User: o.user ?? '0:0',
+      AttachStdin: o.stdin !== undefined,
+      AttachStdout: true,
+      AttachStderr: true,
+      Tty: false,
+    },
     o.timeoutMs,
   );
   const out: Buffer[] = [];
@@ -222,7 +240,14 @@ export async function streamControl(
 ): Promise<{ stdout: Readable; done: Promise<ControlResult> }> {
   const { exec, socket } = await startExec(
     container,
-    { Cmd: o.cmd, User: o.user ?? '0:0', AttachStdin: o.stdin !== undefined, AttachStdout: true, AttachStderr: true, Tty: false },
+    {
+      Cmd: o.cmd,
+      User: o.user ?? '0:0',
+      AttachStdin: o.stdin !== undefined,
+      AttachStdout: true,
+      AttachStderr: true,
+      Tty: false,
+    },
     o.timeoutMs,
   );
   const stdout = new PassThrough({ highWaterMark: 256 * 1024 });
@@ -245,7 +270,10 @@ export async function streamControl(
       stdout.on('close', go);
     },
   });
-  const demux = new FrameDemuxer(gate, callbackWritable((d) => err.push(d)));
+  const demux = new FrameDemuxer(
+    gate,
+    callbackWritable((d) => err.push(d)),
+  );
   socket.on('error', () => {});
   demux.on('error', () => {});
   socket.pipe(demux);
@@ -272,7 +300,11 @@ export async function streamControl(
  * Ends a streamed command's `stdout` by its result: ended when `failure` finds nothing wrong,
  * destroyed with its error (or the command's) otherwise (streamControl's rule, both exec paths).
  */
-export function endWithResult(stdout: PassThrough, done: Promise<ControlResult>, failure: (result: ControlResult) => Error | undefined): void {
+export function endWithResult(
+  stdout: PassThrough,
+  done: Promise<ControlResult>,
+  failure: (result: ControlResult) => Error | undefined,
+): void {
   done.then(
     (r) => {
       const e = failure(r);

@@ -16,7 +16,18 @@
 import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
 import { execError } from '../../errors.ts';
-import type { BackendHibernation, BackendProcess, BackendSession, HibernationState, ProcessSink, ResolvedSandbox, SessionFs, SessionStats, SnapshotInfo, SpawnRequest } from '../types.ts';
+import type {
+  BackendHibernation,
+  BackendProcess,
+  BackendSession,
+  HibernationState,
+  ProcessSink,
+  ResolvedSandbox,
+  SessionFs,
+  SessionStats,
+  SnapshotInfo,
+  SpawnRequest,
+} from '../types.ts';
 import { statusOf, withDeadline } from './engine-client.ts';
 import { runControl } from './exec-runner.ts';
 import type { AgentChannel } from './agent-channel.ts';
@@ -32,7 +43,8 @@ import { RECORD_FILE } from './scripts.ts';
  */
 export const CHECKPOINT_PREFIX = 'exec-server-hibernation';
 
-const isOurs = (name: string | undefined): name is string => name === CHECKPOINT_PREFIX || (name?.startsWith(`${CHECKPOINT_PREFIX}-`) ?? false);
+const isOurs = (name: string | undefined): name is string =>
+  name === CHECKPOINT_PREFIX || (name?.startsWith(`${CHECKPOINT_PREFIX}-`) ?? false);
 
 /**
  * Kept in the container's root filesystem while it is hibernated (the control tmpfs, with the
@@ -53,7 +65,8 @@ const STOP_WAIT_MS = 15_000;
 const DRAIN_TIMEOUT_MS = 30_000;
 
 /** Writes the hibernation file (see `HIBERNATION_FILE`). Args: file, record file, shell, exec path. */
-const SAVE_SCRIPT = 'umask 077 && mkdir -p "$(dirname "$1")" && { printf "%s\\n%s\\n" "$3" "$4"; cat "$2" 2>/dev/null || :; } >"$1.tmp" && mv "$1.tmp" "$1"';
+const SAVE_SCRIPT =
+  'umask 077 && mkdir -p "$(dirname "$1")" && { printf "%s\\n%s\\n" "$3" "$4"; cat "$2" 2>/dev/null || :; } >"$1.tmp" && mv "$1.tmp" "$1"';
 
 /** The session being wrapped: the docker session's own surface plus what hibernation needs. */
 export type InnerSession = BackendSession & {
@@ -224,7 +237,8 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
 
   /** Prepared ahead only while awake: a hibernated session prepares it at its next start. */
   async prepareSandbox(sandbox: ResolvedSandbox): Promise<void> {
-    if (this.#state === 'awake' && this.#transition === undefined) await this.#use(() => this.inner.prepareSandbox(sandbox));
+    if (this.#state === 'awake' && this.#transition === undefined)
+      await this.#use(() => this.inner.prepareSandbox(sandbox));
   }
 
   aliasPath(path: string): Promise<boolean> {
@@ -255,15 +269,19 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
   }
 
   hibernate(): Promise<void> {
-    if (this.unsupportedReason !== undefined) return Promise.reject(execError('EXEC_ERR_UNSUPPORTED', `cannot hibernate: ${this.unsupportedReason}`));
-    if (this.inner.lostReason !== undefined) return Promise.reject(execError('EXEC_ERR_SESSION_DEAD', `session container is gone: ${this.inner.lostReason}`));
-    if (this.#transition !== undefined) return this.#transition.then(() => (this.#state === 'hibernated' ? undefined : this.hibernate()));
+    if (this.unsupportedReason !== undefined)
+      return Promise.reject(execError('EXEC_ERR_UNSUPPORTED', `cannot hibernate: ${this.unsupportedReason}`));
+    if (this.inner.lostReason !== undefined)
+      return Promise.reject(execError('EXEC_ERR_SESSION_DEAD', `session container is gone: ${this.inner.lostReason}`));
+    if (this.#transition !== undefined)
+      return this.#transition.then(() => (this.#state === 'hibernated' ? undefined : this.hibernate()));
     if (this.#state === 'hibernated') return Promise.resolve();
     return this.#run(() => this.#hibernate());
   }
 
   wake(): Promise<void> {
-    if (this.#transition !== undefined) return this.#transition.then(() => (this.#state === 'awake' ? undefined : this.wake()));
+    if (this.#transition !== undefined)
+      return this.#transition.then(() => (this.#state === 'awake' ? undefined : this.wake()));
     if (this.#state === 'awake') return Promise.resolve();
     return this.#run(() => this.#wake());
   }
@@ -290,10 +308,23 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
       await this.#drain();
       const container = this.inner.container;
       const saved = await runControl(container, {
-        cmd: ['/bin/sh', '-c', SAVE_SCRIPT, 'sh', HIBERNATION_FILE, RECORD_FILE, this.inner.environment.shell.path, agent === undefined ? 'exec' : `agent ${agent.attachedProcesses}`],
+        cmd: [
+          '/bin/sh',
+          '-c',
+          SAVE_SCRIPT,
+          'sh',
+          HIBERNATION_FILE,
+          RECORD_FILE,
+          this.inner.environment.shell.path,
+          agent === undefined ? 'exec' : `agent ${agent.attachedProcesses}`,
+        ],
         timeoutMs: this.#timeoutMs,
       });
-      if (saved.exitCode !== 0) throw execError('EXEC_ERR_BACKEND', `cannot hibernate: saving the session facts failed: ${saved.stderr.trim()}`);
+      if (saved.exitCode !== 0)
+        throw execError(
+          'EXEC_ERR_BACKEND',
+          `cannot hibernate: saving the session facts failed: ${saved.stderr.trim()}`,
+        );
       // Checkpoints of earlier hibernations (a wake that could not delete its own) go first.
       await deleteCheckpoints(container, this.#timeoutMs).catch(() => undefined);
       // Last: the agent's connection (an attached exec) goes; its processes stay with the agent.
@@ -310,7 +341,8 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
     } catch (err) {
       this.#state = 'awake';
       // A checkpoint that failed half-way may have stopped the container anyway.
-      if ((await this.inner.containerRunning()) === false) this.inner.markLost(`container stopped by a failed checkpoint: ${(err as Error).message}`);
+      if ((await this.inner.containerRunning()) === false)
+        this.inner.markLost(`container stopped by a failed checkpoint: ${(err as Error).message}`);
       else await this.#reattach().catch(() => undefined);
       throw err;
     }
@@ -324,7 +356,11 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
     for (;;) {
       const running = await this.inner.containerRunning();
       if (running === false) return;
-      if (Date.now() >= deadline) throw execError('EXEC_ERR_BACKEND', `cannot hibernate: the checkpoint was taken but the container still runs after ${STOP_WAIT_MS} ms`);
+      if (Date.now() >= deadline)
+        throw execError(
+          'EXEC_ERR_BACKEND',
+          `cannot hibernate: the checkpoint was taken but the container still runs after ${STOP_WAIT_MS} ms`,
+        );
       await new Promise((r) => setTimeout(r, 50));
     }
   }
@@ -336,7 +372,16 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
     try {
       await new Promise<void>((resolve, reject) => {
         this.#drained = resolve;
-        timer = setTimeout(() => reject(execError('EXEC_ERR_BUSY', `cannot hibernate: ${this.#inFlight} call(s) into the container did not finish within ${DRAIN_TIMEOUT_MS} ms`)), DRAIN_TIMEOUT_MS);
+        timer = setTimeout(
+          () =>
+            reject(
+              execError(
+                'EXEC_ERR_BUSY',
+                `cannot hibernate: ${this.#inFlight} call(s) into the container did not finish within ${DRAIN_TIMEOUT_MS} ms`,
+              ),
+            ),
+          DRAIN_TIMEOUT_MS,
+        );
       });
     } finally {
       clearTimeout(timer);
@@ -345,7 +390,8 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
   }
 
   async #wake(): Promise<void> {
-    if (this.inner.lostReason !== undefined) throw execError('EXEC_ERR_SESSION_DEAD', `session container is gone: ${this.inner.lostReason}`);
+    if (this.inner.lostReason !== undefined)
+      throw execError('EXEC_ERR_SESSION_DEAD', `session container is gone: ${this.inner.lostReason}`);
     const started = Date.now();
     this.#state = 'waking';
     const container = this.inner.container;
@@ -358,7 +404,9 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
       // ("... already exists") until the failed start has removed it.
       for (let attempt = 1; ; attempt++) {
         try {
-          await withDeadline('container restore', CHECKPOINT_TIMEOUT_MS, (abortSignal) => container.start({ _query: { checkpoint }, _body: {}, abortSignal } as object));
+          await withDeadline('container restore', CHECKPOINT_TIMEOUT_MS, (abortSignal) =>
+            container.start({ _query: { checkpoint }, _body: {}, abortSignal } as object),
+          );
           break;
         } catch (err) {
           const message = (err as Error).message;
@@ -366,7 +414,11 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
           if (!idInUse && !/upload checkpoint to containerd: .*already exists/.test(message)) throw err;
           if (attempt >= 5) {
             if (!idInUse) throw err;
-            throw execError('EXEC_ERR_BACKEND', `${message}: the runtime kept the container's id after its checkpoint (runsc 2022-12 does so for a container that was itself restored; register it through scripts/runsc-runtime.sh, docs/docker-backend.md)`, { cause: err });
+            throw execError(
+              'EXEC_ERR_BACKEND',
+              `${message}: the runtime kept the container's id after its checkpoint (runsc 2022-12 does so for a container that was itself restored; register it through scripts/runsc-runtime.sh, docs/docker-backend.md)`,
+              { cause: err },
+            );
           }
           this.#log.debug({ sessionId: this.id, attempt, err: message }, 'restore refused; trying again');
           await new Promise((r) => setTimeout(r, 500 * attempt));
@@ -385,8 +437,13 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
     this.#state = 'awake';
     this.#hibernatedAt = undefined;
     this.#checkpoint = undefined;
-    await deleteCheckpoints(container, this.#timeoutMs).catch((err: unknown) => this.#log.warn({ sessionId: this.id, err: (err as Error).message }, 'checkpoint not deleted after wake'));
-    await runControl(container, { cmd: ['rm', '-rf', '--', HIBERNATION_FILE.slice(0, HIBERNATION_FILE.lastIndexOf('/'))], timeoutMs: this.#timeoutMs }).catch(() => undefined);
+    await deleteCheckpoints(container, this.#timeoutMs).catch((err: unknown) =>
+      this.#log.warn({ sessionId: this.id, err: (err as Error).message }, 'checkpoint not deleted after wake'),
+    );
+    await runControl(container, {
+      cmd: ['rm', '-rf', '--', HIBERNATION_FILE.slice(0, HIBERNATION_FILE.lastIndexOf('/'))],
+      timeoutMs: this.#timeoutMs,
+    }).catch(() => undefined);
     await this.#reattach();
     this.#log.info({ sessionId: this.id, ms: Date.now() - started }, 'session woken');
   }
@@ -407,7 +464,9 @@ interface CheckpointApi {
 
 function listCheckpoints(container: Docker.Container, timeoutMs: number): Promise<string[]> {
   return withDeadline('checkpoint list', timeoutMs, async (abortSignal) =>
-    ((await (container as unknown as CheckpointApi).listCheckpoint({ abortSignal })) ?? []).map((c) => c.Name).filter(isOurs),
+    ((await (container as unknown as CheckpointApi).listCheckpoint({ abortSignal })) ?? [])
+      .map((c) => c.Name)
+      .filter(isOurs),
   );
 }
 
@@ -415,7 +474,9 @@ function listCheckpoints(container: Docker.Container, timeoutMs: number): Promis
 async function deleteCheckpoints(container: Docker.Container, timeoutMs: number): Promise<void> {
   for (const name of await listCheckpoints(container, timeoutMs)) {
     try {
-      await withDeadline('checkpoint delete', timeoutMs, (abortSignal) => (container as unknown as CheckpointApi).deleteCheckpoint(name, { abortSignal }));
+      await withDeadline('checkpoint delete', timeoutMs, (abortSignal) =>
+        (container as unknown as CheckpointApi).deleteCheckpoint(name, { abortSignal }),
+      );
     } catch (err) {
       if (statusOf((err as { cause?: unknown }).cause) !== 404) throw err;
     }
@@ -437,12 +498,17 @@ export interface HibernatedFacts {
  * The facts of a stopped container that holds this server's checkpoint, or undefined when it
  * holds none (a container that died). Reads through the archive API: no exec, no wake.
  */
-export async function readHibernatedFacts(container: Docker.Container, timeoutMs: number): Promise<HibernatedFacts | undefined> {
+export async function readHibernatedFacts(
+  container: Docker.Container,
+  timeoutMs: number,
+): Promise<HibernatedFacts | undefined> {
   // Names end in a base-36 time of the same length for centuries: the newest sorts last.
   const checkpoint = (await listCheckpoints(container, timeoutMs)).sort().at(-1);
   if (checkpoint === undefined) return undefined;
   const tar = await withDeadline('hibernation facts', timeoutMs, async (abortSignal) => {
-    const stream = (await container.getArchive({ path: HIBERNATION_FILE, abortSignal } as { path: string })) as NodeJS.ReadableStream;
+    const stream = (await container.getArchive({ path: HIBERNATION_FILE, abortSignal } as {
+      path: string;
+    })) as NodeJS.ReadableStream;
     const parts: Buffer[] = [];
     let size = 0;
     for await (const chunk of stream) {

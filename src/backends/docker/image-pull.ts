@@ -53,7 +53,12 @@ class PullProgress {
  * Pulls `image`, logging its progress (at most every 5 s) and `onProgress` for each summary.
  * A failure is EXEC_ERR_NOT_FOUND naming the image and the engine's reason.
  */
-export async function pullImage(docker: Docker, log: DockerLogger, image: string, onProgress?: (summary: string) => void): Promise<void> {
+export async function pullImage(
+  docker: Docker,
+  log: DockerLogger,
+  image: string,
+  onProgress?: (summary: string) => void,
+): Promise<void> {
   log.info({ image }, 'pulling image');
   const progress = new PullProgress();
   let lastReport = Date.now();
@@ -74,7 +79,11 @@ export async function pullImage(docker: Docker, log: DockerLogger, image: string
       );
     });
   }).catch((err: unknown) => {
-    throw execError('EXEC_ERR_NOT_FOUND', `image ${image} not found locally and cannot be pulled: ${(err as Error).message}${buildHint(image)}`, { cause: err });
+    throw execError(
+      'EXEC_ERR_NOT_FOUND',
+      `image ${image} not found locally and cannot be pulled: ${(err as Error).message}${buildHint(image)}`,
+      { cause: err },
+    );
   });
   log.info({ image, progress: progress.toString() }, 'pulled image');
 }
@@ -132,7 +141,9 @@ export class DefaultImage {
       );
       return `default image ${this.#image} is missing locally; pulling it`;
     }
-    return this.#state.kind === 'missing' ? this.#state.reason : `default image ${this.#image} is missing; ${this.#fix()}`;
+    return this.#state.kind === 'missing'
+      ? this.#state.reason
+      : `default image ${this.#image} is missing; ${this.#fix()}`;
   }
 
   /** Resolves when the background pull (if any) has ended; for tests and the boot report. */
@@ -150,7 +161,9 @@ export class DefaultImage {
     try {
       const image = this.#docker.getImage(this.#image);
       // dockerode's types omit `abortSignal` on inspect; docker-modem passes it on.
-      await withDeadline('image inspect', this.#timeoutMs, (abortSignal) => (image.inspect as (o: object) => Promise<unknown>).call(image, { abortSignal }));
+      await withDeadline('image inspect', this.#timeoutMs, (abortSignal) =>
+        (image.inspect as (o: object) => Promise<unknown>).call(image, { abortSignal }),
+      );
       return true;
     } catch (err) {
       if (statusOf((err as { cause?: unknown }).cause) === 404) return false;

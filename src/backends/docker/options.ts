@@ -29,7 +29,9 @@ export interface DockerBackendOptions {
    * Resources of a session that asks for nothing; used by the warm pool to decide whether a
    * spec matches a pre-started container. Defaults and maxima are applied above the backend.
    */
-  readonly defaultResources?: { readonly memoryMb: number; readonly cpus: number; readonly pids: number; readonly diskMb?: number | undefined } | undefined;
+  readonly defaultResources?:
+    | { readonly memoryMb: number; readonly cpus: number; readonly pids: number; readonly diskMb?: number | undefined }
+    | undefined;
   /** Pre-started containers of the default image/policy. Default 0 (no pool). */
   readonly warmPoolSize?: number | undefined;
   /** Deadline for engine calls that must not hang (ping, create, inspect...). Default 5000 ms. */
@@ -83,7 +85,12 @@ export interface ResolvedDockerOptions {
   readonly instanceId: string;
   readonly defaultWorkdir: string;
   readonly sandboxUser: string;
-  readonly defaultResources: { readonly memoryMb: number; readonly cpus: number; readonly pids: number; readonly diskMb: number };
+  readonly defaultResources: {
+    readonly memoryMb: number;
+    readonly cpus: number;
+    readonly pids: number;
+    readonly diskMb: number;
+  };
   readonly warmPoolSize: number;
   readonly engineTimeoutMs: number;
   readonly pingTimeoutMs: number;
@@ -109,7 +116,10 @@ export function resolveOptions(o: DockerBackendOptions): ResolvedDockerOptions {
     instanceId: o.instanceId,
     defaultWorkdir: o.defaultWorkdir ?? '/workspace',
     sandboxUser: o.sandboxUser ?? '1000:1000',
-    defaultResources: { ...(o.defaultResources ?? { memoryMb: 2048, cpus: defaultCpus(), pids: 512 }), diskMb: o.defaultResources?.diskMb ?? 10_240 },
+    defaultResources: {
+      ...(o.defaultResources ?? { memoryMb: 2048, cpus: defaultCpus(), pids: 512 }),
+      diskMb: o.defaultResources?.diskMb ?? 10_240,
+    },
     warmPoolSize: Math.max(0, o.warmPoolSize ?? 0),
     engineTimeoutMs: o.engineTimeoutMs ?? 5000,
     pingTimeoutMs: o.pingTimeoutMs ?? 2000,

@@ -35,7 +35,12 @@ export interface ProvisionInput {
   readonly storage?: StorageOptSupport | undefined;
 }
 
-export async function provisionContainer(docker: Docker, options: ResolvedDockerOptions, log: DockerLogger, p: ProvisionInput): Promise<PoolEntry> {
+export async function provisionContainer(
+  docker: Docker,
+  options: ResolvedDockerOptions,
+  log: DockerLogger,
+  p: ProvisionInput,
+): Promise<PoolEntry> {
   const diskMb = p.resources.diskMb ?? options.defaultResources.diskMb;
   const configOf = (engineLimit: boolean): Docker.ContainerCreateOptions =>
     buildContainerConfig({
@@ -52,7 +57,9 @@ export async function provisionContainer(docker: Docker, options: ResolvedDocker
       diskMb: engineLimit ? diskMb : undefined,
     });
   const create = (config: Docker.ContainerCreateOptions): Promise<Docker.Container> =>
-    withDeadline('container create', PROVISION_TIMEOUT_MS, (abortSignal) => docker.createContainer({ ...config, abortSignal }));
+    withDeadline('container create', PROVISION_TIMEOUT_MS, (abortSignal) =>
+      docker.createContainer({ ...config, abortSignal }),
+    );
   // The engine refuses StorageOpt at create when its storage driver cannot apply it: the
   // refusal is remembered and the container made without, its limit left to the disk watch.
   const createLimited = async (): Promise<{ container: Docker.Container; engineLimit: boolean }> => {
@@ -61,7 +68,11 @@ export async function provisionContainer(docker: Docker, options: ResolvedDocker
       return { container: await create(configOf(true)), engineLimit: true };
     } catch (err) {
       if (!isStorageOptUnsupported(err)) throw err;
-      if (p.storage.refused((err as Error).message)) log.info({ reason: (err as Error).message }, 'the engine cannot limit a container\'s disk (StorageOpt size); session disk limits are enforced by the disk watch');
+      if (p.storage.refused((err as Error).message))
+        log.info(
+          { reason: (err as Error).message },
+          "the engine cannot limit a container's disk (StorageOpt size); session disk limits are enforced by the disk watch",
+        );
       return { container: await create(configOf(false)), engineLimit: false };
     }
   };
@@ -78,11 +89,23 @@ export async function provisionContainer(docker: Docker, options: ResolvedDocker
     // Before the start: the archive API writes into the container's own filesystem then.
     const installed = await installIfWanted(container, options);
     await withDeadline('container start', PROVISION_TIMEOUT_MS, (abortSignal) => container.start({ abortSignal }));
-    const setup = await runControl(container, { cmd: ['/bin/sh', '-c', SETUP_SCRIPT, 'sh', p.workdir], timeoutMs: PROVISION_TIMEOUT_MS });
-    if (setup.exitCode !== 0) throw execError('EXEC_ERR_BACKEND', `session container setup failed: ${setup.stderr.trim()}`);
-    const info = await withDeadline('container inspect', options.engineTimeoutMs, (abortSignal) => container.inspect({ abortSignal }));
+    const setup = await runControl(container, {
+      cmd: ['/bin/sh', '-c', SETUP_SCRIPT, 'sh', p.workdir],
+      timeoutMs: PROVISION_TIMEOUT_MS,
+    });
+    if (setup.exitCode !== 0)
+      throw execError('EXEC_ERR_BACKEND', `session container setup failed: ${setup.stderr.trim()}`);
+    const info = await withDeadline('container inspect', options.engineTimeoutMs, (abortSignal) =>
+      container.inspect({ abortSignal }),
+    );
     const agent = installed === true ? await startAgent(container, options, log) : { agentUnavailable: installed };
-    return { containerId: container.id, shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh', baseEnv: envOf(info.Config.Env), diskEnforcement: created.engineLimit ? 'engine' : 'watch', ...agent };
+    return {
+      containerId: container.id,
+      shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh',
+      baseEnv: envOf(info.Config.Env),
+      diskEnforcement: created.engineLimit ? 'engine' : 'watch',
+      ...agent,
+    };
   } catch (err) {
     await removeContainer(docker, container.id).catch(() => undefined);
     throw err;
@@ -90,10 +113,15 @@ export async function provisionContainer(docker: Docker, options: ResolvedDocker
 }
 
 /** true when the agent is in the container, else why not. */
-export async function installIfWanted(container: Docker.Container, options: ResolvedDockerOptions, o: { running?: boolean } = {}): Promise<true | string> {
+export async function installIfWanted(
+  container: Docker.Container,
+  options: ResolvedDockerOptions,
+  o: { running?: boolean } = {},
+): Promise<true | string> {
   if (options.execPath === 'exec') return 'the server runs with one engine exec per command (execPath exec)';
   const binary = await agentBinary(options.agentBinary);
-  if (binary === undefined) return 'the exec agent is not built (build/exec-agent; npm ci builds it with a C compiler and libc6-dev)';
+  if (binary === undefined)
+    return 'the exec agent is not built (build/exec-agent; npm ci builds it with a C compiler and libc6-dev)';
   // A running container may have its agent running: the file stays (it may be busy).
   if (o.running === true && (await agentPresent(container, options.engineTimeoutMs))) return true;
   try {
@@ -108,8 +136,18 @@ export async function installIfWanted(container: Docker.Container, options: Reso
  * Attaches to a freshly installed agent (which starts it). When it cannot run there (another
  * architecture, a noexec root), the session falls back to one exec per command.
  */
-export async function startAgent(container: Docker.Container, options: ResolvedDockerOptions, log: DockerLogger): Promise<Pick<PoolEntry, 'agent' | 'agentUnavailable'>> {
-  const agent = new AgentChannel({ container, timeoutMs: options.engineTimeoutMs, retentionBytes: options.retentionBytes, windowBytes: options.agentWindowBytes, log });
+export async function startAgent(
+  container: Docker.Container,
+  options: ResolvedDockerOptions,
+  log: DockerLogger,
+): Promise<Pick<PoolEntry, 'agent' | 'agentUnavailable'>> {
+  const agent = new AgentChannel({
+    container,
+    timeoutMs: options.engineTimeoutMs,
+    retentionBytes: options.retentionBytes,
+    windowBytes: options.agentWindowBytes,
+    log,
+  });
   try {
     await agent.connection();
     return { agent };
@@ -124,7 +162,9 @@ export async function startAgent(container: Docker.Container, options: ResolvedD
 /** Force-removes a container (and its anonymous volumes); already gone is fine. */
 export async function removeContainer(docker: Docker, containerId: string): Promise<void> {
   try {
-    await withDeadline('container remove', 30_000, (abortSignal) => docker.getContainer(containerId).remove({ force: true, v: true, abortSignal }));
+    await withDeadline('container remove', 30_000, (abortSignal) =>
+      docker.getContainer(containerId).remove({ force: true, v: true, abortSignal }),
+    );
   } catch (err) {
     if (statusOf((err as { cause?: unknown }).cause) !== 404) throw err;
   }

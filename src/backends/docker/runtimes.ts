@@ -59,7 +59,8 @@ export function checkpointUnsupportedReason(engine: EngineRuntimes, runtime: str
   if (!isGvisor(engine.paths[runtime])) {
     return `session runtime ${runtime} cannot checkpoint: hibernation needs a gVisor (runsc) session (runc checkpoints need CRIU, which this server does not use)`;
   }
-  if (!engine.experimental) return `the docker engine is not in experimental mode (dockerd --experimental), which checkpoints need`;
+  if (!engine.experimental)
+    return `the docker engine is not in experimental mode (dockerd --experimental), which checkpoints need`;
   return undefined;
 }
 
@@ -105,7 +106,10 @@ export class RuntimeResolver {
     const engine = await this.engine(true);
     const dflt = await this.defaultRuntime();
     if (engine.paths[dflt] === undefined) {
-      throw execError('EXEC_ERR_CONFIG', `docker runtime ${dflt} (--runtime) is not registered with the engine; it has: ${Object.keys(engine.paths).sort().join(', ')}`);
+      throw execError(
+        'EXEC_ERR_CONFIG',
+        `docker runtime ${dflt} (--runtime) is not registered with the engine; it has: ${Object.keys(engine.paths).sort().join(', ')}`,
+      );
     }
   }
 
@@ -114,14 +118,21 @@ export class RuntimeResolver {
     const runtime = requested ?? (await this.defaultRuntime());
     const allowed = await this.allowed();
     if (!allowed.includes(runtime)) {
-      throw execError('EXEC_ERR_INVALID_PARAMS', `session.runtime ${runtime} is not allowed on this server (allowed: ${allowed.join(', ')}; see --allowed-runtimes)`, {
-        detail: { field: 'session.runtime' },
-      });
+      throw execError(
+        'EXEC_ERR_INVALID_PARAMS',
+        `session.runtime ${runtime} is not allowed on this server (allowed: ${allowed.join(', ')}; see --allowed-runtimes)`,
+        {
+          detail: { field: 'session.runtime' },
+        },
+      );
     }
     let engine = await this.engine();
     if (engine.paths[runtime] === undefined) engine = await this.engine(true);
     if (engine.paths[runtime] === undefined) {
-      throw execError('EXEC_ERR_CONFIG', `docker runtime ${runtime} is allowed here but not registered with the engine; it has: ${Object.keys(engine.paths).sort().join(', ')}`);
+      throw execError(
+        'EXEC_ERR_CONFIG',
+        `docker runtime ${runtime} is allowed here but not registered with the engine; it has: ${Object.keys(engine.paths).sort().join(', ')}`,
+      );
     }
     return runtime;
   }

@@ -107,7 +107,8 @@ export const PREPARE_SANDBOX_SCRIPT = [
 ].join('\n');
 
 /** Waits (bounded, 2 s) until a command's wrapper wrote its pid file. Args: pidfile. */
-export const WAIT_PID_FILE_SCRIPT = 'i=0; while [ ! -e "$1" ] && [ "$i" -lt 200 ]; do sleep 0.01 2>/dev/null || sleep 1; i=$((i + 1)); done';
+export const WAIT_PID_FILE_SCRIPT =
+  'i=0; while [ ! -e "$1" ] && [ "$i" -lt 200 ]; do sleep 0.01 2>/dev/null || sleep 1; i=$((i + 1)); done';
 
 /** Removes finished pid files. Args: paths. */
 export const CLEANUP_SCRIPT = 'rm -f -- "$@"';

@@ -31,13 +31,22 @@ export async function commitSnapshot(
   if (o.name !== undefined) labels[LABEL.snapshotName] = o.name;
   const tag = randomBytes(8).toString('hex');
   // dockerode sends `_query` as the query string and `_body` (container config to merge) as JSON.
-  const result = (await withDeadline('commit', COMMIT_TIMEOUT_MS, (abortSignal) =>
-    container.commit({
-      _query: { container: container.id, repo: SNAPSHOT_REPO, tag, pause: true, comment: `exec-server snapshot of session ${o.sessionId}` },
-      _body: { Labels: labels },
-      abortSignal,
-    } as object) as unknown as Promise<{ Id?: string }>,
-  ));
+  const result = await withDeadline(
+    'commit',
+    COMMIT_TIMEOUT_MS,
+    (abortSignal) =>
+      container.commit({
+        _query: {
+          container: container.id,
+          repo: SNAPSHOT_REPO,
+          tag,
+          pause: true,
+          comment: `exec-server snapshot of session ${o.sessionId}`,
+        },
+        _body: { Labels: labels },
+        abortSignal,
+      } as object) as unknown as Promise<{ Id?: string }>,
+  );
   if (result.Id === undefined) throw execError('EXEC_ERR_BACKEND', 'commit returned no image id');
   return { snapshotId: result.Id, name: o.name, sessionId: o.sessionId, tenant: o.tenant, createdAt };
 }
@@ -52,24 +61,35 @@ function toInfo(id: string, labels: Record<string, string> | undefined): Snapsho
   };
 }
 
-export async function listSnapshots(docker: Docker, tenant: TenantId | undefined, timeoutMs: number): Promise<SnapshotInfo[]> {
+export async function listSnapshots(
+  docker: Docker,
+  tenant: TenantId | undefined,
+  timeoutMs: number,
+): Promise<SnapshotInfo[]> {
   const label = [`${LABEL.snapshot}=true`];
   if (tenant !== undefined) label.push(`${LABEL.tenant}=${tenant}`);
-  const images = await withDeadline('image list', timeoutMs, (abortSignal) => docker.listImages({ filters: { label }, abortSignal } as unknown as Docker.ListImagesOptions));
-  return images
-    .map((i) => toInfo(i.Id, i.Labels ?? undefined))
-    .sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+  const images = await withDeadline('image list', timeoutMs, (abortSignal) =>
+    docker.listImages({ filters: { label }, abortSignal } as unknown as Docker.ListImagesOptions),
+  );
+  return images.map((i) => toInfo(i.Id, i.Labels ?? undefined)).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
 }
 
 /**
  * Looks a snapshot up for `tenant` (any tenant when undefined). Someone else's snapshot, or an
  * image that is not a snapshot, is "not found", never "forbidden".
  */
-export async function findSnapshot(docker: Docker, snapshotId: string, tenant: TenantId | undefined, timeoutMs: number): Promise<SnapshotInfo> {
+export async function findSnapshot(
+  docker: Docker,
+  snapshotId: string,
+  tenant: TenantId | undefined,
+  timeoutMs: number,
+): Promise<SnapshotInfo> {
   const notFound = () => execError('EXEC_ERR_NOT_FOUND', `snapshot ${snapshotId} not found`);
   let info: Docker.ImageInspectInfo;
   try {
-    info = await withDeadline('image inspect', timeoutMs, (abortSignal) => docker.getImage(snapshotId).inspect({ abortSignal } as unknown as Docker.ImageInspectOptions));
+    info = await withDeadline('image inspect', timeoutMs, (abortSignal) =>
+      docker.getImage(snapshotId).inspect({ abortSignal } as unknown as Docker.ImageInspectOptions),
+    );
   } catch (err) {
     if (statusOf((err as { cause?: unknown }).cause) === 404) throw notFound();
     throw err;
@@ -80,13 +100,21 @@ export async function findSnapshot(docker: Docker, snapshotId: string, tenant: T
   return toInfo(info.Id, labels);
 }
 
-export async function deleteSnapshot(docker: Docker, snapshotId: string, tenant: TenantId | undefined, timeoutMs: number): Promise<void> {
+export async function deleteSnapshot(
+  docker: Docker,
+  snapshotId: string,
+  tenant: TenantId | undefined,
+  timeoutMs: number,
+): Promise<void> {
   const snap = await findSnapshot(docker, snapshotId, tenant, timeoutMs);
   try {
     // force: also drops every tag; an image still used by a running session is refused (409).
-    await withDeadline('image remove', timeoutMs * 6, (abortSignal) => docker.getImage(snap.snapshotId).remove({ force: true, abortSignal } as unknown as Docker.ImageRemoveOptions));
+    await withDeadline('image remove', timeoutMs * 6, (abortSignal) =>
+      docker.getImage(snap.snapshotId).remove({ force: true, abortSignal } as unknown as Docker.ImageRemoveOptions),
+    );
   } catch (err) {
-    if (statusOf((err as { cause?: unknown }).cause) === 404) throw execError('EXEC_ERR_NOT_FOUND', `snapshot ${snapshotId} not found`);
+    if (statusOf((err as { cause?: unknown }).cause) === 404)
+      throw execError('EXEC_ERR_NOT_FOUND', `snapshot ${snapshotId} not found`);
     throw err;
   }
 }

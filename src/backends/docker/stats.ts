@@ -10,11 +10,16 @@ import { withDeadline } from './engine-client.ts';
 /** The fields of the engine's stats answer that we read (cgroup v1 and v2 alike). */
 interface EngineStats {
   readonly cpu_stats?: { readonly cpu_usage?: { readonly total_usage?: number } };
-  readonly memory_stats?: { readonly usage?: number; readonly limit?: number; readonly stats?: Readonly<Record<string, number>> };
+  readonly memory_stats?: {
+    readonly usage?: number;
+    readonly limit?: number;
+    readonly stats?: Readonly<Record<string, number>>;
+  };
   readonly pids_stats?: { readonly current?: number; readonly limit?: number };
 }
 
-const finite = (n: unknown): number | undefined => (typeof n === 'number' && Number.isFinite(n) && n >= 0 ? n : undefined);
+const finite = (n: unknown): number | undefined =>
+  typeof n === 'number' && Number.isFinite(n) && n >= 0 ? n : undefined;
 
 /**
  * Memory as `docker stats` shows it: usage less the page cache the kernel can drop at once
@@ -29,7 +34,9 @@ function memoryInUse(m: EngineStats['memory_stats']): number {
 /** Reads one stats sample of `container`; EXEC_ERR_BACKEND_UNAVAILABLE after `timeoutMs`. */
 export async function containerStats(container: Docker.Container, timeoutMs: number): Promise<SessionStats> {
   const options = { stream: false, 'one-shot': true } as { stream: false };
-  const raw = (await withDeadline('container stats', timeoutMs, (abortSignal) => container.stats({ ...options, abortSignal } as { stream: false }))) as EngineStats;
+  const raw = (await withDeadline('container stats', timeoutMs, (abortSignal) =>
+    container.stats({ ...options, abortSignal } as { stream: false }),
+  )) as EngineStats;
   // A limit of 0, or the host's whole memory / max uint64, means "not limited".
   const limit = finite(raw.memory_stats?.limit);
   const pidsLimit = finite(raw.pids_stats?.limit);

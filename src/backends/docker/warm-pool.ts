@@ -42,7 +42,12 @@ export class WarmPool {
   #closed = false;
   #retryTimer: NodeJS.Timeout | undefined;
 
-  constructor(size: number, create: () => Promise<PoolEntry>, remove: (containerId: string) => Promise<void>, log: DockerLogger) {
+  constructor(
+    size: number,
+    create: () => Promise<PoolEntry>,
+    remove: (containerId: string) => Promise<void>,
+    log: DockerLogger,
+  ) {
     this.#size = size;
     this.#create = create;
     this.#remove = remove;

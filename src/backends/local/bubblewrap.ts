@@ -25,11 +25,32 @@ export interface BubblewrapProbe {
 /** Checks that `bwrap` exists and can really start a sandbox on this host. */
 export async function probeBubblewrap(path = 'bwrap'): Promise<BubblewrapProbe> {
   try {
-    await run(path, ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--unshare-pid', '--unshare-net', '--cap-drop', 'ALL', '--', 'true'], { timeout: 10_000 });
+    await run(
+      path,
+      [
+        '--ro-bind',
+        '/',
+        '/',
+        '--dev',
+        '/dev',
+        '--proc',
+        '/proc',
+        '--unshare-pid',
+        '--unshare-net',
+        '--cap-drop',
+        'ALL',
+        '--',
+        'true',
+      ],
+      { timeout: 10_000 },
+    );
     return { available: true, path };
   } catch (err) {
     const e = err as NodeJS.ErrnoException & { stderr?: string };
-    const reason = e.code === 'ENOENT' ? 'bwrap is not installed (Debian package bubblewrap)' : `bwrap cannot start a sandbox here: ${(e.stderr ?? e.message).trim()}`;
+    const reason =
+      e.code === 'ENOENT'
+        ? 'bwrap is not installed (Debian package bubblewrap)'
+        : `bwrap cannot start a sandbox here: ${(e.stderr ?? e.message).trim()}`;
     return { available: false, path, reason };
   }
 }
@@ -112,21 +133,41 @@ export function hiddenByPrivateTmp(dir: string, writableRoots: readonly string[]
 }
 
 /** The `bwrap` arguments (without the command) for a restricted sandbox. */
-export async function bubblewrapArgs(sandbox: Extract<ResolvedSandbox, { kind: 'restricted' }>, cwd: string, layout: SandboxLayout): Promise<string[]> {
+export async function bubblewrapArgs(
+  sandbox: Extract<ResolvedSandbox, { kind: 'restricted' }>,
+  cwd: string,
+  layout: SandboxLayout,
+): Promise<string[]> {
   // No --new-session: every command already runs in a session of its own (the relay's, or
   // the terminal's), which also blocks TIOCSTI, and bwrap's would keep group signals from it.
-  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--unshare-pid', '--unshare-ipc', '--cap-drop', 'ALL', '--die-with-parent'];
+  const args = [
+    '--ro-bind',
+    '/',
+    '/',
+    '--dev',
+    '/dev',
+    '--proc',
+    '/proc',
+    '--unshare-pid',
+    '--unshare-ipc',
+    '--cap-drop',
+    'ALL',
+    '--die-with-parent',
+  ];
   if (layout.hostTerminals && existsSync('/dev/pts/ptmx')) args.push('--dev-bind', '/dev/pts', '/dev/pts');
   if (!sandbox.network) args.push('--unshare-net');
   // Parents before children: the private /tmp must not cover a writable root below /tmp (a
   // workspace there), and a root must not cover the private /tmp.
   const tmpWritable = sandbox.writableRoots.some((r) => posix.normalize(r) === '/tmp');
-  const mounts: { target: string; args: string[] }[] = [{ target: '/tmp', args: [tmpWritable ? '--bind' : '--ro-bind', layout.privateTmp, '/tmp'] }];
+  const mounts: { target: string; args: string[] }[] = [
+    { target: '/tmp', args: [tmpWritable ? '--bind' : '--ro-bind', layout.privateTmp, '/tmp'] },
+  ];
   const visible = sandbox.writableRoots.map((r) => ({ path: r, writable: true }));
   // The workspace and the command's cwd stay visible (read-only at least) where they lie under
   // the host's /tmp, which the private one hides.
   for (const dir of new Set([layout.workdir, cwd])) {
-    if (dir !== undefined && hiddenByPrivateTmp(dir, sandbox.writableRoots)) visible.push({ path: dir, writable: false });
+    if (dir !== undefined && hiddenByPrivateTmp(dir, sandbox.writableRoots))
+      visible.push({ path: dir, writable: false });
   }
   for (const { path: root, writable } of visible) {
     if (posix.normalize(root) === '/tmp') continue;
@@ -134,12 +175,14 @@ export async function bubblewrapArgs(sandbox: Extract<ResolvedSandbox, { kind: '
     mounts.push({ target: root, args: [writable ? '--bind' : '--ro-bind', root, root] });
     // The mount point in the private /tmp: bwrap would make its parents closed to all but root
     // (and could not make it at all where that /tmp is read-only).
-    if (isWithin(root, '/tmp')) await mkdir(posix.join(layout.privateTmp, posix.relative('/tmp', root)), { recursive: true, mode: 0o711 });
+    if (isWithin(root, '/tmp'))
+      await mkdir(posix.join(layout.privateTmp, posix.relative('/tmp', root)), { recursive: true, mode: 0o711 });
   }
   mounts.sort((a, b) => a.target.split('/').length - b.target.split('/').length);
   for (const m of mounts) args.push(...m.args);
   const { placeholders } = layout;
-  if (sandbox.writableRoots.some((r) => isWithin(placeholders.root, r))) args.push('--ro-bind', placeholders.root, placeholders.root);
+  if (sandbox.writableRoots.some((r) => isWithin(placeholders.root, r)))
+    args.push('--ro-bind', placeholders.root, placeholders.root);
   for (const denied of sandbox.denyRead) {
     const kind = await kindOf(denied);
     if (kind !== 'missing') args.push('--ro-bind', kind === 'dir' ? placeholders.dir : placeholders.file, denied);

@@ -18,13 +18,24 @@ export function localDiskUse(paths: readonly string[]): Promise<number> {
   const existing = paths.filter((p) => existsSync(p));
   if (existing.length === 0) return Promise.resolve(0);
   return new Promise((resolve, reject) => {
-    execFile('du', ['-sxbc', '--', ...existing], { timeout: DU_TIMEOUT_MS, killSignal: 'SIGKILL', maxBuffer: 1024 * 1024 }, (err, stdout) => {
-      const total = /^(\d+)\s+total$/m.exec(stdout);
-      if (total?.[1] !== undefined && (err === null || typeof err.code === 'number')) {
-        resolve(Number(total[1]));
-        return;
-      }
-      reject(execError('EXEC_ERR_BACKEND', `cannot measure the disk use of ${existing.join(', ')}: ${err?.message ?? 'du printed no total'}`, { cause: err }));
-    });
+    execFile(
+      'du',
+      ['-sxbc', '--', ...existing],
+      { timeout: DU_TIMEOUT_MS, killSignal: 'SIGKILL', maxBuffer: 1024 * 1024 },
+      (err, stdout) => {
+        const total = /^(\d+)\s+total$/m.exec(stdout);
+        if (total?.[1] !== undefined && (err === null || typeof err.code === 'number')) {
+          resolve(Number(total[1]));
+          return;
+        }
+        reject(
+          execError(
+            'EXEC_ERR_BACKEND',
+            `cannot measure the disk use of ${existing.join(', ')}: ${err?.message ?? 'du printed no total'}`,
+            { cause: err },
+          ),
+        );
+      },
+    );
   });
 }

@@ -52,19 +52,37 @@ async function closedAncestor(dir: string): Promise<string | undefined> {
 
 export async function createLocalBackend(options: LocalBackendOptions, log: Logger): Promise<Backend> {
   const probe = options.bubblewrap ?? (await probeBubblewrap());
-  if (!probe.available) log.warn({ reason: probe.reason }, 'bubblewrap unavailable: local sessions run without a sandbox (sandbox type none)');
-  const warmTools = probe.available && options.warmSandboxes !== false ? await probeWarmSandbox(probe.path, log) : undefined;
+  if (!probe.available)
+    log.warn(
+      { reason: probe.reason },
+      'bubblewrap unavailable: local sessions run without a sandbox (sandbox type none)',
+    );
+  const warmTools =
+    probe.available && options.warmSandboxes !== false ? await probeWarmSandbox(probe.path, log) : undefined;
   const relayProblem = ptyRelayProblem();
-  if (relayProblem) log.warn({ reason: relayProblem }, 'PTY mode unavailable on the local backend; pipe-mode commands run without a keeper (what they leave running can outlive the session and the server)');
+  if (relayProblem)
+    log.warn(
+      { reason: relayProblem },
+      'PTY mode unavailable on the local backend; pipe-mode commands run without a keeper (what they leave running can outlive the session and the server)',
+    );
   const placeholders = await DenyPlaceholders.create(options.stateDir ?? defaultStateDir());
   const channels = await OutputChannels.create().catch((err: unknown) => {
     log.warn({ err }, 'output channels unavailable: command output is read through plain pipes (more CPU per byte)');
     return undefined;
   });
   const sandboxNetwork = options.sandboxNetwork !== false;
-  if (!sandboxNetwork && probe.available) log.info({}, 'no token configured: sandboxed commands get no network, even where their policy grants it');
+  if (!sandboxNetwork && probe.available)
+    log.info({}, 'no token configured: sandboxed commands get no network, even where their policy grants it');
   const users = new WorkspaceUsers(probe.available ? await SandboxUsers.create() : undefined);
-  const setup: SpawnSetup = { channels, ptyPinning: options.ptyPinning === true, probe, warmTools, sandboxNetwork, users, log };
+  const setup: SpawnSetup = {
+    channels,
+    ptyPinning: options.ptyPinning === true,
+    probe,
+    warmTools,
+    sandboxNetwork,
+    users,
+    log,
+  };
   // Traversable by the sandbox users (each workspace in it is closed to all but its own).
   await mkdir(options.workspaceRoot, { recursive: true, mode: 0o711 });
   const rootMode = (await stat(options.workspaceRoot)).mode & 0o7777;
@@ -72,7 +90,11 @@ export async function createLocalBackend(options: LocalBackendOptions, log: Logg
   const tmpRoot = join(options.workspaceRoot, '.tmp');
   await mkdir(tmpRoot, { recursive: true, mode: 0o711 });
   const closed = await closedAncestor(options.workspaceRoot);
-  if (closed && process.getuid?.() === 0 && probe.available) log.warn({ workspaceRoot: options.workspaceRoot, closed }, 'sandboxed commands run as users of their own, which cannot search this ancestor of the workspace root: choose a --workspace-root they can reach');
+  if (closed && process.getuid?.() === 0 && probe.available)
+    log.warn(
+      { workspaceRoot: options.workspaceRoot, closed },
+      'sandboxed commands run as users of their own, which cannot search this ancestor of the workspace root: choose a --workspace-root they can reach',
+    );
   const sessions = new Set<LocalSession>();
   return {
     kind: 'local',
@@ -80,7 +102,8 @@ export async function createLocalBackend(options: LocalBackendOptions, log: Logg
       // The host is always there.
     },
     async createSession(spec) {
-      if (spec.snapshot !== undefined) throw execError('EXEC_ERR_UNSUPPORTED', 'sessions from snapshots need the docker backend');
+      if (spec.snapshot !== undefined)
+        throw execError('EXEC_ERR_UNSUPPORTED', 'sessions from snapshots need the docker backend');
       const ownsWorkdir = spec.workdir === undefined;
       const workdir = spec.workdir ?? join(options.workspaceRoot, spec.id);
       await mkdir(workdir, { recursive: true, mode: ownsWorkdir ? 0o700 : 0o755 });
@@ -91,7 +114,17 @@ export async function createLocalBackend(options: LocalBackendOptions, log: Logg
         if (user && spec.sandboxed !== false && probe.available) await user.lend([], true);
         const privateTmp = join(tmpRoot, spec.id);
         await makePrivateTmp(privateTmp, user);
-        const session: LocalSession = new LocalSession(spec, { workdir, ownsWorkdir, layout: { privateTmp, placeholders, workdir, hostTerminals: user !== undefined }, user, ended: () => sessions.delete(session) }, setup);
+        const session: LocalSession = new LocalSession(
+          spec,
+          {
+            workdir,
+            ownsWorkdir,
+            layout: { privateTmp, placeholders, workdir, hostTerminals: user !== undefined },
+            user,
+            ended: () => sessions.delete(session),
+          },
+          setup,
+        );
         sessions.add(session);
         return session;
       } catch (err) {

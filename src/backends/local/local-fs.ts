@@ -48,7 +48,11 @@ export const localFs: SessionFs = {
       try {
         const info = await handle.stat();
         if (info.isDirectory()) throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`);
-        if (info.size > maxBytes) throw execError('EXEC_ERR_TOO_LARGE', `${path} is ${info.size} bytes, more than the ${maxBytes}-byte limit of fs/readFile; use fs/open and fs/readBlock`);
+        if (info.size > maxBytes)
+          throw execError(
+            'EXEC_ERR_TOO_LARGE',
+            `${path} is ${info.size} bytes, more than the ${maxBytes}-byte limit of fs/readFile; use fs/open and fs/readBlock`,
+          );
         // Read at most maxBytes+1 so a file that grows while we read still cannot exceed the bound.
         // A size of 0 is also what /proc and /sys files report: read those until EOF.
         let buf = Buffer.alloc(Math.min(maxBytes + 1, info.size > 0 ? info.size + 1 : 64 * 1024));
@@ -63,7 +67,8 @@ export const localFs: SessionFs = {
           const { bytesRead } = await handle.read(buf, total, buf.length - total, info.size > 0 ? total : null);
           if (bytesRead === 0) break;
           total += bytesRead;
-          if (total > maxBytes) throw execError('EXEC_ERR_TOO_LARGE', `${path} grew past the ${maxBytes}-byte limit of fs/readFile`);
+          if (total > maxBytes)
+            throw execError('EXEC_ERR_TOO_LARGE', `${path} grew past the ${maxBytes}-byte limit of fs/readFile`);
         }
         return buf.subarray(0, total);
       } finally {
@@ -107,7 +112,14 @@ export const localFs: SessionFs = {
   copy: (source, destination, recursive) =>
     wrap(source, async () => {
       const info = await stat(source);
-      if (info.isDirectory() && !recursive) throw execError('EXEC_ERR_FS', `${source}: Is a directory (pass recursive)`);
-      await cp(source, destination, { recursive, dereference: false, errorOnExist: false, force: true, verbatimSymlinks: true });
+      if (info.isDirectory() && !recursive)
+        throw execError('EXEC_ERR_FS', `${source}: Is a directory (pass recursive)`);
+      await cp(source, destination, {
+        recursive,
+        dereference: false,
+        errorOnExist: false,
+        force: true,
+        verbatimSymlinks: true,
+      });
     }),
 };

@@ -10,7 +10,19 @@ import { posix } from 'node:path';
 import { execError } from '../../errors.ts';
 import type { Logger } from '../../logger.ts';
 import type { Duplex } from 'node:stream';
-import type { BackendDisk, BackendProcess, BackendSession, BackendSessionSpec, EnvironmentFacts, ProcessSink, ResolvedSandbox, SandboxType, SessionFs, SessionStats, SpawnRequest } from '../types.ts';
+import type {
+  BackendDisk,
+  BackendProcess,
+  BackendSession,
+  BackendSessionSpec,
+  EnvironmentFacts,
+  ProcessSink,
+  ResolvedSandbox,
+  SandboxType,
+  SessionFs,
+  SessionStats,
+  SpawnRequest,
+} from '../types.ts';
 import { bubblewrapArgs, hiddenByPrivateTmp, type BubblewrapProbe, type SandboxLayout } from './bubblewrap.ts';
 import { localDiskUse } from './disk-usage.ts';
 import { Keepers } from './keepers.ts';
@@ -149,7 +161,14 @@ export class LocalSession implements BackendSession {
     const sandboxed = spec.sandboxed !== false && setup.probe.available;
     // A sandboxed session's workspace is lent when it is made (local-backend.ts).
     this.#dirty = !sandboxed;
-    this.fs = sandboxed ? sandboxedFs(localFs, { user: places.user, handOver: places.user?.lent === true, workdir: places.workdir, privateTmp: places.layout.privateTmp }) : localFs;
+    this.fs = sandboxed
+      ? sandboxedFs(localFs, {
+          user: places.user,
+          handOver: places.user?.lent === true,
+          workdir: places.workdir,
+          privateTmp: places.layout.privateTmp,
+        })
+      : localFs;
   }
 
   async spawn(req: SpawnRequest, sink: ProcessSink): Promise<BackendProcess> {
@@ -159,10 +178,16 @@ export class LocalSession implements BackendSession {
     if (!cwd.isDirectory()) throw execError('EXEC_ERR_INVALID_REQUEST', `cwd ${req.cwd} is not a directory`);
     const shell = this.environment.shell.path;
     let env = req.env;
-    let argv = req.arg0 !== undefined && (req.mode === 'pty' || req.sandbox.kind === 'restricted') ? withArg0(req.argv, req.arg0, shell) : req.argv;
+    let argv =
+      req.arg0 !== undefined && (req.mode === 'pty' || req.sandbox.kind === 'restricted')
+        ? withArg0(req.argv, req.arg0, shell)
+        : req.argv;
     let sandboxType: SandboxType = 'none';
     if (req.sandbox.kind === 'restricted' && this.sandboxType === 'bubblewrap') {
-      const sandbox = visibleCwd(this.#setup.sandboxNetwork ? req.sandbox : { ...req.sandbox, network: false }, req.cwd);
+      const sandbox = visibleCwd(
+        this.#setup.sandboxNetwork ? req.sandbox : { ...req.sandbox, network: false },
+        req.cwd,
+      );
       await this.#lend(sandbox.writableRoots);
       if (sandbox.denyRead.length > 0) await this.#places.layout.placeholders.ensure();
       const args = await bubblewrapArgs(sandbox, req.cwd, this.#places.layout);
@@ -180,10 +205,16 @@ export class LocalSession implements BackendSession {
     const { channels, ptyPinning } = this.#setup;
     const keepers = this.#keepers;
     if (req.mode === 'pty') {
-      return spawnPty({ file, args, cwd: req.cwd, env, size: req.size, sandboxType, channels, pinning: ptyPinning, keepers }, sink);
+      return spawnPty(
+        { file, args, cwd: req.cwd, env, size: req.size, sandboxType, channels, pinning: ptyPinning, keepers },
+        sink,
+      );
     }
     const argv0 = sandboxType === 'none' ? req.arg0 : undefined;
-    return spawnPipe({ file, args, argv0, cwd: req.cwd, env, stdin: req.mode === 'pipe', sandboxType, channels, keepers }, sink);
+    return spawnPipe(
+      { file, args, argv0, cwd: req.cwd, env, stdin: req.mode === 'pipe', sandboxType, channels, keepers },
+      sink,
+    );
   }
 
   /**
@@ -203,7 +234,9 @@ export class LocalSession implements BackendSession {
     if (path !== undefined) {
       const value = await this.#cached(`path:${path}`, async () => {
         const dirs = path.split(':');
-        const ok = await Promise.all(dirs.map((d) => (d === '' || !d.startsWith('/') ? Promise.resolve(true) : searchable(d, user))));
+        const ok = await Promise.all(
+          dirs.map((d) => (d === '' || !d.startsWith('/') ? Promise.resolve(true) : searchable(d, user))),
+        );
         return dirs.filter((_, i) => ok[i]).join(':');
       });
       if (value !== path) next['PATH'] = value;
@@ -256,8 +289,18 @@ export class LocalSession implements BackendSession {
 
   /** Preview ports: the host loopback, or the kept-warm sandbox's namespace (port-forward.ts). */
   connectPort(port: number, sandbox: ResolvedSandbox): Promise<Duplex> {
-    const seen = sandbox.kind === 'restricted' && !this.#setup.sandboxNetwork ? { ...sandbox, network: false } : sandbox;
-    return connectLocalPort({ spawn: (request, sink) => this.spawn(request, sink), workdir: this.workdir, bubblewrap: this.sandboxType === 'bubblewrap', warm: this.#warm !== undefined }, port, seen);
+    const seen =
+      sandbox.kind === 'restricted' && !this.#setup.sandboxNetwork ? { ...sandbox, network: false } : sandbox;
+    return connectLocalPort(
+      {
+        spawn: (request, sink) => this.spawn(request, sink),
+        workdir: this.workdir,
+        bubblewrap: this.sandboxType === 'bubblewrap',
+        warm: this.#warm !== undefined,
+      },
+      port,
+      seen,
+    );
   }
 
   async snapshot(): Promise<never> {
@@ -280,11 +323,18 @@ export class LocalSession implements BackendSession {
   async #destroy(): Promise<void> {
     const log = this.#setup.log;
     await Promise.all([this.#keepers.killAll(), this.#warm?.close()]);
-    await rm(this.#places.layout.privateTmp, { recursive: true, force: true }).catch((err: unknown) => log.warn({ err }, 'could not remove the private /tmp'));
+    await rm(this.#places.layout.privateTmp, { recursive: true, force: true }).catch((err: unknown) =>
+      log.warn({ err }, 'could not remove the private /tmp'),
+    );
     if (this.#places.ownsWorkdir) {
-      await rm(this.workdir, { recursive: true, force: true }).catch((err: unknown) => log.warn({ err, workdir: this.workdir }, 'could not remove workspace'));
+      await rm(this.workdir, { recursive: true, force: true }).catch((err: unknown) =>
+        log.warn({ err, workdir: this.workdir }, 'could not remove workspace'),
+      );
     }
-    if (this.#places.user) await this.#setup.users.release(this.#places.user).catch((err: unknown) => log.warn({ err }, 'could not give the workspace back'));
+    if (this.#places.user)
+      await this.#setup.users
+        .release(this.#places.user)
+        .catch((err: unknown) => log.warn({ err }, 'could not give the workspace back'));
     this.#places.ended();
   }
 }

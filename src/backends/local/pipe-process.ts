@@ -28,20 +28,27 @@ export interface PipeSpawn extends RelaySpawn {
   readonly stdin: boolean;
 }
 
-export async function spawnPipe(opts: PipeSpawn, sink: ProcessSink): Promise<BackendProcess & { readonly pid: number | undefined }> {
+export async function spawnPipe(
+  opts: PipeSpawn,
+  sink: ProcessSink,
+): Promise<BackendProcess & { readonly pid: number | undefined }> {
   // Without the relay (no C compiler at install) the command is our child directly: it then
   // runs in its own process group, but what it leaves behind is not kept, and can outlive us.
   const viaRelay = ptyRelayProblem() === undefined;
   const channel = await opts.channels?.open((d) => sink.output('stdout', d)).catch(() => undefined);
   return new Promise((resolve, reject) => {
     const arg0 = opts.argv0 !== undefined ? ['--arg0', opts.argv0] : [];
-    const relay = spawn(viaRelay ? ptyRelayPath() : opts.file, viaRelay ? ['--pipe', ...arg0, opts.file, ...opts.args] : [...opts.args], {
-      cwd: opts.cwd,
-      env: opts.env,
-      argv0: viaRelay ? undefined : opts.argv0,
-      detached: true,
-      stdio: [opts.stdin ? 'pipe' : 'ignore', channel?.childEnd ?? 'pipe', 'pipe', viaRelay ? 'pipe' : 'ignore'],
-    });
+    const relay = spawn(
+      viaRelay ? ptyRelayPath() : opts.file,
+      viaRelay ? ['--pipe', ...arg0, opts.file, ...opts.args] : [...opts.args],
+      {
+        cwd: opts.cwd,
+        env: opts.env,
+        argv0: viaRelay ? undefined : opts.argv0,
+        detached: true,
+        stdio: [opts.stdin ? 'pipe' : 'ignore', channel?.childEnd ?? 'pipe', 'pipe', viaRelay ? 'pipe' : 'ignore'],
+      },
+    );
     channel?.childEnd.destroy(); // the relay has its own copy now (or never will)
     const stdout: Readable | null = channel?.reader ?? relay.stdout;
     const stderr = relay.stderr;
@@ -88,7 +95,10 @@ export async function spawnPipe(opts: PipeSpawn, sink: ProcessSink): Promise<Bac
       if (relay.pid === undefined) {
         stdout?.destroy();
         stderr?.destroy();
-        const code = err.code === 'ENOENT' || err.code === 'ENOTDIR' || err.code === 'EACCES' ? 'EXEC_ERR_INVALID_REQUEST' : 'EXEC_ERR_INTERNAL';
+        const code =
+          err.code === 'ENOENT' || err.code === 'ENOTDIR' || err.code === 'EACCES'
+            ? 'EXEC_ERR_INVALID_REQUEST'
+            : 'EXEC_ERR_INTERNAL';
         const why = err.code === 'ENOENT' ? 'No such file or directory' : err.message;
         reject(execError(code, `failed to start ${opts.file}: ${why}`, { cause: err }));
       } else fail(err.message);
@@ -101,7 +111,10 @@ export async function spawnPipe(opts: PipeSpawn, sink: ProcessSink): Promise<Bac
     };
     relay.once('exit', (code, signal) => {
       relayEnd = signal ? `killed by ${signal}` : `exit code ${String(code)}`;
-      if (!control) exited(signal ? { kind: 'signaled', signal, signo: signalNumber(signal) } : { kind: 'exited', code: code ?? -1 });
+      if (!control)
+        exited(
+          signal ? { kind: 'signaled', signal, signo: signalNumber(signal) } : { kind: 'exited', code: code ?? -1 },
+        );
       gone();
     });
     control?.once('close', () => {
@@ -120,7 +133,10 @@ export async function spawnPipe(opts: PipeSpawn, sink: ProcessSink): Promise<Bac
         const stdin = relay.stdin;
         if (!stdin || stdin.destroyed || stdin.writableEnded) return;
         if (stdin.writableLength + data.length > STDIN_BUFFER_LIMIT) {
-          throw execError('EXEC_ERR_TOO_LARGE', `stdin buffer full (${STDIN_BUFFER_LIMIT} bytes not yet read by the process)`);
+          throw execError(
+            'EXEC_ERR_TOO_LARGE',
+            `stdin buffer full (${STDIN_BUFFER_LIMIT} bytes not yet read by the process)`,
+          );
         }
         stdin.write(data);
       },

@@ -28,7 +28,11 @@ export function tcpConnect(port: number): Promise<Duplex> {
       socket.removeAllListeners('error');
       resolve(socket);
     });
-    socket.once('error', (err) => reject(execError('EXEC_ERR_BACKEND', `nothing accepts connections on port ${port} in the session: ${err.message}`)));
+    socket.once('error', (err) =>
+      reject(
+        execError('EXEC_ERR_BACKEND', `nothing accepts connections on port ${port} in the session: ${err.message}`),
+      ),
+    );
   });
 }
 
@@ -41,11 +45,18 @@ export interface LocalPortTarget {
   readonly warm: boolean;
 }
 
-export async function connectLocalPort(target: LocalPortTarget, port: number, sandbox: ResolvedSandbox): Promise<Duplex> {
+export async function connectLocalPort(
+  target: LocalPortTarget,
+  port: number,
+  sandbox: ResolvedSandbox,
+): Promise<Duplex> {
   const ownNamespace = sandbox.kind === 'restricted' && !sandbox.network && target.bubblewrap;
   if (!ownNamespace) return tcpConnect(port);
   if (!target.warm) {
-    throw execError('EXEC_ERR_UNSUPPORTED', "the session has no network and its sandboxed commands each get their own network namespace (kept-warm sandboxes need root and build/sandbox-join): grant the session networkAccess to preview its ports");
+    throw execError(
+      'EXEC_ERR_UNSUPPORTED',
+      'the session has no network and its sandboxed commands each get their own network namespace (kept-warm sandboxes need root and build/sandbox-join): grant the session networkAccess to preview its ports',
+    );
   }
   return processStream(target.spawn, {
     argv: [process.execPath, '-e', RELAY_JS, String(port)],

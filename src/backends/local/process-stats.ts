@@ -35,7 +35,10 @@ export function parseStat(pid: number, text: string): ProcEntry | undefined {
 async function readEntries(): Promise<Map<number, ProcEntry>> {
   const names = await readdir('/proc');
   const entries = new Map<number, ProcEntry>();
-  const pids = names.filter((n) => /^\d+$/.test(n)).slice(0, MAX_PROCESSES).map(Number);
+  const pids = names
+    .filter((n) => /^\d+$/.test(n))
+    .slice(0, MAX_PROCESSES)
+    .map(Number);
   // In batches: one open file per process at once could exhaust the server's descriptors.
   for (let i = 0; i < pids.length; i += READ_BATCH) {
     await Promise.all(

@@ -40,22 +40,37 @@ export function ptyRelayPath(): string {
 
 /** Whether the relay is there (PTY mode needs it, pipe mode keeps its commands with it); the reason when not. */
 export function ptyRelayProblem(): string | undefined {
-  return existsSync(PTY_RELAY) ? undefined : `the PTY helper ${PTY_RELAY} is missing (it is built by \`npm install\`; needs a C compiler): run \`sh scripts/build-native.sh\``;
+  return existsSync(PTY_RELAY)
+    ? undefined
+    : `the PTY helper ${PTY_RELAY} is missing (it is built by \`npm install\`; needs a C compiler): run \`sh scripts/build-native.sh\``;
 }
 
-export async function spawnPty(opts: PtySpawn, sink: ProcessSink): Promise<BackendProcess & { readonly pid: number | undefined }> {
+export async function spawnPty(
+  opts: PtySpawn,
+  sink: ProcessSink,
+): Promise<BackendProcess & { readonly pid: number | undefined }> {
   const problem = ptyRelayProblem();
   if (problem) throw execError('EXEC_ERR_UNSUPPORTED', `PTY mode is unavailable: ${problem}`);
   const channel = await opts.channels?.open((d) => sink.output('pty', d)).catch(() => undefined);
   return new Promise((resolve, reject) => {
-    const relay = spawn(PTY_RELAY, [...(opts.pinning === false ? ['--no-pin'] : []), String(opts.size.cols), String(opts.size.rows), opts.file, ...opts.args], {
-      cwd: opts.cwd,
-      env: { TERM: 'xterm-256color', ...opts.env },
-      // A session of its own: a Ctrl-C or SIGTERM meant for the server's terminal or group must
-      // not end the relay before it has ended what it keeps.
-      detached: true,
-      stdio: ['pipe', channel?.childEnd ?? 'pipe', 'pipe', 'pipe'],
-    });
+    const relay = spawn(
+      PTY_RELAY,
+      [
+        ...(opts.pinning === false ? ['--no-pin'] : []),
+        String(opts.size.cols),
+        String(opts.size.rows),
+        opts.file,
+        ...opts.args,
+      ],
+      {
+        cwd: opts.cwd,
+        env: { TERM: 'xterm-256color', ...opts.env },
+        // A session of its own: a Ctrl-C or SIGTERM meant for the server's terminal or group must
+        // not end the relay before it has ended what it keeps.
+        detached: true,
+        stdio: ['pipe', channel?.childEnd ?? 'pipe', 'pipe', 'pipe'],
+      },
+    );
     channel?.childEnd.destroy(); // the relay has its own copy now (or never will)
     const keys = relay.stdin as Writable;
     const output = (channel?.reader ?? relay.stdout) as Duplex;
@@ -136,7 +151,10 @@ export async function spawnPty(opts: PtySpawn, sink: ProcessSink): Promise<Backe
       async write(data) {
         if (status || keys.destroyed) return;
         if (keys.writableLength + data.length > STDIN_BUFFER_LIMIT) {
-          throw execError('EXEC_ERR_TOO_LARGE', `terminal input buffer full (${STDIN_BUFFER_LIMIT} bytes not yet read by the process)`);
+          throw execError(
+            'EXEC_ERR_TOO_LARGE',
+            `terminal input buffer full (${STDIN_BUFFER_LIMIT} bytes not yet read by the process)`,
+          );
         }
         keys.write(data);
       },

@@ -33,7 +33,11 @@ function isWithin(path: string, root: string): boolean {
   return rel === '' || (!rel.startsWith('..') && !posix.isAbsolute(rel));
 }
 
-function mayAccess(st: { uid: number; gid: number; mode: number }, user: { uid: number; gid: number }, bit: number): boolean {
+function mayAccess(
+  st: { uid: number; gid: number; mode: number },
+  user: { uid: number; gid: number },
+  bit: number,
+): boolean {
   if (st.uid === user.uid) return (st.mode & (bit << 6)) !== 0;
   if (st.gid === user.gid) return (st.mode & (bit << 3)) !== 0;
   return (st.mode & bit) !== 0;
@@ -44,14 +48,19 @@ export function sandboxedFs(base: SessionFs, view: SandboxView): SessionFs {
     if (!isWithin(p, '/tmp') || isWithin(p, view.workdir)) return p;
     return posix.join(view.privateTmp, posix.relative('/tmp', p));
   };
-  const fromHost = (p: string): string => (isWithin(p, view.privateTmp) ? posix.join('/tmp', posix.relative(view.privateTmp, p)) : p);
+  const fromHost = (p: string): string =>
+    isWithin(p, view.privateTmp) ? posix.join('/tmp', posix.relative(view.privateTmp, p)) : p;
 
   /** Refuses `path` unless the sandbox user could open it for reading (every parent searchable). */
   const checkRead = async (host: string, shown: string): Promise<void> => {
     const user = view.user;
     if (!user) return;
     const denied = (): never => {
-      throw execError('EXEC_ERR_FS_DENIED', `${shown}: permission denied (not readable by the session's sandbox user)`, { detail: { path: shown } });
+      throw execError(
+        'EXEC_ERR_FS_DENIED',
+        `${shown}: permission denied (not readable by the session's sandbox user)`,
+        { detail: { path: shown } },
+      );
     };
     for (let dir = dirname(host); ; dir = dirname(dir)) {
       const st = await stat(dir).catch(() => undefined);
@@ -62,7 +71,8 @@ export function sandboxedFs(base: SessionFs, view: SandboxView): SessionFs {
     if (st && !mayAccess(st, user, st.isDirectory() ? 5 : 4)) denied();
   };
 
-  const owned = (host: string): boolean => view.handOver && view.user !== undefined && (isWithin(host, view.workdir) || isWithin(host, view.privateTmp));
+  const owned = (host: string): boolean =>
+    view.handOver && view.user !== undefined && (isWithin(host, view.workdir) || isWithin(host, view.privateTmp));
   const handOver = async (host: string): Promise<void> => {
     if (owned(host)) await lchown(host, view.user!.uid, view.user!.gid).catch(() => undefined);
   };
@@ -70,7 +80,13 @@ export function sandboxedFs(base: SessionFs, view: SandboxView): SessionFs {
   const missingDirs = async (host: string): Promise<string[]> => {
     const missing: string[] = [];
     for (let dir = host; dir !== dirname(dir); dir = dirname(dir)) {
-      if (await lstat(dir).then(() => true, () => false)) break;
+      if (
+        await lstat(dir).then(
+          () => true,
+          () => false,
+        )
+      )
+        break;
       missing.unshift(dir);
     }
     return missing;
@@ -113,7 +129,8 @@ export function sandboxedFs(base: SessionFs, view: SandboxView): SessionFs {
       await checkRead(toHost(source), source);
       const dest = toHost(destination);
       await base.copy(toHost(source), dest, recursive);
-      if (owned(dest)) await run('chown', ['-Rh', `${view.user!.uid}:${view.user!.gid}`, '--', dest]).catch(() => undefined);
+      if (owned(dest))
+        await run('chown', ['-Rh', `${view.user!.uid}:${view.user!.gid}`, '--', dest]).catch(() => undefined);
     },
   };
 }

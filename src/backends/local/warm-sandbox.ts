@@ -62,7 +62,13 @@ export function userArg(user: { uid: number; gid: number } | undefined, nproc: n
 }
 
 /** A command in a fresh bwrap of its own (no holder), as `user` when one is given. */
-export function coldArgv(tools: { bwrap: string; join: string | undefined }, bwrapArgs: readonly string[], cwd: string, argv: readonly string[], user: string): string[] {
+export function coldArgv(
+  tools: { bwrap: string; join: string | undefined },
+  bwrapArgs: readonly string[],
+  cwd: string,
+  argv: readonly string[],
+  user: string,
+): string[] {
   if (user === '-' || tools.join === undefined) return [tools.bwrap, ...bwrapArgs, '--', ...argv];
   // bwrap keeps just what sandbox-join needs to change user (the change drops them too), and
   // the user enters the directory: a workspace is closed to a root without capabilities.
@@ -71,7 +77,21 @@ export function coldArgv(tools: { bwrap: string; join: string | undefined }, bwr
     if (bwrapArgs[i] === '--chdir') i++;
     else args.push(bwrapArgs[i]!);
   }
-  return [tools.bwrap, ...args, '--cap-add', 'CAP_SETUID', '--cap-add', 'CAP_SETGID', '--', tools.join, '--as', user, cwd, '--', ...argv];
+  return [
+    tools.bwrap,
+    ...args,
+    '--cap-add',
+    'CAP_SETUID',
+    '--cap-add',
+    'CAP_SETGID',
+    '--',
+    tools.join,
+    '--as',
+    user,
+    cwd,
+    '--',
+    ...argv,
+  ];
 }
 
 /**
@@ -91,7 +111,14 @@ async function sandboxKey(args: readonly string[]): Promise<{ key: string; sandb
     if ((a === '--bind' || a === '--ro-bind') && args[i + 2] !== undefined) sources.push(args[i + 1]!, args[i + 2]!);
   }
   // The birth time too: a directory created again right away usually gets the same inode number.
-  const ids = await Promise.all(sources.map((p) => stat(p, { bigint: true }).then((st) => `${st.dev}:${st.ino}:${st.birthtimeNs}`, () => 'missing')));
+  const ids = await Promise.all(
+    sources.map((p) =>
+      stat(p, { bigint: true }).then(
+        (st) => `${st.dev}:${st.ino}:${st.birthtimeNs}`,
+        () => 'missing',
+      ),
+    ),
+  );
   return { key: JSON.stringify([sandboxArgs, ids]), sandboxArgs, netns: sandboxArgs.includes('--unshare-net') };
 }
 
@@ -99,7 +126,9 @@ function startHolder(tools: WarmSandboxTools, sandboxArgs: readonly string[]): P
   return new Promise((resolve, reject) => {
     // bwrap reports the child pid (--info-fd) before the child has switched to the sandbox's
     // root; the holder's own line on stdout says the sandbox is entirely in place.
-    const child = spawn(tools.bwrap, [...sandboxArgs, '--info-fd', '3', '--', tools.join, '--hold'], { stdio: ['pipe', 'pipe', 'pipe', 'pipe'] });
+    const child = spawn(tools.bwrap, [...sandboxArgs, '--info-fd', '3', '--', tools.join, '--hold'], {
+      stdio: ['pipe', 'pipe', 'pipe', 'pipe'],
+    });
     let info = '';
     let ready = false;
     let stderr = '';
@@ -170,7 +199,17 @@ export class WarmSandboxes {
       return coldArgv(this.#tools, bwrapArgs, cwd, argv, user);
     }
     if (netns && !holder.netNs) return coldArgv(this.#tools, bwrapArgs, cwd, argv, user);
-    return [this.#tools.join, holder.pid, holder.mntNs, netns ? holder.netNs! : '-', holder.pidNs, user, cwd, '--', ...argv];
+    return [
+      this.#tools.join,
+      holder.pid,
+      holder.mntNs,
+      netns ? holder.netNs! : '-',
+      holder.pidNs,
+      user,
+      cwd,
+      '--',
+      ...argv,
+    ];
   }
 
   async #holder(key: string, sandboxArgs: readonly string[]): Promise<Holder> {
@@ -200,12 +239,26 @@ export class WarmSandboxes {
     const [lruKey, lru] = this.#holders.entries().next().value as [string, Promise<Holder>];
     this.#holders.delete(lruKey);
     // A command given this holder a moment ago may not have joined it yet.
-    setTimeout(() => void lru.then((h) => h.child.stdin?.end(), () => undefined), EVICTION_GRACE_MS).unref();
+    setTimeout(
+      () =>
+        void lru.then(
+          (h) => h.child.stdin?.end(),
+          () => undefined,
+        ),
+      EVICTION_GRACE_MS,
+    ).unref();
   }
 
   /** The pids of the holders' outer bwrap processes (their sandboxes' processes are below them). */
   async pids(): Promise<number[]> {
-    const holders = await Promise.all([...this.#holders.values()].map((h) => h.then((holder) => holder.child.pid, () => undefined)));
+    const holders = await Promise.all(
+      [...this.#holders.values()].map((h) =>
+        h.then(
+          (holder) => holder.child.pid,
+          () => undefined,
+        ),
+      ),
+    );
     return holders.filter((p): p is number => p !== undefined);
   }
 
@@ -244,13 +297,33 @@ export class WarmSandboxes {
 export async function probeWarmSandbox(bwrap: string, log: Logger): Promise<WarmSandboxTools | undefined> {
   if (process.getuid?.() !== 0) return undefined;
   if (!existsSync(JOIN_HELPER)) {
-    log.info({ helper: JOIN_HELPER }, 'warm sandboxes unavailable (helper not built: no C compiler at install?): one bwrap per command');
+    log.info(
+      { helper: JOIN_HELPER },
+      'warm sandboxes unavailable (helper not built: no C compiler at install?): one bwrap per command',
+    );
     return undefined;
   }
   const tools: WarmSandboxTools = { bwrap, join: JOIN_HELPER };
   const sandboxes = new WarmSandboxes(tools, log);
   try {
-    const argv = await sandboxes.wrap(['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--unshare-pid', '--cap-drop', 'ALL', '--unshare-net', '--die-with-parent'], '/', ['sh', '-c', 'touch /.exec-server-probe 2>/dev/null && exit 3; exit 0']);
+    const argv = await sandboxes.wrap(
+      [
+        '--ro-bind',
+        '/',
+        '/',
+        '--dev',
+        '/dev',
+        '--proc',
+        '/proc',
+        '--unshare-pid',
+        '--cap-drop',
+        'ALL',
+        '--unshare-net',
+        '--die-with-parent',
+      ],
+      '/',
+      ['sh', '-c', 'touch /.exec-server-probe 2>/dev/null && exit 3; exit 0'],
+    );
     const [file, ...args] = argv;
     if (file !== tools.join) return undefined;
     const code = await new Promise<number | null>((resolve) => {

@@ -21,7 +21,21 @@ const run = promisify(execFile);
 const CHOWN_TIMEOUT_MS = 120_000;
 
 const SYSTEM_DIRS = /^\/(bin|boot|dev|etc|lib[^/]*|proc|run|sbin|sys|usr|snap)(\/|$)/;
-const SYSTEM_ROOTS = new Set(['/', '/home', '/media', '/mnt', '/opt', '/root', '/srv', '/tmp', '/var', '/var/tmp', '/var/lib', '/var/cache', '/var/log']);
+const SYSTEM_ROOTS = new Set([
+  '/',
+  '/home',
+  '/media',
+  '/mnt',
+  '/opt',
+  '/root',
+  '/srv',
+  '/tmp',
+  '/var',
+  '/var/tmp',
+  '/var/lib',
+  '/var/cache',
+  '/var/log',
+]);
 
 function lendable(path: string): boolean {
   return !SYSTEM_ROOTS.has(path) && !SYSTEM_DIRS.test(path);
@@ -55,7 +69,10 @@ async function ownerOf(path: string): Promise<number | undefined> {
 }
 
 async function chownWhere(path: string, test: string[], to: string): Promise<void> {
-  await run('find', [path, '-xdev', ...test, '-exec', 'chown', '-h', to, '{}', '+'], { timeout: CHOWN_TIMEOUT_MS, maxBuffer: 1024 * 1024 });
+  await run('find', [path, '-xdev', ...test, '-exec', 'chown', '-h', to, '{}', '+'], {
+    timeout: CHOWN_TIMEOUT_MS,
+    maxBuffer: 1024 * 1024,
+  });
 }
 
 export class WorkspaceUsers {

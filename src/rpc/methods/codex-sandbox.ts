@@ -35,8 +35,13 @@ function entryPaths(path: unknown, workspaceRoots: string[], tempDir: string): s
 export function narrowingFromCodexSandbox(sandbox: Json, session: Session): SandboxNarrowing | undefined {
   const permissions = sandbox['permissions'];
   if (!isObj(permissions)) return undefined;
-  const roots = Array.isArray(sandbox['workspaceRoots']) ? sandbox['workspaceRoots'].filter((r): r is string => typeof r === 'string').map((r) => session.mapClientPath(toPath(r))) : [session.backend.workdir];
-  const network = permissions['network'] === 'enabled' ? undefined : permissions['network'] === 'restricted' ? false : undefined;
+  const roots = Array.isArray(sandbox['workspaceRoots'])
+    ? sandbox['workspaceRoots']
+        .filter((r): r is string => typeof r === 'string')
+        .map((r) => session.mapClientPath(toPath(r)))
+    : [session.backend.workdir];
+  const network =
+    permissions['network'] === 'enabled' ? undefined : permissions['network'] === 'restricted' ? false : undefined;
   const fileSystem = permissions['file_system'];
   if (!isObj(fileSystem) || fileSystem['type'] !== 'restricted' || !Array.isArray(fileSystem['entries'])) {
     return network === false ? { network } : undefined;
@@ -45,7 +50,9 @@ export function narrowingFromCodexSandbox(sandbox: Json, session: Session): Sand
   const denyRead: string[] = [];
   for (const entry of fileSystem['entries']) {
     if (!isObj(entry)) continue;
-    const paths = entryPaths(entry['path'], roots, session.backend.environment.tempDir).map((p) => session.mapClientPath(p));
+    const paths = entryPaths(entry['path'], roots, session.backend.environment.tempDir).map((p) =>
+      session.mapClientPath(p),
+    );
     // Read-only carve-outs inside writable roots (`.git`, `.codex`) cannot be expressed by the
     // backends' sandboxes; they stay writable as the session policy allows.
     if (entry['access'] === 'write') writable.push(...paths);

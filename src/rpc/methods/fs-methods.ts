@@ -18,14 +18,22 @@ const NOT_FOUND_MESSAGE = 'No such file or directory (os error 2)';
 
 const files = (conn: Connection): SessionFiles => conn.session.files;
 
-function narrowing(conn: Connection, sandbox: Record<string, unknown> | null | undefined): SandboxNarrowing | undefined {
+function narrowing(
+  conn: Connection,
+  sandbox: Record<string, unknown> | null | undefined,
+): SandboxNarrowing | undefined {
   if (!sandbox) return undefined;
   return narrowingFromCodexSandbox(sandbox, conn.session);
 }
 
 /** Decodes a base64 field, rejecting what is not standard padded base64 (-32602). */
 export function decodeBase64(value: string, field: string): Buffer {
-  if (value.length % 4 !== 0) throw execError('EXEC_ERR_INVALID_PARAMS', `invalid params: ${field}: not valid base64 (length ${value.length} is not a multiple of 4)`, { detail: { field } });
+  if (value.length % 4 !== 0)
+    throw execError(
+      'EXEC_ERR_INVALID_PARAMS',
+      `invalid params: ${field}: not valid base64 (length ${value.length} is not a multiple of 4)`,
+      { detail: { field } },
+    );
   return Buffer.from(value, 'base64');
 }
 
@@ -40,7 +48,12 @@ function rethrow(err: unknown, path: string): never {
 type FsMethod = Extract<MethodName, `fs/${string}`>;
 
 /** Registers an `fs/*` method whose not-found errors name `pathOf(params)` in Codex's words. */
-function fsMethod<M extends FsMethod>(table: MethodTable<Connection>, name: M, pathOf: (p: MethodParams<M>) => string, run: MethodHandler<M, Connection>): void {
+function fsMethod<M extends FsMethod>(
+  table: MethodTable<Connection>,
+  name: M,
+  pathOf: (p: MethodParams<M>) => string,
+  run: MethodHandler<M, Connection>,
+): void {
   table.add(name, async (params, conn, signal) => {
     try {
       return await run(params, conn, signal);
@@ -58,7 +71,11 @@ const byWatch = (p: { watchId: string | number }): string => `watch ${p.watchId}
 function openHandle(open: 'openRead' | 'openWrite'): MethodHandler<'fs/open' | 'fs/openWrite', Connection> {
   return async (p, conn) => {
     const f = files(conn);
-    const id = await f[open](f.resolvePath(p.path), p.handleId == null ? undefined : String(p.handleId), narrowing(conn, p.sandbox));
+    const id = await f[open](
+      f.resolvePath(p.path),
+      p.handleId == null ? undefined : String(p.handleId),
+      narrowing(conn, p.sandbox),
+    );
     return { handleId: p.handleId ?? id };
   };
 }
@@ -86,7 +103,14 @@ export function registerFsMethods(table: MethodTable<Connection>): void {
   fsMethod(table, 'fs/getMetadata', byPath, async (p, conn) => {
     const f = files(conn);
     const m = await f.getMetadata(f.resolvePath(p.path), narrowing(conn, p.sandbox));
-    return { isDirectory: m.isDirectory, isFile: m.isFile, isSymlink: m.isSymlink, size: m.size, createdAtMs: m.createdAtMs, modifiedAtMs: m.modifiedAtMs };
+    return {
+      isDirectory: m.isDirectory,
+      isFile: m.isFile,
+      isSymlink: m.isSymlink,
+      size: m.size,
+      createdAtMs: m.createdAtMs,
+      modifiedAtMs: m.modifiedAtMs,
+    };
   });
 
   fsMethod(table, 'fs/canonicalize', byPath, async (p, conn) => {
@@ -108,11 +132,21 @@ export function registerFsMethods(table: MethodTable<Connection>): void {
     return {};
   });
 
-  fsMethod(table, 'fs/copy', (p) => p.sourcePath, async (p, conn) => {
-    const f = files(conn);
-    await f.copy(f.resolvePath(p.sourcePath, 'sourcePath'), f.resolvePath(p.destinationPath, 'destinationPath'), p.recursive, narrowing(conn, p.sandbox));
-    return {};
-  });
+  fsMethod(
+    table,
+    'fs/copy',
+    (p) => p.sourcePath,
+    async (p, conn) => {
+      const f = files(conn);
+      await f.copy(
+        f.resolvePath(p.sourcePath, 'sourcePath'),
+        f.resolvePath(p.destinationPath, 'destinationPath'),
+        p.recursive,
+        narrowing(conn, p.sandbox),
+      );
+      return {};
+    },
+  );
 
   // ---- chunked reads (Codex's crate-internal fs/open, fs/readBlock, fs/close) ----
   fsMethod(table, 'fs/open', byPath, openHandle('openRead'));
@@ -135,7 +169,9 @@ export function registerFsMethods(table: MethodTable<Connection>): void {
     return { bytesWritten };
   });
 
-  fsMethod(table, 'fs/closeWrite', byHandle, async (p, conn) => ({ bytesWritten: await files(conn).closeWrite(String(p.handleId)) }));
+  fsMethod(table, 'fs/closeWrite', byHandle, async (p, conn) => ({
+    bytesWritten: await files(conn).closeWrite(String(p.handleId)),
+  }));
 
   // ---- watches ----
   fsMethod(table, 'fs/watchMissing', byWatch, async (p, conn) => {
@@ -150,5 +186,8 @@ export function registerFsMethods(table: MethodTable<Connection>): void {
     return { watching: true };
   });
 
-  fsMethod(table, 'fs/unwatch', byWatch, async (p, conn) => ({ watching: false, removed: files(conn).unwatch(p.watchId) }));
+  fsMethod(table, 'fs/unwatch', byWatch, async (p, conn) => ({
+    watching: false,
+    removed: files(conn).unwatch(p.watchId),
+  }));
 }

@@ -23,22 +23,33 @@ function bytesOf(argv: readonly string[], env: Record<string, string> | null | u
 
 export function registerProcessMethods(table: MethodTable<Connection>): void {
   table.add('process/start', async (p, conn) => {
-    if (p.argv.length === 0) throw execError('EXEC_ERR_INVALID_PARAMS', 'argv must not be empty', { detail: { field: 'argv' } });
-    if (bytesOf(p.argv, p.env) > MAX_ARGV_ENV_BYTES) throw execError('EXEC_ERR_TOO_LARGE', `argv and env exceed ${MAX_ARGV_ENV_BYTES} bytes`);
+    if (p.argv.length === 0)
+      throw execError('EXEC_ERR_INVALID_PARAMS', 'argv must not be empty', { detail: { field: 'argv' } });
+    if (bytesOf(p.argv, p.env) > MAX_ARGV_ENV_BYTES)
+      throw execError('EXEC_ERR_TOO_LARGE', `argv and env exceed ${MAX_ARGV_ENV_BYTES} bytes`);
     const session = conn.session;
     session.assertAlive();
     const mode: SpawnMode = p.tty ? 'pty' : p.pipeStdin ? 'pipe' : 'pipe-no-stdin';
     // Resolved before the sandbox below: a new client cwd becomes a workspace alias first.
     const cwd = p.cwd ? await session.resolveCwd(toPath(p.cwd)) : undefined;
     // In a linked alias (docker), `pwd` should print the client's path, not the link target.
-    const env = cwd !== undefined && session.isLinkedAlias(cwd) && p.env?.['PWD'] === undefined ? { ...p.env, PWD: cwd } : (p.env ?? undefined);
+    const env =
+      cwd !== undefined && session.isLinkedAlias(cwd) && p.env?.['PWD'] === undefined
+        ? { ...p.env, PWD: cwd }
+        : (p.env ?? undefined);
     const req: StartRequest = {
       processId: asProcessId(p.processId),
       argv: p.argv,
       cwd,
       env,
       envPolicy: p.envPolicy
-        ? { inherit: p.envPolicy.inherit ?? undefined, ignoreDefaultExcludes: p.envPolicy.ignoreDefaultExcludes ?? undefined, exclude: p.envPolicy.exclude ?? undefined, set: p.envPolicy.set ?? undefined, includeOnly: p.envPolicy.includeOnly ?? undefined }
+        ? {
+            inherit: p.envPolicy.inherit ?? undefined,
+            ignoreDefaultExcludes: p.envPolicy.ignoreDefaultExcludes ?? undefined,
+            exclude: p.envPolicy.exclude ?? undefined,
+            set: p.envPolicy.set ?? undefined,
+            includeOnly: p.envPolicy.includeOnly ?? undefined,
+          }
         : undefined,
       mode,
       arg0: p.arg0 ?? undefined,
@@ -50,13 +61,18 @@ export function registerProcessMethods(table: MethodTable<Connection>): void {
     };
     const proc = await session.processes.start(req);
     // Codex's enum has no name per Linux mechanism (src/protocol/process.ts).
-    return { processId: proc.id, sandboxType: proc.sandboxType === 'none' ? 'none' : 'linuxSeccomp', sandbox: proc.sandboxType };
+    return {
+      processId: proc.id,
+      sandboxType: proc.sandboxType === 'none' ? 'none' : 'linuxSeccomp',
+      sandbox: proc.sandboxType,
+    };
   });
 
   table.add('process/read', async (p, conn, signal) => {
     const table = conn.session.processes;
     const id = asProcessId(p.processId);
-    if (table.get(id).state.status === 'starting') throw execError('EXEC_ERR_PROCESS_STARTING', `process id ${id} is starting`);
+    if (table.get(id).state.status === 'starting')
+      throw execError('EXEC_ERR_PROCESS_STARTING', `process id ${id} is starting`);
     const { proc, result } = await table.read(id, {
       afterSeq: p.afterSeq ?? 0,
       maxBytes: p.maxBytes ?? Number.MAX_SAFE_INTEGER,
@@ -81,7 +97,11 @@ export function registerProcessMethods(table: MethodTable<Connection>): void {
   });
 
   table.add('process/write', async (p, conn) => {
-    const status = await conn.session.processes.write(asProcessId(p.processId), Buffer.from(p.chunk, 'base64'), p.writeId ?? undefined);
+    const status = await conn.session.processes.write(
+      asProcessId(p.processId),
+      Buffer.from(p.chunk, 'base64'),
+      p.writeId ?? undefined,
+    );
     return { status };
   });
 
@@ -91,7 +111,9 @@ export function registerProcessMethods(table: MethodTable<Connection>): void {
     return {};
   });
 
-  table.add('process/terminate', async (p, conn) => ({ running: await conn.session.processes.terminate(asProcessId(p.processId)) }));
+  table.add('process/terminate', async (p, conn) => ({
+    running: await conn.session.processes.terminate(asProcessId(p.processId)),
+  }));
 
   table.add('process/resize', async (p, conn) => {
     await conn.session.processes.resize(asProcessId(p.processId), { cols: p.cols, rows: p.rows });

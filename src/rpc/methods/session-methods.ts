@@ -56,7 +56,8 @@ function serverCapabilities(session: Session): Record<string, boolean> {
     processEscalated: true,
     approvals: true,
     snapshots: session.backend.containerId !== undefined,
-    hibernation: session.backend.hibernation !== undefined && session.backend.hibernation.unsupportedReason === undefined,
+    hibernation:
+      session.backend.hibernation !== undefined && session.backend.hibernation.unsupportedReason === undefined,
     chunkedFiles: true,
   };
 }
@@ -65,7 +66,12 @@ export function registerSessionMethods(table: MethodTable<Connection>): void {
   table.add(
     'initialize',
     async (params, conn) => {
-      if (params.observe === true && !params.resumeSessionId) throw execError('EXEC_ERR_INVALID_PARAMS', 'observe needs resumeSessionId: an observer follows an existing session', { detail: { field: 'observe' } });
+      if (params.observe === true && !params.resumeSessionId)
+        throw execError(
+          'EXEC_ERR_INVALID_PARAMS',
+          'observe needs resumeSessionId: an observer follows an existing session',
+          { detail: { field: 'observe' } },
+        );
       conn.beginInitialize();
       conn.clientName = params.clientName;
       try {
@@ -77,7 +83,11 @@ export function registerSessionMethods(table: MethodTable<Connection>): void {
           session = await sessions.create(params.session ?? {}, { tenant, clientName: params.clientName });
         }
         conn.attach(session, params.observe === true ? 'observer' : 'client');
-        return { sessionId: session.id, capabilities: serverCapabilities(session), environmentInfo: environmentInfo(session, conn.deps.version) };
+        return {
+          sessionId: session.id,
+          capabilities: serverCapabilities(session),
+          environmentInfo: environmentInfo(session, conn.deps.version),
+        };
       } catch (err) {
         conn.resetInitialize();
         throw err;

@@ -118,10 +118,14 @@ export class FileHandles {
 
   #newHandleId(requested: string | undefined): string {
     if (this.#handles.size >= this.#limits.maxHandles) {
-      throw execError('EXEC_ERR_INVALID_REQUEST', `too many open file handles in this session (limit ${this.#limits.maxHandles}); close some with fs/close or fs/closeWrite`);
+      throw execError(
+        'EXEC_ERR_INVALID_REQUEST',
+        `too many open file handles in this session (limit ${this.#limits.maxHandles}); close some with fs/close or fs/closeWrite`,
+      );
     }
     if (requested !== undefined) {
-      if (this.#handles.has(requested)) throw execError('EXEC_ERR_INVALID_REQUEST', `file handle ${requested} is already open`);
+      if (this.#handles.has(requested))
+        throw execError('EXEC_ERR_INVALID_REQUEST', `file handle ${requested} is already open`);
       return requested;
     }
     let id: string;
@@ -132,7 +136,8 @@ export class FileHandles {
 
   #handle(id: string): Handle {
     const handle = this.#handles.get(id);
-    if (!handle) throw execError('EXEC_ERR_INVALID_REQUEST', `unknown file handle ${id} (closed, idle-expired or never opened)`);
+    if (!handle)
+      throw execError('EXEC_ERR_INVALID_REQUEST', `unknown file handle ${id} (closed, idle-expired or never opened)`);
     handle.lastUsed = Date.now();
     return handle;
   }
@@ -140,7 +145,15 @@ export class FileHandles {
   /** Opens a read handle on the (checked, canonical) file `path`; no bytes are read yet. Returns its id. */
   openRead(path: string, requestedId: string | undefined): string {
     const id = this.#newHandleId(requestedId);
-    this.#handles.set(id, { kind: 'read', id, path, reader: undefined, position: -1, lastUsed: Date.now(), queue: Promise.resolve() });
+    this.#handles.set(id, {
+      kind: 'read',
+      id,
+      path,
+      reader: undefined,
+      position: -1,
+      lastUsed: Date.now(),
+      queue: Promise.resolve(),
+    });
     this.#startSweeper();
     return id;
   }
@@ -148,9 +161,16 @@ export class FileHandles {
   /** `len` bytes at `offset` (sequential reads reuse one stream). */
   readBlock(id: string, offset: number, len: number): Promise<{ chunk: Buffer; eof: boolean }> {
     const handle = this.#handle(id);
-    if (handle.kind !== 'read') return Promise.reject(execError('EXEC_ERR_INVALID_REQUEST', `file handle ${id} was opened for writing`));
+    if (handle.kind !== 'read')
+      return Promise.reject(execError('EXEC_ERR_INVALID_REQUEST', `file handle ${id} was opened for writing`));
     if (len > this.#limits.maxBlockBytes) {
-      return Promise.reject(execError('EXEC_ERR_TOO_LARGE', `len ${len} exceeds the ${this.#limits.maxBlockBytes}-byte limit of fs/readBlock`, { detail: { field: 'len' } }));
+      return Promise.reject(
+        execError(
+          'EXEC_ERR_TOO_LARGE',
+          `len ${len} exceeds the ${this.#limits.maxBlockBytes}-byte limit of fs/readBlock`,
+          { detail: { field: 'len' } },
+        ),
+      );
     }
     return serialize(handle, async () => {
       if (!this.#handles.has(id)) throw execError('EXEC_ERR_INVALID_REQUEST', `file handle ${id} was closed`);
@@ -196,7 +216,8 @@ export class FileHandles {
   /** Appends `chunk`; resolves with the bytes written so far once the stream accepted it (backpressure). */
   writeBlock(id: string, chunk: Buffer): Promise<number> {
     const handle = this.#handle(id);
-    if (handle.kind !== 'write') return Promise.reject(execError('EXEC_ERR_INVALID_REQUEST', `file handle ${id} was opened for reading`));
+    if (handle.kind !== 'write')
+      return Promise.reject(execError('EXEC_ERR_INVALID_REQUEST', `file handle ${id} was opened for reading`));
     return serialize(handle, async () => {
       if (handle.error) throw handle.error;
       if (!this.#handles.has(id)) throw execError('EXEC_ERR_INVALID_REQUEST', `file handle ${id} was closed`);
@@ -221,7 +242,10 @@ export class FileHandles {
   /** Ends a write handle's stream and waits until the file is complete; resolves with its size. */
   closeWrite(id: string): Promise<number> {
     const handle = this.#handle(id);
-    if (handle.kind !== 'write') return Promise.reject(execError('EXEC_ERR_INVALID_REQUEST', `file handle ${id} was opened for reading; use fs/close`));
+    if (handle.kind !== 'write')
+      return Promise.reject(
+        execError('EXEC_ERR_INVALID_REQUEST', `file handle ${id} was opened for reading; use fs/close`),
+      );
     return serialize(handle, async () => {
       this.#handles.delete(id);
       if (handle.error) throw handle.error;
@@ -258,19 +282,22 @@ export class FileHandles {
 
   #startSweeper(): void {
     if (this.#sweeper) return;
-    this.#sweeper = setInterval(() => {
-      const now = Date.now();
-      for (const handle of [...this.#handles.values()]) {
-        if (now - handle.lastUsed >= this.#limits.handleIdleMs) {
-          this.#handles.delete(handle.id);
-          this.#dispose(handle);
+    this.#sweeper = setInterval(
+      () => {
+        const now = Date.now();
+        for (const handle of [...this.#handles.values()]) {
+          if (now - handle.lastUsed >= this.#limits.handleIdleMs) {
+            this.#handles.delete(handle.id);
+            this.#dispose(handle);
+          }
         }
-      }
-      if (this.#handles.size === 0 && this.#sweeper) {
-        clearInterval(this.#sweeper);
-        this.#sweeper = undefined;
-      }
-    }, Math.min(30_000, Math.max(100, this.#limits.handleIdleMs / 4)));
+        if (this.#handles.size === 0 && this.#sweeper) {
+          clearInterval(this.#sweeper);
+          this.#sweeper = undefined;
+        }
+      },
+      Math.min(30_000, Math.max(100, this.#limits.handleIdleMs / 4)),
+    );
     this.#sweeper.unref();
   }
 }

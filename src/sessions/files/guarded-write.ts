@@ -12,7 +12,11 @@ import { execError, ExecServerError } from '../../errors.ts';
  * `fs` is asked for inside, so that a session already gone rejects the returned promise
  * rather than throwing at the caller.
  */
-export async function guardedWrite(fs: () => SessionFs, target: string, source: NodeJS.ReadableStream): Promise<number> {
+export async function guardedWrite(
+  fs: () => SessionFs,
+  target: string,
+  source: NodeJS.ReadableStream,
+): Promise<number> {
   const backend = fs();
   const feed = new PassThrough({ highWaterMark: 1024 * 1024 });
   let failure: Error | undefined;
@@ -37,7 +41,12 @@ export async function guardedWrite(fs: () => SessionFs, target: string, source: 
   }
   if (failure) {
     if (!(failure instanceof ExecServerError)) await backend.remove(target, false, true).catch(() => undefined);
-    throw failure instanceof ExecServerError ? failure : execError('EXEC_ERR_FS', `${target}: write aborted: ${failure.message}; the partial file was removed`, { cause: failure, detail: { path: target } });
+    throw failure instanceof ExecServerError
+      ? failure
+      : execError('EXEC_ERR_FS', `${target}: write aborted: ${failure.message}; the partial file was removed`, {
+          cause: failure,
+          detail: { path: target },
+        });
   }
   return bytes;
 }

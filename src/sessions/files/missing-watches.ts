@@ -40,17 +40,31 @@ export class MissingWatches {
    * a watch of that id. The limits are checked before `checker` is asked for the sandbox, which
    * must allow reading every path.
    */
-  async add(wireId: string | number, missing: readonly string[], present: readonly string[], notifier: WatchNotifier, checker: () => Promise<Checker>): Promise<void> {
+  async add(
+    wireId: string | number,
+    missing: readonly string[],
+    present: readonly string[],
+    notifier: WatchNotifier,
+    checker: () => Promise<Checker>,
+  ): Promise<void> {
     const watchId = String(wireId);
     if (missing.length + present.length > this.#limits.maxWatchPaths) {
-      throw execError('EXEC_ERR_TOO_LARGE', `a watch may cover at most ${this.#limits.maxWatchPaths} paths`, { detail: { field: 'missing' } });
+      throw execError('EXEC_ERR_TOO_LARGE', `a watch may cover at most ${this.#limits.maxWatchPaths} paths`, {
+        detail: { field: 'missing' },
+      });
     }
     if (!this.#watches.has(watchId) && this.#watches.size >= this.#limits.maxWatches) {
-      throw execError('EXEC_ERR_INVALID_REQUEST', `too many watches in this session (limit ${this.#limits.maxWatches})`);
+      throw execError(
+        'EXEC_ERR_INVALID_REQUEST',
+        `too many watches in this session (limit ${this.#limits.maxWatches})`,
+      );
     }
     const check = await checker();
     const state = new Map<string, boolean>();
-    for (const [paths, there] of [[missing, false], [present, true]] as const) {
+    for (const [paths, there] of [
+      [missing, false],
+      [present, true],
+    ] as const) {
       for (const path of paths) {
         check.read(path, 'watch');
         state.set(path, there);
@@ -108,7 +122,8 @@ export class MissingWatches {
           }
         }
         if (!this.#watches.has(watch.id)) continue;
-        if (changed && !watch.notifier.notify('fs/missingChanged', { watchId: watch.wireId })) this.#watches.delete(watch.id);
+        if (changed && !watch.notifier.notify('fs/missingChanged', { watchId: watch.wireId }))
+          this.#watches.delete(watch.id);
       }
     } catch {
       // A dying session: the next tick (or close) settles it.

@@ -8,14 +8,21 @@
 import { posix } from 'node:path';
 import type { FileMetadata, ResolvedSandbox, SessionFs } from '../../backends/types.ts';
 import { execError, ExecServerError } from '../../errors.ts';
-import { canRead, canWrite, containsDenied, resolveSandbox, type SandboxNarrowing } from '../../policy/sandbox-policy.ts';
+import {
+  canRead,
+  canWrite,
+  containsDenied,
+  resolveSandbox,
+  type SandboxNarrowing,
+} from '../../policy/sandbox-policy.ts';
 import type { Session } from '../session.ts';
 
 /** How long canonical forms of the policy's roots and deny-read paths are reused. */
 const ROOT_CACHE_MS = 5000;
 
 /** Whether `err` is the backend's "no such file or directory". */
-export const isNotFound = (err: unknown): boolean => err instanceof ExecServerError && err.code === 'EXEC_ERR_NOT_FOUND';
+export const isNotFound = (err: unknown): boolean =>
+  err instanceof ExecServerError && err.code === 'EXEC_ERR_NOT_FOUND';
 
 /** The sandbox one operation is checked against: resolved from the session policy, paths canonical. */
 export class Checker {
@@ -29,21 +36,34 @@ export class Checker {
 
   /** Throws `EXEC_ERR_FS_DENIED` when `path` is on the deny-read list; `what` names the operation. */
   read(path: string, what = 'read'): void {
-    if (!canRead(this.sandbox, path)) throw execError('EXEC_ERR_FS_DENIED', `${path}: ${what} denied: the path is on the session's deny-read list`, { detail: { path } });
+    if (!canRead(this.sandbox, path))
+      throw execError('EXEC_ERR_FS_DENIED', `${path}: ${what} denied: the path is on the session's deny-read list`, {
+        detail: { path },
+      });
   }
 
   /** Like `read`, and also refuses a tree that holds a deny-read path anywhere below `path`. */
   readTree(path: string, what: string): void {
     this.read(path, what);
-    if (containsDenied(this.sandbox, path)) throw execError('EXEC_ERR_FS_DENIED', `${path}: ${what} denied: the tree contains a path on the session's deny-read list`, { detail: { path } });
+    if (containsDenied(this.sandbox, path))
+      throw execError(
+        'EXEC_ERR_FS_DENIED',
+        `${path}: ${what} denied: the tree contains a path on the session's deny-read list`,
+        { detail: { path } },
+      );
   }
 
   /** Throws `EXEC_ERR_FS_DENIED` unless `path` lies inside a writable root (or the sandbox is unrestricted). */
   write(path: string): void {
     if (this.sandbox.kind === 'unrestricted' || canWrite(this.sandbox, path)) return;
     this.read(path, 'write');
-    if (this.sandbox.writableRoots.length === 0) throw execError('EXEC_ERR_FS_DENIED', `${path}: write denied: the sandbox is read-only`, { detail: { path } });
-    throw execError('EXEC_ERR_FS_DENIED', `${path}: write denied: outside the writable roots of the ${this.#policyName} sandbox (${this.sandbox.writableRoots.join(', ')})`, { detail: { path } });
+    if (this.sandbox.writableRoots.length === 0)
+      throw execError('EXEC_ERR_FS_DENIED', `${path}: write denied: the sandbox is read-only`, { detail: { path } });
+    throw execError(
+      'EXEC_ERR_FS_DENIED',
+      `${path}: write denied: outside the writable roots of the ${this.#policyName} sandbox (${this.sandbox.writableRoots.join(', ')})`,
+      { detail: { path } },
+    );
   }
 }
 
@@ -62,7 +82,9 @@ export class SessionPaths {
   async #realpathCached(path: string): Promise<string> {
     const hit = this.#canonical.get(path);
     if (hit && Date.now() - hit.at < ROOT_CACHE_MS) return hit.path;
-    const canonical = await this.#fs().realpath(path).catch(() => path);
+    const canonical = await this.#fs()
+      .realpath(path)
+      .catch(() => path);
     this.#canonical.set(path, { path: canonical, at: Date.now() });
     return canonical;
   }
@@ -78,7 +100,11 @@ export class SessionPaths {
     const roots = await Promise.all(resolved.writableRoots.map((r) => this.#realpathCached(r)));
     const denied = await Promise.all(resolved.denyRead.map((d) => this.#realpathCached(d)));
     return new Checker(
-      { ...resolved, writableRoots: [...new Set(roots)], denyRead: [...new Set([...resolved.denyRead.map((d) => posix.normalize(d)), ...denied])] },
+      {
+        ...resolved,
+        writableRoots: [...new Set(roots)],
+        denyRead: [...new Set([...resolved.denyRead.map((d) => posix.normalize(d)), ...denied])],
+      },
       policy.sandbox.type,
     );
   }
@@ -104,7 +130,10 @@ export class SessionPaths {
         if (isNotFound(err) && p !== '/') continue;
         throw err;
       }
-      if (info.isSymlink) throw execError('EXEC_ERR_FS_DENIED', `${p}: is a dangling symbolic link; refusing to write through it`, { detail: { path } });
+      if (info.isSymlink)
+        throw execError('EXEC_ERR_FS_DENIED', `${p}: is a dangling symbolic link; refusing to write through it`, {
+          detail: { path },
+        });
       return target;
     }
   }

@@ -62,10 +62,18 @@ export class SessionFiles {
       path = toPath(raw);
     } catch (err) {
       if (err instanceof ExecServerError) throw err;
-      throw execError('EXEC_ERR_INVALID_PARAMS', `${field}: ${JSON.stringify(raw)} is not a valid file URI`, { detail: { field } });
+      throw execError('EXEC_ERR_INVALID_PARAMS', `${field}: ${JSON.stringify(raw)} is not a valid file URI`, {
+        detail: { field },
+      });
     }
-    if (!posix.isAbsolute(path)) throw execError('EXEC_ERR_INVALID_PARAMS', `${field}: ${JSON.stringify(raw)} is not absolute; send an absolute path or a file:// URI`, { detail: { field } });
-    if (path.includes('\0')) throw execError('EXEC_ERR_INVALID_PARAMS', `${field}: contains a NUL byte`, { detail: { field } });
+    if (!posix.isAbsolute(path))
+      throw execError(
+        'EXEC_ERR_INVALID_PARAMS',
+        `${field}: ${JSON.stringify(raw)} is not absolute; send an absolute path or a file:// URI`,
+        { detail: { field } },
+      );
+    if (path.includes('\0'))
+      throw execError('EXEC_ERR_INVALID_PARAMS', `${field}: contains a NUL byte`, { detail: { field } });
     return posix.normalize(this.session.mapClientPath(posix.normalize(path)));
   }
 
@@ -154,7 +162,10 @@ export class SessionFiles {
   }
 
   /** The entries of the directory `path`. */
-  async readDirectory(path: string, narrowing?: SandboxNarrowing): Promise<Array<{ fileName: string; isDirectory: boolean; isFile: boolean }>> {
+  async readDirectory(
+    path: string,
+    narrowing?: SandboxNarrowing,
+  ): Promise<Array<{ fileName: string; isDirectory: boolean; isFile: boolean }>> {
     const check = await this.checker(narrowing);
     const canonical = await this.#fs.realpath(path);
     check.read(canonical, 'listing');
@@ -167,7 +178,12 @@ export class SessionFiles {
     const link = await this.#paths.linkPath(path);
     if (link === '/') throw execError('EXEC_ERR_FS_DENIED', 'refusing to remove /');
     check.write(link);
-    if (recursive && containsDenied(check.sandbox, link)) throw execError('EXEC_ERR_FS_DENIED', `${link}: remove denied: the tree contains a path on the session's deny-read list`, { detail: { path: link } });
+    if (recursive && containsDenied(check.sandbox, link))
+      throw execError(
+        'EXEC_ERR_FS_DENIED',
+        `${link}: remove denied: the tree contains a path on the session's deny-read list`,
+        { detail: { path: link } },
+      );
     await this.#fs.remove(link, recursive, force);
   }
 
@@ -178,14 +194,24 @@ export class SessionFiles {
     if (recursive) check.readTree(from, 'copy');
     else check.read(from, 'copy');
     const info = await this.#fs.stat(from);
-    if (info.isDirectory && !recursive) throw execError('EXEC_ERR_FS', `${source}: Is a directory (pass recursive)`, { detail: { path: source } });
+    if (info.isDirectory && !recursive)
+      throw execError('EXEC_ERR_FS', `${source}: Is a directory (pass recursive)`, { detail: { path: source } });
     const to = await this.#paths.writeTarget(destination);
     check.write(to);
     if (info.isDirectory) {
       // Copying into an existing tree could follow symlinks already planted there; refuse.
-      const exists = await this.#fs.stat(to).then(() => true, (err: unknown) => (isNotFound(err) ? false : Promise.reject(err)));
-      if (exists) throw execError('EXEC_ERR_FS', `${destination}: already exists; a directory is copied only to a new path`, { detail: { path: destination } });
-      if (to === from || to.startsWith(`${from}/`)) throw execError('EXEC_ERR_FS', `${destination}: cannot copy a directory into itself`, { detail: { path: destination } });
+      const exists = await this.#fs.stat(to).then(
+        () => true,
+        (err: unknown) => (isNotFound(err) ? false : Promise.reject(err)),
+      );
+      if (exists)
+        throw execError('EXEC_ERR_FS', `${destination}: already exists; a directory is copied only to a new path`, {
+          detail: { path: destination },
+        });
+      if (to === from || to.startsWith(`${from}/`))
+        throw execError('EXEC_ERR_FS', `${destination}: cannot copy a directory into itself`, {
+          detail: { path: destination },
+        });
     }
     await this.#fs.copy(from, to, recursive);
   }
@@ -207,9 +233,13 @@ export class SessionFiles {
   async #prepareWrite(path: string, narrowing?: SandboxNarrowing): Promise<string> {
     const target = await this.#checkedWriteTarget(path, narrowing);
     const parent = await this.#fs.stat(posix.dirname(target));
-    if (!parent.isDirectory) throw execError('EXEC_ERR_FS', `${posix.dirname(target)}: Not a directory`, { detail: { path } });
-    const existing = await this.#fs.stat(target).catch((err: unknown) => (isNotFound(err) ? undefined : Promise.reject(err)));
-    if (existing?.isDirectory) throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`, { detail: { path } });
+    if (!parent.isDirectory)
+      throw execError('EXEC_ERR_FS', `${posix.dirname(target)}: Not a directory`, { detail: { path } });
+    const existing = await this.#fs
+      .stat(target)
+      .catch((err: unknown) => (isNotFound(err) ? undefined : Promise.reject(err)));
+    if (existing?.isDirectory)
+      throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`, { detail: { path } });
     return target;
   }
 
@@ -254,7 +284,12 @@ export class SessionFiles {
   // ---- watches ------------------------------------------------------------------------
 
   /** `fs/watchMissing`: polls `missing` (expected absent) and `present` (expected there); notifies on a change. */
-  watchMissing(wireId: string | number, missing: readonly string[], present: readonly string[], notifier: WatchNotifier): Promise<void> {
+  watchMissing(
+    wireId: string | number,
+    missing: readonly string[],
+    present: readonly string[],
+    notifier: WatchNotifier,
+  ): Promise<void> {
     return this.#watches.add(wireId, missing, present, notifier, () => this.checker());
   }
 

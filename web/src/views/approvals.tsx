@@ -17,7 +17,13 @@ export function Approvals({ api, sessionId, onDecided }: { api: Api; sessionId: 
     try {
       const answer = await api.decide(sessionId, a.id, decision);
       const exit = answer['exit_code'];
-      setOutcome({ tone: 'info', text: decision === 'approved' ? `Approved: ${a.argv.join(' ')}${typeof exit === 'number' ? ` — exited with ${exit}` : ''}` : `Denied: ${a.argv.join(' ')}` });
+      setOutcome({
+        tone: 'info',
+        text:
+          decision === 'approved'
+            ? `Approved: ${a.argv.join(' ')}${typeof exit === 'number' ? ` — exited with ${exit}` : ''}`
+            : `Denied: ${a.argv.join(' ')}`,
+      });
     } catch (err) {
       setOutcome({ tone: 'error', text: `The decision was not taken: ${(err as Error).message}` });
     } finally {
@@ -35,23 +41,39 @@ export function Approvals({ api, sessionId, onDecided }: { api: Api; sessionId: 
       </h2>
       {outcome ? <Notice tone={outcome.tone}>{outcome.text}</Notice> : null}
       {state.kind === 'loading' ? <p class="muted">Loading approvals…</p> : null}
-      {state.kind === 'failed' ? <Notice tone="error">Approvals could not be loaded: {state.error.message}</Notice> : null}
-      {state.kind === 'ready' && approvals.length === 0 ? <p class="muted">Nothing waits for a decision. Tool calls that need a person appear here.</p> : null}
+      {state.kind === 'failed' ? (
+        <Notice tone="error">Approvals could not be loaded: {state.error.message}</Notice>
+      ) : null}
+      {state.kind === 'ready' && approvals.length === 0 ? (
+        <p class="muted">Nothing waits for a decision. Tool calls that need a person appear here.</p>
+      ) : null}
       <ul class="approvals">
         {approvals.map((a) => (
           <li key={a.id} class="approval" data-approval={a.id}>
             <div>
-              <span class={`badge ${a.purpose === 'sandbox-retry' ? 'badge-warn' : 'badge-idle'}`}>{a.purpose === 'sandbox-retry' ? 'sandbox retry' : 'before start'}</span>{' '}
+              <span class={`badge ${a.purpose === 'sandbox-retry' ? 'badge-warn' : 'badge-idle'}`}>
+                {a.purpose === 'sandbox-retry' ? 'sandbox retry' : 'before start'}
+              </span>{' '}
               <code class="argv-full">{a.argv.join(' ')}</code>
             </div>
             <div class="muted small">
               {a.reason} · in {a.cwd} · asked {since(a.createdAt, now)} ago
             </div>
             <div class="actions">
-              <button type="button" class="btn btn-primary" disabled={busy !== undefined} onClick={() => void decide(a, 'approved')}>
+              <button
+                type="button"
+                class="btn btn-primary"
+                disabled={busy !== undefined}
+                onClick={() => void decide(a, 'approved')}
+              >
                 Approve
               </button>
-              <button type="button" class="btn btn-danger" disabled={busy !== undefined} onClick={() => void decide(a, 'denied')}>
+              <button
+                type="button"
+                class="btn btn-danger"
+                disabled={busy !== undefined}
+                onClick={() => void decide(a, 'denied')}
+              >
                 Deny
               </button>
             </div>

@@ -10,14 +10,29 @@ import type { ProcessSummary, SessionEvents } from './session.tsx';
 import { PipeOutput, type PipeHandle } from './pipe-output.tsx';
 import { TerminalView, type TerminalHandle } from './terminal.tsx';
 
-export function endText(end: { exitCode: number | null; terminal: string | null; signal?: string | null; sandboxDenied: boolean }): string {
+export function endText(end: {
+  exitCode: number | null;
+  terminal: string | null;
+  signal?: string | null;
+  sandboxDenied: boolean;
+}): string {
   const parts = [`exit ${end.exitCode ?? '?'}`, end.terminal ?? 'ended'];
   if (end.signal) parts.push(end.signal);
   if (end.sandboxDenied) parts.push('sandbox denied');
   return parts.join(' · ');
 }
 
-export function ProcessPanel({ socket, events, proc, startInteractive }: { socket: SessionSocket; events: SessionEvents; proc: ProcessSummary; startInteractive: boolean }) {
+export function ProcessPanel({
+  socket,
+  events,
+  proc,
+  startInteractive,
+}: {
+  socket: SessionSocket;
+  events: SessionEvents;
+  proc: ProcessSummary;
+  startInteractive: boolean;
+}) {
   const isPty = proc.mode === 'pty';
   const [interactive, setInteractive] = useState(startInteractive && isPty);
   const [end, setEnd] = useState<ProcessEnd | undefined>();
@@ -48,12 +63,16 @@ export function ProcessPanel({ socket, events, proc, startInteractive }: { socke
       }
     };
     const note = (text: string): void => write('note', isPty ? `\r\n\x1b[2m${text}\x1b[0m\r\n` : `\n${text}\n`);
-    const follower = new ProcessFollower((afterSeq, maxBytes) => socket.request<ReadAnswer>('process/read', { processId: proc.processId, afterSeq, maxBytes }), {
-      output: (stream, data) => write(stream, data),
-      dropped: (n) => note(`[${n} bytes of earlier output are no longer retained by the server]`),
-      escalated: (reason) => note(`[sandbox denied (${reason}); running again without the sandbox]`),
-      ended: (e) => setEnd(e),
-    });
+    const follower = new ProcessFollower(
+      (afterSeq, maxBytes) =>
+        socket.request<ReadAnswer>('process/read', { processId: proc.processId, afterSeq, maxBytes }),
+      {
+        output: (stream, data) => write(stream, data),
+        dropped: (n) => note(`[${n} bytes of earlier output are no longer retained by the server]`),
+        escalated: (reason) => note(`[sandbox denied (${reason}); running again without the sandbox]`),
+        ended: (e) => setEnd(e),
+      },
+    );
     const sync = (reconnected: boolean): void => {
       setStatus(reconnected ? 'reconnected: resuming…' : 'reading output…');
       const from = follower.lastSeq;
@@ -121,7 +140,13 @@ export function ProcessPanel({ socket, events, proc, startInteractive }: { socke
             {end ? endText(end) : status}
           </span>
           {isPty ? (
-            <button type="button" class={`btn ${interactive ? 'btn-warn' : ''}`} aria-pressed={interactive} onClick={() => setInteractive(!interactive)} disabled={end !== undefined}>
+            <button
+              type="button"
+              class={`btn ${interactive ? 'btn-warn' : ''}`}
+              aria-pressed={interactive}
+              onClick={() => setInteractive(!interactive)}
+              disabled={end !== undefined}
+            >
               {interactive ? 'Interactive: on' : 'Read-only'}
             </button>
           ) : null}
@@ -129,8 +154,17 @@ export function ProcessPanel({ socket, events, proc, startInteractive }: { socke
       </div>
       {isPty ? (
         <>
-          <p class="muted small">{interactive ? 'Keystrokes go to the process; the terminal size follows this panel.' : 'Read-only: press the button to type into this terminal.'}</p>
-          <TerminalView interactive={interactive && end === undefined} onInput={send} onResize={resize} handle={attachTerminal} />
+          <p class="muted small">
+            {interactive
+              ? 'Keystrokes go to the process; the terminal size follows this panel.'
+              : 'Read-only: press the button to type into this terminal.'}
+          </p>
+          <TerminalView
+            interactive={interactive && end === undefined}
+            onInput={send}
+            onResize={resize}
+            handle={attachTerminal}
+          />
         </>
       ) : (
         <>

@@ -34,7 +34,11 @@ export interface SessionEvents {
   onDrop(fn: () => void): () => void;
 }
 
-function createEvents(): SessionEvents & { emit(n: Notification): void; opened(reconnected: boolean): void; dropped(): void } {
+function createEvents(): SessionEvents & {
+  emit(n: Notification): void;
+  opened(reconnected: boolean): void;
+  dropped(): void;
+} {
   const byProcess = new Map<string, Set<(e: ProcessEvent) => void>>();
   const opens = new Set<(reconnected: boolean) => void>();
   const drops = new Set<() => void>();
@@ -70,13 +74,29 @@ function createEvents(): SessionEvents & { emit(n: Notification): void; opened(r
 function SocketBadge({ state }: { state: SocketState }) {
   switch (state.kind) {
     case 'connecting':
-      return <span class="badge badge-idle" data-testid="socket">connecting…</span>;
+      return (
+        <span class="badge badge-idle" data-testid="socket">
+          connecting…
+        </span>
+      );
     case 'open':
-      return <span class="badge badge-good" data-testid="socket">live{state.reconnects > 0 ? ` · reconnected ${state.reconnects}×` : ''}</span>;
+      return (
+        <span class="badge badge-good" data-testid="socket">
+          live{state.reconnects > 0 ? ` · reconnected ${state.reconnects}×` : ''}
+        </span>
+      );
     case 'reconnecting':
-      return <span class="badge badge-warn" data-testid="socket">reconnecting ({state.why})…</span>;
+      return (
+        <span class="badge badge-warn" data-testid="socket">
+          reconnecting ({state.why})…
+        </span>
+      );
     case 'closed':
-      return <span class="badge badge-bad" data-testid="socket">disconnected</span>;
+      return (
+        <span class="badge badge-bad" data-testid="socket">
+          disconnected
+        </span>
+      );
   }
 }
 
@@ -117,15 +137,23 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
   }, [sessionId, api]);
 
   const ready = socket !== undefined && sockState.kind === 'open';
-  const [info, reloadInfo] = usePoll<SessionInfo>(() => (socket?.ready ? socket.request<SessionInfo>('session/info') : api.session(sessionId)), 2000, [socket, opens]);
+  const [info, reloadInfo] = usePoll<SessionInfo>(
+    () => (socket?.ready ? socket.request<SessionInfo>('session/info') : api.session(sessionId)),
+    2000,
+    [socket, opens],
+  );
   const [procs, reloadProcs] = usePoll(
-    () => (socket?.ready ? socket.request<{ processes: ProcessSummary[] }>('process/list') : Promise.reject(new Error('waiting for the connection'))),
+    () =>
+      socket?.ready
+        ? socket.request<{ processes: ProcessSummary[] }>('process/list')
+        : Promise.reject(new Error('waiting for the connection')),
     1500,
     [socket, opens],
   );
 
   const capabilities = (init?.['capabilities'] ?? {}) as Record<string, boolean>;
-  const shellPath = ((init?.['environmentInfo'] as { shell?: { path?: string } } | undefined)?.shell?.path ?? '/bin/sh') as string;
+  const shellPath = ((init?.['environmentInfo'] as { shell?: { path?: string } } | undefined)?.shell?.path ??
+    '/bin/sh') as string;
 
   const act = async (what: string, work: () => Promise<string>): Promise<void> => {
     setBusy(true);
@@ -146,7 +174,15 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
       if (!socket) throw new Error('not connected');
       const processId = `shell-${(Date.now() % 1_000_000).toString(36)}${++shellCounter}`;
       // The person pressing the button is the approval of this start.
-      await socket.request('process/start', { processId, argv: [shellPath, '-i'], tty: true, size: { cols: 100, rows: 30 }, envPolicy: { inherit: 'core' }, env: { TERM: 'xterm-256color' }, approval: 'approved' });
+      await socket.request('process/start', {
+        processId,
+        argv: [shellPath, '-i'],
+        tty: true,
+        size: { cols: 100, rows: 30 },
+        envPolicy: { inherit: 'core' },
+        env: { TERM: 'xterm-256color' },
+        approval: 'approved',
+      });
       setSelected({ id: processId, interactive: true });
       return `Started ${shellPath} as ${processId}.`;
     });
@@ -154,7 +190,9 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
     act('Terminating', async () => {
       if (!socket) throw new Error('not connected');
       const r = await socket.request<{ running: boolean }>('process/terminate', { processId });
-      return r.running ? `Terminating ${processId} (SIGTERM, then SIGKILL after the grace period).` : `${processId} had already ended.`;
+      return r.running
+        ? `Terminating ${processId} (SIGTERM, then SIGKILL after the grace period).`
+        : `${processId} had already ended.`;
     });
   const snapshot = (): Promise<void> =>
     act('The snapshot', async () => {
@@ -170,18 +208,27 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
     });
   };
 
-  const processes = procs.kind === 'ready' ? [...procs.data.processes].sort((a, b) => b.createdAtMs - a.createdAtMs) : [];
+  const processes =
+    procs.kind === 'ready' ? [...procs.data.processes].sort((a, b) => b.createdAtMs - a.createdAtMs) : [];
   const current = selected ? processes.find((p) => p.processId === selected.id) : undefined;
 
   if (info.kind === 'loading') return <Loading what="the session" />;
   if (info.kind === 'failed') {
-    const gone = (info.error as { code?: string }).code === 'EXEC_ERR_SESSION_NOT_FOUND' || (info.error as { status?: number }).status === 404;
+    const gone =
+      (info.error as { code?: string }).code === 'EXEC_ERR_SESSION_NOT_FOUND' ||
+      (info.error as { status?: number }).status === 404;
     return (
       <section class="page">
         <p>
           <a href="#/">← Sessions</a>
         </p>
-        <ErrorState title={gone ? 'This session does not exist (or belongs to another tenant)' : 'The session could not be loaded'} error={info.error} onRetry={gone ? undefined : reloadInfo} />
+        <ErrorState
+          title={
+            gone ? 'This session does not exist (or belongs to another tenant)' : 'The session could not be loaded'
+          }
+          error={info.error}
+          onRetry={gone ? undefined : reloadInfo}
+        />
       </section>
     );
   }
@@ -194,13 +241,30 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
       </p>
       <div class="page-head">
         <h1 id="session-title">
-          Session <span class="mono" title={s.sessionId}>{shortId(s.sessionId)}</span> <StatusBadge s={s} /> <SocketBadge state={sockState} />
+          Session{' '}
+          <span class="mono" title={s.sessionId}>
+            {shortId(s.sessionId)}
+          </span>{' '}
+          <StatusBadge s={s} /> <SocketBadge state={sockState} />
         </h1>
         <div class="actions">
-          <button type="button" class="btn btn-primary" onClick={() => void startShell()} disabled={!ready || busy || s.status === 'dead'}>
+          <button
+            type="button"
+            class="btn btn-primary"
+            onClick={() => void startShell()}
+            disabled={!ready || busy || s.status === 'dead'}
+          >
             Start shell
           </button>
-          <button type="button" class="btn" onClick={() => void snapshot()} disabled={busy || !capabilities['snapshots'] || s.status === 'dead'} title={capabilities['snapshots'] ? 'Commit the filesystem to an image' : 'Snapshots need the docker backend'}>
+          <button
+            type="button"
+            class="btn"
+            onClick={() => void snapshot()}
+            disabled={busy || !capabilities['snapshots'] || s.status === 'dead'}
+            title={
+              capabilities['snapshots'] ? 'Commit the filesystem to an image' : 'Snapshots need the docker backend'
+            }
+          >
             Snapshot
           </button>
           <button type="button" class="btn btn-danger" onClick={() => dialog.current?.showModal()} disabled={busy}>
@@ -258,13 +322,16 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
               ) : null}
               <dt>Age</dt>
               <dd>
-                {since(s.createdAt, now)} <span class="muted">· expires in {duration(Date.parse(s.expiresAt) - now)}</span>
+                {since(s.createdAt, now)}{' '}
+                <span class="muted">· expires in {duration(Date.parse(s.expiresAt) - now)}</span>
               </dd>
             </dl>
             <section class="usage" aria-label="Resource use" data-testid="usage">
               <div class="meter">
                 <span class="meter-label">CPU</span>
-                <span class="meter-value" data-col="cpu">{u ? cpu(u.cpuPercent) : '—'}</span>
+                <span class="meter-value" data-col="cpu">
+                  {u ? cpu(u.cpuPercent) : '—'}
+                </span>
                 <Bar value={u?.cpuPercent ?? 0} max={100} />
               </div>
               <div class="meter">
@@ -283,7 +350,11 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
                 </span>
                 <Bar value={u?.pids ?? 0} max={u?.pidsLimit ?? 0} />
               </div>
-              {!u ? <p class="muted small">{s.status === 'dead' ? 'The session is dead.' : 'This backend reports no resource use.'}</p> : null}
+              {!u ? (
+                <p class="muted small">
+                  {s.status === 'dead' ? 'The session is dead.' : 'This backend reports no resource use.'}
+                </p>
+              ) : null}
             </section>
           </section>
 
@@ -292,8 +363,12 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
           <section class="card" aria-labelledby="procs-title">
             <h2 id="procs-title">Processes</h2>
             {procs.kind === 'loading' ? <Loading what="processes" /> : null}
-            {procs.kind === 'failed' ? <Notice tone="warn">Processes are shown once the live connection is up ({procs.error.message}).</Notice> : null}
-            {procs.kind === 'ready' && processes.length === 0 ? <Empty title="No processes yet">Commands the agent starts appear here; or press Start shell.</Empty> : null}
+            {procs.kind === 'failed' ? (
+              <Notice tone="warn">Processes are shown once the live connection is up ({procs.error.message}).</Notice>
+            ) : null}
+            {procs.kind === 'ready' && processes.length === 0 ? (
+              <Empty title="No processes yet">Commands the agent starts appear here; or press Start shell.</Empty>
+            ) : null}
             {processes.length > 0 ? (
               <div class="table-wrap">
                 <table class="table" aria-label="Processes">
@@ -315,7 +390,13 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
                       return (
                         <tr key={p.processId} data-process={p.processId} class={isSelected ? 'selected' : ''}>
                           <td>
-                            <button type="button" class="link mono" title={p.processId} onClick={() => setSelected({ id: p.processId, interactive: false })} aria-pressed={isSelected}>
+                            <button
+                              type="button"
+                              class="link mono"
+                              title={p.processId}
+                              onClick={() => setSelected({ id: p.processId, interactive: false })}
+                              aria-pressed={isSelected}
+                            >
                               {p.processId}
                             </button>
                             <div class="muted small">{p.mode === 'pty' ? 'pty' : 'pipe'}</div>
@@ -326,14 +407,30 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
                             </code>
                           </td>
                           <td data-col="state">
-                            <span class={`badge ${running ? 'badge-good' : p.exitCode === 0 ? 'badge-idle' : 'badge-bad'}`}>{running ? p.status : endText({ exitCode: p.exitCode, terminal: p.status, sandboxDenied: p.sandboxDenied ?? false })}</span>
+                            <span
+                              class={`badge ${running ? 'badge-good' : p.exitCode === 0 ? 'badge-idle' : 'badge-bad'}`}
+                            >
+                              {running
+                                ? p.status
+                                : endText({
+                                    exitCode: p.exitCode,
+                                    terminal: p.status,
+                                    sandboxDenied: p.sandboxDenied ?? false,
+                                  })}
+                            </span>
                           </td>
                           <td class="nowrap">
-                            {time(p.createdAtMs)} <span class="muted">· {duration((p.endedAtMs ?? now) - p.createdAtMs)}</span>
+                            {time(p.createdAtMs)}{' '}
+                            <span class="muted">· {duration((p.endedAtMs ?? now) - p.createdAtMs)}</span>
                           </td>
                           <td>
                             {running ? (
-                              <button type="button" class="btn btn-small btn-danger" onClick={() => void terminate(p.processId)} disabled={!ready || busy}>
+                              <button
+                                type="button"
+                                class="btn btn-small btn-danger"
+                                onClick={() => void terminate(p.processId)}
+                                disabled={!ready || busy}
+                              >
                                 Terminate
                               </button>
                             ) : null}
@@ -349,7 +446,13 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
         </div>
         <div class="col col-wide">
           {socket && current ? (
-            <ProcessPanel key={current.processId} socket={socket} events={events} proc={current} startInteractive={selected?.interactive ?? false} />
+            <ProcessPanel
+              key={current.processId}
+              socket={socket}
+              events={events}
+              proc={current}
+              startInteractive={selected?.interactive ?? false}
+            />
           ) : (
             <section class="card panel">
               <Empty title="No process selected">Pick a process to follow its output, or start a shell.</Empty>
@@ -360,7 +463,10 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
 
       <dialog ref={dialog} class="dialog" aria-labelledby="delete-title">
         <h2 id="delete-title">Delete this session?</h2>
-        <p>Its processes are killed and its workspace{s.containerId ? ' and container are' : ' is'} removed. This cannot be undone.</p>
+        <p>
+          Its processes are killed and its workspace{s.containerId ? ' and container are' : ' is'} removed. This cannot
+          be undone.
+        </p>
         <div class="actions">
           <button type="button" class="btn" onClick={() => dialog.current?.close()}>
             Cancel

@@ -16,7 +16,9 @@ export function UsageCells({ s }: { s: SessionInfo }) {
   }
   return (
     <>
-      <td class="num" data-col="cpu">{cpu(u.cpuPercent)}</td>
+      <td class="num" data-col="cpu">
+        {cpu(u.cpuPercent)}
+      </td>
       <td class="num" data-col="memory">
         {bytes(u.memoryBytes)}
         {u.memoryLimitBytes ? <span class="muted"> / {bytes(u.memoryLimitBytes)}</span> : null}
@@ -31,7 +33,9 @@ export function UsageCells({ s }: { s: SessionInfo }) {
 
 export function StatusBadge({ s }: { s: SessionInfo }) {
   if (s.status === 'dead') return <span class="badge badge-bad">dead</span>;
-  return <span class={`badge ${s.attached ? 'badge-good' : 'badge-idle'}`}>{s.attached ? 'alive · attached' : 'alive'}</span>;
+  return (
+    <span class={`badge ${s.attached ? 'badge-good' : 'badge-idle'}`}>{s.attached ? 'alive · attached' : 'alive'}</span>
+  );
 }
 
 export function Sessions({ api }: { api: Api }) {
@@ -59,13 +63,18 @@ export function Sessions({ api }: { api: Api }) {
       </div>
       {creating ? <Notice tone="error">Could not create a session: {creating}</Notice> : null}
       {state.kind === 'loading' ? <Loading what="sessions" /> : null}
-      {state.kind === 'failed' ? <ErrorState title="The sessions could not be loaded" error={state.error} onRetry={reload} /> : null}
+      {state.kind === 'failed' ? (
+        <ErrorState title="The sessions could not be loaded" error={state.error} onRetry={reload} />
+      ) : null}
       {state.kind === 'ready' ? (
         <>
-          {state.error ? <Notice tone="warn">Refresh failed ({state.error.message}); showing the last answer.</Notice> : null}
+          {state.error ? (
+            <Notice tone="warn">Refresh failed ({state.error.message}); showing the last answer.</Notice>
+          ) : null}
           {state.data.sessions.length === 0 ? (
             <Empty title="No sessions yet">
-              Agents create sessions over the WebSocket protocol or <code>POST /v1/sessions</code>; <code>exec-server run</code> makes one too. Or press <em>New session</em>.
+              Agents create sessions over the WebSocket protocol or <code>POST /v1/sessions</code>;{' '}
+              <code>exec-server run</code> makes one too. Or press <em>New session</em>.
             </Empty>
           ) : (
             <div class="table-wrap">
@@ -78,10 +87,18 @@ export function Sessions({ api }: { api: Api }) {
                     <th scope="col">Sandbox</th>
                     <th scope="col">Approvals</th>
                     <th scope="col">Age</th>
-                    <th scope="col" class="num">CPU</th>
-                    <th scope="col" class="num">Memory</th>
-                    <th scope="col" class="num">Pids</th>
-                    <th scope="col" class="num">Processes</th>
+                    <th scope="col" class="num">
+                      CPU
+                    </th>
+                    <th scope="col" class="num">
+                      Memory
+                    </th>
+                    <th scope="col" class="num">
+                      Pids
+                    </th>
+                    <th scope="col" class="num">
+                      Processes
+                    </th>
                   </tr>
                 </thead>
                 <tbody>
@@ -96,7 +113,8 @@ export function Sessions({ api }: { api: Api }) {
                         <StatusBadge s={s} />
                       </td>
                       <td>
-                        {s.image ?? <span class="muted">host</span>} <span class="muted">· {s.runtime ?? s.backend}</span>
+                        {s.image ?? <span class="muted">host</span>}{' '}
+                        <span class="muted">· {s.runtime ?? s.backend}</span>
                       </td>
                       <td>
                         {s.sandbox.type} <span class="muted">({s.sandboxType})</span>

@@ -26,10 +26,21 @@ export function SignIn({ onSignIn, reason }: { onSignIn: (token: string) => void
     <main class="signin">
       <form class="card signin-card" onSubmit={(e) => void submit(e)} aria-labelledby="signin-title">
         <h1 id="signin-title">exec-server console</h1>
-        <p class="muted">Sign in with your tenant token. It is kept in this tab only (session storage) and sent as a bearer token.</p>
+        <p class="muted">
+          Sign in with your tenant token. It is kept in this tab only (session storage) and sent as a bearer token.
+        </p>
         <label for="token">Tenant token</label>
-        {/* biome-ignore lint/a11y/noAutofocus: the page's one field (docs/console.md: the token field has focus on load, Enter signs in) */}
-        <input id="token" name="token" type="password" autocomplete="off" spellcheck={false} value={token} onInput={(e) => setToken((e.target as HTMLInputElement).value)} autoFocus />
+        <input
+          id="token"
+          name="token"
+          type="password"
+          autocomplete="off"
+          spellcheck={false}
+          value={token}
+          onInput={(e) => setToken((e.target as HTMLInputElement).value)}
+          // biome-ignore lint/a11y/noAutofocus: the page's one field (docs/console.md: the token field has focus on load, Enter signs in)
+          autoFocus
+        />
         {error ? (
           <p class="field-error" role="alert">
             {error}

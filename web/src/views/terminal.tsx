@@ -70,5 +70,12 @@ export function TerminalView({ interactive, onInput, onResize, handle }: Termina
     }
   }, [interactive]);
 
-  return <section class={`terminal ${interactive ? 'terminal-live' : ''}`} ref={host} data-testid="terminal" aria-label={interactive ? 'Terminal (interactive)' : 'Terminal (read-only)'} />;
+  return (
+    <section
+      class={`terminal ${interactive ? 'terminal-live' : ''}`}
+      ref={host}
+      data-testid="terminal"
+      aria-label={interactive ? 'Terminal (interactive)' : 'Terminal (read-only)'}
+    />
+  );
 }
