@@ -22,28 +22,22 @@ export interface BubblewrapProbe {
   readonly reason?: string | undefined;
 }
 
+/** What every sandbox starts from: the host read-only, a /dev and /proc of its own, its own PIDs. */
+export const SANDBOX_BASE: readonly string[] = [
+  '--ro-bind',
+  '/',
+  '/',
+  '--dev',
+  '/dev',
+  '--proc',
+  '/proc',
+  '--unshare-pid',
+];
+
 /** Checks that `bwrap` exists and can really start a sandbox on this host. */
 export async function probeBubblewrap(path = 'bwrap'): Promise<BubblewrapProbe> {
   try {
-    await run(
-      path,
-      [
-        '--ro-bind',
-        '/',
-        '/',
-        '--dev',
-        '/dev',
-        '--proc',
-        '/proc',
-        '--unshare-pid',
-        '--unshare-net',
-        '--cap-drop',
-        'ALL',
-        '--',
-        'true',
-      ],
-      { timeout: 10_000 },
-    );
+    await run(path, [...SANDBOX_BASE, '--unshare-net', '--cap-drop', 'ALL', '--', 'true'], { timeout: 10_000 });
     return { available: true, path };
   } catch (err) {
     const e = err as NodeJS.ErrnoException & { stderr?: string };
@@ -140,20 +134,7 @@ export async function bubblewrapArgs(
 ): Promise<string[]> {
   // No --new-session: every command already runs in a session of its own (the relay's, or
   // the terminal's), which also blocks TIOCSTI, and bwrap's would keep group signals from it.
-  const args = [
-    '--ro-bind',
-    '/',
-    '/',
-    '--dev',
-    '/dev',
-    '--proc',
-    '/proc',
-    '--unshare-pid',
-    '--unshare-ipc',
-    '--cap-drop',
-    'ALL',
-    '--die-with-parent',
-  ];
+  const args = [...SANDBOX_BASE, '--unshare-ipc', '--cap-drop', 'ALL', '--die-with-parent'];
   if (layout.hostTerminals && existsSync('/dev/pts/ptmx')) args.push('--dev-bind', '/dev/pts', '/dev/pts');
   if (!sandbox.network) args.push('--unshare-net');
   // Parents before children: the private /tmp must not cover a writable root below /tmp (a

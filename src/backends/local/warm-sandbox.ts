@@ -31,6 +31,7 @@ import { stat } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import type { Logger } from '../../logger.ts';
 import { nativeHelperPath } from './native-helpers.ts';
+import { SANDBOX_BASE } from './bubblewrap.ts';
 
 /** Distinct argument sets kept warm per session (a narrowing client can vary them). */
 const MAX_HOLDERS = 4;
@@ -307,20 +308,7 @@ export async function probeWarmSandbox(bwrap: string, log: Logger): Promise<Warm
   const sandboxes = new WarmSandboxes(tools, log);
   try {
     const argv = await sandboxes.wrap(
-      [
-        '--ro-bind',
-        '/',
-        '/',
-        '--dev',
-        '/dev',
-        '--proc',
-        '/proc',
-        '--unshare-pid',
-        '--cap-drop',
-        'ALL',
-        '--unshare-net',
-        '--die-with-parent',
-      ],
+      [...SANDBOX_BASE, '--cap-drop', 'ALL', '--unshare-net', '--die-with-parent'],
       '/',
       ['sh', '-c', 'touch /.exec-server-probe 2>/dev/null && exit 3; exit 0'],
     );
