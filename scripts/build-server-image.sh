@@ -5,9 +5,11 @@
 # 1. A local base image stands in for the Dockerfile's default `node:*-bookworm-slim`: Debian
 #    (the suite of the host's apt sources, `mmdebstrap --variant=minbase`, documentation left
 #    out as in Debian's slim images) plus the host's Node.js and npm under /usr/local, the
-#    layout of the official Node images, imported with `docker import`. It also carries the
-#    CA bundle npm's `cafile` names (NODE_EXTRA_CA_CERTS), so `npm ci` inside the build trusts
-#    what the host trusts. It is rebuilt only when its inputs change (a hash label).
+#    layout of the official Node images, imported with `docker import`. The host's Node.js
+#    must satisfy package.json's engines. The base also carries the CA bundle npm's `cafile`
+#    names, or else the one NODE_EXTRA_CA_CERTS names (as NODE_EXTRA_CA_CERTS), so `npm ci`
+#    inside the build trusts what the host trusts. It is rebuilt only when its inputs change
+#    (a hash label).
 # 2. `docker build --build-arg BASE_IMAGE=<that image>` of the unchanged Dockerfile, with the
 #    host network (the build downloads Debian and npm packages); the engine's layer cache makes
 #    a rebuild without changes to package*.json or the native sources take seconds.
@@ -19,6 +21,8 @@
 #   NO_CACHE=1   build the Dockerfile without the engine's layer cache (to measure a cold build)
 #   BASE_CACHE   directory keeping the base's downloaded .deb files between runs
 #                (default /var/cache/exec-server-base-debs; empty: no cache)
+#   SOURCE       org.opencontainers.image.source (default: the `origin` remote when it is an
+#                https URL, its user information removed; else empty)
 # Prints the image's size and the time each step took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,6 +51,12 @@ build_base() {
   cafile="$(npm config get cafile 2>/dev/null || true)"
   case "$cafile" in null|undefined) cafile="" ;; esac
   [ -z "$cafile" ] || [ -f "$cafile" ] || die "npm's cafile $cafile does not exist"
+  # Node.js (and so npm) on the host also trusts NODE_EXTRA_CA_CERTS: without it in the base,
+  # `npm ci` in the build fails where the host's npm works (a TLS-intercepting proxy).
+  if [ -z "$cafile" ] && [ -n "${NODE_EXTRA_CA_CERTS:-}" ]; then
+    [ -f "$NODE_EXTRA_CA_CERTS" ] || die "NODE_EXTRA_CA_CERTS $NODE_EXTRA_CA_CERTS does not exist"
+    cafile="$NODE_EXTRA_CA_CERTS"
+  fi
 
   local node_version tag hash
   node_version="$("$node" --version)"
@@ -126,12 +136,33 @@ build_base() {
 }
 
 if [ -z "${BASE_IMAGE:-}" ]; then
+  # The base gets the host's Node.js: one older than package.json's engines would give an image
+  # on a Node.js the project does not support (a host's system node is often older).
+  node -e '
+    const min = /^>=\s*(\d+)/.exec(require("./package.json").engines?.node ?? "")?.[1];
+    const major = Number(process.versions.node.split(".")[0]);
+    if (min !== undefined && major < Number(min)) {
+      console.error(`build-server-image: node ${process.version} on PATH is older than package.json engines (>=${min}): put a newer Node.js first on PATH (.ci/run installs Node.js 24), or set BASE_IMAGE`);
+      process.exit(1);
+    }' || exit 1
   build_base
 fi
 
 # --- 2. the Dockerfile -------------------------------------------------------------------------
 version="$(node -p 'require("./package.json").version')"
 revision="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+if [ -z "${SOURCE+set}" ]; then
+  SOURCE="$(git remote get-url origin 2>/dev/null || true)"
+  # Only a public https address, never a token or user name (https://user:token@host/...).
+  case "$SOURCE" in
+    https://*)
+      rest="${SOURCE#https://}"
+      case "${rest%%/*}" in *@*) rest="${rest#*@}" ;; esac
+      SOURCE="https://$rest"
+      ;;
+    *) SOURCE="" ;;
+  esac
+fi
 start="$(now)"
 # The classic builder: BuildKit needs the buildx plugin (or a frontend image from a registry)
 # with newer clients; the Dockerfile uses nothing the classic builder lacks.
@@ -141,6 +172,7 @@ DOCKER_BUILDKIT=0 docker build --network host --quiet "${cache[@]}" \
   --build-arg "BASE_IMAGE=$BASE_IMAGE" \
   --build-arg "VERSION=$version" \
   --build-arg "REVISION=$revision" \
+  --build-arg "SOURCE=$SOURCE" \
   -t "$IMAGE" . >/dev/null \
   || die "docker build failed (run it without --quiet to see why: DOCKER_BUILDKIT=0 docker build --network host --build-arg BASE_IMAGE=$BASE_IMAGE .)"
 size="$(docker image inspect -f '{{ .Size }}' "$IMAGE")"
