@@ -192,6 +192,8 @@ test('the schema rejects typos at every level, bad enums and unsafe settings', (
         { podSelector: { matchExpressions: [{ key: 'a', operator: 'Is' }] } },
       ] as Json),
     ],
+    ['engine port out of range', withValue('networkPolicy.egress.enginePort', 70000)],
+    ['engine port as a name', withValue('networkPolicy.egress.enginePort', 'docker')],
     [
       'bad egress protocol',
       withValue('networkPolicy.egress.extra', [{ ports: [{ port: 443, protocol: 'HTTP' }] }] as Json),

@@ -233,7 +233,9 @@ function checkNetworkPolicy(objects: Obj[], values: Values): void {
   });
   const extra = get(values, 'networkPolicy.egress.extra') as unknown[];
   if (get(values, 'docker.mode') === 'external') {
-    const port = Number(/:(\d+)\/?$/.exec(String(get(values, 'docker.host')))?.[1]);
+    const port =
+      (get(values, 'networkPolicy.egress.enginePort') as number | null) ??
+      Number(/:(\d+)\/?$/.exec(String(get(values, 'docker.host')))?.[1]);
     assert.deepEqual(egress[1], { to: get(values, 'networkPolicy.egress.engine'), ports: [{ port, protocol: 'TCP' }] });
     assert.deepEqual(egress.slice(2), extra);
   } else {
@@ -318,6 +320,36 @@ for (const release of HELM_RELEASES) {
       if (!ready(t)) return;
       const objects = await render(bin, ['-f', join(ciDir, 'servicemonitor-values.yaml')], []);
       assert.equal(objects.filter((o) => o.kind === 'ServiceMonitor').length, 0);
+    });
+
+    test('the external engine port in the policy: docker.host, its scheme default, or enginePort', {
+      timeout: 120_000,
+    }, async (t) => {
+      if (!ready(t)) return;
+      const external = ['-f', join(ciDir, 'external-values.yaml')];
+      const cases: Array<[string[], number]> = [
+        [[], 2375],
+        [['--set', 'docker.host=tcp://10.0.0.5:12375'], 12375],
+        [['--set', 'docker.host=tcp://10.0.0.5'], 2375],
+        [['--set', 'docker.host=https://engine.example'], 2376],
+        [['--set', 'networkPolicy.egress.enginePort=2376'], 2376],
+      ];
+      for (const [args, port] of cases) {
+        const np = one<INetworkPolicy>(await render(bin, [...external, ...args]), 'NetworkPolicy').spec;
+        const rules = np?.egress ?? [];
+        assert.equal(rules.length, 2, `DNS and the engine: ${args.join(' ')}`);
+        assert.deepEqual(rules[1]?.ports, [{ port, protocol: 'TCP' }], args.join(' '));
+      }
+      const r = await helm(bin, [
+        'template',
+        RELEASE,
+        chart,
+        ...external,
+        '--set',
+        'networkPolicy.egress.enginePort=0',
+      ]);
+      assert.notEqual(r.code, 0, 'port 0 is refused');
+      assert.match(r.out, /enginePort/);
     });
 
     test('helm refuses bad values with a clear message', { timeout: 120_000 }, async (t) => {
