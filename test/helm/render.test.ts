@@ -5,7 +5,7 @@
  * ServiceMonitor against the Prometheus Operator's) and checked for the settings the chart
  * promises: the server non-root and read-only with no capabilities, dind the only privileged
  * container, the NetworkPolicy's peers and ports. Helm's own refusals (schema, fail) are checked
- * for the bad combinations.
+ * for the bad combinations, and NOTES.txt's warnings (Helm 4 renders it without a cluster).
  *
  * Under CI=true a helm binary that cannot be had fails; elsewhere these tests are skipped.
  */
@@ -351,6 +351,34 @@ for (const release of HELM_RELEASES) {
       assert.notEqual(r.code, 0, 'port 0 is refused');
       assert.match(r.out, /enginePort/);
     });
+
+    // Only Helm 4 renders NOTES.txt without a cluster (`install --dry-run=client`).
+    if (release.version.startsWith('v4')) {
+      test('NOTES.txt warns of a policy that shuts out the registry or the scraper', {
+        timeout: 120_000,
+      }, async (t) => {
+        if (!ready(t)) return;
+        const notes = async (args: string[]): Promise<string> => {
+          const r = await helm(bin, ['install', RELEASE, chart, '--dry-run=client', ...args]);
+          assert.equal(r.code, 0, r.out);
+          return r.out.slice(r.out.indexOf('NOTES:'));
+        };
+        const registry = /the engine cannot reach a registry/;
+        const scraper = /Prometheus can scrape only if ingressFrom lets it in/;
+        const closed = await notes([
+          '--set',
+          'networkPolicy.enabled=true',
+          '-f',
+          join(ciDir, 'servicemonitor-values.yaml'),
+        ]);
+        assert.match(closed, /^NOTES:/);
+        assert.match(closed, registry);
+        assert.match(closed, scraper);
+        const open = await notes(['-f', join(ciDir, 'networkpolicy-values.yaml')]);
+        assert.doesNotMatch(open, registry, 'egress.extra allows the registry');
+        assert.doesNotMatch(await notes([]), registry, 'no policy, no warning');
+      });
+    }
 
     test('helm refuses bad values with a clear message', { timeout: 120_000 }, async (t) => {
       if (!ready(t)) return;
