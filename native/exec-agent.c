@@ -8,6 +8,11 @@
  *                              exec's stdin and stdout (SCM_RIGHTS) and waits until the daemon
  *                              lets the connection go. The daemon then speaks the protocol on the
  *                              exec stream itself, so output crosses no extra process.
+ *   exec-agent start SOCKET    starts the daemon on SOCKET when none answers, then exits: the
+ *                              server connects to SOCKET itself where the socket's directory is
+ *                              shared with it (a bind mount from the engine's host), and writes
+ *                              one byte `d` first. The daemon then speaks the protocol on that
+ *                              connection, and output crosses neither the engine nor its shim.
  *   exec-agent version         prints the protocol version.
  *
  * The daemon runs the session's commands and outlives every connection: when the server goes
@@ -627,7 +632,7 @@ static void read_connection(void) {
 static void accept_attach(void) {
   int c = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
   if (c < 0) return;
-  char byte;
+  char byte = 0;
   char cbuf[CMSG_SPACE(2 * sizeof(int))];
   struct iovec iov = { &byte, 1 };
   struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
@@ -635,6 +640,15 @@ static void accept_attach(void) {
   setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   if (recvmsg(c, &m, MSG_CMSG_CLOEXEC) <= 0) { close(c); return; }
   struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+  if (!cm && byte == 'd') {
+    /* A direct connection from the server: the socket itself carries the protocol. */
+    struct timeval none = { 0, 0 };
+    setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+    drop_connection(); /* the newest server wins */
+    conn_in = conn_out = c;
+    set_nonblock(c);
+    return;
+  }
   if (!cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(2 * sizeof(int))) { close(c); return; }
   int fds[2];
   memcpy(fds, CMSG_DATA(cm), sizeof fds);
@@ -784,17 +798,21 @@ static void start_daemon(const char *path, int lock) {
   snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
   unlink(path);
   if (listen_fd < 0 || bind(listen_fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(listen_fd, 8) < 0) { perror("exec-agent: listen"); _exit(70); }
+  /* Connectable by a server of another uid (a non-root server on a shared directory): the
+   * socket's directory is what keeps others out (root-only in the container, 0700 on the host). */
+  chmod(path, 0666);
   int fd2 = open("/dev/null", O_WRONLY);
   dup2(fd2, 2);
   if (fd2 > 2) close(fd2);
   daemon_loop();
 }
 
-static int attach(const char *path) {
+/* A connection to the daemon on `path`, started first when none answers; -1 if it never does. */
+static int daemon_connection(const char *path) {
   char lock_path[sizeof(((struct sockaddr_un *)0)->sun_path) + 8];
   snprintf(lock_path, sizeof lock_path, "%s.lock", path);
   int lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock < 0 || flock(lock, LOCK_EX) < 0) { perror("exec-agent: lock"); return 70; }
+  if (lock < 0 || flock(lock, LOCK_EX) < 0) { perror("exec-agent: lock"); return -1; }
   int s = connect_socket(path);
   if (s < 0) {
     start_daemon(path, lock);
@@ -805,7 +823,13 @@ static int attach(const char *path) {
     }
   }
   close(lock);
-  if (s < 0) { fprintf(stderr, "exec-agent: the daemon did not start\n"); return 70; }
+  if (s < 0) fprintf(stderr, "exec-agent: the daemon did not start\n");
+  return s;
+}
+
+static int attach(const char *path) {
+  int s = daemon_connection(path);
+  if (s < 0) return 70;
   char byte = 'a';
   int fds[2] = {0, 1};
   char cbuf[CMSG_SPACE(sizeof fds)];
@@ -828,10 +852,13 @@ static int attach(const char *path) {
 
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "version") == 0) { printf("%d\n", PROTOCOL_VERSION); return 0; }
-  if (argc == 3 && strcmp(argv[1], "attach") == 0) {
+  if (argc == 3 && (strcmp(argv[1], "attach") == 0 || strcmp(argv[1], "start") == 0)) {
     if (strlen(argv[2]) >= sizeof(((struct sockaddr_un *)0)->sun_path)) { fprintf(stderr, "exec-agent: socket path too long\n"); return 2; }
-    return attach(argv[2]);
+    if (argv[1][0] == 'a') return attach(argv[2]);
+    /* The probe connection closes without a byte: the daemon drops it. */
+    int s = daemon_connection(argv[2]);
+    return s < 0 ? 70 : 0;
   }
-  fprintf(stderr, "usage: exec-agent attach SOCKET | exec-agent version\n");
+  fprintf(stderr, "usage: exec-agent attach SOCKET | exec-agent start SOCKET | exec-agent version\n");
   return 2;
 }

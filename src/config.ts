@@ -4,8 +4,8 @@
  * README's configuration table, so they cannot drift apart.
  */
 import { parseArgs } from 'node:util';
-import { availableParallelism, homedir } from 'node:os';
-import { join } from 'node:path';
+import { availableParallelism, homedir, tmpdir } from 'node:os';
+import { isAbsolute, join } from 'node:path';
 
 type Kind = 'string' | 'int' | 'bool' | 'enum';
 
@@ -34,6 +34,17 @@ function defaultSessionCpus(): number {
 function defaultWorkspaceRoot(): string {
   if (process.getuid?.() === 0) return '/var/lib/exec-server/workspaces';
   return join(process.env['XDG_STATE_HOME'] ?? join(homedir(), '.local', 'state'), 'exec-server', 'workspaces');
+}
+
+/**
+ * Longest `--docker-agent-socket-dir`: the agent's socket sits two short directories below it
+ * (the instance's, the container's) and its lock file beside it, within `sun_path`'s 108 bytes.
+ */
+const MAX_SOCKET_DIR_LENGTH = 60;
+
+/** Per uid, so that servers of different users never share (or fight over) one directory. */
+function defaultAgentSocketDir(): string {
+  return join(tmpdir(), `exec-server-agents-${process.getuid?.() ?? 0}`);
 }
 
 export const OPTIONS = {
@@ -380,6 +391,14 @@ export const OPTIONS = {
     description:
       'How commands reach a docker session: `agent` (the exec agent inside the container; a session where it cannot start falls back to `exec`) or `exec` (one engine exec per command).',
   },
+  dockerAgentSocketDir: {
+    flag: 'docker-agent-socket-dir',
+    env: 'EXEC_SERVER_DOCKER_AGENT_SOCKET_DIR',
+    kind: 'string',
+    default: defaultAgentSocketDir(),
+    description:
+      "Docker: a directory the engine's host shares with the server at the same path (the same machine, or a volume both mount), where each session's exec agent listens so that the server reads its output directly instead of through the engine; found out per engine, with the engine's path as the fallback. `off`: always through the engine. An absolute path of at most 60 characters.",
+  },
   warmPool: {
     flag: 'warm-pool',
     env: 'EXEC_SERVER_WARM_POOL',
@@ -650,6 +669,11 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
     throw new ConfigError(`--max-pids (${config.maxPids}) is below --pids (${config.pids})`);
   if (config.maxDiskMb < config.diskMb)
     throw new ConfigError(`--max-disk-mb (${config.maxDiskMb}) is below --disk-mb (${config.diskMb})`);
+  const socketDir = config.dockerAgentSocketDir;
+  if (socketDir !== 'off' && (!isAbsolute(socketDir) || socketDir.length > MAX_SOCKET_DIR_LENGTH))
+    throw new ConfigError(
+      `--docker-agent-socket-dir: expected \`off\` or an absolute path of at most ${MAX_SOCKET_DIR_LENGTH} characters (a socket's path is limited to 108 bytes), got ${JSON.stringify(socketDir)}`,
+    );
   if (config.runtime !== undefined && !RUNTIME_NAME.test(config.runtime))
     throw new ConfigError(`--runtime: ${JSON.stringify(config.runtime)} is not a runtime name`);
   if (config.allowedRuntimes !== undefined) runtimeList(config.allowedRuntimes);
@@ -735,11 +759,13 @@ export function markdownTable(): string {
     const dflt =
       name === 'workspaceRoot'
         ? '`/var/lib/exec-server/workspaces` as root, else `$XDG_STATE_HOME/exec-server/workspaces`'
-        : name === 'cpus'
-          ? "half the host's CPUs (at least 1)"
-          : def.default === undefined
-            ? '(none)'
-            : `\`${String(def.default)}\``;
+        : name === 'dockerAgentSocketDir'
+          ? '`$TMPDIR/exec-server-agents-<uid>`'
+          : name === 'cpus'
+            ? "half the host's CPUs (at least 1)"
+            : def.default === undefined
+              ? '(none)'
+              : `\`${String(def.default)}\``;
     rows.push(`| \`--${def.flag}\` | \`${def.env}\` | ${dflt} | ${def.description.replace(/\|/g, '\\|')} |`);
   }
   return rows.join('\n');

@@ -19,6 +19,7 @@ async function createDocker(config: Config, log: Logger): Promise<Backend> {
       retentionBytes: config.outputRetentionBytes,
       execPath: config.dockerExecPath,
       agentWindowBytes: agentWindowFor(config.wsBufferLimitBytes),
+      agentSocketDir: config.dockerAgentSocketDir === 'off' ? undefined : config.dockerAgentSocketDir,
       runtime: config.runtime,
       allowedRuntimes: config.allowedRuntimes === undefined ? undefined : runtimeList(config.allowedRuntimes),
       warmPoolRuntimes: config.warmPoolRuntimes === undefined ? undefined : warmPoolRuntimes(config.warmPoolRuntimes),

@@ -204,6 +204,11 @@ export interface BackendSession {
   readonly execPath?: 'agent' | 'exec' | undefined;
   /** Why `execPath` is `exec` (the agent could not start there, or the server runs without it). */
   readonly execPathReason?: string | undefined;
+  /**
+   * On the agent path (docker): whether the server reaches the agent by its socket directly or
+   * through an attached engine exec (undefined before the first connection).
+   */
+  readonly agentTransport?: 'socket' | 'exec-stream' | undefined;
   /** Resolves once the process runs (the early-exit window starts then). */
   spawn(request: SpawnRequest, sink: ProcessSink): Promise<BackendProcess>;
   /**

@@ -128,6 +128,12 @@ export const SessionInfoSchema = Type.Object(
       }),
     ),
     execPathReason: Type.Optional(Type.String({ description: 'Docker, exec path: why the agent is not used' })),
+    agentTransport: Type.Optional(
+      OneOf(['socket', 'exec-stream'], {
+        description:
+          "Docker, agent path: the agent's socket reached directly (a directory shared with the engine's host) or through an attached engine exec",
+      }),
+    ),
     runtime: Type.Optional(Type.String({ description: 'OCI runtime of the container (docker)' })),
     hibernation: Type.Optional(HibernationStateSchema),
     hibernatedAt: Type.Optional(Type.String()),

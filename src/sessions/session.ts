@@ -282,6 +282,7 @@ export class Session {
       containerId: this.backend.containerId,
       execPath: this.backend.execPath,
       execPathReason: this.backend.execPathReason,
+      agentTransport: this.backend.agentTransport,
       runtime: this.backend.runtime,
       hibernation: this.backend.hibernation?.state,
       hibernatedAt: this.backend.hibernation?.hibernatedAt?.toISOString(),

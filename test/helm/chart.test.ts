@@ -330,13 +330,18 @@ test('dind is the only privileged container and listens only on the shared unix 
   assert.equal(env.get('DOCKER_TLS_CERTDIR'), '');
   assert.deepEqual(
     dind.volumeMounts?.map((m) => m.name),
-    ['docker-socket', 'docker-storage'],
+    ['docker-socket', 'docker-storage', 'agent-sockets'],
   );
   assert.equal(dind.volumeMounts?.[1]?.mountPath, '/var/lib/docker');
   assert.ok(
     serverContainer().volumeMounts?.some((m) => m.name === 'docker-socket'),
     'the server shares the socket directory',
   );
+  // The agent sockets' volume at one path in both, named to the server (docs/docker-backend.md).
+  const agentMount = dind.volumeMounts?.find((m) => m.name === 'agent-sockets')?.mountPath;
+  assert.equal(agentMount, '/run/exec-server-agents');
+  assert.equal(serverContainer().volumeMounts?.find((m) => m.name === 'agent-sockets')?.mountPath, agentMount);
+  assert.equal(serverContainer().env?.find((e) => e.name === 'EXEC_SERVER_DOCKER_AGENT_SOCKET_DIR')?.value, agentMount);
   assert.match(defineBody(helpers, 'exec-server.dockerSocketDir').trim(), /^\/run\/docker$/);
   const deployment = template('deployment.yaml');
   assert.match(

@@ -69,6 +69,8 @@ export async function startServer(opts: ServerOptions = {}): Promise<TestServer>
         // `--docker-exec-path exec` on a test's flags wins over the suite's environment.
         execPath: config.dockerExecPath === 'exec' ? 'exec' : dockerExecPath(),
         agentWindowBytes: agentWindowFor(config.wsBufferLimitBytes),
+        // The server's default: agents reached by their sockets where the engine shares the directory.
+        agentSocketDir: config.dockerAgentSocketDir === 'off' ? undefined : config.dockerAgentSocketDir,
         runtime: config.runtime ?? process.env.EXEC_SERVER_TEST_RUNTIME,
         allowedRuntimes: config.allowedRuntimes === undefined ? undefined : runtimeList(config.allowedRuntimes),
       },

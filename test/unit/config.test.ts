@@ -60,6 +60,27 @@ test('the README table lists every option', () => {
     assert.match(table, new RegExp(`\`${flag}\``));
 });
 
+test('--docker-agent-socket-dir: off or an absolute path short enough for a socket below it', () => {
+  assert.match(loadConfig([], {}).dockerAgentSocketDir, /exec-server-agents-\d+$/);
+  assert.equal(loadConfig(['--docker-agent-socket-dir', 'off'], {}).dockerAgentSocketDir, 'off');
+  assert.equal(
+    loadConfig([], { EXEC_SERVER_DOCKER_AGENT_SOCKET_DIR: '/run/exec-server-agents' }).dockerAgentSocketDir,
+    '/run/exec-server-agents',
+  );
+  for (const bad of ['relative/dir', `/${'x'.repeat(60)}`])
+    assert.throws(
+      () => loadConfig(['--docker-agent-socket-dir', bad], {}),
+      (err: unknown) => {
+        assert.ok(err instanceof ConfigError);
+        assert.match(
+          err.message,
+          /--docker-agent-socket-dir: expected `off` or an absolute path of at most 60 characters/,
+        );
+        return true;
+      },
+    );
+});
+
 test('docker hosts the backend understands are accepted', () => {
   for (const host of ['unix:///var/run/docker.sock', '/run/docker.sock', 'tcp://127.0.0.1:2375', 'https://engine:2376'])
     assert.equal(loadConfig(['--docker-host', host], {}).dockerHost, host);

@@ -156,4 +156,6 @@ The Docker-in-Docker engine. The only privileged container of the chart.
       mountPath: {{ include "exec-server.dockerSocketDir" . }}
     - name: docker-storage
       mountPath: /var/lib/docker
+    - name: agent-sockets
+      mountPath: /run/exec-server-agents
 {{- end }}

@@ -9,17 +9,22 @@ import type Docker from 'dockerode';
 import type { BackendProcess, ProcessSink, RecoveredProcess, SandboxType, SpawnRequest, StreamName } from '../types.ts';
 import { execError } from '../../errors.ts';
 import { encodeSpawn, frame, FromAgent, ToAgent } from './agent-protocol.ts';
-import { AgentConnection, type ListedProcess } from './agent-connection.ts';
+import { AgentConnection, type AgentTransport, type ListedProcess } from './agent-connection.ts';
 import { AgentProcess } from './agent-process.ts';
 import type { DockerLogger } from './options.ts';
 import { ROOT_PID_DIR } from './scripts.ts';
 
-/** The agent daemon's socket: on the control tmpfs, in the root-only directory. */
+/**
+ * The agent daemon's socket where the server cannot reach it directly: on the control tmpfs,
+ * in the root-only directory (agent-socket.ts places it on a shared directory otherwise).
+ */
 export const AGENT_SOCKET = `${ROOT_PID_DIR}/agent.sock`;
 const AGENT_DIED = 'the exec agent died (killed, or out of memory): its processes went with it';
 
 export interface AgentChannelInit {
   readonly container: Docker.Container;
+  /** The daemon's socket inside the container, and as the server sees it when shared (agent-socket.ts). */
+  readonly socket: { readonly path: string; readonly hostPath?: string | undefined };
   readonly timeoutMs: number;
   readonly retentionBytes: number;
   /** Unacknowledged output the agent may have in flight per process. */
@@ -48,10 +53,16 @@ export class AgentChannel {
   readonly #procs = new Map<number, AgentProcess>();
   #nextHandle = 1;
   #closed = false;
+  #transport: AgentTransport | undefined;
   owner: AgentOwner = { lostReason: () => undefined, containerRunning: async () => undefined };
 
   constructor(init: AgentChannelInit) {
     this.#init = init;
+  }
+
+  /** How the latest connection reached the daemon (undefined before the first). */
+  get transport(): AgentTransport | undefined {
+    return this.#transport;
   }
 
   /** The live connection, attaching (and starting the agent) when there is none. */
@@ -68,7 +79,8 @@ export class AgentChannel {
     const i = this.#init;
     const conn = await AgentConnection.connect({
       container: i.container,
-      socketPath: AGENT_SOCKET,
+      socketPath: i.socket.path,
+      hostSocketPath: i.socket.hostPath,
       timeoutMs: i.timeoutMs,
       retentionBytes: i.retentionBytes,
       windowBytes: i.windowBytes,
@@ -79,6 +91,7 @@ export class AgentChannel {
       this.#rebind(listed, conn);
     });
     this.#conn = conn;
+    this.#transport = conn.transport;
     conn.hold(this.#procs.size > 0);
     conn.onClose((reason) => void this.#connectionEnded(conn, reason));
     return conn;

@@ -1,10 +1,12 @@
 /**
- * One connection from the server to a session's exec agent: an attached `exec-agent attach`
- * exec whose stream the agent daemon speaks on (agent-protocol.ts). Frames are routed to the
+ * One connection from the server to a session's exec agent: the daemon's socket itself where
+ * its directory is shared with the server (agent-socket.ts), else an attached `exec-agent
+ * attach` exec whose stream the daemon speaks on (agent-protocol.ts). Frames are routed to the
  * process that owns their handle; replies to requests (hello, spawn, list) are awaited with a
  * deadline. The connection can end (server detach, agent killed, engine gone) without the
  * daemon's processes ending; `AgentChannel` decides what that means for them.
  */
+import { connect as connectUnix } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
 import { execError } from '../../errors.ts';
@@ -18,7 +20,7 @@ import {
   type AgentFrame,
   type ProcRecord,
 } from './agent-protocol.ts';
-import { startExec } from './exec-runner.ts';
+import { runControl, startExec } from './exec-runner.ts';
 import type { DockerLogger } from './options.ts';
 
 /** Where the agent lives in a session container (root-only; see docs/docker-backend.md). */
@@ -39,9 +41,18 @@ export interface ListedProcess {
   exit: Buffer | undefined;
 }
 
+/**
+ * How a connection reaches the daemon: `socket` directly (output crosses neither the engine
+ * nor its shim), `exec-stream` through an attached engine exec.
+ */
+export type AgentTransport = 'socket' | 'exec-stream';
+
 export interface AgentConnectOptions {
   readonly container: Docker.Container;
+  /** The daemon's socket inside the container. */
   readonly socketPath: string;
+  /** The same socket as the server sees it, when its directory is shared (agent-socket.ts). */
+  readonly hostSocketPath?: string | undefined;
   readonly timeoutMs: number;
   readonly retentionBytes: number;
   readonly windowBytes: number;
@@ -60,14 +71,17 @@ export class AgentConnection {
   readonly #closedListeners: Array<(reason: string) => void> = [];
   /** The agent daemon's pid (inside the container), from its hello. */
   agentPid = 0;
+  readonly transport: AgentTransport;
 
-  private constructor(socket: Duplex, log: DockerLogger) {
+  private constructor(socket: Duplex, log: DockerLogger, transport: AgentTransport) {
     this.#socket = socket;
     this.#log = log;
+    this.transport = transport;
     const parser = new AgentStreamParser(
       (f) => this.#route(f),
       (text) => log.warn({ agent: text.toString('utf8').trim().slice(0, 500) }, 'exec agent stderr'),
       (err) => this.#end(`exec agent stream broken: ${err.message}`),
+      transport === 'socket' ? 'raw' : 'docker',
     );
     socket.on('data', (d: Buffer) => parser.push(d));
     socket.on('error', (err) => log.debug({ err: err.message }, 'exec agent stream error'));
@@ -76,19 +90,24 @@ export class AgentConnection {
 
   /** Attaches to the agent (starting it when none runs) and exchanges hellos. */
   static async connect(o: AgentConnectOptions): Promise<AgentConnection> {
-    const { socket } = await startExec(
-      o.container,
-      {
-        Cmd: [AGENT_PATH, 'attach', o.socketPath],
-        User: '0:0',
-        Tty: false,
-        AttachStdin: true,
-        AttachStdout: true,
-        AttachStderr: true,
-      },
-      o.timeoutMs,
-    );
-    const conn = new AgentConnection(socket, o.log);
+    const direct = o.hostSocketPath === undefined ? undefined : await connectDirect(o, o.hostSocketPath);
+    const socket =
+      direct ??
+      (
+        await startExec(
+          o.container,
+          {
+            Cmd: [AGENT_PATH, 'attach', o.socketPath],
+            User: '0:0',
+            Tty: false,
+            AttachStdin: true,
+            AttachStdout: true,
+            AttachStderr: true,
+          },
+          o.timeoutMs,
+        )
+      ).socket;
+    const conn = new AgentConnection(socket, o.log, direct ? 'socket' : 'exec-stream');
     try {
       const hello = await conn.#await('hello', o.timeoutMs, (resolve) => {
         conn.#onHello = resolve;
@@ -258,3 +277,50 @@ export class AgentConnection {
     for (const l of this.#closedListeners.splice(0)) l(reason);
   }
 }
+
+/**
+ * The daemon's socket, connected from the server's side of the shared directory (the daemon
+ * started first through the engine when none listens yet). Undefined when it cannot be reached
+ * this way (the directory is not shared after all, an agent without `start`): the caller then
+ * attaches through an exec, which always works.
+ */
+async function connectDirect(o: AgentConnectOptions, hostSocketPath: string): Promise<Duplex | undefined> {
+  const first = await openUnix(hostSocketPath, o.timeoutMs);
+  if (typeof first !== 'string') return first;
+  const started = await runControl(o.container, {
+    cmd: [AGENT_PATH, 'start', o.socketPath],
+    timeoutMs: o.timeoutMs,
+    maxStdout: 4096,
+  });
+  const second = started.exitCode === 0 ? await openUnix(hostSocketPath, o.timeoutMs) : started.stderr.trim();
+  if (typeof second !== 'string') return second;
+  o.log.info(
+    { socket: hostSocketPath, reason: second },
+    "the exec agent's socket cannot be reached directly; attaching through the engine",
+  );
+  return undefined;
+}
+
+/** A connected socket that has announced itself as direct, or why it could not connect. */
+function openUnix(path: string, timeoutMs: number): Promise<Duplex | string> {
+  return new Promise((resolve) => {
+    const socket = connectUnix(path);
+    const timer = setTimeout(() => {
+      socket.destroy();
+      resolve(`no answer within ${timeoutMs} ms`);
+    }, timeoutMs);
+    socket.once('connect', () => {
+      clearTimeout(timer);
+      socket.removeAllListeners('error');
+      socket.write(DIRECT_GREETING);
+      resolve(socket);
+    });
+    socket.once('error', (err) => {
+      clearTimeout(timer);
+      resolve(err.message);
+    });
+  });
+}
+
+/** The first byte of a direct connection (an attach relay sends `a` with its descriptors). */
+const DIRECT_GREETING = Buffer.from('d');

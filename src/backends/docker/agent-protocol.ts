@@ -201,10 +201,21 @@ export class AgentStreamParser {
   #assembled = 0;
   #failed = false;
 
-  constructor(onFrame: (f: AgentFrame) => void, onStderr: (text: Buffer) => void, onError: (err: Error) => void) {
+  /**
+   * `framing` is `docker` for an attached exec's multiplexed stream, `raw` for a direct socket
+   * to the daemon (agent frames only, nothing from stderr).
+   */
+  constructor(
+    onFrame: (f: AgentFrame) => void,
+    onStderr: (text: Buffer) => void,
+    onError: (err: Error) => void,
+    framing: 'docker' | 'raw' = 'docker',
+  ) {
     this.#onFrame = onFrame;
     this.#onStderr = onStderr;
     this.#onError = onError;
+    // A raw stream is one endless stdout frame of the docker layer.
+    if (framing === 'raw') this.#dRemaining = Number.POSITIVE_INFINITY;
   }
 
   push(chunk: Buffer): void {

@@ -43,7 +43,12 @@ export interface ContainerConfigInput {
   readonly runtime?: string | undefined;
   /** Size limit of the writable layer in MiB, where the engine enforces one (disk.ts); undefined: none. */
   readonly diskMb?: number | undefined;
+  /** The server's directory for the agent's socket, bind-mounted at AGENT_MOUNT (agent-socket.ts). */
+  readonly agentSocketDir?: string | undefined;
 }
+
+/** Where the agent's shared socket directory is mounted (agent-socket.ts). */
+export const AGENT_MOUNT = `${CONTROL_DIR}/a`;
 
 export function buildContainerConfig(input: ContainerConfigInput): Docker.ContainerCreateOptions {
   return {
@@ -79,7 +84,12 @@ export function buildContainerConfig(input: ContainerConfigInput): Docker.Contai
       // Only where the engine can apply it (disk.ts): it refuses the whole create otherwise.
       ...(input.diskMb !== undefined ? { StorageOpt: { size: `${input.diskMb}m` } } : {}),
       Binds: [],
-      Mounts: [],
+      // A bind that the engine refuses when its host lacks the source (a `Binds` entry would
+      // create it there instead, hiding that the directory is not shared).
+      Mounts:
+        input.agentSocketDir === undefined
+          ? []
+          : [{ Type: 'bind', Source: input.agentSocketDir, Target: AGENT_MOUNT, ReadOnly: false }],
       Tmpfs: { [CONTROL_DIR]: `rw,nosuid,nodev,noexec,mode=755,size=${input.controlTmpfsSize}` },
       RestartPolicy: { Name: 'no' },
       AutoRemove: false,

@@ -14,6 +14,7 @@ import { EventWatcher, type ContainerEvent } from './event-watcher.ts';
 import { DefaultImage } from './image-pull.ts';
 import { runControl } from './exec-runner.ts';
 import { AgentChannel } from './agent-channel.ts';
+import { AgentSocketDirs } from './agent-socket.ts';
 import { DiskAwareSession, enforcementOf, StorageOptSupport } from './disk.ts';
 import { type HibernatableSession, readHibernatedFacts } from './hibernation.ts';
 import { LABEL, readUserLabels, userLabels } from './labels.ts';
@@ -69,6 +70,8 @@ class DockerBackendImpl implements DockerBackend {
   readonly #pools = new Map<string, WarmPool>();
   /** Whether the engine limits writable layers (disk.ts). */
   readonly #storage = new StorageOptSupport();
+  /** Directories shared with the engine's host for direct agent sockets (agent-socket.ts). */
+  readonly #agentSockets: AgentSocketDirs;
   #poolsStarted: Promise<void> | undefined;
   #started = false;
   #closed = false;
@@ -77,6 +80,7 @@ class DockerBackendImpl implements DockerBackend {
     this.options = options;
     this.#log = log;
     this.docker = createDockerClient(options.dockerHost);
+    this.#agentSockets = new AgentSocketDirs(options.agentSocketDir, options.instanceId, log);
     this.#defaultImage = new DefaultImage(this.docker, options.defaultImage, log, options.engineTimeoutMs);
     this.#watcher = new EventWatcher(
       this.docker,
@@ -278,7 +282,8 @@ class DockerBackendImpl implements DockerBackend {
   async #provision(p: ProvisionInput): Promise<PoolEntry> {
     const engine = p.runtime === undefined ? undefined : await this.runtimes.engine().catch(() => undefined);
     const gvisor = p.runtime !== undefined && isGvisor(engine?.paths[p.runtime]);
-    const input = { ...p, storage: this.#storage };
+    // gVisor keeps a socket made inside the sandbox to itself: its agents are reached through the engine.
+    const input = { ...p, storage: this.#storage, agentSockets: gvisor ? undefined : this.#agentSockets };
     return provisionContainer(
       this.docker,
       this.options,
@@ -336,8 +341,11 @@ class DockerBackendImpl implements DockerBackend {
         );
         // The agent kept running with the container: attaching finds it (and its processes).
         const installed = await installIfWanted(container, this.options, { running: true });
+        const socket = this.#agentSockets.adopt(c.Id, info);
         const agent =
-          installed === true ? await startAgent(container, this.options, this.#log) : { agentUnavailable: installed };
+          installed === true
+            ? await startAgent(container, this.options, this.#log, socket)
+            : { agentUnavailable: installed };
         const session = await this.#adopt(
           asSessionId(sessionId),
           asTenantId(tenant),
@@ -379,6 +387,7 @@ class DockerBackendImpl implements DockerBackend {
         await this.#removeContainer(c.Id).catch(() => undefined);
       }
     }
+    await this.#agentSockets.sweep();
     this.#start();
     return recovered;
   }
@@ -414,6 +423,7 @@ class DockerBackendImpl implements DockerBackend {
             ? {
                 agent: new AgentChannel({
                   container,
+                  socket: this.#agentSockets.adopt(c.Id, info),
                   timeoutMs: this.options.engineTimeoutMs,
                   retentionBytes: this.options.retentionBytes,
                   windowBytes: this.options.agentWindowBytes,
@@ -466,6 +476,7 @@ class DockerBackendImpl implements DockerBackend {
     // A checkpoint stops the container on purpose.
     if (e.action === 'die' && this.#gated.get(e.containerId)?.expectsStop === true) return;
     for (const pool of this.#pools.values()) pool.forget(e.containerId);
+    if (e.action === 'destroy') this.#agentSockets.release(e.containerId);
     const session = this.#sessions.get(e.containerId);
     if (session === undefined || session.destroying) return;
     const code = e.attributes.exitCode;

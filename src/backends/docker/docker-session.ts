@@ -142,6 +142,10 @@ export class DockerSession implements BackendSession {
     return this.#agent ? 'agent' : 'exec';
   }
 
+  get agentTransport(): 'socket' | 'exec-stream' | undefined {
+    return this.#agent?.transport;
+  }
+
   /** Why commands use one engine exec each (undefined on the agent path). */
   get execPathReason(): string | undefined {
     return this.#agent ? undefined : this.#init.agentUnavailable;

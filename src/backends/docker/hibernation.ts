@@ -148,6 +148,9 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
   get execPath(): BackendSession['execPath'] {
     return this.inner.execPath;
   }
+  get agentTransport(): BackendSession['agentTransport'] {
+    return this.inner.agentTransport;
+  }
   get execPathReason(): string | undefined {
     return this.inner.execPathReason;
   }

@@ -63,6 +63,12 @@ export interface DockerBackendOptions {
    * `recover()` at startup). See runtimes.ts.
    */
   readonly runtime?: string | undefined;
+  /**
+   * A directory of the server's that the engine's host shares at the same path, for direct
+   * sockets to the exec agents (agent-socket.ts); undefined: agents are reached through the
+   * engine. Default: undefined (the server's configuration names one by default).
+   */
+  readonly agentSocketDir?: string | undefined;
   /** Runtimes a session may ask for; the default runtime is always allowed. Default: only it. */
   readonly allowedRuntimes?: readonly string[] | undefined;
   /** Warm-pool sizes of other runtimes than the default one (`warmPoolSize` is the default's). */
@@ -99,6 +105,7 @@ export interface ResolvedDockerOptions {
   readonly retentionBytes: number;
   readonly agentBinary: string | undefined;
   readonly agentWindowBytes: number;
+  readonly agentSocketDir: string | undefined;
   readonly runtime: string | undefined;
   readonly allowedRuntimes: readonly string[];
   readonly warmPoolRuntimes: Readonly<Record<string, number>>;
@@ -128,6 +135,7 @@ export function resolveOptions(o: DockerBackendOptions): ResolvedDockerOptions {
     retentionBytes: o.retentionBytes ?? 1024 * 1024,
     agentBinary: o.agentBinary,
     agentWindowBytes: o.agentWindowBytes ?? 2 * 1024 * 1024,
+    agentSocketDir: o.agentSocketDir,
     runtime: o.runtime,
     allowedRuntimes: [...new Set(o.allowedRuntimes ?? [])],
     warmPoolRuntimes: o.warmPoolRuntimes ?? {},

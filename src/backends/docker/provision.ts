@@ -15,6 +15,7 @@ import { SETUP_SCRIPT } from './scripts.ts';
 import type { PoolEntry } from './warm-pool.ts';
 import { AgentChannel } from './agent-channel.ts';
 import { agentBinary, agentPresent, installAgent } from './agent-install.ts';
+import { type AgentSocket, type AgentSocketDirs, agentSocketOf, isBindSourceMissing } from './agent-socket.ts';
 
 /** Create and start can be slow on busy hosts (vfs storage); a dead engine still fails at once. */
 const PROVISION_TIMEOUT_MS = 60_000;
@@ -33,6 +34,8 @@ export interface ProvisionInput {
   readonly runtime?: string | undefined;
   /** Whether the engine limits writable layers (asked at the first create, then cached). */
   readonly storage?: StorageOptSupport | undefined;
+  /** Directories for direct agent sockets; undefined: the agent is reached through the engine. */
+  readonly agentSockets?: AgentSocketDirs | undefined;
 }
 
 export async function provisionContainer(
@@ -42,6 +45,7 @@ export async function provisionContainer(
   p: ProvisionInput,
 ): Promise<PoolEntry> {
   const diskMb = p.resources.diskMb ?? options.defaultResources.diskMb;
+  let socketDir = options.execPath === 'agent' ? await p.agentSockets?.make() : undefined;
   const configOf = (engineLimit: boolean): Docker.ContainerCreateOptions =>
     buildContainerConfig({
       name: p.name,
@@ -55,11 +59,24 @@ export async function provisionContainer(
       controlTmpfsSize: options.controlTmpfsSize,
       runtime: p.runtime,
       diskMb: engineLimit ? diskMb : undefined,
+      agentSocketDir: socketDir,
     });
-  const create = (config: Docker.ContainerCreateOptions): Promise<Docker.Container> =>
+  const createOnce = (config: Docker.ContainerCreateOptions): Promise<Docker.Container> =>
     withDeadline('container create', PROVISION_TIMEOUT_MS, (abortSignal) =>
       docker.createContainer({ ...config, abortSignal }),
     );
+  // The engine refuses a bind source its host lacks: the socket directory is not shared, and
+  // this container (and every later one) is made without it (agent-socket.ts).
+  const create = async (config: Docker.ContainerCreateOptions): Promise<Docker.Container> => {
+    try {
+      return await createOnce(config);
+    } catch (err) {
+      if (socketDir === undefined || !isBindSourceMissing(err)) throw err;
+      p.agentSockets?.refuse(socketDir, (err as Error).message);
+      socketDir = undefined;
+      return createOnce({ ...config, HostConfig: { ...config.HostConfig, Mounts: [] } });
+    }
+  };
   // The engine refuses StorageOpt at create when its storage driver cannot apply it: the
   // refusal is remembered and the container made without, its limit left to the disk watch.
   const createLimited = async (): Promise<{ container: Docker.Container; engineLimit: boolean }> => {
@@ -78,13 +95,19 @@ export async function provisionContainer(
   };
   let created: { container: Docker.Container; engineLimit: boolean };
   try {
-    created = await createLimited();
+    try {
+      created = await createLimited();
+    } catch (err) {
+      if (!p.mayPull || statusOf((err as { cause?: unknown }).cause) !== 404) throw err;
+      await pullImage(docker, log, p.image);
+      created = await createLimited();
+    }
   } catch (err) {
-    if (!p.mayPull || statusOf((err as { cause?: unknown }).cause) !== 404) throw err;
-    await pullImage(docker, log, p.image);
-    created = await createLimited();
+    if (socketDir !== undefined) p.agentSockets?.discard(socketDir);
+    throw err;
   }
   const { container } = created;
+  if (socketDir !== undefined) p.agentSockets?.track(container.id, socketDir);
   try {
     // Before the start: the archive API writes into the container's own filesystem then.
     const installed = await installIfWanted(container, options);
@@ -98,7 +121,10 @@ export async function provisionContainer(
     const info = await withDeadline('container inspect', options.engineTimeoutMs, (abortSignal) =>
       container.inspect({ abortSignal }),
     );
-    const agent = installed === true ? await startAgent(container, options, log) : { agentUnavailable: installed };
+    const agent =
+      installed === true
+        ? await startAgent(container, options, log, agentSocketOf(info))
+        : { agentUnavailable: installed };
     return {
       containerId: container.id,
       shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh',
@@ -140,9 +166,11 @@ export async function startAgent(
   container: Docker.Container,
   options: ResolvedDockerOptions,
   log: DockerLogger,
+  socket: AgentSocket,
 ): Promise<Pick<PoolEntry, 'agent' | 'agentUnavailable'>> {
   const agent = new AgentChannel({
     container,
+    socket,
     timeoutMs: options.engineTimeoutMs,
     retentionBytes: options.retentionBytes,
     windowBytes: options.agentWindowBytes,
