@@ -18,6 +18,7 @@
  *     [--exec-path agent|exec]   (our side; `exec` measures the per-command fallback)
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { parseArgs } from 'node:util';
 import type { Duplex } from 'node:stream';
@@ -197,31 +198,76 @@ async function roundTrips(url: string, raw: Docker.Container): Promise<void> {
   }
 }
 
-async function streams(url: string, raw: Docker.Container, tty: boolean): Promise<void> {
+/** CPU seconds used so far by the processes a stream crosses outside the container. */
+function cpuSeconds(serverPid: number | undefined): Record<'client' | 'server' | 'engine', number> {
+  const ticks = (pid: number | string): number => {
+    try {
+      const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+      return Number(f[11]) + Number(f[12]);
+    } catch {
+      return 0;
+    }
+  };
+  let engine = 0;
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    let comm = '';
+    try {
+      comm = readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+    } catch {
+      continue;
+    }
+    if (comm === 'dockerd' || comm.startsWith('containerd-shim')) engine += ticks(pid);
+  }
+  // Clock ticks: 100 per second on Linux.
+  return {
+    client: ticks(process.pid) / 100,
+    server: serverPid === undefined ? 0 : ticks(serverPid) / 100,
+    engine: engine / 100,
+  };
+}
+
+async function streams(url: string, raw: Docker.Container, tty: boolean, serverPid: number | undefined): Promise<void> {
   const client = await ourSession(url, 'danger-full-access');
   const cmd = ['head', '-c', String(BYTES), '/dev/zero'];
   const oursMbs: number[] = [];
   const rawMbs: number[] = [];
+  // CPU seconds per run outside the container: what the path costs whatever else the host runs.
+  const cpu = { ours: [] as number[][], raw: [] as number[][] };
   await ourRun(client, ['head', '-c', String(BYTES / 8), '/dev/zero'], tty);
   await rawExec(raw, ['head', '-c', String(BYTES / 8), '/dev/zero'], tty);
   for (let i = 0; i < REPEAT; i++) {
     const sides = i % 2 === 0 ? (['ours', 'raw'] as const) : (['raw', 'ours'] as const);
     for (const side of sides) {
+      const before = cpuSeconds(serverPid);
       const t = performance.now();
       const bytes = side === 'ours' ? await ourRun(client, cmd, tty) : await rawExec(raw, cmd, tty);
       const mbs = bytes / 1e6 / ((performance.now() - t) / 1000);
+      const after = cpuSeconds(serverPid);
       (side === 'ours' ? oursMbs : rawMbs).push(mbs);
+      cpu[side].push([after.client - before.client, after.server - before.server, after.engine - before.engine]);
     }
   }
   await client.deleteSession();
   const o = median(oursMbs);
   const r = median(rawMbs);
+  const name = `${tty ? 'PTY' : 'pipe'} ${args.mb} MB`;
   row(
-    `${tty ? 'PTY' : 'pipe'} ${args.mb} MB`,
+    name,
     `${fmt(o)} MB/s (${fmt(Math.min(...oursMbs))}-${fmt(Math.max(...oursMbs))})`,
     `${fmt(r)} MB/s (${fmt(Math.min(...rawMbs))}-${fmt(Math.max(...rawMbs))})`,
     `${fmt(o / r, 2)}x`,
   );
+  const cpuOf = (runs: number[][]): { total: number; text: string } => {
+    const part = (k: number): number => median(runs.map((r) => r[k] ?? 0));
+    const [c, s, e] = [part(0), part(1), part(2)];
+    return {
+      total: c + s + e,
+      text: `${fmt(c + s + e, 2)} s (client ${fmt(c, 2)}, server ${fmt(s, 2)}, engine ${fmt(e, 2)})`,
+    };
+  };
+  const oc = cpuOf(cpu.ours);
+  const rc = cpuOf(cpu.raw);
+  row(`${name} CPU outside the container`, oc.text, rc.text, `${fmt(oc.total / rc.total, 2)}x`);
 }
 
 async function signals(url: string): Promise<void> {
@@ -324,8 +370,8 @@ async function main(): Promise<void> {
       const { url, child } = await startServer([]);
       try {
         if (CASES.has('rt')) await roundTrips(url, raw);
-        if (CASES.has('pipe')) await streams(url, raw, false);
-        if (CASES.has('pty')) await streams(url, raw, true);
+        if (CASES.has('pipe')) await streams(url, raw, false, child.pid);
+        if (CASES.has('pty')) await streams(url, raw, true, child.pid);
         if (CASES.has('signal')) await signals(url);
         if (CASES.has('burst')) await burst(url);
       } finally {
