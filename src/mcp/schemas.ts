@@ -9,7 +9,9 @@ import { Type, type Static, type TObject, type TProperties, type TSchema } from 
 import {
   DecisionBodySchema,
   ExecCommandBodySchema,
+  PortBodySchema,
   SessionSpecSchema,
+  SnapshotNameSchema,
   WriteStdinBodySchema,
 } from '../protocol/index.ts';
 
@@ -87,23 +89,21 @@ export const CreateSessionArgsSchema = Type.Object(
 
 export const ListSessionsArgsSchema = Type.Object({}, { additionalProperties: false });
 
+// The bounds are the HTTP routes' own (snapshot name, port, signed URL validity); only the
+// descriptions speak to a model.
 export const SnapshotSessionArgsSchema = withSession({
-  name: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'Snapshot name' })),
+  name: Type.Optional({ ...SnapshotNameSchema, description: 'Snapshot name (letters, digits, _ . -)' }),
 });
 
 export const ExposePortArgsSchema = withSession({
-  port: Type.Integer({
-    minimum: 1,
-    maximum: 65535,
+  port: {
+    ...PortBodySchema.properties.port,
     description: 'TCP port a server in the session listens on (127.0.0.1 or all addresses)',
+  },
+  ttl_seconds: Type.Optional({
+    ...PortBodySchema.properties.ttlSeconds,
+    description: 'Validity of the signed URL in seconds (default: the server setting, 1 hour)',
   }),
-  ttl_seconds: Type.Optional(
-    Type.Integer({
-      minimum: 10,
-      maximum: 7 * 86_400,
-      description: 'Validity of the signed URL (default: the server setting, 1 hour)',
-    }),
-  ),
 });
 
 export const DecideApprovalArgsSchema = withSession({
