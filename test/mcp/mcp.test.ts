@@ -165,63 +165,70 @@ for (const backend of BACKENDS) {
     assert.equal(refused.isError, true);
     assert.match(textOf(refused), /rejected.*EXEC_ERR_REJECTED/);
   });
-}
 
-test('mcp: tokens and tenants: no token is refused, and another tenant sees neither the MCP session nor the exec session', async (t) => {
-  const s = await server(t, 'local', ['--tokens', 'alice:alice-token,bob:bob-token']);
-  const noToken = await fetch(`${s.httpUrl}/mcp`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'initialize',
-      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } },
-    }),
-  });
-  assert.equal(noToken.status, 401);
+  test(
+    `mcp (${backend}): tokens and tenants: no token is refused, and another tenant sees neither the MCP session nor the exec session`,
+    options,
+    async (t) => {
+      const s = await server(t, backend, ['--tokens', 'alice:alice-token,bob:bob-token']);
+      const noToken = await fetch(`${s.httpUrl}/mcp`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'initialize',
+          params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } },
+        }),
+      });
+      assert.equal(noToken.status, 401);
 
-  const alice = await mcpClient(t, s.httpUrl, { token: 'alice-token' });
-  const made = await call(alice.client, 'create_session', {});
-  const aliceSession = made.structuredContent?.['sessionId'];
-  assert.ok(typeof aliceSession === 'string', String(aliceSession));
+      const alice = await mcpClient(t, s.httpUrl, { token: 'alice-token' });
+      const made = await call(alice.client, 'create_session', {});
+      const aliceSession = made.structuredContent?.['sessionId'];
+      assert.ok(typeof aliceSession === 'string', String(aliceSession));
 
-  // Bob presenting Alice's MCP session id: not found.
-  const hijack = await fetch(`${s.httpUrl}/mcp`, {
-    method: 'POST',
-    headers: {
-      authorization: 'Bearer bob-token',
-      'mcp-session-id': alice.transport.sessionId ?? '',
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-protocol-version': '2025-06-18',
+      // Bob presenting Alice's MCP session id: not found.
+      const hijack = await fetch(`${s.httpUrl}/mcp`, {
+        method: 'POST',
+        headers: {
+          authorization: 'Bearer bob-token',
+          'mcp-session-id': alice.transport.sessionId ?? '',
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': '2025-06-18',
+        },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 7,
+          method: 'tools/call',
+          params: { name: 'list_sessions', arguments: {} },
+        }),
+      });
+      assert.equal(hijack.status, 404);
+
+      // Bob's own connection: Alice's exec session does not exist for him, by argument or header.
+      const bob = await mcpClient(t, s.httpUrl, { token: 'bob-token' });
+      const listed = await call<{ sessions: SessionInfo[] }>(bob.client, 'list_sessions');
+      assert.equal(listed.structuredContent?.sessions?.length, 0);
+      const named = await call(bob.client, 'exec_command', { cmd: 'true', session: aliceSession });
+      assert.equal(named.isError, true);
+      assert.match(textOf(named), /EXEC_ERR_SESSION_NOT_FOUND/);
+      await assert.rejects(
+        mcpClient(t, s.httpUrl, { token: 'bob-token', headers: { 'x-exec-session': aliceSession } }),
+        /404|not found/i,
+      );
+
+      // Alice binds a second connection to her session by header.
+      const again = await mcpClient(t, s.httpUrl, {
+        token: 'alice-token',
+        headers: { 'x-exec-session': aliceSession },
+      });
+      const bound = await call(again.client, 'list_sessions');
+      assert.equal(bound.structuredContent?.['boundSession'], aliceSession);
     },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 7,
-      method: 'tools/call',
-      params: { name: 'list_sessions', arguments: {} },
-    }),
-  });
-  assert.equal(hijack.status, 404);
-
-  // Bob's own connection: Alice's exec session does not exist for him, by argument or header.
-  const bob = await mcpClient(t, s.httpUrl, { token: 'bob-token' });
-  const listed = await call<{ sessions: SessionInfo[] }>(bob.client, 'list_sessions');
-  assert.equal(listed.structuredContent?.sessions?.length, 0);
-  const named = await call(bob.client, 'exec_command', { cmd: 'true', session: aliceSession });
-  assert.equal(named.isError, true);
-  assert.match(textOf(named), /EXEC_ERR_SESSION_NOT_FOUND/);
-  await assert.rejects(
-    mcpClient(t, s.httpUrl, { token: 'bob-token', headers: { 'x-exec-session': aliceSession } }),
-    /404|not found/i,
   );
-
-  // Alice binds a second connection to her session by header.
-  const again = await mcpClient(t, s.httpUrl, { token: 'alice-token', headers: { 'x-exec-session': aliceSession } });
-  const bound = await call(again.client, 'list_sessions');
-  assert.equal(bound.structuredContent?.['boundSession'], aliceSession);
-});
+}
 
 test('mcp: an Origin of another host is refused', async (t) => {
   const s = await server(t, 'local');
