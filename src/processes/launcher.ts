@@ -46,6 +46,8 @@ export interface LauncherContext {
 
 export interface GateInput {
   readonly sandboxPermissions: SandboxPermissions;
+  /** The caller's reason for `require-escalated` (Codex's `justification`), added to the approval's reason. */
+  readonly justification?: string | undefined;
   readonly approval?: 'approved' | 'approved-for-session' | undefined;
   readonly narrowing?: SandboxNarrowing | undefined;
   /** Spawn request without its sandbox, which the gate decides. */
@@ -125,7 +127,8 @@ export async function launch(ctx: LauncherContext, proc: ManagedProcess, input: 
       decide(ctx, proc, 'initial-rejected', { reason: initial.reason });
       throw execError('EXEC_ERR_REJECTED', initial.reason);
     case 'ask': {
-      const decision = await ask(ctx, proc, 'initial', initial.reason);
+      const why = input.sandboxPermissions === 'require-escalated' ? input.justification?.trim() : undefined;
+      const decision = await ask(ctx, proc, 'initial', why ? `${initial.reason}: ${why}` : initial.reason);
       if (!isApproval(decision)) {
         decide(ctx, proc, 'initial-rejected', { decision });
         throw execError('EXEC_ERR_REJECTED', `command was not approved (${decision})`);

@@ -36,6 +36,8 @@ export interface StartRequest {
   readonly size?: TerminalSize | undefined;
   readonly timeoutMs?: number | undefined;
   readonly sandboxPermissions?: SandboxPermissions | undefined;
+  /** Why the caller asks for `require-escalated`: shown to whoever approves it. */
+  readonly justification?: string | undefined;
   readonly approval?: 'approved' | 'approved-for-session' | undefined;
   readonly narrowing?: SandboxNarrowing | undefined;
 }
@@ -115,6 +117,7 @@ export class ProcessTable {
     try {
       await launch(this.#ctx, proc, {
         sandboxPermissions: req.sandboxPermissions ?? 'use-default',
+        justification: req.justification,
         approval: req.approval,
         narrowing: req.narrowing,
         spawn: { argv: req.argv, arg0: req.arg0, cwd, env, mode: req.mode, size: req.size ?? DEFAULT_SIZE },

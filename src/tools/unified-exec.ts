@@ -281,6 +281,7 @@ export class UnifiedExec {
           env: UNIFIED_EXEC_ENV,
           mode: tty ? 'pty' : 'pipe-no-stdin',
           sandboxPermissions: escalate ? 'require-escalated' : 'use-default',
+          justification: escalate ? (args.justification ?? undefined) : undefined,
         });
       } catch (err) {
         this.#release(entry);
