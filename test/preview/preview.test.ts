@@ -1,8 +1,9 @@
 /**
- * Preview ports on both backends, in sessions without network: busybox httpd started in the
- * session serves a page through the proxy (bearer token and signed URL), a WebSocket echo
- * server inside works through it, an expired signature, another tenant and an unexposed port
- * are refused, and the port closes with the session.
+ * Preview ports on both backends, in sessions without network (their only interface is their
+ * loopback): busybox httpd started in the session serves a page through the proxy (bearer
+ * token and signed URL, on the port's path and on its wildcard host), a WebSocket echo server
+ * inside works through both, an expired signature, another tenant and an unexposed port are
+ * refused, and the port closes with the session. Bad input and a real expiry: limits.test.ts.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -68,14 +69,14 @@ function hostGet(
   host: string,
   path: string,
   headers: Record<string, string>,
-): Promise<{ status: number; body: string }> {
+): Promise<{ status: number; body: string; headers: Record<string, string | string[] | undefined> }> {
   const url = new URL(base);
   return new Promise((resolve, reject) => {
     const req = httpRequest({ host: url.hostname, port: url.port, path, headers: { ...headers, host } }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (d: string) => (body += d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
     });
     req.on('error', reject);
     req.end();
@@ -149,11 +150,30 @@ for (const backend of BACKENDS) {
       assert.equal(page.body, '<h1>preview works</h1>\n');
       // The proxy went through the session: from the server's own network the port is not there.
       await assert.rejects(fetch(`http://127.0.0.1:${httpPort}/`), /fetch failed/);
+      // Nor does the session get network for it: its only interface is its own loopback.
+      const netdev = await session.run('netdev', ['cat', '/proc/net/dev']);
+      const interfaces = netdev.stdout
+        .split('\n')
+        .slice(2)
+        .map((line) => line.split(':')[0]?.trim())
+        .filter((name) => name !== undefined && name !== '');
+      assert.deepEqual(interfaces, ['lo'], netdev.stdout);
       // The wildcard host: the same port at the root of its own host name.
       assert.equal(exposed.body.host, `p${httpPort}-${id}.preview.test`);
       const viaHost = await hostGet(base, exposed.body.host, '/index.html', { authorization: `Bearer ${ALICE}` });
       assert.equal(viaHost.status, 200);
       assert.equal(viaHost.body, '<h1>preview works</h1>\n');
+      // A signed URL on the wildcard host: its cookie is for that host's root.
+      const hostToken = new URL(`${base}${exposed.body.signedPath}`).searchParams.get('exec_preview_token') ?? '';
+      const hostSigned = await hostGet(base, exposed.body.host, `/?exec_preview_token=${hostToken}`, {});
+      assert.equal(hostSigned.status, 302);
+      assert.equal(hostSigned.headers['location'], '/');
+      const hostCookie = String(hostSigned.headers['set-cookie'] ?? '');
+      assert.match(hostCookie, /^exec_preview=[^;]+; Path=\/; /);
+      const hostPage = await hostGet(base, exposed.body.host, '/', { cookie: hostCookie.split(';')[0] ?? '' });
+      assert.equal(hostPage.status, 200);
+      assert.equal(hostPage.body, '<h1>preview works</h1>\n');
+      assert.equal((await hostGet(base, exposed.body.host, '/', { authorization: `Bearer ${BOB}` })).status, 404);
       // The bare port path redirects to the slash form (relative links resolve under it).
       const bare = await get(`${base}/v1/sessions/${id}/ports/${httpPort}`);
       assert.equal(bare.status, 308);
@@ -239,6 +259,16 @@ for (const backend of BACKENDS) {
       const bigReply = nextMessage(ws);
       ws.send(big);
       assert.equal((await bigReply).length, big.length);
+      // The same echo server on its wildcard host.
+      const wsHost = await wsOpen(
+        `${server.url}/echo`,
+        { authorization: `Bearer ${ALICE}`, host: `p${wsPort}-${id}.preview.test` },
+        ['chat'],
+      );
+      const hostReply = nextMessage(wsHost);
+      wsHost.send('ping through the wildcard host');
+      assert.equal(await hostReply, 'ping through the wildcard host');
+      wsHost.close();
 
       // session/info lists the exposed ports.
       const info = await session.request('session/info');
