@@ -38,14 +38,23 @@ function isRequest(m: JSONRPCMessage): m is JSONRPCMessage & { id: string | numb
   return 'method' in m && 'id' in m && m.id !== undefined;
 }
 
+function parseMcpArgs(args: string[]) {
+  const { values, positionals } = parse(args, { ...connectionOptions, session: { type: 'string' } });
+  // A bare address (`exec-server mcp ws://...`) would otherwise be ignored for the default one.
+  if (positionals.length > 0)
+    throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}; the server is given with --url`);
+  return values;
+}
+
 export async function mcpCommand(args: string[]): Promise<number> {
-  const { values } = parse(args, { ...connectionOptions, session: { type: 'string' } });
-  if (values.help) {
-    process.stdout.write(HELP);
-    return 0;
-  }
+  let values: ReturnType<typeof parseMcpArgs>;
   let url: URL;
   try {
+    values = parseMcpArgs(args);
+    if (values.help) {
+      process.stdout.write(HELP);
+      return 0;
+    }
     url = mcpUrl(connectionOf(values).url);
   } catch (err) {
     return printError(err, false);

@@ -124,7 +124,8 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
           conn.id = id;
           connections.set(id, conn);
         },
-        onsessionclosed: () => void close(conn),
+        // Awaited by the SDK: DELETE /mcp answers once the implicit sessions are destroyed.
+        onsessionclosed: () => close(conn),
       }),
     };
     conn.transport.onclose = () => void close(conn);

@@ -1,7 +1,8 @@
 /**
  * Which exec-server session an MCP tool call works on, on both backends: a `create_session`
  * with `"bind": false` binds nothing, the first call naming a session binds it, later calls
- * without `session` work on it and make no session of their own; `snapshot_session` commits
+ * without `session` work on it and make no session of their own, and the end of a connection
+ * ends only the session it made implicitly; `snapshot_session` commits
  * the bound session on docker (a session made from the snapshot sees its files) and is a
  * readable tool error on the local backend.
  */
@@ -59,6 +60,18 @@ for (const backend of BACKENDS) {
     const missing = await call(client, 'list_dir', { session: 'no-such-session' });
     assert.equal(missing.isError, true);
     assert.match(textOf(missing), /EXEC_ERR_SESSION_NOT_FOUND/);
+
+    // The end of an MCP connection (DELETE /mcp) ends the session it made on its own, and only
+    // that one: the answer comes once it is gone.
+    const second = await mcpClient(t, s.httpUrl);
+    await call(second.client, 'exec_command', { cmd: 'true', ...SH });
+    const implicit = (await call(second.client, 'list_sessions')).structuredContent?.['boundSession'];
+    assert.ok(typeof implicit === 'string' && implicit !== id && implicit !== otherId, String(implicit));
+    await second.transport.terminateSession();
+    const status = async (sid: unknown) => (await requestJson(`${s.httpUrl}/v1/sessions/${sid}`, 'GET')).status;
+    assert.equal(await status(implicit), 404);
+    assert.equal(await status(id), 200);
+    assert.equal(await status(otherId), 200);
   });
 
   test(`mcp (${backend}): snapshot_session`, options, async (t) => {
