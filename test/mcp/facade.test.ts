@@ -121,3 +121,24 @@ for (const backend of BACKENDS) {
     },
   );
 }
+
+test('mcp: the command tools and create_session are listed with the schemas of the protocol module', async () => {
+  const { toolList } = await import('../../src/mcp/tools.ts');
+  const { jsonSchema } = await import('../../src/mcp/schemas.ts');
+  const { ExecCommandBodySchema, PortBodySchema, SessionSpecSchema, WriteStdinBodySchema } = await import(
+    '../../src/protocol/index.ts'
+  );
+  const listed = new Map(toolList().map((tool) => [tool.name, tool.inputSchema]));
+  const propertiesOf = (name: string) => {
+    const { session: _s, bind: _b, ...rest } = (listed.get(name)?.['properties'] ?? {}) as Record<string, unknown>;
+    return rest;
+  };
+  assert.deepEqual(propertiesOf('exec_command'), jsonSchema(ExecCommandBodySchema)['properties']);
+  assert.deepEqual(propertiesOf('write_stdin'), jsonSchema(WriteStdinBodySchema)['properties']);
+  assert.deepEqual(propertiesOf('create_session'), jsonSchema(SessionSpecSchema)['properties']);
+  assert.deepEqual(listed.get('exec_command')?.['required'], jsonSchema(ExecCommandBodySchema)['required']);
+  // expose_port: the route's bounds, described for a model.
+  const port = propertiesOf('expose_port')['port'] as Record<string, unknown>;
+  const { description: _d, ...bounds } = jsonSchema(PortBodySchema.properties.port);
+  assert.deepEqual({ ...port, description: undefined }, { ...bounds, description: undefined });
+});
