@@ -1,4 +1,4 @@
-/** The console end to end on the docker backend (scenario.ts). */
+/** The console end to end on the docker backend (scenario.ts, scenario-edges.ts). */
 import { after, before, describe, test } from 'node:test';
 import { dockerTestOptions } from '../docker/engine.ts';
 import { browserTestOptions } from './browser.ts';
@@ -15,6 +15,7 @@ const {
   streamAndResume,
   tearDown,
 } = await import('./scenario.ts');
+const { denyAndDeletedElsewhere, longOutputAndExitWhileAttached } = await import('./scenario-edges.ts');
 
 const opts = browserTestOptions(120_000, dockerTestOptions.skip);
 
@@ -33,5 +34,11 @@ describe('console on the docker backend', { skip: opts.skip }, () => {
   );
   test('a pending sandbox retry approved from the console', opts, (t) => approveSandboxRetry(t, fx()));
   test('snapshot and delete', opts, (t) => snapshotAndDelete(t, fx()));
+  test('a pending approval denied from the console; a session deleted elsewhere while shown', opts, (t) =>
+    denyAndDeletedElsewhere(t, fx()),
+  );
+  test('long output in one burst, followed to the end; a PTY that exits while attached', opts, (t) =>
+    longOutputAndExitWhileAttached(t, fx()),
+  );
   test("another tenant's token sees nothing", opts, (t) => otherTenantSeesNothing(t, fx()));
 });

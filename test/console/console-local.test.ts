@@ -1,4 +1,4 @@
-/** The console end to end on the local backend (scenario.ts). */
+/** The console end to end on the local backend (scenario.ts, scenario-edges.ts). */
 import { after, before, describe, test } from 'node:test';
 import { browserTestOptions } from './browser.ts';
 import {
@@ -12,6 +12,7 @@ import {
   tearDown,
   type Fixture,
 } from './scenario.ts';
+import { denyAndDeletedElsewhere, longOutputAndExitWhileAttached } from './scenario-edges.ts';
 
 const opts = browserTestOptions(90_000);
 
@@ -30,5 +31,11 @@ describe('console on the local backend', { skip: opts.skip }, () => {
   );
   test('a pending sandbox retry approved from the console', opts, (t) => approveSandboxRetry(t, fx()));
   test('snapshot (docker only) and delete', opts, (t) => snapshotAndDelete(t, fx()));
+  test('a pending approval denied from the console; a session deleted elsewhere while shown', opts, (t) =>
+    denyAndDeletedElsewhere(t, fx()),
+  );
+  test('long output in one burst, followed to the end; a PTY that exits while attached', opts, (t) =>
+    longOutputAndExitWhileAttached(t, fx()),
+  );
   test("another tenant's token sees nothing", opts, (t) => otherTenantSeesNothing(t, fx()));
 });

@@ -37,12 +37,18 @@ export async function tearDown(f: Fixture | undefined): Promise<void> {
   await f?.server.close();
 }
 
-function api<T = unknown>(f: Fixture, method: string, path: string, body?: unknown, token = ALICE): Promise<Answer<T>> {
+export function api<T = unknown>(
+  f: Fixture,
+  method: string,
+  path: string,
+  body?: unknown,
+  token = ALICE,
+): Promise<Answer<T>> {
   return requestJson<T>(`${f.server.httpUrl}${path}`, method, body, token);
 }
 
 /** A fresh page signed in as `token` (by keyboard: the token field has focus, Enter submits). */
-async function signedIn(t: TestContext, f: Fixture, token = ALICE): Promise<{ page: Page; errors: string[] }> {
+export async function signedIn(t: TestContext, f: Fixture, token = ALICE): Promise<{ page: Page; errors: string[] }> {
   const context = await f.browser.newContext({ viewport: { width: 1440, height: 900 } });
   t.after(() => context.close());
   const page = await context.newPage();
@@ -56,7 +62,7 @@ async function signedIn(t: TestContext, f: Fixture, token = ALICE): Promise<{ pa
   return { page, errors };
 }
 
-async function openSession(page: Page, sessionId: string): Promise<void> {
+export async function openSession(page: Page, sessionId: string): Promise<void> {
   const link = page.locator(`tr[data-session="${sessionId}"] a`);
   await link.focus();
   await page.keyboard.press('Enter');
@@ -65,7 +71,7 @@ async function openSession(page: Page, sessionId: string): Promise<void> {
 }
 
 /** Waits until the terminal's visible text matches `pattern`. */
-async function waitForTerminal(page: Page, pattern: RegExp, timeoutMs = 15_000): Promise<void> {
+export async function waitForTerminal(page: Page, pattern: RegExp, timeoutMs = 15_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let text = '';
   while (Date.now() < deadline) {
@@ -76,7 +82,7 @@ async function waitForTerminal(page: Page, pattern: RegExp, timeoutMs = 15_000):
   throw new Error(`the terminal never showed ${pattern}; it shows:\n${text}`);
 }
 
-async function agentSession(f: Fixture, spec: Record<string, unknown> = {}): Promise<TestSession> {
+export async function agentSession(f: Fixture, spec: Record<string, unknown> = {}): Promise<TestSession> {
   return TestSession.open(f.server.url, { session: spec }, { token: ALICE });
 }
 

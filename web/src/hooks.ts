@@ -8,13 +8,21 @@ export type Loaded<T> =
 
 /**
  * Calls `load` now and every `everyMs` (never two at once). A failure after a success keeps
- * the last data and reports the error beside it, so a blip does not blank the page.
+ * the last data and reports the error beside it, so a blip does not blank the page. A failure
+ * `final` accepts (the thing is gone) stops the polling until the returned reload is called.
  */
-export function usePoll<T>(load: () => Promise<T>, everyMs: number, deps: readonly unknown[]): [Loaded<T>, () => void] {
+export function usePoll<T>(
+  load: () => Promise<T>,
+  everyMs: number,
+  deps: readonly unknown[],
+  final?: (err: Error) => boolean,
+): [Loaded<T>, () => void] {
   const [state, setState] = useState<Loaded<T>>({ kind: 'loading' });
   const [tick, setTick] = useState(0);
   const loadRef = useRef(load);
   loadRef.current = load;
+  const finalRef = useRef(final);
+  finalRef.current = final;
   useEffect(() => {
     let stopped = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -29,6 +37,7 @@ export function usePoll<T>(load: () => Promise<T>, everyMs: number, deps: readon
               ? { kind: 'ready', data: prev.data, error: err as Error }
               : { kind: 'failed', error: err as Error },
           );
+        if (finalRef.current?.(err as Error)) return;
       }
       if (!stopped) timer = setTimeout(() => void run(), everyMs);
     };

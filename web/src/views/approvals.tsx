@@ -1,6 +1,6 @@
 /** Pending approvals of a session (HTTP tool calls waiting for a person), with their answers. */
 import { useState } from 'preact/hooks';
-import type { Api, Approval } from '../api.ts';
+import type { Api, ApiError, Approval } from '../api.ts';
 import { since } from '../format.ts';
 import { useNow, usePoll } from '../hooks.ts';
 import { Notice } from './states.tsx';
@@ -14,18 +14,20 @@ export function Approvals({ api, sessionId, onDecided }: { api: Api; sessionId: 
   const decide = async (a: Approval, decision: 'approved' | 'denied'): Promise<void> => {
     setBusy(a.id);
     setOutcome(undefined);
+    const argv = a.argv.join(' ');
     try {
       const answer = await api.decide(sessionId, a.id, decision);
-      const exit = answer['exit_code'];
       setOutcome({
         tone: 'info',
-        text:
-          decision === 'approved'
-            ? `Approved: ${a.argv.join(' ')}${typeof exit === 'number' ? ` — exited with ${exit}` : ''}`
-            : `Denied: ${a.argv.join(' ')}`,
+        text: `${decision === 'approved' ? 'Approved' : 'Denied'}: ${argv}${answerText(answer)}`,
       });
     } catch (err) {
-      setOutcome({ tone: 'error', text: `The decision was not taken: ${(err as Error).message}` });
+      // The answer is the original call's result: a call denied before it started answers
+      // 403 EXEC_ERR_REJECTED, which is the decision taken, not a failure to take it.
+      const e = err as ApiError;
+      if (decision === 'denied' && e.code === 'EXEC_ERR_REJECTED')
+        setOutcome({ tone: 'info', text: `Denied: ${argv} — the call was rejected` });
+      else setOutcome({ tone: 'error', text: `The decision was not taken: ${e.message}` });
     } finally {
       setBusy(undefined);
       reload();
@@ -82,4 +84,12 @@ export function Approvals({ api, sessionId, onDecided }: { api: Api; sessionId: 
       </ul>
     </section>
   );
+}
+
+/** What the original call answered once decided: its exit code, or that it waits for another approval. */
+function answerText(answer: Record<string, unknown> | undefined): string {
+  const exit = answer?.['exit_code'];
+  if (typeof exit === 'number') return ` — exited with ${exit}`;
+  if (answer?.['status'] === 'approval_required') return ' — it now waits for another approval';
+  return '';
 }

@@ -142,12 +142,12 @@ export function ProcessPanel({
           {isPty ? (
             <button
               type="button"
-              class={`btn ${interactive ? 'btn-warn' : ''}`}
-              aria-pressed={interactive}
+              class={`btn ${interactive && !end ? 'btn-warn' : ''}`}
+              aria-pressed={interactive && !end}
               onClick={() => setInteractive(!interactive)}
               disabled={end !== undefined}
             >
-              {interactive ? 'Interactive: on' : 'Read-only'}
+              {end ? 'Ended' : interactive ? 'Interactive: on' : 'Read-only'}
             </button>
           ) : null}
         </div>
@@ -155,9 +155,11 @@ export function ProcessPanel({
       {isPty ? (
         <>
           <p class="muted small">
-            {interactive
-              ? 'Keystrokes go to the process; the terminal size follows this panel.'
-              : 'Read-only: press the button to type into this terminal.'}
+            {end
+              ? 'The process has ended; its output stays readable here.'
+              : interactive
+                ? 'Keystrokes go to the process; the terminal size follows this panel.'
+                : 'Read-only: press the button to type into this terminal.'}
           </p>
           <TerminalView
             interactive={interactive && end === undefined}

@@ -141,6 +141,7 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
     () => (socket?.ready ? socket.request<SessionInfo>('session/info') : api.session(sessionId)),
     2000,
     [socket, opens],
+    isNotFound,
   );
   const [procs, reloadProcs] = usePoll(
     () =>
@@ -213,25 +214,9 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
   const current = selected ? processes.find((p) => p.processId === selected.id) : undefined;
 
   if (info.kind === 'loading') return <Loading what="the session" />;
-  if (info.kind === 'failed') {
-    const gone =
-      (info.error as { code?: string }).code === 'EXEC_ERR_SESSION_NOT_FOUND' ||
-      (info.error as { status?: number }).status === 404;
-    return (
-      <section class="page">
-        <p>
-          <a href="#/">← Sessions</a>
-        </p>
-        <ErrorState
-          title={
-            gone ? 'This session does not exist (or belongs to another tenant)' : 'The session could not be loaded'
-          }
-          error={info.error}
-          onRetry={gone ? undefined : reloadInfo}
-        />
-      </section>
-    );
-  }
+  if (info.kind === 'failed') return <SessionFailed error={info.error} onRetry={reloadInfo} />;
+  // Deleted elsewhere while shown: the last answer is no longer true, so it is not kept on screen.
+  if (info.error && isNotFound(info.error)) return <SessionFailed error={info.error} onRetry={reloadInfo} />;
   const s = info.data;
   const u = s.usage;
   return (
@@ -478,6 +463,31 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
       </dialog>
     </section>
   );
+}
+
+function SessionFailed({ error, onRetry }: { error: Error; onRetry: () => void }) {
+  const gone = isNotFound(error);
+  return (
+    <section class="page">
+      <p>
+        <a href="#/">← Sessions</a>
+      </p>
+      <ErrorState
+        title={
+          gone
+            ? 'This session does not exist (it was deleted, or belongs to another tenant)'
+            : 'The session could not be loaded'
+        }
+        error={error}
+        onRetry={gone ? undefined : onRetry}
+      />
+    </section>
+  );
+}
+
+function isNotFound(error: Error): boolean {
+  const e = error as { code?: string; status?: number };
+  return e.code === 'EXEC_ERR_SESSION_NOT_FOUND' || e.status === 404;
 }
 
 function Bar({ value, max }: { value: number; max: number }) {
