@@ -157,4 +157,7 @@ test('SIGKILL the server mid-stream and mid-sleep, restart it: every byte once, 
   const nap = await readRest(again, 'nap', before.nap.lastSeq);
   assert.equal(before.nap.text + nap.text, 'napping\nwoke\n');
   assert.equal(nap.exitCode, 9);
+  // The new server reached the surviving agent by its socket, as the first did (docs/docker-backend.md).
+  const info = await again.request<{ agentTransport?: string }>('session/info', {});
+  assert.equal(info.agentTransport, 'socket');
 });
