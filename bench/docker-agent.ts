@@ -16,6 +16,8 @@
  *   node --import tsx bench/docker-agent.ts [--runs 100] [--mb 64] [--repeat 3]
  *     [--cases rt,pipe,pty,signal,pool,burst] [--image exec-server-test:latest]
  *     [--exec-path agent|exec]   (our side; `exec` measures the per-command fallback)
+ *   EXEC_SERVER_DOCKER_AGENT_SOCKET_DIR=off (in the environment) has our server reach the agents
+ *   through attached engine execs instead of their sockets (docs/docker-backend.md).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
