@@ -4,7 +4,14 @@
  */
 import type { Duplex } from 'node:stream';
 import type { ContainerId, SessionId, TenantId } from '../ids.ts';
-import type { DirectoryEntry, FileMetadata, SignalName, SnapshotInfo, StreamName } from '../protocol/index.ts';
+import type {
+  DirectoryEntry,
+  FileMetadata,
+  ImagePull,
+  SignalName,
+  SnapshotInfo,
+  StreamName,
+} from '../protocol/index.ts';
 
 /** Sandbox mechanism of an attempt, as reported to clients (`sandboxType`). */
 export type SandboxType = 'none' | 'bubblewrap' | 'container-user';
@@ -277,7 +284,15 @@ export interface BackendSessionSpec {
    * file operations then see the files as its sandboxed commands do (local backend).
    */
   readonly sandboxed?: boolean | undefined;
+  /**
+   * Where the progress of a pull this creation waits for goes (docker: the image is missing
+   * locally): at once, at most every 500 ms, and a last `pulled` or `failed`.
+   */
+  readonly onImagePull?: ((pull: ImagePull) => void) | undefined;
 }
+
+/** Where a pull of a session's image stands, as clients see it (`session/imagePull`, `/v1/images/pulls`). */
+export type { ImagePull } from '../protocol/index.ts';
 
 /** A snapshot as clients see it (`session/snapshot`, `/v1/snapshots`). */
 export type { SnapshotInfo } from '../protocol/index.ts';
@@ -331,6 +346,8 @@ export interface Backend {
    * `/readyz` and at boot. Absent on backends with no such precondition.
    */
   notReadyReason?(): Promise<string | undefined>;
+  /** Optional: the image pulls in flight that `tenant`'s session creations wait for (docker). */
+  imagePulls?(tenant: TenantId): ImagePull[];
   createSession(spec: BackendSessionSpec): Promise<BackendSession>;
   /**
    * Startup recovery: sessions this server instance left behind that can be re-adopted

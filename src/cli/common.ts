@@ -2,6 +2,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ExecServerHttpError } from '../client/errors.ts';
 import { RpcError } from '../client/rpc-connection.ts';
+import type { ImagePull } from '../protocol/index.ts';
 
 export const DEFAULT_URL = 'ws://127.0.0.1:8765';
 
@@ -70,4 +71,32 @@ export function printError(err: unknown, json: boolean): number {
 /** Exit codes are 0..255; `lost` (-1) becomes 255. */
 export function shellExitCode(code: number): number {
   return code < 0 || code > 255 ? 255 : code;
+}
+
+/** On a pipe or file, a waiting pull prints a line at most this often (a terminal's line is rewritten). */
+const PULL_LINE_EVERY_MS = 5000;
+
+/**
+ * Prints the progress of the image pull a new session waits for (`onImagePull`) on `out`: one
+ * line rewritten in place on a terminal; elsewhere a line at most every 5 s, and the last word.
+ */
+export function imagePullPrinter(out: NodeJS.WriteStream = process.stderr): (pull: ImagePull) => void {
+  let printed = 0;
+  return (p) => {
+    const final = p.phase !== 'pulling';
+    const mb = (n: number): string => (n / 1e6).toFixed(1);
+    const figures =
+      p.layers === 0
+        ? ''
+        : `: ${p.totalBytes > 0 ? `${mb(p.currentBytes)} of ${mb(p.totalBytes)} MB, ` : ''}${p.layersDone} of ${p.layers} layers`;
+    const verb = p.phase === 'pulled' ? 'pulled' : p.phase === 'failed' ? 'could not pull' : 'pulling';
+    const line = `[exec-server] ${verb} image ${p.image}${figures}`;
+    if (out.isTTY) {
+      out.write(`\r\x1b[K${line}${final ? '\n' : ''}`);
+      return;
+    }
+    if (!final && Date.now() - printed < PULL_LINE_EVERY_MS) return;
+    printed = Date.now();
+    out.write(`${line}\n`);
+  };
 }

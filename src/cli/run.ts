@@ -5,7 +5,16 @@
  * Piped stdin is forwarded; Ctrl-C interrupts the remote command (twice: terminates it).
  */
 import { ExecServerClient } from '../client/client.ts';
-import { connectionOf, connectionOptions, EXIT_USAGE, parse, printError, shellExitCode, UsageError } from './common.ts';
+import {
+  connectionOf,
+  connectionOptions,
+  imagePullPrinter,
+  EXIT_USAGE,
+  parse,
+  printError,
+  shellExitCode,
+  UsageError,
+} from './common.ts';
 
 export const RUN_HELP = `Usage: exec-server run [options] -- CMD [ARGS...]
 
@@ -56,6 +65,7 @@ export async function runCommand(args: string[]): Promise<number> {
       token,
       clientName: 'exec-server-cli',
       session: values.image ? { image: values.image } : undefined,
+      onImagePull: imagePullPrinter(),
     });
     progress(`session ${client.sessionId} created`);
     try {

@@ -7,7 +7,15 @@
 import { randomUUID } from 'node:crypto';
 import { ExecServerClient } from '../client/client.ts';
 import type { ExecHandle } from '../client/process-handle.ts';
-import { connectionOf, connectionOptions, parse, printError, shellExitCode, UsageError } from './common.ts';
+import {
+  connectionOf,
+  connectionOptions,
+  imagePullPrinter,
+  parse,
+  printError,
+  shellExitCode,
+  UsageError,
+} from './common.ts';
 
 const ESCAPE = 0x1d; // Ctrl-]
 
@@ -82,6 +90,7 @@ export async function shellCommand(args: string[]): Promise<number> {
         token,
         clientName: 'exec-server-cli',
         session: values.image ? { image: values.image } : undefined,
+        onImagePull: imagePullPrinter(),
       });
       const env = client.initResult['environmentInfo'] as { shell?: { path?: string } } | undefined;
       const shell = env?.shell?.path ?? '/bin/bash';

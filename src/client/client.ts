@@ -15,6 +15,7 @@ import { asProcessId, asSessionId, type ProcessId, type SessionId } from '../ids
 import type {
   ApprovalDecision,
   ApprovalRequest,
+  ImagePull,
   InitializeResult,
   MethodName,
   MethodParams,
@@ -27,7 +28,7 @@ import { HttpApi, wsUrlOf } from './http.ts';
 import { ExecHandle } from './process-handle.ts';
 import { RpcConnection, type Notification } from './rpc-connection.ts';
 
-export type { ApprovalDecision, ApprovalRequest, ProcessSummary } from '../protocol/index.ts';
+export type { ApprovalDecision, ApprovalRequest, ImagePull, ProcessSummary } from '../protocol/index.ts';
 
 export interface ConnectOptions {
   readonly token?: string | undefined;
@@ -38,6 +39,13 @@ export interface ConnectOptions {
   /** Answers `approval/request`; without it every approval is denied. */
   readonly onApproval?: ((request: ApprovalRequest) => ApprovalDecision | Promise<ApprovalDecision>) | undefined;
   readonly clientName?: string | undefined;
+  /**
+   * Progress of the image pull a new session waits for (docker: its image is missing on the
+   * server's engine), from the server's `session/imagePull` notifications: once when the wait
+   * begins, at most every 500 ms while it lasts, and a last `pulled` or `failed`, all before
+   * `connect` resolves or rejects. Never called when the image is there.
+   */
+  readonly onImagePull?: ((pull: ImagePull) => void) | undefined;
   /** Resume automatically when the connection drops (not after `disconnect()` or an eviction). */
   readonly autoReconnect?: boolean | { readonly attempts?: number; readonly delayMs?: number } | undefined;
 }
@@ -102,7 +110,10 @@ export class ExecServerClient {
       },
     });
     const early: Notification[] = [];
-    const off = conn.onNotification((n) => early.push(n));
+    const off = conn.onNotification((n) => {
+      if (n.method === 'session/imagePull') opts.onImagePull?.(n.params as ImagePull);
+      else early.push(n);
+    });
     try {
       const init = await conn.request('initialize', {
         clientName: opts.clientName ?? 'exec-server-sdk',

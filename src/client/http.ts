@@ -2,6 +2,7 @@
 import type {
   ExecCommandArgs,
   ExecToolResult,
+  ImagePull,
   SessionInfo,
   SessionSpec,
   SnapshotInfo,
@@ -57,6 +58,14 @@ export class HttpApi {
 
   createSession(spec: SessionSpec = {}): Promise<SessionInfo> {
     return this.request('POST', '/v1/sessions', spec);
+  }
+
+  /**
+   * The image pulls in flight that this tenant's session creations wait for: a `createSession`
+   * blocks until its pull ends, so another request can follow the pull here.
+   */
+  async imagePulls(): Promise<ImagePull[]> {
+    return (await this.request<{ pulls: ImagePull[] }>('GET', '/v1/images/pulls')).pulls;
   }
 
   async listSessions(): Promise<SessionInfo[]> {

@@ -5,6 +5,7 @@ export {
   type ApprovalRequest,
   type ConnectOptions,
   type ExecOptions,
+  type ImagePull,
   type ProcessSummary,
 } from './client.ts';
 export { ExecHandle, type ExecResult, type OutputChunk, type StreamName } from './process-handle.ts';

@@ -13,6 +13,7 @@ import {
   ApprovalAnswerSchema,
   ApprovalRequestSchema,
   HibernationAnswerSchema,
+  ImagePullSchema,
   SessionInfoSchema,
   SessionSpecSchema,
   SnapshotInfoSchema,
@@ -118,6 +119,7 @@ export const RPC_NOTIFICATIONS = {
   'process/closed': proc.ProcessClosedNotification,
   'process/escalated': proc.ProcessEscalatedNotification,
   'fs/missingChanged': fs.FsMissingChangedNotification,
+  'session/imagePull': ImagePullSchema,
 } as const satisfies Record<string, TSchema>;
 
 export type NotificationName = keyof typeof RPC_NOTIFICATIONS;

@@ -190,6 +190,26 @@ export const SnapshotListSchema = Type.Object({ snapshots: Type.Array(SnapshotIn
 export const SessionParamsSchema = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) });
 export const SnapshotParamsSchema = Type.Object({ id: Type.String({ minLength: 1, maxLength: 512 }) });
 
+/**
+ * Where the pull of a session's image stands: sent as `session/imagePull` to the connection whose
+ * `initialize` waits for it, and listed by `GET /v1/images/pulls` (docs/protocol.md).
+ */
+export const ImagePullSchema = Type.Object({
+  image: Type.String(),
+  phase: OneOf(['pulling', 'pulled', 'failed'], { description: '`pulled` and `failed` are the last word on a pull' }),
+  currentBytes: Type.Integer({ description: 'Bytes of the layers downloaded so far' }),
+  totalBytes: Type.Integer({
+    description: 'Sizes of the layers the engine has announced so far (grows while it learns of layers)',
+  }),
+  layers: Type.Integer({ description: 'Layers the engine has announced' }),
+  layersDone: Type.Integer({ description: 'Layers downloaded (or already present)' }),
+  startedAt: Type.String(),
+  error: Type.Optional(Type.String({ description: 'Why the pull failed (phase `failed`)' })),
+});
+export type ImagePull = Static<typeof ImagePullSchema>;
+
+export const ImagePullListSchema = Type.Object({ pulls: Type.Array(ImagePullSchema) });
+
 // ---- approvals (server-to-client `approval/request`, and the HTTP approval queue) ----
 
 export const ApprovalPurposeSchema = OneOf(['initial', 'sandbox-retry']);

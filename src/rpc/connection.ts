@@ -185,6 +185,15 @@ export class Connection implements SessionClient {
     return true;
   }
 
+  /**
+   * A notification about the `initialize` in flight (the pull of its session's image), sent
+   * before any session is attached; dropped once the connection closed or `initialize` ended.
+   */
+  notifyInitializing(method: string, params: unknown): void {
+    if (this.#lifecycle !== 'initializing' || !this.#peer || this.#peer.closed) return;
+    this.#peer.notify(method, params);
+  }
+
   evict(reason: string): void {
     this.#detach();
     this.#close(4000, reason);

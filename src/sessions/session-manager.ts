@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { resolveSandbox } from '../policy/sandbox-policy.ts';
-import type { Backend } from '../backends/types.ts';
+import type { Backend, BackendSessionSpec } from '../backends/types.ts';
 import type { Config } from '../config.ts';
 import { execError, toExecError } from '../errors.ts';
 import { asSessionId, type SessionId, type TenantId } from '../ids.ts';
@@ -24,6 +24,8 @@ export interface CreateOptions {
   readonly tenant: TenantId;
   /** Who opens it: `codex…` clients get denial reports by default (`--denial-handling auto`). */
   readonly clientName?: string | undefined;
+  /** Progress of an image pull the creation waits for (`session/imagePull` to the asking connection). */
+  readonly onImagePull?: BackendSessionSpec['onImagePull'];
 }
 
 export class SessionManager {
@@ -144,6 +146,7 @@ export class SessionManager {
         resources: resolved.resources,
         network,
         sandboxed: resolved.policy.sandbox.type !== 'danger-full-access',
+        onImagePull: options.onImagePull,
       });
       const session = new Session(id, options.tenant, resolved, backendSession, this.#deps);
       this.#sessions.set(id, session);

@@ -10,6 +10,7 @@ import type { FastifyInstance } from 'fastify';
 import {
   ERROR_RESPONSES,
   HibernationAnswerSchema,
+  ImagePullListSchema,
   SessionInfoSchema,
   SessionListQuerySchema,
   SessionListSchema,
@@ -184,6 +185,20 @@ export async function registerHttpApi(app: FastifyInstance): Promise<void> {
         await app.sessions.backend.deleteSnapshot(request.params.id, request.tenant);
         return reply.code(204).send(null);
       },
+    );
+
+    api.get(
+      '/v1/images/pulls',
+      {
+        schema: {
+          operationId: 'listImagePulls',
+          tags: ['sessions'],
+          summary:
+            "Image pulls in flight that the caller's session creations wait for (a POST /v1/sessions blocks until its pull ends)",
+          response: { 200: ImagePullListSchema, ...errors },
+        },
+      },
+      async (request) => ({ pulls: app.sessions.backend.imagePulls?.(request.tenant) ?? [] }),
     );
 
     registerToolRoutes(scope);

@@ -7,11 +7,18 @@ import { randomUUID } from 'node:crypto';
 import type Docker from 'dockerode';
 import { execError } from '../../errors.ts';
 import { asContainerId, asSessionId, asTenantId, type SessionId, type TenantId } from '../../ids.ts';
-import type { Backend, BackendSession, BackendSessionSpec, RecoveredSession, SnapshotInfo } from '../types.ts';
+import type {
+  Backend,
+  BackendSession,
+  BackendSessionSpec,
+  ImagePull,
+  RecoveredSession,
+  SnapshotInfo,
+} from '../types.ts';
 import { DockerSession } from './docker-session.ts';
 import { createDockerClient, withDeadline } from './engine-client.ts';
 import { EventWatcher, type ContainerEvent } from './event-watcher.ts';
-import { DefaultImage } from './image-pull.ts';
+import { DefaultImage, ImagePulls } from './image-pull.ts';
 import { runControl } from './exec-runner.ts';
 import { AgentChannel } from './agent-channel.ts';
 import { AgentSocketDirs } from './agent-socket.ts';
@@ -65,6 +72,8 @@ class DockerBackendImpl implements DockerBackend {
   readonly #gated = new Map<string, HibernatableSession>();
   readonly #watcher: EventWatcher;
   readonly #defaultImage: DefaultImage;
+  /** One pull per missing image, whoever waits for it (sessions, the pool, the readiness check). */
+  readonly #pulls: ImagePulls;
   readonly runtimes: RuntimeResolver;
   /** One warm pool per runtime asked for (`warmPoolSize` for the default one, `warmPoolRuntimes`). */
   readonly #pools = new Map<string, WarmPool>();
@@ -81,7 +90,8 @@ class DockerBackendImpl implements DockerBackend {
     this.#log = log;
     this.docker = createDockerClient(options.dockerHost);
     this.#agentSockets = new AgentSocketDirs(options.agentSocketDir, options.instanceId, log);
-    this.#defaultImage = new DefaultImage(this.docker, options.defaultImage, log, options.engineTimeoutMs);
+    this.#pulls = new ImagePulls(this.docker, log);
+    this.#defaultImage = new DefaultImage(this.docker, this.#pulls, options.defaultImage, log, options.engineTimeoutMs);
     this.#watcher = new EventWatcher(
       this.docker,
       options.instanceId,
@@ -130,6 +140,10 @@ class DockerBackendImpl implements DockerBackend {
     return this.#defaultImage.notReadyReason();
   }
 
+  imagePulls(tenant: TenantId): ImagePull[] {
+    return this.#pulls.list(tenant);
+  }
+
   poolReady(runtime?: string): number {
     if (runtime !== undefined) return this.#pools.get(runtime)?.readyCount ?? 0;
     let n = 0;
@@ -170,7 +184,10 @@ class DockerBackendImpl implements DockerBackend {
     const created = await this.#provision({
       name: `exec-server-${spec.id}`,
       image,
-      mayPull: spec.snapshot === undefined,
+      pull:
+        spec.snapshot === undefined
+          ? () => this.#pulls.pull(image, { tenant: spec.tenant, onProgress: spec.onImagePull })
+          : undefined,
       labels: {
         ...userLabels(spec.labels),
         [LABEL.instance]: this.options.instanceId,
@@ -266,7 +283,7 @@ class DockerBackendImpl implements DockerBackend {
     return this.#provision({
       name: `exec-server-pool-${randomUUID()}`,
       image: this.options.defaultImage,
-      mayPull: true,
+      pull: () => this.#pulls.pull(this.options.defaultImage),
       labels: {
         [LABEL.instance]: this.options.instanceId,
         [LABEL.pool]: 'true',

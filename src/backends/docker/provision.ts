@@ -9,7 +9,6 @@ import { buildContainerConfig } from './container-config.ts';
 import { isStorageOptUnsupported, type StorageOptSupport } from './disk.ts';
 import { statusOf, withDeadline } from './engine-client.ts';
 import { runControl } from './exec-runner.ts';
-import { pullImage } from './image-pull.ts';
 import type { DockerLogger, ResolvedDockerOptions } from './options.ts';
 import { SETUP_SCRIPT } from './scripts.ts';
 import type { PoolEntry } from './warm-pool.ts';
@@ -24,8 +23,8 @@ const PROVISION_TIMEOUT_MS = 60_000;
 export interface ProvisionInput {
   readonly name: string;
   readonly image: string;
-  /** Pull when the image is missing (not for snapshots: they only exist locally). */
-  readonly mayPull: boolean;
+  /** Pulls the image when it is missing; undefined for snapshots (they only exist locally). */
+  readonly pull: (() => Promise<void>) | undefined;
   readonly labels: Record<string, string>;
   readonly resources: BackendSessionSpec['resources'];
   readonly network: boolean;
@@ -98,8 +97,8 @@ export async function provisionContainer(
     try {
       created = await createLimited();
     } catch (err) {
-      if (!p.mayPull || statusOf((err as { cause?: unknown }).cause) !== 404) throw err;
-      await pullImage(docker, log, p.image);
+      if (p.pull === undefined || statusOf((err as { cause?: unknown }).cause) !== 404) throw err;
+      await p.pull();
       created = await createLimited();
     }
   } catch (err) {

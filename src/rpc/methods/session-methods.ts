@@ -80,7 +80,11 @@ export function registerSessionMethods(table: MethodTable<Connection>): void {
         if (params.resumeSessionId) {
           session = sessions.get(params.resumeSessionId, tenant);
         } else {
-          session = await sessions.create(params.session ?? {}, { tenant, clientName: params.clientName });
+          session = await sessions.create(params.session ?? {}, {
+            tenant,
+            clientName: params.clientName,
+            onImagePull: (pull) => conn.notifyInitializing('session/imagePull', pull),
+          });
         }
         conn.attach(session, params.observe === true ? 'observer' : 'client');
         return {
