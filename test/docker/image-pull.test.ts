@@ -11,13 +11,17 @@ import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
+import { Compile } from 'typebox/compile';
 import { ExecServerClient, type ImagePull } from '../../src/client/client.ts';
 import { RpcError } from '../../src/client/rpc-connection.ts';
+import { ImagePullSchema, RPC_NOTIFICATIONS } from '../../src/protocol/index.ts';
 import { imageFrom, startRegistry, type RegistryImage, type TestRegistry } from '../support/registry.ts';
 import { startServer, within, type TestServer } from '../support/harness.ts';
 import { dockerTestOptions, engineReady, TEST_IMAGE } from './engine.ts';
 
 const run = promisify(execFile);
+const notification = Compile(RPC_NOTIFICATIONS['session/imagePull']);
+const listed = Compile(ImagePullSchema);
 const docker = new Docker({ socketPath: '/var/run/docker.sock' });
 /**
  * Random bytes on top of the test image: a layer the engine has never seen (the test image's
@@ -71,14 +75,15 @@ test(
       ExecServerClient.connect(server.url, { session: { image }, onImagePull: (p) => heard[i].push(p) });
     const first = connect(0);
     // The HTTP side: the pull is listed while the creation waits for it.
-    let listed: ImagePull | undefined;
-    while (listed === undefined && Date.now() - started < 30_000) {
-      listed = (await (await fetch(`${server.httpUrl}/v1/images/pulls`)).json()).pulls.find(
+    let inFlight: ImagePull | undefined;
+    while (inFlight === undefined && Date.now() - started < 30_000) {
+      inFlight = (await (await fetch(`${server.httpUrl}/v1/images/pulls`)).json()).pulls.find(
         (p: ImagePull) => p.image === image,
       );
-      if (listed === undefined) await new Promise((r) => setTimeout(r, 50));
+      if (inFlight === undefined) await new Promise((r) => setTimeout(r, 50));
     }
-    assert.equal(listed?.phase, 'pulling', 'GET /v1/images/pulls lists the pull in flight');
+    assert.equal(inFlight?.phase, 'pulling', 'GET /v1/images/pulls lists the pull in flight');
+    assert.ok(listed.Check(inFlight), JSON.stringify([...listed.Errors(inFlight)]));
     const second = connect(1);
     const clients = await within(Promise.all([first, second]), 120_000, 'the sessions waiting for the pull');
     const tookMs = Date.now() - started;
@@ -92,6 +97,7 @@ test(
           `waiter ${i}: progress, then one final word`,
         );
         for (const [j, p] of pulls.entries()) {
+          assert.ok(notification.Check(p), JSON.stringify([...notification.Errors(p)]));
           assert.equal(p.image, image);
           if (j > 0) assert.ok(p.currentBytes >= (pulls[j - 1]?.currentBytes ?? 0), `waiter ${i}: bytes never go back`);
         }

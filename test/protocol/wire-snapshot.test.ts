@@ -280,6 +280,7 @@ test('wire snapshot: JSON-RPC schemas, OpenAPI and the shapes of real answers ar
   await http('file not found', 'GET', `/v1/sessions/${id}/files/metadata?path=${encodeURIComponent(`${hw}/missing`)}`);
   await http('snapshot (local backend)', 'POST', `/v1/sessions/${id}/snapshots`, {});
   await http('list snapshots', 'GET', '/v1/snapshots');
+  await http('image pulls (none in flight)', 'GET', '/v1/images/pulls');
   await http('delete session', 'DELETE', `/v1/sessions/${id}`);
   await http('healthz', 'GET', '/healthz');
   await http('readyz', 'GET', '/readyz');
