@@ -48,6 +48,9 @@ before(async () => {
   if (!engineReady) return;
   for (const repository of ['exec-test/pull', 'exec-test/cli'])
     served[repository] = await imageFrom(TEST_IMAGE, EXTRA_BYTES);
+  // A manifest whose last layer (the random one, never seen by the engine) the registry lacks.
+  const broken = await imageFrom(TEST_IMAGE, 100_000);
+  served['exec-test/broken'] = { ...broken, blobs: new Map([...broken.blobs].slice(0, -1)) };
   registry = await startRegistry(served, BYTES_PER_SECOND);
   server = await startServer({ backend: 'docker' });
 });
@@ -160,6 +163,32 @@ test(
     const body = (await res.json()) as { code: string; message: string };
     assert.equal(body.code, 'EXEC_ERR_NOT_FOUND');
     assert.ok(body.message.includes(image), body.message);
+  },
+);
+
+test(
+  'a pull that fails midway (a layer blob the registry lacks) is the same clear error, not a success',
+  dockerTestOptions,
+  async () => {
+    const image = freshImage('exec-test/broken');
+    const heard: ImagePull[] = [];
+    const err = await within(
+      ExecServerClient.connect(server.url, { session: { image }, onImagePull: (p) => heard.push(p) }).then(
+        () => assert.fail('the session was created'),
+        (e: unknown) => e,
+      ),
+      60_000,
+      'a pull failing midway',
+    );
+    assert.ok(err instanceof RpcError, String(err));
+    assert.equal(err.code, 'EXEC_ERR_NOT_FOUND');
+    assert.ok(err.message.includes(image), err.message);
+    assert.match(err.message, /unknown blob/);
+    assert.equal(heard.at(-1)?.phase, 'failed');
+    assert.ok(
+      registry.requests.some((r) => r.startsWith('GET /v2/exec-test/broken/blobs/')),
+      'the pull began',
+    );
   },
 );
 
