@@ -133,26 +133,34 @@ test(
   },
 );
 
+/**
+ * Creates a session of `image` over WebSocket, which must fail within `ms` with EXEC_ERR_NOT_FOUND
+ * naming the image and matching `reason`, its last progress word `failed` with the same reason.
+ */
+async function refusedCreate(image: string, reason: RegExp, ms: number): Promise<void> {
+  const heard: ImagePull[] = [];
+  const err = await within(
+    ExecServerClient.connect(server.url, { session: { image }, onImagePull: (p) => heard.push(p) }).then(
+      () => assert.fail('the session was created'),
+      (e: unknown) => e,
+    ),
+    ms,
+    `a failing pull of ${image}`,
+  );
+  assert.ok(err instanceof RpcError, String(err));
+  assert.equal(err.code, 'EXEC_ERR_NOT_FOUND');
+  assert.ok(err.message.includes(image), err.message);
+  assert.match(err.message, reason);
+  assert.equal(heard.at(-1)?.phase, 'failed');
+  assert.match(heard.at(-1)?.error ?? '', reason);
+}
+
 test(
   'a pull the registry refuses (404) fails at once with EXEC_ERR_NOT_FOUND naming the image and the reason',
   dockerTestOptions,
   async () => {
     const image = `${registry.host}/exec-test/absent:${randomUUID().slice(0, 8)}`;
-    const heard: ImagePull[] = [];
-    const err = await within(
-      ExecServerClient.connect(server.url, { session: { image }, onImagePull: (p) => heard.push(p) }).then(
-        () => assert.fail('the session was created'),
-        (e: unknown) => e,
-      ),
-      30_000,
-      'a refused pull',
-    );
-    assert.ok(err instanceof RpcError, String(err));
-    assert.equal(err.code, 'EXEC_ERR_NOT_FOUND');
-    assert.ok(err.message.includes(image), err.message);
-    assert.match(err.message, /manifest unknown/);
-    assert.equal(heard.at(-1)?.phase, 'failed');
-    assert.match(heard.at(-1)?.error ?? '', /manifest unknown/);
+    await refusedCreate(image, /manifest unknown/, 30_000);
     // Over HTTP, the same error with its status.
     const res = await fetch(`${server.httpUrl}/v1/sessions`, {
       method: 'POST',
@@ -171,20 +179,7 @@ test(
   dockerTestOptions,
   async () => {
     const image = freshImage('exec-test/broken');
-    const heard: ImagePull[] = [];
-    const err = await within(
-      ExecServerClient.connect(server.url, { session: { image }, onImagePull: (p) => heard.push(p) }).then(
-        () => assert.fail('the session was created'),
-        (e: unknown) => e,
-      ),
-      60_000,
-      'a pull failing midway',
-    );
-    assert.ok(err instanceof RpcError, String(err));
-    assert.equal(err.code, 'EXEC_ERR_NOT_FOUND');
-    assert.ok(err.message.includes(image), err.message);
-    assert.match(err.message, /unknown blob/);
-    assert.equal(heard.at(-1)?.phase, 'failed');
+    await refusedCreate(image, /unknown blob/, 60_000);
     assert.ok(
       registry.requests.some((r) => r.startsWith('GET /v2/exec-test/broken/blobs/')),
       'the pull began',
