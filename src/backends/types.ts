@@ -316,6 +316,11 @@ export interface RecoveredProcess {
   readonly endOffset: number;
   /** The sandbox mechanism the attempt ran under. */
   readonly sandboxType: SandboxType;
+  /**
+   * True when the backend kept no record of what the previous server published (docker's exec
+   * path): the seqs it numbered are unknown, so the next ones must lie past any it could have used.
+   */
+  readonly seqsUnknown?: boolean | undefined;
 }
 
 export interface RecoveredSession {

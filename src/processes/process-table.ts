@@ -172,7 +172,7 @@ export class ProcessTable {
     );
     const sink = proc.adopt(
       {
-        seqBase: tag.seqBase,
+        seqBase: kept.seqsUnknown === true ? seqPastUnknown(tag.seqBase, tag.createdAt) : tag.seqBase,
         droppedBytes: kept.droppedBytes,
         endOffset: kept.endOffset,
         sandboxType: kept.sandboxType,
@@ -310,4 +310,13 @@ export class ProcessTable {
       this.#ctx.log.info({ processId: victim.id }, 'pruned process to stay under the per-session limit');
     }
   }
+}
+
+/**
+ * A seq past every one the previous server can have given a process whose published seqs are
+ * unknown: it numbered at most one event per microsecond of the process's life (each is at
+ * least one read from the backend), so a client resuming from its last seq still hears the end.
+ */
+function seqPastUnknown(seqBase: number, createdAt: number): number {
+  return seqBase + Math.max(0, Date.now() - createdAt) * 1000 + 1;
 }

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { test } from 'node:test';
+import Docker from 'dockerode';
 import { sleep, TestSession } from '../support/harness.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
 
@@ -20,7 +21,7 @@ async function freePort(): Promise<number> {
   });
 }
 
-async function serve(instanceId: string): Promise<{ url: string; child: ChildProcess }> {
+async function serve(instanceId: string, extra: readonly string[] = []): Promise<{ url: string; child: ChildProcess }> {
   const port = await freePort();
   const child = spawn(
     process.execPath,
@@ -39,6 +40,7 @@ async function serve(instanceId: string): Promise<{ url: string; child: ChildPro
       `ws://127.0.0.1:${port}`,
       '--log-level',
       'warn',
+      ...extra,
     ],
     { stdio: ['ignore', 'ignore', 'inherit'], cwd: new URL('../..', import.meta.url).pathname },
   );
@@ -160,4 +162,106 @@ test('SIGKILL the server mid-stream and mid-sleep, restart it: every byte once, 
   // The new server reached the surviving agent by its socket, as the first did (docs/docker-backend.md).
   const info = await again.request<{ agentTransport?: string }>('session/info', {});
   assert.equal(info.agentTransport, 'socket');
+});
+
+/** The container's processes whose command line contains `marker` (the engine's `top`: no exec). */
+async function processesWith(containerId: string, marker: string): Promise<string[]> {
+  const docker = new Docker(process.env.DOCKER_HOST ? undefined : { socketPath: '/var/run/docker.sock' });
+  const top = (await docker.getContainer(containerId).top({ ps_args: '-eo pid,args' })) as {
+    Titles: string[];
+    Processes: string[][];
+  };
+  return top.Processes.map((p) => p.join(' ')).filter((l) => l.includes(marker));
+}
+
+test('exec path: SIGKILL the server, restart it: the commands it left running are listed lost with the reason, and killed', {
+  ...dockerTestOptions,
+  timeout: dockerTestOptions.skip ? 1000 : 300_000,
+}, async (t) => {
+  const instanceId = `restart-exec-${process.pid}-${Date.now()}`;
+  const first = await serve(instanceId, ['--docker-exec-path', 'exec']);
+  let second: { url: string; child: ChildProcess } | undefined;
+  t.after(async () => {
+    first.child.kill('SIGKILL');
+    if (second) {
+      const gone = new Promise((r) => second!.child.once('exit', r));
+      second.child.kill('SIGTERM');
+      await gone;
+    }
+  });
+  const marker = `${process.pid}${Date.now() % 100000}`;
+  // A root session and a sandboxed one: each kill runs as the command's own user.
+  const sessions = [
+    await TestSession.open(first.url, { session: { sandbox: { type: 'danger-full-access' } } }),
+    await TestSession.open(first.url, { session: { sandbox: { type: 'workspace-write' } } }),
+  ];
+  const containers: string[] = [];
+  const seen: Seen[] = [];
+  for (const [i, s] of sessions.entries()) {
+    const info = await s.request<Record<string, unknown>>('session/info', {});
+    assert.equal(info['execPath'], 'exec');
+    containers.push(String(info['containerId']));
+    seen.push(follow(s, 'nap'));
+    // The command and a background child in its process group.
+    await s.request('process/start', {
+      processId: 'nap',
+      argv: ['sh', '-c', `sleep 30${i}${marker} & echo napping; exec sleep 31${i}${marker}`],
+    });
+  }
+  for (const [i, s] of sessions.entries()) {
+    while (!seen[i]!.text.includes('napping')) await sleep(20);
+    await s.request('process/start', { processId: 'quick', argv: ['true'] });
+    assert.equal((await processesWith(containers[i]!, marker)).length, 2, 'both sleeps run');
+  }
+  const before = seen.map((x) => x.lastSeq);
+
+  first.child.kill('SIGKILL');
+  await new Promise((r) => first.child.once('exit', r));
+  for (const [i, c] of containers.entries())
+    assert.equal((await processesWith(c, marker)).length, 2, `session ${i}: the commands outlive the server`);
+  second = await serve(instanceId, ['--docker-exec-path', 'exec']);
+  const started = performance.now();
+
+  for (const [i, s] of sessions.entries()) {
+    const again = await TestSession.open(second.url, { resumeSessionId: s.sessionId });
+    t.after(() => again.close());
+    const listed = await again.request<{ processes: Array<Record<string, unknown>> }>('process/list', {});
+    const nap = listed.processes.find((p) => p['processId'] === 'nap');
+    assert.ok(nap, `session ${i}: the command is listed: ${JSON.stringify(listed.processes)}`);
+    assert.equal(nap['status'], 'lost');
+    assert.deepEqual(nap['argv'], ['sh', '-c', `sleep 30${i}${marker} & echo napping; exec sleep 31${i}${marker}`]);
+    assert.equal(nap['sandboxType'], i === 0 ? 'none' : 'container-user');
+    assert.equal(
+      listed.processes.find((p) => p['processId'] === 'quick'),
+      undefined,
+      'a command that had ended is not made up',
+    );
+    const read = await again.request<Record<string, unknown>>('process/read', {
+      processId: 'nap',
+      afterSeq: before[i],
+      waitMs: 5000,
+    });
+    assert.equal(read['terminal'], 'lost');
+    assert.equal(read['exited'], true);
+    assert.equal(read['closed'], true);
+    assert.equal(read['exitCode'], -1);
+    assert.match(
+      String(read['failure']),
+      /server restarted; the command ran as a docker exec and could not be re-attached/,
+    );
+    assert.ok((read['nextSeq'] as number) > before[i]!, 'the end lies past every seq the client saw');
+    assert.deepEqual(
+      await processesWith(containers[i]!, marker),
+      [],
+      `session ${i}: the command and its child are killed`,
+    );
+    const r = await again.request<Record<string, unknown>>('process/start', {
+      processId: 'after',
+      argv: ['echo', 'ok'],
+    });
+    assert.equal(r['processId'], 'after', 'the session runs commands again');
+  }
+  t.diagnostic(
+    `second server: both sessions checked ${(performance.now() - started).toFixed(0)} ms after it was ready`,
+  );
 });

@@ -391,12 +391,9 @@ class DockerBackendImpl implements DockerBackend {
           labels: readUserLabels(labels),
           createdAt: new Date(created),
           record,
-          ...(channel
-            ? {
-                adoptProcesses: (adopt: Parameters<NonNullable<RecoveredSession['adoptProcesses']>>[0]) =>
-                  channel.recover(adopt),
-              }
-            : {}),
+          // The agent's processes go on; commands run as engine execs end lost (exec-recovery.ts).
+          adoptProcesses: async (adopt: Parameters<NonNullable<RecoveredSession['adoptProcesses']>>[0]) =>
+            (channel ? await channel.recover(adopt) : 0) + (await session.inner.recoverExecProcesses(adopt)),
         });
         this.#log.info({ sessionId, containerId: c.Id }, 'recover: re-adopted session');
       } catch (err) {

@@ -21,6 +21,7 @@ import { callbackWritable, FrameDemuxer } from './frame-demuxer.ts';
 import { demuxDone, runControl, socketClosed, startExec, waitExecExit } from './exec-runner.ts';
 import type { DockerLogger } from './options.ts';
 import { ROOT_PID_DIR, SIGNAL_SCRIPT, USER_PID_DIR, WAIT_PID_FILE_SCRIPT, WRAPPER_SCRIPT } from './scripts.ts';
+import { tagArguments } from './exec-recovery.ts';
 
 /** Resize attempts while the exec runs, RESIZE_RETRY_MS apart (see `resize`). */
 const RESIZE_ATTEMPTS = 10;
@@ -79,6 +80,7 @@ export async function spawnDockerProcess(
         stty,
         request.arg0 ?? '',
         isRoot ? '' : (o.user.split(':')[0] ?? ''),
+        ...tagArguments(request.recoveryTag),
         ...request.argv,
       ],
       Env: Object.entries(request.env).map(([k, v]) => `${k}=${v}`),

@@ -11,6 +11,7 @@ import type {
   BackendSession,
   EnvironmentFacts,
   ProcessSink,
+  RecoveredProcess,
   ResolvedSandbox,
   SandboxType,
   SessionFs,
@@ -25,6 +26,7 @@ import { type DockerProcess, spawnDockerProcess, type ProcessHost } from './dock
 import { connectContainerPort } from './port-forward.ts';
 import type { DockerLogger, ResolvedDockerOptions } from './options.ts';
 import { CLEANUP_SCRIPT, PREPARE_SANDBOX_SCRIPT, RECORD_FILE, SHARED_TMP_DIRS } from './scripts.ts';
+import { recoverExecCommands } from './exec-recovery.ts';
 import { commitSnapshot } from './snapshots.ts';
 import type { AgentChannel } from './agent-channel.ts';
 import { agentRunner, execRunner, type ControlRunner } from './control-runner.ts';
@@ -286,6 +288,25 @@ export class DockerSession implements BackendSession {
         this.#log.debug({ err: (err as Error).message, sessionId: this.id }, 'pid file cleanup failed'),
       );
     }
+  }
+
+  /**
+   * Server restart: the commands a previous server ran as engine execs are killed and handed to
+   * `adopt` ended `lost` (exec-recovery.ts). Run on either path: the previous server may have had
+   * no agent for this session where this one has.
+   */
+  recoverExecProcesses(
+    adopt: (p: RecoveredProcess, process: BackendProcess) => ProcessSink | undefined,
+  ): Promise<number> {
+    return recoverExecCommands(
+      {
+        docker: this.#init.docker,
+        container: this.container,
+        timeoutMs: this.#init.options.engineTimeoutMs,
+        log: this.#log,
+      },
+      adopt,
+    );
   }
 
   /** Fresh container state: true running, false stopped or gone, undefined engine unreachable. */

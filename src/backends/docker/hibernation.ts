@@ -22,6 +22,7 @@ import type {
   BackendSession,
   HibernationState,
   ProcessSink,
+  RecoveredProcess,
   ResolvedSandbox,
   SessionFs,
   SessionStats,
@@ -79,6 +80,9 @@ export type InnerSession = BackendSession & {
   stats(): Promise<SessionStats>;
   prepareSandbox(sandbox: ResolvedSandbox): Promise<void>;
   containerRunning(): Promise<boolean | undefined>;
+  recoverExecProcesses(
+    adopt: (p: RecoveredProcess, process: BackendProcess) => ProcessSink | undefined,
+  ): Promise<number>;
 };
 
 export interface HibernationInit {

@@ -32,7 +32,9 @@ export const SETUP_SCRIPT = [
 
 /**
  * Wraps every user command. Args: pidfile, cwd, stty settings ("rows R cols C" or ""),
- * arg0 ("" for none), uid of a non-root user ("" for root), then argv. A non-root attempt whose
+ * arg0 ("" for none), uid of a non-root user ("" for root), the number N of recovery-tag pieces
+ * that follow, the N pieces, then argv. The wrapper does not read the pieces: they are in the
+ * exec's arguments for the engine to report to a restarted server (exec-recovery.ts). A non-root attempt whose
  * HOME it cannot read (the image's `/root`, inherited through `envPolicy`) gets its own home from
  * /etc/passwd (builtins only: no extra exec), else /tmp, so login shells do not start with an
  * error. The PTY size is set with `stty` before the command runs, so
@@ -51,10 +53,28 @@ export const WRAPPER_SCRIPT = [
   '  [ -r "${HOME:-/nonexistent}" ] || HOME=/tmp',
   '  export HOME',
   'fi',
-  'shift 5',
+  'shift $((6 + $6))',
   // busybox ash's `exec -a` does not search PATH: resolve the program first.
   'if [ -n "$a" ]; then c=$(command -v "$1") || c=$1; shift; exec -a "$a" "$c" "$@"; fi',
   'exec "$@"',
+].join('\n');
+
+/**
+ * Shell function `kill_session SID`: SIGKILL to the process group SID and to every process whose
+ * session is SID (children that made their own process group, e.g. shells with job control).
+ * Shell builtins only (`read`, `set`, `kill`): it must work when the container cannot fork.
+ */
+const KILL_SESSION_FN = [
+  'kill_session() {',
+  '  kill -KILL -"$1" 2>/dev/null',
+  '  for d in /proc/[0-9]*; do',
+  '    read -r s 2>/dev/null <"$d/stat" || continue',
+  // Fields after "pid (comm) ": state ppid pgrp session; comm may hold spaces and parentheses.
+  '    t=${s##*) }',
+  '    set -- "$1" $t',
+  '    [ "$5" = "$1" ] && kill -KILL "${d#/proc/}" 2>/dev/null',
+  '  done',
+  '}',
 ].join('\n');
 
 /**
@@ -64,18 +84,30 @@ export const WRAPPER_SCRIPT = [
  * command's session (children that made their own process group, e.g. shells with job control).
  */
 export const SIGNAL_SCRIPT = [
+  KILL_SESSION_FN,
   // A signal sent right after the start can arrive before the wrapper has written its pid:
   // wait for it (bounded, 2 s) instead of dropping the signal.
   'i=0; while [ ! -s "$1" ] && [ "$i" -lt 200 ]; do sleep 0.01 2>/dev/null || sleep 1; i=$((i + 1)); done',
   'p=$(cat "$1" 2>/dev/null) || exit 0',
   'case $p in ""|*[!0-9]*) exit 0;; esac',
-  'kill -"$2" -"$p" 2>/dev/null',
-  'if [ "$2" = KILL ]; then',
-  '  for d in /proc/[0-9]*; do',
-  '    s=$(sed "s/.*) //" "$d/stat" 2>/dev/null | cut -d" " -f4)',
-  '    [ "$s" = "$p" ] && kill -KILL "${d#/proc/}" 2>/dev/null',
-  '  done',
-  'fi',
+  'if [ "$2" = KILL ]; then kill_session "$p"; else kill -"$2" -"$p" 2>/dev/null; fi',
+  'exit 0',
+].join('\n');
+
+/**
+ * Kills the commands of pid files a previous server left running (server restart on the exec
+ * path, exec-recovery.ts) and removes the files. Args: pidfiles. Runs as the commands' user,
+ * for the reason given at SIGNAL_SCRIPT. A file still empty is waited for (bounded, 2 s): the
+ * wrapper may not have written it yet.
+ */
+export const KILL_PID_FILES_SCRIPT = [
+  KILL_SESSION_FN,
+  'for f; do',
+  '  i=0; while [ ! -s "$f" ] && [ "$i" -lt 200 ]; do sleep 0.01 2>/dev/null || sleep 1; i=$((i + 1)); done',
+  '  read -r p 2>/dev/null <"$f" || p=',
+  '  case $p in ""|*[!0-9]*) ;; *) kill_session "$p";; esac',
+  'done',
+  'rm -f -- "$@"',
   'exit 0',
 ].join('\n');
 
