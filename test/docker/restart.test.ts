@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
-import { test } from 'node:test';
+import { type TestContext, test } from 'node:test';
 import Docker from 'dockerode';
 import { sleep, TestSession } from '../support/harness.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
@@ -57,6 +57,31 @@ async function serve(instanceId: string, extra: readonly string[] = []): Promise
   }
   child.kill('SIGKILL');
   throw new Error('server did not become ready');
+}
+
+/** The first server of `instanceId`, and `restart` to start its successor; both end with the test. */
+async function servers(
+  t: TestContext,
+  instanceId: string,
+  extra: readonly string[] = [],
+): Promise<{ first: { url: string; child: ChildProcess }; restart: () => Promise<{ url: string }> }> {
+  const first = await serve(instanceId, extra);
+  let second: { url: string; child: ChildProcess } | undefined;
+  t.after(async () => {
+    first.child.kill('SIGKILL');
+    if (second) {
+      const gone = new Promise((r) => second!.child.once('exit', r));
+      second.child.kill('SIGTERM');
+      await gone;
+    }
+  });
+  return {
+    first,
+    restart: async () => {
+      second = await serve(instanceId, extra);
+      return second;
+    },
+  };
 }
 
 interface Seen {
@@ -109,16 +134,7 @@ test('SIGKILL the server mid-stream and mid-sleep, restart it: every byte once, 
   timeout: dockerTestOptions.skip ? 1000 : 300_000,
 }, async (t) => {
   const instanceId = `restart-${process.pid}-${Date.now()}`;
-  const first = await serve(instanceId);
-  let second: { url: string; child: ChildProcess } | undefined;
-  t.after(async () => {
-    first.child.kill('SIGKILL');
-    if (second) {
-      const gone = new Promise((r) => second!.child.once('exit', r));
-      second.child.kill('SIGTERM');
-      await gone;
-    }
-  });
+  const { first, restart } = await servers(t, instanceId);
   const s = await TestSession.open(first.url, { session: { sandbox: { type: 'danger-full-access' } } });
   const streaming = follow(s, 'stream');
   const sleeping = follow(s, 'nap');
@@ -135,7 +151,7 @@ test('SIGKILL the server mid-stream and mid-sleep, restart it: every byte once, 
   first.child.kill('SIGKILL');
   await new Promise((r) => first.child.once('exit', r));
   const before = { stream: { ...streaming }, nap: { ...sleeping } };
-  second = await serve(instanceId);
+  const second = await restart();
   const again = await TestSession.open(second.url, { resumeSessionId: s.sessionId });
   t.after(() => again.close());
 
@@ -179,16 +195,7 @@ test('exec path: SIGKILL the server, restart it: the commands it left running ar
   timeout: dockerTestOptions.skip ? 1000 : 300_000,
 }, async (t) => {
   const instanceId = `restart-exec-${process.pid}-${Date.now()}`;
-  const first = await serve(instanceId, ['--docker-exec-path', 'exec']);
-  let second: { url: string; child: ChildProcess } | undefined;
-  t.after(async () => {
-    first.child.kill('SIGKILL');
-    if (second) {
-      const gone = new Promise((r) => second!.child.once('exit', r));
-      second.child.kill('SIGTERM');
-      await gone;
-    }
-  });
+  const { first, restart } = await servers(t, instanceId, ['--docker-exec-path', 'exec']);
   const marker = `${process.pid}${Date.now() % 100000}`;
   // A root session and a sandboxed one: each kill runs as the command's own user.
   const sessions = [
@@ -219,7 +226,7 @@ test('exec path: SIGKILL the server, restart it: the commands it left running ar
   await new Promise((r) => first.child.once('exit', r));
   for (const [i, c] of containers.entries())
     assert.equal((await processesWith(c, marker)).length, 2, `session ${i}: the commands outlive the server`);
-  second = await serve(instanceId, ['--docker-exec-path', 'exec']);
+  const second = await restart();
   const started = performance.now();
 
   for (const [i, s] of sessions.entries()) {

@@ -27,6 +27,7 @@ import { connectContainerPort } from './port-forward.ts';
 import type { DockerLogger, ResolvedDockerOptions } from './options.ts';
 import { CLEANUP_SCRIPT, PREPARE_SANDBOX_SCRIPT, RECORD_FILE, SHARED_TMP_DIRS } from './scripts.ts';
 import { recoverExecCommands } from './exec-recovery.ts';
+import { ControlGate, killAllProcesses } from './kill-all.ts';
 import { commitSnapshot } from './snapshots.ts';
 import type { AgentChannel } from './agent-channel.ts';
 import { agentRunner, execRunner, type ControlRunner } from './control-runner.ts';
@@ -96,6 +97,8 @@ export class DockerSession implements BackendSession {
   readonly #agent: AgentChannel | undefined;
   /** Control commands: through the agent when there is one. */
   readonly #runner: ControlRunner;
+  /** Holds short control commands while `killAll` runs (kill-all.ts). */
+  readonly #gate = new ControlGate();
 
   constructor(init: DockerSessionInit) {
     this.#init = init;
@@ -116,7 +119,8 @@ export class DockerSession implements BackendSession {
       baseEnv: init.baseEnv,
     };
     this.#agent = init.agent;
-    this.#runner = this.#agent ? agentRunner(this.#agent, init.baseEnv) : execRunner(this.container);
+    const runner = this.#agent ? agentRunner(this.#agent, init.baseEnv) : execRunner(this.container);
+    this.#runner = { run: (o) => this.#gate.run(() => runner.run(o)), stream: (o) => runner.stream(o) };
     this.fs = createContainerFs({
       container: this.container,
       runner: this.#runner,
@@ -307,6 +311,24 @@ export class DockerSession implements BackendSession {
       },
       adopt,
     );
+  }
+
+  /**
+   * Ends every process of the container but its init, keep-alive loop and exec agent, those
+   * that left their process group or session included (kill-all.ts; docs/docker-backend.md,
+   * "Ending every process"). The session stays usable.
+   */
+  killAll(): Promise<void> {
+    return this.#gate.exclusive(async () => {
+      if (this.#lost !== undefined || this.#destroying) return;
+      await killAllProcesses({
+        container: this.container,
+        agent: this.#agent !== undefined,
+        timeoutMs: this.#init.options.engineTimeoutMs,
+        log: this.#log,
+        wanted: () => this.#lost === undefined && !this.#destroying,
+      });
+    });
   }
 
   /** Fresh container state: true running, false stopped or gone, undefined engine unreachable. */

@@ -80,6 +80,7 @@ export type InnerSession = BackendSession & {
   stats(): Promise<SessionStats>;
   prepareSandbox(sandbox: ResolvedSandbox): Promise<void>;
   containerRunning(): Promise<boolean | undefined>;
+  killAll(): Promise<void>;
   recoverExecProcesses(
     adopt: (p: RecoveredProcess, process: BackendProcess) => ProcessSink | undefined,
   ): Promise<number>;
@@ -267,6 +268,11 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
 
   onLost(listener: (reason: string) => void): void {
     this.inner.onLost(listener);
+  }
+
+  /** A hibernated session's processes are in its checkpoint: it wakes so they can be ended. */
+  killAll(): Promise<void> {
+    return this.#use(() => this.inner.killAll());
   }
 
   /** Removing the container needs no wake: a hibernated one goes with its checkpoint. */

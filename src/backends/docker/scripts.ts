@@ -112,6 +112,33 @@ export const KILL_PID_FILES_SCRIPT = [
 ].join('\n');
 
 /**
+ * Kills every process of the container but its init and keep-alive loop (session 1: PID 1,
+ * docker-init, and its child, KEEPALIVE_CMD; no other process can join that session), the exec
+ * agent (any process whose program is $1) and this script. In passes until one finds nothing
+ * left (a fork bomb forks between two), at most 100; exit 1 if it never ends. Builtins only: under
+ * a fork bomb the container may have no process slot for a child. Prints the number of passes.
+ */
+export const KILL_ALL_SCRIPT = [
+  'me=$$; agent=$1; n=0',
+  'while [ "$n" -lt 100 ]; do',
+  '  found=0',
+  '  for d in /proc/[0-9]*; do',
+  '    p=${d#/proc/}',
+  '    [ "$p" = "$me" ] && continue',
+  '    read -r s 2>/dev/null <"$d/stat" || continue',
+  '    t=${s##*) }',
+  '    set -- $t',
+  '    [ "$1" = Z ] || [ "$4" = 1 ] || [ "$4" = "$me" ] && continue',
+  '    [ -n "$agent" ] && [ "$d/exe" -ef "$agent" ] && continue',
+  '    kill -KILL "$p" 2>/dev/null && found=1',
+  '  done',
+  '  [ "$found" = 0 ] && { echo "$n"; exit 0; }',
+  '  n=$((n + 1))',
+  'done',
+  'exit 1',
+].join('\n');
+
+/**
  * Prepares the container-user sandbox, as root. Args: uid:gid, then four lists each ended by
  * `--`: writable roots; revoked roots (writable under the previous layout, not now);
  * world-writable dirs to close ("lock"); world-writable dirs to open ("unlock"); then the
