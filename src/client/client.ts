@@ -117,6 +117,8 @@ export class ExecServerClient {
     try {
       const init = await conn.request('initialize', {
         clientName: opts.clientName ?? 'exec-server-sdk',
+        // Output as bytes, not base64 in JSON; a server without the extension ignores it.
+        binaryOutput: true,
         ...(resumeSessionId !== undefined
           ? { resumeSessionId }
           : opts.session !== undefined

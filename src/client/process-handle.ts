@@ -161,7 +161,12 @@ export class ExecHandle {
     }
     switch (method) {
       case 'process/output':
-        this.#output(params['stream'] as StreamName, seq, Buffer.from(String(params['chunk'] ?? ''), 'base64'));
+        // Bytes as they are from a binary frame (binary-output.ts), else the JSON's base64 chunk.
+        this.#output(
+          params['stream'] as StreamName,
+          seq,
+          Buffer.isBuffer(params['data']) ? params['data'] : Buffer.from(String(params['chunk'] ?? ''), 'base64'),
+        );
         break;
       case 'process/exited':
         this.#exit = {

@@ -3,7 +3,7 @@
  * notifications, and answers to server-to-client requests (approvals).
  */
 import WebSocket from 'ws';
-import type { MethodName, MethodParams, MethodResult } from '../protocol/index.ts';
+import { decodeBinaryOutput, type MethodName, type MethodParams, type MethodResult } from '../protocol/index.ts';
 
 /** How long `close()` waits for the server's half of the close handshake. */
 const CLOSE_HANDSHAKE_MS = 5_000;
@@ -93,7 +93,11 @@ export class RpcConnection {
   private constructor(socket: WebSocket, opts: RpcConnectionOptions) {
     this.socket = socket;
     this.#opts = opts;
-    socket.on('message', (data: Buffer) => {
+    socket.on('message', (data: Buffer, isBinary: boolean) => {
+      if (isBinary) {
+        this.#onBinary(data);
+        return;
+      }
       const output = outputNotification(data);
       if (output) this.#dispatch(output);
       else this.#onMessage(String(data));
@@ -125,6 +129,16 @@ export class RpcConnection {
 
   #send(message: Record<string, unknown>): void {
     this.socket.send(JSON.stringify(this.#opts.jsonrpc ? { jsonrpc: '2.0', ...message } : message));
+  }
+
+  /** A binary frame is a `process/output` (asked for at initialize): its data handed on as bytes. */
+  #onBinary(frame: Buffer): void {
+    const o = decodeBinaryOutput(frame);
+    if (typeof o === 'string') return;
+    this.#dispatch({
+      method: 'process/output',
+      params: { processId: o.processId, seq: o.seq, stream: o.stream, data: o.data },
+    });
   }
 
   #onMessage(text: string): void {

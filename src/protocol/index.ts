@@ -3,6 +3,7 @@
  * TypeBox schema, with the static types derived from it. The server validates with these
  * schemas, the OpenAPI document is generated from them and the client SDK is typed by them.
  */
+export * from './binary-output.ts';
 export * from './common.ts';
 export * from './fs.ts';
 export * from './methods.ts';

@@ -44,6 +44,8 @@ export const InitializeParams = Params({
   resumeSessionId: Opt(Type.String({ minLength: 1, maxLength: 128 })),
   session: Opt(SessionSpecSchema),
   observe: Opt(Type.Boolean()),
+  /** Our extension: `process/output` as binary frames (binary-output.ts). */
+  binaryOutput: Opt(Type.Boolean()),
 });
 export const InitializeResult = Type.Object({
   sessionId: Type.String(),

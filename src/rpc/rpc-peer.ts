@@ -8,6 +8,7 @@
 import { execError, rpcErrorBody, toExecError, type ExecServerError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
+import { binaryOutputBytes, encodeBinaryOutput, type StreamName } from '../protocol/index.ts';
 import { FramePool } from './frame-pool.ts';
 import type { MethodTable } from './method-table.ts';
 
@@ -18,6 +19,8 @@ export interface RpcTransport {
    * on a closed socket never gets it. The Buffer is not reused before.
    */
   send(text: string | Buffer, sent?: () => void): void;
+  /** One binary frame (a `process/output` the client asked to get as bytes: binary-output.ts). */
+  sendBinary(frame: Buffer, sent?: () => void): void;
 }
 
 /**
@@ -57,6 +60,8 @@ function isId(value: unknown): value is Id {
 export class RpcPeer<Ctx> {
   /** Whether replies carry `"jsonrpc":"2.0"` (only when the client's initialize did). */
   tagReplies = false;
+  /** The client asked for `process/output` as binary frames (`initialize { binaryOutput }`). */
+  binaryOutput = false;
   readonly #opts: RpcPeerOptions<Ctx>;
   readonly #pending = new Map<Id, Pending>();
   readonly #inflight = new AbortController();
@@ -94,8 +99,14 @@ export class RpcPeer<Ctx> {
    * (ASCII only: the id is JSON-escaped, the chunk is base64, which needs no escaping), with
    * no JSON.stringify pass and no UTF-8 re-encoding of the large base64 text.
    */
-  notifyOutput(processId: string, seq: number, stream: string, data: Buffer): void {
+  notifyOutput(processId: string, seq: number, stream: StreamName, data: Buffer): void {
     if (this.#closed) return;
+    if (this.binaryOutput) {
+      const { frame, release } = outputFrames.take(binaryOutputBytes(processId, data.length));
+      encodeBinaryOutput(frame, { processId, seq, stream, data });
+      this.#opts.transport.sendBinary(frame, release);
+      return;
+    }
     const head = `{${this.tagReplies ? '"jsonrpc":"2.0",' : ''}"method":"process/output","params":{"processId":${JSON.stringify(processId)},"seq":${seq},"stream":"${stream}","chunk":"`;
     const headBytes = Buffer.byteLength(head);
     const b64Bytes = 4 * Math.ceil(data.length / 3);
@@ -168,6 +179,8 @@ export class RpcPeer<Ctx> {
     }
     if (!isId(id)) return this.#invalid(null, 'id must be a string or a number');
     if (method === 'initialize' && m['jsonrpc'] === '2.0') this.tagReplies = true;
+    if (method === 'initialize' && (m['params'] as { binaryOutput?: unknown } | undefined)?.binaryOutput === true)
+      this.binaryOutput = true;
     const def = this.#opts.table.get(method);
     if (!def) {
       this.#opts.metrics.rpcRequests.inc({ method: 'unknown', result: 'error' });

@@ -40,30 +40,32 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
       gate: (method, requires) => conn.gate(method, requires),
       onNotification: (method, params) => conn.onNotification(method, params),
       transport: {
-        send(text, sent) {
-          if (socket.readyState !== socket.OPEN) return;
-          if (socket.bufferedAmount > opts.bufferLimitBytes) {
-            cutSlowConsumer(`more than ${opts.bufferLimitBytes} bytes unread`);
-            return;
-          }
-          // A Buffer is JSON text already encoded (the output hot path): still a text frame.
-          // ws calls back once the socket has written it (or failed): only then may it be reused.
-          socket.send(
-            text,
-            { binary: false },
-            sent
-              ? () => {
-                  flushed();
-                  sent();
-                }
-              : flushed,
-          );
-          conn.flowCheck(socket.bufferedAmount);
-        },
+        // A Buffer is JSON text already encoded (the output hot path): still a text frame.
+        send: (text, sent) => write(text, false, sent),
+        sendBinary: (frame, sent) => write(frame, true, sent),
       },
     });
     conn.bindPeer(peer);
     const flushed = (): void => conn.flowCheck(socket.bufferedAmount);
+    // ws calls back once the socket has written a frame (or failed): only then may it be reused.
+    const write = (data: string | Buffer, binary: boolean, sent: (() => void) | undefined): void => {
+      if (socket.readyState !== socket.OPEN) return;
+      if (socket.bufferedAmount > opts.bufferLimitBytes) {
+        cutSlowConsumer(`more than ${opts.bufferLimitBytes} bytes unread`);
+        return;
+      }
+      socket.send(
+        data,
+        { binary },
+        sent
+          ? () => {
+              flushed();
+              sent();
+            }
+          : flushed,
+      );
+      conn.flowCheck(socket.bufferedAmount);
+    };
     const cutSlowConsumer = (why: string): void => {
       opts.metrics.wsSlowConsumers.inc();
       log.warn({ buffered: socket.bufferedAmount, why }, 'slow consumer disconnected');

@@ -59,6 +59,7 @@ function serverCapabilities(session: Session): Record<string, boolean> {
     hibernation:
       session.backend.hibernation !== undefined && session.backend.hibernation.unsupportedReason === undefined,
     chunkedFiles: true,
+    binaryOutput: true,
   };
 }
 
