@@ -66,8 +66,8 @@ export function outputNotification(data: Buffer): Record<string, unknown> | unde
   const end = data.length - 3;
   if (at < 0 || data[end + 1] !== 0x7d || data[end + 2] !== 0x7d) return undefined;
   if (data.indexOf(QUOTE, start) !== end) return undefined;
-  const escape = data.indexOf(BACKSLASH, start);
-  if (escape >= 0 && escape < end) return undefined;
+  const backslash = data.indexOf(BACKSLASH, start);
+  if (backslash >= 0 && backslash < end) return undefined;
   let head: unknown;
   try {
     head = JSON.parse(`${data.toString('utf8', 0, at)}}}`);
