@@ -2,7 +2,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ExecServerHttpError } from '../client/errors.ts';
 import { RpcError } from '../client/rpc-connection.ts';
-import type { ImagePull } from '../protocol/index.ts';
+import { describeImagePull, type ImagePull } from '../protocol/index.ts';
 
 export const DEFAULT_URL = 'ws://127.0.0.1:8765';
 
@@ -84,11 +84,7 @@ export function imagePullPrinter(out: NodeJS.WriteStream = process.stderr): (pul
   let printed = 0;
   return (p) => {
     const final = p.phase !== 'pulling';
-    const mb = (n: number): string => (n / 1e6).toFixed(1);
-    const figures =
-      p.layers === 0
-        ? ''
-        : `: ${p.totalBytes > 0 ? `${mb(p.currentBytes)} of ${mb(p.totalBytes)} MB, ` : ''}${p.layersDone} of ${p.layers} layers`;
+    const figures = p.layers === 0 ? '' : `: ${describeImagePull(p)}`;
     const verb = p.phase === 'pulled' ? 'pulled' : p.phase === 'failed' ? 'could not pull' : 'pulling';
     const line = `[exec-server] ${verb} image ${p.image}${figures}`;
     if (out.isTTY) {

@@ -28,8 +28,23 @@ export function createMcpServer(ctx: Omit<ToolContext, 'clientName'>): Server {
     },
   };
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: toolList() }));
-  server.setRequestHandler(CallToolRequestSchema, async (request) => {
-    const result = await callTool(request.params.name, request.params.arguments, context);
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    const token = request.params._meta?.progressToken;
+    const progress: ToolContext['progress'] =
+      token === undefined
+        ? undefined
+        : (value, total, message) =>
+            void extra
+              .sendNotification({
+                method: 'notifications/progress',
+                params: { progressToken: token, progress: value, ...(total !== undefined ? { total } : {}), message },
+              })
+              .catch(() => undefined);
+    const result = await callTool(
+      request.params.name,
+      request.params.arguments,
+      progress === undefined ? context : { ...context, clientName: context.clientName, progress },
+    );
     if (result === undefined)
       throw new McpError(ErrorCode.InvalidParams, `unknown tool ${JSON.stringify(request.params.name)}`);
     return result;

@@ -26,6 +26,11 @@ export interface ToolContext {
   readonly signer: PreviewSigner;
   /** The server's address as the MCP client reached it (scheme and host), for absolute preview URLs. */
   readonly origin: string | undefined;
+  /**
+   * This call's progress to the client, when it asked for it (`_meta.progressToken`): MCP's
+   * `notifications/progress`; `progress` must grow from one call to the next.
+   */
+  readonly progress?: ((progress: number, total: number | undefined, message: string) => void) | undefined;
 }
 
 /** What a tool is listed with (`tools/list`). */

@@ -8,7 +8,7 @@ import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { TSchema } from 'typebox';
 import type { SessionSpec } from '../sessions/session-spec.ts';
 import { runFacadeCall, type ToolRun } from '../tools/approval-queue.ts';
-import type { ExecToolResult } from '../protocol/index.ts';
+import { describeImagePull, type ExecToolResult, type ImagePull } from '../protocol/index.ts';
 import { previewAnswer } from '../preview/routes.ts';
 import type { UnifiedExec } from '../tools/unified-exec.ts';
 import { listDirTool, readFileTool, writeFileTool } from './file-tools.ts';
@@ -81,6 +81,22 @@ const decideApprovalTool = defineTool({
   },
 });
 
+/** A session image's pull as MCP progress: bytes as the figure (it never goes back), in words as the message. */
+function pullProgress(progress: NonNullable<ToolContext['progress']>): (pull: ImagePull) => void {
+  let last = -1;
+  return (p) => {
+    // The figure must grow between notifications: an update with the same bytes waits for more.
+    if (p.currentBytes <= last && p.phase === 'pulling') return;
+    last = Math.max(last + 1, p.currentBytes);
+    const verb = p.phase === 'pulled' ? 'pulled' : p.phase === 'failed' ? 'could not pull' : 'pulling';
+    progress(
+      last,
+      p.totalBytes > 0 ? Math.max(p.totalBytes, last) : undefined,
+      `${verb} image ${p.image}: ${describeImagePull(p)}`,
+    );
+  };
+}
+
 const createSessionTool = defineTool({
   name: 'create_session',
   title: 'Create a session',
@@ -90,7 +106,11 @@ const createSessionTool = defineTool({
   annotations: { openWorldHint: true },
   async run(args: CreateSessionToolArgs, ctx) {
     const { bind, ...spec } = args;
-    const session = await ctx.sessions.create(spec as SessionSpec, { tenant: ctx.tenant, clientName: ctx.clientName });
+    const session = await ctx.sessions.create(spec as SessionSpec, {
+      tenant: ctx.tenant,
+      clientName: ctx.clientName,
+      onImagePull: ctx.progress && pullProgress(ctx.progress),
+    });
     if (bind !== false) ctx.binding.sessionId = session.id;
     const info = session.info();
     return textResult(

@@ -208,6 +208,13 @@ export const ImagePullSchema = Type.Object({
 });
 export type ImagePull = Static<typeof ImagePullSchema>;
 
+/** A pull's figures in words, the same in the log, `/readyz`, the CLI and MCP: "12.3 of 45.6 MB, 2 of 3 layers". */
+export function describeImagePull(f: Pick<ImagePull, 'currentBytes' | 'totalBytes' | 'layers' | 'layersDone'>): string {
+  const mb = (n: number): string => (n / 1e6).toFixed(1);
+  const layers = `${f.layersDone} of ${f.layers} layers`;
+  return f.totalBytes > 0 ? `${mb(f.currentBytes)} of ${mb(f.totalBytes)} MB, ${layers}` : layers;
+}
+
 export const ImagePullListSchema = Type.Object({ pulls: Type.Array(ImagePullSchema) });
 
 // ---- approvals (server-to-client `approval/request`, and the HTTP approval queue) ----

@@ -18,6 +18,7 @@ import { ImagePullSchema, RPC_NOTIFICATIONS } from '../../src/protocol/index.ts'
 import { imageFrom, startRegistry, type RegistryImage, type TestRegistry } from '../support/registry.ts';
 import { startServer, within, type TestServer } from '../support/harness.ts';
 import { dockerTestOptions, engineReady, TEST_IMAGE } from './engine.ts';
+import { mcpClient, textOf } from '../mcp/helpers.ts';
 
 const run = promisify(execFile);
 const notification = Compile(RPC_NOTIFICATIONS['session/imagePull']);
@@ -46,7 +47,7 @@ function freshImage(repository: string): string {
 
 before(async () => {
   if (!engineReady) return;
-  for (const repository of ['exec-test/pull', 'exec-test/cli'])
+  for (const repository of ['exec-test/pull', 'exec-test/cli', 'exec-test/mcp'])
     served[repository] = await imageFrom(TEST_IMAGE, EXTRA_BYTES);
   // A manifest whose last layer (the random one, never seen by the engine) the registry lacks.
   const broken = await imageFrom(TEST_IMAGE, 100_000);
@@ -204,3 +205,31 @@ test('exec-server run prints the progress of the pull it waits for on stderr', d
   assert.match(lines.at(-1) ?? '', /^\[exec-server\] pulled image .*: (\d+\.\d) of \1 MB, (\d+) of \2 layers$/);
   await docker.getImage(image).remove();
 });
+
+test(
+  "MCP create_session reports the pull as the call's progress when the client asks for it",
+  dockerTestOptions,
+  async (t) => {
+    const image = freshImage('exec-test/mcp');
+    const { client } = await mcpClient(t, server.httpUrl);
+    const progress: Array<{ progress: number; total?: number | undefined; message?: string | undefined }> = [];
+    const result = await client.callTool({ name: 'create_session', arguments: { image, bind: false } }, undefined, {
+      onprogress: (p) => progress.push(p),
+      timeout: 120_000,
+    });
+    assert.match(textOf(result), /^created session /);
+    assert.ok(progress.length >= 2, `progress heard: ${JSON.stringify(progress)}`);
+    const figures = progress.map((p) => p.progress);
+    assert.deepEqual(
+      figures,
+      [...new Set(figures)].sort((a, b) => a - b),
+      'the figure grows with every notification',
+    );
+    assert.match(progress[0]?.message ?? '', new RegExp(`^pulling image ${image.replace(/[.]/g, '\\.')}`));
+    assert.match(progress.at(-1)?.message ?? '', /^pulled image .*: (\d+\.\d) of \1 MB, (\d+) of \2 layers$/);
+    const sessionId = (result.structuredContent as { sessionId?: string } | undefined)?.sessionId;
+    assert.ok(sessionId);
+    await fetch(`${server.httpUrl}/v1/sessions/${sessionId}`, { method: 'DELETE' });
+    await docker.getImage(image).remove();
+  },
+);

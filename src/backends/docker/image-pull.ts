@@ -6,7 +6,7 @@
 import type Docker from 'dockerode';
 import { execError } from '../../errors.ts';
 import type { TenantId } from '../../ids.ts';
-import type { ImagePull } from '../../protocol/index.ts';
+import { describeImagePull, type ImagePull } from '../../protocol/index.ts';
 import { statusOf, withDeadline } from './engine-client.ts';
 import type { DockerLogger } from './options.ts';
 
@@ -66,15 +66,8 @@ class PullProgress {
   }
 
   toString(): string {
-    return describePull(this.figures());
+    return describeImagePull(this.figures());
   }
-}
-
-/** One line for the log and `/readyz`: "12.3 of 45.6 MB, 2 of 3 layers". */
-function describePull(f: Pick<ImagePull, 'currentBytes' | 'totalBytes' | 'layers' | 'layersDone'>): string {
-  const mb = (n: number): string => (n / 1e6).toFixed(1);
-  const layers = `${f.layersDone} of ${f.layers} layers`;
-  return f.totalBytes > 0 ? `${mb(f.currentBytes)} of ${mb(f.totalBytes)} MB, ${layers}` : layers;
 }
 
 /**
@@ -258,7 +251,7 @@ export class DefaultImage {
   async notReadyReason(): Promise<string | undefined> {
     if (this.#state.kind === 'pulling') {
       const p = this.#state.progress;
-      return `default image ${this.#image} is being pulled (${p === undefined || p.layers === 0 ? 'starting' : describePull(p)})`;
+      return `default image ${this.#image} is being pulled (${p === undefined || p.layers === 0 ? 'starting' : describeImagePull(p)})`;
     }
     if (await this.#present()) {
       this.#state = { kind: 'present' };
