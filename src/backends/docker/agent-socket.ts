@@ -60,11 +60,6 @@ export class AgentSocketDirs {
       root === undefined ? undefined : join(root, createHash('sha256').update(instanceId).digest('hex').slice(0, 8));
   }
 
-  /** Why containers are made without the mount, if they are. */
-  get unavailableReason(): string | undefined {
-    return this.#base === undefined ? 'direct agent sockets are off' : this.#refused;
-  }
-
   /** A fresh private directory for one new container; undefined when there is none to give. */
   async make(): Promise<string | undefined> {
     const base = this.#base;
