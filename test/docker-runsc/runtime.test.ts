@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { dockerTestOptions } from '../docker/engine.ts';
-import { docker, makeBackend, RecordingSink, sessionSpec, spawnRequest } from '../docker/helpers.ts';
+import { docker, makeBackend, poolContainerIds, RecordingSink, sessionSpec, spawnRequest } from '../docker/helpers.ts';
 import { startServer, TestSession } from '../support/harness.ts';
 
 async function run(
@@ -133,19 +133,7 @@ test('the warm pool keeps containers per runtime and hands them to matching sess
   assert.equal(await backend.poolFull(60_000), true, 'both pools filled');
   assert.equal(backend.poolReady('runc'), 1);
   assert.equal(backend.poolReady('runsc'), 1);
-  const pooled = (
-    await docker(
-      'ps',
-      '-q',
-      '--no-trunc',
-      '--filter',
-      `label=exec-server.instance=${backend.options.instanceId}`,
-      '--filter',
-      'label=exec-server.pool=true',
-    )
-  )
-    .trim()
-    .split('\n');
+  const pooled = await poolContainerIds(backend);
   const gvisor = await backend.createSession(sessionSpec({ runtime: 'runsc' }));
   assert.ok(pooled.includes(gvisor.containerId!), 'the runsc session got the runsc pool container');
   assert.equal((await docker('inspect', '-f', '{{.HostConfig.Runtime}}', gvisor.containerId!)).trim(), 'runsc');

@@ -9,7 +9,7 @@ import { after, test } from 'node:test';
 import type { DockerBackend } from '../../src/backends/docker/index.ts';
 import { isStorageOptUnsupported } from '../../src/backends/docker/disk.ts';
 import { dockerTestOptions } from './engine.ts';
-import { docker, makeBackend, RecordingSink, sessionSpec, spawnRequest } from './helpers.ts';
+import { docker, makeBackend, poolContainerIds, RecordingSink, sessionSpec, spawnRequest } from './helpers.ts';
 
 const backends: DockerBackend[] = [];
 after(async () => {
@@ -43,17 +43,7 @@ test(
     });
     backends.push(backend);
     assert.equal(await backend.poolFull(60_000), true);
-    const poolId = (
-      await docker(
-        'ps',
-        '-q',
-        '--no-trunc',
-        '--filter',
-        `label=exec-server.instance=${backend.options.instanceId}`,
-        '--filter',
-        'label=exec-server.pool=true',
-      )
-    ).trim();
+    const poolId = (await poolContainerIds(backend)).join('\n');
     assert.notEqual(poolId, '');
     const storageOpt = (await docker('inspect', '-f', '{{json .HostConfig.StorageOpt}}', poolId)).trim();
     const engineLimits = storageOpt.includes('"size"');

@@ -104,6 +104,23 @@ export async function docker(...args: string[]): Promise<string> {
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/** Ids of the running warm-pool containers of `backend` (by its instance label). */
+export async function poolContainerIds(backend: DockerBackend): Promise<string[]> {
+  const out = await docker(
+    'ps',
+    '-q',
+    '--no-trunc',
+    '--filter',
+    `label=exec-server.instance=${backend.options.instanceId}`,
+    '--filter',
+    'label=exec-server.pool=true',
+  );
+  return out
+    .trim()
+    .split('\n')
+    .filter((id) => id !== '');
+}
+
 /**
  * One backend and one session shared by the tests of a file: created before them, closed after
  * (nothing happens when no engine answers; the tests themselves are then skipped or failed).

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type { DockerBackend } from '../../src/backends/docker/index.ts';
 import { asTenantId } from '../../src/ids.ts';
 import { dockerTestOptions } from './engine.ts';
-import { docker, makeBackend, RecordingSink, sessionSpec, sleep, spawnRequest } from './helpers.ts';
+import { docker, makeBackend, poolContainerIds, RecordingSink, sessionSpec, sleep, spawnRequest } from './helpers.ts';
 import { EngineProxy } from './socket-proxy.ts';
 
 const backends: DockerBackend[] = [];
@@ -141,19 +141,7 @@ test(
   async () => {
     const backend = track(makeBackend({ warmPoolSize: 2 }));
     assert.equal(await backend.poolFull(60_000), true);
-    const poolIds = (
-      await docker(
-        'ps',
-        '-q',
-        '--no-trunc',
-        '--filter',
-        `label=exec-server.instance=${backend.options.instanceId}`,
-        '--filter',
-        'label=exec-server.pool=true',
-      )
-    )
-      .trim()
-      .split('\n');
+    const poolIds = await poolContainerIds(backend);
     assert.equal(poolIds.length, 2);
     let t = Date.now();
     const spec = sessionSpec({ tenant: asTenantId('team a/b') });
@@ -174,21 +162,7 @@ test(
     assert.equal(await backend.poolFull(60_000), true);
 
     // Restart: the claimed container comes back as its session, unclaimed pool containers go.
-    const listPool = async (): Promise<string[]> =>
-      (
-        await docker(
-          'ps',
-          '-q',
-          '--no-trunc',
-          '--filter',
-          `label=exec-server.instance=${backend.options.instanceId}`,
-          '--filter',
-          'label=exec-server.pool=true',
-        )
-      )
-        .trim()
-        .split('\n')
-        .filter(Boolean);
+    const listPool = (): Promise<string[]> => poolContainerIds(backend);
     const unclaimed = (await listPool()).filter((id) => id !== s.containerId);
     assert.equal(unclaimed.length, 2);
     const second = track(makeBackend({ instanceId: backend.options.instanceId }));

@@ -6,20 +6,11 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { type TestContext, test } from 'node:test';
 import Docker from 'dockerode';
 import { sleep, TestSession } from '../support/harness.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
-    });
-  });
-}
+import { freePort } from '../support/free-port.ts';
 
 async function serve(instanceId: string, extra: readonly string[] = []): Promise<{ url: string; child: ChildProcess }> {
   const port = await freePort();

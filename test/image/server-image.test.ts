@@ -12,9 +12,9 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { promisify } from 'node:util';
 import { engineReady, IN_CI, TEST_IMAGE } from '../docker/engine.ts';
+import { freePort } from '../support/free-port.ts';
 
 const run = promisify(execFile);
 const SERVER_IMAGE = process.env.EXEC_SERVER_SERVER_IMAGE ?? 'exec-server:ci';
@@ -47,17 +47,6 @@ const opts = {
   skip: reason === undefined ? false : IN_CI ? 'server image missing: see the failing test' : reason,
   timeout: 120_000,
 };
-
-async function freePort(): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
-    });
-  });
-}
 
 const suffix = randomBytes(4).toString('hex');
 const name = `exec-server-image-test-${suffix}`;

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { silentLogger } from '../../src/logger.ts';
 import { probeWarmSandbox, WarmSandboxes } from '../../src/backends/local/warm-sandbox.ts';
+import { SANDBOX_BASE } from '../../src/backends/local/bubblewrap.ts';
 import { startServer, TestSession } from '../support/harness.ts';
 
 /**
@@ -117,14 +118,7 @@ test('the native helper confines relative paths too, and a missing cwd fails cle
   const placeholder = join(dir, 'placeholder');
   execFileSync('sh', ['-c', `: > '${placeholder}'; chmod 000 '${placeholder}'`]);
   const args = [
-    '--ro-bind',
-    '/',
-    '/',
-    '--dev',
-    '/dev',
-    '--proc',
-    '/proc',
-    '--unshare-pid',
+    ...SANDBOX_BASE,
     '--cap-drop',
     'ALL',
     '--die-with-parent',
