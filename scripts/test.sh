@@ -12,33 +12,87 @@ if [ "${#files[@]}" -eq 0 ]; then
   echo "test.sh: no test files found" >&2
   exit 1
 fi
+# Arguments (e.g. --test-name-pattern) go to every runner. A file list given after `--` replaces
+# the whole tree: `npm test -- -- test/unit/x.test.ts`.
+args=()
+while [ $# -gt 0 ]; do
+  if [ "$1" = "--" ]; then shift; files=("$@"); break; fi
+  args+=("$1"); shift
+done
+
+# Two groups side by side: the files that use the Docker engine, one at a time (they contend
+# for one engine and assert on its containers), and the files that do not (unit, docs, CLI,
+# chart, local-only suites), one at a time. The engine group is the long one; the other runs
+# in its shadow. EXEC_SERVER_TEST_SERIAL=1 keeps one group (as before, for a loaded machine).
+engine=()
+other=()
+for f in "${files[@]}"; do
+  case "$f" in
+    test/docker/* | test/docker-runsc/* | test/image/* | test/session-image/*) engine+=("$f") ;;
+    *)
+      if grep -qE "BACKENDS|docker/engine\.ts|dockerode|'docker'|\"docker\"|engineReady" "$f"; then
+        engine+=("$f")
+      else
+        other+=("$f")
+      fi
+      ;;
+  esac
+done
+if [ "${EXEC_SERVER_TEST_SERIAL:-0}" = "1" ]; then
+  engine=("${files[@]}")
+  other=()
+fi
+
 # --test-force-exit: a file whose tests all finished must not hang the run on a stray handle
 # (such leaks are bugs to fix, as the docker exec-stream one was; this only keeps CI bounded).
 # --test-timeout: a test without its own timeout fails after 3 minutes instead of waiting.
-# setsid: the runner and its per-file processes form one group the watchdog can end whole.
-# --test-reporter=tap: the same output on every Node version (Node 20 writes TAP when stdout is
-# not a terminal, Node 24 its spec format), ending in the runner's `# tests / # pass / # fail`.
-setsid node --import tsx --test --test-reporter=tap --test-timeout=180000 --test-force-exit "$@" "${files[@]}" &
-runner=$!
-trap 'kill -INT -- "-$runner" 2>/dev/null' INT TERM
+# --test-concurrency=1: one file at a time within a group.
+# setsid: each runner and its per-file processes form one group the watchdog can end whole.
+# --test-reporter=tap: the same output on every Node version, ending in the runner's
+# `# tests / # pass / # fail` summary.
+run_group() {
+  setsid node --import tsx --test --test-reporter=tap --test-concurrency=1 \
+    --test-timeout=180000 --test-force-exit "${args[@]}" "$@"
+}
 
-# The suite takes about 5 minutes on 2 cores. A run still going after the limit is hung (an
-# event loop blocked, a teardown that never returns): show what is running, then end it, so a
-# hang is a failure with a clue instead of a CI job that times out silently.
-limit="${EXEC_SERVER_TEST_LIMIT_SECONDS:-1800}"
+tmp="$(mktemp -d)"
+run_group "${engine[@]}" &
+runner=$!
+other_runner=""
+if [ "${#other[@]}" -gt 0 ]; then
+  run_group "${other[@]}" >"$tmp/other.tap" 2>&1 &
+  other_runner=$!
+fi
+trap 'kill -INT -- "-$runner" 2>/dev/null; [ -n "$other_runner" ] && kill -INT -- "-$other_runner" 2>/dev/null' INT TERM
+
+# A run still going after the limit is hung (an event loop blocked, a teardown that never
+# returns): show what is running, then end it, so a hang is a failure with a clue instead of a
+# CI job that times out silently.
+limit="${EXEC_SERVER_TEST_LIMIT_SECONDS:-2400}"
 (
   sleep "$limit" </dev/null >/dev/null 2>&1
   echo "test.sh: the suite is still running after ${limit} s; processes left:" >&2
   ps -eo pid,ppid,etime,args --forest >&2 || true
   kill -TERM -- "-$runner" 2>/dev/null
+  [ -n "$other_runner" ] && kill -TERM -- "-$other_runner" 2>/dev/null
   sleep 20 </dev/null >/dev/null 2>&1
   kill -KILL -- "-$runner" 2>/dev/null
+  [ -n "$other_runner" ] && kill -KILL -- "-$other_runner" 2>/dev/null
 ) &
 watchdog=$!
 
 set +e
 wait "$runner"
 rc=$?
+orc=0
+if [ -n "$other_runner" ]; then
+  wait "$other_runner"
+  orc=$?
+  echo "# ---- the files that do not use the engine (${#other[@]}), run beside the others ----"
+  cat "$tmp/other.tap"
+fi
 kill "$watchdog" 2>/dev/null
 wait "$watchdog" 2>/dev/null
-exit "$rc"
+echo "# ---- summary: engine group exit $rc (${#engine[@]} files), other group exit $orc (${#other[@]} files) ----"
+rm -rf "$tmp"
+[ "$rc" -eq 0 ] && [ "$orc" -eq 0 ]
