@@ -445,7 +445,8 @@ export const OPTIONS = {
     env: 'EXEC_SERVER_INSTANCE_ID',
     kind: 'string',
     default: 'default',
-    description: 'Names this server in container labels; a restarted server with the same id re-adopts its sessions.',
+    description:
+      'Names this server in container labels; a restarted server with the same id re-adopts its sessions. One live server per id and engine: a second one waits for the first to stop, then fails.',
   },
   previewHost: {
     flag: 'preview-host',

@@ -52,6 +52,7 @@ export function describeBootError(err: unknown, ctx: BootContext): BootFailure {
         exitCode: 2,
       };
     }
+    if (err.code === 'EXEC_ERR_INSTANCE_IN_USE') return { message: err.message, exitCode: 2 };
     if (err.code === 'EXEC_ERR_CONFIG') return { message: `invalid configuration: ${err.message}`, exitCode: 2 };
   }
   const text = err instanceof Error ? err.message : String(err);

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { dockerTestOptions } from '../docker/engine.ts';
 import { docker, sleep } from '../docker/helpers.ts';
-import { startServer, TestSession, type TestServer } from '../support/harness.ts';
+import { abandon, startServer, TestSession, type TestServer } from '../support/harness.ts';
 
 /** A counter loop in its own session (`setsid`: detached from the command's exec, which ends at once). */
 const COUNTER =
@@ -325,6 +325,7 @@ test(
     await s.close();
 
     // The first server "crashes": abandoned without shutdown; the container stays checkpointed.
+    await abandon(first);
     const second = await startServer({ backend: 'docker', instanceId, flags });
     t.after(() => second.close());
     t.after(() => first.app.close().catch(() => undefined));
@@ -371,6 +372,7 @@ test(
     await s.request('session/hibernate', {});
     await s.close();
 
+    await abandon(first);
     const second = await startServer({ backend: 'docker', instanceId, flags });
     t.after(() => second.close());
     t.after(() => first.app.close().catch(() => undefined));

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { test } from 'node:test';
-import { sleep, startServer, TestSession } from '../support/harness.ts';
+import { abandon, sleep, startServer, TestSession } from '../support/harness.ts';
 import { dockerTestOptions } from './engine.ts';
 
 test('re-adoption keeps the session policy; a session without its record is removed', dockerTestOptions, async (t) => {
@@ -33,6 +33,7 @@ test('re-adoption keeps the session policy; a session without its record is remo
   await doomed.close();
 
   // The first server "crashes": abandoned without shutdown; its containers keep running.
+  await abandon(first);
   const second = await startServer({ backend: 'docker', instanceId });
   t.after(() => second.close());
   const again = await TestSession.open(second.url, { resumeSessionId: String(keptInfo['sessionId']) });

@@ -41,6 +41,16 @@ export function dockerExecPath(): 'agent' | 'exec' {
   return process.env['EXEC_SERVER_DOCKER_EXEC_PATH'] === 'exec' ? 'exec' : 'agent';
 }
 
+/**
+ * The server "crashes" for a restart test: on the docker backend it stops acting for its
+ * instance and gives the instance lease up, leaving every container running (as a SIGKILL
+ * would), so that a second server with the same instance id can adopt them.
+ */
+export async function abandon(server: TestServer): Promise<void> {
+  const backend = server.backend as Backend & { handOver?: () => Promise<void> };
+  await backend.handOver?.();
+}
+
 export async function startServer(opts: ServerOptions = {}): Promise<TestServer> {
   const workspaceRoot = await mkdtemp(join(tmpdir(), 'exec-server-test-'));
   const kind = opts.backend ?? 'local';

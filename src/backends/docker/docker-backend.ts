@@ -22,6 +22,7 @@ import { DefaultImage, ImagePulls } from './image-pull.ts';
 import { runControl } from './exec-runner.ts';
 import { AgentChannel } from './agent-channel.ts';
 import { AgentSocketDirs } from './agent-socket.ts';
+import { InstanceLease } from './instance-lease.ts';
 import { DiskAwareSession, enforcementOf, StorageOptSupport } from './disk.ts';
 import { type HibernatableSession, readHibernatedFacts } from './hibernation.ts';
 import { LABEL, readUserLabels, userLabels } from './labels.ts';
@@ -51,6 +52,11 @@ export interface DockerBackend extends Backend {
   poolFull(timeoutMs: number): Promise<boolean>;
   /** Which runtimes sessions get and may ask for (runtimes.ts). */
   readonly runtimes: RuntimeResolver;
+  /**
+   * Stops acting for the instance and gives its lease up, leaving every container and process
+   * running for the next server with the same instance id (a hand-over); the backend is closed.
+   */
+  handOver(): Promise<void>;
 }
 
 /**
@@ -81,6 +87,8 @@ class DockerBackendImpl implements DockerBackend {
   readonly #storage = new StorageOptSupport();
   /** Directories shared with the engine's host for direct agent sockets (agent-socket.ts). */
   readonly #agentSockets: AgentSocketDirs;
+  /** One live server per instance id on the engine (instance-lease.ts). */
+  readonly #lease: InstanceLease;
   #poolsStarted: Promise<void> | undefined;
   #started = false;
   #closed = false;
@@ -91,6 +99,11 @@ class DockerBackendImpl implements DockerBackend {
     this.docker = createDockerClient(options.dockerHost);
     this.#agentSockets = new AgentSocketDirs(options.agentSocketDir, options.instanceId, log);
     this.#pulls = new ImagePulls(this.docker, log);
+    this.#lease = new InstanceLease(
+      this.docker,
+      { instanceId: options.instanceId, waitMs: options.instanceLeaseWaitMs, timeoutMs: options.engineTimeoutMs },
+      log,
+    );
     this.#defaultImage = new DefaultImage(this.docker, this.#pulls, options.defaultImage, log, options.engineTimeoutMs);
     this.#watcher = new EventWatcher(
       this.docker,
@@ -137,6 +150,8 @@ class DockerBackendImpl implements DockerBackend {
   }
 
   notReadyReason(): Promise<string | undefined> {
+    const lost = this.#lease.lostReason;
+    if (lost !== undefined) return Promise.resolve(lost);
     return this.#defaultImage.notReadyReason();
   }
 
@@ -301,12 +316,18 @@ class DockerBackendImpl implements DockerBackend {
     const gvisor = p.runtime !== undefined && isGvisor(engine?.paths[p.runtime]);
     // gVisor keeps a socket made inside the sandbox to itself: its agents are reached through the engine.
     const input = { ...p, storage: this.#storage, agentSockets: gvisor ? undefined : this.#agentSockets };
-    return provisionContainer(
+    const entry = await provisionContainer(
       this.docker,
       this.options,
       this.#log,
       gvisor ? { ...input, resources: { ...p.resources, pids: p.resources.pids + GVISOR_PIDS_ALLOWANCE } } : input,
     );
+    // Recovery found no image to hold the lease with: take it now, before this container can be found.
+    await this.#lease.ensure(p.image).catch(async (err: unknown) => {
+      await this.#removeContainer(entry.containerId).catch(() => undefined);
+      throw err;
+    });
+    return entry;
   }
 
   #removeContainer(containerId: string): Promise<void> {
@@ -316,13 +337,18 @@ class DockerBackendImpl implements DockerBackend {
   async recover(): Promise<RecoveredSession[]> {
     // A default runtime the engine lacks is a configuration error, reported at startup.
     await this.runtimes.check();
-    const list = await withDeadline('container list', this.options.engineTimeoutMs, (abortSignal) =>
-      this.docker.listContainers({
-        all: true,
-        filters: { label: [`${LABEL.instance}=${this.options.instanceId}`] },
-        abortSignal,
-      }),
-    );
+    const listOwn = () =>
+      withDeadline('container list', this.options.engineTimeoutMs, (abortSignal) =>
+        this.docker.listContainers({
+          all: true,
+          filters: { label: [`${LABEL.instance}=${this.options.instanceId}`] },
+          abortSignal,
+        }),
+      );
+    // Nothing is adopted or removed before this server holds the instance: another live server
+    // with the same id keeps its sessions (it is waited for, then this one fails to start).
+    await this.#lease.acquireForRecovery(this.options.defaultImage, await listOwn());
+    const list = await listOwn();
     const recovered: RecoveredSession[] = [];
     for (const c of list) {
       const labels = c.Labels ?? {};
@@ -525,5 +551,17 @@ class DockerBackendImpl implements DockerBackend {
     await this.#poolsStarted;
     await Promise.all([...this.#pools.values()].map((p) => p.close()));
     await Promise.all([...this.#sessions.values()].map((s) => s.destroy().catch(() => undefined)));
+    await this.#lease.release();
+  }
+
+  async handOver(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#watcher.stop();
+    await this.#poolsStarted;
+    await Promise.all([...this.#pools.values()].map((p) => p.close()));
+    // The agents keep their processes and output for the next server, as when this one dies.
+    await Promise.all([...this.#sessions.values()].map((s) => s.agent?.detach().catch(() => undefined)));
+    await this.#lease.release();
   }
 }

@@ -21,6 +21,11 @@ export interface DockerBackendOptions {
    * Must survive restarts of the same deployment, and differ between deployments sharing an engine.
    */
   readonly instanceId: string;
+  /**
+   * How long `recover()` waits for another live server that holds the instance id on the engine
+   * (instance-lease.ts) before failing with `EXEC_ERR_INSTANCE_IN_USE`. Default 60000 ms.
+   */
+  readonly instanceLeaseWaitMs?: number | undefined;
   /** Workspace path when the session spec names none. Default `/workspace`. */
   readonly defaultWorkdir?: string | undefined;
   /** uid:gid the `restricted` (container-user) attempts run as. Default `1000:1000`. */
@@ -89,6 +94,7 @@ export interface ResolvedDockerOptions {
   readonly dockerHost: string | undefined;
   readonly defaultImage: string;
   readonly instanceId: string;
+  readonly instanceLeaseWaitMs: number;
   readonly defaultWorkdir: string;
   readonly sandboxUser: string;
   readonly defaultResources: {
@@ -121,6 +127,7 @@ export function resolveOptions(o: DockerBackendOptions): ResolvedDockerOptions {
     dockerHost: o.dockerHost,
     defaultImage: o.defaultImage,
     instanceId: o.instanceId,
+    instanceLeaseWaitMs: Math.max(0, o.instanceLeaseWaitMs ?? 60_000),
     defaultWorkdir: o.defaultWorkdir ?? '/workspace',
     sandboxUser: o.sandboxUser ?? '1000:1000',
     defaultResources: {

@@ -1,0 +1,225 @@
+/**
+ * The lease that makes one server the holder of an instance id on an engine. Recovery adopts
+ * every container labelled with the instance id and removes the ones it cannot adopt, so two
+ * live servers with one id would take each other's sessions apart. The lease is held in the
+ * engine itself, not in this process's memory or a file on one host:
+ *
+ * - a container named after the instance (engine names are unique: creating it is an atomic
+ *   acquire; a second server gets 409 Conflict);
+ * - whose only process reads its standard input, attached by the holder with `StdinOnce`: when
+ *   the holder's connection to the engine ends for any reason (exit, SIGKILL, a lost host),
+ *   the engine closes that input, the process ends and `AutoRemove` deletes the container. The
+ *   lease cannot outlive its holder, and no clock or heartbeat decides it.
+ *
+ * A server that finds the lease held waits (a rolling restart: the predecessor is stopping), then
+ * fails with `EXEC_ERR_INSTANCE_IN_USE`. See docs/docker-backend.md, "One server per instance id".
+ */
+import { createHash } from 'node:crypto';
+import type { Duplex } from 'node:stream';
+import type Docker from 'dockerode';
+import { ExecServerError, execError } from '../../errors.ts';
+import { statusOf, withDeadline } from './engine-client.ts';
+import type { DockerLogger } from './options.ts';
+
+/** Label on the lease container: the instance id it holds (not `exec-server.instance`, which recovery adopts). */
+export const LEASE_LABEL = 'exec-server.lease';
+
+/** Engine name of the lease container of `instanceId` (ids may hold characters names may not). */
+export function leaseName(instanceId: string): string {
+  return `exec-server-lease-${createHash('sha256').update(instanceId).digest('hex').slice(0, 16)}`;
+}
+
+export interface InstanceLeaseOptions {
+  readonly instanceId: string;
+  /** How long to wait for a held lease before failing. */
+  readonly waitMs: number;
+  /** Deadline of each engine call. */
+  readonly timeoutMs: number;
+}
+
+type LeaseState =
+  | { readonly kind: 'none' }
+  | { readonly kind: 'held'; readonly containerId: string; readonly stream: Duplex }
+  | { readonly kind: 'lost'; readonly reason: string }
+  | { readonly kind: 'released' };
+
+const RETRY_MS = 500;
+
+/** The engine's HTTP status behind an error of `withDeadline` (the registry error keeps it as its cause). */
+function engineStatus(err: unknown): number | undefined {
+  return err instanceof ExecServerError ? statusOf(err.cause) : statusOf(err);
+}
+
+export class InstanceLease {
+  readonly #docker: Docker;
+  readonly #options: InstanceLeaseOptions;
+  readonly #log: DockerLogger;
+  #state: LeaseState = { kind: 'none' };
+  /** Set by `acquireForRecovery`: this server acts for the instance, so it must hold the lease. */
+  #wanted = false;
+  #acquiring: Promise<void> | undefined;
+
+  constructor(docker: Docker, options: InstanceLeaseOptions, log: DockerLogger) {
+    this.#docker = docker;
+    this.#options = options;
+    this.#log = log;
+  }
+
+  /** Whether this server holds the instance now. */
+  get held(): boolean {
+    return this.#state.kind === 'held';
+  }
+
+  /** Why the lease is not held after it was (for readiness), if so. */
+  get lostReason(): string | undefined {
+    return this.#state.kind === 'lost' ? this.#state.reason : undefined;
+  }
+
+  /**
+   * Takes the lease before recovery acts on the instance's containers: with the default image
+   * when the engine has it, else with the image of one of those containers. When neither exists
+   * there is nothing to adopt; the lease is then taken with the first container this server
+   * makes (`ensure`), before anything else can find it.
+   */
+  async acquireForRecovery(defaultImage: string, containers: readonly { readonly ImageID?: string }[]): Promise<void> {
+    this.#wanted = true;
+    const image = (await this.#imagePresent(defaultImage)) ? defaultImage : containers.find((c) => c.ImageID)?.ImageID;
+    if (image === undefined) return;
+    await this.ensure(image);
+  }
+
+  /** Takes the lease with `image` if this server wants it and does not hold it yet (one attempt at a time). */
+  async ensure(image: string): Promise<void> {
+    if (!this.#wanted || this.#state.kind !== 'none') return;
+    this.#acquiring ??= this.acquire(image).finally(() => {
+      this.#acquiring = undefined;
+    });
+    await this.#acquiring;
+  }
+
+  /**
+   * Takes the lease, with `image` (any local image with `/bin/sh`) for its container; waits up to
+   * `waitMs` while another live server holds it. Idempotent while held.
+   */
+  async acquire(image: string): Promise<void> {
+    if (this.#state.kind === 'held') return;
+    const deadline = Date.now() + this.#options.waitMs;
+    let warned = false;
+    for (;;) {
+      const taken = await this.#tryCreate(image);
+      if (taken) return;
+      const holder = await this.#holder();
+      if (holder !== undefined && !holder.running) {
+        // Its holder is gone and the engine has not removed it yet: clear it and try again.
+        await this.#remove(holder.id);
+        continue;
+      }
+      if (Date.now() >= deadline) throw this.#inUse(holder?.since);
+      if (!warned) {
+        warned = true;
+        this.#log.warn(
+          { instanceId: this.#options.instanceId, lease: leaseName(this.#options.instanceId), since: holder?.since },
+          `another server holds instance id ${this.#options.instanceId} on this engine; waiting up to ${Math.round(this.#options.waitMs / 1000)} s for it to stop`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+    }
+  }
+
+  /** Gives the lease up (the engine removes its container once the input closes). */
+  async release(): Promise<void> {
+    const state = this.#state;
+    this.#state = { kind: 'released' };
+    if (state.kind !== 'held') return;
+    state.stream.destroy();
+    await this.#remove(state.containerId);
+  }
+
+  /** Creates, attaches and starts the lease container; false when another one has the name. */
+  async #tryCreate(image: string): Promise<boolean> {
+    const { instanceId, timeoutMs } = this.#options;
+    let container: Docker.Container;
+    try {
+      container = await withDeadline('lease create', timeoutMs, (abortSignal) =>
+        this.#docker.createContainer({
+          name: leaseName(instanceId),
+          Image: image,
+          Entrypoint: ['/bin/sh', '-c', 'while read -r _; do :; done'],
+          Cmd: [],
+          Labels: { [LEASE_LABEL]: instanceId },
+          OpenStdin: true,
+          StdinOnce: true,
+          AttachStdin: true,
+          NetworkDisabled: true,
+          HostConfig: { AutoRemove: true, NetworkMode: 'none', Memory: 16 * 1024 * 1024, PidsLimit: 8 },
+          abortSignal,
+        } as Docker.ContainerCreateOptions),
+      );
+    } catch (err) {
+      if (engineStatus(err) === 409) return false;
+      throw err;
+    }
+    try {
+      const stream = (await withDeadline('lease attach', timeoutMs, () =>
+        container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true }),
+      )) as Duplex;
+      stream.on('error', () => undefined);
+      stream.resume();
+      await withDeadline('lease start', timeoutMs, () => container.start());
+      this.#state = { kind: 'held', containerId: container.id, stream };
+      stream.once('close', () => this.#onClosed(container.id));
+      this.#log.info({ instanceId, lease: leaseName(instanceId) }, 'holding the instance lease');
+      return true;
+    } catch (err) {
+      await this.#remove(container.id);
+      throw err;
+    }
+  }
+
+  #onClosed(containerId: string): void {
+    if (this.#state.kind !== 'held' || this.#state.containerId !== containerId) return;
+    const reason = `lost the lease of instance id ${this.#options.instanceId} (the engine connection that held it ended)`;
+    this.#state = { kind: 'lost', reason };
+    this.#log.error({ instanceId: this.#options.instanceId }, reason);
+  }
+
+  async #imagePresent(image: string): Promise<boolean> {
+    try {
+      await withDeadline('image inspect', this.#options.timeoutMs, () => this.#docker.getImage(image).inspect());
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  async #holder(): Promise<{ id: string; running: boolean; since: string | undefined } | undefined> {
+    try {
+      const info = await withDeadline('lease inspect', this.#options.timeoutMs, (abortSignal) =>
+        this.#docker.getContainer(leaseName(this.#options.instanceId)).inspect({ abortSignal }),
+      );
+      return { id: info.Id, running: info.State.Running, since: info.State.StartedAt };
+    } catch (err) {
+      if (engineStatus(err) === 404) return undefined;
+      throw err;
+    }
+  }
+
+  async #remove(containerId: string): Promise<void> {
+    await withDeadline('lease remove', this.#options.timeoutMs, (abortSignal) =>
+      this.#docker.getContainer(containerId).remove({ force: true, abortSignal }),
+    ).catch((err: unknown) => {
+      const status = engineStatus(err);
+      // Gone already, or being removed by the engine (AutoRemove): either way not ours any more.
+      if (status !== 404 && status !== 409) this.#log.warn({ err: (err as Error).message }, 'lease remove failed');
+    });
+  }
+
+  #inUse(since: string | undefined): ExecServerError<'EXEC_ERR_INSTANCE_IN_USE'> {
+    const { instanceId, waitMs } = this.#options;
+    return execError(
+      'EXEC_ERR_INSTANCE_IN_USE',
+      `another exec-server holds instance id ${instanceId} on this engine${since === undefined ? '' : ` (since ${since})`} and did not stop within ${Math.round(waitMs / 1000)} s: stop it, or give this server its own --instance-id (its lease is the container ${leaseName(instanceId)})`,
+      { detail: { instanceId, lease: leaseName(instanceId) } },
+    );
+  }
+}

@@ -1,0 +1,136 @@
+/**
+ * One live server per instance id on an engine (src/backends/docker/instance-lease.ts): a
+ * second server started with the id of a running one neither adopts nor removes its containers;
+ * it waits for the holder and fails with EXEC_ERR_INSTANCE_IN_USE, or takes over once the holder
+ * is gone (SIGKILL included: the engine drops the lease with the holder's connection).
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { test } from 'node:test';
+import { leaseName } from '../../src/backends/docker/instance-lease.ts';
+import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
+import { docker, makeBackend, RecordingSink, sessionSpec, sleep, spawnRequest } from './helpers.ts';
+
+async function running(containerId: string): Promise<boolean> {
+  return (await docker('inspect', '-f', '{{.State.Running}}', containerId)).trim() === 'true';
+}
+
+test(
+  "a second backend with a live holder's instance id waits, fails with its code, and touches nothing",
+  dockerTestOptions,
+  async (t) => {
+    const first = makeBackend();
+    t.after(() => first.close());
+    assert.deepEqual(await first.recover(), []);
+    const lease = (await docker('ps', '-q', '--filter', `name=^${leaseName(first.options.instanceId)}$`)).trim();
+    assert.notEqual(lease, '', 'the holder keeps a lease container');
+
+    const s = await first.createSession(sessionSpec());
+    const pooled = await first.createSession(sessionSpec());
+    const sink = new RecordingSink();
+    await s.spawn(
+      spawnRequest(['sh', '-c', 'for i in 1 2 3 4 5 6 7 8 9 10; do echo line-$i; sleep 0.3; done; exit 3']),
+      sink,
+    );
+
+    const second = makeBackend({ instanceId: first.options.instanceId, instanceLeaseWaitMs: 1500 });
+    t.after(() => second.close());
+    const started = Date.now();
+    await assert.rejects(second.recover(), (err: Error & { code?: string }) => {
+      assert.equal(err.code, 'EXEC_ERR_INSTANCE_IN_USE');
+      assert.match(err.message, new RegExp(first.options.instanceId));
+      assert.match(err.message, /--instance-id/);
+      return true;
+    });
+    assert.ok(Date.now() - started >= 1400, 'it waited for the holder first');
+
+    // The holder's sessions and their command went on untouched.
+    assert.deepEqual(await sink.exited, { kind: 'exited', code: 3 });
+    assert.equal(sink.text('stdout'), Array.from({ length: 10 }, (_, i) => `line-${i + 1}\n`).join(''));
+    assert.ok(await running(s.containerId!));
+    assert.ok(await running(pooled.containerId!));
+    assert.deepEqual(sink.violations, []);
+
+    // Closing the holder gives the lease up: the next one takes it at once.
+    await first.close();
+    const third = makeBackend({ instanceId: first.options.instanceId, instanceLeaseWaitMs: 5000 });
+    t.after(() => third.close());
+    assert.deepEqual(await third.recover(), []);
+    await third.close();
+    assert.equal((await docker('ps', '-aq', '--filter', `name=^${leaseName(first.options.instanceId)}$`)).trim(), '');
+  },
+);
+
+test(
+  'servers: a second one waits while the first runs, and adopts its sessions once it is SIGKILLed',
+  dockerTestOptions,
+  async (t) => {
+    const instanceId = `lease-${randomUUID().slice(0, 8)}`;
+    const root = new URL('../..', import.meta.url).pathname;
+    const serve = () => {
+      const child = spawn(
+        process.execPath,
+        [
+          '--import',
+          'tsx',
+          'src/main.ts',
+          'serve',
+          '--backend',
+          'docker',
+          '--image',
+          TEST_IMAGE,
+          '--instance-id',
+          instanceId,
+          '--listen',
+          'ws://127.0.0.1:0',
+          '--log-level',
+          'warn',
+        ],
+        { stdio: ['ignore', 'pipe', 'pipe'], cwd: root },
+      );
+      let out = '';
+      let err = '';
+      child.stdout.on('data', (d) => (out += String(d)));
+      child.stderr.on('data', (d) => (err += String(d)));
+      t.after(() => child.kill('SIGKILL'));
+      const url = async (): Promise<string> => {
+        for (let i = 0; i < 1200 && child.exitCode === null; i++) {
+          const m = /^ws:\/\/(\S+)$/m.exec(out);
+          if (m) return `http://${m[1]}`;
+          await sleep(100);
+        }
+        throw new Error(`server did not start: ${err}`);
+      };
+      return { child, url, stderr: () => err };
+    };
+    const a = serve();
+    const base = await a.url();
+    const created = await fetch(`${base}/v1/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
+    assert.equal(created.status, 201);
+    const { sessionId, containerId } = (await created.json()) as { sessionId: string; containerId: string };
+
+    const b = serve();
+    for (let i = 0; i < 600 && !/holds instance id/.test(b.stderr()); i++) await sleep(100);
+    assert.match(b.stderr(), new RegExp(`another server holds instance id ${instanceId}`));
+    await sleep(1000);
+    assert.equal(b.child.exitCode, null, 'the second server waits');
+    assert.ok(await running(containerId), "the first server's session is untouched");
+    assert.equal((await fetch(`${base}/v1/sessions/${sessionId}`)).status, 200);
+
+    a.child.kill('SIGKILL');
+    const second = await b.url();
+    const adopted = await fetch(`${second}/v1/sessions/${sessionId}`);
+    assert.equal(adopted.status, 200, 'the successor adopted the session');
+    const deleted = await fetch(`${second}/v1/sessions/${sessionId}`, { method: 'DELETE' });
+    assert.ok(deleted.status < 300, `the successor acts for it (DELETE answered ${deleted.status})`);
+    assert.equal((await docker('ps', '-aq', '--filter', `id=${containerId}`)).trim(), '');
+    const gone = new Promise((r) => b.child.once('exit', r));
+    b.child.kill('SIGTERM');
+    await gone;
+  },
+);
