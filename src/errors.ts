@@ -32,7 +32,6 @@ export const ERROR_REGISTRY = {
   EXEC_ERR_PROCESS_LIMIT: [429, RpcCode.invalidRequest],
   EXEC_ERR_REJECTED: [403, RpcCode.invalidRequest],
   EXEC_ERR_APPROVAL_NOT_FOUND: [404, RpcCode.invalidRequest],
-  EXEC_ERR_APPROVAL_LIMIT: [429, RpcCode.invalidRequest],
   EXEC_ERR_NOT_FOUND: [404, RpcCode.notFound],
   EXEC_ERR_FS_DENIED: [403, RpcCode.invalidRequest],
   EXEC_ERR_FS: [500, RpcCode.internal],
@@ -45,8 +44,22 @@ export const ERROR_REGISTRY = {
   EXEC_ERR_BUSY: [429, RpcCode.invalidRequest],
   EXEC_ERR_DISK_LIMIT: [507, RpcCode.invalidRequest],
   EXEC_ERR_CONFIG: [500, RpcCode.internal],
+  EXEC_ERR_INSTANCE_IN_USE: [409, RpcCode.internal],
   EXEC_ERR_INTERNAL: [500, RpcCode.internal],
 } as const satisfies Record<string, readonly [number, number]>;
+
+/**
+ * Codes a client may retry unchanged after a pause: the server or its engine is busy, starting,
+ * stopping or briefly unreachable. Every other code needs a different request (docs/errors.md).
+ */
+export const RETRYABLE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  'EXEC_ERR_SESSION_LIMIT',
+  'EXEC_ERR_PROCESS_STARTING',
+  'EXEC_ERR_PROCESS_LIMIT',
+  'EXEC_ERR_BACKEND_UNAVAILABLE',
+  'EXEC_ERR_SHUTTING_DOWN',
+  'EXEC_ERR_BUSY',
+]);
 
 /** A stable error code. */
 export type ErrorCode = keyof typeof ERROR_REGISTRY;
