@@ -7,7 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PY=/usr/bin/python3
-VENV="${EXEC_SERVER_PY_VENV:-$(mktemp -d /tmp/exec-server-pyvenv.XXXXXX)}"
+if [ -n "${EXEC_SERVER_PY_VENV:-}" ]; then
+  VENV="$EXEC_SERVER_PY_VENV"
+else
+  VENV="$(mktemp -d /tmp/exec-server-pyvenv.XXXXXX)"
+  trap 'rm -rf "$VENV"' EXIT
+fi
 "$PY" -m venv --system-site-packages "$VENV"
 "$VENV/bin/pip" install --quiet --no-deps --no-build-isolation --no-index ./clients/python
 # Only the installed copy: the tests must not import the checkout's sources by accident.
@@ -15,10 +20,11 @@ cd clients/python/tests
 
 echo "test-python: mypy --strict"
 "$VENV/bin/python" -m mypy --strict --no-incremental -p exec_server
-"$VENV/bin/python" -m mypy --strict --no-incremental ../examples
+"$VENV/bin/python" -m mypy --strict --no-incremental ../examples ../../../bench/python_sdk.py
 echo "test-python: pyflakes, pycodestyle"
-"$VENV/bin/python" -m pyflakes ../exec_server ../examples .
-"$VENV/bin/python" -m pycodestyle --max-line-length=120 --exclude=_generated.py ../exec_server ../examples .
+"$VENV/bin/python" -m pyflakes ../exec_server ../examples . ../../../bench/python_sdk.py
+"$VENV/bin/python" -m pycodestyle --max-line-length=120 --exclude=_generated.py ../exec_server ../examples . \
+  ../../../bench/python_sdk.py
 
-echo "test-python: pytest"
+echo "test-python: pytest (exec_server from $("$VENV/bin/python" -c 'import exec_server; print(exec_server.__file__)'))"
 "$VENV/bin/python" -m pytest -p no:cacheprovider -ra --durations=5 "$@" .

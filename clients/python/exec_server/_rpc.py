@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -26,6 +27,7 @@ CloseHandler = Callable[[int, str], None]
 _BINARY_HEADER = struct.Struct("<BBHQ")
 _STREAMS = ("stdout", "stderr", "pty")
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+log = logging.getLogger("exec_server")
 
 
 def decode_binary_output(frame: bytes) -> dict[str, Any] | None:
@@ -79,15 +81,16 @@ class RpcConnection:
         code, reason = 1006, "connection lost"
         try:
             async for message in self._ws:
-                if isinstance(message, bytes):
-                    params = decode_binary_output(message)
-                    if params is not None:
-                        self._notify("process/output", params)
-                    continue
-                self._dispatch_text(message)
+                try:
+                    if isinstance(message, bytes):
+                        params = decode_binary_output(message)
+                        if params is not None:
+                            self._notify("process/output", params)
+                    else:
+                        self._dispatch_text(message)
+                except Exception:  # a failing callback must not stop the reading
+                    log.exception("exec-server: a message handler failed")
         except ConnectionClosed:
-            pass
-        except Exception:  # a bug in a handler must not leave waiters hanging
             pass
         finally:
             if self._ws.close_code is not None:

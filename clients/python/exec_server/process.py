@@ -105,7 +105,11 @@ class Process:
         return self.output()
 
     async def output(self, stream: StreamName | None = None) -> AsyncIterator[OutputChunk]:
-        """Every chunk (of ``stream``, or all) from the start, in order, until the process closes."""
+        """The chunks (of ``stream``, or all) in order, until the process closes.
+
+        The first iteration starts from the beginning (what arrived before it is kept, up to
+        ``backlog_bytes``); a later one starts when it begins.
+        """
         queue: asyncio.Queue[Any] = asyncio.Queue()
         for chunk in self._backlog or []:
             queue.put_nowait(chunk)

@@ -29,6 +29,24 @@ def docker_ready() -> str | None:
     return None
 
 
+def gvisor_ready() -> bool:
+    """Whether the engine has gVisor registered as ``runsc`` (scripts/start-dockerd.sh does it)."""
+    try:
+        out = subprocess.run(["docker", "info", "--format", "{{json .Runtimes}}"], capture_output=True,
+                             text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return '"runsc"' in out
+
+
+def require_gvisor() -> None:
+    if not gvisor_ready():
+        message = "the docker engine has no runsc runtime (gVisor): run scripts/start-dockerd.sh with runsc installed"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+
+
 _servers: dict[str, Server] = {}
 
 
@@ -40,7 +58,7 @@ def server_for(backend: str) -> Server:
                 pytest.fail(reason)
             pytest.skip(reason)
     if backend not in _servers:
-        flags = ["--allowed-runtimes", "runsc"] if backend == "docker" else []
+        flags = ["--allowed-runtimes", "runsc"] if backend == "docker" and gvisor_ready() else []
         _servers[backend] = Server(backend, flags)
     return _servers[backend]
 

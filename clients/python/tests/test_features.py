@@ -10,7 +10,7 @@ import urllib.request
 from typing import Any
 
 import pytest
-from conftest import aio
+from conftest import aio, require_gvisor
 from server import REPO, Server, free_port
 
 from exec_server import TOOL_DEFINITIONS, AsyncClient, NotFoundError, RejectedError, chat_completions_tools
@@ -98,6 +98,7 @@ async def test_snapshot_and_fork(docker_server: Server) -> None:
 
 @aio
 async def test_hibernate_and_wake(docker_server: Server) -> None:
+    require_gvisor()
     client = AsyncClient(docker_server.url, docker_server.token)
     async with client.session(runtime="runsc") as s:
         assert (await s.info())["runtime"] == "runsc"
