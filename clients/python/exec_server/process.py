@@ -123,6 +123,8 @@ class Process:
                 item = await queue.get()
                 if item is _END:
                     return
+                if isinstance(item, Exception):
+                    raise item
                 if stream is None or item.stream == stream:
                     yield item
         finally:
@@ -228,6 +230,15 @@ class Process:
             queue.put_nowait(_END)
         if not self._done.done():
             self._done.set_result(self._result)
+
+    def _fail(self, err: Exception) -> None:
+        """No more events will come (the connection closed for good): waits and iterations raise ``err``."""
+        if self._result is not None or self._done.done():
+            return
+        self._done.set_exception(err)
+        self._done.add_done_callback(lambda f: f.exception())  # retrieved, even if nobody waits
+        for queue, _ in self._queues:
+            queue.put_nowait(err)
 
     def _lost(self) -> None:
         """The server no longer knows the process: it ends ``lost`` with what arrived."""

@@ -92,8 +92,19 @@ class Session(ToolsMixin):
         if conn is not self._conn:
             return
         self.disconnects += 1
-        if not self._closing and self._auto_reconnect and code != 4000 and self._reconnecting is None:
-            self._reconnecting = asyncio.create_task(self._retry_reconnect())
+        if not self._closing and self._auto_reconnect and code != 4000:
+            if self._reconnecting is None:
+                self._reconnecting = asyncio.create_task(self._retry_reconnect())
+        else:
+            self._give_up(code)
+
+    def _give_up(self, code: int | None) -> None:
+        """The connection is gone for good: open handles fail instead of waiting forever."""
+        why = "evicted: another connection resumed the session, or it was deleted" if code == 4000 \
+            else "the session's connection is closed"
+        for handle in list(self._processes.values()):
+            handle._fail(ConnectionClosedError(f"{why} ({code})", code))
+        self._processes.clear()
 
     async def _retry_reconnect(self, attempts: int = 10, delay: float = 0.2) -> None:
         try:
@@ -106,6 +117,7 @@ class Session(ToolsMixin):
                     return
                 except Exception:
                     continue
+            self._give_up(self._conn.close_code if self._conn is not None else None)
         finally:
             self._reconnecting = None
 

@@ -29,15 +29,17 @@ async def test_run_output_and_exit(server: Server) -> None:
 @aio
 async def test_stream_chunks_decode_utf8_across_boundaries(server: Server) -> None:
     async with AsyncClient(server.url, server.token) as client, client.session() as s:
-        # é (c3 a9) and 😀 (f0 9f 98 80) split across writes, so across chunks; one stray byte.
+        # é (c3 a9) and 😀 (f0 9f 98 80) split across writes, so across chunks; the output ends inside
+        # a character (c3): the decoder's flush at the end gives U+FFFD.
         cmd = r"printf 'a\303'; sleep 0.3; printf '\251b\360\237'; sleep 0.3; printf '\230\200'; " \
-              r"printf 'err\n' >&2; sleep 0.2; printf '\377'"
+              r"printf 'err\n' >&2; sleep 0.2; printf '\303'"
         proc = await s.spawn(cmd)
         chunks = [c async for c in proc]
         out = [c for c in chunks if c.stream == "stdout"]
         assert len(out) >= 3, out
         assert "".join(c.text for c in out) == "aé" + "b😀" + "\ufffd"
-        assert b"".join(c.data for c in out) == b"a\xc3\xa9b\xf0\x9f\x98\x80\xff"
+        assert b"".join(c.data for c in out) == b"a\xc3\xa9b\xf0\x9f\x98\x80\xc3"
+        assert out[-1].data == b"" and out[-1].text == "\ufffd"  # the flush
         assert [c.text for c in chunks if c.stream == "stderr"] == ["err\n"]
         assert [c.seq for c in chunks if c.data] == sorted(c.seq for c in chunks if c.data)
         result = await proc.wait()

@@ -7,7 +7,7 @@ import pytest
 from conftest import aio
 from server import Server
 
-from exec_server import AsyncClient, NotFoundError
+from exec_server import AsyncClient, ConnectionClosedError, NotFoundError
 
 
 @aio
@@ -67,3 +67,19 @@ async def test_requests_wait_for_a_resume(local_server: Server) -> None:
                 break
             await asyncio.sleep(0.01)
         assert (await s.run("echo after")).stdout == "after\n"
+
+
+@aio
+async def test_an_evicted_connection_fails_its_waits(local_server: Server) -> None:
+    client = AsyncClient(local_server.url, local_server.token)
+    first = await client.create_session()
+    sleeper = await first.spawn(["sleep", "30"], process_id="sleeper")
+    second = await client.resume_session(first.id)  # the server closes the first with 4000
+    with pytest.raises(ConnectionClosedError) as err:
+        await sleeper.wait(timeout=10)
+    assert err.value.close_code == 4000 and not err.value.retryable
+    assert not first.connected
+    again = await second.attach("sleeper")
+    await again.kill()
+    assert (await again.wait()).terminal == "terminated"
+    await second.delete()
