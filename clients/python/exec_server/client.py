@@ -18,7 +18,8 @@ DEFAULT_URL = "ws://127.0.0.1:8765"
 
 
 class AsyncClient:
-    """One server and token: ``EXEC_SERVER_URL`` and ``EXEC_SERVER_TOKEN`` when not given (as the TS SDK)."""
+    """One server and token; without them ``EXEC_SERVER_URL`` and ``EXEC_SERVER_TOKEN`` (else
+    ``CODEX_EXEC_SERVER_CONNECTION_TOKEN``), as the CLI reads them."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *,
                  client_name: str = "exec-server-python") -> None:
@@ -26,7 +27,8 @@ class AsyncClient:
         if not isinstance(url, str) or "://" not in url:
             raise v.fail(f"url must be ws(s):// or http(s)://, not {url!r}")
         self.ws_url = ws_url_of(url)
-        self.token = token if token is not None else os.environ.get("EXEC_SERVER_TOKEN") or None
+        self.token = token if token is not None else (
+            os.environ.get("EXEC_SERVER_TOKEN") or os.environ.get("CODEX_EXEC_SERVER_CONNECTION_TOKEN") or None)
         self.client_name = client_name
         self.http = HttpApi(url, self.token)
         self._sessions: list[Session] = []

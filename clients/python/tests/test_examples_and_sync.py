@@ -54,3 +54,8 @@ def test_environment_variables(local_server: Server, monkeypatch: pytest.MonkeyP
     assert client.ws_url == local_server.url + "/" and client.token == local_server.token
     with Client() as sync:
         assert isinstance(sync.list_sessions(), list)
+    monkeypatch.delenv("EXEC_SERVER_TOKEN")
+    monkeypatch.setenv("CODEX_EXEC_SERVER_CONNECTION_TOKEN", local_server.token)
+    assert AsyncClient().token == local_server.token
+    monkeypatch.delenv("EXEC_SERVER_URL")
+    assert AsyncClient().ws_url == "ws://127.0.0.1:8765"
