@@ -1,6 +1,7 @@
 """Errors: one class per family with the server's codes; bad arguments fail before sending."""
 from __future__ import annotations
 
+import json
 import subprocess
 from typing import Any
 
@@ -21,7 +22,6 @@ def test_codes_match_the_server_registry() -> None:
     dump = subprocess.run(["node", "--import", "tsx", "-e",
                            "import('./src/errors.ts').then(m => console.log(JSON.stringify(m.ERROR_REGISTRY)))"],
                           cwd=REPO, capture_output=True, text=True, timeout=60, check=True)
-    import json
     server = {k: tuple(v) for k, v in json.loads(dump.stdout).items()}
     assert server == ERROR_REGISTRY
     assert set(errors.FAMILIES) == set(server)
@@ -29,10 +29,6 @@ def test_codes_match_the_server_registry() -> None:
     e = errors.error_of("EXEC_ERR_BUSY", "busy")
     assert isinstance(e, errors.LimitError) and e.retryable and e.status == 429
     assert not errors.error_of("EXEC_ERR_REJECTED", "no").retryable
-
-
-class CountingSession:
-    """Counts what reaches the wire."""
 
 
 @aio
