@@ -55,6 +55,7 @@ class RpcConnection:
         self.notification_handlers: list[NotificationHandler] = []
         self.close_handlers: list[CloseHandler] = []
         self.close_code: int | None = None
+        self.binary_frames = 0  # process/output frames received as bytes (docs/protocol.md)
         self._tasks: set[asyncio.Task[None]] = set()
         self._reader = asyncio.create_task(self._read())
 
@@ -83,6 +84,7 @@ class RpcConnection:
             async for message in self._ws:
                 try:
                     if isinstance(message, bytes):
+                        self.binary_frames += 1
                         params = decode_binary_output(message)
                         if params is not None:
                             self._notify("process/output", params)
