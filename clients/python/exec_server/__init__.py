@@ -5,7 +5,7 @@ The same concepts as the TypeScript SDK (docs/sdk.md); see docs/python-sdk.md.
 """
 from ._generated import TOOL_DEFINITIONS
 from ._http import http_base_of, ws_url_of
-from ._tools import chat_completions_tools
+from ._tools import HttpSession, chat_completions_tools
 from .client import AsyncClient
 from .errors import (
     AuthError,
@@ -29,7 +29,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncClient", "AuthError", "BackendError", "Client", "CommandExitError", "ConflictError",
-    "ConnectionClosedError", "ExecResult", "ExecServerError", "InvalidArgumentError",
+    "ConnectionClosedError", "ExecResult", "ExecServerError", "HttpSession", "InvalidArgumentError",
     "InvalidRequestError", "LimitError", "NotFoundError", "OutputChunk", "Process", "RejectedError",
     "Session", "SyncProcess", "SyncSession", "TOOL_DEFINITIONS", "UnsupportedError",
     "chat_completions_tools", "http_base_of", "ws_url_of",

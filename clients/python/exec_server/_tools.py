@@ -17,7 +17,7 @@ from .errors import InvalidArgumentError
 if TYPE_CHECKING:
     from ._http import HttpApi
 
-__all__ = ["TOOL_DEFINITIONS", "ToolsMixin", "chat_completions_tools"]
+__all__ = ["TOOL_DEFINITIONS", "HttpSession", "ToolsMixin", "chat_completions_tools"]
 
 
 def chat_completions_tools() -> list[dict[str, Any]]:
@@ -75,3 +75,15 @@ class ToolsMixin:
         """Decides a pending approval; answers the original call's result."""
         path = self._path(f"approvals/{seg(approval_id)}")
         return dict(await self.http.request("POST", path, {"decision": decision}))
+
+
+class HttpSession(ToolsMixin):
+    """The tool facade of a session by its id, over HTTP only (no WebSocket attached).
+
+    With no client attached, an approval is not asked of a callback: the call answers
+    ``{"status": "approval_required", "approval_id", ...}`` and ``decide_approval`` resumes it.
+    """
+
+    def __init__(self, http: HttpApi, session_id: str) -> None:
+        self.http = http
+        self.id = session_id

@@ -12,6 +12,7 @@ from typing import Any
 
 from . import _validate as v
 from ._http import HttpApi, seg, ws_url_of
+from ._tools import HttpSession
 from .session import ApprovalCallback, ImagePullCallback, Session
 
 DEFAULT_URL = "ws://127.0.0.1:8765"
@@ -107,6 +108,18 @@ class AsyncClient:
         await session._open(None, body)
         self._sessions.append(session)
         return session
+
+    async def create_http_session(self, **spec: Any) -> HttpSession:
+        """A session created over HTTP (``POST /v1/sessions``, the raw spec as keywords: ``approvalPolicy=...``),
+        used through the tool facade only."""
+        info = await self.http.request("POST", "/v1/sessions", spec)
+        return HttpSession(self.http, info["sessionId"])
+
+    def http_session(self, session_id: str) -> HttpSession:
+        """The tool facade of an existing session, over HTTP only."""
+        if not isinstance(session_id, str) or not session_id:
+            raise v.fail("session_id must be a non-empty string")
+        return HttpSession(self.http, session_id)
 
     async def resume_session(self, session_id: str, *, on_approval: ApprovalCallback | None = None,
                              auto_reconnect: bool = True) -> Session:

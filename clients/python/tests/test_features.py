@@ -52,6 +52,27 @@ async def test_tool_calls_route_in_one_line(server: Server) -> None:
         assert await s.route_tool_call({"type": "message", "content": "hello"}) is None
 
 
+@aio
+async def test_http_only_approval_queue(local_server: Server) -> None:
+    client = AsyncClient(local_server.url, local_server.token)
+    tools = await client.create_http_session(approvalPolicy="untrusted")
+    try:
+        pending = await tools.exec_command("echo approved over http")
+        assert pending["status"] == "approval_required"
+        listed = await tools.list_approvals()
+        assert [a["id"] for a in listed] == [pending["approval_id"]]
+        done = await tools.decide_approval(pending["approval_id"], "approved")
+        assert done["exit_code"] == 0 and "approved over http" in done["output"]
+        call = {"type": "function_call", "call_id": "c9", "name": "exec_command",
+                "arguments": json.dumps({"cmd": "echo second"})}
+        asked = await tools.route_tool_call(call)
+        assert asked is not None and asked["status"] == "approval_required" and asked["call_id"] == "c9"
+        denied = await tools.decide_approval(asked["approval_id"], "denied")
+        assert denied["type"] == "function_call_output" and denied["call_id"] == "c9"
+    finally:
+        await client.delete_session(tools.id)
+
+
 def _get(url: str, token: str | None = None) -> str:
     """GET with a bearer token, or a browser's way (the signed path sets a cookie and redirects)."""
     req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
