@@ -1,0 +1,36 @@
+"""exec-server's Python SDK: run commands in sessions over WebSocket JSON-RPC and HTTP.
+
+Async first (``AsyncClient``, ``Session``, ``Process``) with a synchronous ``Client`` over it.
+The same concepts as the TypeScript SDK (docs/sdk.md); see docs/python-sdk.md.
+"""
+from ._generated import TOOL_DEFINITIONS
+from ._http import http_base_of, ws_url_of
+from ._tools import HttpSession, chat_completions_tools
+from .client import AsyncClient
+from .errors import (
+    AuthError,
+    BackendError,
+    CommandExitError,
+    ConflictError,
+    ConnectionClosedError,
+    ExecServerError,
+    InvalidArgumentError,
+    InvalidRequestError,
+    LimitError,
+    NotFoundError,
+    RejectedError,
+    UnsupportedError,
+)
+from .process import ExecResult, OutputChunk, Process
+from .session import Session
+from .sync import Client, SyncProcess, SyncSession
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncClient", "AuthError", "BackendError", "Client", "CommandExitError", "ConflictError",
+    "ConnectionClosedError", "ExecResult", "ExecServerError", "HttpSession", "InvalidArgumentError",
+    "InvalidRequestError", "LimitError", "NotFoundError", "OutputChunk", "Process", "RejectedError",
+    "Session", "SyncProcess", "SyncSession", "TOOL_DEFINITIONS", "UnsupportedError",
+    "chat_completions_tools", "http_base_of", "ws_url_of",
+]

@@ -1,0 +1,89 @@
+"""The tool facade (Codex unified exec over HTTP) as session methods.
+
+``TOOL_DEFINITIONS`` (generated from the server's schemas) go to the model as its tools; each
+tool call the model answers goes back with ``await session.route_tool_call(item)``, which
+returns the ``function_call_output`` item to give the model (or None for an item that is not
+a tool call).
+"""
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from ._generated import TOOL_DEFINITIONS
+from ._http import seg
+from .errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from ._http import HttpApi
+
+__all__ = ["TOOL_DEFINITIONS", "HttpSession", "ToolsMixin", "chat_completions_tools"]
+
+
+def chat_completions_tools() -> list[dict[str, Any]]:
+    """The same definitions in the Chat Completions shape (``{"type": "function", "function": ...}``)."""
+    return [{"type": "function", "function": {k: d[k] for k in ("name", "description", "parameters")}}
+            for d in TOOL_DEFINITIONS]
+
+
+class ToolsMixin:
+    http: HttpApi
+    id: str
+
+    def _path(self, tail: str) -> str:
+        return f"/v1/sessions/{seg(self.id)}/{tail}"
+
+    async def exec_command(self, cmd: str, **args: Any) -> dict[str, Any]:
+        """``exec_command``: ``{output, exit_code | session_id, text, ...}`` (or ``approval_required``)."""
+        if not isinstance(cmd, str) or not cmd:
+            raise InvalidArgumentError("cmd must be a non-empty string")
+        return dict(await self.http.request("POST", self._path("exec_command"), {"cmd": cmd, **args}))
+
+    async def write_stdin_tool(self, session_id: int, chars: str = "", **args: Any) -> dict[str, Any]:
+        """``write_stdin`` of the facade: writes to (or polls) the command ``session_id`` names."""
+        if not isinstance(session_id, int) or isinstance(session_id, bool):
+            raise InvalidArgumentError("session_id must be the integer exec_command answered")
+        body = {"session_id": session_id, "chars": chars, **args}
+        return dict(await self.http.request("POST", self._path("write_stdin"), body))
+
+    async def route_tool_call(self, item: dict[str, Any] | Any) -> dict[str, Any] | None:
+        """Routes a model's tool-call item (a dict, or an SDK object with ``model_dump``/``to_dict``).
+
+        Answers ``{"type": "function_call_output", "call_id", "output"}`` for the model, an
+        ``approval_required`` answer when a person must decide first, or None when the item is
+        not a tool call.
+        """
+        for attr in ("model_dump", "to_dict"):
+            if not isinstance(item, dict) and hasattr(item, attr):
+                item = getattr(item, attr)()
+        if not isinstance(item, dict):
+            raise InvalidArgumentError("a tool call item must be a dict")
+        if item.get("type") is None and "function" in item:  # Chat Completions tool_call
+            fn = item["function"]
+            item = {"type": "function_call", "call_id": item.get("id"), "name": fn.get("name"),
+                    "arguments": fn.get("arguments")}
+        if isinstance(item.get("arguments"), dict):
+            item = {**item, "arguments": json.dumps(item["arguments"])}
+        answer = await self.http.request("POST", self._path("tool-calls"), item)
+        return None if answer is None else dict(answer)
+
+    async def list_approvals(self) -> list[dict[str, Any]]:
+        """Approvals waiting for a person (sessions without an attached WebSocket client)."""
+        return list((await self.http.request("GET", self._path("approvals")))["approvals"])
+
+    async def decide_approval(self, approval_id: str, decision: str) -> dict[str, Any]:
+        """Decides a pending approval; answers the original call's result."""
+        path = self._path(f"approvals/{seg(approval_id)}")
+        return dict(await self.http.request("POST", path, {"decision": decision}))
+
+
+class HttpSession(ToolsMixin):
+    """The tool facade of a session by its id, over HTTP only (no WebSocket attached).
+
+    With no client attached, an approval is not asked of a callback: the call answers
+    ``{"status": "approval_required", "approval_id", ...}`` and ``decide_approval`` resumes it.
+    """
+
+    def __init__(self, http: HttpApi, session_id: str) -> None:
+        self.http = http
+        self.id = session_id

@@ -1,0 +1,170 @@
+"""``AsyncClient``: one server and token; opens sessions (each its own WebSocket) and calls REST.
+
+    async with AsyncClient() as client:          # EXEC_SERVER_URL, EXEC_SERVER_TOKEN
+        async with client.session() as session:  # deleted at the end
+            result = await session.run("echo hi")
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from typing import Any
+
+from . import _validate as v
+from ._http import HttpApi, seg, ws_url_of
+from ._tools import HttpSession
+from .session import ApprovalCallback, ImagePullCallback, Session
+
+DEFAULT_URL = "ws://127.0.0.1:8765"
+
+
+class AsyncClient:
+    """One server and token; without them ``EXEC_SERVER_URL`` and ``EXEC_SERVER_TOKEN`` (else
+    ``CODEX_EXEC_SERVER_CONNECTION_TOKEN``), as the CLI reads them."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, *,
+                 client_name: str = "exec-server-python") -> None:
+        url = url or os.environ.get("EXEC_SERVER_URL") or DEFAULT_URL
+        if not isinstance(url, str) or "://" not in url:
+            raise v.fail(f"url must be ws(s):// or http(s)://, not {url!r}")
+        self.ws_url = ws_url_of(url)
+        self.token = token if token is not None else (
+            os.environ.get("EXEC_SERVER_TOKEN") or os.environ.get("CODEX_EXEC_SERVER_CONNECTION_TOKEN") or None)
+        self.client_name = client_name
+        self.http = HttpApi(url, self.token)
+        self._sessions: list[Session] = []
+
+    @classmethod
+    async def connect(cls, url: str | None = None, token: str | None = None, **kw: Any) -> AsyncClient:
+        """A client whose server answered and accepted the token (``AuthError`` if not)."""
+        client = cls(url, token, **kw)
+        await client.list_sessions()
+        return client
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Disconnects every session this client opened (they go on on the server)."""
+        for s in self._sessions:
+            if s.connected:
+                await s.disconnect()
+        self._sessions.clear()
+
+    def session(self, **kw: Any) -> _Opening:
+        """``create_session`` as an awaitable or an ``async with`` that deletes the session at the end."""
+        return _Opening(lambda: self.create_session(**kw))
+
+    async def create_session(self, *, image: str | None = None, runtime: str | None = None,
+                             env: Mapping[str, str] | None = None, limits: Mapping[str, Any] | None = None,
+                             snapshot: str | None = None, workdir: str | None = None,
+                             labels: Mapping[str, str] | None = None, sandbox: Mapping[str, Any] | None = None,
+                             approval_policy: Any = None, preview_ports: bool | None = None,
+                             deny_read: list[str] | None = None, idle_timeout: int | None = None,
+                             max_lifetime: int | None = None, spec: Mapping[str, Any] | None = None,
+                             on_approval: ApprovalCallback | None = None,
+                             on_image_pull: ImagePullCallback | None = None,
+                             auto_reconnect: bool = True) -> Session:
+        """A new session (docs/protocol.md, "Session spec"); ``limits``: memory_mb, cpus, pids, disk_mb.
+
+        ``on_approval(request)`` answers ``approved``, ``approved-for-session``, ``denied`` or
+        ``abort`` (may be async; without it every approval is denied). ``on_image_pull(pull)``
+        hears the progress of an image pull the creation waits for.
+        """
+        body: dict[str, Any] = dict(spec or {})
+        if image is not None:
+            if not isinstance(image, str) or not image:
+                raise v.fail("image must be a non-empty string")
+            body["image"] = image
+        if runtime is not None:
+            body["runtime"] = v.check_runtime(runtime)
+        if env is not None:
+            body["env"] = v.check_env(env)
+        if limits is not None:
+            body["resources"] = v.check_resources(limits)
+        if snapshot is not None:
+            body["snapshot"] = snapshot
+        if workdir is not None:
+            body["workdir"] = v.check_path(workdir, "workdir")
+        if labels is not None:
+            body["labels"] = v.check_labels(labels)
+        if sandbox is not None:
+            body["sandbox"] = dict(sandbox)
+        if approval_policy is not None:
+            body["approvalPolicy"] = v.check_approval_policy(approval_policy)
+        if preview_ports is not None:
+            body["previewPorts"] = bool(preview_ports)
+        if deny_read is not None:
+            body["denyRead"] = [v.check_path(p, "deny_read") for p in deny_read]
+        for key, value in (("idleTimeoutSeconds", idle_timeout), ("maxLifetimeSeconds", max_lifetime)):
+            if value is not None:
+                if not isinstance(value, int) or value < 1:
+                    raise v.fail(f"{key} must be a positive integer of seconds")
+                body[key] = value
+        session = Session(self, on_approval, on_image_pull, auto_reconnect)
+        await session._open(None, body)
+        self._sessions.append(session)
+        return session
+
+    async def create_http_session(self, **spec: Any) -> HttpSession:
+        """A session created over HTTP (``POST /v1/sessions``, the raw spec as keywords: ``approvalPolicy=...``),
+        used through the tool facade only."""
+        info = await self.http.request("POST", "/v1/sessions", spec)
+        return HttpSession(self.http, info["sessionId"])
+
+    def http_session(self, session_id: str) -> HttpSession:
+        """The tool facade of an existing session, over HTTP only."""
+        if not isinstance(session_id, str) or not session_id:
+            raise v.fail("session_id must be a non-empty string")
+        return HttpSession(self.http, session_id)
+
+    async def resume_session(self, session_id: str, *, on_approval: ApprovalCallback | None = None,
+                             auto_reconnect: bool = True) -> Session:
+        """Attaches to a live session (its previous connection is closed by the server)."""
+        if not isinstance(session_id, str) or not session_id:
+            raise v.fail("session_id must be a non-empty string")
+        session = Session(self, on_approval, None, auto_reconnect)
+        await session._open(session_id, None)
+        self._sessions.append(session)
+        return session
+
+    async def list_sessions(self) -> list[dict[str, Any]]:
+        return list((await self.http.request("GET", "/v1/sessions"))["sessions"])
+
+    async def get_session(self, session_id: str) -> dict[str, Any]:
+        return dict(await self.http.request("GET", f"/v1/sessions/{seg(session_id)}"))
+
+    async def delete_session(self, session_id: str) -> None:
+        await self.http.request("DELETE", f"/v1/sessions/{seg(session_id)}")
+
+    async def list_snapshots(self) -> list[dict[str, Any]]:
+        return list((await self.http.request("GET", "/v1/snapshots"))["snapshots"])
+
+    async def delete_snapshot(self, snapshot_id: str) -> None:
+        await self.http.request("DELETE", f"/v1/snapshots/{seg(snapshot_id)}")
+
+    async def image_pulls(self) -> list[dict[str, Any]]:
+        """Image pulls in flight that this tenant's session creations wait for."""
+        return list((await self.http.request("GET", "/v1/images/pulls"))["pulls"])
+
+
+class _Opening:
+    """``await client.session()`` gives the session; ``async with`` also deletes it after."""
+
+    def __init__(self, open_: Callable[[], Awaitable[Session]]) -> None:
+        self._open = open_
+        self._session: Session | None = None
+
+    def __await__(self) -> Generator[Any, None, Session]:
+        return self._open().__await__()
+
+    async def __aenter__(self) -> Session:
+        self._session = await self._open()
+        return self._session
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._session is not None:
+            await self._session.delete()

@@ -1,0 +1,159 @@
+"""Exceptions: every server error carries its stable ``EXEC_ERR_*`` code.
+
+One class per family of codes, so ``except NotFoundError`` catches a missing session,
+process, approval or file alike, and ``err.code`` tells which. ``retryable`` says whether
+the same call may succeed later unchanged (the server was busy, going down, or the engine
+was unreachable). The codes are the server's registry (``_generated.ERROR_REGISTRY``, made
+from src/errors.ts); ``FAMILIES`` must name each of them, which a test checks.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._generated import ERROR_REGISTRY
+
+if TYPE_CHECKING:
+    from .process import ExecResult
+
+
+class ExecServerError(Exception):
+    """An error with a stable code (the server's, or the SDK's own for arguments)."""
+
+    code: str
+    retryable: bool
+    status: int | None
+    rpc_code: int | None
+    data: dict[str, Any]
+
+    def __init__(self, message: str, code: str = "EXEC_ERR_INTERNAL", *,
+                 status: int | None = None, rpc_code: int | None = None,
+                 data: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.retryable = code in RETRYABLE
+        self.status = status
+        self.rpc_code = rpc_code
+        self.data = data or {}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.code}: {self.message})"
+
+
+class InvalidRequestError(ExecServerError):
+    """The request was malformed or out of order (bad params, unknown method...)."""
+
+
+class InvalidArgumentError(InvalidRequestError, ValueError):
+    """A bad argument caught by the SDK before anything was sent."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "EXEC_ERR_INVALID_PARAMS")
+
+
+class AuthError(ExecServerError):
+    """The token is missing or wrong."""
+
+
+class NotFoundError(ExecServerError):
+    """A session, process, approval, file or image that does not exist."""
+
+
+class ConflictError(ExecServerError):
+    """The target is in a state that refuses the call (process id taken, still starting, session dead)."""
+
+
+class LimitError(ExecServerError):
+    """A quota or size limit was reached (sessions, processes, bytes, disk, busy)."""
+
+
+class RejectedError(ExecServerError):
+    """Refused by policy: an approval was denied or a path is off limits."""
+
+
+class UnsupportedError(ExecServerError):
+    """This server, backend or runtime cannot do that."""
+
+
+class BackendError(ExecServerError):
+    """The server or its backend failed (engine down, filesystem error, internal)."""
+
+
+class ConnectionClosedError(ExecServerError):
+    """The WebSocket closed while a call waited for its answer."""
+
+    def __init__(self, message: str, close_code: int | None = None) -> None:
+        super().__init__(message, "EXEC_ERR_CONNECTION_CLOSED")
+        self.close_code = close_code
+        self.retryable = close_code != 4000
+
+
+class CommandExitError(ExecServerError):
+    """``wait()`` or ``run()`` on a command that did not exit with 0 (unless ``check=False``)."""
+
+    def __init__(self, result: ExecResult) -> None:
+        how = (f"exit code {result.exit_code}" if result.terminal == "exited"
+               else f"{result.terminal} ({result.signal or ''}), code {result.exit_code}")
+        super().__init__(f"command {' '.join(result.argv)!r} failed: {how}", "EXEC_ERR_COMMAND_FAILED")
+        self.result = result
+
+    @property
+    def exit_code(self) -> int:
+        return self.result.exit_code
+
+
+FAMILIES: dict[str, type[ExecServerError]] = {
+    "EXEC_ERR_PARSE": InvalidRequestError,
+    "EXEC_ERR_INVALID_REQUEST": InvalidRequestError,
+    "EXEC_ERR_METHOD_NOT_FOUND": InvalidRequestError,
+    "EXEC_ERR_INVALID_PARAMS": InvalidRequestError,
+    "EXEC_ERR_NOT_INITIALIZED": InvalidRequestError,
+    "EXEC_ERR_ALREADY_INITIALIZED": InvalidRequestError,
+    "EXEC_ERR_TOOL_PAYLOAD": InvalidRequestError,
+    "EXEC_ERR_UNAUTHORIZED": AuthError,
+    "EXEC_ERR_SESSION_NOT_FOUND": NotFoundError,
+    "EXEC_ERR_PROCESS_NOT_FOUND": NotFoundError,
+    "EXEC_ERR_APPROVAL_NOT_FOUND": NotFoundError,
+    "EXEC_ERR_NOT_FOUND": NotFoundError,
+    "EXEC_ERR_SESSION_DEAD": ConflictError,
+    "EXEC_ERR_PROCESS_EXISTS": ConflictError,
+    "EXEC_ERR_PROCESS_STARTING": ConflictError,
+    "EXEC_ERR_SESSION_LIMIT": LimitError,
+    "EXEC_ERR_PROCESS_LIMIT": LimitError,
+    "EXEC_ERR_APPROVAL_LIMIT": LimitError,
+    "EXEC_ERR_TOO_LARGE": LimitError,
+    "EXEC_ERR_BUSY": LimitError,
+    "EXEC_ERR_DISK_LIMIT": LimitError,
+    "EXEC_ERR_REJECTED": RejectedError,
+    "EXEC_ERR_FS_DENIED": RejectedError,
+    "EXEC_ERR_UNSUPPORTED": UnsupportedError,
+    "EXEC_ERR_FS": BackendError,
+    "EXEC_ERR_BACKEND_UNAVAILABLE": BackendError,
+    "EXEC_ERR_BACKEND": BackendError,
+    "EXEC_ERR_SHUTTING_DOWN": BackendError,
+    "EXEC_ERR_CONFIG": BackendError,
+    "EXEC_ERR_INTERNAL": BackendError,
+}
+
+# Codes whose call may succeed later unchanged: transient load or availability.
+RETRYABLE: frozenset[str] = frozenset({
+    "EXEC_ERR_PROCESS_STARTING", "EXEC_ERR_SESSION_LIMIT", "EXEC_ERR_APPROVAL_LIMIT",
+    "EXEC_ERR_BUSY", "EXEC_ERR_BACKEND_UNAVAILABLE", "EXEC_ERR_SHUTTING_DOWN",
+})
+
+
+def error_of(code: str | None, message: str, *, status: int | None = None,
+             rpc_code: int | None = None, data: dict[str, Any] | None = None) -> ExecServerError:
+    """The exception for a server error answer (an unknown code gets the base class)."""
+    if code is None:
+        code = _code_of_http_status(status) if status is not None else "EXEC_ERR_INTERNAL"
+    cls = FAMILIES.get(code, ExecServerError)
+    if status is None and code in ERROR_REGISTRY:
+        status = ERROR_REGISTRY[code][0]
+    return cls(message, code, status=status, rpc_code=rpc_code, data=data)
+
+
+def _code_of_http_status(status: int) -> str:
+    """The code of an answer that carried none (a proxy in between), as the server maps it."""
+    return {401: "EXEC_ERR_UNAUTHORIZED", 404: "EXEC_ERR_NOT_FOUND", 413: "EXEC_ERR_TOO_LARGE",
+            429: "EXEC_ERR_BUSY"}.get(status, "EXEC_ERR_INTERNAL" if status >= 500 else "EXEC_ERR_INVALID_REQUEST")

@@ -1,0 +1,282 @@
+"""A running (or ended) process: ordered output, per-stream UTF-8, stdin, resize, signals.
+
+Events are applied by ``seq``: after a resume, the gap read with ``process/read`` and the live
+notifications never deliver a byte twice or skip one. Each stream has its own incremental
+UTF-8 decoder (a character split across chunks is decoded whole), flushed when the process
+closes; ``chunk.data`` keeps the raw bytes.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import codecs
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ._validate import check_signal, check_size
+from .errors import CommandExitError
+
+StreamName = Literal["stdout", "stderr", "pty"]
+Request = Callable[[str, dict[str, Any]], Awaitable[Any]]
+_STREAMS: tuple[StreamName, ...] = ("stdout", "stderr", "pty")
+
+
+@dataclass(frozen=True)
+class OutputChunk:
+    """One piece of output: ``text`` is ``data`` decoded (incomplete characters carried on)."""
+
+    stream: StreamName
+    seq: int
+    data: bytes
+    text: str
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """How a process ended and (unless ``collect=False``) what it printed."""
+
+    process_id: str
+    argv: tuple[str, ...]
+    exit_code: int
+    terminal: str
+    signal: str | None
+    sandbox_denied: bool
+    stdout: str
+    stderr: str
+    pty: str
+    stdout_bytes: bytes
+    stderr_bytes: bytes
+    pty_bytes: bytes
+
+    @property
+    def output(self) -> str:
+        """stdout, or the terminal's output for a PTY process."""
+        return self.pty if self.pty_bytes else self.stdout
+
+
+@dataclass
+class _Exit:
+    exit_code: int
+    terminal: str
+    signal: str | None
+    sandbox_denied: bool
+
+
+_END = object()
+
+
+class Process:
+    """Handle returned by ``Session.spawn``. ``async for chunk in proc`` yields every chunk."""
+
+    def __init__(self, process_id: str, argv: tuple[str, ...], request: Request, *,
+                 check: bool = True, collect: bool = True, after_seq: int = 0,
+                 backlog_bytes: int = 64 * 1024 * 1024) -> None:
+        self.process_id = process_id
+        self.argv = argv
+        self._request = request
+        self._check = check
+        self._collect = collect
+        self.last_seq = after_seq
+        self._decoders = {s: codecs.getincrementaldecoder("utf-8")("replace") for s in _STREAMS}
+        self._text: dict[StreamName, list[str]] = {s: [] for s in _STREAMS}
+        self._bytes: dict[StreamName, list[bytes]] = {s: [] for s in _STREAMS}
+        self._queues: list[tuple[asyncio.Queue[Any], StreamName | None]] = []
+        # Output before the first iterator (a fast command can print before spawn returns).
+        self._backlog: list[OutputChunk] | None = [] if backlog_bytes > 0 else None
+        self._backlog_bytes = 0
+        self._backlog_max = backlog_bytes
+        self._exit: _Exit | None = None
+        self._result: ExecResult | None = None
+        self._done: asyncio.Future[ExecResult] = asyncio.get_running_loop().create_future()
+        self._held: list[tuple[str, dict[str, Any]]] | None = None
+        self._started = False
+
+    @property
+    def done(self) -> bool:
+        return self._result is not None
+
+    @property
+    def result(self) -> ExecResult | None:
+        return self._result
+
+    def __aiter__(self) -> AsyncIterator[OutputChunk]:
+        return self.output()
+
+    async def output(self, stream: StreamName | None = None) -> AsyncIterator[OutputChunk]:
+        """The chunks (of ``stream``, or all) in order, until the process closes.
+
+        The first iteration starts from the beginning (what arrived before it is kept, up to
+        ``backlog_bytes``); a later one starts when it begins.
+        """
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        for chunk in self._backlog or []:
+            queue.put_nowait(chunk)
+        self._backlog = None
+        if self._result is not None:
+            queue.put_nowait(_END)
+        else:
+            self._queues.append((queue, stream))
+        try:
+            while True:
+                item = await queue.get()
+                if item is _END:
+                    return
+                if isinstance(item, Exception):
+                    raise item
+                if stream is None or item.stream == stream:
+                    yield item
+        finally:
+            self._queues = [q for q in self._queues if q[0] is not queue]
+
+    async def wait(self, timeout: float | None = None, *, check: bool | None = None) -> ExecResult:
+        """The result once the process ended and its output closed.
+
+        Raises ``CommandExitError`` on a non-zero exit when ``check`` (the spawn's default),
+        ``TimeoutError`` after ``timeout`` seconds (the process keeps running).
+        """
+        result = await asyncio.wait_for(asyncio.shield(self._done), timeout)
+        if (self._check if check is None else check) and result.exit_code != 0:
+            raise CommandExitError(result)
+        return result
+
+    async def write_stdin(self, data: str | bytes) -> str:
+        """Writes to stdin (keystrokes on a PTY); answers the server's status (``accepted``...)."""
+        raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        answer = await self._request("process/write", {
+            "processId": self.process_id, "chunk": base64.b64encode(raw).decode("ascii"),
+            "writeId": str(uuid.uuid4())})
+        return str(answer["status"])
+
+    async def close_stdin(self) -> None:
+        await self._request("process/closeStdin", {"processId": self.process_id})
+
+    async def resize(self, cols: int, rows: int) -> None:
+        check_size(cols, rows)
+        await self._request("process/resize", {"processId": self.process_id, "cols": cols, "rows": rows})
+
+    async def signal(self, signal: str) -> None:
+        """Sends ``signal`` (``SIGINT``... or ``interrupt``) to the process group."""
+        check_signal(signal)
+        await self._request("process/signal", {"processId": self.process_id, "signal": signal})
+
+    async def kill(self, signal: str | None = None) -> None:
+        """No signal: terminate (SIGTERM, SIGKILL after the server's grace). Else that signal."""
+        if signal is not None:
+            await self.signal(signal)
+        else:
+            await self._request("process/terminate", {"processId": self.process_id})
+
+    # ---- fed by the session -------------------------------------------------------------
+
+    def _notify(self, method: str, params: dict[str, Any]) -> None:
+        if self._held is not None:
+            self._held.append((method, params))
+        else:
+            self._apply(method, params)
+
+    def _apply(self, method: str, params: dict[str, Any]) -> None:
+        seq = params.get("seq")
+        if isinstance(seq, int):
+            if seq <= self.last_seq:
+                return
+            self.last_seq = seq
+        if method == "process/output":
+            data = params.get("data")
+            raw = bytes(data) if data is not None else base64.b64decode(params.get("chunk") or "")
+            self._output(params.get("stream", "stdout"), int(seq or 0), raw)
+        elif method == "process/exited":
+            self._exit = _Exit(int(params.get("exitCode", -1)), str(params.get("terminal") or "exited"),
+                               params.get("signal"), params.get("sandboxDenied") is True)
+        elif method == "process/closed":
+            self._finish()
+
+    def _output(self, stream: StreamName, seq: int, data: bytes) -> None:
+        text = self._decoders[stream].decode(data)
+        if self._collect:
+            self._text[stream].append(text)
+            self._bytes[stream].append(data)
+        self._emit(OutputChunk(stream, seq, data, text))
+
+    def _emit(self, chunk: OutputChunk) -> None:
+        for queue, _ in self._queues:
+            queue.put_nowait(chunk)
+        if self._backlog is None:
+            return
+        self._backlog.append(chunk)
+        self._backlog_bytes += len(chunk.data)
+        while self._backlog_bytes > self._backlog_max and len(self._backlog) > 1:
+            self._backlog_bytes -= len(self._backlog.pop(0).data)
+
+    def _finish(self) -> None:
+        if self._result is not None:
+            return
+        for stream in _STREAMS:
+            rest = self._decoders[stream].decode(b"", final=True)
+            if rest:
+                if self._collect:
+                    self._text[stream].append(rest)
+                self._emit(OutputChunk(stream, self.last_seq, b"", rest))
+        ex = self._exit or _Exit(-1, "lost", None, False)
+        t, b = self._text, self._bytes
+        self._result = ExecResult(
+            self.process_id, self.argv, ex.exit_code, ex.terminal, ex.signal, ex.sandbox_denied,
+            "".join(t["stdout"]), "".join(t["stderr"]), "".join(t["pty"]),
+            b"".join(b["stdout"]), b"".join(b["stderr"]), b"".join(b["pty"]))
+        self._text = {s: [] for s in _STREAMS}
+        self._bytes = {s: [] for s in _STREAMS}
+        for queue, _ in self._queues:
+            queue.put_nowait(_END)
+        if not self._done.done():
+            self._done.set_result(self._result)
+
+    def _fail(self, err: Exception) -> None:
+        """No more events will come (the connection closed for good): waits and iterations raise ``err``."""
+        if self._result is not None or self._done.done():
+            return
+        self._done.set_exception(err)
+        self._done.add_done_callback(lambda f: f.exception())  # retrieved, even if nobody waits
+        for queue, _ in self._queues:
+            queue.put_nowait(err)
+
+    def _lost(self) -> None:
+        """The server no longer knows the process: it ends ``lost`` with what arrived."""
+        self._held = None
+        self._finish()
+
+    def _hold(self) -> None:
+        """Live events wait while a resume or attach fills the gap."""
+        if self._held is None:
+            self._held = []
+
+    async def _catch_up(self, request: Request | None = None) -> None:
+        """Reads what came after ``last_seq`` with ``process/read``, then applies held events."""
+        request = request or self._request
+        self._hold()
+        filled = False
+        try:
+            while True:
+                r = await request("process/read", {
+                    "processId": self.process_id, "afterSeq": self.last_seq,
+                    "maxBytes": 4 * 1024 * 1024, "waitMs": 0})
+                for c in r["chunks"]:
+                    self._apply("process/output", c)
+                if r["chunks"]:
+                    continue
+                if r.get("exited"):
+                    self._exit = _Exit(r.get("exitCode") if r.get("exitCode") is not None else -1,
+                                       r.get("terminal") or "exited", r.get("signal"),
+                                       r.get("sandboxDenied") is True)
+                if r.get("closed"):
+                    self.last_seq = max(self.last_seq, int(r["nextSeq"]) - 1)
+                    self._finish()
+                break
+            filled = True
+        finally:
+            # A read cut by another drop leaves the gap open: live events stay held until the
+            # next resume has filled it, or a byte would be skipped.
+            if filled:
+                held, self._held = self._held or [], None
+                for method, params in held:
+                    self._apply(method, params)

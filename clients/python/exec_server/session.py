@@ -1,0 +1,359 @@
+"""A session over its own WebSocket: processes, files, snapshots, hibernation, ports, tools.
+
+A dropped connection is resumed (``auto_reconnect``, on by default): the session's processes
+kept running on the server, and every open handle reads what it missed after its last seq
+with ``process/read`` while live events wait, so each byte arrives once, in order.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import inspect
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import IO, TYPE_CHECKING, Any, Literal
+
+from . import _validate as v
+from ._http import Progress, Source, seg
+from ._rpc import RpcConnection
+from ._tools import ToolsMixin
+from .errors import ConnectionClosedError, NotFoundError
+from .process import ExecResult, Process
+
+if TYPE_CHECKING:
+    from .client import AsyncClient
+
+ApprovalCallback = Callable[[dict[str, Any]], str | Awaitable[str]]
+ImagePullCallback = Callable[[dict[str, Any]], None]
+Stdin = str | bytes | Literal["pipe"] | None
+
+
+class Session(ToolsMixin):
+    """One session; ``async with`` deletes it at the end (``disconnect()`` keeps it)."""
+
+    def __init__(self, client: AsyncClient, on_approval: ApprovalCallback | None,
+                 on_image_pull: ImagePullCallback | None, auto_reconnect: bool) -> None:
+        self.client = client
+        self.http = client.http
+        self.id = ""
+        self.init_result: dict[str, Any] = {}
+        self._on_approval = on_approval
+        self._on_image_pull = on_image_pull
+        self._auto_reconnect = auto_reconnect
+        self._conn: RpcConnection | None = None
+        self._processes: dict[str, Process] = {}
+        self._closing = False
+        self._reconnecting: asyncio.Task[None] | None = None
+        self.disconnects = 0
+
+    # ---- connection ------------------------------------------------------------------
+
+    async def _open(self, resume_id: str | None, spec: dict[str, Any] | None) -> None:
+        conn = await RpcConnection.open(self.client.ws_url, self.client.token, self._server_request)
+        conn.notification_handlers.append(self._route)
+        params: dict[str, Any] = {"clientName": self.client.client_name, "binaryOutput": True}
+        if resume_id is not None:
+            params["resumeSessionId"] = resume_id
+        elif spec:
+            params["session"] = spec
+        try:
+            init = await conn.request("initialize", params)
+            await conn.notify("initialized", {})
+        except BaseException:
+            await conn.close()
+            raise
+        old, self._conn = self._conn, conn
+        self.init_result, self.id = init, init["sessionId"]
+        conn.close_handlers.append(lambda code, reason: self._on_close(conn, code))
+        if old is not None and old.open_:
+            await old.close()
+
+    async def _server_request(self, method: str, params: dict[str, Any]) -> Any:
+        if method != "approval/request":
+            raise ValueError(f"unsupported server request {method}")
+        decision: Any = "denied"
+        if self._on_approval is not None:
+            decision = self._on_approval(params)
+            if inspect.isawaitable(decision):
+                decision = await decision
+        return {"decision": decision if decision in v.DECISIONS else "denied"}
+
+    def _route(self, method: str, params: dict[str, Any]) -> None:
+        if method == "session/imagePull":
+            if self._on_image_pull is not None:
+                self._on_image_pull(params)
+            return
+        pid = params.get("processId")
+        handle = self._processes.get(pid) if isinstance(pid, str) else None
+        if handle is not None:
+            handle._notify(method, params)
+
+    def _on_close(self, conn: RpcConnection, code: int) -> None:
+        if conn is not self._conn:
+            return
+        self.disconnects += 1
+        if not self._closing and self._auto_reconnect and code != 4000:
+            if self._reconnecting is None:
+                self._reconnecting = asyncio.create_task(self._retry_reconnect())
+        else:
+            self._give_up(code)
+
+    def _give_up(self, code: int | None) -> None:
+        """The connection is gone for good: open handles fail instead of waiting forever."""
+        why = "evicted: another connection resumed the session, or it was deleted" if code == 4000 \
+            else "the session's connection is closed"
+        for handle in list(self._processes.values()):
+            handle._fail(ConnectionClosedError(f"{why} ({code})", code))
+        self._processes.clear()
+
+    async def _retry_reconnect(self, attempts: int = 10, delay: float = 0.2) -> None:
+        try:
+            for i in range(attempts):
+                if self._closing:
+                    return
+                await asyncio.sleep(delay * (i + 1) if i else 0.05)
+                try:
+                    await self._reconnect_once()
+                    return
+                except Exception:
+                    continue
+            self._give_up(self._conn.close_code if self._conn is not None else None)
+        finally:
+            self._reconnecting = None
+
+    async def _reconnect_once(self) -> None:
+        handles = [h for h in self._processes.values() if h._started]
+        for h in handles:
+            h._hold()
+        await self._open(self.id, None)
+        results = await asyncio.gather(*(h._catch_up(self._direct) for h in handles), return_exceptions=True)
+        for h, r in zip(handles, results):
+            if isinstance(r, NotFoundError):  # pruned or gone with its backend: it ends `lost`
+                h._lost()
+            elif isinstance(r, BaseException):
+                raise r
+
+    async def reconnect(self) -> None:
+        """Resumes the session on a new connection; open handles fill their gaps."""
+        await self._reconnect_once()
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and self._conn.open_
+
+    async def request(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        """Any JSON-RPC method of the session (waits for a resume in progress)."""
+        conn = self._conn
+        if conn is not None and not conn.open_ and self._auto_reconnect and not self._closing \
+                and conn.close_code != 4000 and self._reconnecting is None:
+            # Dead before its reader noticed: resume now rather than fail the call.
+            self._reconnecting = asyncio.create_task(self._retry_reconnect())
+        task = self._reconnecting
+        if task is not None and not task.done():
+            await asyncio.shield(task)
+        if self._conn is None:
+            raise ConnectionClosedError("session is not connected")
+        return await self._conn.request(method, params or {})
+
+    async def _direct(self, method: str, params: dict[str, Any]) -> Any:
+        """A request on the current connection, not waiting for a resume (the resume's own)."""
+        if self._conn is None:
+            raise ConnectionClosedError("session is not connected")
+        return await self._conn.request(method, params)
+
+    async def disconnect(self) -> None:
+        """Closes the connection; the session and its processes go on on the server."""
+        self._closing = True
+        if self._conn is not None:
+            await self._conn.close()
+
+    async def delete(self) -> None:
+        """Deletes the session (its processes are killed) and closes the connection."""
+        self._closing = True
+        try:
+            await self.http.request("DELETE", f"/v1/sessions/{seg(self.id)}")
+        finally:
+            if self._conn is not None:
+                await self._conn.close()
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.delete()
+
+    # ---- processes -------------------------------------------------------------------
+
+    async def spawn(self, argv_or_cmd: str | Sequence[str], *, cwd: str | None = None,
+                    env: dict[str, str] | None = None, stdin: Stdin = None, tty: bool = False,
+                    size: tuple[int, int] | None = None, timeout: float | None = None,
+                    check: bool = True, collect: bool = True, process_id: str | None = None,
+                    approval: str | None = None, backlog_bytes: int = 64 * 1024 * 1024) -> Process:
+        """Starts a process and returns its handle at once (a string runs under ``sh -c``)."""
+        argv = v.argv_of(argv_or_cmd)
+        params: dict[str, Any] = {"argv": argv, "tty": bool(tty),
+                                  "pipeStdin": not tty and stdin is not None}
+        if cwd is not None:
+            params["cwd"] = v.check_path(cwd, "cwd")
+        if env is not None:
+            params["env"] = v.check_env(env)
+        if size is not None:
+            v.check_size(*size)
+            params["size"] = {"cols": size[0], "rows": size[1]}
+        if (ms := v.check_timeout(timeout)) is not None:
+            params["timeoutMs"] = ms
+        if approval is not None:
+            params["approval"] = approval
+        if stdin is not None and stdin != "pipe" and not isinstance(stdin, (str, bytes)):
+            raise v.fail("stdin must be str, bytes or 'pipe'")
+        pid = process_id or f"py-{uuid.uuid4()}"
+        params["processId"] = pid
+        handle = Process(pid, tuple(argv), self.request, check=check, collect=collect,
+                         backlog_bytes=backlog_bytes)
+        self._processes[pid] = handle  # before the start: no early output is missed
+        try:
+            await self.request("process/start", params)
+        except BaseException:
+            self._processes.pop(pid, None)
+            raise
+        handle._started = True
+        handle._done.add_done_callback(lambda _: self._processes.pop(pid, None))
+        if stdin is not None and stdin != "pipe":
+            await handle.write_stdin(stdin)
+            if not tty:
+                await handle.close_stdin()
+        return handle
+
+    async def run(self, argv_or_cmd: str | Sequence[str], *, cwd: str | None = None,
+                  env: dict[str, str] | None = None, stdin: str | bytes | None = None,
+                  tty: bool = False, size: tuple[int, int] | None = None,
+                  timeout: float | None = None, check: bool = True) -> ExecResult:
+        """Runs a command to its end: its output and exit (``CommandExitError`` if non-zero and ``check``).
+
+        ``timeout`` (seconds) is enforced by the server: the command is killed and ends
+        ``timed-out`` with exit code 124.
+        """
+        proc = await self.spawn(argv_or_cmd, cwd=cwd, env=env, stdin=stdin, tty=tty, size=size,
+                                timeout=timeout, check=check, backlog_bytes=0)
+        return await proc.wait()
+
+    async def attach(self, process_id: str, *, after_seq: int = 0, check: bool = False,
+                     collect: bool = True) -> Process:
+        """A handle on an existing process, replaying retained output after ``after_seq``."""
+        if process_id in self._processes:
+            return self._processes[process_id]
+        handle = Process(process_id, (), self.request, check=check, collect=collect, after_seq=after_seq)
+        handle._started = True
+        handle._hold()
+        self._processes[process_id] = handle
+        try:
+            await handle._catch_up()
+        except BaseException:
+            self._processes.pop(process_id, None)
+            raise
+        if not handle.done:
+            handle._done.add_done_callback(lambda _: self._processes.pop(process_id, None))
+        else:
+            self._processes.pop(process_id, None)
+        return handle
+
+    async def list_processes(self) -> list[dict[str, Any]]:
+        return list((await self.request("process/list"))["processes"])
+
+    async def info(self) -> dict[str, Any]:
+        """``session/info``: backend, sandbox, workdir, status, usage..."""
+        return dict(await self.request("session/info"))
+
+    async def terminate_all(self) -> int:
+        return int((await self.request("session/terminateAll"))["terminated"])
+
+    # ---- files -----------------------------------------------------------------------
+
+    async def read_file(self, path: str) -> bytes:
+        """A whole file in one message (up to the server's fs/readFile maximum, 64 MiB)."""
+        r = await self.request("fs/readFile", {"path": v.check_path(path)})
+        return base64.b64decode(r["dataBase64"])
+
+    async def write_file(self, path: str, data: str | bytes) -> None:
+        raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        await self.request("fs/writeFile", {"path": v.check_path(path),
+                                            "dataBase64": base64.b64encode(raw).decode("ascii")})
+
+    async def list_dir(self, path: str) -> list[dict[str, Any]]:
+        """Entries ``{fileName, isDirectory, isFile}``."""
+        return list((await self.request("fs/readDirectory", {"path": v.check_path(path)}))["entries"])
+
+    async def stat(self, path: str) -> dict[str, Any]:
+        return dict(await self.request("fs/getMetadata", {"path": v.check_path(path)}))
+
+    async def mkdir(self, path: str, *, parents: bool = True) -> None:
+        await self.request("fs/createDirectory", {"path": v.check_path(path), "recursive": parents})
+
+    async def remove(self, path: str, *, recursive: bool = False, force: bool = False) -> None:
+        await self.request("fs/remove", {"path": v.check_path(path), "recursive": recursive, "force": force})
+
+    async def upload(self, path: str, source: Source, *, progress: Progress | None = None,
+                     chunk_size: int = 1024 * 1024) -> int:
+        """Streams bytes, a local file (path or file object) or an iterable of bytes into ``path``."""
+        v.check_path(path)
+        if chunk_size <= 0:
+            raise v.fail("chunk_size must be positive")
+        answer = await self.http.upload(self.id, path, source, progress=progress, chunk_size=chunk_size)
+        return int(answer["bytesWritten"])
+
+    async def download(self, path: str, dest: str | IO[bytes] | None = None, *, offset: int = 0,
+                       progress: Progress | None = None, chunk_size: int = 1024 * 1024) -> bytes | int:
+        """The file's bytes, or with ``dest`` (a local path or file object) the count written to it."""
+        v.check_path(path)
+        if isinstance(dest, str):
+            with open(dest, "wb") as f:
+                n, _ = await self.http.download(self.id, path, f, offset=offset, progress=progress,
+                                                chunk_size=chunk_size)
+            return n
+        n, data = await self.http.download(self.id, path, dest, offset=offset, progress=progress,
+                                           chunk_size=chunk_size)
+        return data if data is not None else n
+
+    # ---- snapshots, forks, hibernation, preview ports ---------------------------------
+
+    async def snapshot(self, name: str | None = None) -> dict[str, Any]:
+        """Commits the session's filesystem to a snapshot (docker): ``{snapshotId, ...}``."""
+        v.check_snapshot_name(name)
+        return dict(await self.request("session/snapshot", {} if name is None else {"name": name}))
+
+    async def fork(self, name: str | None = None, **create: Any) -> Session:
+        """A new session started from a snapshot of this one (its files, not its processes)."""
+        snap = await self.snapshot(name)
+        return await self.client.create_session(snapshot=snap["snapshotId"], **create)
+
+    async def hibernate(self) -> dict[str, Any]:
+        """Checkpoints and stops the container (docker, gVisor); the next call wakes it."""
+        return dict(await self.request("session/hibernate"))
+
+    async def wake(self) -> dict[str, Any]:
+        return dict(await self.request("session/wake"))
+
+    async def expose_port(self, port: int, *, ttl_seconds: int | None = None) -> dict[str, Any]:
+        """A preview URL for a TCP port of the session (needs ``preview_ports=True``).
+
+        The answer adds ``url`` (bearer token) and ``signed_url`` (for a browser) to the
+        server's ``{port, path, signedPath, expiresAt, ...}``.
+        """
+        params: dict[str, Any] = {"port": v.check_port(port)}
+        if ttl_seconds is not None:
+            params["ttlSeconds"] = ttl_seconds
+        answer = dict(await self.request("session/exposePort", params))
+        answer["url"] = self.http.base_url + answer["path"]
+        answer["signed_url"] = self.http.base_url + answer["signedPath"]
+        return answer
+
+    async def close_port(self, port: int) -> bool:
+        return bool((await self.request("session/closePort", {"port": v.check_port(port)}))["closed"])
+
+    async def list_ports(self) -> list[dict[str, Any]]:
+        return list((await self.http.request("GET", f"/v1/sessions/{seg(self.id)}/ports"))["ports"])
+
+    def _cut_connection(self) -> None:
+        """Cuts the socket without a close handshake, as a network failure would (tests)."""
+        if self._conn is not None:
+            self._conn.abort()

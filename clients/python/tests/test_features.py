@@ -1,0 +1,163 @@
+"""Approvals, the tool facade, preview ports, snapshots and forks, hibernation, image pulls."""
+from __future__ import annotations
+
+import asyncio
+import http.cookiejar
+import json
+import subprocess
+import time
+import urllib.request
+from typing import Any
+
+import pytest
+from conftest import aio, require_gvisor
+from server import REPO, Server, free_port
+
+from exec_server import TOOL_DEFINITIONS, AsyncClient, NotFoundError, RejectedError, chat_completions_tools
+
+
+@aio
+async def test_approvals_are_decided_by_the_callback(server: Server) -> None:
+    asked: list[tuple[str, list[str]]] = []
+
+    async def decide(request: dict[str, Any]) -> str:
+        asked.append((request["purpose"], request["argv"]))
+        return "approved" if request["argv"][0] == "echo" else "denied"
+
+    client = AsyncClient(server.url, server.token)
+    async with client.session(approval_policy="untrusted", on_approval=decide) as s:
+        assert (await s.run(["echo", "allowed"])).stdout == "allowed\n"
+        with pytest.raises(RejectedError) as err:
+            await s.run(["rm", "-rf", "build"])
+        assert err.value.code == "EXEC_ERR_REJECTED"
+        assert asked == [("initial", ["echo", "allowed"]), ("initial", ["rm", "-rf", "build"])]
+
+
+@aio
+async def test_tool_calls_route_in_one_line(server: Server) -> None:
+    assert [t["name"] for t in TOOL_DEFINITIONS] == ["exec_command", "write_stdin"]
+    assert "cmd" in TOOL_DEFINITIONS[0]["parameters"]["required"]
+    assert chat_completions_tools()[1]["function"]["name"] == "write_stdin"
+    async with AsyncClient(server.url, server.token) as client, client.session() as s:
+        out = await s.route_tool_call({"type": "function_call", "call_id": "c1", "name": "exec_command",
+                                       "arguments": json.dumps({"cmd": "echo routed"})})
+        assert out is not None and out["type"] == "function_call_output" and out["call_id"] == "c1"
+        assert "routed" in out["output"]
+        started = await s.exec_command("read x; echo \"got $x\"", tty=True, yield_time_ms=250)
+        assert "session_id" in started
+        chat_call = {"id": "c2", "function": {"name": "write_stdin",
+                                              "arguments": {"session_id": started["session_id"], "chars": "it\n"}}}
+        answer = await s.route_tool_call(chat_call)
+        assert answer is not None and "got it" in answer["output"]
+        assert await s.route_tool_call({"type": "message", "content": "hello"}) is None
+
+
+@aio
+async def test_http_only_approval_queue(local_server: Server) -> None:
+    client = AsyncClient(local_server.url, local_server.token)
+    tools = await client.create_http_session(approvalPolicy="untrusted")
+    try:
+        pending = await tools.exec_command("echo approved over http")
+        assert pending["status"] == "approval_required"
+        listed = await tools.list_approvals()
+        assert [a["id"] for a in listed] == [pending["approval_id"]]
+        done = await tools.decide_approval(pending["approval_id"], "approved")
+        assert done["exit_code"] == 0 and "approved over http" in done["output"]
+        call = {"type": "function_call", "call_id": "c9", "name": "exec_command",
+                "arguments": json.dumps({"cmd": "echo second"})}
+        asked = await tools.route_tool_call(call)
+        assert asked is not None and asked["status"] == "approval_required" and asked["call_id"] == "c9"
+        denied = await tools.decide_approval(asked["approval_id"], "denied")
+        assert denied["type"] == "function_call_output" and denied["call_id"] == "c9"
+    finally:
+        await client.delete_session(tools.id)
+
+
+def _get(url: str, token: str | None = None) -> str:
+    """GET with a bearer token, or a browser's way (the signed path sets a cookie and redirects)."""
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    with opener.open(req, timeout=5) as res:
+        return str(res.read().decode())
+
+
+@aio
+async def test_preview_url(server: Server) -> None:
+    async with AsyncClient(server.url, server.token) as client, client.session(preview_ports=True) as s:
+        root = (await s.info())["workdir"]
+        await s.mkdir(f"{root}/www")
+        await s.write_file(f"{root}/www/index.html", "<h1>preview works</h1>\n")
+        port = 18_000 + free_port() % 1000
+        await s.spawn(["busybox", "httpd", "-f", "-p", f"127.0.0.1:{port}", "-h", f"{root}/www"], check=False)
+        preview = await s.expose_port(port)
+        assert preview["url"].endswith(f"/ports/{port}/")
+        page = ""
+        for _ in range(100):
+            try:
+                page = await asyncio.to_thread(_get, preview["url"], server.token)
+                break
+            except OSError:
+                await asyncio.sleep(0.1)
+        assert page == "<h1>preview works</h1>\n"
+        assert await asyncio.to_thread(_get, preview["signed_url"]) == page
+        assert [p["port"] for p in await s.list_ports()] == [port]
+        assert await s.close_port(port)
+
+
+@aio
+async def test_snapshot_and_fork(docker_server: Server) -> None:
+    client = AsyncClient(docker_server.url, docker_server.token)
+    async with client.session() as base:
+        await base.run("echo prepared > /workspace/state.txt")
+        async with await base.fork("py-prepared") as fork:
+            assert (await fork.run("cat /workspace/state.txt")).stdout == "prepared\n"
+    snaps = [x for x in await client.list_snapshots() if x.get("name") == "py-prepared"]
+    assert len(snaps) == 1
+    await client.delete_snapshot(snaps[0]["snapshotId"])
+    assert all(x["snapshotId"] != snaps[0]["snapshotId"] for x in await client.list_snapshots())
+
+
+@aio
+async def test_hibernate_and_wake(docker_server: Server) -> None:
+    require_gvisor()
+    client = AsyncClient(docker_server.url, docker_server.token)
+    async with client.session(runtime="runsc") as s:
+        assert (await s.info())["runtime"] == "runsc"
+        counter = await s.spawn("i=0; while true; do i=$((i+1)); echo $i; sleep 0.2; done", collect=False)
+        await asyncio.sleep(0.5)
+        assert (await s.hibernate())["hibernation"] == "hibernated"
+        assert (await s.info())["hibernation"] == "hibernated"
+        assert (await s.wake())["hibernation"] == "awake"
+        seen: list[int] = []
+        async for chunk in counter:
+            seen += [int(n) for n in chunk.text.split()]
+            if len(seen) > 5:
+                break
+        assert seen == list(range(seen[0], seen[0] + len(seen)))  # it went on where it was
+        await counter.kill()
+
+
+@aio
+async def test_image_pull_progress(docker_server: Server) -> None:
+    registry = subprocess.Popen(["node", "--import", "tsx", "test/support/registry-serve.ts"], cwd=REPO,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert registry.stdout is not None and registry.stdin is not None
+    host = (await asyncio.to_thread(registry.stdout.readline)).strip()
+    image = f"{host}/exec-test/py:t{int(time.time() * 1000)}"
+    heard: list[dict[str, Any]] = []
+    client = AsyncClient(docker_server.url, docker_server.token)
+    try:
+        async with client.session(image=image, on_image_pull=heard.append) as s:
+            assert (await s.run("echo pulled")).stdout == "pulled\n"
+        assert heard[0]["phase"] == "pulling" and heard[-1]["phase"] == "pulled"
+        assert heard[-1]["currentBytes"] >= 2_000_000
+        figures = [p["currentBytes"] for p in heard]
+        assert figures == sorted(figures)
+        missing: list[dict[str, Any]] = []
+        with pytest.raises(NotFoundError) as err:
+            await client.create_session(image=f"{host}/exec-test/absent:x", on_image_pull=missing.append)
+        assert "manifest unknown" in err.value.message and missing[-1]["phase"] == "failed"
+    finally:
+        registry.stdin.close()
+        registry.wait(30)
+        subprocess.run(["docker", "rmi", "-f", image], capture_output=True)

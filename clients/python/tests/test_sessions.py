@@ -1,0 +1,85 @@
+"""Sessions: create with a spec, list, resume, delete; resume after a cut connection."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from conftest import aio
+from server import Server
+
+from exec_server import AsyncClient, ConnectionClosedError, NotFoundError
+
+
+@aio
+async def test_create_list_resume_delete(server: Server) -> None:
+    client = AsyncClient(server.url, server.token)
+    first = await client.create_session(env={"GREETING": "hi"}, labels={"task": "docs"},
+                                        limits={"memory_mb": 512, "pids": 256})
+    await first.spawn("echo \"$GREETING from the first connection\"; sleep 0.5; echo later",
+                      process_id="greeter")
+    await first.disconnect()
+
+    again = await client.resume_session(first.id)
+    assert again.id == first.id
+    replay = await again.attach("greeter")
+    assert (await replay.wait()).stdout == "hi from the first connection\nlater\n"
+    mine = [x for x in await client.list_sessions() if x["sessionId"] == again.id]
+    assert len(mine) == 1 and mine[0]["labels"] == {"task": "docs"} and mine[0]["status"] == "alive"
+    assert (await client.get_session(again.id))["sessionId"] == again.id
+    await again.delete()
+    assert all(x["sessionId"] != again.id for x in await client.list_sessions())
+    with pytest.raises(NotFoundError) as err:
+        await client.get_session(again.id)
+    assert err.value.code == "EXEC_ERR_SESSION_NOT_FOUND" and err.value.status == 404
+    with pytest.raises(NotFoundError):
+        await client.resume_session(again.id)
+
+
+@aio
+async def test_resume_after_the_connection_is_cut_mid_stream(server: Server) -> None:
+    async with AsyncClient(server.url, server.token) as client, client.session() as s:
+        lines = 3000
+        proc = await s.spawn(f"i=0; while [ $i -lt {lines} ]; do i=$((i+1)); echo \"line $i\"; "
+                             "[ $((i % 100)) -eq 0 ] && sleep 0.05; done", collect=True)
+        got: list[str] = []
+        cut = 0
+        async for chunk in proc:
+            got.append(chunk.text)
+            text = "".join(got)
+            if cut < 3 and text.count("\n") > (cut + 1) * 600:
+                cut += 1
+                s._cut_connection()  # as a network failure: no close handshake
+        result = await proc.wait()
+        expected = "".join(f"line {i}\n" for i in range(1, lines + 1))
+        assert "".join(got) == expected
+        assert result.stdout == expected
+        assert cut == 3 and s.disconnects == 3 and s.connected
+        assert (await s.run("echo still here")).stdout == "still here\n"
+
+
+@aio
+async def test_requests_wait_for_a_resume(local_server: Server) -> None:
+    async with AsyncClient(local_server.url, local_server.token) as client, client.session() as s:
+        s._cut_connection()
+        await asyncio.sleep(0)  # the reader sees the cut
+        for _ in range(50):
+            if s._reconnecting is not None or s.connected:
+                break
+            await asyncio.sleep(0.01)
+        assert (await s.run("echo after")).stdout == "after\n"
+
+
+@aio
+async def test_an_evicted_connection_fails_its_waits(local_server: Server) -> None:
+    client = AsyncClient(local_server.url, local_server.token)
+    first = await client.create_session()
+    sleeper = await first.spawn(["sleep", "30"], process_id="sleeper")
+    second = await client.resume_session(first.id)  # the server closes the first with 4000
+    with pytest.raises(ConnectionClosedError) as err:
+        await sleeper.wait(timeout=10)
+    assert err.value.close_code == 4000 and not err.value.retryable
+    assert not first.connected
+    again = await second.attach("sleeper")
+    await again.kill()
+    assert (await again.wait()).terminal == "terminated"
+    await second.delete()
