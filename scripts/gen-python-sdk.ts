@@ -7,7 +7,7 @@
  *   node --import tsx scripts/gen-python-sdk.ts [--check]
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { ERROR_REGISTRY } from '../src/errors.ts';
+import { ERROR_REGISTRY, RETRYABLE_CODES } from '../src/errors.ts';
 import { ExecCommandBodySchema, SIGNAL_NAMES, WriteStdinBodySchema } from '../src/protocol/index.ts';
 
 const TARGET = new URL('../clients/python/exec_server/_generated.py', import.meta.url);
@@ -67,6 +67,9 @@ function render(): string {
     '',
     '# src/errors.ts ERROR_REGISTRY: code -> (HTTP status, JSON-RPC code).',
     `ERROR_REGISTRY: dict[str, tuple[int, int]] = {\n${registry}}`,
+    '',
+    '# src/errors.ts RETRYABLE_CODES: codes whose call may succeed later unchanged.',
+    `RETRYABLE: frozenset[str] = frozenset({\n${[...RETRYABLE_CODES].map((c) => `    ${JSON.stringify(c)},\n`).join('')}})`,
     '',
     '# src/protocol/common.ts SIGNAL_NAMES.',
     `SIGNAL_NAMES: tuple[str, ...] = (${SIGNAL_NAMES.map((s) => JSON.stringify(s)).join(', ')})`,

@@ -60,6 +60,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, backend } = deps;
   const auth = createAuthenticator(config);
   const metrics = deps.metrics ?? new Metrics();
+  const engines = backend.engines?.bind(backend);
+  if (engines !== undefined) metrics.watchEngines(engines);
   const app = Fastify({
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
     bodyLimit: config.maxMessageBytes,
@@ -144,7 +146,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       const reason = await backend.notReadyReason?.();
       if (reason !== undefined)
         return reply.code(503).send(httpErrorBody(execError('EXEC_ERR_BACKEND_UNAVAILABLE', reason)));
-      return { status: 'ready', backend: backend.kind };
+      const engines = backend.engines?.();
+      return { status: 'ready', backend: backend.kind, ...(engines === undefined ? {} : { engines }) };
     } catch (err) {
       return reply.code(503).send(httpErrorBody(toExecError(err)));
     }

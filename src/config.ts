@@ -108,7 +108,7 @@ export const OPTIONS = {
     kind: 'string',
     default: undefined,
     description:
-      'Docker engine address (`unix:///path` or `tcp://host:port`); falls back to `DOCKER_HOST`, then the default socket.',
+      'Docker engine address (`unix:///path` or `tcp://host:port`), or several separated by commas (a pool: new sessions go to the healthy engine with the fewest); falls back to `DOCKER_HOST`, then the default socket.',
   },
   workspaceRoot: {
     flag: 'workspace-root',
@@ -558,6 +558,9 @@ function coerce(name: string, def: OptionDef, raw: string | boolean): string | n
  * Checks a Docker engine address the way the docker backend reads it (`unix:///path`, a bare
  * socket path, `tcp://`, `http://`, `https://`), so a typo stops the server at boot.
  */
+/** Engines one server may pool (`--docker-host a,b,...`). */
+const MAX_ENGINES = 64;
+
 export function checkDockerHost(value: string, where: string): void {
   if (value.startsWith('/')) return;
   let url: URL;
@@ -652,15 +655,21 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
     out[name] = raw === undefined ? def.default : coerce(name, def, raw);
   }
   const config = out as Config;
-  if (config.dockerHost !== undefined)
-    checkDockerHost(
-      config.dockerHost,
+  if (config.dockerHost !== undefined) {
+    const where =
       values['docker-host'] !== undefined
         ? '--docker-host'
         : env['EXEC_SERVER_DOCKER_HOST'] !== undefined
           ? 'EXEC_SERVER_DOCKER_HOST'
-          : 'DOCKER_HOST',
-    );
+          : 'DOCKER_HOST';
+    const engines = config.dockerHost.split(',').map((e) => e.trim());
+    if (engines.some((e) => e === ''))
+      throw new ConfigError(`${where}: ${JSON.stringify(config.dockerHost)} has an empty engine address`);
+    if (new Set(engines).size !== engines.length)
+      throw new ConfigError(`${where}: ${JSON.stringify(config.dockerHost)} names an engine twice`);
+    if (engines.length > MAX_ENGINES) throw new ConfigError(`${where}: at most ${MAX_ENGINES} engines`);
+    for (const engine of engines) checkDockerHost(engine, where);
+  }
   const listen = parseListen(config.listen);
   if (config.maxMemoryMb < config.memoryMb)
     throw new ConfigError(`--max-memory-mb (${config.maxMemoryMb}) is below --memory-mb (${config.memoryMb})`);

@@ -4,6 +4,7 @@
  * `exec_server_` prefix, base units, `_total` on counters, no unbounded labels.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { EngineReport } from './backends/types.ts';
 
 export class Metrics {
   readonly registry = new Registry();
@@ -99,6 +100,32 @@ export class Metrics {
       help: 'Sessions found past their disk limit by the disk watch (their processes were ended)',
       labelNames: ['backend'],
       registers,
+    });
+  }
+
+  /**
+   * Per-engine gauges of a pool of engines, read at scrape time. The `engine` label is bounded
+   * by the configured engines (at most 64).
+   */
+  watchEngines(engines: () => readonly EngineReport[]): void {
+    const registers = [this.registry];
+    new Gauge({
+      name: 'exec_server_engine_up',
+      help: 'Whether a docker engine of the pool answers (1) or not (0)',
+      labelNames: ['engine'],
+      registers,
+      collect() {
+        for (const e of engines()) this.set({ engine: e.engine }, e.healthy ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'exec_server_engine_sessions',
+      help: 'Sessions this server holds on each docker engine of the pool',
+      labelNames: ['engine'],
+      registers,
+      collect() {
+        for (const e of engines()) this.set({ engine: e.engine }, e.sessions);
+      },
     });
   }
 }

@@ -8,10 +8,11 @@ import { createLocalBackend } from './local/local-backend.ts';
 import type { Backend } from './types.ts';
 
 async function createDocker(config: Config, log: Logger): Promise<Backend> {
-  const { createDockerBackend, agentWindowFor } = await import('./docker/index.ts');
-  return createDockerBackend(
+  const { createDockerEngines, engineList, agentWindowFor } = await import('./docker/index.ts');
+  // One engine, or a pool of them (`--docker-host a,b`): see docker/engine-pool.ts.
+  return createDockerEngines(
+    engineList(config.dockerHost),
     {
-      dockerHost: config.dockerHost,
       defaultImage: config.image,
       instanceId: config.instanceId,
       defaultResources: { memoryMb: config.memoryMb, cpus: config.cpus, pids: config.pids, diskMb: config.diskMb },

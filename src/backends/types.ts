@@ -339,6 +339,17 @@ export interface RecoveredSession {
   adoptProcesses?(adopt: (p: RecoveredProcess, process: BackendProcess) => ProcessSink | undefined): Promise<number>;
 }
 
+/** One engine of the pool as `/readyz` and `/metrics` report it. */
+export interface EngineReport {
+  /** The engine's address as configured (`unix:///...`, `tcp://host:port`). */
+  readonly engine: string;
+  readonly healthy: boolean;
+  /** Sessions this server holds on it. */
+  readonly sessions: number;
+  /** Why it is not healthy or not ready (no answer, default image missing...). */
+  readonly reason?: string | undefined;
+}
+
 export type BackendKind = 'local' | 'docker';
 
 export interface Backend {
@@ -365,4 +376,6 @@ export interface Backend {
   deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void>;
   /** Stops everything this backend created (server shutdown). */
   close(): Promise<void>;
+  /** Optional: the engines of a pool with their health and sessions (`/readyz`, `/metrics`). */
+  engines?(): EngineReport[];
 }

@@ -36,6 +36,9 @@ test('each bad value gets a clear message naming the option', () => {
     [['--docker-host', 'foo://x'], {}, /--docker-host: unsupported docker host "foo:\/\/x"/],
     [['--docker-host', 'not an address'], {}, /--docker-host: "not an address" is not an address/],
     [[], { DOCKER_HOST: 'ssh://me@host' }, /DOCKER_HOST: unsupported docker host/],
+    [['--docker-host', 'unix:///a.sock,,tcp://b:2375'], {}, /--docker-host: .* has an empty engine address/],
+    [['--docker-host', 'unix:///a.sock,unix:///a.sock'], {}, /--docker-host: .* names an engine twice/],
+    [['--docker-host', 'unix:///a.sock,foo://b'], {}, /--docker-host: unsupported docker host "foo:\/\/b"/],
     [['--log-format', 'xml'], {}, /--log-format .*expected one of auto, json, pretty/],
     [['serve'], {}, /Unexpected argument 'serve': the server takes only --flag VALUE options/],
   ];
@@ -84,6 +87,9 @@ test('--docker-agent-socket-dir: off or an absolute path short enough for a sock
 test('docker hosts the backend understands are accepted', () => {
   for (const host of ['unix:///var/run/docker.sock', '/run/docker.sock', 'tcp://127.0.0.1:2375', 'https://engine:2376'])
     assert.equal(loadConfig(['--docker-host', host], {}).dockerHost, host);
+  // A pool of engines: every address checked, the list kept as given.
+  const pool = 'unix:///var/run/docker.sock, tcp://127.0.0.1:2375';
+  assert.equal(loadConfig(['--docker-host', pool], {}).dockerHost, pool);
 });
 
 test('disk limit: --disk-mb and --max-disk-mb, and a session asking above the maximum', async () => {

@@ -19,7 +19,6 @@ ERROR_REGISTRY: dict[str, tuple[int, int]] = {
     "EXEC_ERR_PROCESS_LIMIT": (429, -32600),
     "EXEC_ERR_REJECTED": (403, -32600),
     "EXEC_ERR_APPROVAL_NOT_FOUND": (404, -32600),
-    "EXEC_ERR_APPROVAL_LIMIT": (429, -32600),
     "EXEC_ERR_NOT_FOUND": (404, -32004),
     "EXEC_ERR_FS_DENIED": (403, -32600),
     "EXEC_ERR_FS": (500, -32603),
@@ -32,8 +31,19 @@ ERROR_REGISTRY: dict[str, tuple[int, int]] = {
     "EXEC_ERR_BUSY": (429, -32600),
     "EXEC_ERR_DISK_LIMIT": (507, -32600),
     "EXEC_ERR_CONFIG": (500, -32603),
+    "EXEC_ERR_INSTANCE_IN_USE": (409, -32603),
     "EXEC_ERR_INTERNAL": (500, -32603),
 }
+
+# src/errors.ts RETRYABLE_CODES: codes whose call may succeed later unchanged.
+RETRYABLE: frozenset[str] = frozenset({
+    "EXEC_ERR_SESSION_LIMIT",
+    "EXEC_ERR_PROCESS_STARTING",
+    "EXEC_ERR_PROCESS_LIMIT",
+    "EXEC_ERR_BACKEND_UNAVAILABLE",
+    "EXEC_ERR_SHUTTING_DOWN",
+    "EXEC_ERR_BUSY",
+})
 
 # src/protocol/common.ts SIGNAL_NAMES.
 SIGNAL_NAMES: tuple[str, ...] = ("SIGINT", "SIGTERM", "SIGKILL", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")

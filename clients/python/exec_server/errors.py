@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._generated import ERROR_REGISTRY
+from ._generated import ERROR_REGISTRY, RETRYABLE
 
 if TYPE_CHECKING:
     from .process import ExecResult
@@ -120,7 +120,6 @@ FAMILIES: dict[str, type[ExecServerError]] = {
     "EXEC_ERR_PROCESS_STARTING": ConflictError,
     "EXEC_ERR_SESSION_LIMIT": LimitError,
     "EXEC_ERR_PROCESS_LIMIT": LimitError,
-    "EXEC_ERR_APPROVAL_LIMIT": LimitError,
     "EXEC_ERR_TOO_LARGE": LimitError,
     "EXEC_ERR_BUSY": LimitError,
     "EXEC_ERR_DISK_LIMIT": LimitError,
@@ -132,14 +131,9 @@ FAMILIES: dict[str, type[ExecServerError]] = {
     "EXEC_ERR_BACKEND": BackendError,
     "EXEC_ERR_SHUTTING_DOWN": BackendError,
     "EXEC_ERR_CONFIG": BackendError,
+    "EXEC_ERR_INSTANCE_IN_USE": BackendError,
     "EXEC_ERR_INTERNAL": BackendError,
 }
-
-# Codes whose call may succeed later unchanged: transient load or availability.
-RETRYABLE: frozenset[str] = frozenset({
-    "EXEC_ERR_PROCESS_STARTING", "EXEC_ERR_SESSION_LIMIT", "EXEC_ERR_APPROVAL_LIMIT",
-    "EXEC_ERR_BUSY", "EXEC_ERR_BACKEND_UNAVAILABLE", "EXEC_ERR_SHUTTING_DOWN",
-})
 
 
 def error_of(code: str | None, message: str, *, status: int | None = None,

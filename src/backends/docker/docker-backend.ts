@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type Docker from 'dockerode';
-import { execError } from '../../errors.ts';
+import { ExecServerError, execError } from '../../errors.ts';
 import { asContainerId, asSessionId, asTenantId, type SessionId, type TenantId } from '../../ids.ts';
 import type {
   Backend,
@@ -57,6 +57,10 @@ export interface DockerBackend extends Backend {
    * running for the next server with the same instance id (a hand-over); the backend is closed.
    */
   handOver(): Promise<void>;
+  /** Sessions this backend holds now (placement over a pool of engines). */
+  readonly sessionCount: number;
+  /** Whether this engine has the snapshot `tenant` may use (placement of sessions made from it). */
+  hasSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<boolean>;
 }
 
 /**
@@ -534,6 +538,20 @@ class DockerBackendImpl implements DockerBackend {
       const running = await s.containerRunning();
       if (running === false) s.markLost('container is not running');
     }
+  }
+
+  get sessionCount(): number {
+    return this.#sessions.size;
+  }
+
+  hasSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<boolean> {
+    return findSnapshot(this.docker, snapshotId, tenant, this.options.engineTimeoutMs).then(
+      () => true,
+      (err: unknown) => {
+        if (err instanceof ExecServerError && err.code === 'EXEC_ERR_NOT_FOUND') return false;
+        throw err;
+      },
+    );
   }
 
   listSnapshots(tenant: TenantId | undefined): Promise<SnapshotInfo[]> {

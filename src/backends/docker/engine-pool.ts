@@ -1,0 +1,224 @@
+/**
+ * A pool of Docker engines behind one `Backend` (`--docker-host unix:///a.sock,tcp://b:2375`).
+ * Each engine gets its own docker backend (its own client, warm pool, events watcher and
+ * instance lease); the pool places new sessions and merges what spans engines (snapshots,
+ * pulls, readiness). A session stays on the engine that made it: its calls go straight to that
+ * engine's backend, so an engine that stops answering fails only its own sessions' calls, at
+ * their deadlines, while new sessions go to the others at once.
+ *
+ * Placement: the healthy engine with the fewest sessions; a session made from a snapshot goes
+ * to an engine that has the snapshot image. Health comes from a ping of every engine every
+ * `HEALTH_INTERVAL_MS` and from calls that failed with EXEC_ERR_BACKEND_UNAVAILABLE.
+ */
+import { ExecServerError, execError } from '../../errors.ts';
+import type { TenantId } from '../../ids.ts';
+import type {
+  Backend,
+  BackendSession,
+  BackendSessionSpec,
+  EngineReport,
+  ImagePull,
+  RecoveredSession,
+  SnapshotInfo,
+} from '../types.ts';
+import { createDockerBackend, type DockerBackend } from './docker-backend.ts';
+import type { DockerBackendOptions, DockerLogger } from './options.ts';
+
+/** How often every engine is pinged (placement skips the ones that did not answer). */
+const HEALTH_INTERVAL_MS = 2000;
+
+interface Member {
+  readonly engine: string;
+  readonly backend: DockerBackend;
+  healthy: boolean;
+  reason: string | undefined;
+}
+
+/** Splits a `--docker-host` value into its engines (comma-separated, blanks dropped). */
+export function engineList(value: string | undefined): string[] {
+  if (value === undefined) return [];
+  return value
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+}
+
+/**
+ * The docker backend for `engines`: one engine's backend as it is, or a pool of several. The
+ * pool answers `kind: 'docker'` like a single engine, plus `engines()` for reports.
+ */
+export function createDockerEngines(
+  engines: readonly string[],
+  options: Omit<DockerBackendOptions, 'dockerHost'>,
+  log: DockerLogger & { child?: (bindings: Record<string, unknown>) => DockerLogger },
+): Backend {
+  if (engines.length <= 1) return createDockerBackend({ ...options, dockerHost: engines[0] }, log);
+  return new EnginePool(
+    engines.map((engine) => ({
+      engine,
+      backend: createDockerBackend({ ...options, dockerHost: engine }, log.child?.({ engine }) ?? log),
+      healthy: true,
+      reason: undefined,
+    })),
+    log,
+  );
+}
+
+function unavailable(err: unknown): boolean {
+  return err instanceof ExecServerError && err.code === 'EXEC_ERR_BACKEND_UNAVAILABLE';
+}
+
+class EnginePool implements Backend {
+  readonly kind = 'docker' as const;
+  readonly #members: readonly Member[];
+  readonly #log: DockerLogger;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(members: readonly Member[], log: DockerLogger) {
+    this.#members = members;
+    this.#log = log;
+  }
+
+  /** Answers when at least one engine does. */
+  async ping(): Promise<void> {
+    await this.#checkHealth();
+    if (this.#members.some((m) => m.healthy)) return;
+    throw execError('EXEC_ERR_BACKEND_UNAVAILABLE', `no docker engine of the pool answers: ${this.#describe()}`);
+  }
+
+  async notReadyReason(): Promise<string | undefined> {
+    const reasons = await Promise.all(
+      this.#members.map(async (m) => {
+        if (!m.healthy) return m.reason ?? 'does not answer';
+        return (m.backend.notReadyReason?.() ?? Promise.resolve(undefined)).catch(
+          (err: unknown) => (err as Error).message,
+        );
+      }),
+    );
+    // Ready while one engine can take a default session; the others are reported, not blocking.
+    if (reasons.some((r) => r === undefined)) return undefined;
+    return `no engine of the pool is ready: ${this.#members.map((m, i) => `${m.engine}: ${reasons[i]}`).join('; ')}`;
+  }
+
+  /** Every engine with its health and its sessions (for `/readyz` and `/metrics`). */
+  engines(): EngineReport[] {
+    return this.#members.map((m) => ({
+      engine: m.engine,
+      healthy: m.healthy,
+      sessions: m.backend.sessionCount,
+      ...(m.reason === undefined ? {} : { reason: m.reason }),
+    }));
+  }
+
+  imagePulls(tenant: TenantId): ImagePull[] {
+    return this.#members.flatMap((m) => m.backend.imagePulls?.(tenant) ?? []);
+  }
+
+  async createSession(spec: BackendSessionSpec): Promise<BackendSession> {
+    const candidates = await this.#candidates(spec);
+    let last: unknown;
+    for (const m of candidates) {
+      try {
+        return await m.backend.createSession(spec);
+      } catch (err) {
+        if (!unavailable(err)) throw err;
+        // That engine stopped answering since the last check: the next one takes the session.
+        this.#markDown(m, (err as Error).message);
+        last = err;
+      }
+    }
+    throw last instanceof ExecServerError
+      ? last
+      : execError(
+          'EXEC_ERR_BACKEND_UNAVAILABLE',
+          `no docker engine of the pool can take a session: ${this.#describe()}`,
+        );
+  }
+
+  /** Healthy engines that can make `spec`, fewest sessions first. */
+  async #candidates(spec: BackendSessionSpec): Promise<Member[]> {
+    let members = this.#members.filter((m) => m.healthy);
+    if (spec.snapshot !== undefined) {
+      const snapshot = spec.snapshot;
+      const having = await Promise.all(
+        members.map((m) => m.backend.hasSnapshot(snapshot, spec.tenant).catch(() => false)),
+      );
+      members = members.filter((_, i) => having[i]);
+      if (members.length === 0) throw execError('EXEC_ERR_NOT_FOUND', `snapshot ${snapshot} is on no healthy engine`);
+    }
+    if (members.length === 0)
+      throw execError('EXEC_ERR_BACKEND_UNAVAILABLE', `no docker engine of the pool answers: ${this.#describe()}`);
+    return [...members].sort((a, b) => a.backend.sessionCount - b.backend.sessionCount);
+  }
+
+  async recover(): Promise<RecoveredSession[]> {
+    const results = await Promise.allSettled(this.#members.map((m) => m.backend.recover()));
+    const recovered: RecoveredSession[] = [];
+    results.forEach((r, i) => {
+      const m = this.#members[i] as Member;
+      if (r.status === 'fulfilled') recovered.push(...r.value);
+      else if (unavailable(r.reason)) {
+        // Its containers stay as they are; a restart once it answers adopts them.
+        this.#markDown(m, (r.reason as Error).message);
+      } else throw r.reason;
+    });
+    this.#timer ??= setInterval(() => void this.#checkHealth(), HEALTH_INTERVAL_MS).unref();
+    return recovered;
+  }
+
+  async listSnapshots(tenant: TenantId | undefined): Promise<SnapshotInfo[]> {
+    const lists = await Promise.all(
+      this.#members.filter((m) => m.healthy).map((m) => m.backend.listSnapshots(tenant).catch(() => [])),
+    );
+    return lists.flat();
+  }
+
+  async deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void> {
+    let deleted = false;
+    for (const m of this.#members.filter((x) => x.healthy)) {
+      try {
+        await m.backend.deleteSnapshot(snapshotId, tenant);
+        deleted = true;
+      } catch (err) {
+        if (!(err instanceof ExecServerError && err.code === 'EXEC_ERR_NOT_FOUND')) throw err;
+      }
+    }
+    if (!deleted) throw execError('EXEC_ERR_NOT_FOUND', `no snapshot ${snapshotId}`);
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.#timer);
+    await Promise.all(this.#members.map((m) => m.backend.close()));
+  }
+
+  async handOver(): Promise<void> {
+    clearInterval(this.#timer);
+    await Promise.all(this.#members.map((m) => m.backend.handOver()));
+  }
+
+  async #checkHealth(): Promise<void> {
+    await Promise.all(
+      this.#members.map(async (m) => {
+        try {
+          await m.backend.ping();
+          if (!m.healthy) this.#log.info({ engine: m.engine }, 'docker engine answers again');
+          m.healthy = true;
+          m.reason = undefined;
+        } catch (err) {
+          this.#markDown(m, (err as Error).message);
+        }
+      }),
+    );
+  }
+
+  #markDown(m: Member, reason: string): void {
+    if (m.healthy)
+      this.#log.warn({ engine: m.engine, reason }, 'docker engine does not answer: new sessions go elsewhere');
+    m.healthy = false;
+    m.reason = reason;
+  }
+
+  #describe(): string {
+    return this.#members.map((m) => `${m.engine} (${m.healthy ? 'answers' : (m.reason ?? 'down')})`).join(', ');
+  }
+}
