@@ -21,7 +21,7 @@ import { EventWatcher, type ContainerEvent } from './event-watcher.ts';
 import { DefaultImage, ImagePulls } from './image-pull.ts';
 import { runControl } from './exec-runner.ts';
 import { AgentChannel } from './agent-channel.ts';
-import { AgentSocketDirs } from './agent-socket.ts';
+import { AgentLinks } from './agent-links.ts';
 import { DiskAwareSession, enforcementOf, StorageOptSupport } from './disk.ts';
 import { type HibernatableSession, readHibernatedFacts } from './hibernation.ts';
 import { LABEL, readUserLabels, userLabels } from './labels.ts';
@@ -79,8 +79,8 @@ class DockerBackendImpl implements DockerBackend {
   readonly #pools = new Map<string, WarmPool>();
   /** Whether the engine limits writable layers (disk.ts). */
   readonly #storage = new StorageOptSupport();
-  /** Directories shared with the engine's host for direct agent sockets (agent-socket.ts). */
-  readonly #agentSockets: AgentSocketDirs;
+  /** The server's listeners for exec agents, in directories shared with the engine's host (agent-links.ts). */
+  readonly #agentLinks: AgentLinks;
   #poolsStarted: Promise<void> | undefined;
   #started = false;
   #closed = false;
@@ -89,7 +89,7 @@ class DockerBackendImpl implements DockerBackend {
     this.options = options;
     this.#log = log;
     this.docker = createDockerClient(options.dockerHost);
-    this.#agentSockets = new AgentSocketDirs(options.agentSocketDir, options.instanceId, log);
+    this.#agentLinks = new AgentLinks(options.agentSocketDir, options.instanceId, log);
     this.#pulls = new ImagePulls(this.docker, log);
     this.#defaultImage = new DefaultImage(this.docker, this.#pulls, options.defaultImage, log, options.engineTimeoutMs);
     this.#watcher = new EventWatcher(
@@ -300,7 +300,7 @@ class DockerBackendImpl implements DockerBackend {
     const engine = p.runtime === undefined ? undefined : await this.runtimes.engine().catch(() => undefined);
     const gvisor = p.runtime !== undefined && isGvisor(engine?.paths[p.runtime]);
     // gVisor keeps a socket made inside the sandbox to itself: its agents are reached through the engine.
-    const input = { ...p, storage: this.#storage, agentSockets: gvisor ? undefined : this.#agentSockets };
+    const input = { ...p, storage: this.#storage, agentLinks: gvisor ? undefined : this.#agentLinks };
     return provisionContainer(
       this.docker,
       this.options,
@@ -358,7 +358,7 @@ class DockerBackendImpl implements DockerBackend {
         );
         // The agent kept running with the container: attaching finds it (and its processes).
         const installed = await installIfWanted(container, this.options, { running: true });
-        const socket = this.#agentSockets.adopt(c.Id, info);
+        const socket = await this.#agentLinks.adopt(c.Id, info);
         const agent =
           installed === true
             ? await startAgent(container, this.options, this.#log, socket)
@@ -401,7 +401,7 @@ class DockerBackendImpl implements DockerBackend {
         await this.#removeContainer(c.Id).catch(() => undefined);
       }
     }
-    await this.#agentSockets.sweep();
+    await this.#agentLinks.sweep();
     this.#start();
     return recovered;
   }
@@ -437,7 +437,7 @@ class DockerBackendImpl implements DockerBackend {
             ? {
                 agent: new AgentChannel({
                   container,
-                  socket: this.#agentSockets.adopt(c.Id, info),
+                  socket: await this.#agentLinks.adopt(c.Id, info),
                   timeoutMs: this.options.engineTimeoutMs,
                   retentionBytes: this.options.retentionBytes,
                   windowBytes: this.options.agentWindowBytes,
@@ -490,7 +490,7 @@ class DockerBackendImpl implements DockerBackend {
     // A checkpoint stops the container on purpose.
     if (e.action === 'die' && this.#gated.get(e.containerId)?.expectsStop === true) return;
     for (const pool of this.#pools.values()) pool.forget(e.containerId);
-    if (e.action === 'destroy') this.#agentSockets.release(e.containerId);
+    if (e.action === 'destroy') this.#agentLinks.release(e.containerId);
     const session = this.#sessions.get(e.containerId);
     if (session === undefined || session.destroying) return;
     const code = e.attributes.exitCode;
@@ -525,5 +525,6 @@ class DockerBackendImpl implements DockerBackend {
     await this.#poolsStarted;
     await Promise.all([...this.#pools.values()].map((p) => p.close()));
     await Promise.all([...this.#sessions.values()].map((s) => s.destroy().catch(() => undefined)));
+    this.#agentLinks.closeAll();
   }
 }
