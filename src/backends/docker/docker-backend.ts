@@ -299,7 +299,7 @@ class DockerBackendImpl implements DockerBackend {
   async #provision(p: ProvisionInput): Promise<PoolEntry> {
     const engine = p.runtime === undefined ? undefined : await this.runtimes.engine().catch(() => undefined);
     const gvisor = p.runtime !== undefined && isGvisor(engine?.paths[p.runtime]);
-    // gVisor keeps a socket made inside the sandbox to itself: its agents are reached through the engine.
+    // gVisor lets nothing inside connect to a host socket (no --host-uds): its agents are reached through the engine.
     const input = { ...p, storage: this.#storage, agentLinks: gvisor ? undefined : this.#agentLinks };
     return provisionContainer(
       this.docker,

@@ -66,7 +66,7 @@ export async function provisionContainer(
       docker.createContainer({ ...config, abortSignal }),
     );
   // The engine refuses a bind source its host lacks: the link directory is not shared, and
-  // this container (and every later one) is made without it (agent-socket.ts).
+  // this container (and every later one) is made without it (agent-links.ts).
   const create = async (config: Docker.ContainerCreateOptions): Promise<Docker.Container> => {
     try {
       return await createOnce(config);
