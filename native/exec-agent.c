@@ -688,6 +688,9 @@ static void accept_attach(void) {
       memcpy(link_secret, msg, SECRET_LEN);
       memcpy(link_path, msg + SECRET_LEN, sizeof link_path);
       link_set = 1;
+      /* The server runs `start` only when it has no connection to us: one we still hold is an
+       * earlier server's (the newest server wins, as with an attach). */
+      if (conn_in >= 0) drop_connection();
       link_backoff_ms = 0;
       link_next_dial = 0; /* the server waits for it now */
       char ok = 'k';
