@@ -8,11 +8,16 @@
  *                              exec's stdin and stdout (SCM_RIGHTS) and waits until the daemon
  *                              lets the connection go. The daemon then speaks the protocol on the
  *                              exec stream itself, so output crosses no extra process.
- *   exec-agent start SOCKET    starts the daemon on SOCKET when none answers, then exits: the
- *                              server connects to SOCKET itself where the socket's directory is
- *                              shared with it (a bind mount from the engine's host), and writes
- *                              one byte `d` first. The daemon then speaks the protocol on that
- *                              connection, and output crosses neither the engine nor its shim.
+ *   exec-agent start SOCKET LINK
+ *                              starts the daemon on SOCKET when none answers, hands it LINK
+ *                              and the link secret (64 hex digits read from stdin), then exits.
+ *                              LINK is a socket the server listens on, in a directory of the
+ *                              server's mounted read-only into the container: the daemon
+ *                              connects OUT to it (again after every break, retrying while
+ *                              nobody listens, so a restarted server is found again), sends the
+ *                              link greeting (magic and secret) and then speaks the protocol
+ *                              on that connection; output crosses neither the engine nor its
+ *                              shim. The server never opens a path inside the container.
  *   exec-agent version         prints the protocol version.
  *
  * The daemon runs the session's commands and outlives every connection: when the server goes
@@ -123,6 +128,14 @@ static size_t inlen;
 static qitem *q_head, *q_tail;
 static size_t q_bytes;
 static int detaching;
+/* The server's link (exec-agent start SOCKET LINK): dialled whenever no connection is up. */
+#define LINK_MAGIC "EXAGLNK1"
+#define SECRET_LEN 32
+static char link_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+static unsigned char link_secret[SECRET_LEN];
+static int link_set;
+static long long link_next_dial; /* ms; 0: now */
+static int link_backoff_ms;      /* after a failed dial; reset by a server's hello */
 static long long streaming_at; /* last output read (ms): while output streams, poll spins */
 #define SPIN_MS 1
 
@@ -193,6 +206,33 @@ static void drop_connection(void) {
   inlen = 0;
   detaching = 0;
   q_free_all();
+  if (link_set) link_next_dial = now_ms() + link_backoff_ms;
+}
+
+static void link_grow_backoff(void) {
+  link_backoff_ms = link_backoff_ms == 0 ? 50 : (link_backoff_ms >= 500 ? 1000 : link_backoff_ms * 2);
+}
+
+/*
+ * Connects out to the server's link and sends the greeting (magic, then the secret). A server
+ * that is not there (restarting) is tried again later: 50 ms, doubling up to 1 s, reset once a
+ * server answers the hello. Non-blocking: a server that does not accept never stalls the loop.
+ */
+static void dial_link(void) {
+  unsigned char greeting[sizeof LINK_MAGIC - 1 + SECRET_LEN];
+  memcpy(greeting, LINK_MAGIC, sizeof LINK_MAGIC - 1);
+  memcpy(greeting + sizeof LINK_MAGIC - 1, link_secret, SECRET_LEN);
+  struct sockaddr_un a = { .sun_family = AF_UNIX };
+  snprintf(a.sun_path, sizeof a.sun_path, "%s", link_path);
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  link_grow_backoff(); /* undone by the hello; a server that drops us at once is tried later */
+  if (s >= 0 && connect(s, (struct sockaddr *)&a, sizeof a) == 0 &&
+      send(s, greeting, sizeof greeting, MSG_NOSIGNAL) == (ssize_t)sizeof greeting) {
+    conn_in = conn_out = s;
+    return;
+  }
+  if (s >= 0) close(s);
+  link_next_dial = now_ms() + link_backoff_ms;
 }
 
 static void flush_queue(void) {
@@ -514,6 +554,7 @@ static void handle_frame(int type, uint32_t handle, unsigned char *pl, uint32_t 
     int n = 0;
     for (int i = 0; i < MAX_PROCS; i++) n += procs[i].used;
     send_text(A_HELLO, 0, "version=%d\npid=%d\nprocesses=%d\n", PROTOCOL_VERSION, (int)getpid(), n);
+    link_backoff_ms = 0; /* a server answered: the next break is dialled again at once */
     return;
   }
   case S_SPAWN: do_spawn(handle, pl, len); return;
@@ -640,13 +681,22 @@ static void accept_attach(void) {
   setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   if (recvmsg(c, &m, MSG_CMSG_CLOEXEC) <= 0) { close(c); return; }
   struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-  if (!cm && byte == 'd') {
-    /* A direct connection from the server: the socket itself carries the protocol. */
-    struct timeval none = { 0, 0 };
-    setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
-    drop_connection(); /* the newest server wins */
-    conn_in = conn_out = c;
-    set_nonblock(c);
+  if (!cm && byte == 'u') {
+    /* `exec-agent start SOCKET LINK`: the secret, then the link's path (NUL-padded). */
+    unsigned char msg[SECRET_LEN + sizeof link_path];
+    if (recv(c, msg, sizeof msg, MSG_WAITALL) == (ssize_t)sizeof msg && memchr(msg + SECRET_LEN, 0, sizeof link_path)) {
+      memcpy(link_secret, msg, SECRET_LEN);
+      memcpy(link_path, msg + SECRET_LEN, sizeof link_path);
+      link_set = 1;
+      /* The server runs `start` only when it has no connection to us: one we still hold is an
+       * earlier server's (the newest server wins, as with an attach). */
+      if (conn_in >= 0) drop_connection();
+      link_backoff_ms = 0;
+      link_next_dial = 0; /* the server waits for it now */
+      char ok = 'k';
+      ssize_t ignored = send(c, &ok, 1, MSG_NOSIGNAL); (void)ignored;
+    }
+    close(c);
     return;
   }
   if (!cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(2 * sizeof(int))) { close(c); return; }
@@ -703,6 +753,14 @@ static void daemon_loop(void) {
     int timeout = due_exits();
     if (q_head) flush_queue();
     if (detaching && !q_head) drop_connection();
+    if (link_set && conn_in < 0) {
+      if (now_ms() >= link_next_dial) dial_link();
+      if (conn_in < 0) {
+        long long wait = link_next_dial - now_ms();
+        if (wait < 0) wait = 0;
+        if (timeout < 0 || wait < timeout) timeout = (int)wait;
+      }
+    }
     struct pollfd pf[3 + MAX_PROCS * 3];
     proc *owner[3 + MAX_PROCS * 3];
     int which[3 + MAX_PROCS * 3];
@@ -798,9 +856,7 @@ static void start_daemon(const char *path, int lock) {
   snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
   unlink(path);
   if (listen_fd < 0 || bind(listen_fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(listen_fd, 8) < 0) { perror("exec-agent: listen"); _exit(70); }
-  /* Connectable by a server of another uid (a non-root server on a shared directory): the
-   * socket's directory is what keeps others out (root-only in the container, 0700 on the host). */
-  chmod(path, 0666);
+  /* Root's only (umask 077, in the root-only control directory): the server never opens it. */
   int fd2 = open("/dev/null", O_WRONLY);
   dup2(fd2, 2);
   if (fd2 > 2) close(fd2);
@@ -850,8 +906,53 @@ static int attach(const char *path) {
   return 0;
 }
 
+/* The link secret from stdin: 64 hex digits. */
+static int read_secret(unsigned char *secret) {
+  char hex[2 * SECRET_LEN];
+  size_t got = 0;
+  while (got < sizeof hex) {
+    ssize_t n = read(0, hex + got, sizeof hex - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    got += (size_t)n;
+  }
+  for (int i = 0; i < SECRET_LEN; i++) {
+    unsigned v = 0;
+    for (int k = 0; k < 2; k++) {
+      char ch = hex[2 * i + k];
+      unsigned d = ch >= '0' && ch <= '9' ? (unsigned)(ch - '0') : ch >= 'a' && ch <= 'f' ? (unsigned)(ch - 'a' + 10) : 16;
+      if (d > 15) return -1;
+      v = v * 16 + d;
+    }
+    secret[i] = (unsigned char)v;
+  }
+  return 0;
+}
+
+/* `start SOCKET LINK`: the daemon running on SOCKET, told to dial LINK with the secret. */
+static int start_with_link(const char *sock, const char *link) {
+  unsigned char msg[1 + SECRET_LEN + sizeof link_path];
+  memset(msg, 0, sizeof msg);
+  msg[0] = 'u';
+  if (read_secret(msg + 1) < 0) { fprintf(stderr, "exec-agent: expected the link secret (64 hex digits) on stdin\n"); return 2; }
+  memcpy(msg + 1 + SECRET_LEN, link, strlen(link));
+  int s = daemon_connection(sock);
+  if (s < 0) return 70;
+  char ok = 0;
+  if (send(s, msg, sizeof msg, MSG_NOSIGNAL) != (ssize_t)sizeof msg || recv(s, &ok, 1, MSG_WAITALL) != 1 || ok != 'k') {
+    fprintf(stderr, "exec-agent: the daemon did not take the link\n");
+    return 70;
+  }
+  close(s);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "version") == 0) { printf("%d\n", PROTOCOL_VERSION); return 0; }
+  if (argc == 4 && strcmp(argv[1], "start") == 0) {
+    if (strlen(argv[2]) >= sizeof link_path || strlen(argv[3]) >= sizeof link_path) { fprintf(stderr, "exec-agent: socket path too long\n"); return 2; }
+    return start_with_link(argv[2], argv[3]);
+  }
   if (argc == 3 && (strcmp(argv[1], "attach") == 0 || strcmp(argv[1], "start") == 0)) {
     if (strlen(argv[2]) >= sizeof(((struct sockaddr_un *)0)->sun_path)) { fprintf(stderr, "exec-agent: socket path too long\n"); return 2; }
     if (argv[1][0] == 'a') return attach(argv[2]);
@@ -859,6 +960,6 @@ int main(int argc, char **argv) {
     int s = daemon_connection(argv[2]);
     return s < 0 ? 70 : 0;
   }
-  fprintf(stderr, "usage: exec-agent attach SOCKET | exec-agent start SOCKET | exec-agent version\n");
+  fprintf(stderr, "usage: exec-agent attach SOCKET | exec-agent start SOCKET [LINK] | exec-agent version\n");
   return 2;
 }

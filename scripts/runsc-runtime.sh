@@ -53,7 +53,8 @@ case "$sub" in
   restore | create) remove_stale ;;
   checkpoint)
     "$RUNSC" "$@" || exit $?
-    if [ -n "$image" ] && [ -d "$image" ]; then
+    # The engine's own checkpoint directory, never a link (nothing here follows one).
+    if [ -n "$image" ] && [ -d "$image" ] && [ ! -L "$image" ] && [ ! -L "$image/exec-server-checkpoint" ]; then
       echo "$(date +%s%N) $$ $id" >"$image/exec-server-checkpoint" 2>/dev/null || :
     fi
     exit 0

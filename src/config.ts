@@ -397,7 +397,7 @@ export const OPTIONS = {
     kind: 'string',
     default: defaultAgentSocketDir(),
     description:
-      "Docker: a directory the engine's host shares with the server at the same path (the same machine, or a volume both mount), where each session's exec agent listens so that the server reads its output directly instead of through the engine; found out per engine, with the engine's path as the fallback. `off`: always through the engine. An absolute path of at most 60 characters.",
+      "Docker: a directory the engine's host shares with the server at the same path (the same machine, or a volume both mount), where the server listens for each session's exec agent (a directory mounted read-only into its container; the agent connects out) so that output reaches the server directly instead of through the engine; found out per engine, with the engine's path as the fallback. `off`: always through the engine. An absolute path of at most 60 characters.",
   },
   warmPool: {
     flag: 'warm-pool',

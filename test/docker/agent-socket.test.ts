@@ -1,8 +1,9 @@
 /**
- * Direct agent sockets against a real engine (docs/docker-backend.md, "Direct agent sockets"):
- * the server reads the agent through a directory it shares with the engine's host, that
- * directory stays private and goes with its container, a killed agent is replaced on the same
- * path, and a server whose directory the engine cannot see falls back to the attached exec.
+ * Agent links against a real engine (docs/docker-backend.md, "Agent links"): the server listens
+ * in a directory it shares with the engine's host, mounted read-only into the container, and
+ * the agent connects out to it; that directory stays private and goes with its container, a
+ * killed agent is replaced and connects again, and a server whose directory the engine cannot
+ * see falls back to the attached exec.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -34,7 +35,7 @@ async function containerDirs(root: string): Promise<string[]> {
 }
 
 test(
-  'direct socket: output read through the shared directory, private to root, replaced agent on the same path, gone with the container',
+  'agent link: output read through the server-owned socket, read-only and root-only in the container, replaced agent connects again, gone with the container',
   dockerTestOptions,
   async (t) => {
     const root = await mkdtemp(join(tmpdir(), 'exec-server-sockets-'));
@@ -53,10 +54,20 @@ test(
     const [dir, ...more] = await containerDirs(root);
     assert.ok(dir !== undefined && more.length === 0, `one directory per container: ${dir} ${more}`);
     assert.equal((await stat(dir)).mode & 0o777, 0o700);
-    assert.ok((await stat(join(dir, 'agent.sock'))).isSocket());
-    // The sandbox user cannot reach the agent through the mount.
-    const peek = await run(session, ['ls', '/run/exec-server/a'], true);
+    assert.equal((await stat(join(dir, 's'))).mode & 0o777, 0o700);
+    assert.equal((await stat(join(dir, 'secret'))).mode & 0o777, 0o600);
+    assert.ok((await stat(join(dir, 's', 'agent.sock'))).isSocket());
+    // The sandbox user cannot reach the link; root sees it read-only, without the secret file.
+    const peek = await run(session, ['ls', '/run/exec-server/r/link'], true);
     assert.match(peek.text('stderr'), /Permission denied/);
+    const rootPeek = await run(session, [
+      'sh',
+      '-c',
+      'ls -A /run/exec-server/r/link; touch /run/exec-server/r/link/x 2>&1; rm -f /run/exec-server/r/link/agent.sock 2>&1',
+    ]);
+    assert.match(rootPeek.text(), /^agent\.sock\n/);
+    assert.match(rootPeek.text(), /Read-only file system/);
+    assert.ok((await stat(join(dir, 's', 'agent.sock'))).isSocket());
 
     // The daemon killed mid-command: its command is lost, the next one gets a new daemon,
     // reached directly again.

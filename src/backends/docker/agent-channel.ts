@@ -11,20 +11,22 @@ import { execError } from '../../errors.ts';
 import { encodeSpawn, frame, FromAgent, ToAgent } from './agent-protocol.ts';
 import { AgentConnection, type AgentTransport, type ListedProcess } from './agent-connection.ts';
 import { AgentProcess } from './agent-process.ts';
+import type { AgentSocket } from './agent-links.ts';
 import type { DockerLogger } from './options.ts';
 import { ROOT_PID_DIR } from './scripts.ts';
 
 /**
- * The agent daemon's socket where the server cannot reach it directly: on the control tmpfs,
- * in the root-only directory (agent-socket.ts places it on a shared directory otherwise).
+ * The agent daemon's own socket: on the control tmpfs, in the root-only directory. Only
+ * `exec-agent attach` and `start` inside the container use it; the server never opens it (its
+ * direct way is the agent link, agent-link.ts, where the agent connects to the server).
  */
 export const AGENT_SOCKET = `${ROOT_PID_DIR}/agent.sock`;
 const AGENT_DIED = 'the exec agent died (killed, or out of memory): its processes went with it';
 
 export interface AgentChannelInit {
   readonly container: Docker.Container;
-  /** The daemon's socket inside the container, and as the server sees it when shared (agent-socket.ts). */
-  readonly socket: { readonly path: string; readonly hostPath?: string | undefined };
+  /** The daemon's socket inside the container, and the server's link for it when it has one (agent-links.ts). */
+  readonly socket: AgentSocket;
   readonly timeoutMs: number;
   readonly retentionBytes: number;
   /** Unacknowledged output the agent may have in flight per process. */
@@ -80,7 +82,7 @@ export class AgentChannel {
     const conn = await AgentConnection.connect({
       container: i.container,
       socketPath: i.socket.path,
-      hostSocketPath: i.socket.hostPath,
+      link: i.socket.link,
       timeoutMs: i.timeoutMs,
       retentionBytes: i.retentionBytes,
       windowBytes: i.windowBytes,

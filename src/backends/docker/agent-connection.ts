@@ -1,12 +1,11 @@
 /**
- * One connection from the server to a session's exec agent: the daemon's socket itself where
- * its directory is shared with the server (agent-socket.ts), else an attached `exec-agent
+ * One connection from the server to a session's exec agent: the agent's own connection to the
+ * server's link where the container has one (agent-link.ts), else an attached `exec-agent
  * attach` exec whose stream the daemon speaks on (agent-protocol.ts). Frames are routed to the
  * process that owns their handle; replies to requests (hello, spawn, list) are awaited with a
  * deadline. The connection can end (server detach, agent killed, engine gone) without the
  * daemon's processes ending; `AgentChannel` decides what that means for them.
  */
-import { connect as connectUnix } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
 import { execError } from '../../errors.ts';
@@ -20,6 +19,7 @@ import {
   type AgentFrame,
   type ProcRecord,
 } from './agent-protocol.ts';
+import { LINK_IN_CONTAINER, type AgentLink } from './agent-link.ts';
 import { runControl, startExec } from './exec-runner.ts';
 import type { DockerLogger } from './options.ts';
 
@@ -42,8 +42,8 @@ export interface ListedProcess {
 }
 
 /**
- * How a connection reaches the daemon: `socket` directly (output crosses neither the engine
- * nor its shim), `exec-stream` through an attached engine exec.
+ * How a connection reaches the daemon: `socket` over the agent link (output crosses neither
+ * the engine nor its shim), `exec-stream` through an attached engine exec.
  */
 export type AgentTransport = 'socket' | 'exec-stream';
 
@@ -51,8 +51,8 @@ export interface AgentConnectOptions {
   readonly container: Docker.Container;
   /** The daemon's socket inside the container. */
   readonly socketPath: string;
-  /** The same socket as the server sees it, when its directory is shared (agent-socket.ts). */
-  readonly hostSocketPath?: string | undefined;
+  /** The server's listener this container's agent connects out to, when it has one. */
+  readonly link?: AgentLink | undefined;
   readonly timeoutMs: number;
   readonly retentionBytes: number;
   readonly windowBytes: number;
@@ -84,13 +84,15 @@ export class AgentConnection {
       transport === 'socket' ? 'raw' : 'docker',
     );
     socket.on('data', (d: Buffer) => parser.push(d));
+    // A link's socket is handed over paused (agent-link.ts): a listener alone does not resume it.
+    if (transport === 'socket') socket.resume();
     socket.on('error', (err) => log.debug({ err: err.message }, 'exec agent stream error'));
     socket.once('close', () => this.#end(this.#closeReason));
   }
 
   /** Attaches to the agent (starting it when none runs) and exchanges hellos. */
   static async connect(o: AgentConnectOptions): Promise<AgentConnection> {
-    const direct = o.hostSocketPath === undefined ? undefined : await connectDirect(o, o.hostSocketPath);
+    const direct = o.link === undefined ? undefined : await connectLink(o, o.link);
     const socket =
       direct ??
       (
@@ -279,48 +281,28 @@ export class AgentConnection {
 }
 
 /**
- * The daemon's socket, connected from the server's side of the shared directory (the daemon
- * started first through the engine when none listens yet). Undefined when it cannot be reached
- * this way (the directory is not shared after all, an agent without `start`): the caller then
- * attaches through an exec, which always works.
+ * The agent's connection on the server's link: one it made on its own (after a break, or to a
+ * restarted server), else one it makes once `exec-agent start` (an engine exec; it starts the
+ * daemon when none runs) tells it the link and the container's secret. Undefined when none comes
+ * (an agent without links, a host where root in the container cannot reach the server's
+ * directory): the caller then attaches through an exec, which always works.
  */
-async function connectDirect(o: AgentConnectOptions, hostSocketPath: string): Promise<Duplex | undefined> {
-  const first = await openUnix(hostSocketPath, o.timeoutMs);
-  if (typeof first !== 'string') return first;
+async function connectLink(o: AgentConnectOptions, link: AgentLink): Promise<Duplex | undefined> {
+  const ready = link.take();
+  if (ready !== undefined) return ready;
+  const waiting = link.next(o.timeoutMs);
   const started = await runControl(o.container, {
-    cmd: [AGENT_PATH, 'start', o.socketPath],
+    cmd: [AGENT_PATH, 'start', o.socketPath, LINK_IN_CONTAINER],
+    stdin: Buffer.from(link.secretHex),
     timeoutMs: o.timeoutMs,
     maxStdout: 4096,
-  });
-  const second = started.exitCode === 0 ? await openUnix(hostSocketPath, o.timeoutMs) : started.stderr.trim();
-  if (typeof second !== 'string') return second;
+  }).catch((err: unknown) => ({ exitCode: -1, stderr: (err as Error).message }));
+  if (started.exitCode !== 0) link.cancel();
+  const socket = await waiting;
+  if (socket !== undefined) return socket;
   o.log.info(
-    { socket: hostSocketPath, reason: second },
-    "the exec agent's socket cannot be reached directly; attaching through the engine",
+    { link: link.dir, reason: started.exitCode === 0 ? 'no connection within the timeout' : started.stderr.trim() },
+    'the exec agent does not connect to its link; attaching through the engine',
   );
   return undefined;
 }
-
-/** A connected socket that has announced itself as direct, or why it could not connect. */
-function openUnix(path: string, timeoutMs: number): Promise<Duplex | string> {
-  return new Promise((resolve) => {
-    const socket = connectUnix(path);
-    const timer = setTimeout(() => {
-      socket.destroy();
-      resolve(`no answer within ${timeoutMs} ms`);
-    }, timeoutMs);
-    socket.once('connect', () => {
-      clearTimeout(timer);
-      socket.removeAllListeners('error');
-      socket.write(DIRECT_GREETING);
-      resolve(socket);
-    });
-    socket.once('error', (err) => {
-      clearTimeout(timer);
-      resolve(err.message);
-    });
-  });
-}
-
-/** The first byte of a direct connection (an attach relay sends `a` with its descriptors). */
-const DIRECT_GREETING = Buffer.from('d');

@@ -43,12 +43,17 @@ export interface ContainerConfigInput {
   readonly runtime?: string | undefined;
   /** Size limit of the writable layer in MiB, where the engine enforces one (disk.ts); undefined: none. */
   readonly diskMb?: number | undefined;
-  /** The server's directory for the agent's socket, bind-mounted at AGENT_MOUNT (agent-socket.ts). */
-  readonly agentSocketDir?: string | undefined;
+  /** The server's agent link directory, bind-mounted read-only at LINK_MOUNT (agent-link.ts). */
+  readonly agentLinkDir?: string | undefined;
 }
 
-/** Where the agent's shared socket directory is mounted (agent-socket.ts). */
-export const AGENT_MOUNT = `${CONTROL_DIR}/a`;
+/**
+ * Where the server's agent link directory is mounted, read-only (agent-link.ts): inside the
+ * root-only control directory, so the sandbox user cannot reach it whatever the host's uids.
+ */
+export const LINK_MOUNT = `${CONTROL_DIR}/r/link`;
+/** Where servers before agent links mounted a directory the agent made its socket in (writable). */
+export const LEGACY_AGENT_MOUNT = `${CONTROL_DIR}/a`;
 
 export function buildContainerConfig(input: ContainerConfigInput): Docker.ContainerCreateOptions {
   return {
@@ -85,11 +90,12 @@ export function buildContainerConfig(input: ContainerConfigInput): Docker.Contai
       ...(input.diskMb !== undefined ? { StorageOpt: { size: `${input.diskMb}m` } } : {}),
       Binds: [],
       // A bind that the engine refuses when its host lacks the source (a `Binds` entry would
-      // create it there instead, hiding that the directory is not shared).
+      // create it there instead, hiding that the directory is not shared). Read-only: the
+      // server listens there, and the container must never be able to replace what it opens.
       Mounts:
-        input.agentSocketDir === undefined
+        input.agentLinkDir === undefined
           ? []
-          : [{ Type: 'bind', Source: input.agentSocketDir, Target: AGENT_MOUNT, ReadOnly: false }],
+          : [{ Type: 'bind', Source: input.agentLinkDir, Target: LINK_MOUNT, ReadOnly: true }],
       Tmpfs: { [CONTROL_DIR]: `rw,nosuid,nodev,noexec,mode=755,size=${input.controlTmpfsSize}` },
       RestartPolicy: { Name: 'no' },
       AutoRemove: false,

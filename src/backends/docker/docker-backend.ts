@@ -21,7 +21,7 @@ import { EventWatcher, type ContainerEvent } from './event-watcher.ts';
 import { DefaultImage, ImagePulls } from './image-pull.ts';
 import { runControl } from './exec-runner.ts';
 import { AgentChannel } from './agent-channel.ts';
-import { AgentSocketDirs } from './agent-socket.ts';
+import { AgentLinks } from './agent-links.ts';
 import { InstanceLease } from './instance-lease.ts';
 import { DiskAwareSession, enforcementOf, StorageOptSupport } from './disk.ts';
 import { type HibernatableSession, readHibernatedFacts } from './hibernation.ts';
@@ -89,8 +89,8 @@ class DockerBackendImpl implements DockerBackend {
   readonly #pools = new Map<string, WarmPool>();
   /** Whether the engine limits writable layers (disk.ts). */
   readonly #storage = new StorageOptSupport();
-  /** Directories shared with the engine's host for direct agent sockets (agent-socket.ts). */
-  readonly #agentSockets: AgentSocketDirs;
+  /** The server's listeners for exec agents, in directories shared with the engine's host (agent-links.ts). */
+  readonly #agentLinks: AgentLinks;
   /** One live server per instance id on the engine (instance-lease.ts). */
   readonly #lease: InstanceLease;
   #poolsStarted: Promise<void> | undefined;
@@ -101,7 +101,7 @@ class DockerBackendImpl implements DockerBackend {
     this.options = options;
     this.#log = log;
     this.docker = createDockerClient(options.dockerHost);
-    this.#agentSockets = new AgentSocketDirs(options.agentSocketDir, options.instanceId, log);
+    this.#agentLinks = new AgentLinks(options.agentSocketDir, options.instanceId, log);
     this.#pulls = new ImagePulls(this.docker, log);
     this.#lease = new InstanceLease(
       this.docker,
@@ -318,8 +318,8 @@ class DockerBackendImpl implements DockerBackend {
   async #provision(p: ProvisionInput): Promise<PoolEntry> {
     const engine = p.runtime === undefined ? undefined : await this.runtimes.engine().catch(() => undefined);
     const gvisor = p.runtime !== undefined && isGvisor(engine?.paths[p.runtime]);
-    // gVisor keeps a socket made inside the sandbox to itself: its agents are reached through the engine.
-    const input = { ...p, storage: this.#storage, agentSockets: gvisor ? undefined : this.#agentSockets };
+    // gVisor lets nothing inside connect to a host socket (no --host-uds): its agents are reached through the engine.
+    const input = { ...p, storage: this.#storage, agentLinks: gvisor ? undefined : this.#agentLinks };
     const entry = await provisionContainer(
       this.docker,
       this.options,
@@ -388,7 +388,7 @@ class DockerBackendImpl implements DockerBackend {
         );
         // The agent kept running with the container: attaching finds it (and its processes).
         const installed = await installIfWanted(container, this.options, { running: true });
-        const socket = this.#agentSockets.adopt(c.Id, info);
+        const socket = await this.#agentLinks.adopt(c.Id, info);
         const agent =
           installed === true
             ? await startAgent(container, this.options, this.#log, socket)
@@ -431,7 +431,7 @@ class DockerBackendImpl implements DockerBackend {
         await this.#removeContainer(c.Id).catch(() => undefined);
       }
     }
-    await this.#agentSockets.sweep();
+    await this.#agentLinks.sweep();
     this.#start();
     return recovered;
   }
@@ -467,7 +467,7 @@ class DockerBackendImpl implements DockerBackend {
             ? {
                 agent: new AgentChannel({
                   container,
-                  socket: this.#agentSockets.adopt(c.Id, info),
+                  socket: await this.#agentLinks.adopt(c.Id, info),
                   timeoutMs: this.options.engineTimeoutMs,
                   retentionBytes: this.options.retentionBytes,
                   windowBytes: this.options.agentWindowBytes,
@@ -520,7 +520,7 @@ class DockerBackendImpl implements DockerBackend {
     // A checkpoint stops the container on purpose.
     if (e.action === 'die' && this.#gated.get(e.containerId)?.expectsStop === true) return;
     for (const pool of this.#pools.values()) pool.forget(e.containerId);
-    if (e.action === 'destroy') this.#agentSockets.release(e.containerId);
+    if (e.action === 'destroy') this.#agentLinks.release(e.containerId);
     const session = this.#sessions.get(e.containerId);
     if (session === undefined || session.destroying) return;
     const code = e.attributes.exitCode;
@@ -569,6 +569,7 @@ class DockerBackendImpl implements DockerBackend {
     await this.#poolsStarted;
     await Promise.all([...this.#pools.values()].map((p) => p.close()));
     await Promise.all([...this.#sessions.values()].map((s) => s.destroy().catch(() => undefined)));
+    this.#agentLinks.closeAll();
     await this.#lease.release();
   }
 
@@ -580,6 +581,8 @@ class DockerBackendImpl implements DockerBackend {
     await Promise.all([...this.#pools.values()].map((p) => p.close()));
     // The agents keep their processes and output for the next server, as when this one dies.
     await Promise.all([...this.#sessions.values()].map((s) => s.agent?.detach().catch(() => undefined)));
+    // The listeners go too: the next server opens them again at the same paths.
+    this.#agentLinks.closeAll();
     await this.#lease.release();
   }
 }

@@ -69,9 +69,9 @@ export interface DockerBackendOptions {
    */
   readonly runtime?: string | undefined;
   /**
-   * A directory of the server's that the engine's host shares at the same path, for direct
-   * sockets to the exec agents (agent-socket.ts); undefined: agents are reached through the
-   * engine. Default: undefined (the server's configuration names one by default).
+   * A directory of the server's that the engine's host shares at the same path, where the
+   * server listens for the exec agents (agent-links.ts); undefined: agents are reached through
+   * the engine. Default: undefined (the server's configuration names one by default).
    */
   readonly agentSocketDir?: string | undefined;
   /** Runtimes a session may ask for; the default runtime is always allowed. Default: only it. */

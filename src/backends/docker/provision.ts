@@ -14,7 +14,8 @@ import { SETUP_SCRIPT } from './scripts.ts';
 import type { PoolEntry } from './warm-pool.ts';
 import { AgentChannel } from './agent-channel.ts';
 import { agentBinary, agentPresent, installAgent } from './agent-install.ts';
-import { type AgentSocket, type AgentSocketDirs, agentSocketOf, isBindSourceMissing } from './agent-socket.ts';
+import { AGENT_SOCKET } from './agent-channel.ts';
+import { type AgentLinks, type AgentSocket, isBindSourceMissing } from './agent-links.ts';
 
 /** Create and start can be slow on busy hosts (vfs storage); a dead engine still fails at once. */
 const PROVISION_TIMEOUT_MS = 60_000;
@@ -33,8 +34,8 @@ export interface ProvisionInput {
   readonly runtime?: string | undefined;
   /** Whether the engine limits writable layers (asked at the first create, then cached). */
   readonly storage?: StorageOptSupport | undefined;
-  /** Directories for direct agent sockets; undefined: the agent is reached through the engine. */
-  readonly agentSockets?: AgentSocketDirs | undefined;
+  /** Agent links (the server's listeners); undefined: the agent is reached through the engine. */
+  readonly agentLinks?: AgentLinks | undefined;
 }
 
 export async function provisionContainer(
@@ -44,7 +45,7 @@ export async function provisionContainer(
   p: ProvisionInput,
 ): Promise<PoolEntry> {
   const diskMb = p.resources.diskMb ?? options.defaultResources.diskMb;
-  let socketDir = options.execPath === 'agent' ? await p.agentSockets?.make() : undefined;
+  let link = options.execPath === 'agent' ? await p.agentLinks?.make() : undefined;
   const configOf = (engineLimit: boolean): Docker.ContainerCreateOptions =>
     buildContainerConfig({
       name: p.name,
@@ -58,21 +59,21 @@ export async function provisionContainer(
       controlTmpfsSize: options.controlTmpfsSize,
       runtime: p.runtime,
       diskMb: engineLimit ? diskMb : undefined,
-      agentSocketDir: socketDir,
+      agentLinkDir: link?.mountSource,
     });
   const createOnce = (config: Docker.ContainerCreateOptions): Promise<Docker.Container> =>
     withDeadline('container create', PROVISION_TIMEOUT_MS, (abortSignal) =>
       docker.createContainer({ ...config, abortSignal }),
     );
-  // The engine refuses a bind source its host lacks: the socket directory is not shared, and
-  // this container (and every later one) is made without it (agent-socket.ts).
+  // The engine refuses a bind source its host lacks: the link directory is not shared, and
+  // this container (and every later one) is made without it (agent-links.ts).
   const create = async (config: Docker.ContainerCreateOptions): Promise<Docker.Container> => {
     try {
       return await createOnce(config);
     } catch (err) {
-      if (socketDir === undefined || !isBindSourceMissing(err)) throw err;
-      p.agentSockets?.refuse(socketDir, (err as Error).message);
-      socketDir = undefined;
+      if (link === undefined || !isBindSourceMissing(err)) throw err;
+      p.agentLinks?.refuse(link, (err as Error).message);
+      link = undefined;
       return createOnce({ ...config, HostConfig: { ...config.HostConfig, Mounts: [] } });
     }
   };
@@ -102,11 +103,11 @@ export async function provisionContainer(
       created = await createLimited();
     }
   } catch (err) {
-    if (socketDir !== undefined) p.agentSockets?.discard(socketDir);
+    if (link !== undefined) p.agentLinks?.discard(link);
     throw err;
   }
   const { container } = created;
-  if (socketDir !== undefined) p.agentSockets?.track(container.id, socketDir);
+  if (link !== undefined) p.agentLinks?.track(container.id, link);
   try {
     // Before the start: the archive API writes into the container's own filesystem then.
     const installed = await installIfWanted(container, options);
@@ -122,7 +123,7 @@ export async function provisionContainer(
     );
     const agent =
       installed === true
-        ? await startAgent(container, options, log, agentSocketOf(info))
+        ? await startAgent(container, options, log, { path: AGENT_SOCKET, link })
         : { agentUnavailable: installed };
     return {
       containerId: container.id,
