@@ -26,6 +26,7 @@ import { SessionManager } from './sessions/session-manager.ts';
 import { createAuthenticator, DEFAULT_TENANT } from './transport/auth.ts';
 import { registerHttpApi } from './transport/http-api.ts';
 import { registerFileRoutes } from './transport/http-files.ts';
+import { foreignOriginMessage, OriginCheck } from './transport/origin.ts';
 import { registerWebSocketRoute } from './transport/websocket-route.ts';
 import { VERSION } from './version.ts';
 
@@ -59,6 +60,7 @@ function withRewrite(rewrite: ((req: IncomingMessage) => string) | undefined): {
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, backend } = deps;
   const auth = createAuthenticator(config);
+  const origins = new OriginCheck(config.allowedOrigins);
   const metrics = deps.metrics ?? new Metrics();
   const engines = backend.engines?.bind(backend);
   if (engines !== undefined) metrics.watchEngines(engines);
@@ -90,9 +92,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   app.addHook('onRequest', async (request, reply) => {
     const path = request.url.split('?')[0] ?? '';
+    const upgrade = request.headers.upgrade?.toLowerCase() === 'websocket';
+    // Every WebSocket upgrade (JSON-RPC, preview ports), before any token or session: browsers
+    // let any page open a WebSocket anywhere, and only its Origin tells whose page it is.
+    if (upgrade && !origins.allows(request.raw)) {
+      const e = execError('EXEC_ERR_ORIGIN_FORBIDDEN', foreignOriginMessage(request.raw));
+      await reply.code(e.statusCode).send(httpErrorBody(e));
+      return reply;
+    }
     // Preview proxies authenticate themselves (a signed URL or the bearer token).
     if (PUBLIC_ROUTES.has(path) || isConsolePath(path) || isPreviewProxyRequest(request.method, request.url)) return;
-    const upgrade = request.headers.upgrade?.toLowerCase() === 'websocket';
     const tenant = auth.authenticate(
       request.headers.authorization ??
         (upgrade ? bearerFromProtocols(request.headers['sec-websocket-protocol']) : undefined),
@@ -174,7 +183,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Loaded on first use: the MCP SDK and its dependencies take a while to evaluate, which every
   // importer of this module (CLI client commands, tests) would otherwise pay at load time.
   const { registerMcpEndpoint } = await import('./mcp/endpoint.ts');
-  registerMcpEndpoint(app, { config, signer });
+  registerMcpEndpoint(app, { config, signer, origins });
   await registerPreviewRoutes(app, { config, signer });
 
   app.addHook('onReady', async () => {
