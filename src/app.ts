@@ -93,15 +93,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onRequest', async (request, reply) => {
     const path = request.url.split('?')[0] ?? '';
     const upgrade = request.headers.upgrade?.toLowerCase() === 'websocket';
-    // Every WebSocket upgrade (JSON-RPC, preview ports), before any token or session: browsers
-    // let any page open a WebSocket anywhere, and only its Origin tells whose page it is.
-    if (upgrade && !origins.allows(request.raw)) {
+    const preview = isPreviewProxyRequest(request.method, request.url);
+    // Before any token or session: browsers let any page open a WebSocket anywhere and send
+    // simple requests (a bodiless POST creates a session) anywhere; only the Origin tells whose
+    // page it is. A preview application's own requests are its business, its WebSockets not.
+    if ((upgrade || !preview) && !origins.allows(request.raw)) {
       const e = execError('EXEC_ERR_ORIGIN_FORBIDDEN', foreignOriginMessage(request.raw));
       await reply.code(e.statusCode).send(httpErrorBody(e));
       return reply;
     }
     // Preview proxies authenticate themselves (a signed URL or the bearer token).
-    if (PUBLIC_ROUTES.has(path) || isConsolePath(path) || isPreviewProxyRequest(request.method, request.url)) return;
+    if (PUBLIC_ROUTES.has(path) || isConsolePath(path) || preview) return;
     const tenant = auth.authenticate(
       request.headers.authorization ??
         (upgrade ? bearerFromProtocols(request.headers['sec-websocket-protocol']) : undefined),
@@ -183,7 +185,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Loaded on first use: the MCP SDK and its dependencies take a while to evaluate, which every
   // importer of this module (CLI client commands, tests) would otherwise pay at load time.
   const { registerMcpEndpoint } = await import('./mcp/endpoint.ts');
-  registerMcpEndpoint(app, { config, signer, origins });
+  registerMcpEndpoint(app, { config, signer });
   await registerPreviewRoutes(app, { config, signer });
 
   app.addHook('onReady', async () => {

@@ -3,7 +3,7 @@
  * `StreamableHTTPServerTransport`, stateful: one MCP connection per `Mcp-Session-Id`).
  * Authentication is the app's bearer hook; an MCP connection belongs to the tenant that opened
  * it, and for any other tenant it does not exist (404, like another tenant's session). A
- * foreign `Origin` is refused with 403 by the server's one rule (src/transport/origin.ts).
+ * foreign `Origin` never gets here: the app's one check refuses it (src/transport/origin.ts).
  *
  * Bounded: at most `MAX_CONNECTIONS` MCP connections (`MAX_PER_TENANT` per tenant); one idle
  * for `IDLE_MS` (no request in flight, no open stream) is closed, and with it the session it
@@ -18,7 +18,7 @@ import type { Config } from '../config.ts';
 import { toExecError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
 import type { PreviewSigner } from '../preview/signing.ts';
-import { foreignOriginMessage, originOf, type OriginCheck } from '../transport/origin.ts';
+import { originOf } from '../transport/origin.ts';
 import { createMcpServer } from './mcp-server.ts';
 import { SessionBinding } from './tool-context.ts';
 
@@ -48,10 +48,7 @@ function rpcError(reply: FastifyReply, status: number, code: number, message: st
     .send({ jsonrpc: '2.0', error: { code, message }, id: null });
 }
 
-export function registerMcpEndpoint(
-  app: FastifyInstance,
-  opts: { config: Config; signer: PreviewSigner; origins: OriginCheck },
-): void {
+export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config; signer: PreviewSigner }): void {
   const connections = new Map<string, McpConnection>();
 
   /** Ends an MCP connection and, unless the server is shutting down anyway, the sessions it made implicitly. */
@@ -109,7 +106,6 @@ export function registerMcpEndpoint(
   };
 
   const handle = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
-    if (!opts.origins.allows(request.raw)) return rpcError(reply, 403, -32600, foreignOriginMessage(request.raw));
     const header = request.headers['mcp-session-id'];
     let conn: McpConnection | undefined;
     if (typeof header === 'string') {

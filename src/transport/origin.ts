@@ -1,11 +1,12 @@
 /**
- * The one `Origin` rule of the server, for every WebSocket upgrade (JSON-RPC, preview ports)
- * and every `/mcp` request: a request passes when it carries no `Origin` (non-browser clients
- * never send one), when its `Origin` is the server's own (the console, compared with the
- * scheme and `Host` the request came to), or when the operator listed it in
- * `--allowed-origins`. Anything else, `null` included (a sandboxed frame or a `file:` page),
- * is refused: browsers let any page open a WebSocket to any address, and a tokenless server on
- * loopback would otherwise run commands for any web page its user visits.
+ * The one `Origin` rule of the server, applied by the app's `onRequest` hook to every WebSocket
+ * upgrade (JSON-RPC, preview ports) and every request but a preview application's own (the API,
+ * `/mcp`): a request passes when it carries no `Origin` (non-browser clients never send one),
+ * when its `Origin` is the server's own (the console, compared with the scheme and `Host` the
+ * request came to), or when the operator listed it in `--allowed-origins`. Anything else, `null`
+ * included (a sandboxed frame or a `file:` page), is refused: browsers let any page open a
+ * WebSocket to any address and send it simple requests, and a tokenless server on loopback
+ * would otherwise run commands for any web page its user visits.
  */
 import type { IncomingMessage } from 'node:http';
 import { allowedOriginList } from '../config.ts';

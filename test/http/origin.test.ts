@@ -1,6 +1,6 @@
 /**
- * The one Origin rule (src/transport/origin.ts) on every WebSocket route and on /mcp, against a
- * real server on loopback: a foreign Origin (or `null`, or this host under another scheme) is
+ * The one Origin rule (src/transport/origin.ts) on every WebSocket route, /mcp and the HTTP API,
+ * against a real server on loopback: a foreign Origin (or `null`, or this host under another scheme) is
  * refused with 403 before any session exists, on a tokenless server and with tokens, whatever
  * the credentials; no Origin (a non-browser client), the server's own origin (the console,
  * the wildcard preview host) and an origin of `--allowed-origins` pass.
@@ -103,6 +103,16 @@ for (const withTokens of [false, true]) {
     const mcp = await mcpStatus(server.httpUrl, EVIL, withTokens ? TOKEN : undefined);
     assert.equal(mcp.status, 403);
     assert.match(mcp.text, /evil\.example/);
+    // The HTTP API too: a page may send a bodiless POST anywhere without asking (no preflight).
+    const before = sessionCount(server);
+    for (const origin of [EVIL, 'null']) {
+      const post = await fetch(`${server.httpUrl}/v1/sessions`, { method: 'POST', headers: { ...auth, origin } });
+      assert.equal(post.status, 403, origin);
+      assert.equal(((await post.json()) as { code: string }).code, 'EXEC_ERR_ORIGIN_FORBIDDEN');
+    }
+    assert.equal(sessionCount(server), before, 'no session was made');
+    const mine = await fetch(`${server.httpUrl}/v1/sessions`, { headers: { ...auth, origin: own } });
+    assert.equal(mine.status, 200, 'the console (own origin) uses the API');
   });
 }
 
@@ -160,6 +170,13 @@ test('origin: a preview WebSocket opens from its own wildcard host and from no O
   assert.equal(await greeting(path, bearer), 'hello');
   assert.equal(await greeting(`${server.url}/`, { ...bearer, host, origin: `http://${host}` }), 'hello');
   assert.equal(await upgradeStatus(path, { ...bearer, origin: EVIL }), 403);
+  // The page's own HTTP requests (a sandboxed page sends Origin: null) are the application's business.
+  const form = await fetch(`${server.httpUrl}${exposed.body.path}`, {
+    method: 'POST',
+    headers: { ...bearer, origin: 'null' },
+  });
+  assert.equal(form.status, 200);
+  assert.equal(await form.text(), 'http');
   assert.equal(await upgradeStatus(`${server.url}/`, { ...bearer, host, origin: EVIL }), 403);
   // Another session's preview host is another origin.
   const other = `p${port}-00000000-0000-4000-8000-000000000000.preview.test`;
