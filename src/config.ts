@@ -94,7 +94,7 @@ export const OPTIONS = {
     kind: 'string',
     default: undefined,
     description:
-      "Comma-separated browser origins (`https://app.example.com`) that may open WebSockets and call `/mcp` besides the server's own (the console); a request with another `Origin` is refused with 403, one without (non-browser clients) passes.",
+      "Comma-separated browser origins (`https://app.example.com`) that may call the API, its WebSockets and `/mcp` besides the server's own (the console); a request with another `Origin` is refused with 403 (a preview application's own HTTP requests excepted), one without (non-browser clients) passes.",
   },
   insecureNoAuth: {
     flag: 'insecure-no-auth',
