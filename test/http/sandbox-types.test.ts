@@ -72,6 +72,24 @@ for (const backend of BACKENDS) {
       );
       await assert.rejects(alice.request('process/read', { processId: 'esc' }), /unknown process id/);
 
+      // A command the sandbox denies is reported, not retried outside it, even where the policy would.
+      const retrying = await TestSession.open(
+        server.url,
+        { session: { approvalPolicy: 'on-failure' } },
+        { token: ALICE, onServerRequest: () => ({ decision: 'approved' }) },
+      );
+      t.after(() => retrying.close());
+      const outside = backend === 'docker' ? '/' : '/var/tmp';
+      const target = `${outside.replace(/\/$/, '')}/exec-server-forbidden-${Date.now()}`;
+      const denied = await retrying.run('denied', ['sh', '-c', `echo x > ${target} && rm -f ${target}`]);
+      assert.notEqual(denied.exited['exitCode'], 0);
+      assert.equal(denied.exited['sandboxDenied'], true);
+      assert.equal(
+        denied.events.some((e) => e.method === 'process/escalated'),
+        false,
+        'no retry outside the sandbox',
+      );
+
       // Bob may.
       const bob = await TestSession.open(server.url, { session: full }, { token: BOB });
       t.after(() => bob.close());
