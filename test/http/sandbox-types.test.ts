@@ -1,8 +1,9 @@
 /**
  * `--allowed-sandbox-types` on a real server, on each backend: a sandbox type a tenant may not
  * ask for is refused with 403 `EXEC_ERR_SANDBOX_TYPE_FORBIDDEN` naming the allowed types
- * (JSON-RPC `initialize`, `POST /v1/sessions`), before any session exists; so is a command that
- * would run outside the sandbox (escalation); an allowed type works, per tenant as configured.
+ * (JSON-RPC `initialize`, `POST /v1/sessions`, MCP `create_session`), before any session
+ * exists; so is a command that would run outside the sandbox (escalation), and a denied command
+ * is reported instead of retried outside it; an allowed type works, per tenant as configured.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -12,6 +13,7 @@ import { RpcError } from '../../src/client/rpc-connection.ts';
 import { dockerTestOptions } from '../docker/engine.ts';
 import { BACKENDS } from '../support/backends.ts';
 import type { BackendKind } from '../support/harness.ts';
+import { call, mcpClient } from '../mcp/helpers.ts';
 import { requestJson } from './helpers.ts';
 
 const { startServer, TestSession } = await import('../support/harness.ts');
@@ -47,6 +49,10 @@ for (const backend of BACKENDS) {
       assert.equal(rest.status, 403);
       assert.equal(rest.body.code, CODE);
       assert.match(String(rest.body.message), /danger-full-access is not allowed.*workspace-write, read-only/);
+      const { client } = await mcpClient(t, server.httpUrl, { token: ALICE });
+      const viaMcp = await call(client, 'create_session', full);
+      assert.equal(viaMcp.isError, true);
+      assert.equal(viaMcp.structuredContent?.['code'], CODE);
       assert.equal(server.app.sessions.size, 0, 'nothing was created');
 
       // What she may have works.
