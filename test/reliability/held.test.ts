@@ -17,7 +17,9 @@ for (const backend of BACKENDS) {
   const options = backend === 'docker' ? dockerTestOptions : { timeout: 120_000 };
 
   test(`held (${backend}): commands inherit only fds 0-2, whatever the server inherited`, options, async (t) => {
-    const flags = ['--backend', backend, ...(backend === 'docker' ? ['--image', TEST_IMAGE] : [])];
+    // A docker server of its own instance: it must neither wait for nor adopt another server's containers.
+    const docker = ['--image', TEST_IMAGE, '--instance-id', `held-${process.pid}-${Date.now()}`];
+    const flags = ['--backend', backend, ...(backend === 'docker' ? docker : [])];
     const server = await spawnServer(flags, {}, 2);
     t.after(async () => {
       server.child.kill('SIGTERM');
