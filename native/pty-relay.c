@@ -59,6 +59,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -340,6 +341,17 @@ static int keep_leftovers(int sigfd, int reaped, pid_t cmd) {
   }
 }
 
+/* Every descriptor from `low` up closes at the next exec: a command gets fds 0-2 and nothing the
+ * server was started with (a descriptor its parent leaked to it) or opened without CLOEXEC. */
+static void cloexec_from(int low) {
+#ifdef SYS_close_range
+  if (syscall(SYS_close_range, (unsigned)low, ~0U, 4U /* CLOSE_RANGE_CLOEXEC, Linux 5.11 */) == 0) return;
+#endif
+  long max = sysconf(_SC_OPEN_MAX);
+  if (max < 0 || max > 1 << 20) max = 1 << 20;
+  for (int fd = low; fd < max; fd++) fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
 /* Pipe mode: the command runs on the relay's own fd 0-2; the relay only keeps it. */
 static int run_pipe(char **cmd, int sigfd, const sigset_t *old) {
   const char *file = cmd[0];
@@ -355,6 +367,7 @@ static int run_pipe(char **cmd, int sigfd, const sigset_t *old) {
   if (pid == 0) {
     sigprocmask(SIG_SETMASK, old, NULL);
     signal(SIGPIPE, SIG_DFL);
+    cloexec_from(3);
     if (setsid() >= 0) execvp(file, cmd);
     int e = errno;
     (void)!write(errpipe[1], &e, sizeof e);
@@ -430,6 +443,7 @@ int main(int argc, char **argv) {
       (void)!write(errpipe[1], &e, sizeof e);
       _exit(127);
     }
+    cloexec_from(3);
     execvp(argv[3], argv + 3);
     int e = errno;
     (void)!write(errpipe[1], &e, sizeof e);

@@ -120,6 +120,17 @@ static void clear_capabilities(void) {
   if (syscall(SYS_capset, &header, data) != 0) die("cannot clear", "capabilities");
 }
 
+/* Every descriptor from `low` up closes at the next exec: a command gets fds 0-2 and nothing the
+ * server was started with (a descriptor its parent leaked to it) or opened without CLOEXEC. */
+static void cloexec_from(int low) {
+#ifdef SYS_close_range
+  if (syscall(SYS_close_range, (unsigned)low, ~0U, 4U /* CLOSE_RANGE_CLOEXEC, Linux 5.11 */) == 0) return;
+#endif
+  long max = sysconf(_SC_OPEN_MAX);
+  if (max < 0 || max > 1 << 20) max = 1 << 20;
+  for (int fd = low; fd < max; fd++) fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
 /* Becomes the session's user (if any) with no capability and no way to gain one, changes to
  * `cwd` (if given: as that user, since a workspace may be closed to a root without capabilities),
  * then execs. */
@@ -137,6 +148,7 @@ static int become_and_exec(const struct user *u, const char *cwd, char **argv) {
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die("cannot set", "no_new_privs");
   clear_capabilities();
   if (cwd && chdir(cwd) != 0) die("cannot change directory to", cwd);
+  cloexec_from(3);
   execvp(argv[0], argv);
   int err = errno;
   fprintf(stderr, "sandbox-join: cannot run %s: %s\n", argv[0], strerror(err));
@@ -176,6 +188,11 @@ static int wait_and_mirror(pid_t child) {
 
 static int hold(void) {
   if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) die("cannot set", "non-dumpable");
+  /* It lives in the sandbox as long as the session: it keeps nothing but its stdio. */
+#ifdef SYS_close_range
+  if (syscall(SYS_close_range, 3U, ~0U, 0U) != 0)
+#endif
+    for (int fd = 3; fd < 1024; fd++) close(fd);
   if (write(1, "ready\n", 6) != 6) die("cannot write", "ready");
   char buf[256];
   while (read(0, buf, sizeof buf) > 0) {

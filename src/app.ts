@@ -5,7 +5,13 @@
 import type { IncomingMessage } from 'node:http';
 import swagger from '@fastify/swagger';
 import websocket from '@fastify/websocket';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 import type { Backend } from './backends/types.ts';
 import type { Config } from './config.ts';
 import { isConsolePath, registerConsole } from './console/routes.ts';
@@ -23,9 +29,10 @@ import { registerFsMethods } from './rpc/methods/fs-methods.ts';
 import { registerProcessMethods } from './rpc/methods/process-methods.ts';
 import { registerSessionMethods } from './rpc/methods/session-methods.ts';
 import { SessionManager } from './sessions/session-manager.ts';
-import { createAuthenticator, DEFAULT_TENANT } from './transport/auth.ts';
+import { createAuthenticator, DEFAULT_TENANT, type Authenticator } from './transport/auth.ts';
 import { registerHttpApi } from './transport/http-api.ts';
 import { registerFileRoutes } from './transport/http-files.ts';
+import { foreignOriginMessage, OriginCheck } from './transport/origin.ts';
 import { registerWebSocketRoute } from './transport/websocket-route.ts';
 import { VERSION } from './version.ts';
 
@@ -56,9 +63,47 @@ function withRewrite(rewrite: ((req: IncomingMessage) => string) | undefined): {
   return rewrite ? { rewriteUrl: rewrite } : {};
 }
 
+/**
+ * The first hook of every request, before routing and before any WebSocket upgrade: the one
+ * Origin rule (src/transport/origin.ts), then the bearer token, which sets the request's tenant.
+ */
+function gate(
+  auth: Authenticator,
+  origins: OriginCheck,
+): (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply | undefined> {
+  return async (request, reply) => {
+    const path = request.url.split('?')[0] ?? '';
+    const upgrade = request.headers.upgrade?.toLowerCase() === 'websocket';
+    const preview = isPreviewProxyRequest(request.method, request.url);
+    // Before any token or session: browsers let any page open a WebSocket anywhere and send
+    // simple requests (a bodiless POST creates a session) anywhere; only the Origin tells whose
+    // page it is. A preview application's own requests are its business, its WebSockets not.
+    if ((upgrade || !preview) && !origins.allows(request.raw)) {
+      const e = execError('EXEC_ERR_ORIGIN_FORBIDDEN', foreignOriginMessage(request.raw));
+      await reply.code(e.statusCode).send(httpErrorBody(e));
+      return reply;
+    }
+    // Preview proxies authenticate themselves (a signed URL or the bearer token).
+    if (PUBLIC_ROUTES.has(path) || isConsolePath(path) || preview) return;
+    const tenant = auth.authenticate(
+      request.headers.authorization ??
+        (upgrade ? bearerFromProtocols(request.headers['sec-websocket-protocol']) : undefined),
+    );
+    if (tenant === undefined) {
+      // Answered before any WebSocket upgrade happens.
+      const e = execError('EXEC_ERR_UNAUTHORIZED', 'missing or invalid bearer token');
+      await reply.code(e.statusCode).header('www-authenticate', 'Bearer').send(httpErrorBody(e));
+      return reply;
+    }
+    request.tenant = tenant;
+    return undefined;
+  };
+}
+
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, backend } = deps;
   const auth = createAuthenticator(config);
+  const origins = new OriginCheck(config.allowedOrigins);
   const metrics = deps.metrics ?? new Metrics();
   const engines = backend.engines?.bind(backend);
   if (engines !== undefined) metrics.watchEngines(engines);
@@ -88,23 +133,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // handleProtocols: browsers send their token as a subprotocol (console/websocket-token.ts).
   await app.register(websocket, { options: { maxPayload: config.maxMessageBytes, handleProtocols: selectProtocol } });
 
-  app.addHook('onRequest', async (request, reply) => {
-    const path = request.url.split('?')[0] ?? '';
-    // Preview proxies authenticate themselves (a signed URL or the bearer token).
-    if (PUBLIC_ROUTES.has(path) || isConsolePath(path) || isPreviewProxyRequest(request.method, request.url)) return;
-    const upgrade = request.headers.upgrade?.toLowerCase() === 'websocket';
-    const tenant = auth.authenticate(
-      request.headers.authorization ??
-        (upgrade ? bearerFromProtocols(request.headers['sec-websocket-protocol']) : undefined),
-    );
-    if (tenant === undefined) {
-      // Answered before any WebSocket upgrade happens.
-      const e = execError('EXEC_ERR_UNAUTHORIZED', 'missing or invalid bearer token');
-      await reply.code(e.statusCode).header('www-authenticate', 'Bearer').send(httpErrorBody(e));
-      return reply;
-    }
-    request.tenant = tenant;
-  });
+  app.addHook('onRequest', gate(auth, origins));
 
   // One line per request, at debug: at info the log would be mostly requests within minutes.
   app.addHook('onResponse', async (request, reply) => {

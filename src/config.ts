@@ -88,6 +88,14 @@ export const OPTIONS = {
     default: undefined,
     description: 'File with one `tenant:token` per line (`#` comments allowed).',
   },
+  allowedOrigins: {
+    flag: 'allowed-origins',
+    env: 'EXEC_SERVER_ALLOWED_ORIGINS',
+    kind: 'string',
+    default: undefined,
+    description:
+      "Comma-separated browser origins (`https://app.example.com`) that may call the API, its WebSockets and `/mcp` besides the server's own (the console); a request with another `Origin` is refused with 403 (a preview application's own HTTP requests excepted), one without (non-browser clients) passes.",
+  },
   insecureNoAuth: {
     flag: 'insecure-no-auth',
     env: 'EXEC_SERVER_INSECURE_NO_AUTH',
@@ -280,6 +288,14 @@ export const OPTIONS = {
     values: ['workspace-write', 'read-only', 'danger-full-access'],
     default: 'workspace-write',
     description: 'Default sandbox policy of new sessions.',
+  },
+  allowedSandboxTypes: {
+    flag: 'allowed-sandbox-types',
+    env: 'EXEC_SERVER_ALLOWED_SANDBOX_TYPES',
+    kind: 'string',
+    default: undefined,
+    description:
+      'Sandbox types sessions may ask for, comma-separated: `TYPE` for every tenant, `TENANT:TYPE` for one more (`read-only,workspace-write,ops:danger-full-access`); anything else is refused with 403 `EXEC_ERR_SANDBOX_TYPE_FORBIDDEN`, and so is running a command outside the sandbox (escalation) where `danger-full-access` is not allowed. Default: every type.',
   },
   approvalPolicy: {
     flag: 'approval-policy',
@@ -687,6 +703,12 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
   if (config.runtime !== undefined && !RUNTIME_NAME.test(config.runtime))
     throw new ConfigError(`--runtime: ${JSON.stringify(config.runtime)} is not a runtime name`);
   if (config.allowedRuntimes !== undefined) runtimeList(config.allowedRuntimes);
+  allowedOriginList(config.allowedOrigins);
+  const everyone = sandboxTypeRules(config.allowedSandboxTypes)?.everyone ?? [];
+  if (everyone.length > 0 && !everyone.includes(config.sandbox))
+    throw new ConfigError(
+      `--sandbox ${config.sandbox} (the default of new sessions) is not among --allowed-sandbox-types for every tenant (${everyone.join(', ')})`,
+    );
   if (config.warmPoolRuntimes !== undefined) warmPoolRuntimes(config.warmPoolRuntimes);
   const hasAuth = config.token !== undefined || config.tokens !== undefined || config.tokensFile !== undefined;
   if (!isLoopback(listen.host) && !hasAuth && !config.insecureNoAuth) {
@@ -708,6 +730,80 @@ export function runtimeList(value: string): string[] {
   for (const n of names)
     if (!RUNTIME_NAME.test(n)) throw new ConfigError(`--allowed-runtimes: ${JSON.stringify(n)} is not a runtime name`);
   return names;
+}
+
+/**
+ * `--allowed-origins` as a set of serialized origins: comma-separated `scheme://host[:port]`
+ * (http or https), nothing else (no path, no wildcard).
+ */
+export function allowedOriginList(value: string | undefined): ReadonlySet<string> {
+  const out = new Set<string>();
+  for (const entry of (value ?? '').split(',').map((e) => e.trim())) {
+    if (entry === '') continue;
+    let url: URL | undefined;
+    try {
+      url = new URL(entry);
+    } catch {
+      url = undefined;
+    }
+    if (
+      url === undefined ||
+      !['http:', 'https:'].includes(url.protocol) ||
+      url.pathname !== '/' ||
+      url.search !== '' ||
+      url.hash !== '' ||
+      url.username !== '' ||
+      !/^([a-z0-9-]+\.)*[a-z0-9-]+$|^\[[0-9a-f:.]+\]$/.test(url.hostname)
+    )
+      throw new ConfigError(
+        `--allowed-origins / EXEC_SERVER_ALLOWED_ORIGINS: expected scheme://host[:port] entries, got ${JSON.stringify(entry)}`,
+      );
+    out.add(url.origin);
+  }
+  return out;
+}
+
+const SANDBOX_TYPES = ['workspace-write', 'read-only', 'danger-full-access'] as const;
+
+/** Which sandbox types each tenant may ask for (`--allowed-sandbox-types`). */
+export interface SandboxTypeRules {
+  /** Types every tenant may ask for. */
+  readonly everyone: readonly string[];
+  /** Types one tenant may ask for besides those. */
+  readonly byTenant: ReadonlyMap<string, readonly string[]>;
+}
+
+/** `--allowed-sandbox-types` parsed; undefined when unset (every type allowed). */
+export function sandboxTypeRules(value: string | undefined): SandboxTypeRules | undefined {
+  if (value === undefined) return undefined;
+  const everyone = new Set<string>();
+  const byTenant = new Map<string, Set<string>>();
+  for (const entry of value.split(',').map((e) => e.trim())) {
+    if (entry === '') continue;
+    const i = entry.lastIndexOf(':');
+    const tenant = i < 0 ? undefined : entry.slice(0, i).trim();
+    const type = entry.slice(i + 1).trim();
+    if (
+      !(SANDBOX_TYPES as readonly string[]).includes(type) ||
+      (tenant !== undefined && !/^[A-Za-z0-9_.-]{1,64}$/.test(tenant))
+    )
+      throw new ConfigError(
+        `--allowed-sandbox-types / EXEC_SERVER_ALLOWED_SANDBOX_TYPES: expected TYPE or TENANT:TYPE entries (types: ${SANDBOX_TYPES.join(', ')}), got ${JSON.stringify(entry)}`,
+      );
+    if (tenant === undefined) everyone.add(type);
+    else byTenant.set(tenant, new Set([...(byTenant.get(tenant) ?? []), type]));
+  }
+  return {
+    everyone: [...everyone],
+    byTenant: new Map([...byTenant].map(([t, types]) => [t, [...types]])),
+  };
+}
+
+/** The sandbox types `tenant` may ask for under `rules` (undefined rules: all of them). */
+export function allowedSandboxTypes(rules: SandboxTypeRules | undefined, tenant: string): readonly string[] {
+  if (rules === undefined) return SANDBOX_TYPES;
+  const own = rules.byTenant.get(tenant) ?? [];
+  return SANDBOX_TYPES.filter((t) => rules.everyone.includes(t) || own.includes(t));
 }
 
 /** `--warm-pool-runtimes` as sizes by runtime (`runsc=2,runc=1`). */

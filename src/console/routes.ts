@@ -3,32 +3,42 @@
  * `build/console/`, served from memory. They are read once at startup from a fixed directory,
  * so no request path ever reaches the filesystem. The files are public (they hold no data);
  * everything they show comes from the API with the tenant token the user signs in with.
- * Every answer carries a strict CSP: scripts only from this origin, no framing.
+ * Every answer carries a strict CSP: scripts only from this origin's `/console/`, no framing.
  */
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { execError, httpErrorBody } from '../errors.ts';
+import { originOf } from '../transport/origin.ts';
 
 export const CONSOLE_PREFIX = '/console';
 
 /** Where `web/build.mjs` writes the bundle. */
 export const CONSOLE_BUILD_DIR = fileURLToPath(new URL('../../build/console/', import.meta.url));
 
-/** What the console may load. xterm.js sets its theme through a generated <style>, hence styles 'unsafe-inline' (scripts never). */
-export const CONSOLE_CSP = [
-  "default-src 'none'",
-  "script-src 'self'",
-  "style-src 'self' 'unsafe-inline'",
-  "img-src 'self' data:",
-  "font-src 'self'",
-  "connect-src 'self'",
-  "base-uri 'none'",
-  "form-action 'none'",
-  "frame-ancestors 'none'",
-].join('; ');
+/**
+ * What the console may load: its own files only, named by `origin/console/` rather than
+ * `'self'`, which would also trust whatever a session serves on this origin under
+ * `/v1/sessions/:id/ports/` (preview paths). API calls and the WebSocket stay `'self'`.
+ * xterm.js sets its theme through a generated <style>, hence styles 'unsafe-inline' (scripts never).
+ * `origin` unknown (no usable Host): nothing loads.
+ */
+export function consoleCsp(origin: string | undefined): string {
+  const files = origin === undefined ? "'none'" : `${origin}${CONSOLE_PREFIX}/`;
+  return [
+    "default-src 'none'",
+    `script-src ${files}`,
+    `style-src ${files} 'unsafe-inline'`,
+    `img-src ${files} data:`,
+    `font-src ${files}`,
+    "connect-src 'self'",
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+  ].join('; ');
+}
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
@@ -88,9 +98,9 @@ function loadAssets(dir: string): Map<string, Asset> | undefined {
   return assets.has('/index.html') ? assets : undefined;
 }
 
-function secure(reply: FastifyReply): FastifyReply {
+function secure(request: FastifyRequest, reply: FastifyReply): FastifyReply {
   return reply
-    .header('content-security-policy', CONSOLE_CSP)
+    .header('content-security-policy', consoleCsp(originOf(request.raw)))
     .header('x-content-type-options', 'nosniff')
     .header('x-frame-options', 'DENY')
     .header('referrer-policy', 'no-referrer')
@@ -105,11 +115,11 @@ const NOT_BUILT = `<!doctype html><html lang="en"><head><meta charset="utf-8"><t
 /** Registers `/console/` (and the redirect from `/console`). `dir` defaults to the build output. */
 export function registerConsole(app: FastifyInstance, opts: { dir?: string } = {}): void {
   const assets = loadAssets(opts.dir ?? CONSOLE_BUILD_DIR);
-  app.get(CONSOLE_PREFIX, { schema: { hide: true } }, async (_request, reply) =>
-    secure(reply).redirect(`${CONSOLE_PREFIX}/`, 308),
+  app.get(CONSOLE_PREFIX, { schema: { hide: true } }, async (request, reply) =>
+    secure(request, reply).redirect(`${CONSOLE_PREFIX}/`, 308),
   );
   app.get(`${CONSOLE_PREFIX}/*`, { schema: { hide: true } }, async (request, reply) => {
-    secure(reply);
+    secure(request, reply);
     if (assets === undefined) return reply.code(503).type('text/html; charset=utf-8').send(NOT_BUILT);
     const rest = (request.params as { '*': string })['*'];
     const asset = assets.get(rest === '' ? '/index.html' : `/${rest}`);

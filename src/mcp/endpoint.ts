@@ -2,15 +2,14 @@
  * `/mcp`: the Model Context Protocol over Streamable HTTP (the SDK's
  * `StreamableHTTPServerTransport`, stateful: one MCP connection per `Mcp-Session-Id`).
  * Authentication is the app's bearer hook; an MCP connection belongs to the tenant that opened
- * it, and for any other tenant it does not exist (404, like another tenant's session). An
- * `Origin` header naming another host is refused (a web page must not drive a local server).
+ * it, and for any other tenant it does not exist (404, like another tenant's session). A
+ * foreign `Origin` never gets here: the app's one check refuses it (src/transport/origin.ts).
  *
  * Bounded: at most `MAX_CONNECTIONS` MCP connections (`MAX_PER_TENANT` per tenant); one idle
  * for `IDLE_MS` (no request in flight, no open stream) is closed, and with it the session it
  * created implicitly (tools.ts).
  */
 import { randomUUID } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
@@ -19,6 +18,7 @@ import type { Config } from '../config.ts';
 import { toExecError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
 import type { PreviewSigner } from '../preview/signing.ts';
+import { originOf } from '../transport/origin.ts';
 import { createMcpServer } from './mcp-server.ts';
 import { SessionBinding } from './tool-context.ts';
 
@@ -46,33 +46,6 @@ function rpcError(reply: FastifyReply, status: number, code: number, message: st
     .code(status)
     .header('content-type', 'application/json')
     .send({ jsonrpc: '2.0', error: { code, message }, id: null });
-}
-
-/** True when the request comes from a page of another origin than the server itself. */
-function foreignOrigin(raw: IncomingMessage): boolean {
-  const origin = raw.headers.origin;
-  if (origin === undefined || origin === 'null') return origin === 'null';
-  try {
-    return new URL(origin).host !== raw.headers.host;
-  } catch {
-    return true;
-  }
-}
-
-/** `scheme://host` of the request as the client addressed it (behind a proxy: X-Forwarded-Proto). */
-function originOf(raw: IncomingMessage): string | undefined {
-  const host = raw.headers.host;
-  if (host === undefined || !/^[A-Za-z0-9.:[\]-]{1,300}$/.test(host)) return undefined;
-  const forwarded = String(raw.headers['x-forwarded-proto'] ?? '')
-    .split(',')[0]
-    ?.trim();
-  const scheme =
-    forwarded === 'https' || forwarded === 'http'
-      ? forwarded
-      : (raw.socket as { encrypted?: boolean }).encrypted
-        ? 'https'
-        : 'http';
-  return `${scheme}://${host}`;
 }
 
 export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config; signer: PreviewSigner }): void {
@@ -133,7 +106,6 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
   };
 
   const handle = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
-    if (foreignOrigin(request.raw)) return rpcError(reply, 403, -32600, 'requests from another origin are refused');
     const header = request.headers['mcp-session-id'];
     let conn: McpConnection | undefined;
     if (typeof header === 'string') {

@@ -39,6 +39,26 @@ export interface ProxyTarget {
   readonly path: string;
   /** Request headers to send (already stripped of what authenticated the caller to us). */
   readonly headers: IncomingHttpHeaders;
+  /**
+   * Headers added to every answer of the application. A `content-security-policy` is sent
+   * besides the application's own (a browser enforces both); any other replaces the application's.
+   */
+  readonly responseHeaders?: OutgoingHttpHeaders | undefined;
+}
+
+/** The application's answer headers, hop-by-hop ones dropped and the target's own added. */
+function answerHeaders(answer: IncomingMessage, extra: OutgoingHttpHeaders | undefined): OutgoingHttpHeaders {
+  const headers: Record<string, string | string[] | number> = {};
+  for (const [name, value] of Object.entries(answer.headers))
+    if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+  for (const [name, value] of Object.entries(extra ?? {})) {
+    const theirs = headers[name];
+    if (value === undefined) continue;
+    if (name === 'content-security-policy' && theirs !== undefined)
+      headers[name] = [...(Array.isArray(theirs) ? theirs : [String(theirs)]), String(value)];
+    else headers[name] = value;
+  }
+  return headers;
 }
 
 /** Ends `streams` when none of them carried data for `IDLE_MS`. */
@@ -116,10 +136,7 @@ function forward(req: IncomingMessage, res: ServerResponse, target: ProxyTarget,
     createConnection: () => upstream,
   });
   outgoing.on('response', (answer) => {
-    const headers: OutgoingHttpHeaders = {};
-    for (const [name, value] of Object.entries(answer.headers))
-      if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
-    res.writeHead(answer.statusCode ?? 502, answer.statusMessage, headers);
+    res.writeHead(answer.statusCode ?? 502, answer.statusMessage, answerHeaders(answer, target.responseHeaders));
     answer.pipe(res);
     answer.once('error', () => res.destroy());
   });

@@ -36,6 +36,15 @@ export const TOKEN_PARAM = 'exec_preview_token';
 export const COOKIE = 'exec_preview';
 /** `/v1/sessions/<id>/ports/<port>` and what follows it (any characters: the `s` flag). */
 const PROXY_PATH = /^\/v1\/sessions\/([^/?]+)\/ports\/(\d{1,5})(\/.*)?$/s;
+/**
+ * Added to every proxied answer on the API origin (path-mode URLs): the page runs in a unique
+ * opaque origin, so its scripts cannot read the console's storage or call the API as the
+ * console; never `allow-same-origin`. The wildcard host gives a preview its own origin instead.
+ */
+export const PREVIEW_SANDBOX_HEADERS = {
+  'content-security-policy': 'sandbox allow-scripts allow-forms allow-popups',
+  'x-content-type-options': 'nosniff',
+} as const;
 /** Marks a request that arrived on the wildcard preview host (its prefix is then `/`). */
 const VIA_HOST = Symbol('preview-via-host');
 
@@ -263,6 +272,7 @@ export async function registerPreviewRoutes(
       open: () => session.ports.open(port),
       path: `/${path.slice(`/v1/sessions/${m[1]}/ports/${port}/`.length)}${cleanQuery}`,
       headers,
+      responseHeaders: viaHost ? undefined : PREVIEW_SANDBOX_HEADERS,
     };
     reply.hijack();
     if (request.headers.upgrade !== undefined) {

@@ -9,6 +9,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { BackendExit, BackendSession, ResolvedSandbox, SpawnRequest } from '../backends/types.ts';
 import { execError } from '../errors.ts';
+import { checkSandboxType } from '../sessions/session-spec.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import { decideInitial, decideRetry, type SandboxPermissions } from '../policy/approval-gate.ts';
@@ -42,6 +43,21 @@ export interface LauncherContext {
   readonly log: Logger;
   /** Optional: refuses a start the session cannot take now (past its disk limit), before anything runs. */
   readonly admit?: (() => Promise<void>) | undefined;
+  /**
+   * The sandbox types the session's tenant may ask for (`--allowed-sandbox-types`); absent: all.
+   * Without `danger-full-access` among them no attempt runs outside the sandbox: an escalation
+   * is refused and a denied attempt is reported instead of retried.
+   */
+  readonly sandboxTypes?: readonly string[] | undefined;
+}
+
+/** Whether an attempt outside the sandbox is forbidden to this session (`--allowed-sandbox-types`). */
+function unsandboxedForbidden(ctx: LauncherContext): boolean {
+  return (
+    ctx.policy.sandbox.type !== 'danger-full-access' &&
+    ctx.sandboxTypes !== undefined &&
+    !ctx.sandboxTypes.includes('danger-full-access')
+  );
 }
 
 export interface GateInput {
@@ -120,6 +136,12 @@ export async function launch(ctx: LauncherContext, proc: ManagedProcess, input: 
     preApproved: input.approval !== undefined,
     cachedForSession: cached,
   });
+  // Refused before anyone is asked: no approval can grant what the operator forbids.
+  const outside = initial.kind === 'run' ? !initial.sandboxed : initial.kind === 'ask' && !initial.thenSandboxed;
+  if (outside && unsandboxedForbidden(ctx)) {
+    decide(ctx, proc, 'escalation-forbidden');
+    checkSandboxType('danger-full-access', ctx.sandboxTypes ?? [], 'running a command outside the sandbox');
+  }
   let approved: boolean;
   let sandboxed: boolean;
   switch (initial.kind) {
@@ -174,7 +196,9 @@ async function watchWindow(
   }
   let decision = proc.endRequested
     ? { kind: 'report' as const, reason: 'process was terminated' }
-    : decideRetry(ctx.policy, approved);
+    : unsandboxedForbidden(ctx)
+      ? { kind: 'report' as const, reason: 'running outside the sandbox is not allowed (--allowed-sandbox-types)' }
+      : decideRetry(ctx.policy, approved);
   if (decision.kind === 'ask') {
     const answer = await ask(ctx, proc, 'sandbox-retry', decision.reason);
     decision =

@@ -5,13 +5,19 @@
 import { randomUUID } from 'node:crypto';
 import { resolveSandbox } from '../policy/sandbox-policy.ts';
 import type { Backend, BackendSessionSpec } from '../backends/types.ts';
-import type { Config } from '../config.ts';
+import { allowedSandboxTypes, sandboxTypeRules, type Config } from '../config.ts';
 import { execError, toExecError } from '../errors.ts';
 import { asSessionId, type SessionId, type TenantId } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import { DEFAULT_FILE_LIMITS } from './files/file-limits.ts';
-import { fromSessionRecord, resolveSessionSpec, sessionRecord, type SessionSpec } from './session-spec.ts';
+import {
+  checkSandboxType,
+  fromSessionRecord,
+  resolveSessionSpec,
+  sessionRecord,
+  type SessionSpec,
+} from './session-spec.ts';
 import { MeasureSlots } from './disk-watch.ts';
 import { Session, type SessionDeps } from './session.ts';
 
@@ -44,7 +50,9 @@ export class SessionManager {
     this.#config = config;
     this.#metrics = metrics;
     this.#log = log;
+    const sandboxRules = sandboxTypeRules(config.allowedSandboxTypes);
     this.#deps = {
+      sandboxTypes: (tenant) => allowedSandboxTypes(sandboxRules, tenant),
       metrics,
       log,
       backendKind: backend.kind,
@@ -111,6 +119,7 @@ export class SessionManager {
   async create(spec: SessionSpec, options: CreateOptions): Promise<Session> {
     if (this.#closing) throw execError('EXEC_ERR_SHUTTING_DOWN', 'server is shutting down');
     const resolved = resolveSessionSpec(spec, this.#config, this.#denialHandling(options.clientName));
+    checkSandboxType(resolved.policy.sandbox.type, this.#deps.sandboxTypes?.(options.tenant) ?? []);
     if (this.#sessions.size + this.#creating >= this.#config.maxSessions) {
       this.#metrics.sessionsCreated.inc({ result: 'limit' });
       throw execError('EXEC_ERR_SESSION_LIMIT', `server session limit reached (${this.#config.maxSessions})`);

@@ -84,6 +84,19 @@ export function resolveSessionSpec(
 }
 
 /**
+ * Refuses a sandbox type the tenant may not ask for (`--allowed-sandbox-types`): 403
+ * `EXEC_ERR_SANDBOX_TYPE_FORBIDDEN`, naming the allowed types.
+ */
+export function checkSandboxType(type: string, allowed: readonly string[], what = `sandbox type ${type}`): void {
+  if (allowed.includes(type)) return;
+  throw execError(
+    'EXEC_ERR_SANDBOX_TYPE_FORBIDDEN',
+    `${what} is not allowed on this server; allowed sandbox types: ${allowed.length > 0 ? allowed.join(', ') : '(none)'} (see --allowed-sandbox-types)`,
+    { detail: { field: 'session.sandbox.type', allowed: [...allowed] } },
+  );
+}
+
+/**
  * What a session keeps for recovery (`BackendSession.persistRecord`): its resolved spec with
  * every value explicit (so later changes of the server defaults do not change it), without `env`
  * (values may be secrets; a re-adopted session starts without its session variables).

@@ -53,6 +53,8 @@ export interface SessionDeps {
   readonly diskWatchMs: number;
   /** Disk measurements in flight across the server's sessions. */
   readonly diskSlots: MeasureSlots;
+  /** The sandbox types a tenant may ask for (`--allowed-sandbox-types`); absent: all. */
+  readonly sandboxTypes?: ((tenant: string) => readonly string[]) | undefined;
 }
 
 const isApprovalAnswer = Compile(ApprovalAnswerSchema);
@@ -114,6 +116,7 @@ export class Session {
         metrics: deps.metrics,
         log: this.#log,
         admit: () => this.disk.admit(),
+        sandboxTypes: deps.sandboxTypes?.(tenant),
       },
       deps.limits,
       backend.environment.baseEnv,

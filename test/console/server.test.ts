@@ -13,7 +13,7 @@ import WebSocket from 'ws';
 import { buildApp } from '../../src/app.ts';
 import { createLocalBackend } from '../../src/backends/local/local-backend.ts';
 import { loadConfig } from '../../src/config.ts';
-import { CONSOLE_CSP, registerConsole } from '../../src/console/routes.ts';
+import { consoleCsp, registerConsole } from '../../src/console/routes.ts';
 import { bearerFromProtocols, selectProtocol } from '../../src/console/websocket-token.ts';
 import { silentLogger } from '../../src/logger.ts';
 import Fastify from 'fastify';
@@ -39,9 +39,12 @@ test('console files: public, with CSP and frame-ancestors none; the API still ne
   const page = await fetch(`${server.httpUrl}/console/`);
   // The build may be absent in a checkout that skipped install scripts; both answers carry the headers.
   assert.ok(page.status === 200 || page.status === 503, `status ${page.status}`);
-  assert.equal(page.headers.get('content-security-policy'), CONSOLE_CSP);
-  assert.match(CONSOLE_CSP, /script-src 'self'(;|$)/);
-  assert.match(CONSOLE_CSP, /frame-ancestors 'none'/);
+  const csp = page.headers.get('content-security-policy') ?? '';
+  assert.equal(csp, consoleCsp(server.httpUrl));
+  // Its own files only: not 'self', which would trust a session's preview paths on this origin.
+  assert.match(csp, new RegExp(`script-src ${server.httpUrl}/console/(;|$)`));
+  assert.doesNotMatch(csp, /script-src[^;]*'self'/);
+  assert.match(csp, /frame-ancestors 'none'/);
   assert.equal(page.headers.get('x-frame-options'), 'DENY');
   assert.equal(page.headers.get('x-content-type-options'), 'nosniff');
   const html = await page.text();
@@ -78,7 +81,7 @@ test('console files are served from memory with etags; a missing build answers 5
   const notBuilt = await missing.inject({ url: '/console/' });
   assert.equal(notBuilt.statusCode, 503);
   assert.match(notBuilt.body, /npm run build/);
-  assert.equal(notBuilt.headers['content-security-policy'], CONSOLE_CSP);
+  assert.equal(notBuilt.headers['content-security-policy'], consoleCsp('http://localhost:80'));
 });
 
 function rawStatus(base: string, path: string): Promise<number> {

@@ -21,8 +21,15 @@ export interface ServerProcess {
   readonly exited: Promise<number | string | null>;
 }
 
-/** Starts `exec-server serve` on a free loopback port and waits for its `ws://` line. */
-export async function spawnServer(args: readonly string[] = [], env: NodeJS.ProcessEnv = {}): Promise<ServerProcess> {
+/**
+ * Starts `exec-server serve` on a free loopback port and waits for its `ws://` line. `inherited`:
+ * that many pipes handed to the server as fds 3 and up (descriptors a parent leaked to it).
+ */
+export async function spawnServer(
+  args: readonly string[] = [],
+  env: NodeJS.ProcessEnv = {},
+  inherited = 0,
+): Promise<ServerProcess> {
   const workspaceRoot = await mkdtemp(join(tmpdir(), 'exec-server-rel-'));
   const child = spawn(
     process.execPath,
@@ -41,7 +48,7 @@ export async function spawnServer(args: readonly string[] = [], env: NodeJS.Proc
     ],
     {
       env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: ['ignore', 'pipe', 'pipe', ...Array.from({ length: inherited }, () => 'pipe' as const)],
     },
   );
   let out = '';

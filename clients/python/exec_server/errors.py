@@ -52,7 +52,7 @@ class InvalidArgumentError(InvalidRequestError, ValueError):
 
 
 class AuthError(ExecServerError):
-    """The token is missing or wrong."""
+    """The token is missing or wrong, or the caller's Origin may not use this server."""
 
 
 class NotFoundError(ExecServerError):
@@ -111,6 +111,7 @@ FAMILIES: dict[str, type[ExecServerError]] = {
     "EXEC_ERR_ALREADY_INITIALIZED": InvalidRequestError,
     "EXEC_ERR_TOOL_PAYLOAD": InvalidRequestError,
     "EXEC_ERR_UNAUTHORIZED": AuthError,
+    "EXEC_ERR_ORIGIN_FORBIDDEN": AuthError,
     "EXEC_ERR_SESSION_NOT_FOUND": NotFoundError,
     "EXEC_ERR_PROCESS_NOT_FOUND": NotFoundError,
     "EXEC_ERR_APPROVAL_NOT_FOUND": NotFoundError,
@@ -125,6 +126,7 @@ FAMILIES: dict[str, type[ExecServerError]] = {
     "EXEC_ERR_DISK_LIMIT": LimitError,
     "EXEC_ERR_REJECTED": RejectedError,
     "EXEC_ERR_FS_DENIED": RejectedError,
+    "EXEC_ERR_SANDBOX_TYPE_FORBIDDEN": RejectedError,
     "EXEC_ERR_UNSUPPORTED": UnsupportedError,
     "EXEC_ERR_FS": BackendError,
     "EXEC_ERR_BACKEND_UNAVAILABLE": BackendError,
