@@ -132,7 +132,8 @@ export function toExecError(err: unknown): ExecServerError {
 /** Maps a Node fs errno error to the registry (ENOENT -> not found, EACCES -> denied...). */
 export function fromErrno(err: unknown, what: string): ExecServerError {
   if (err instanceof ExecServerError) return err;
-  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  // Structural, not NodeJS.ErrnoException: this module is also compiled for the browser (web/).
+  const code = (err as { code?: unknown } | undefined)?.code;
   const msg = err instanceof Error ? err.message : String(err);
   switch (code) {
     case 'ENOENT':
