@@ -4,13 +4,13 @@
  * is not evicted). A dropped socket reconnects with backoff; `onReopen` then lets each
  * follower read from its last seq (process-stream.ts), so no output is lost.
  */
-import {
-  isNotificationName,
-  type InitializeResult,
-  type MethodName,
-  type MethodParams,
-  type MethodResult,
-  type ServerNotification,
+// Types only: a value import would bundle the schemas (and TypeBox) into the console.
+import type {
+  InitializeResult,
+  MethodName,
+  MethodParams,
+  MethodResult,
+  ServerNotification,
 } from '../../src/protocol/methods.ts';
 import { utf8Base64Url } from './bytes.ts';
 
@@ -149,9 +149,8 @@ export class SessionSocket {
         );
         return;
       }
-      // Typed by the server's own schemas; a method the console does not know is not passed on.
-      if (isNotificationName(msg['method']))
-        this.#opts.onNotification({ method: msg['method'], params: msg['params'] ?? {} } as ServerNotification);
+      // The server that serves the console is of its version: its notifications are the protocol's.
+      this.#opts.onNotification({ method: msg['method'], params: msg['params'] ?? {} } as ServerNotification);
       return;
     }
     if (typeof id !== 'number') return;
