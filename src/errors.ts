@@ -33,6 +33,7 @@ export const ERROR_REGISTRY = {
   EXEC_ERR_REJECTED: [403, RpcCode.invalidRequest],
   EXEC_ERR_APPROVAL_NOT_FOUND: [404, RpcCode.invalidRequest],
   EXEC_ERR_APPROVAL_LIMIT: [429, RpcCode.invalidRequest],
+  EXEC_ERR_SNAPSHOT_IN_USE: [409, RpcCode.invalidRequest],
   EXEC_ERR_NOT_FOUND: [404, RpcCode.notFound],
   EXEC_ERR_FS_DENIED: [403, RpcCode.invalidRequest],
   EXEC_ERR_FS: [500, RpcCode.internal],
