@@ -1,5 +1,6 @@
 /** The REST API as the console uses it: bearer token on every call, errors as `ApiError`. */
 import type { Static } from 'typebox';
+import type { ErrorBody } from '../../src/protocol/common.ts';
 import type { ResourceUsage, SessionInfo, SessionSpec, SnapshotInfo } from '../../src/protocol/session.ts';
 import type { ApprovalSchema, DecisionBodySchema } from '../../src/protocol/tools.ts';
 
@@ -53,7 +54,7 @@ export class Api {
     }
     if (res.status === 401) this.#onUnauthorized?.();
     if (!res.ok && res.status !== 202) {
-      const e = (parsed ?? {}) as { code?: string; message?: string };
+      const e = (parsed ?? {}) as Partial<ErrorBody>;
       throw new ApiError(
         res.status,
         e.code ?? `HTTP_${res.status}`,
