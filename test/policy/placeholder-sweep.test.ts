@@ -66,6 +66,9 @@ test('placeholders no live server owns are swept at start; a closing backend rem
     },
     silentLogger,
   );
+  let closed = false;
+  // A failed assertion must not leave the backend open (its output channels hold the process).
+  t.after(() => (closed ? undefined : backend.close()));
   const after = new Set(await readdir(stateDir));
   assert.ok(!existsSync(killed.root), 'the SIGKILLed server’s placeholders are swept');
   assert.ok(!existsSync(reused), 'a reused pid does not keep the ended server’s placeholders');
@@ -75,6 +78,7 @@ test('placeholders no live server owns are swept at start; a closing backend rem
   const own = [...after].filter((n) => n.startsWith(`deny-${ownerTag()}-`) && join(stateDir, n) !== sameProcess);
   assert.equal(own.length, 1, `the backend made its own: ${[...after].join(' ')}`);
 
+  closed = true;
   await backend.close();
   assert.ok(!existsSync(join(stateDir, own[0]!)), 'a closed backend removes its own placeholders');
   assert.ok(existsSync(alive.root));
