@@ -33,6 +33,7 @@ export const ERROR_REGISTRY = {
   EXEC_ERR_PROCESS_LIMIT: [429, RpcCode.invalidRequest],
   EXEC_ERR_REJECTED: [403, RpcCode.invalidRequest],
   EXEC_ERR_APPROVAL_NOT_FOUND: [404, RpcCode.invalidRequest],
+  EXEC_ERR_SNAPSHOT_IN_USE: [409, RpcCode.invalidRequest],
   EXEC_ERR_NOT_FOUND: [404, RpcCode.notFound],
   EXEC_ERR_FS_DENIED: [403, RpcCode.invalidRequest],
   EXEC_ERR_SANDBOX_TYPE_FORBIDDEN: [403, RpcCode.invalidRequest],
@@ -147,7 +148,8 @@ export function toExecError(err: unknown): ExecServerError {
 /** Maps a Node fs errno error to the registry (ENOENT -> not found, EACCES -> denied...). */
 export function fromErrno(err: unknown, what: string): ExecServerError {
   if (err instanceof ExecServerError) return err;
-  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  // Structural, not NodeJS.ErrnoException: this module is also compiled for the browser (web/).
+  const code = (err as { code?: unknown } | undefined)?.code;
   const msg = err instanceof Error ? err.message : String(err);
   switch (code) {
     case 'ENOENT':

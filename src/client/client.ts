@@ -25,8 +25,12 @@ import type {
   SessionSpec,
 } from '../protocol/index.ts';
 import { HttpApi, wsUrlOf } from './http.ts';
-import { ExecHandle } from './process-handle.ts';
+import { ExecHandle, type ProcessEvent } from './process-handle.ts';
 import { RpcConnection, type Notification } from './rpc-connection.ts';
+
+function isProcessNotification(n: Notification): n is ProcessEvent {
+  return n.method.startsWith('process/');
+}
 
 export type { ApprovalDecision, ApprovalRequest, ImagePull, ProcessSummary } from '../protocol/index.ts';
 
@@ -111,7 +115,7 @@ export class ExecServerClient {
     });
     const early: Notification[] = [];
     const off = conn.onNotification((n) => {
-      if (n.method === 'session/imagePull') opts.onImagePull?.(n.params as ImagePull);
+      if (n.method === 'session/imagePull') opts.onImagePull?.(n.params);
       else early.push(n);
     });
     try {
@@ -137,8 +141,7 @@ export class ExecServerClient {
 
   #bind(conn: RpcConnection, early: Notification[] = []): void {
     const route = (n: Notification): void => {
-      const id = n.params['processId'];
-      if (typeof id === 'string') this.#handles.get(asProcessId(id))?._notify(n.method, n.params);
+      if (isProcessNotification(n)) this.#handles.get(asProcessId(n.params.processId))?._notify(n);
     };
     for (const n of early) route(n);
     conn.onNotification(route);

@@ -7,10 +7,23 @@
 import { randomUUID } from 'node:crypto';
 import { StringDecoder } from 'node:string_decoder';
 import type { ProcessId } from '../ids.ts';
-import type { MethodName, MethodParams, MethodResult, SignalName, StreamName } from '../protocol/index.ts';
+import type {
+  MethodName,
+  MethodParams,
+  MethodResult,
+  ProcessNotification,
+  SignalName,
+  StreamName,
+} from '../protocol/index.ts';
+import type { BinaryOutputParams } from './rpc-connection.ts';
 import { CommandExitError } from './errors.ts';
 
 export type { StreamName } from '../protocol/index.ts';
+
+/** A notification about one process, as the handle applies it (output as base64 or as bytes). */
+export type ProcessEvent =
+  | ProcessNotification
+  | { readonly method: 'process/output'; readonly params: BinaryOutputParams };
 
 export interface OutputChunk {
   readonly stream: StreamName;
@@ -68,7 +81,7 @@ export class ExecHandle {
   readonly #done: Promise<ExecResult>;
   #resolve!: (r: ExecResult) => void;
   /** While a resume fills the gap, live events wait here. */
-  #held: Array<{ method: string; params: Record<string, unknown> }> | undefined;
+  #held: ProcessEvent[] | undefined;
 
   constructor(
     processId: ProcessId,
@@ -145,39 +158,34 @@ export class ExecHandle {
   }
 
   /** @internal A `process/*` notification for this process. */
-  _notify(method: string, params: Record<string, unknown>): void {
+  _notify(event: ProcessEvent): void {
     if (this.#held) {
-      this.#held.push({ method, params });
+      this.#held.push(event);
       return;
     }
-    this.#apply(method, params);
+    this.#apply(event);
   }
 
-  #apply(method: string, params: Record<string, unknown>): void {
-    const seq = Number(params['seq']);
-    if (Number.isFinite(seq)) {
-      if (seq <= this.#lastSeq) return;
-      this.#lastSeq = seq;
-    }
-    switch (method) {
-      case 'process/output':
+  #apply(event: ProcessEvent): void {
+    const { seq } = event.params;
+    if (seq <= this.#lastSeq) return;
+    this.#lastSeq = seq;
+    switch (event.method) {
+      case 'process/output': {
+        const p = event.params;
         // Bytes as they are from a binary frame (binary-output.ts), else the JSON's base64 chunk.
-        this.#output(
-          params['stream'] as StreamName,
-          seq,
-          Buffer.isBuffer(params['data']) ? params['data'] : Buffer.from(String(params['chunk'] ?? ''), 'base64'),
-        );
+        this.#output(p.stream, seq, 'data' in p ? p.data : Buffer.from(p.chunk, 'base64'));
         break;
-      case 'process/exited':
-        this.#exit = {
-          exitCode: Number(params['exitCode']),
-          terminal: String(params['terminal'] ?? 'exited'),
-          signal: params['signal'] as string | undefined,
-          sandboxDenied: params['sandboxDenied'] === true,
-        };
+      }
+      case 'process/exited': {
+        const { exitCode, terminal, signal, sandboxDenied } = event.params;
+        this.#exit = { exitCode, terminal, signal, sandboxDenied };
         break;
+      }
       case 'process/closed':
         this.#finish();
+        break;
+      case 'process/escalated':
         break;
     }
   }
@@ -245,7 +253,11 @@ export class ExecHandle {
           maxBytes: 4 * 1024 * 1024,
           waitMs: 0,
         });
-        for (const c of r.chunks) this.#apply('process/output', { seq: c.seq, stream: c.stream, chunk: c.chunk });
+        for (const c of r.chunks)
+          this.#apply({
+            method: 'process/output',
+            params: { processId: this.processId, seq: c.seq, stream: c.stream, chunk: c.chunk },
+          });
         if (r.chunks.length > 0) continue;
         if (r.exited)
           this.#exit = {
@@ -267,7 +279,7 @@ export class ExecHandle {
       if (filled) {
         const held = this.#held ?? [];
         this.#held = undefined;
-        for (const e of held) this.#apply(e.method, e.params);
+        for (const e of held) this.#apply(e);
       }
     }
   }

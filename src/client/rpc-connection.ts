@@ -3,7 +3,15 @@
  * notifications, and answers to server-to-client requests (approvals).
  */
 import WebSocket from 'ws';
-import { decodeBinaryOutput, type MethodName, type MethodParams, type MethodResult } from '../protocol/index.ts';
+import {
+  decodeBinaryOutput,
+  isNotificationName,
+  type MethodName,
+  type MethodParams,
+  type MethodResult,
+  type NotificationParams,
+  type ServerNotification,
+} from '../protocol/index.ts';
 
 /** How long `close()` waits for the server's half of the close handshake. */
 const CLOSE_HANDSHAKE_MS = 5_000;
@@ -23,10 +31,17 @@ export class RpcError extends Error {
   }
 }
 
-export interface Notification {
-  readonly method: string;
-  readonly params: Record<string, unknown>;
-}
+/** `process/output` from a binary frame (binary-output.ts): the bytes as they came, no base64 `chunk`. */
+export type BinaryOutputParams = Omit<NotificationParams<'process/output'>, 'chunk'> & { readonly data: Buffer };
+
+/**
+ * A notification from the server, typed by the protocol's map (`RPC_NOTIFICATIONS`): `switch
+ * (n.method)` narrows `n.params`. A `process/output` has either its base64 `chunk` (a JSON
+ * frame) or its bytes in `data` (a binary frame).
+ */
+export type Notification =
+  | ServerNotification
+  | { readonly method: 'process/output'; readonly params: BinaryOutputParams };
 
 export type ServerRequestHandler = (method: string, params: Record<string, unknown>) => Promise<unknown> | unknown;
 
@@ -135,7 +150,7 @@ export class RpcConnection {
   #onBinary(frame: Buffer): void {
     const o = decodeBinaryOutput(frame);
     if (typeof o === 'string') return;
-    this.#dispatch({
+    this.#notified({
       method: 'process/output',
       params: { processId: o.processId, seq: o.seq, stream: o.stream, data: o.data },
     });
@@ -156,7 +171,9 @@ export class RpcConnection {
     if (typeof m['method'] === 'string') {
       const params = (m['params'] ?? {}) as Record<string, unknown>;
       if (id === undefined) {
-        for (const l of this.#listeners) l({ method: m['method'], params });
+        // The server's params are typed by its own schemas; a method this SDK does not know
+        // (a newer server's) has no type to give, and no handler here to use it.
+        if (isNotificationName(m['method'])) this.#notified({ method: m['method'], params } as ServerNotification);
         return;
       }
       void this.#answer(id as string | number, m['method'], params);
@@ -169,6 +186,10 @@ export class RpcConnection {
     const error = m['error'] as { code: number; message: string; data?: Record<string, unknown> } | undefined;
     if (error) waiter.reject(new RpcError(error.code, error.message, error.data));
     else waiter.resolve(m['result']);
+  }
+
+  #notified(n: Notification): void {
+    for (const l of this.#listeners) l(n);
   }
 
   async #answer(id: string | number, method: string, params: Record<string, unknown>): Promise<void> {

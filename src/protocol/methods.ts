@@ -127,6 +127,25 @@ export const RPC_NOTIFICATIONS = {
 export type NotificationName = keyof typeof RPC_NOTIFICATIONS;
 export type NotificationParams<N extends NotificationName> = Static<(typeof RPC_NOTIFICATIONS)[N]>;
 
+/** Every notification method the server sends (the keys of `RPC_NOTIFICATIONS`). */
+export const NOTIFICATION_NAMES = Object.keys(RPC_NOTIFICATIONS) as NotificationName[];
+
+/**
+ * One server notification as a union discriminated by `method`: a `switch (n.method)` narrows
+ * `n.params` to that notification's params.
+ */
+export type ServerNotification = {
+  [N in NotificationName]: { readonly method: N; readonly params: NotificationParams<N> };
+}[NotificationName];
+
+/** The notifications about one process (`process/*`): each carries its `processId` and `seq`. */
+export type ProcessNotification = Extract<ServerNotification, { method: `process/${string}` }>;
+
+/** Whether `method` is a notification of this protocol (a newer server may send others). */
+export function isNotificationName(method: string): method is NotificationName {
+  return Object.hasOwn(RPC_NOTIFICATIONS, method);
+}
+
 /** Requests the server makes of its client. */
 export const RPC_SERVER_REQUESTS = {
   'approval/request': { params: ApprovalRequestSchema, result: ApprovalAnswerSchema },

@@ -7,6 +7,7 @@ import { execError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
+import type { NotificationName, NotificationParams, ProcessNotification } from '../protocol/index.ts';
 import type { ManagedProcess } from '../processes/managed-process.ts';
 import type { LogEvent } from '../processes/output-log.ts';
 import type { Session, SessionClient } from '../sessions/session.ts';
@@ -25,10 +26,7 @@ export interface ConnectionDeps {
 type Lifecycle = 'new' | 'initializing' | 'awaiting-initialized' | 'ready';
 
 /** Wire form of one log event as a notification. */
-export function toNotification(
-  proc: ManagedProcess,
-  event: LogEvent,
-): { method: string; params: Record<string, unknown> } {
+export function toNotification(proc: ManagedProcess, event: LogEvent): ProcessNotification {
   const processId = proc.id;
   switch (event.kind) {
     case 'output':
@@ -179,7 +177,7 @@ export class Connection implements SessionClient {
   }
 
   /** Sends a notification to this client; false when the connection is closed or detached. */
-  notify(method: string, params: unknown): boolean {
+  notify<N extends NotificationName>(method: N, params: NotificationParams<N>): boolean {
     if (!this.#session || !this.#peer || this.#peer.closed) return false;
     this.#peer.notify(method, params);
     return true;
@@ -189,7 +187,7 @@ export class Connection implements SessionClient {
    * A notification about the `initialize` in flight (the pull of its session's image), sent
    * before any session is attached; dropped once the connection closed or `initialize` ended.
    */
-  notifyInitializing(method: string, params: unknown): void {
+  notifyInitializing<N extends NotificationName>(method: N, params: NotificationParams<N>): void {
     if (this.#lifecycle !== 'initializing' || !this.#peer || this.#peer.closed) return;
     this.#peer.notify(method, params);
   }

@@ -8,7 +8,13 @@
 import { execError, rpcErrorBody, toExecError, type ExecServerError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import { binaryOutputBytes, encodeBinaryOutput, type StreamName } from '../protocol/index.ts';
+import {
+  binaryOutputBytes,
+  encodeBinaryOutput,
+  type NotificationName,
+  type NotificationParams,
+  type StreamName,
+} from '../protocol/index.ts';
 import { FramePool } from './frame-pool.ts';
 import type { MethodTable } from './method-table.ts';
 
@@ -90,7 +96,8 @@ export class RpcPeer<Ctx> {
     return this.#envelope({ id, error: rpcErrorBody(err) });
   }
 
-  notify(method: string, params: unknown): void {
+  /** A notification of the protocol, its params typed by its method (`RPC_NOTIFICATIONS`). */
+  notify<N extends NotificationName>(method: N, params: NotificationParams<N>): void {
     this.#send(this.#envelope({ method, params }));
   }
 

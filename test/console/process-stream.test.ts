@@ -17,17 +17,23 @@ class Log {
   out(text: string): ProcessEvent {
     const seq = this.events.length + 1;
     this.events.push({ seq, kind: 'out', text });
-    return { method: 'process/output', seq, stream: 'stdout', chunk: Buffer.from(text).toString('base64') };
+    return {
+      method: 'process/output',
+      processId: 'p',
+      seq,
+      stream: 'stdout',
+      chunk: Buffer.from(text).toString('base64'),
+    };
   }
   esc(): ProcessEvent {
     const seq = this.events.length + 1;
     this.events.push({ seq, kind: 'esc' });
-    return { method: 'process/escalated', seq, reason: 'denied' };
+    return { method: 'process/escalated', processId: 'p', seq, reason: 'denied' };
   }
   exit(): ProcessEvent {
     const seq = this.events.length + 1;
     this.events.push({ seq, kind: 'exit' });
-    return { method: 'process/exited', seq, exitCode: 0, terminal: 'exited', sandboxDenied: false };
+    return { method: 'process/exited', processId: 'p', seq, exitCode: 0, terminal: 'exited', sandboxDenied: false };
   }
   read(afterSeq: number, maxChunks: number): ReadAnswer {
     const outs = this.events.filter(

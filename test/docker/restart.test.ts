@@ -84,11 +84,12 @@ interface Seen {
 function follow(s: TestSession, processId: string): Seen {
   const seen: Seen = { text: '', lastSeq: 0, seqs: [] };
   s.conn.onNotification((n) => {
-    if (n.params['processId'] !== processId) return;
-    const seq = n.params['seq'] as number;
+    if (!n.method.startsWith('process/') || !('processId' in n.params) || n.params.processId !== processId) return;
+    const seq = n.params.seq;
     seen.seqs.push(seq);
     seen.lastSeq = seq;
-    if (n.method === 'process/output') seen.text += Buffer.from(String(n.params['chunk']), 'base64').toString('utf8');
+    if (n.method === 'process/output' && 'chunk' in n.params)
+      seen.text += Buffer.from(n.params.chunk, 'base64').toString('utf8');
   });
   return seen;
 }

@@ -41,7 +41,9 @@ function run(file: string, env: Record<string, string>): Promise<{ code: number;
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ['--import', 'tsx', file],
+      // The `exec-server-source` condition: the exports' TypeScript sources, as in a checkout
+      // without a build (an installed package resolves its build, test/cli/pack.test.ts).
+      ['--conditions=exec-server-source', '--import', 'tsx', file],
       { cwd: ROOT, env: { ...process.env, ...env }, timeout: 120_000 },
       (err, stdout, stderr) => {
         resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr });

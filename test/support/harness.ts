@@ -11,7 +11,16 @@ import type { Backend } from '../../src/backends/types.ts';
 import { createLocalBackend } from '../../src/backends/local/local-backend.ts';
 import { loadConfig, runtimeList, type Config } from '../../src/config.ts';
 import { silentLogger } from '../../src/logger.ts';
-import { RpcConnection, type Notification, type RpcConnectionOptions } from '../../src/client/rpc-connection.ts';
+import { RpcConnection, type RpcConnectionOptions } from '../../src/client/rpc-connection.ts';
+
+/**
+ * A notification as the tests look at it: the wire's fields by name, whatever the method (the
+ * SDK's own type is the protocol's discriminated union).
+ */
+export interface Notification {
+  readonly method: string;
+  readonly params: Readonly<Record<string, unknown>>;
+}
 
 export type BackendKind = 'local' | 'docker';
 

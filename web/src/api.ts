@@ -1,4 +1,14 @@
 /** The REST API as the console uses it: bearer token on every call, errors as `ApiError`. */
+import type { Static } from 'typebox';
+import type { ErrorBody } from '../../src/protocol/common.ts';
+import type { ResourceUsage, SessionInfo, SessionSpec, SnapshotInfo } from '../../src/protocol/session.ts';
+import type { ApprovalSchema, DecisionBodySchema } from '../../src/protocol/tools.ts';
+
+/** The wire types the console uses, all from the protocol module (src/protocol/). */
+export type { ResourceUsage, SessionInfo, SnapshotInfo };
+/** A pending approval as `GET /v1/sessions/:id/approvals` lists it. */
+export type Approval = Static<typeof ApprovalSchema>;
+type Decision = Static<typeof DecisionBodySchema>['decision'];
 
 export class ApiError extends Error {
   override readonly name = 'ApiError';
@@ -9,57 +19,6 @@ export class ApiError extends Error {
     this.status = status;
     this.code = code;
   }
-}
-
-export interface Usage {
-  readonly cpuPercent: number | null;
-  readonly cpuSeconds: number;
-  readonly memoryBytes: number;
-  readonly memoryLimitBytes: number | null;
-  readonly pids: number;
-  readonly pidsLimit: number | null;
-  readonly sampledAt: string;
-}
-
-export interface SessionInfo {
-  readonly sessionId: string;
-  readonly tenant: string;
-  readonly backend: string;
-  readonly runtime?: string;
-  readonly sandboxType: string;
-  readonly sandboxUnavailableReason?: string;
-  readonly sandbox: { readonly type: string; readonly networkAccess?: boolean };
-  readonly approvalPolicy: string | { readonly granular: { readonly sandboxApproval: boolean } };
-  readonly denialHandling: string;
-  readonly image?: string;
-  readonly containerId?: string;
-  readonly execPath?: 'agent' | 'exec';
-  readonly execPathReason?: string;
-  readonly workdir: string;
-  readonly status: 'alive' | 'dead';
-  readonly attached: boolean;
-  readonly processes: number;
-  readonly runningProcesses: number;
-  readonly labels: Record<string, string>;
-  readonly createdAt: string;
-  readonly expiresAt: string;
-  readonly usage?: Usage | null;
-}
-
-export interface Approval {
-  readonly id: string;
-  readonly purpose: 'initial' | 'sandbox-retry';
-  readonly reason: string;
-  readonly argv: readonly string[];
-  readonly cwd: string;
-  readonly createdAt: string;
-  readonly expiresAt: string;
-}
-
-export interface SnapshotInfo {
-  readonly snapshotId: string;
-  readonly name?: string;
-  readonly createdAt: string;
 }
 
 export class Api {
@@ -95,7 +54,7 @@ export class Api {
     }
     if (res.status === 401) this.#onUnauthorized?.();
     if (!res.ok && res.status !== 202) {
-      const e = (parsed ?? {}) as { code?: string; message?: string };
+      const e = (parsed ?? {}) as Partial<ErrorBody>;
       throw new ApiError(
         res.status,
         e.code ?? `HTTP_${res.status}`,
@@ -111,7 +70,7 @@ export class Api {
   session(id: string): Promise<SessionInfo> {
     return this.call('GET', `/v1/sessions/${encodeURIComponent(id)}`);
   }
-  createSession(spec: Record<string, unknown> = {}): Promise<SessionInfo> {
+  createSession(spec: SessionSpec = {}): Promise<SessionInfo> {
     return this.call('POST', '/v1/sessions', spec);
   }
   deleteSession(id: string): Promise<void> {
@@ -123,7 +82,7 @@ export class Api {
   approvals(id: string): Promise<{ approvals: Approval[] }> {
     return this.call('GET', `/v1/sessions/${encodeURIComponent(id)}/approvals`);
   }
-  decide(id: string, approvalId: string, decision: 'approved' | 'denied'): Promise<Record<string, unknown>> {
+  decide(id: string, approvalId: string, decision: Decision): Promise<Record<string, unknown>> {
     return this.call('POST', `/v1/sessions/${encodeURIComponent(id)}/approvals/${encodeURIComponent(approvalId)}`, {
       decision,
     });

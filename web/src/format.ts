@@ -1,4 +1,5 @@
 /** Display formatting: sizes, durations, policies. */
+import type { ApprovalPolicy } from '../../src/protocol/session.ts';
 
 export function bytes(n: number | null | undefined): string {
   if (n === null || n === undefined) return '—';
@@ -33,7 +34,7 @@ export function time(ms: number): string {
   return new Date(ms).toLocaleTimeString(undefined, { hour12: false });
 }
 
-export function approvalPolicy(p: string | { readonly granular: { readonly sandboxApproval: boolean } }): string {
+export function approvalPolicy(p: ApprovalPolicy): string {
   return typeof p === 'string' ? p : `granular${p.granular.sandboxApproval ? ' (sandbox approval)' : ''}`;
 }
 

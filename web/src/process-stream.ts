@@ -4,22 +4,25 @@
  * every event takes one seq, so notifications are contiguous; reads return output chunks only
  * (the seqs of exit and escalation events are skipped there, which is not a gap).
  */
+import type { MethodResult, ProcessNotification } from '../../src/protocol/methods.ts';
+import type { StreamName } from '../../src/protocol/common.ts';
 import { fromBase64 } from './bytes.ts';
 
-export type StreamName = 'stdout' | 'stderr' | 'pty';
+export type { StreamName };
 
 /** What `process/read` answers (the fields used here). */
-export interface ReadAnswer {
-  readonly chunks: ReadonlyArray<{ readonly seq: number; readonly stream: StreamName; readonly chunk: string }>;
-  readonly nextSeq: number;
-  readonly exited: boolean;
-  readonly exitCode: number | null;
-  readonly terminal: string | null;
-  readonly signal: string | null;
-  readonly sandboxDenied: boolean;
-  readonly firstRetainedSeq: number;
-  readonly droppedBytes: number;
-}
+export type ReadAnswer = Pick<
+  MethodResult<'process/read'>,
+  | 'chunks'
+  | 'nextSeq'
+  | 'exited'
+  | 'exitCode'
+  | 'terminal'
+  | 'signal'
+  | 'sandboxDenied'
+  | 'firstRetainedSeq'
+  | 'droppedBytes'
+>;
 
 export interface ProcessEnd {
   readonly exitCode: number | null;
@@ -28,19 +31,11 @@ export interface ProcessEnd {
   readonly sandboxDenied: boolean;
 }
 
+/** A notification about one process, flattened: its method beside its params. */
+type Flat<N> = N extends { readonly method: infer M; readonly params: infer P } ? { readonly method: M } & P : never;
+
 /** A process notification (`process/output`, `/escalated`, `/exited`, `/closed`) for this process. */
-export type ProcessEvent =
-  | { readonly method: 'process/output'; readonly seq: number; readonly stream: StreamName; readonly chunk: string }
-  | { readonly method: 'process/escalated'; readonly seq: number; readonly reason: string }
-  | {
-      readonly method: 'process/exited';
-      readonly seq: number;
-      readonly exitCode: number | null;
-      readonly terminal: string | null;
-      readonly signal?: string | null;
-      readonly sandboxDenied: boolean;
-    }
-  | { readonly method: 'process/closed'; readonly seq: number };
+export type ProcessEvent = Flat<ProcessNotification>;
 
 export interface StreamSink {
   output(stream: StreamName, data: Uint8Array): void;

@@ -4,6 +4,14 @@
  * is not evicted). A dropped socket reconnects with backoff; `onReopen` then lets each
  * follower read from its last seq (process-stream.ts), so no output is lost.
  */
+// Types only: a value import would bundle the schemas (and TypeBox) into the console.
+import type {
+  InitializeResult,
+  MethodName,
+  MethodParams,
+  MethodResult,
+  ServerNotification,
+} from '../../src/protocol/methods.ts';
 import { utf8Base64Url } from './bytes.ts';
 
 export type SocketState =
@@ -21,10 +29,8 @@ export class RpcError extends Error {
   }
 }
 
-export interface Notification {
-  readonly method: string;
-  readonly params: Record<string, unknown>;
-}
+/** A server notification, typed by the protocol's map: `switch (n.method)` narrows `n.params`. */
+export type Notification = ServerNotification;
 
 export interface SessionSocketOptions {
   readonly sessionId: string;
@@ -32,7 +38,7 @@ export interface SessionSocketOptions {
   readonly onState: (state: SocketState) => void;
   readonly onNotification: (n: Notification) => void;
   /** Called after every successful (re)initialize. */
-  readonly onOpen: (initialize: Record<string, unknown>, reconnected: boolean) => void;
+  readonly onOpen: (initialize: InitializeResult, reconnected: boolean) => void;
 }
 
 /** Close codes after which reconnecting is pointless (docs/protocol.md). */
@@ -110,7 +116,7 @@ export class SessionSocket {
         clientName: 'exec-server-console',
         resumeSessionId: this.#opts.sessionId,
         observe: true,
-      })) as Record<string, unknown>;
+      })) as InitializeResult;
       ws.send(JSON.stringify({ method: 'initialized', params: {} }));
       this.#ready = true;
       const reconnected = this.#reconnects++ > 0;
@@ -143,7 +149,8 @@ export class SessionSocket {
         );
         return;
       }
-      this.#opts.onNotification({ method: msg['method'], params: (msg['params'] ?? {}) as Record<string, unknown> });
+      // The server that serves the console is of its version: its notifications are the protocol's.
+      this.#opts.onNotification({ method: msg['method'], params: msg['params'] ?? {} } as ServerNotification);
       return;
     }
     if (typeof id !== 'number') return;
@@ -173,11 +180,11 @@ export class SessionSocket {
   }
 
   /** A request on the current connection; rejects at once while reconnecting. */
-  request<T = Record<string, unknown>>(method: string, params: unknown = {}): Promise<T> {
+  request<M extends MethodName>(method: M, params: MethodParams<M>): Promise<MethodResult<M>> {
     const ws = this.#ws;
     if (!ws || !this.#ready)
       return Promise.reject(new RpcError('not connected (reconnecting)', 'EXEC_ERR_DISCONNECTED'));
-    return this.#call(ws, method, params) as Promise<T>;
+    return this.#call(ws, method, params) as Promise<MethodResult<M>>;
   }
 
   #failPending(err: Error): void {

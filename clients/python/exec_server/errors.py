@@ -115,6 +115,7 @@ FAMILIES: dict[str, type[ExecServerError]] = {
     "EXEC_ERR_SESSION_NOT_FOUND": NotFoundError,
     "EXEC_ERR_PROCESS_NOT_FOUND": NotFoundError,
     "EXEC_ERR_APPROVAL_NOT_FOUND": NotFoundError,
+    "EXEC_ERR_SNAPSHOT_IN_USE": ConflictError,
     "EXEC_ERR_NOT_FOUND": NotFoundError,
     "EXEC_ERR_SESSION_DEAD": ConflictError,
     "EXEC_ERR_PROCESS_EXISTS": ConflictError,

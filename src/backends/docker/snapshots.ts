@@ -100,6 +100,37 @@ export async function findSnapshot(
   return toInfo(info.Id, labels);
 }
 
+/**
+ * Refuses while a container uses the snapshot, stopped ones too: the engine refuses a running
+ * one's image, but a forced remove would take a hibernated (stopped) session's image from it.
+ */
+async function refuseWhileUsed(docker: Docker, snapshotId: string, timeoutMs: number): Promise<void> {
+  const users = await withDeadline('container list', timeoutMs, (abortSignal) =>
+    docker.listContainers({
+      all: true,
+      filters: { ancestor: [snapshotId] },
+      abortSignal,
+    } as unknown as Docker.ContainerListOptions),
+  );
+  if (users.length === 0) return;
+  const sessions = users.map((c) => c.Labels?.[LABEL.sessionId]).filter((s): s is string => s !== undefined);
+  const others = users.length - sessions.length;
+  const what = [
+    sessions.length > 0 ? `session${sessions.length > 1 ? 's' : ''} ${sessions.join(', ')}` : '',
+    others > 0 ? `${others} other container${others > 1 ? 's' : ''}` : '',
+  ]
+    .filter((s) => s !== '')
+    .join(' and ');
+  throw execError('EXEC_ERR_SNAPSHOT_IN_USE', `snapshot ${snapshotId} is in use by ${what}: delete them first`, {
+    detail: { sessions },
+  });
+}
+
+/**
+ * Deletes a snapshot and says what happened: gone (or another tenant's) is EXEC_ERR_NOT_FOUND
+ * (404), in use by a session or the base of another snapshot EXEC_ERR_SNAPSHOT_IN_USE (409);
+ * only a failure of the engine itself is EXEC_ERR_BACKEND (502) or EXEC_ERR_BACKEND_UNAVAILABLE.
+ */
 export async function deleteSnapshot(
   docker: Docker,
   snapshotId: string,
@@ -107,14 +138,24 @@ export async function deleteSnapshot(
   timeoutMs: number,
 ): Promise<void> {
   const snap = await findSnapshot(docker, snapshotId, tenant, timeoutMs);
+  await refuseWhileUsed(docker, snap.snapshotId, timeoutMs);
   try {
-    // force: also drops every tag; an image still used by a running session is refused (409).
+    // force: also drops every tag.
     await withDeadline('image remove', timeoutMs * 6, (abortSignal) =>
       docker.getImage(snap.snapshotId).remove({ force: true, abortSignal } as unknown as Docker.ImageRemoveOptions),
     );
   } catch (err) {
-    if (statusOf((err as { cause?: unknown }).cause) === 404)
-      throw execError('EXEC_ERR_NOT_FOUND', `snapshot ${snapshotId} not found`);
+    const cause = (err as { cause?: unknown }).cause;
+    if (statusOf(cause) === 404) throw execError('EXEC_ERR_NOT_FOUND', `snapshot ${snapshotId} not found`);
+    // A session started from it meanwhile, or a snapshot of a session forked from it (an image
+    // whose parent it is: "image has dependent child images").
+    if (statusOf(cause) === 409) {
+      const reason = (cause as { json?: { message?: string } }).json?.message ?? (err as Error).message;
+      const base = /child images/.test(reason)
+        ? `snapshot ${snapshotId} is the base of other snapshots (of sessions forked from it): delete them first`
+        : `snapshot ${snapshotId} is in use: ${reason}`;
+      throw execError('EXEC_ERR_SNAPSHOT_IN_USE', base, { cause: err });
+    }
     throw err;
   }
 }

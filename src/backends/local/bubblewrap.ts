@@ -8,10 +8,11 @@
  */
 import { existsSync } from 'node:fs';
 import { execFile } from 'node:child_process';
-import { chmod, lstat, mkdir, mkdtemp, stat, writeFile } from 'node:fs/promises';
+import { chmod, lstat, mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { promisify } from 'node:util';
 import type { ResolvedSandbox } from '../types.ts';
+import { ownerTag } from './placeholder-owners.ts';
 
 const run = promisify(execFile);
 
@@ -67,12 +68,21 @@ export class DenyPlaceholders {
     this.dir = posix.join(root, 'dir');
   }
 
-  /** Creates them in a new directory under `parent` (made if missing, mode 0711). */
+  /**
+   * Creates them in a new directory under `parent` (made if missing, mode 0711), named after
+   * this process (placeholder-owners.ts: a later server sweeps it once this one is gone).
+   */
   static async create(parent: string): Promise<DenyPlaceholders> {
     await mkdir(parent, { recursive: true, mode: 0o711 });
-    const p = new DenyPlaceholders(await mkdtemp(posix.join(parent, 'deny-')));
+    const p = new DenyPlaceholders(await mkdtemp(posix.join(parent, `deny-${ownerTag()}-`)));
     await p.ensure();
     return p;
+  }
+
+  /** Removes them (the server is closing). */
+  async remove(): Promise<void> {
+    await chmod(this.dir, 0o700).catch(() => undefined);
+    await rm(this.root, { recursive: true, force: true });
   }
 
   /** Makes the placeholders what they must be, if anything changed them. */

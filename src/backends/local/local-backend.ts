@@ -12,6 +12,7 @@ import type { Backend } from '../types.ts';
 import { DenyPlaceholders, probeBubblewrap, type BubblewrapProbe } from './bubblewrap.ts';
 import { LocalSession, makePrivateTmp, type SpawnSetup } from './local-session.ts';
 import { OutputChannels } from './output-channels.ts';
+import { sweepOwnerless } from './placeholder-owners.ts';
 import { ptyRelayProblem } from './pty-process.ts';
 import { SandboxUsers } from './sandbox-users.ts';
 import { probeWarmSandbox } from './warm-sandbox.ts';
@@ -65,7 +66,9 @@ export async function createLocalBackend(options: LocalBackendOptions, log: Logg
       { reason: relayProblem },
       'PTY mode unavailable on the local backend; pipe-mode commands run without a keeper (what they leave running can outlive the session and the server)',
     );
-  const placeholders = await DenyPlaceholders.create(options.stateDir ?? defaultStateDir());
+  const stateDir = options.stateDir ?? defaultStateDir();
+  await sweepOwnerless(stateDir, log);
+  const placeholders = await DenyPlaceholders.create(stateDir);
   const channels = await OutputChannels.create().catch((err: unknown) => {
     log.warn({ err }, 'output channels unavailable: command output is read through plain pipes (more CPU per byte)');
     return undefined;
@@ -145,6 +148,9 @@ export async function createLocalBackend(options: LocalBackendOptions, log: Logg
       await Promise.all([...sessions].map((s) => s.destroy()));
       sessions.clear();
       await channels?.close();
+      await placeholders
+        .remove()
+        .catch((err: unknown) => log.warn({ err }, 'could not remove the deny-read placeholders'));
     },
   };
 }

@@ -27,7 +27,7 @@ import { bubblewrapArgs, hiddenByPrivateTmp, type BubblewrapProbe, type SandboxL
 import { localDiskUse } from './disk-usage.ts';
 import { Keepers } from './keepers.ts';
 import { localFs } from './local-fs.ts';
-import { nativeHelperPath } from './native-helpers.ts';
+import { sandboxJoinPath } from './native-helpers.ts';
 import type { OutputChannels } from './output-channels.ts';
 import { spawnPipe } from './pipe-process.ts';
 import { connectLocalPort } from './port-forward.ts';
@@ -106,7 +106,7 @@ function withArg0(argv: readonly string[], arg0: string | undefined, shell: stri
   return [shell, '-c', 'exec -a "$0" "$@"', arg0, ...argv];
 }
 
-const JOIN_HELPER = nativeHelperPath('sandbox-join');
+const JOIN_HELPER = sandboxJoinPath();
 
 function isWithin(path: string, root: string): boolean {
   const rel = posix.relative(root, path);

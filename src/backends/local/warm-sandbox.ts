@@ -30,7 +30,7 @@ import { existsSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import type { Logger } from '../../logger.ts';
-import { nativeHelperPath } from './native-helpers.ts';
+import { sandboxJoinPath } from './native-helpers.ts';
 import { SANDBOX_BASE } from './bubblewrap.ts';
 
 /** Distinct argument sets kept warm per session (a narrowing client can vary them). */
@@ -46,7 +46,7 @@ export interface WarmSandboxTools {
   readonly join: string;
 }
 
-const JOIN_HELPER = nativeHelperPath('sandbox-join');
+const JOIN_HELPER = sandboxJoinPath();
 
 interface Holder {
   readonly child: ChildProcess;

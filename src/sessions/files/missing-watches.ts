@@ -3,13 +3,14 @@
  * `fs/missingChanged` when one of them appears or goes away. Bounded per session and per watch.
  */
 import { execError } from '../../errors.ts';
+import type { NotificationName, NotificationParams } from '../../protocol/index.ts';
 import type { Session } from '../session.ts';
 import type { FileLimits } from './file-limits.ts';
 import { isNotFound, type Checker } from './path-checker.ts';
 
 /** Something that can receive `fs/missingChanged` (a WebSocket connection). False once it is gone. */
 export interface WatchNotifier {
-  notify(method: string, params: unknown): boolean;
+  notify<N extends NotificationName>(method: N, params: NotificationParams<N>): boolean;
 }
 
 interface Watch {

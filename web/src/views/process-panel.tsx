@@ -4,7 +4,7 @@
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { utf8Base64 } from '../bytes.ts';
-import { ProcessFollower, type ProcessEnd, type ProcessEvent, type ReadAnswer } from '../process-stream.ts';
+import { ProcessFollower, type ProcessEnd, type ProcessEvent } from '../process-stream.ts';
 import type { SessionSocket } from '../socket.ts';
 import type { ProcessSummary, SessionEvents } from './session.tsx';
 import { PipeOutput, type PipeHandle } from './pipe-output.tsx';
@@ -64,8 +64,7 @@ export function ProcessPanel({
     };
     const note = (text: string): void => write('note', isPty ? `\r\n\x1b[2m${text}\x1b[0m\r\n` : `\n${text}\n`);
     const follower = new ProcessFollower(
-      (afterSeq, maxBytes) =>
-        socket.request<ReadAnswer>('process/read', { processId: proc.processId, afterSeq, maxBytes }),
+      (afterSeq, maxBytes) => socket.request('process/read', { processId: proc.processId, afterSeq, maxBytes }),
       {
         output: (stream, data) => write(stream, data),
         dropped: (n) => note(`[${n} bytes of earlier output are no longer retained by the server]`),

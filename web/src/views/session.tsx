@@ -4,6 +4,8 @@
  * and the output of the selected process.
  */
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import type { InitializeResult, ProcessNotification } from '../../../src/protocol/methods.ts';
+import type { ProcessSummary } from '../../../src/protocol/process.ts';
 import type { Api, SessionInfo } from '../api.ts';
 import { approvalPolicy, bytes, cpu, duration, shortId, since, time } from '../format.ts';
 import { useNow, usePoll } from '../hooks.ts';
@@ -14,24 +16,17 @@ import { endText, ProcessPanel } from './process-panel.tsx';
 import { StatusBadge } from './sessions.tsx';
 import { Empty, ErrorState, Loading, Notice } from './states.tsx';
 
-export interface ProcessSummary {
-  readonly processId: string;
-  readonly argv: readonly string[];
-  readonly mode: 'pty' | 'pipe' | 'pipe-no-stdin';
-  readonly status: string;
-  readonly exitCode: number | null;
-  readonly sandboxType: string;
-  readonly sandboxDenied?: boolean;
-  readonly nextSeq: number;
-  readonly createdAtMs: number;
-  readonly endedAtMs?: number | null;
-}
+export type { ProcessSummary };
 
 /** How process panels hear about the socket: per-process notifications, (re)opens and drops. */
 export interface SessionEvents {
   subscribe(processId: string, fn: (e: ProcessEvent) => void): () => void;
   onOpen(fn: (reconnected: boolean) => void): () => void;
   onDrop(fn: () => void): () => void;
+}
+
+function isProcessNotification(n: Notification): n is ProcessNotification {
+  return n.method.startsWith('process/');
 }
 
 function createEvents(): SessionEvents & {
@@ -58,9 +53,9 @@ function createEvents(): SessionEvents & {
     onOpen: (fn) => add(opens, fn),
     onDrop: (fn) => add(drops, fn),
     emit(n) {
-      const id = n.params['processId'];
-      if (typeof id !== 'string') return;
-      for (const fn of byProcess.get(id) ?? []) fn({ method: n.method, ...n.params } as unknown as ProcessEvent);
+      if (!isProcessNotification(n)) return;
+      const event = { method: n.method, ...n.params } as ProcessEvent;
+      for (const fn of byProcess.get(n.params.processId) ?? []) fn(event);
     },
     opened(r) {
       for (const fn of [...opens]) fn(r);
@@ -106,7 +101,7 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
   const events = useMemo(createEvents, [sessionId]);
   const [socket, setSocket] = useState<SessionSocket | undefined>();
   const [sockState, setSockState] = useState<SocketState>({ kind: 'connecting' });
-  const [init, setInit] = useState<Record<string, unknown> | undefined>();
+  const [init, setInit] = useState<InitializeResult | undefined>();
   const [opens, setOpens] = useState(0);
   const [selected, setSelected] = useState<{ id: string; interactive: boolean } | undefined>();
   const [notice, setNotice] = useState<{ tone: 'info' | 'error'; text: string } | undefined>();
@@ -138,23 +133,20 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
 
   const ready = socket !== undefined && sockState.kind === 'open';
   const [info, reloadInfo] = usePoll<SessionInfo>(
-    () => (socket?.ready ? socket.request<SessionInfo>('session/info') : api.session(sessionId)),
+    () => (socket?.ready ? socket.request('session/info', {}) : api.session(sessionId)),
     2000,
     [socket, opens],
     isNotFound,
   );
   const [procs, reloadProcs] = usePoll(
     () =>
-      socket?.ready
-        ? socket.request<{ processes: ProcessSummary[] }>('process/list')
-        : Promise.reject(new Error('waiting for the connection')),
+      socket?.ready ? socket.request('process/list', {}) : Promise.reject(new Error('waiting for the connection')),
     1500,
     [socket, opens],
   );
 
-  const capabilities = (init?.['capabilities'] ?? {}) as Record<string, boolean>;
-  const shellPath = ((init?.['environmentInfo'] as { shell?: { path?: string } } | undefined)?.shell?.path ??
-    '/bin/sh') as string;
+  const capabilities = init?.capabilities ?? {};
+  const shellPath = init?.environmentInfo.shell.path ?? '/bin/sh';
 
   const act = async (what: string, work: () => Promise<string>): Promise<void> => {
     setBusy(true);
@@ -190,7 +182,7 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
   const terminate = (processId: string): Promise<void> =>
     act('Terminating', async () => {
       if (!socket) throw new Error('not connected');
-      const r = await socket.request<{ running: boolean }>('process/terminate', { processId });
+      const r = await socket.request('process/terminate', { processId });
       return r.running
         ? `Terminating ${processId} (SIGTERM, then SIGKILL after the grace period).`
         : `${processId} had already ended.`;
@@ -275,7 +267,8 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
               <dt>Sandbox</dt>
               <dd>
                 {s.sandbox.type}
-                {s.sandbox.networkAccess ? ' + network' : ''} <span class="muted">({s.sandboxType})</span>
+                {'networkAccess' in s.sandbox && s.sandbox.networkAccess ? ' + network' : ''}{' '}
+                <span class="muted">({s.sandboxType})</span>
                 {s.sandboxUnavailableReason ? <div class="muted small">{s.sandboxUnavailableReason}</div> : null}
               </dd>
               <dt>Approvals</dt>
