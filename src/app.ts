@@ -9,7 +9,13 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { Backend } from './backends/types.ts';
 import type { Config } from './config.ts';
 import { isConsolePath, registerConsole } from './console/routes.ts';
-import { bearerFromProtocols, selectProtocol } from './console/websocket-token.ts';
+import { selectProtocol } from './console/websocket-token.ts';
+import { hostname } from 'node:os';
+import { AuditLog } from './audit/audit-log.ts';
+import { NO_AUDIT, type Auditor } from './audit/auditor.ts';
+import { registerAuthHooks } from './transport/auth-hook.ts';
+import { SessionTokenSigner } from './transport/session-tokens.ts';
+import { registerTokenRoutes } from './transport/token-routes.ts';
 import { codeOfHttpStatus, execError, ExecServerError, httpErrorBody, toExecError } from './errors.ts';
 import type { TenantId } from './ids.ts';
 import type { Logger } from './logger.ts';
@@ -45,6 +51,8 @@ export interface AppDeps {
   /** A pino logger (main.ts: JSON on stderr); absent in tests, where pino lines would clutter node:test output. */
   readonly logger?: FastifyBaseLogger;
   readonly metrics?: Metrics;
+  /** The audit log; default: `--audit-log` (opened here, closed with the app) or none. */
+  readonly audit?: Auditor;
 }
 
 const PUBLIC_ROUTES = new Set(['/healthz', '/readyz']);
@@ -69,7 +77,21 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...withRewrite(previewRewriter(config.previewHost)),
   });
   const log = app.log as unknown as Logger;
-  const sessions = new SessionManager(backend, config, metrics, log);
+  const audit =
+    deps.audit ??
+    (config.auditLog === undefined
+      ? NO_AUDIT
+      : await AuditLog.open(config.auditLog, {
+          server: `${hostname()}/${config.instanceId}`,
+          version: VERSION,
+          maxQueueLines: config.auditQueueLines,
+          metrics,
+          log,
+        }));
+  const sessions = new SessionManager(backend, config, metrics, log, audit);
+  // Session tokens outlive a restart and reach every replica when the key does: an explicit
+  // secret, else one derived from the tenant tokens every replica is configured with.
+  const tokenSigner = new SessionTokenSigner(config.sessionTokenSecret ?? auth.tokensDigest);
   app.decorate('sessions', sessions);
   app.decorate('metrics', metrics);
   app.decorateRequest('tenant', DEFAULT_TENANT);
@@ -86,22 +108,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // handleProtocols: browsers send their token as a subprotocol (console/websocket-token.ts).
   await app.register(websocket, { options: { maxPayload: config.maxMessageBytes, handleProtocols: selectProtocol } });
 
-  app.addHook('onRequest', async (request, reply) => {
-    const path = request.url.split('?')[0] ?? '';
-    // Preview proxies authenticate themselves (a signed URL or the bearer token).
-    if (PUBLIC_ROUTES.has(path) || isConsolePath(path) || isPreviewProxyRequest(request.method, request.url)) return;
-    const upgrade = request.headers.upgrade?.toLowerCase() === 'websocket';
-    const tenant = auth.authenticate(
-      request.headers.authorization ??
-        (upgrade ? bearerFromProtocols(request.headers['sec-websocket-protocol']) : undefined),
-    );
-    if (tenant === undefined) {
-      // Answered before any WebSocket upgrade happens.
-      const e = execError('EXEC_ERR_UNAUTHORIZED', 'missing or invalid bearer token');
-      await reply.code(e.statusCode).header('www-authenticate', 'Bearer').send(httpErrorBody(e));
-      return reply;
-    }
-    request.tenant = tenant;
+  registerAuthHooks(app, {
+    auth,
+    signer: tokenSigner,
+    findSession: (id) => sessions.find(id),
+    audit,
+    // Preview proxies authenticate themselves (a signed URL, a session token or the bearer token).
+    skip: (method, url, path) => PUBLIC_ROUTES.has(path) || isConsolePath(path) || isPreviewProxyRequest(method, url),
   });
 
   // One line per request, at debug: at info the log would be mostly requests within minutes.
@@ -141,7 +154,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
     try {
       await backend.ping();
-      const reason = await backend.notReadyReason?.();
+      const reason =
+        (audit instanceof AuditLog ? audit.notReadyReason() : undefined) ?? (await backend.notReadyReason?.());
       if (reason !== undefined)
         return reply.code(503).send(httpErrorBody(execError('EXEC_ERR_BACKEND_UNAVAILABLE', reason)));
       return { status: 'ready', backend: backend.kind };
@@ -165,6 +179,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     bufferLimitBytes: config.wsBufferLimitBytes,
     deps: { sessions, config, metrics, version: VERSION },
   });
+  await registerTokenRoutes(app, { signer: tokenSigner, maxTtlSeconds: config.sessionTokenMaxTtlSeconds });
   await registerHttpApi(app);
   await registerFileRoutes(app);
   registerConsole(app);
@@ -172,7 +187,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // importer of this module (CLI client commands, tests) would otherwise pay at load time.
   const { registerMcpEndpoint } = await import('./mcp/endpoint.ts');
   registerMcpEndpoint(app, { config, signer });
-  await registerPreviewRoutes(app, { config, signer });
+  await registerPreviewRoutes(app, { config, signer, sessionTokens: tokenSigner });
 
   app.addHook('onReady', async () => {
     await sessions.start();
@@ -182,6 +197,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   app.addHook('onClose', async () => {
     await backend.close();
+    if (audit instanceof AuditLog && deps.audit === undefined) await audit.close();
   });
   return app;
 }

@@ -23,6 +23,7 @@ const USAGE = `Usage: exec-server [serve] [options]         run the server (the 
        exec-server sessions [list|show|delete] list and manage sessions
        exec-server cp SRC DST                 copy files to or from a session
        exec-server mcp [options]              the MCP endpoint of a running server, on stdio
+       exec-server audit verify PATH          check the hash chain of an audit log
        exec-server --version | -V
 
 From a clone, \`npm start -- ARGS\` is the same as \`exec-server ARGS\`.

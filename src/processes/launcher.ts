@@ -29,6 +29,7 @@ import {
 import type { Attempt } from './attempt.ts';
 import type { ManagedProcess } from './managed-process.ts';
 import { withHome } from './environment.ts';
+import type { AuditActor } from '../audit/auditor.ts';
 
 /** The early-exit window, measured from the moment the attempt runs. */
 export const EARLY_EXIT_WINDOW_MS = 150;
@@ -42,6 +43,8 @@ export interface LauncherContext {
   readonly log: Logger;
   /** Optional: refuses a start the session cannot take now (past its disk limit), before anything runs. */
   readonly admit?: (() => Promise<void>) | undefined;
+  /** Optional: records an audit event of the session (`actor` overrides the current caller). */
+  readonly audit?: ((action: string, detail: Record<string, unknown>, actor?: AuditActor) => void) | undefined;
 }
 
 export interface GateInput {
@@ -76,12 +79,19 @@ async function ask(
     reason,
   });
   ctx.metrics.approvals.inc({ purpose, decision });
+  ctx.audit?.('approval', { processId: proc.id, purpose, reason, decision });
   if (decision === 'approved-for-session') ctx.approvalCache.add(approvalKey(proc.spec.argv));
   return decision;
 }
 
 function decide(ctx: LauncherContext, proc: ManagedProcess, outcome: string, extra: object = {}): void {
   ctx.metrics.policyDecisions.inc({ outcome });
+  // The early-exit window's verdicts on a denial are their own action; the rest are the gate's.
+  ctx.audit?.(outcome.startsWith('denied-') ? 'denial.verdict' : 'policy.decision', {
+    processId: proc.id,
+    outcome,
+    ...extra,
+  });
   ctx.log.info({ processId: proc.id, outcome, ...extra }, 'policy decision');
 }
 
@@ -102,6 +112,14 @@ async function spawnAttempt(
     sink,
   );
   proc.attemptRunning(attempt, process);
+  ctx.audit?.('process.start', {
+    processId: proc.id,
+    argv: [...input.spawn.argv],
+    cwd: input.spawn.cwd,
+    tty: input.spawn.mode === 'pty',
+    sandboxed: wouldSandbox,
+    sandboxType: proc.sandboxType,
+  });
   ctx.metrics.startLatency.observe({ sandbox: proc.sandboxType }, (performance.now() - started) / 1000);
   ctx.metrics.processesStarted.inc({ mode: input.spawn.mode, sandbox: proc.sandboxType });
   return attempt;
