@@ -3,7 +3,8 @@
  * file is an `audit.start` without `prev`, each later line's `prev` is the SHA-256 of the line
  * before it and its `seq` follows that line's. The first break is named by its 1-based line:
  *
- * - a `seq` that jumps ahead: lines were removed before it;
+ * - a `seq` that jumps ahead: lines were removed before it, or reordered when the missing `seq`
+ *   comes later in the file;
  * - a `seq` that goes back: lines were reordered;
  * - a `prev` that does not match with `seq` in order: a line was edited. Which one: when the
  *   next line does not chain to line N either, N itself changed; else line N-1 did.
@@ -67,7 +68,15 @@ export function verifyText(text: string): VerifyResult {
       continue;
     }
     const before = parsed[i - 1]!;
-    if (cur.seq > before.seq + 1)
+    const expected = before.seq + 1;
+    if (cur.seq > expected && parsed.slice(i + 1).some((p) => p?.seq === expected))
+      return {
+        ok: false,
+        lines: lines.length,
+        line: n,
+        problem: `line ${n} is out of order (seq ${cur.seq} where ${expected} belongs; ${expected} comes later)`,
+      };
+    if (cur.seq > expected)
       return {
         ok: false,
         lines: lines.length,
