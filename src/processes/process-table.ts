@@ -61,6 +61,12 @@ export class ProcessTable {
   #outputPaused = false;
   /** Who started each process, for its exit's audit line (the exit itself has no caller). */
   readonly #starters = new WeakMap<ManagedProcess, AuditActor>();
+  /**
+   * True while a restarted server re-adopts this session's processes: the exits the backend
+   * reports then happened under the previous server (which audited them if it saw them), so
+   * they are not audited again.
+   */
+  adopting = false;
 
   /** `baseEnv`: what `envPolicy.inherit` inherits; `sessionEnv`: the session's own variables, under each start's `env`. */
   constructor(
@@ -288,17 +294,18 @@ export class ProcessTable {
   #onTerminal(proc: ManagedProcess): void {
     this.#ctx.metrics.processExits.inc({ terminal: proc.state.status });
     const state = proc.state as { status: string; exitCode?: number; signal?: string; reason?: string };
-    this.#ctx.audit?.(
-      'process.exit',
-      {
-        processId: proc.id,
-        status: state.status,
-        exitCode: state.exitCode ?? null,
-        signal: state.signal ?? null,
-        durationMs: Date.now() - proc.createdAt,
-      },
-      this.#starters.get(proc) ?? { principal: 'system' },
-    );
+    if (!this.adopting)
+      this.#ctx.audit?.(
+        'process.exit',
+        {
+          processId: proc.id,
+          status: state.status,
+          exitCode: state.exitCode ?? null,
+          signal: state.signal ?? null,
+          durationMs: Date.now() - proc.createdAt,
+        },
+        this.#starters.get(proc) ?? { principal: 'system' },
+      );
     if (proc.state.status === 'lost')
       this.#ctx.log.info({ processId: proc.id, reason: proc.state.reason }, 'process lost');
     proc.addTimer(() => {

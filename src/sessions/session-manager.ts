@@ -93,12 +93,14 @@ export class SessionManager {
       session.tokens.restore(revokedTokensOf(recovered.record));
       this.#sessions.set(session.id, session);
       // Running and ended processes the backend kept (docker's exec agent): seqs continue.
+      session.processes.adopting = true;
       const processes = await recovered
         .adoptProcesses?.((kept, process) => session.processes.adopt(kept, process))
         .catch((err: unknown) => {
           this.#log.warn({ sessionId: session.id, err }, 'cannot re-adopt the processes of a recovered session');
           return 0;
         });
+      session.processes.adopting = false;
       this.#log.info({ sessionId: session.id, processes: processes ?? 0 }, 're-adopted session');
     }
     this.#metrics.sessionsActive.set(this.#sessions.size);
