@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
+import { ExecServerClient } from '../../src/client/client.ts';
 import { RpcConnection, type RpcError } from '../../src/client/rpc-connection.ts';
 import type { SessionToken } from '../../src/protocol/index.ts';
 import { startServer } from '../support/harness.ts';
@@ -231,4 +232,27 @@ test('a replica with the same tenant tokens verifies the token; one with other t
   const st = (await requestJson<SessionToken>(`${s1.httpUrl}/v1/sessions/${sid}/tokens`, 'POST', {}, ACME)).body;
   const v = await requestJson(`${s2.httpUrl}/v1/sessions/${sid}`, 'GET', undefined, st.token);
   assert.equal((v.body as { code: string }).code, 'EXEC_ERR_TOKEN_REVOKED', 'verified on s2, session not there');
+});
+
+test('SDK: session.createToken hands out a read token; the viewer reads, cannot run, and is cut on revoke', async (t) => {
+  const api = await serverWithApi(t, { flags: TOKENS });
+  const owner = await ExecServerClient.connect(api.server.url, { token: ACME });
+  t.after(() => owner.deleteSession().catch(() => undefined));
+  const done = await owner.exec(['sh', '-c', 'echo from-owner']);
+  assert.equal((await done.wait()).stdout, 'from-owner\n');
+  const tok = await owner.createToken({ access: 'read', ttlSeconds: 300 });
+  assert.equal(tok.access, 'read');
+  const viewer = await ExecServerClient.connect(api.server.url, { token: tok.token, resumeSessionId: owner.sessionId });
+  t.after(() => viewer.disconnect().catch(() => undefined));
+  assert.equal((await viewer.sessionInfo()).sessionId, owner.sessionId);
+  assert.ok((await viewer.listProcesses()).length >= 1);
+  await assert.rejects(viewer.exec(['true']), (err: RpcError) => err.code === 'EXEC_ERR_TOKEN_READ_ONLY');
+  await assert.rejects(viewer.http.listSessions(), (err: { code?: string }) => err.code === 'EXEC_ERR_TOKEN_SCOPE');
+  const cut = new Promise<void>((resolve) => viewer.onDisconnect(() => resolve()));
+  await owner.revokeToken(tok.tokenId);
+  await cut;
+  await assert.rejects(
+    ExecServerClient.connect(api.server.url, { token: tok.token, resumeSessionId: owner.sessionId }),
+    (err: { code?: string }) => err.code === 'EXEC_ERR_TOKEN_REVOKED' || /401/.test(String(err)),
+  );
 });
