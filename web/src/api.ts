@@ -62,6 +62,19 @@ export interface SnapshotInfo {
   readonly createdAt: string;
 }
 
+/** A token scoped to one session (`POST /v1/sessions/{id}/tokens`). */
+export interface SessionToken {
+  readonly token: string;
+  readonly tokenId: string;
+  readonly access: 'full' | 'read';
+  readonly expiresAt: string;
+}
+
+/** True for a token that opens one session only (the console then shows that session alone). */
+export function isSessionToken(token: string): boolean {
+  return token.startsWith('est1.');
+}
+
 export class Api {
   readonly token: string;
   readonly #onUnauthorized: (() => void) | undefined;
@@ -119,6 +132,12 @@ export class Api {
   }
   snapshot(id: string, name?: string): Promise<SnapshotInfo> {
     return this.call('POST', `/v1/sessions/${encodeURIComponent(id)}/snapshots`, name ? { name } : {});
+  }
+  createSessionToken(id: string, body: { access: 'full' | 'read'; ttlSeconds: number }): Promise<SessionToken> {
+    return this.call('POST', `/v1/sessions/${encodeURIComponent(id)}/tokens`, body);
+  }
+  revokeSessionToken(id: string, tokenId: string): Promise<void> {
+    return this.call('DELETE', `/v1/sessions/${encodeURIComponent(id)}/tokens/${encodeURIComponent(tokenId)}`);
   }
   approvals(id: string): Promise<{ approvals: Approval[] }> {
     return this.call('GET', `/v1/sessions/${encodeURIComponent(id)}/approvals`);
