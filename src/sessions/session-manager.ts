@@ -177,6 +177,8 @@ export class SessionManager {
         detail: {
           backend: this.#backend.kind,
           image: backendSession.image ?? null,
+          // A fork: a session made from another's snapshot.
+          snapshot: resolved.snapshot ?? null,
           sandbox: resolved.policy.sandbox.type,
           approvalPolicy: resolved.policy.approvalPolicy,
           env: redactEnv(spec.env) ?? {},
