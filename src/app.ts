@@ -42,6 +42,7 @@ declare module 'fastify' {
   interface FastifyInstance {
     sessions: SessionManager;
     metrics: Metrics;
+    audit: Auditor;
   }
 }
 
@@ -94,6 +95,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const tokenSigner = new SessionTokenSigner(config.sessionTokenSecret ?? auth.tokensDigest);
   app.decorate('sessions', sessions);
   app.decorate('metrics', metrics);
+  app.decorate('audit', audit);
   app.decorateRequest('tenant', DEFAULT_TENANT);
 
   await app.register(swagger, {

@@ -230,7 +230,17 @@ export async function registerPreviewRoutes(
     if (!m || !(port >= 1 && port <= 65535))
       return reply.code(404).send(httpErrorBody(execError('EXEC_ERR_NOT_FOUND', 'no such preview port')));
     const who = authenticate(request, sessionId, port);
-    if (!who)
+    if (!who) {
+      app.audit.record({
+        action: 'auth.failure',
+        session: sessionId,
+        actor: { principal: 'anonymous', remote: request.ip },
+        detail: {
+          method: request.method,
+          path: `/v1/sessions/${sessionId}/ports/${port}/`,
+          code: 'EXEC_ERR_UNAUTHORIZED',
+        },
+      });
       return reply
         .code(401)
         .header('www-authenticate', 'Bearer')
@@ -238,10 +248,11 @@ export async function registerPreviewRoutes(
           httpErrorBody(
             execError(
               'EXEC_ERR_UNAUTHORIZED',
-              "a preview port needs the tenant's bearer token or a signed preview URL",
+              "a preview port needs the tenant's bearer token, a session token or a signed preview URL",
             ),
           ),
         );
+    }
     let session: Session;
     try {
       session = app.sessions.get(sessionId, who.tenant);

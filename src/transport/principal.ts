@@ -40,9 +40,13 @@ export function scopeProblem(scope: TokenScope, deps: Pick<Identify, 'findSessio
     });
   const session = deps.findSession(scope.sessionId);
   if (session === undefined || session.tenant !== scope.tenant)
-    return execError('EXEC_ERR_TOKEN_REVOKED', `session token ${scope.tokenId}: its session no longer exists`, {
-      detail: { tokenId: scope.tokenId },
-    });
+    return execError(
+      'EXEC_ERR_TOKEN_REVOKED',
+      `session token ${scope.tokenId}: its session is not on this server (deleted)`,
+      {
+        detail: { tokenId: scope.tokenId },
+      },
+    );
   if (session.tokens.has(scope.tokenId))
     return execError('EXEC_ERR_TOKEN_REVOKED', `session token ${scope.tokenId} was revoked`, {
       detail: { tokenId: scope.tokenId },
@@ -65,6 +69,15 @@ export function identify(header: string | undefined, deps: Identify): Principal 
   return { tenant, name: `tenant:${tenant}` };
 }
 
+/** A path segment decoded, or undefined when its escapes are malformed (never a match then). */
+function safeDecode(segment: string): string | undefined {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return undefined;
+  }
+}
+
 const SESSION_PATH = /^\/v1\/sessions\/([^/?#]+)(\/[^?#]*)?$/;
 
 /**
@@ -84,7 +97,7 @@ export function httpScopeError(
       'EXEC_ERR_TOKEN_SCOPE',
       `a session token opens only its session (${scope.sessionId}); ${method} ${path} needs a tenant token`,
     );
-  if (decodeURIComponent(m[1]) !== scope.sessionId)
+  if (safeDecode(m[1]) !== scope.sessionId)
     return execError('EXEC_ERR_TOKEN_SCOPE', `this token is scoped to session ${scope.sessionId}`);
   if ((m[2] ?? '').startsWith('/tokens'))
     return execError('EXEC_ERR_TOKEN_SCOPE', 'session tokens cannot create or revoke tokens; use a tenant token');

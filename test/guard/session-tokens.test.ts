@@ -256,3 +256,47 @@ test('SDK: session.createToken hands out a read token; the viewer reads, cannot 
     (err: { code?: string }) => err.code === 'EXEC_ERR_TOKEN_REVOKED' || /401/.test(String(err)),
   );
 });
+
+test("preview URLs: a session token opens its session's exposed port (bearer or link), not another's", async (t) => {
+  const api = await serverWithApi(t, { flags: TOKENS });
+  const id = await newSession(api, { previewPorts: true }, ACME);
+  const otherId = await newSession(api, {}, ACME);
+  const root = (await api<{ workdir: string }>('GET', `/v1/sessions/${id}`, undefined, ACME)).body.workdir;
+  await fetch(`${api.server.httpUrl}/v1/sessions/${id}/files/content?path=${root}/index.html`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${ACME}`, 'content-type': 'application/octet-stream' },
+    body: 'shared preview',
+  });
+  const port = 19_000 + Math.floor(Math.random() * 1000);
+  const started = await api(
+    'POST',
+    `/v1/sessions/${id}/exec_command`,
+    {
+      login: false,
+      cmd: `busybox httpd -f -p 127.0.0.1:${port} -h ${root}`,
+      yield_time_ms: 250,
+    },
+    ACME,
+  );
+  assert.ok(started.status === 200, JSON.stringify(started.body));
+  assert.equal((await api('POST', `/v1/sessions/${id}/ports`, { port }, ACME)).status, 201);
+  const read = await mint(api, id, { access: 'read' });
+  const other = await mint(api, otherId);
+  const path = `${api.server.httpUrl}/v1/sessions/${id}/ports/${port}/`;
+  let page = await fetch(path, { headers: { authorization: `Bearer ${read.token}` } });
+  for (let i = 0; i < 50 && page.status === 502; i++) {
+    await new Promise((r) => setTimeout(r, 200));
+    page = await fetch(path, { headers: { authorization: `Bearer ${read.token}` } });
+  }
+  assert.equal(page.status, 200);
+  assert.equal(await page.text(), 'shared preview');
+  assert.equal((await fetch(path, { headers: { authorization: `Bearer ${other.token}` } })).status, 401);
+  // As a link: the token is traded for a cookie scoped to the port, and leaves the URL.
+  const link = await fetch(`${path}?exec_preview_token=${encodeURIComponent(read.token)}`, { redirect: 'manual' });
+  assert.equal(link.status, 302);
+  const cookie = (link.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+  assert.equal((await fetch(path, { headers: { cookie } })).status, 200);
+  assert.equal((await api('DELETE', `/v1/sessions/${id}/tokens/${read.tokenId}`, undefined, ACME)).status, 204);
+  assert.equal((await fetch(path, { headers: { cookie } })).status, 401);
+  assert.equal((await fetch(path, { headers: { authorization: `Bearer ${read.token}` } })).status, 401);
+});
