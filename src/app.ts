@@ -54,6 +54,8 @@ export interface AppDeps {
   readonly metrics?: Metrics;
   /** The audit log; default: `--audit-log` (opened here, closed with the app) or none. */
   readonly audit?: Auditor;
+  /** `--audit-log -`: hold the lines until `app.audit.release()` (main.ts prints its address first). */
+  readonly holdAuditStdout?: boolean;
 }
 
 const PUBLIC_ROUTES = new Set(['/healthz', '/readyz']);
@@ -86,6 +88,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
           server: `${hostname()}/${config.instanceId}`,
           version: VERSION,
           maxQueueLines: config.auditQueueLines,
+          holdStdout: deps.holdAuditStdout,
           metrics,
           log,
         }));

@@ -57,12 +57,14 @@ async function serve(argv: string[]): Promise<number> {
     backend = await createBackend(config, logger as unknown as Logger);
     // Fail at boot, with the fix, when the engine is missing: not at the first session.
     if (backend.kind === 'docker') await backend.ping();
-    app = await buildApp({ config, backend, logger });
+    app = await buildApp({ config, backend, logger, holdAuditStdout: true });
     const address = await app.listen({ host, port });
     const bound = app.server.address();
     const actualPort = typeof bound === 'object' && bound ? bound.port : port;
     const shownHost = host.includes(':') ? `[${host}]` : host;
     process.stdout.write(`ws://${shownHost}:${actualPort}\n`);
+    // `--audit-log -`: the audit lines follow the address line, never precede it.
+    (app.audit as { release?: () => void }).release?.();
     app.log.info({ address, backend: backend.kind, version: VERSION }, 'exec-server listening');
   } catch (err) {
     const failure = describeBootError(err, {

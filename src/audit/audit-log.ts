@@ -28,6 +28,11 @@ const TAIL_BYTES = 256 * 1024;
 const RETRY_MS = 1000;
 
 export interface AuditLogOptions {
+  /**
+   * Standard output only: queue lines without writing them until `release()`, so that the
+   * server's `ws://HOST:PORT` line stays the first line of its standard output.
+   */
+  readonly holdStdout?: boolean | undefined;
   readonly server: string;
   readonly version: string;
   readonly maxQueueLines: number;
@@ -83,6 +88,7 @@ export class AuditLog implements Auditor {
   #dropped = 0;
   #writing: Promise<void> | undefined;
   #failure: string | undefined;
+  #held: boolean;
   readonly #healthy: Gauge;
   readonly #droppedTotal: Counter;
   readonly #writeErrors: Counter;
@@ -91,6 +97,7 @@ export class AuditLog implements Auditor {
   private constructor(sink: Sink, last: string | undefined, opts: AuditLogOptions) {
     this.#sink = sink;
     this.#opts = opts;
+    this.#held = false;
     this.#prev = last === undefined ? null : sha256(last);
     this.#seq = 0;
     if (last !== undefined) {
@@ -125,6 +132,7 @@ export class AuditLog implements Auditor {
   static async open(path: string, opts: AuditLogOptions): Promise<AuditLog> {
     const { sink, last } = path === '-' ? { sink: stdoutSink(), last: undefined } : await fileSink(path);
     const log = new AuditLog(sink, last, opts);
+    log.#held = path === '-' && opts.holdStdout === true;
     log.record({
       action: 'audit.start',
       actor: { principal: 'server' },
@@ -170,7 +178,14 @@ export class AuditLog implements Auditor {
     });
     this.#prev = sha256(line);
     this.#queue.push(`${line}\n`);
-    this.#writing ??= this.#drain();
+    if (!this.#held) this.#writing ??= this.#drain();
+  }
+
+  /** Starts writing what `holdStdout` kept back (the server printed its address). */
+  release(): void {
+    if (!this.#held) return;
+    this.#held = false;
+    if (this.#queue.length > 0) this.#writing ??= this.#drain();
   }
 
   async #drain(): Promise<void> {
@@ -199,6 +214,7 @@ export class AuditLog implements Auditor {
   /** Writes what is queued (one more attempt when writes fail), then closes the file. */
   async close(): Promise<void> {
     this.record({ action: 'audit.stop', actor: { principal: 'server' } });
+    this.release();
     const deadline = new Promise<void>((r) => {
       setTimeout(r, 5000).unref();
     });

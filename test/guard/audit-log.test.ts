@@ -5,7 +5,7 @@
  * that cannot be written makes the server not ready and shows in the metrics.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -209,4 +209,29 @@ test('an audit log path that cannot be opened stops the server at boot', async (
   );
   assert.notEqual(r.status, 0);
   assert.match(r.stderr, /audit/i);
+});
+
+test('--audit-log -: the address stays the first line of standard output, the chain follows it', async () => {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', 'src/main.ts', '--listen', 'ws://127.0.0.1:0', '--audit-log', '-', '--log-level', 'warn'],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  const exited = new Promise((r) => child.once('exit', r));
+  for (let i = 0; i < 600 && !out.includes('\n'); i++) await new Promise((r) => setTimeout(r, 100));
+  const url = out.split('\n')[0] ?? '';
+  assert.match(url, /^ws:\/\/127\.0\.0\.1:\d+$/);
+  const created = await requestJson(`${url.replace('ws:', 'http:')}/v1/sessions`, 'POST', {});
+  assert.equal(created.status, 201);
+  child.kill('SIGTERM');
+  await exited;
+  const [first, ...rest] = out.split('\n');
+  assert.equal(first, url);
+  const log = rest.join('\n');
+  assert.equal(verifyText(log).ok, true, verifyText(log).problem);
+  assert.match(log, /"action":"session.create"/);
 });
