@@ -111,6 +111,9 @@ test('every action appears once, without secrets; verify passes and finds edits,
   assert.equal(created.session, id);
   assert.deepEqual(created.detail['env'], { API_KEY: '[redacted]' });
   once('denial.verdict', (l) => l.detail['outcome'] === 'denied-retried');
+  const decide = once('approval.decide');
+  assert.equal(decide.detail['approvalId'], r.body.approval_id);
+  assert.equal(decide.principal, 'tenant:acme');
   const approval = once('approval');
   assert.equal(approval.detail['purpose'], 'sandbox-retry');
   assert.equal(approval.detail['decision'], 'approved');
