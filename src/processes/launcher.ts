@@ -187,6 +187,8 @@ async function watchWindow(
   }
   const exitCode = wireExitCode(exit);
   if (!isLikelySandboxDenied({ sandboxType: proc.sandboxType, exitCode, output: attempt.heldText() })) {
+    // A failure the classifier judged not to be the sandbox's is a verdict too (a success is not).
+    if (exitCode !== 0) ctx.audit?.('denial.verdict', { processId: proc.id, outcome: 'not-denied', exitCode });
     proc.release(attempt);
     return;
   }

@@ -3,8 +3,9 @@
  * process is SIGKILLed and its successor (same instance id, tenant tokens and audit log) re-adopts
  * the session. A session token minted by the first still opens the session on the second; the
  * one revoked on the first stays revoked (the revocation is stored with the session's record);
- * the process started and ended in the container is in the audit log once each, and the log's
- * chain is intact across both servers.
+ * the process started and ended in the container, a snapshot taken with the session token and a
+ * fork made from it are in the audit log once each, and the log's chain is intact across both
+ * servers.
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -80,6 +81,17 @@ test('session tokens survive a restart, revocations too; docker processes are au
   const instanceId = `guard-${process.pid}-${Date.now()}`;
   const first = await serve(instanceId, auditLog);
   let second: { http: string; url: string; child: ChildProcess } | undefined;
+  let snapshotId: string | undefined;
+  let forkId: string | undefined;
+  // Registered first, so it runs while a server is still up: the fork, then its snapshot image.
+  t.after(async () => {
+    const base = (second ?? first).http;
+    if (forkId !== undefined) await requestJson(`${base}/v1/sessions/${forkId}`, 'DELETE', undefined, TENANT);
+    if (snapshotId === undefined) return;
+    const url = `${base}/v1/snapshots/${encodeURIComponent(snapshotId)}`;
+    const gone = await requestJson(url, 'DELETE', undefined, TENANT).catch((err: unknown) => err);
+    if ((gone as { status?: number }).status !== 204) console.error('snapshot not deleted', gone);
+  });
   t.after(async () => {
     first.child.kill('SIGKILL');
     if (second) {
@@ -105,6 +117,23 @@ test('session tokens survive a restart, revocations too; docker processes are au
   const ran = await readUntilExit(s, 'audited');
   assert.equal(ran.text, 'in-container\n');
   assert.equal(ran.exitCode, 3);
+  // A snapshot by the session token and a fork of it by the tenant.
+  const snap = await requestJson<{ snapshotId: string }>(
+    `${first.http}/v1/sessions/${id}/snapshots`,
+    'POST',
+    { name: 'guard-fork' },
+    full.token,
+  );
+  assert.equal(snap.status, 201, JSON.stringify(snap.body));
+  snapshotId = snap.body.snapshotId;
+  const fork = await requestJson<{ sessionId: string }>(
+    `${first.http}/v1/sessions`,
+    'POST',
+    { snapshot: snap.body.snapshotId },
+    TENANT,
+  );
+  assert.equal(fork.status, 201, JSON.stringify(fork.body));
+  forkId = fork.body.sessionId;
   await s.close();
   await sleep(300); // the exit's audit line is written
 
@@ -148,6 +177,13 @@ test('session tokens survive a restart, revocations too; docker processes are au
   assert.equal(exits[0]?.detail['exitCode'], 3);
   const create = lines.find((l) => l.action === 'session.create');
   assert.equal(create?.detail['backend'], 'docker');
+  const snapshots = lines.filter((l) => l.action === 'session.snapshot');
+  assert.equal(snapshots.length, 1, JSON.stringify(snapshots));
+  assert.equal(snapshots[0]?.detail['snapshot'], snap.body.snapshotId);
+  assert.equal(snapshots[0]?.principal, `session-token:${full.tokenId}`);
+  const forks = lines.filter((l) => l.action === 'session.create' && l.detail['snapshot'] === snap.body.snapshotId);
+  assert.equal(forks.length, 1, 'the fork names its snapshot');
+  assert.equal(forks[0]?.session, fork.body.sessionId);
   assert.equal(lines.filter((l) => l.action === 'audit.start').length, 2, 'both servers wrote to one chain');
   const verified = verifyText(text);
   assert.equal(verified.ok, true, verified.problem);

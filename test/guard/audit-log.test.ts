@@ -68,6 +68,8 @@ test('every action appears once, without secrets; verify passes and finds edits,
   await conn.request('initialize', { clientName: 't', resumeSessionId: id });
   conn.notify('initialized', {});
   await conn.request('process/start', { processId: 'cat1', argv: ['cat'], pipeStdin: true });
+  // A sandboxed command failing on its own inside the window: a verdict, not a denial.
+  await conn.request('process/start', { processId: 'fails', argv: ['sh', '-c', 'exit 7'] });
   await conn.request('process/write', { processId: 'cat1', chunk: Buffer.from('hello\n').toString('base64') });
   await conn.request('process/closeStdin', { processId: 'cat1' });
   // Files: an upload, a write, a delete.
@@ -111,6 +113,7 @@ test('every action appears once, without secrets; verify passes and finds edits,
   assert.equal(created.session, id);
   assert.deepEqual(created.detail['env'], { API_KEY: '[redacted]' });
   once('denial.verdict', (l) => l.detail['outcome'] === 'denied-retried');
+  assert.equal(once('denial.verdict', (l) => l.detail['processId'] === 'fails').detail['outcome'], 'not-denied');
   const decide = once('approval.decide');
   assert.equal(decide.detail['approvalId'], r.body.approval_id);
   assert.equal(decide.principal, 'tenant:acme');
