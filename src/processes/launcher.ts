@@ -29,7 +29,7 @@ import {
 import type { Attempt } from './attempt.ts';
 import type { ManagedProcess } from './managed-process.ts';
 import { withHome } from './environment.ts';
-import type { AuditActor } from '../audit/auditor.ts';
+import { type AuditActor, redactEnv } from '../audit/auditor.ts';
 
 /** The early-exit window, measured from the moment the attempt runs. */
 export const EARLY_EXIT_WINDOW_MS = 150;
@@ -55,6 +55,8 @@ export interface GateInput {
   readonly narrowing?: SandboxNarrowing | undefined;
   /** Spawn request without its sandbox, which the gate decides. */
   readonly spawn: Omit<SpawnRequest, 'sandbox'>;
+  /** The variables the caller set for this start (their names go to the audit log, never their values). */
+  readonly requestedEnv?: Readonly<Record<string, string>> | undefined;
   /** What a restarted server needs to re-adopt the attempt, given its first seq and sandbox. */
   readonly recoveryTag?: ((seqBase: number, sandboxed: boolean) => string) | undefined;
 }
@@ -117,6 +119,7 @@ async function spawnAttempt(
     argv: [...input.spawn.argv],
     cwd: input.spawn.cwd,
     tty: input.spawn.mode === 'pty',
+    env: redactEnv(input.requestedEnv) ?? {},
     sandboxed: wouldSandbox,
     sandboxType: proc.sandboxType,
   });

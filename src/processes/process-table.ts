@@ -132,6 +132,7 @@ export class ProcessTable {
         approval: req.approval,
         narrowing: req.narrowing,
         spawn: { argv: req.argv, arg0: req.arg0, cwd, env, mode: req.mode, size: req.size ?? DEFAULT_SIZE },
+        requestedEnv: req.env,
         recoveryTag: (seqBase, sandboxed) =>
           encodeRecoveryTag({
             processId: req.processId,

@@ -67,7 +67,12 @@ test('every action appears once, without secrets; verify passes and finds edits,
   t.after(() => conn.close());
   await conn.request('initialize', { clientName: 't', resumeSessionId: id });
   conn.notify('initialized', {});
-  await conn.request('process/start', { processId: 'cat1', argv: ['cat'], pipeStdin: true });
+  await conn.request('process/start', {
+    processId: 'cat1',
+    argv: ['cat'],
+    pipeStdin: true,
+    env: { DB_PASSWORD: `${ENV_SECRET}-db` },
+  });
   // A sandboxed command failing on its own inside the window: a verdict, not a denial.
   await conn.request('process/start', { processId: 'fails', argv: ['sh', '-c', 'exit 7'] });
   await conn.request('process/write', { processId: 'cat1', chunk: Buffer.from('hello\n').toString('base64') });
@@ -128,6 +133,7 @@ test('every action appears once, without secrets; verify passes and finds edits,
   );
   const cat = once('process.start', (l) => l.detail['processId'] === 'cat1');
   assert.deepEqual(cat.detail['argv'], ['cat']);
+  assert.deepEqual(cat.detail['env'], { DB_PASSWORD: '[redacted]' });
   assert.equal(cat.detail['tty'], false);
   assert.equal(cat.detail['cwd'], workdir);
   const exit = once('process.exit', (l) => l.detail['processId'] === 'cat1');
@@ -148,7 +154,7 @@ test('every action appears once, without secrets; verify passes and finds edits,
   assert.equal(failed.detail['code'], 'EXEC_ERR_UNAUTHORIZED');
   assert.equal(once('session.delete').detail['why'], 'deleted');
   // No token, tenant secret or environment value anywhere.
-  for (const secret of [ACME, ENV_SECRET, tok.token, 'wrong-token', 'est1.'])
+  for (const secret of [ACME, ENV_SECRET, `${ENV_SECRET}-db`, tok.token, 'wrong-token', 'est1.'])
     assert.ok(!text.includes(secret), `the log contains ${secret}`);
 
   // The chain: intact, then three kinds of tampering, each named at its first broken line.
