@@ -89,6 +89,7 @@ export class AuditLog implements Auditor {
   #writing: Promise<void> | undefined;
   #failure: string | undefined;
   #held: boolean;
+  #closed = false;
   readonly #healthy: Gauge;
   readonly #droppedTotal: Counter;
   readonly #writeErrors: Counter;
@@ -189,7 +190,7 @@ export class AuditLog implements Auditor {
   }
 
   async #drain(): Promise<void> {
-    while (this.#queue.length > 0) {
+    while (this.#queue.length > 0 && !this.#closed) {
       const batch = this.#queue.slice();
       try {
         await this.#sink.write(batch.join(''));
@@ -219,6 +220,8 @@ export class AuditLog implements Auditor {
       setTimeout(r, 5000).unref();
     });
     await Promise.race([this.#writing, deadline]);
+    // A log still failing after the deadline stops retrying: its lines are lost with the process.
+    this.#closed = true;
     await this.#sink.close().catch(() => undefined);
   }
 }
