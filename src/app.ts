@@ -15,7 +15,13 @@ import Fastify, {
 import type { Backend } from './backends/types.ts';
 import type { Config } from './config.ts';
 import { isConsolePath, registerConsole } from './console/routes.ts';
-import { bearerFromProtocols, selectProtocol } from './console/websocket-token.ts';
+import { selectProtocol } from './console/websocket-token.ts';
+import { hostname } from 'node:os';
+import { AuditLog } from './audit/audit-log.ts';
+import { NO_AUDIT, type Auditor } from './audit/auditor.ts';
+import { registerAuthHooks } from './transport/auth-hook.ts';
+import { SessionTokenSigner } from './transport/session-tokens.ts';
+import { registerTokenRoutes } from './transport/token-routes.ts';
 import { codeOfHttpStatus, execError, ExecServerError, httpErrorBody, toExecError } from './errors.ts';
 import type { TenantId } from './ids.ts';
 import type { Logger } from './logger.ts';
@@ -29,7 +35,7 @@ import { registerFsMethods } from './rpc/methods/fs-methods.ts';
 import { registerProcessMethods } from './rpc/methods/process-methods.ts';
 import { registerSessionMethods } from './rpc/methods/session-methods.ts';
 import { SessionManager } from './sessions/session-manager.ts';
-import { createAuthenticator, DEFAULT_TENANT, type Authenticator } from './transport/auth.ts';
+import { createAuthenticator, DEFAULT_TENANT } from './transport/auth.ts';
 import { registerHttpApi } from './transport/http-api.ts';
 import { registerFileRoutes } from './transport/http-files.ts';
 import { foreignOriginMessage, OriginCheck } from './transport/origin.ts';
@@ -43,6 +49,7 @@ declare module 'fastify' {
   interface FastifyInstance {
     sessions: SessionManager;
     metrics: Metrics;
+    audit: Auditor;
   }
 }
 
@@ -52,6 +59,10 @@ export interface AppDeps {
   /** A pino logger (main.ts: JSON on stderr); absent in tests, where pino lines would clutter node:test output. */
   readonly logger?: FastifyBaseLogger;
   readonly metrics?: Metrics;
+  /** The audit log; default: `--audit-log` (opened here, closed with the app) or none. */
+  readonly audit?: Auditor;
+  /** `--audit-log -`: hold the lines until `app.audit.release()` (main.ts prints its address first). */
+  readonly holdAuditStdout?: boolean;
 }
 
 const PUBLIC_ROUTES = new Set(['/healthz', '/readyz']);
@@ -64,38 +75,22 @@ function withRewrite(rewrite: ((req: IncomingMessage) => string) | undefined): {
 }
 
 /**
- * The first hook of every request, before routing and before any WebSocket upgrade: the one
- * Origin rule (src/transport/origin.ts), then the bearer token, which sets the request's tenant.
+ * The first request hook, before any token or session: browsers let any page open a WebSocket
+ * anywhere and send simple requests (a bodiless POST creates a session) anywhere; only the
+ * Origin tells whose page it is. A preview application's own requests are its business, its
+ * WebSockets not.
  */
-function gate(
-  auth: Authenticator,
+function originGate(
   origins: OriginCheck,
 ): (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply | undefined> {
   return async (request, reply) => {
-    const path = request.url.split('?')[0] ?? '';
     const upgrade = request.headers.upgrade?.toLowerCase() === 'websocket';
     const preview = isPreviewProxyRequest(request.method, request.url);
-    // Before any token or session: browsers let any page open a WebSocket anywhere and send
-    // simple requests (a bodiless POST creates a session) anywhere; only the Origin tells whose
-    // page it is. A preview application's own requests are its business, its WebSockets not.
     if ((upgrade || !preview) && !origins.allows(request.raw)) {
       const e = execError('EXEC_ERR_ORIGIN_FORBIDDEN', foreignOriginMessage(request.raw));
       await reply.code(e.statusCode).send(httpErrorBody(e));
       return reply;
     }
-    // Preview proxies authenticate themselves (a signed URL or the bearer token).
-    if (PUBLIC_ROUTES.has(path) || isConsolePath(path) || preview) return;
-    const tenant = auth.authenticate(
-      request.headers.authorization ??
-        (upgrade ? bearerFromProtocols(request.headers['sec-websocket-protocol']) : undefined),
-    );
-    if (tenant === undefined) {
-      // Answered before any WebSocket upgrade happens.
-      const e = execError('EXEC_ERR_UNAUTHORIZED', 'missing or invalid bearer token');
-      await reply.code(e.statusCode).header('www-authenticate', 'Bearer').send(httpErrorBody(e));
-      return reply;
-    }
-    request.tenant = tenant;
     return undefined;
   };
 }
@@ -116,9 +111,25 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...withRewrite(previewRewriter(config.previewHost)),
   });
   const log = app.log as unknown as Logger;
-  const sessions = new SessionManager(backend, config, metrics, log);
+  const audit =
+    deps.audit ??
+    (config.auditLog === undefined
+      ? NO_AUDIT
+      : await AuditLog.open(config.auditLog, {
+          server: `${hostname()}/${config.instanceId}`,
+          version: VERSION,
+          maxQueueLines: config.auditQueueLines,
+          holdStdout: deps.holdAuditStdout,
+          metrics,
+          log,
+        }));
+  const sessions = new SessionManager(backend, config, metrics, log, audit);
+  // Session tokens outlive a restart and reach every replica when the key does: an explicit
+  // secret, else one derived from the tenant tokens every replica is configured with.
+  const tokenSigner = new SessionTokenSigner(config.sessionTokenSecret ?? auth.tokensDigest);
   app.decorate('sessions', sessions);
   app.decorate('metrics', metrics);
+  app.decorate('audit', audit);
   app.decorateRequest('tenant', DEFAULT_TENANT);
 
   await app.register(swagger, {
@@ -133,7 +144,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // handleProtocols: browsers send their token as a subprotocol (console/websocket-token.ts).
   await app.register(websocket, { options: { maxPayload: config.maxMessageBytes, handleProtocols: selectProtocol } });
 
-  app.addHook('onRequest', gate(auth, origins));
+  app.addHook('onRequest', originGate(origins));
+  registerAuthHooks(app, {
+    auth,
+    signer: tokenSigner,
+    findSession: (id) => sessions.find(id),
+    audit,
+    // Preview proxies authenticate themselves (a signed URL, a session token or the bearer token).
+    skip: (method, url, path) => PUBLIC_ROUTES.has(path) || isConsolePath(path) || isPreviewProxyRequest(method, url),
+  });
 
   // One line per request, at debug: at info the log would be mostly requests within minutes.
   app.addHook('onResponse', async (request, reply) => {
@@ -172,7 +191,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
     try {
       await backend.ping();
-      const reason = await backend.notReadyReason?.();
+      const reason =
+        (audit instanceof AuditLog ? audit.notReadyReason() : undefined) ?? (await backend.notReadyReason?.());
       if (reason !== undefined)
         return reply.code(503).send(httpErrorBody(execError('EXEC_ERR_BACKEND_UNAVAILABLE', reason)));
       const engines = backend.engines?.();
@@ -197,6 +217,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     bufferLimitBytes: config.wsBufferLimitBytes,
     deps: { sessions, config, metrics, version: VERSION },
   });
+  await registerTokenRoutes(app, { signer: tokenSigner, maxTtlSeconds: config.sessionTokenMaxTtlSeconds });
   await registerHttpApi(app);
   await registerFileRoutes(app);
   registerConsole(app);
@@ -204,7 +225,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // importer of this module (CLI client commands, tests) would otherwise pay at load time.
   const { registerMcpEndpoint } = await import('./mcp/endpoint.ts');
   registerMcpEndpoint(app, { config, signer });
-  await registerPreviewRoutes(app, { config, signer });
+  await registerPreviewRoutes(app, { config, signer, sessionTokens: tokenSigner });
 
   app.addHook('onReady', async () => {
     await sessions.start();
@@ -214,6 +235,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   app.addHook('onClose', async () => {
     await backend.close();
+    if (audit instanceof AuditLog && deps.audit === undefined) await audit.close();
   });
   return app;
 }

@@ -517,6 +517,42 @@ export const OPTIONS = {
     max: 600_000,
     description: 'Time allowed for a graceful shutdown on SIGTERM.',
   },
+  sessionTokenSecret: {
+    flag: 'session-token-secret',
+    env: 'EXEC_SERVER_SESSION_TOKEN_SECRET',
+    kind: 'string',
+    default: undefined,
+    secret: true,
+    description:
+      'Key that signs tokens scoped to one session (same value on every replica); default derived from the tenant tokens, else random per process.',
+  },
+  sessionTokenMaxTtlSeconds: {
+    flag: 'session-token-max-ttl-seconds',
+    env: 'EXEC_SERVER_SESSION_TOKEN_MAX_TTL_SECONDS',
+    kind: 'int',
+    default: 86_400,
+    min: 60,
+    max: 30 * 86_400,
+    description:
+      'Longest validity of a session token (`POST /v1/sessions/{id}/tokens` `ttlSeconds`; without one a token lasts 1 hour, or this if shorter).',
+  },
+  auditLog: {
+    flag: 'audit-log',
+    env: 'EXEC_SERVER_AUDIT_LOG',
+    kind: 'string',
+    default: undefined,
+    description:
+      'Append a hash-chained JSON audit log here (`-` for standard output); check it with `exec-server audit verify PATH`.',
+  },
+  auditQueueLines: {
+    flag: 'audit-queue-lines',
+    env: 'EXEC_SERVER_AUDIT_QUEUE_LINES',
+    kind: 'int',
+    default: 10_000,
+    min: 16,
+    max: 1_000_000,
+    description: 'Audit lines waiting to be written at most; past it lines are counted as dropped and readiness fails.',
+  },
 } as const satisfies Record<string, OptionDef>;
 
 type Options = typeof OPTIONS;

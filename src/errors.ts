@@ -49,6 +49,14 @@ export const ERROR_REGISTRY = {
   EXEC_ERR_CONFIG: [500, RpcCode.internal],
   EXEC_ERR_INSTANCE_IN_USE: [409, RpcCode.internal],
   EXEC_ERR_INTERNAL: [500, RpcCode.internal],
+  /** A session token used for another session, for listing or creating sessions, or outside the session's routes. */
+  EXEC_ERR_TOKEN_SCOPE: [403, RpcCode.invalidRequest],
+  /** A `read` session token asked for something that changes the session. */
+  EXEC_ERR_TOKEN_READ_ONLY: [403, RpcCode.invalidRequest],
+  /** A session token past its `expiresAt`. */
+  EXEC_ERR_TOKEN_EXPIRED: [401, RpcCode.invalidRequest],
+  /** A session token that was revoked (or whose session was deleted). */
+  EXEC_ERR_TOKEN_REVOKED: [401, RpcCode.invalidRequest],
 } as const satisfies Record<string, readonly [number, number]>;
 
 /**

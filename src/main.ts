@@ -23,6 +23,7 @@ const USAGE = `Usage: exec-server [serve] [options]         run the server (the 
        exec-server sessions [list|show|delete] list and manage sessions
        exec-server cp SRC DST                 copy files to or from a session
        exec-server mcp [options]              the MCP endpoint of a running server, on stdio
+       exec-server audit verify PATH          check the hash chain of an audit log
        exec-server --version | -V
 
 From a clone, \`npm start -- ARGS\` is the same as \`exec-server ARGS\`.
@@ -56,12 +57,14 @@ async function serve(argv: string[]): Promise<number> {
     backend = await createBackend(config, logger as unknown as Logger);
     // Fail at boot, with the fix, when the engine is missing: not at the first session.
     if (backend.kind === 'docker') await backend.ping();
-    app = await buildApp({ config, backend, logger });
+    app = await buildApp({ config, backend, logger, holdAuditStdout: true });
     const address = await app.listen({ host, port });
     const bound = app.server.address();
     const actualPort = typeof bound === 'object' && bound ? bound.port : port;
     const shownHost = host.includes(':') ? `[${host}]` : host;
     process.stdout.write(`ws://${shownHost}:${actualPort}\n`);
+    // `--audit-log -`: the audit lines follow the address line, never precede it.
+    (app.audit as { release?: () => void }).release?.();
     app.log.info({ address, backend: backend.kind, version: VERSION }, 'exec-server listening');
   } catch (err) {
     const failure = describeBootError(err, {

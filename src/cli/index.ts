@@ -14,6 +14,8 @@ export async function runCli(command: string, args: string[]): Promise<number> {
       return sessionsCommand(args);
     case 'cp':
       return cpCommand(args);
+    case 'audit':
+      return (await import('../audit/verify.ts')).auditCommand(args);
     case 'mcp':
       return (await import('./mcp.ts')).mcpCommand(args);
     default:

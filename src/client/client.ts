@@ -13,6 +13,8 @@
 import { randomUUID } from 'node:crypto';
 import { asProcessId, asSessionId, type ProcessId, type SessionId } from '../ids.ts';
 import type {
+  CreateSessionToken,
+  SessionToken,
   ApprovalDecision,
   ApprovalRequest,
   ImagePull,
@@ -277,6 +279,20 @@ export class ExecServerClient {
   async disconnect(): Promise<void> {
     this.#closing = true;
     await this.#conn.close();
+  }
+
+  /**
+   * A token that opens this session only, to hand to a browser, a sub-agent or a viewer:
+   * `ExecServerClient.connect(url, { token, resumeSessionId: client.sessionId })` with it.
+   * Needs the tenant token (a session token cannot mint tokens).
+   */
+  createToken(opts: CreateSessionToken = {}): Promise<SessionToken> {
+    return this.http.createSessionToken(this.sessionId, opts);
+  }
+
+  /** Revokes a token `createToken` made. */
+  revokeToken(tokenId: string): Promise<void> {
+    return this.http.revokeSessionToken(this.sessionId, tokenId);
   }
 
   /** Deletes the session (kills its processes) and closes the connection. */

@@ -1,10 +1,12 @@
 /** The REST half of the SDK: sessions, snapshots and the tool facade over plain HTTP. */
 import type {
+  CreateSessionToken,
   ExecCommandArgs,
   ExecToolResult,
   ImagePull,
   SessionInfo,
   SessionSpec,
+  SessionToken,
   SnapshotInfo,
   WriteStdinArgs,
 } from '../protocol/index.ts';
@@ -78,6 +80,16 @@ export class HttpApi {
 
   async deleteSession(id: string): Promise<void> {
     await this.request('DELETE', `/v1/sessions/${encodeURIComponent(id)}`);
+  }
+
+  /** A token that opens session `id` only (`full` by default; `read`: attach, replay output, read files). */
+  createSessionToken(id: string, opts: CreateSessionToken = {}): Promise<SessionToken> {
+    return this.request('POST', `/v1/sessions/${encodeURIComponent(id)}/tokens`, opts);
+  }
+
+  /** Revokes a session token: it opens nothing from now on (live connections using it are closed). */
+  async revokeSessionToken(id: string, tokenId: string): Promise<void> {
+    await this.request('DELETE', `/v1/sessions/${encodeURIComponent(id)}/tokens/${encodeURIComponent(tokenId)}`);
   }
 
   snapshot(id: string, name?: string): Promise<SnapshotInfo> {

@@ -6,7 +6,8 @@
  * upgrades), or the host `p{port}-{session}.{--preview-host}`, rewritten to that path before
  * routing. The proxy authenticates itself (the app's bearer hook lets it through, see
  * `isPreviewProxyRequest`): a signed token (`?exec_preview_token=`, then a cookie scoped to the
- * port) or the tenant's bearer token. What authenticated the caller to us never reaches the
+ * port), a session token of that session (bearer, or in place of the signed token) or the
+ * tenant's bearer token. What authenticated the caller to us never reaches the
  * application: the token parameter and cookie are removed, and so is `Authorization` when it
  * was our bearer token.
  */
@@ -29,6 +30,8 @@ import { execError, httpErrorBody, toExecError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
 import type { Session } from '../sessions/session.ts';
 import { createAuthenticator } from '../transport/auth.ts';
+import { bearerOf, scopeProblem } from '../transport/principal.ts';
+import { isSessionToken, type SessionTokenSigner } from '../transport/session-tokens.ts';
 import { proxyHttp, proxyUpgrade, type ProxyTarget } from './proxy.ts';
 import type { PreviewSigner } from './signing.ts';
 
@@ -109,10 +112,18 @@ function withoutOurCookie(header: string | undefined): string | undefined {
 
 export async function registerPreviewRoutes(
   app: FastifyInstance,
-  opts: { config: Config; signer: PreviewSigner },
+  opts: { config: Config; signer: PreviewSigner; sessionTokens?: SessionTokenSigner },
 ): Promise<void> {
   const { config, signer } = opts;
   const auth = createAuthenticator(config);
+
+  /** A session token's tenant and expiry when it opens `sessionId` now (any access: viewing a preview). */
+  function sessionTokenOpens(token: string, sessionId: string): { tenant: TenantId; expiresAt: number } | undefined {
+    const scope = opts.sessionTokens?.verify(token);
+    if (scope === undefined || !('tokenId' in scope) || scope.sessionId !== sessionId) return undefined;
+    if (scopeProblem(scope, { findSession: (id) => app.sessions.find(id) }) !== undefined) return undefined;
+    return scope;
+  }
 
   await app.register(async (scope) => {
     scope.setValidatorCompiler(TypeBoxValidatorCompiler);
@@ -201,13 +212,20 @@ export async function registerPreviewRoutes(
     request: FastifyRequest,
     sessionId: string,
     port: number,
-  ): { tenant: TenantId; fromQuery: boolean; bearer: boolean } | undefined {
+  ): { tenant: TenantId; fromQuery: boolean; bearer: boolean; expiresAt?: number } | undefined {
     const query = new URLSearchParams(splitUrl(request.url)[1]);
     const fromQuery = query.get(TOKEN_PARAM);
     const token = fromQuery ?? cookieToken(request.headers.cookie);
     if (token !== undefined) {
+      const scoped = isSessionToken(token) ? sessionTokenOpens(token, sessionId) : undefined;
+      if (scoped !== undefined) return { ...scoped, fromQuery: fromQuery !== null, bearer: false };
       const tenant = signer.verify(sessionId, port, token);
       if (tenant !== undefined) return { tenant, fromQuery: fromQuery !== null, bearer: false };
+    }
+    const bearer = bearerOf(request.headers.authorization);
+    if (bearer !== undefined && isSessionToken(bearer)) {
+      const scoped = sessionTokenOpens(bearer, sessionId);
+      return scoped === undefined ? undefined : { ...scoped, fromQuery: false, bearer: true };
     }
     const tenant = auth.authenticate(request.headers.authorization);
     if (tenant !== undefined) return { tenant, fromQuery: false, bearer: auth.enabled };
@@ -221,7 +239,17 @@ export async function registerPreviewRoutes(
     if (!m || !(port >= 1 && port <= 65535))
       return reply.code(404).send(httpErrorBody(execError('EXEC_ERR_NOT_FOUND', 'no such preview port')));
     const who = authenticate(request, sessionId, port);
-    if (!who)
+    if (!who) {
+      app.audit.record({
+        action: 'auth.failure',
+        session: sessionId,
+        actor: { principal: 'anonymous', remote: request.ip },
+        detail: {
+          method: request.method,
+          path: `/v1/sessions/${sessionId}/ports/${port}/`,
+          code: 'EXEC_ERR_UNAUTHORIZED',
+        },
+      });
       return reply
         .code(401)
         .header('www-authenticate', 'Bearer')
@@ -229,10 +257,11 @@ export async function registerPreviewRoutes(
           httpErrorBody(
             execError(
               'EXEC_ERR_UNAUTHORIZED',
-              "a preview port needs the tenant's bearer token or a signed preview URL",
+              "a preview port needs the tenant's bearer token, a session token or a signed preview URL",
             ),
           ),
         );
+    }
     let session: Session;
     try {
       session = app.sessions.get(sessionId, who.tenant);
@@ -257,7 +286,8 @@ export async function registerPreviewRoutes(
       request.headers.upgrade === undefined
     ) {
       // Trade the token for a cookie scoped to this port, then load the page without it.
-      const maxAge = Math.max(0, Number(token.split('.')[0]) - Math.floor(Date.now() / 1000));
+      const expiresAt = who.expiresAt ?? Number(token.split('.')[0]);
+      const maxAge = Math.max(0, expiresAt - Math.floor(Date.now() / 1000));
       return reply
         .header('set-cookie', `${COOKIE}=${token}; Path=${prefix}; Max-Age=${maxAge}; HttpOnly; SameSite=Lax`)
         .redirect(`${splitUrl(request.originalUrl)[0]}${cleanQuery}`, 302);

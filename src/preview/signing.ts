@@ -1,29 +1,55 @@
 /**
- * Signed preview URLs: a token that opens one exposed port of one session until it expires,
- * without the tenant's bearer token (a browser cannot send one). The token is
- * `EXPIRY.TENANT.MAC` (tenant base64url) with MAC = HMAC-SHA256(key, "TENANT:SESSION:PORT:EXPIRY"),
- * base64url; checked in constant time. It names its tenant so the session is looked up as that
- * tenant's, like with a bearer token. The key is `--preview-secret` (the same on every replica)
- * or random per process.
+ * The server's one HMAC signing module. `HmacKey` keys an HMAC-SHA256 for one purpose, derived
+ * from a secret that is the same on every replica (else random per process), and checks MACs
+ * in constant time. Two users:
+ *
+ * - Signed preview URLs (`PreviewSigner`): a token that opens one exposed port of one session
+ *   until it expires, without the tenant's bearer token (a browser cannot send one). The token
+ *   is `EXPIRY.TENANT.MAC` (tenant base64url) with MAC = HMAC-SHA256(key, "TENANT:SESSION:PORT:EXPIRY"),
+ *   base64url. It names its tenant so the session is looked up as that tenant's, like with a
+ *   bearer token. The key is `--preview-secret` or random per process.
+ * - Tokens scoped to one session (src/transport/session-tokens.ts), keyed separately.
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { asTenantId, type TenantId } from '../ids.ts';
 
-export class PreviewSigner {
+/** An HMAC-SHA256 key for one purpose: the same secret gives unrelated keys for different purposes. */
+export class HmacKey {
   readonly #key: Buffer;
+  /** False when the key is random (its MACs do not outlive this process nor reach other replicas). */
+  readonly stable: boolean;
 
-  constructor(secret: string | undefined) {
-    this.#key =
-      secret === undefined ? randomBytes(32) : createHash('sha256').update(`exec-server preview\0${secret}`).digest();
+  constructor(purpose: string, secret: string | undefined) {
+    this.stable = secret !== undefined;
+    this.#key = secret === undefined ? randomBytes(32) : createHash('sha256').update(`${purpose}\0${secret}`).digest();
   }
 
-  #mac(tenant: string, sessionId: string, port: number, expiresAt: number): Buffer {
-    return createHmac('sha256', this.#key).update(`${tenant}:${sessionId}:${port}:${expiresAt}`).digest();
+  mac(text: string): Buffer {
+    return createHmac('sha256', this.#key).update(text).digest();
+  }
+
+  /** True when `presented` is the MAC of `text` (constant time). */
+  check(text: string, presented: Buffer): boolean {
+    const expected = this.mac(text);
+    return presented.length === expected.length && timingSafeEqual(presented, expected);
+  }
+}
+
+export class PreviewSigner {
+  readonly #key: HmacKey;
+
+  constructor(secret: string | undefined) {
+    this.#key = new HmacKey('exec-server preview', secret);
+  }
+
+  #text(tenant: string, sessionId: string, port: number, expiresAt: number): string {
+    return `${tenant}:${sessionId}:${port}:${expiresAt}`;
   }
 
   /** A token of `tenant` for `port` of `sessionId`, valid until `expiresAt` (seconds since the epoch). */
   sign(tenant: string, sessionId: string, port: number, expiresAt: number): string {
-    return `${expiresAt}.${Buffer.from(tenant).toString('base64url')}.${this.#mac(tenant, sessionId, port, expiresAt).toString('base64url')}`;
+    const mac = this.#key.mac(this.#text(tenant, sessionId, port, expiresAt));
+    return `${expiresAt}.${Buffer.from(tenant).toString('base64url')}.${mac.toString('base64url')}`;
   }
 
   /** The tenant `token` was signed for, when it opens `port` of `sessionId` at `nowSeconds`; else undefined. */
@@ -38,8 +64,7 @@ export class PreviewSigner {
     const expiresAt = Number(m[1]);
     const tenant = Buffer.from(m[2], 'base64url').toString('utf8');
     const presented = Buffer.from(m[3], 'base64url');
-    const expected = this.#mac(tenant, sessionId, port, expiresAt);
-    if (presented.length !== expected.length || !timingSafeEqual(presented, expected) || expiresAt <= nowSeconds)
+    if (!this.#key.check(this.#text(tenant, sessionId, port, expiresAt), presented) || expiresAt <= nowSeconds)
       return undefined;
     return asTenantId(tenant);
   }

@@ -30,6 +30,7 @@ import {
 import type { Attempt } from './attempt.ts';
 import type { ManagedProcess } from './managed-process.ts';
 import { withHome } from './environment.ts';
+import { type AuditActor, redactEnv } from '../audit/auditor.ts';
 
 /** The early-exit window, measured from the moment the attempt runs. */
 export const EARLY_EXIT_WINDOW_MS = 150;
@@ -43,6 +44,8 @@ export interface LauncherContext {
   readonly log: Logger;
   /** Optional: refuses a start the session cannot take now (past its disk limit), before anything runs. */
   readonly admit?: (() => Promise<void>) | undefined;
+  /** Optional: records an audit event of the session (`actor` overrides the current caller). */
+  readonly audit?: ((action: string, detail: Record<string, unknown>, actor?: AuditActor) => void) | undefined;
   /**
    * The sandbox types the session's tenant may ask for (`--allowed-sandbox-types`); absent: all.
    * Without `danger-full-access` among them no attempt runs outside the sandbox: an escalation
@@ -68,6 +71,8 @@ export interface GateInput {
   readonly narrowing?: SandboxNarrowing | undefined;
   /** Spawn request without its sandbox, which the gate decides. */
   readonly spawn: Omit<SpawnRequest, 'sandbox'>;
+  /** The variables the caller set for this start (their names go to the audit log, never their values). */
+  readonly requestedEnv?: Readonly<Record<string, string>> | undefined;
   /** What a restarted server needs to re-adopt the attempt, given its first seq and sandbox. */
   readonly recoveryTag?: ((seqBase: number, sandboxed: boolean) => string) | undefined;
 }
@@ -92,12 +97,19 @@ async function ask(
     reason,
   });
   ctx.metrics.approvals.inc({ purpose, decision });
+  ctx.audit?.('approval', { processId: proc.id, purpose, reason, decision });
   if (decision === 'approved-for-session') ctx.approvalCache.add(approvalKey(proc.spec.argv));
   return decision;
 }
 
 function decide(ctx: LauncherContext, proc: ManagedProcess, outcome: string, extra: object = {}): void {
   ctx.metrics.policyDecisions.inc({ outcome });
+  // The early-exit window's verdicts on a denial are their own action; the rest are the gate's.
+  ctx.audit?.(outcome.startsWith('denied-') ? 'denial.verdict' : 'policy.decision', {
+    processId: proc.id,
+    outcome,
+    ...extra,
+  });
   ctx.log.info({ processId: proc.id, outcome, ...extra }, 'policy decision');
 }
 
@@ -118,6 +130,15 @@ async function spawnAttempt(
     sink,
   );
   proc.attemptRunning(attempt, process);
+  ctx.audit?.('process.start', {
+    processId: proc.id,
+    argv: [...input.spawn.argv],
+    cwd: input.spawn.cwd,
+    tty: input.spawn.mode === 'pty',
+    env: redactEnv(input.requestedEnv) ?? {},
+    sandboxed: wouldSandbox,
+    sandboxType: proc.sandboxType,
+  });
   ctx.metrics.startLatency.observe({ sandbox: proc.sandboxType }, (performance.now() - started) / 1000);
   ctx.metrics.processesStarted.inc({ mode: input.spawn.mode, sandbox: proc.sandboxType });
   return attempt;
@@ -191,6 +212,8 @@ async function watchWindow(
   }
   const exitCode = wireExitCode(exit);
   if (!isLikelySandboxDenied({ sandboxType: proc.sandboxType, exitCode, output: attempt.heldText() })) {
+    // A failure the classifier judged not to be the sandbox's is a verdict too (a success is not).
+    if (exitCode !== 0) ctx.audit?.('denial.verdict', { processId: proc.id, outcome: 'not-denied', exitCode });
     proc.release(attempt);
     return;
   }

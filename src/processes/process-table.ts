@@ -2,6 +2,7 @@
  * The processes of one session: start through the policy gate, read/write/signal/terminate,
  * the per-session limit with Codex's pruning rule, and retention of ended processes.
  */
+import { currentActor, type AuditActor } from '../audit/auditor.ts';
 import type { SignalName, SpawnMode, TerminalSize } from '../backends/types.ts';
 import { execError } from '../errors.ts';
 import type { ProcessSummary, WriteStatus } from '../protocol/index.ts';
@@ -58,6 +59,14 @@ export class ProcessTable {
   readonly #listeners = new Set<(proc: ManagedProcess, event: LogEvent) => void>();
   #closed = false;
   #outputPaused = false;
+  /** Who started each process, for its exit's audit line (the exit itself has no caller). */
+  readonly #starters = new WeakMap<ManagedProcess, AuditActor>();
+  /**
+   * True while a restarted server re-adopts this session's processes: the exits the backend
+   * reports then happened under the previous server (which audited them if it saw them), so
+   * they are not audited again.
+   */
+  adopting = false;
 
   /** `baseEnv`: what `envPolicy.inherit` inherits; `sessionEnv`: the session's own variables, under each start's `env`. */
   constructor(
@@ -113,6 +122,8 @@ export class ProcessTable {
       ),
     );
     if (this.#outputPaused) proc.setOutputPaused(true);
+    const starter = currentActor();
+    if (starter !== undefined) this.#starters.set(proc, starter);
     const env = buildEnvironment(this.#baseEnv, req.envPolicy, { ...this.#sessionEnv, ...req.env });
     try {
       await launch(this.#ctx, proc, {
@@ -121,6 +132,7 @@ export class ProcessTable {
         approval: req.approval,
         narrowing: req.narrowing,
         spawn: { argv: req.argv, arg0: req.arg0, cwd, env, mode: req.mode, size: req.size ?? DEFAULT_SIZE },
+        requestedEnv: req.env,
         recoveryTag: (seqBase, sandboxed) =>
           encodeRecoveryTag({
             processId: req.processId,
@@ -204,6 +216,7 @@ export class ProcessTable {
     if (!proc) return 'unknownProcess';
     const { status, stdinBytes } = await proc.write(chunk, writeId);
     if (stdinBytes > 0) this.#ctx.metrics.streamBytes.inc({ stream: 'stdin' }, stdinBytes);
+    if (stdinBytes > 0) this.#ctx.audit?.('process.stdin', { processId: id, bytes: stdinBytes });
     return status;
   }
 
@@ -281,6 +294,19 @@ export class ProcessTable {
 
   #onTerminal(proc: ManagedProcess): void {
     this.#ctx.metrics.processExits.inc({ terminal: proc.state.status });
+    const state = proc.state as { status: string; exitCode?: number; signal?: string; reason?: string };
+    if (!this.adopting)
+      this.#ctx.audit?.(
+        'process.exit',
+        {
+          processId: proc.id,
+          status: state.status,
+          exitCode: state.exitCode ?? null,
+          signal: state.signal ?? null,
+          durationMs: Date.now() - proc.createdAt,
+        },
+        this.#starters.get(proc) ?? { principal: 'system' },
+      );
     if (proc.state.status === 'lost')
       this.#ctx.log.info({ processId: proc.id, reason: proc.state.reason }, 'process lost');
     proc.addTimer(() => {

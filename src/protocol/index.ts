@@ -11,3 +11,4 @@ export * from './preview.ts';
 export * from './process.ts';
 export * from './session.ts';
 export * from './tools.ts';
+export * from './tokens.ts';

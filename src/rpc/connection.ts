@@ -13,6 +13,7 @@ import type { LogEvent } from '../processes/output-log.ts';
 import type { Session, SessionClient } from '../sessions/session.ts';
 import type { SessionManager } from '../sessions/session-manager.ts';
 import type { RpcPeer } from './rpc-peer.ts';
+import { READ_METHODS, scopeProblem, type Principal } from '../transport/principal.ts';
 
 export interface ConnectionDeps {
   readonly sessions: SessionManager;
@@ -20,6 +21,8 @@ export interface ConnectionDeps {
   readonly metrics: Metrics;
   readonly log: Logger;
   readonly tenant: TenantId;
+  /** Who authenticated the connection; a session token's scope limits what it may do. */
+  readonly principal?: Principal | undefined;
   readonly version: string;
 }
 
@@ -112,8 +115,15 @@ export class Connection implements SessionClient {
     this.#session?.processes.setOutputPaused(false);
   }
 
-  /** Throws when `method` may not run in the current lifecycle state. */
+  /** Throws when `method` may not run in the current lifecycle state, or not with this connection's token. */
   gate(method: string, requires: 'none' | 'initialized'): void {
+    const scope = this.deps.principal?.scope;
+    if (scope !== undefined) {
+      const problem = scopeProblem(scope, { findSession: (id) => this.deps.sessions.find(id) });
+      if (problem) throw problem;
+      if (scope.access === 'read' && !READ_METHODS.has(method))
+        throw execError('EXEC_ERR_TOKEN_READ_ONLY', `a read token cannot call ${method}`);
+    }
     if (requires === 'none') {
       if (this.#lifecycle !== 'new')
         throw execError('EXEC_ERR_ALREADY_INITIALIZED', 'initialize may only be sent once per connection');
@@ -151,8 +161,26 @@ export class Connection implements SessionClient {
   attach(session: Session, role: 'client' | 'observer' = 'client'): void {
     this.#session = session;
     this.#observer = role === 'observer';
-    if (this.#observer) this.#offDestroy = session.onDestroy(() => this.evict('session was deleted'));
-    else session.attach(this);
+    const tokenId = this.deps.principal?.scope?.tokenId;
+    if (tokenId !== undefined) {
+      // A revoked token's connection ends now, not at its next call.
+      const off = session.tokens.onRevoke((revoked) => {
+        if (revoked === tokenId) this.evict('session token revoked');
+      });
+      const prev = this.#offDestroy;
+      this.#offDestroy = () => {
+        off();
+        prev?.();
+      };
+    }
+    if (this.#observer) {
+      const off = session.onDestroy(() => this.evict('session was deleted'));
+      const prev = this.#offDestroy;
+      this.#offDestroy = () => {
+        off();
+        prev?.();
+      };
+    } else session.attach(this);
     this.#unsubscribe = session.processes.subscribe((proc, event) => {
       if (event.kind === 'output') {
         this.#peer?.notifyOutput(proc.id, event.seq, event.stream, event.data);

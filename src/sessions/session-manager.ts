@@ -15,9 +15,10 @@ import {
   checkSandboxType,
   fromSessionRecord,
   resolveSessionSpec,
-  sessionRecord,
+  revokedTokensOf,
   type SessionSpec,
 } from './session-spec.ts';
+import { NO_AUDIT, redactEnv, type Auditor } from '../audit/auditor.ts';
 import { MeasureSlots } from './disk-watch.ts';
 import { Session, type SessionDeps } from './session.ts';
 
@@ -45,7 +46,7 @@ export class SessionManager {
   #reaper: NodeJS.Timeout | undefined;
   #closing = false;
 
-  constructor(backend: Backend, config: Config, metrics: Metrics, log: Logger) {
+  constructor(backend: Backend, config: Config, metrics: Metrics, log: Logger, audit: Auditor = NO_AUDIT) {
     this.#backend = backend;
     this.#config = config;
     this.#metrics = metrics;
@@ -62,6 +63,7 @@ export class SessionManager {
       portLimits: { maxPorts: config.previewMaxPorts, maxConnections: config.previewMaxConnections },
       diskWatchMs: config.diskWatchSeconds * 1000,
       diskSlots: new MeasureSlots(DISK_MEASUREMENTS),
+      audit,
       limits: {
         maxProcesses: config.maxProcesses,
         retentionBytes: config.outputRetentionBytes,
@@ -96,14 +98,17 @@ export class SessionManager {
         this.#deps,
         recovered.createdAt,
       );
+      session.tokens.restore(revokedTokensOf(recovered.record));
       this.#sessions.set(session.id, session);
       // Running and ended processes the backend kept (docker's exec agent): seqs continue.
+      session.processes.adopting = true;
       const processes = await recovered
         .adoptProcesses?.((kept, process) => session.processes.adopt(kept, process))
         .catch((err: unknown) => {
           this.#log.warn({ sessionId: session.id, err }, 'cannot re-adopt the processes of a recovered session');
           return 0;
         });
+      session.processes.adopting = false;
       this.#log.info({ sessionId: session.id, processes: processes ?? 0 }, 're-adopted session');
     }
     this.#metrics.sessionsActive.set(this.#sessions.size);
@@ -170,12 +175,24 @@ export class SessionManager {
       }
       // Not awaited (a warm-pool session is ready in milliseconds); if the server dies before
       // the record is stored, recovery removes the session rather than guess its policy.
-      backendSession
-        .persistRecord(sessionRecord(resolved))
+      session
+        .persistRecord()
         .catch((err: unknown) =>
           this.#log.warn({ sessionId: id, err }, 'session record not stored; the session will not survive a restart'),
         );
       this.#metrics.sessionsCreated.inc({ result: 'ok' });
+      session.audit({
+        action: 'session.create',
+        detail: {
+          backend: this.#backend.kind,
+          image: backendSession.image ?? null,
+          // A fork: a session made from another's snapshot.
+          snapshot: resolved.snapshot ?? null,
+          sandbox: resolved.policy.sandbox.type,
+          approvalPolicy: resolved.policy.approvalPolicy,
+          env: redactEnv(spec.env) ?? {},
+        },
+      });
       this.#metrics.sessionsActive.set(this.#sessions.size);
       this.#log.info({ sessionId: id, tenant: options.tenant, backend: this.#backend.kind }, 'session created');
       return session;
@@ -192,6 +209,11 @@ export class SessionManager {
     const session = this.#sessions.get(id as SessionId);
     if (!session || session.tenant !== tenant) throw execError('EXEC_ERR_SESSION_NOT_FOUND', `session ${id} not found`);
     return session;
+  }
+
+  /** The session of `id` whatever its tenant (session-token checks), if it is on this server. */
+  find(id: string): Session | undefined {
+    return this.#sessions.get(id as SessionId);
   }
 
   list(tenant: TenantId): Session[] {
@@ -211,6 +233,7 @@ export class SessionManager {
     if (!this.#sessions.delete(session.id)) return;
     this.#metrics.sessionsActive.set(this.#sessions.size);
     this.#log.info({ sessionId: session.id, why }, 'session destroyed');
+    session.audit({ action: 'session.delete', detail: { why } });
     try {
       await session.destroy();
     } catch (err) {
@@ -246,6 +269,7 @@ export class SessionManager {
   async #hibernateIdle(session: Session): Promise<void> {
     try {
       await session.backend.hibernation?.hibernate();
+      session.audit({ action: 'session.hibernate', detail: { why: 'idle' }, actor: { principal: 'system' } });
       this.#log.info({ sessionId: session.id }, 'idle session hibernated');
     } catch (err) {
       // Tried again at the next idle check; the session stays as it was.

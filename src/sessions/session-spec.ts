@@ -101,7 +101,10 @@ export function checkSandboxType(type: string, allowed: readonly string[], what 
  * every value explicit (so later changes of the server defaults do not change it), without `env`
  * (values may be secrets; a re-adopted session starts without its session variables).
  */
-export function sessionRecord(spec: ResolvedSessionSpec): string {
+export function sessionRecord(
+  spec: ResolvedSessionSpec,
+  revokedTokens: ReadonlyArray<readonly [string, number]> = [],
+): string {
   const explicit: SessionSpec = {
     ...(spec.image !== undefined ? { image: spec.image } : {}),
     ...(spec.snapshot !== undefined ? { snapshot: spec.snapshot } : {}),
@@ -117,7 +120,27 @@ export function sessionRecord(spec: ResolvedSessionSpec): string {
     maxLifetimeSeconds: spec.maxLifetimeSeconds,
     previewPorts: spec.previewPorts,
   };
-  return JSON.stringify({ version: 1, spec: explicit, denialHandling: spec.policy.denialHandling });
+  return JSON.stringify({
+    version: 1,
+    spec: explicit,
+    denialHandling: spec.policy.denialHandling,
+    ...(revokedTokens.length > 0 ? { revokedTokens } : {}),
+  });
+}
+
+/** The session tokens a stored record lists as revoked (`[tokenId, expiresAt]`); none when unreadable. */
+export function revokedTokensOf(record: string | undefined): Array<[string, number]> {
+  if (record === undefined) return [];
+  try {
+    const list = (JSON.parse(record) as { revokedTokens?: unknown }).revokedTokens;
+    if (!Array.isArray(list)) return [];
+    return list.filter(
+      (e): e is [string, number] =>
+        Array.isArray(e) && e.length === 2 && typeof e[0] === 'string' && typeof e[1] === 'number',
+    );
+  } catch {
+    return [];
+  }
 }
 
 const checkSpec = Compile(SessionSpecSchema);

@@ -24,7 +24,9 @@ import type { FileLimits } from './files/file-limits.ts';
 import { SessionFiles } from './files/session-files.ts';
 import { DiskWatch, type MeasureSlots } from './disk-watch.ts';
 import { UsageSampler } from './resource-usage.ts';
-import type { ResolvedSessionSpec } from './session-spec.ts';
+import { sessionRecord, type ResolvedSessionSpec } from './session-spec.ts';
+import type { AuditEvent, Auditor } from '../audit/auditor.ts';
+import { TokenRevocations } from '../transport/session-tokens.ts';
 
 /** The client side of a session: a WebSocket connection, or the HTTP approval queue. */
 export interface SessionClient {
@@ -55,6 +57,8 @@ export interface SessionDeps {
   readonly diskSlots: MeasureSlots;
   /** The sandbox types a tenant may ask for (`--allowed-sandbox-types`); absent: all. */
   readonly sandboxTypes?: ((tenant: string) => readonly string[]) | undefined;
+  /** The audit log (`--audit-log`), or one that records nothing. */
+  readonly audit: Auditor;
 }
 
 const isApprovalAnswer = Compile(ApprovalAnswerSchema);
@@ -77,6 +81,8 @@ export class Session {
   readonly ports: SessionPorts;
   readonly createdAt: Date;
   readonly approvalCache = new Set<string>();
+  /** Session tokens revoked before their expiry; stored with the session's record. */
+  readonly tokens = new TokenRevocations();
   /** Client paths that stand for the workspace (longest first is not needed: aliases never nest). */
   readonly workspaceAliases: string[] = [];
   /** Aliases that also exist as a symlink to the workspace inside the session. */
@@ -117,6 +123,7 @@ export class Session {
         log: this.#log,
         admit: () => this.disk.admit(),
         sandboxTypes: deps.sandboxTypes?.(tenant),
+        audit: (action, detail, actor) => this.audit({ action, detail, actor }),
       },
       deps.limits,
       backend.environment.baseEnv,
@@ -135,6 +142,19 @@ export class Session {
     this.disk.start();
     this.ports = new SessionPorts(this, deps.portLimits);
     backend.onLost((reason) => this.markDead(reason));
+  }
+
+  /** Records an audit event of this session (its tenant and id filled in). */
+  audit(event: AuditEvent): void {
+    if (this.#deps.audit.enabled) this.#deps.audit.record({ tenant: this.tenant, session: this.id, ...event });
+  }
+
+  /**
+   * Stores the session's record (its policy, the session tokens it revoked) where a restarted
+   * server's recovery reads it back; resolves once stored.
+   */
+  persistRecord(): Promise<void> {
+    return this.backend.persistRecord(sessionRecord(this.spec, this.tokens.entries()));
   }
 
   /** Throws `EXEC_ERR_SESSION_DEAD` once the session lost its backend. */
@@ -306,6 +326,7 @@ export class Session {
   async hibernate(): Promise<HibernationAnswer> {
     const h = this.#hibernation();
     await h.hibernate();
+    this.audit({ action: 'session.hibernate' });
     return { sessionId: this.id, hibernation: h.state, hibernatedAt: h.hibernatedAt?.toISOString() };
   }
 
@@ -314,13 +335,16 @@ export class Session {
     const h = this.#hibernation();
     await h.wake();
     this.touch();
+    this.audit({ action: 'session.wake' });
     return { sessionId: this.id, hibernation: h.state };
   }
 
   /** Commits the session's filesystem to a snapshot image (docker backend). */
-  snapshot(name: string | undefined): Promise<SnapshotInfo> {
+  async snapshot(name: string | undefined): Promise<SnapshotInfo> {
     this.assertAlive();
-    return this.backend.snapshot(name);
+    const snapshot = await this.backend.snapshot(name);
+    this.audit({ action: 'session.snapshot', detail: { snapshot: snapshot.snapshotId, name: name ?? null } });
+    return snapshot;
   }
 
   #hibernation(): BackendHibernation {

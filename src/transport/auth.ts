@@ -15,6 +15,12 @@ export interface Authenticator {
   readonly enabled: boolean;
   /** The tenant of an `Authorization` header, or undefined when it is missing or wrong. */
   authenticate(header: string | undefined): TenantId | undefined;
+  /**
+   * A digest of every configured tenant token (undefined without any): the default key of
+   * session tokens, so replicas and restarts configured with the same tokens verify each
+   * other's session tokens without another secret to distribute.
+   */
+  readonly tokensDigest: string | undefined;
 }
 
 const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
@@ -55,8 +61,10 @@ export function createAuthenticator(config: Config): Authenticator {
     seen.add(token);
   }
   const table = pairs.map(([tenant, token]) => ({ tenant: asTenantId(tenant), hash: digest(token) }));
+  const sorted = pairs.map(([tenant, token]) => `${tenant}:${token}`).sort();
   return {
     enabled: table.length > 0,
+    tokensDigest: sorted.length === 0 ? undefined : createHash('sha256').update(sorted.join('\n')).digest('hex'),
     authenticate(header) {
       if (table.length === 0) return DEFAULT_TENANT;
       const m = /^Bearer\s+(.+)$/i.exec(header ?? '');

@@ -126,8 +126,13 @@ export function registerToolRoutes(app: FastifyInstance): void {
       },
     },
     async (request, reply) => {
-      const ue = app.sessions.get(request.params.id, request.tenant).unifiedExec;
-      const pending = ue.approvals.decide(request.params.approvalId, request.body.decision);
+      const session = app.sessions.get(request.params.id, request.tenant);
+      const pending = session.unifiedExec.approvals.decide(request.params.approvalId, request.body.decision);
+      // Who decided (the `approval` line carries the caller that started the command).
+      session.audit({
+        action: 'approval.decide',
+        detail: { approvalId: request.params.approvalId, decision: request.body.decision },
+      });
       const out = outcomeReply(await pending.run.nextOutcome(), pending.run.callId);
       return reply.code(out.statusCode).send(out.body);
     },

@@ -12,13 +12,15 @@ import type { Metrics } from '../metrics.ts';
 import { Connection, type ConnectionDeps } from '../rpc/connection.ts';
 import type { MethodTable } from '../rpc/method-table.ts';
 import { RpcPeer } from '../rpc/rpc-peer.ts';
+import { actorStore } from '../audit/auditor.ts';
+import { actorOf } from './auth-hook.ts';
 
 /** Close codes the server uses (also in docs/protocol.md). */
 export const CloseCode = { evicted: 4000, slowConsumer: 4001, shutdown: 1001, tooBig: 1009 } as const;
 
 export interface WebSocketRouteOptions {
   readonly table: MethodTable<Connection>;
-  readonly deps: Omit<ConnectionDeps, 'tenant' | 'log'>;
+  readonly deps: Omit<ConnectionDeps, 'tenant' | 'log' | 'principal'>;
   readonly metrics: Metrics;
   readonly bufferLimitBytes: number;
 }
@@ -31,7 +33,8 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
       if (socket.readyState === socket.OPEN || socket.readyState === socket.CONNECTING)
         socket.close(code, reason.slice(0, 120));
     };
-    const conn = new Connection({ ...opts.deps, tenant: request.tenant, log }, close);
+    const conn = new Connection({ ...opts.deps, tenant: request.tenant, principal: request.principal, log }, close);
+    const actor = actorOf(request);
     const peer = new RpcPeer<Connection>({
       table: opts.table,
       ctx: conn,
@@ -89,7 +92,9 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
         );
         return;
       }
-      peer.handleFrame(Array.isArray(data) ? Buffer.concat(data).toString('utf8') : data.toString('utf8'));
+      const text = Array.isArray(data) ? Buffer.concat(data).toString('utf8') : data.toString('utf8');
+      // Everything the message does is this caller's, for the audit log.
+      actorStore.run(actor, () => peer.handleFrame(text));
     });
     socket.on('close', () => {
       opts.metrics.wsConnections.dec();

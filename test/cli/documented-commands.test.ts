@@ -4,8 +4,8 @@
  * (in a ```sh block) `exec-server`; usage synopses (with `[options]` or capitalised placeholders such as CMD, ID)
  * are not commands. Each one found must have an entry in RUNNERS below, which runs it. The only
  * changes made to a line: a server binds port 0 instead of 8765 (other servers may hold it),
- * `SESSION` is a session created for the test, and on the local backend (no Docker engine)
- * `/workspace` is that session's workspace directory.
+ * `SESSION` is a session created for the test, on the local backend (no Docker engine)
+ * `/workspace` is that session's workspace directory, and `audit.jsonl` is a log the test wrote.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -180,6 +180,15 @@ const RUNNERS: Record<string, Runner> = {
     const r = await sh(`cd ${ctx.scratch} && ${onTestServer(line, ctx)}`, ctx.env);
     assert.equal(r.code, 0, r.stderr);
     assert.equal(await readFile(join(ctx.scratch, 'copy.txt'), 'utf8'), 'documented notes\n');
+  },
+  'npx exec-server audit verify audit.jsonl': async (line, ctx) => {
+    const audited = await startServer({ flags: ['--audit-log', join(ctx.scratch, 'audit.jsonl')] });
+    await fetch(`${audited.httpUrl}/v1/sessions`, { method: 'POST' });
+    await audited.close();
+    // From the clone (npx resolves this checkout's exec-server there), the file named by its path.
+    const r = await sh(line.replace('audit.jsonl', join(ctx.scratch, 'audit.jsonl')));
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^ok: \d+ lines, chain intact; head [0-9a-f]{64}\n$/);
   },
   'npx exec-server shell': async (line, { t, env }) => {
     if (!requireTmux(t)) return;

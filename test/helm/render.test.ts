@@ -322,6 +322,26 @@ for (const release of HELM_RELEASES) {
       assert.equal(objects.filter((o) => o.kind === 'ServiceMonitor').length, 0);
     });
 
+    test('audit.log: off by default, stdout, or a file per pod on its own volume', { timeout: 120_000 }, async (t) => {
+      if (!ready(t)) return;
+      const server = async (args: string[]) => {
+        const spec = one<IDeployment>(await render(bin, args), 'Deployment').spec?.template.spec;
+        const c = spec?.containers.find((x) => x.name === 'exec-server');
+        const env = Object.fromEntries((c?.env ?? []).map((e) => [e.name, e.value]));
+        return { env, mounts: c?.volumeMounts ?? [], volumes: spec?.volumes ?? [] };
+      };
+      assert.equal((await server([])).env['EXEC_SERVER_AUDIT_LOG'], undefined);
+      assert.equal((await server(['--set', 'audit.log=stdout'])).env['EXEC_SERVER_AUDIT_LOG'], '-');
+      const file = await server(['-f', join(ciDir, 'audit-values.yaml'), '--set', 'audit.existingClaim=audit-pvc']);
+      assert.equal(file.env['EXEC_SERVER_AUDIT_LOG'], '/var/log/exec-server/$(EXEC_SERVER_AUDIT_POD).jsonl');
+      assert.equal(file.env['EXEC_SERVER_AUDIT_QUEUE_LINES'], '5000');
+      assert.ok(file.mounts.some((m) => m.name === 'audit' && m.mountPath === '/var/log/exec-server'));
+      const volume = file.volumes.find((v) => v.name === 'audit');
+      assert.equal(volume?.persistentVolumeClaim?.claimName, 'audit-pvc');
+      const bad = await helm(bin, ['template', RELEASE, chart, '--set', 'audit.log=syslog']);
+      assert.notEqual(bad.code, 0);
+    });
+
     test('the external engine port in the policy: docker.host, its scheme default, or enginePort', {
       timeout: 120_000,
     }, async (t) => {

@@ -56,9 +56,9 @@ for (const backend of BACKENDS) {
       let received = 0;
       const exited = new Set<string>();
       noisy.onNotification((n) => {
-        if (n.method === 'process/output' && n.params['processId'] === 'flood')
-          received += (n.params['data'] as Buffer | undefined)?.length ?? 0;
-        if (n.method === 'process/exited') exited.add(String(n.params['processId']));
+        if (n.method === 'process/output' && n.params.processId === 'flood')
+          received += 'data' in n.params ? n.params.data.length : Buffer.byteLength(n.params.chunk, 'base64');
+        if (n.method === 'process/exited') exited.add(n.params.processId);
       });
       await noisy.request('process/start', {
         processId: 'bg',

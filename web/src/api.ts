@@ -2,10 +2,16 @@
 import type { Static } from 'typebox';
 import type { ErrorBody } from '../../src/protocol/common.ts';
 import type { ResourceUsage, SessionInfo, SessionSpec, SnapshotInfo } from '../../src/protocol/session.ts';
+import type { SessionToken } from '../../src/protocol/tokens.ts';
 import type { ApprovalSchema, DecisionBodySchema } from '../../src/protocol/tools.ts';
 
 /** The wire types the console uses, all from the protocol module (src/protocol/). */
-export type { ResourceUsage, SessionInfo, SnapshotInfo };
+export type { ResourceUsage, SessionInfo, SessionToken, SnapshotInfo };
+
+/** True for a token that opens one session only (the console then shows that session alone). */
+export function isSessionToken(token: string): boolean {
+  return token.startsWith('est1.');
+}
 /** A pending approval as `GET /v1/sessions/:id/approvals` lists it. */
 export type Approval = Static<typeof ApprovalSchema>;
 type Decision = Static<typeof DecisionBodySchema>['decision'];
@@ -78,6 +84,12 @@ export class Api {
   }
   snapshot(id: string, name?: string): Promise<SnapshotInfo> {
     return this.call('POST', `/v1/sessions/${encodeURIComponent(id)}/snapshots`, name ? { name } : {});
+  }
+  createSessionToken(id: string, body: { access: 'full' | 'read'; ttlSeconds: number }): Promise<SessionToken> {
+    return this.call('POST', `/v1/sessions/${encodeURIComponent(id)}/tokens`, body);
+  }
+  revokeSessionToken(id: string, tokenId: string): Promise<void> {
+    return this.call('DELETE', `/v1/sessions/${encodeURIComponent(id)}/tokens/${encodeURIComponent(tokenId)}`);
   }
   approvals(id: string): Promise<{ approvals: Approval[] }> {
     return this.call('GET', `/v1/sessions/${encodeURIComponent(id)}/approvals`);

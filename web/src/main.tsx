@@ -1,13 +1,15 @@
 /**
  * The console's shell: sign-in, the hash router (`#/` sessions, `#/sessions/ID` one session)
- * and the header. The token lives in this tab's sessionStorage only: never in the URL, never in
- * a cookie.
+ * and the header. The token lives in this tab's sessionStorage only: never in a cookie, and in
+ * the URL only as a share link's fragment (`#/share/ID/TOKEN`, views/share.tsx), which is taken
+ * into storage and out of the address bar before anything renders. A session token shows its
+ * one session, without the sessions list it may not read.
  */
 import '@xterm/xterm/css/xterm.css';
 import './styles.css';
 import { render } from 'preact';
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import { Api } from './api.ts';
+import { Api, isSessionToken } from './api.ts';
 import { SessionView } from './views/session.tsx';
 import { Sessions } from './views/sessions.tsx';
 import { SignIn } from './views/sign-in.tsx';
@@ -21,6 +23,19 @@ function readToken(): string | undefined {
     return undefined;
   }
 }
+
+/** A share link's token goes to storage, and its fragment becomes the session's page. */
+function takeSharedToken(): void {
+  const m = /^#\/share\/([^/]+)\/([^/]+)$/.exec(location.hash);
+  if (!m?.[1] || !m[2]) return;
+  try {
+    sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[2]));
+  } catch {
+    return;
+  }
+  history.replaceState(null, '', `${location.pathname}#/sessions/${m[1]}`);
+}
+takeSharedToken();
 
 function useHash(): string {
   const [hash, setHash] = useState(location.hash);
@@ -55,6 +70,7 @@ function App() {
 
   if (api === undefined) return <SignIn onSignIn={signIn} reason={signedOut} />;
   const m = /^#\/sessions\/([^/]+)$/.exec(hash);
+  const scoped = isSessionToken(api.token);
   return (
     <>
       <a class="skip" href="#main">
@@ -64,11 +80,15 @@ function App() {
         <a href="#/" class="brand">
           exec-server <span class="muted">console</span>
         </a>
-        <nav aria-label="Main">
-          <a href="#/" aria-current={m ? undefined : 'page'}>
-            Sessions
-          </a>
-        </nav>
+        {scoped ? (
+          <span class="muted">shared session</span>
+        ) : (
+          <nav aria-label="Main">
+            <a href="#/" aria-current={m ? undefined : 'page'}>
+              Sessions
+            </a>
+          </nav>
+        )}
         <button type="button" class="btn btn-ghost" onClick={() => signOut()}>
           Sign out
         </button>

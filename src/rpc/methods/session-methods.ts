@@ -73,6 +73,12 @@ export function registerSessionMethods(table: MethodTable<Connection>): void {
           'observe needs resumeSessionId: an observer follows an existing session',
           { detail: { field: 'observe' } },
         );
+      const scope = conn.deps.principal?.scope;
+      if (scope !== undefined && params.resumeSessionId !== scope.sessionId)
+        throw execError(
+          'EXEC_ERR_TOKEN_SCOPE',
+          `this token opens only session ${scope.sessionId}: initialize with resumeSessionId ${scope.sessionId}`,
+        );
       conn.beginInitialize();
       conn.clientName = params.clientName;
       try {
@@ -87,7 +93,8 @@ export function registerSessionMethods(table: MethodTable<Connection>): void {
             onImagePull: (pull) => conn.notifyInitializing('session/imagePull', pull),
           });
         }
-        conn.attach(session, params.observe === true ? 'observer' : 'client');
+        // A read token watches: it never takes the client's place nor answers its approvals.
+        conn.attach(session, params.observe === true || scope?.access === 'read' ? 'observer' : 'client');
         return {
           sessionId: session.id,
           capabilities: serverCapabilities(session),

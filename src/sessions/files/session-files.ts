@@ -35,6 +35,8 @@ export class SessionFiles {
   readonly session: Session;
   readonly limits: FileLimits;
   readonly #paths: SessionPaths;
+  /** The path of each open write handle, for its audit line when it closes. */
+  readonly #writeTargets = new Map<string, string>();
   readonly #handles: FileHandles;
   readonly #watches: MissingWatches;
   #closed = false;
@@ -153,6 +155,7 @@ export class SessionFiles {
   async writeFile(path: string, data: Buffer, narrowing?: SandboxNarrowing): Promise<void> {
     const target = await this.#checkedWriteTarget(path, narrowing);
     await this.#fs.writeFile(target, data);
+    this.session.audit({ action: 'file.write', detail: { path: target, size: data.length } });
   }
 
   /** Creates the directory `path` (and its parents when `recursive`). */
@@ -185,6 +188,7 @@ export class SessionFiles {
         { detail: { path: link } },
       );
     await this.#fs.remove(link, recursive, force);
+    this.session.audit({ action: 'file.delete', detail: { path: link, recursive } });
   }
 
   /** Copies `source` to `destination`; a directory only when `recursive`, and only to a new path. */
@@ -214,6 +218,7 @@ export class SessionFiles {
         });
     }
     await this.#fs.copy(from, to, recursive);
+    this.session.audit({ action: 'file.write', detail: { path: to, copiedFrom: from, size: info.size } });
   }
 
   // ---- streams (HTTP) -----------------------------------------------------------------
@@ -227,7 +232,9 @@ export class SessionFiles {
   /** A checked upload: streams `source` into `path` (created or truncated); resolves with the bytes written. */
   async upload(path: string, source: NodeJS.ReadableStream): Promise<{ bytes: number; path: string }> {
     const target = await this.#prepareWrite(path);
-    return { bytes: await guardedWrite(() => this.#fs, target, source), path: target };
+    const bytes = await guardedWrite(() => this.#fs, target, source);
+    this.session.audit({ action: 'file.write', detail: { path: target, size: bytes } });
+    return { bytes, path: target };
   }
 
   async #prepareWrite(path: string, narrowing?: SandboxNarrowing): Promise<string> {
@@ -259,7 +266,9 @@ export class SessionFiles {
   /** `fs/openWrite`: starts streaming into `path` (created or truncated). */
   async openWrite(path: string, requestedId?: string, narrowing?: SandboxNarrowing): Promise<string> {
     const target = await this.#prepareWrite(path, narrowing);
-    return this.#handles.openWrite(target, requestedId);
+    const id = await this.#handles.openWrite(target, requestedId);
+    this.#writeTargets.set(id, target);
+    return id;
   }
 
   /** `fs/writeBlock`: appends `chunk`; resolves once the stream accepted it (backpressure). */
@@ -268,12 +277,16 @@ export class SessionFiles {
   }
 
   /** `fs/closeWrite`: ends the stream and waits until the file is complete. */
-  closeWrite(id: string): Promise<number> {
-    return this.#handles.closeWrite(id);
+  async closeWrite(id: string): Promise<number> {
+    const size = await this.#handles.closeWrite(id);
+    this.session.audit({ action: 'file.write', detail: { path: this.#writeTargets.get(id) ?? null, size } });
+    this.#writeTargets.delete(id);
+    return size;
   }
 
   /** `fs/close`: closes a read handle; on a write handle, aborts the write (the file may be partial). */
   async closeHandle(id: string): Promise<void> {
+    this.#writeTargets.delete(id);
     this.#handles.close(id);
   }
 

@@ -6,7 +6,7 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import type { InitializeResult, ProcessNotification } from '../../../src/protocol/methods.ts';
 import type { ProcessSummary } from '../../../src/protocol/process.ts';
-import type { Api, SessionInfo } from '../api.ts';
+import { type Api, isSessionToken, type SessionInfo } from '../api.ts';
 import { approvalPolicy, bytes, cpu, duration, shortId, since, time } from '../format.ts';
 import { useNow, usePoll } from '../hooks.ts';
 import type { ProcessEvent } from '../process-stream.ts';
@@ -14,6 +14,7 @@ import { SessionSocket, type Notification, type SocketState } from '../socket.ts
 import { Approvals } from './approvals.tsx';
 import { endText, ProcessPanel } from './process-panel.tsx';
 import { StatusBadge } from './sessions.tsx';
+import { ShareButton } from './share.tsx';
 import { Empty, ErrorState, Loading, Notice } from './states.tsx';
 
 export type { ProcessSummary };
@@ -244,6 +245,7 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
           >
             Snapshot
           </button>
+          <ShareButton api={api} sessionId={s.sessionId} disabled={isSessionToken(api.token)} />
           <button type="button" class="btn btn-danger" onClick={() => dialog.current?.showModal()} disabled={busy}>
             Delete
           </button>

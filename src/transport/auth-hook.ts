@@ -1,0 +1,76 @@
+/**
+ * The authentication hooks of every route but the public ones (health, console files, preview
+ * proxies, which authenticate themselves): who calls (tenant token or session token,
+ * principal.ts), whether a session token may use this route, and the caller as the audit
+ * actor for everything the request does. Refusals are answered before any WebSocket upgrade
+ * and recorded in the audit log (`auth.failure`, `auth.denied`), without the token.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { actorStore, type AuditActor, type Auditor } from '../audit/auditor.ts';
+import { bearerFromProtocols } from '../console/websocket-token.ts';
+import { ExecServerError, httpErrorBody } from '../errors.ts';
+import { httpScopeError, identify, type Identify, type Principal } from './principal.ts';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal: Principal | undefined;
+  }
+}
+
+export interface AuthHookOptions extends Identify {
+  readonly audit: Auditor;
+  /** Routes that need no token, and those that authenticate themselves. */
+  readonly skip: (method: string, url: string, path: string) => boolean;
+}
+
+/** The audit actor of a request: its principal's name, never its token. */
+export function actorOf(request: FastifyRequest): AuditActor {
+  return {
+    tenant: request.principal?.tenant,
+    principal: request.principal?.name ?? 'anonymous',
+    remote: request.ip,
+  };
+}
+
+async function refuse(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  e: ExecServerError,
+  audit: Auditor,
+  path: string,
+): Promise<FastifyReply> {
+  audit.record({
+    action: e.statusCode === 401 ? 'auth.failure' : 'auth.denied',
+    tenant: request.principal?.tenant,
+    session: request.principal?.scope?.sessionId,
+    actor: actorOf(request),
+    detail: { method: request.method, path, code: e.code, reason: e.message },
+  });
+  if (e.statusCode === 401) reply.header('www-authenticate', 'Bearer');
+  await reply.code(e.statusCode).send(httpErrorBody(e));
+  return reply;
+}
+
+export function registerAuthHooks(app: FastifyInstance, opts: AuthHookOptions): void {
+  app.decorateRequest('principal', undefined);
+  app.addHook('onRequest', async (request, reply) => {
+    const path = request.url.split('?')[0] ?? '';
+    if (opts.skip(request.method, request.url, path)) return;
+    const upgrade = request.headers.upgrade?.toLowerCase() === 'websocket';
+    const who = identify(
+      request.headers.authorization ??
+        (upgrade ? bearerFromProtocols(request.headers['sec-websocket-protocol']) : undefined),
+      opts,
+    );
+    if (who instanceof ExecServerError) return refuse(request, reply, who, opts.audit, path);
+    request.principal = who;
+    request.tenant = who.tenant;
+    const denied = who.scope && httpScopeError(who.scope, request.method, path, upgrade);
+    if (denied) return refuse(request, reply, denied, opts.audit, path);
+  });
+  // Callback style on purpose: `done` runs the rest of the request (handler included) inside
+  // the store, which an async hook's own continuation would not.
+  app.addHook('onRequest', (request, _reply, done) => {
+    actorStore.run(actorOf(request), done);
+  });
+}

@@ -1,0 +1,127 @@
+/**
+ * Tokens scoped to one session. A token is self-verifying so that it works on every replica
+ * that shares the key and after a restart, without a shared token store:
+ * `est1.PAYLOAD.MAC`, PAYLOAD = base64url JSON `{t: tenant, s: session, a: access, i: tokenId,
+ * e: expiresAt (seconds)}`, MAC = HMAC-SHA256 over `est1.PAYLOAD` with the session-token key
+ * (src/preview/signing.ts). Revocation is the one piece of state: the ids revoked before their
+ * expiry, kept by the session itself (`TokenRevocations`) and stored with the session's record,
+ * so it survives exactly as long as the session does (docs/architecture.md, "Session tokens").
+ */
+import { randomBytes } from 'node:crypto';
+import { execError, type ExecServerError } from '../errors.ts';
+import { asTenantId, type TenantId } from '../ids.ts';
+import { HmacKey } from '../preview/signing.ts';
+import type { SessionToken, TokenAccess } from '../protocol/index.ts';
+
+const PREFIX = 'est1.';
+const TOKEN = /^est1\.([A-Za-z0-9_-]{1,1024})\.([A-Za-z0-9_-]{43})$/;
+
+/** Default validity of a session token when the request names none. */
+export const DEFAULT_TOKEN_TTL_SECONDS = 3600;
+
+/** What a verified session token grants. */
+export interface TokenScope {
+  readonly tenant: TenantId;
+  readonly sessionId: string;
+  readonly access: TokenAccess;
+  readonly tokenId: string;
+  /** Seconds since the epoch. */
+  readonly expiresAt: number;
+}
+
+/** True for a bearer that claims to be a session token (it is then never tried as a tenant token). */
+export function isSessionToken(bearer: string): boolean {
+  return bearer.startsWith(PREFIX);
+}
+
+export class SessionTokenSigner {
+  readonly #key: HmacKey;
+
+  /** `secret`: `--session-token-secret`, else the digest of the tenant tokens, else random per process. */
+  constructor(secret: string | undefined) {
+    this.#key = new HmacKey('exec-server session token', secret);
+  }
+
+  /** False when the key is random: tokens then end with this process. */
+  get stable(): boolean {
+    return this.#key.stable;
+  }
+
+  issue(tenant: TenantId, sessionId: string, access: TokenAccess, ttlSeconds: number, now = Date.now()): SessionToken {
+    const tokenId = `tok_${randomBytes(9).toString('base64url')}`;
+    const expiresAt = Math.floor(now / 1000) + ttlSeconds;
+    const payload = Buffer.from(
+      JSON.stringify({ t: tenant, s: sessionId, a: access, i: tokenId, e: expiresAt }),
+    ).toString('base64url');
+    const mac = this.#key.mac(`${PREFIX}${payload}`).toString('base64url');
+    return {
+      token: `${PREFIX}${payload}.${mac}`,
+      tokenId,
+      access,
+      expiresAt: new Date(expiresAt * 1000).toISOString(),
+    };
+  }
+
+  /** The scope of a genuine, unexpired token; else the error to answer (401). Revocation is the caller's. */
+  verify(token: string, nowMs = Date.now()): TokenScope | ExecServerError {
+    const m = TOKEN.exec(token);
+    if (
+      !m ||
+      m[1] === undefined ||
+      m[2] === undefined ||
+      !this.#key.check(`${PREFIX}${m[1]}`, Buffer.from(m[2], 'base64url'))
+    )
+      return execError('EXEC_ERR_UNAUTHORIZED', 'invalid session token');
+    let claims: { t?: unknown; s?: unknown; a?: unknown; i?: unknown; e?: unknown };
+    try {
+      claims = JSON.parse(Buffer.from(m[1], 'base64url').toString('utf8')) as typeof claims;
+    } catch {
+      return execError('EXEC_ERR_UNAUTHORIZED', 'invalid session token');
+    }
+    const { t, s, a, i, e } = claims;
+    if (typeof t !== 'string' || typeof s !== 'string' || (a !== 'full' && a !== 'read'))
+      return execError('EXEC_ERR_UNAUTHORIZED', 'invalid session token');
+    if (typeof i !== 'string' || typeof e !== 'number')
+      return execError('EXEC_ERR_UNAUTHORIZED', 'invalid session token');
+    if (e * 1000 <= nowMs)
+      return execError('EXEC_ERR_TOKEN_EXPIRED', `session token ${i} expired at ${new Date(e * 1000).toISOString()}`, {
+        detail: { tokenId: i },
+      });
+    return { tenant: asTenantId(t), sessionId: s, access: a, tokenId: i, expiresAt: e };
+  }
+}
+
+/**
+ * The session tokens a session revoked before their expiry (`DELETE .../tokens/{tokenId}`).
+ * Entries go once their token would have expired anyway, so the list stays small.
+ */
+export class TokenRevocations {
+  readonly #revoked = new Map<string, number>();
+  readonly #listeners = new Set<(tokenId: string) => void>();
+
+  revoke(tokenId: string, expiresAt: number): void {
+    this.#revoked.set(tokenId, expiresAt);
+    for (const listener of this.#listeners) listener(tokenId);
+  }
+
+  has(tokenId: string): boolean {
+    return this.#revoked.has(tokenId);
+  }
+
+  /** Called with each revoked id (live connections of that token close). */
+  onRevoke(listener: (tokenId: string) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** Unexpired entries, for the session's record. */
+  entries(nowSeconds = Math.floor(Date.now() / 1000)): Array<[string, number]> {
+    for (const [id, exp] of this.#revoked) if (exp <= nowSeconds) this.#revoked.delete(id);
+    return [...this.#revoked];
+  }
+
+  /** Entries read back from a recovered session's record. */
+  restore(entries: ReadonlyArray<readonly [string, number]>): void {
+    for (const [id, exp] of entries) this.#revoked.set(id, exp);
+  }
+}
