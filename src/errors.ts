@@ -48,7 +48,6 @@ export const ERROR_REGISTRY = {
   EXEC_ERR_DISK_LIMIT: [507, RpcCode.invalidRequest],
   EXEC_ERR_CONFIG: [500, RpcCode.internal],
   EXEC_ERR_INSTANCE_IN_USE: [409, RpcCode.internal],
-  EXEC_ERR_INTERNAL: [500, RpcCode.internal],
   /** A session token used for another session, for listing or creating sessions, or outside the session's routes. */
   EXEC_ERR_TOKEN_SCOPE: [403, RpcCode.invalidRequest],
   /** A `read` session token asked for something that changes the session. */
@@ -57,6 +56,7 @@ export const ERROR_REGISTRY = {
   EXEC_ERR_TOKEN_EXPIRED: [401, RpcCode.invalidRequest],
   /** A session token that was revoked (or whose session was deleted). */
   EXEC_ERR_TOKEN_REVOKED: [401, RpcCode.invalidRequest],
+  EXEC_ERR_INTERNAL: [500, RpcCode.internal],
 } as const satisfies Record<string, readonly [number, number]>;
 
 /**

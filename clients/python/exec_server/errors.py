@@ -135,6 +135,10 @@ FAMILIES: dict[str, type[ExecServerError]] = {
     "EXEC_ERR_SHUTTING_DOWN": BackendError,
     "EXEC_ERR_CONFIG": BackendError,
     "EXEC_ERR_INSTANCE_IN_USE": BackendError,
+    "EXEC_ERR_TOKEN_SCOPE": AuthError,
+    "EXEC_ERR_TOKEN_READ_ONLY": AuthError,
+    "EXEC_ERR_TOKEN_EXPIRED": AuthError,
+    "EXEC_ERR_TOKEN_REVOKED": AuthError,
     "EXEC_ERR_INTERNAL": BackendError,
 }
 
