@@ -3,6 +3,7 @@
  * notifications, and answers to server-to-client requests (approvals).
  */
 import WebSocket from 'ws';
+import { ExecServerHttpError } from './errors.ts';
 import {
   decodeBinaryOutput,
   isNotificationName,
@@ -133,10 +134,37 @@ export class RpcConnection {
     return new Promise((resolve, reject) => {
       socket.once('open', () => resolve(new RpcConnection(socket, opts)));
       socket.once('unexpected-response', (req, res) => {
-        // ws leaves the request open once this event has a listener; end it ourselves.
-        res.resume();
-        req.destroy();
-        reject(Object.assign(new Error(`upgrade refused: HTTP ${res.statusCode}`), { statusCode: res.statusCode }));
+        // The refusal's body carries the server's stable code (a bounded read: 64 KiB at most).
+        const status = res.statusCode ?? 0;
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on('data', (c: Buffer) => {
+          size += c.length;
+          if (size <= 64 * 1024) chunks.push(c);
+        });
+        res.once('end', () => {
+          // ws leaves the request open once this event has a listener; end it ourselves.
+          req.destroy();
+          let body: unknown;
+          try {
+            body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+          } catch {
+            body = undefined;
+          }
+          reject(
+            Object.assign(ExecServerHttpError.of(status, body, `upgrade refused: HTTP ${status}`), {
+              statusCode: status,
+            }),
+          );
+        });
+        res.once('error', () => {
+          req.destroy();
+          reject(
+            Object.assign(new ExecServerHttpError(status, `HTTP_${status}`, `upgrade refused: HTTP ${status}`), {
+              statusCode: status,
+            }),
+          );
+        });
       });
       socket.once('error', reject);
     });
