@@ -12,6 +12,7 @@ import { chmod, lstat, mkdir, mkdtemp, stat, writeFile } from 'node:fs/promises'
 import { posix } from 'node:path';
 import { promisify } from 'node:util';
 import type { ResolvedSandbox } from '../types.ts';
+import type { SandboxAccounts } from './sandbox-accounts.ts';
 
 const run = promisify(execFile);
 
@@ -106,6 +107,8 @@ export interface SandboxLayout {
    * there stay closed to them (mode 0620, root's); under one shared uid they would not.
    */
   readonly hostTerminals?: boolean | undefined;
+  /** /etc/passwd and /etc/group that name the sandbox user (sandbox-accounts.ts), bound over the host's. */
+  readonly accounts?: SandboxAccounts | undefined;
 }
 
 async function kindOf(path: string): Promise<'dir' | 'file' | 'missing'> {
@@ -137,6 +140,8 @@ export async function bubblewrapArgs(
   const args = [...SANDBOX_BASE, '--unshare-ipc', '--cap-drop', 'ALL', '--die-with-parent'];
   if (layout.hostTerminals && existsSync('/dev/pts/ptmx')) args.push('--dev-bind', '/dev/pts', '/dev/pts');
   if (!sandbox.network) args.push('--unshare-net');
+  if (layout.accounts)
+    args.push('--ro-bind', layout.accounts.passwd, '/etc/passwd', '--ro-bind', layout.accounts.group, '/etc/group');
   // Parents before children: the private /tmp must not cover a writable root below /tmp (a
   // workspace there), and a root must not cover the private /tmp.
   const tmpWritable = sandbox.writableRoots.some((r) => posix.normalize(r) === '/tmp');

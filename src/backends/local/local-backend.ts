@@ -2,6 +2,7 @@
  * The embedded default backend: sessions are workspace directories on the server host,
  * processes run through build/pty-relay (PTY) or child_process (pipes), sandboxed with bubblewrap.
  */
+import { existsSync } from 'node:fs';
 import { chmod, chown, mkdir, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -13,6 +14,7 @@ import { DenyPlaceholders, probeBubblewrap, type BubblewrapProbe } from './bubbl
 import { LocalSession, makePrivateTmp, type SpawnSetup } from './local-session.ts';
 import { OutputChannels } from './output-channels.ts';
 import { ptyRelayProblem } from './pty-process.ts';
+import { writeSandboxAccounts } from './sandbox-accounts.ts';
 import { SandboxUsers } from './sandbox-users.ts';
 import { probeWarmSandbox } from './warm-sandbox.ts';
 import { WorkspaceUsers } from './workspace-users.ts';
@@ -34,6 +36,11 @@ export interface LocalBackendOptions {
   readonly sandboxNetwork?: boolean | undefined;
   /** Where the deny-read placeholders live (default `/run/exec-server` as root, else `$XDG_RUNTIME_DIR` or the temp dir). */
   readonly stateDir?: string | undefined;
+}
+
+/** The login shell the sandbox user's account names. */
+function sandboxShell(): string {
+  return existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh';
 }
 
 function defaultStateDir(): string {
@@ -114,12 +121,16 @@ export async function createLocalBackend(options: LocalBackendOptions, log: Logg
         if (user && spec.sandboxed !== false && probe.available) await user.lend([], true);
         const privateTmp = join(tmpRoot, spec.id);
         await makePrivateTmp(privateTmp, user);
+        const accounts =
+          user && probe.available
+            ? await writeSandboxAccounts(`${privateTmp}.accounts`, user, workdir, sandboxShell())
+            : undefined;
         const session: LocalSession = new LocalSession(
           spec,
           {
             workdir,
             ownsWorkdir,
-            layout: { privateTmp, placeholders, workdir, hostTerminals: user !== undefined },
+            layout: { privateTmp, placeholders, workdir, hostTerminals: user !== undefined, accounts },
             user,
             ended: () => sessions.delete(session),
           },

@@ -33,6 +33,7 @@ import { spawnPipe } from './pipe-process.ts';
 import { connectLocalPort } from './port-forward.ts';
 import { processTreeStats } from './process-stats.ts';
 import { spawnPty } from './pty-process.ts';
+import { removeSandboxAccounts } from './sandbox-accounts.ts';
 import { sandboxedFs } from './sandboxed-fs.ts';
 import { coldArgv, userArg, WarmSandboxes, type WarmSandboxTools } from './warm-sandbox.ts';
 import type { WorkspaceUser, WorkspaceUsers } from './workspace-users.ts';
@@ -325,6 +326,9 @@ export class LocalSession implements BackendSession {
     await Promise.all([this.#keepers.killAll(), this.#warm?.close()]);
     await rm(this.#places.layout.privateTmp, { recursive: true, force: true }).catch((err: unknown) =>
       log.warn({ err }, 'could not remove the private /tmp'),
+    );
+    await removeSandboxAccounts(this.#places.layout.accounts).catch((err: unknown) =>
+      log.warn({ err }, 'could not remove the sandbox account files'),
     );
     if (this.#places.ownsWorkdir) {
       await rm(this.workdir, { recursive: true, force: true }).catch((err: unknown) =>
