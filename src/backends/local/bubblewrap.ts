@@ -109,6 +109,8 @@ export interface SandboxLayout {
   readonly hostTerminals?: boolean | undefined;
   /** /etc/passwd and /etc/group that name the sandbox user (sandbox-accounts.ts), bound over the host's. */
   readonly accounts?: SandboxAccounts | undefined;
+  /** The client's directories (client-dirs.ts): visible at their own paths even under /tmp. */
+  readonly clientDirs?: { readonly all: readonly string[] } | undefined;
 }
 
 async function kindOf(path: string): Promise<'dir' | 'file' | 'missing'> {
@@ -149,9 +151,9 @@ export async function bubblewrapArgs(
     { target: '/tmp', args: [tmpWritable ? '--bind' : '--ro-bind', layout.privateTmp, '/tmp'] },
   ];
   const visible = sandbox.writableRoots.map((r) => ({ path: r, writable: true }));
-  // The workspace and the command's cwd stay visible (read-only at least) where they lie under
-  // the host's /tmp, which the private one hides.
-  for (const dir of new Set([layout.workdir, cwd])) {
+  // The workspace, the client's directories and the command's cwd stay visible (read-only at
+  // least) where they lie under the host's /tmp, which the private one hides.
+  for (const dir of new Set([layout.workdir, ...(layout.clientDirs?.all ?? []), cwd])) {
     if (dir !== undefined && hiddenByPrivateTmp(dir, sandbox.writableRoots))
       visible.push({ path: dir, writable: false });
   }

@@ -11,6 +11,7 @@ import type { TenantId } from '../../ids.ts';
 import type { Logger } from '../../logger.ts';
 import type { Backend } from '../types.ts';
 import { DenyPlaceholders, probeBubblewrap, type BubblewrapProbe } from './bubblewrap.ts';
+import { ClientDirectories } from './client-dirs.ts';
 import { LocalSession, makePrivateTmp, type SpawnSetup } from './local-session.ts';
 import { OutputChannels } from './output-channels.ts';
 import { ptyRelayProblem } from './pty-process.ts';
@@ -125,13 +126,16 @@ export async function createLocalBackend(options: LocalBackendOptions, log: Logg
           user && probe.available
             ? await writeSandboxAccounts(`${privateTmp}.accounts`, user, workdir, sandboxShell())
             : undefined;
+        // Sessions' own directories are never a client's (another session's workspace would be lent).
+        const clientDirs = new ClientDirectories([options.workspaceRoot, workdir]);
         const session: LocalSession = new LocalSession(
           spec,
           {
             workdir,
             ownsWorkdir,
-            layout: { privateTmp, placeholders, workdir, hostTerminals: user !== undefined, accounts },
+            layout: { privateTmp, placeholders, workdir, hostTerminals: user !== undefined, accounts, clientDirs },
             user,
+            clientDirs,
             ended: () => sessions.delete(session),
           },
           setup,

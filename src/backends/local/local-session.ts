@@ -24,6 +24,7 @@ import type {
   SpawnRequest,
 } from '../types.ts';
 import { bubblewrapArgs, hiddenByPrivateTmp, type BubblewrapProbe, type SandboxLayout } from './bubblewrap.ts';
+import type { ClientDirectories } from './client-dirs.ts';
 import { localDiskUse } from './disk-usage.ts';
 import { Keepers } from './keepers.ts';
 import { localFs } from './local-fs.ts';
@@ -75,6 +76,8 @@ export interface SessionPlaces {
   readonly ownsWorkdir: boolean;
   readonly layout: SandboxLayout;
   readonly user: WorkspaceUser | undefined;
+  /** The client's directories, shared with the layout (client-dirs.ts). */
+  readonly clientDirs: ClientDirectories;
   /** Called once the session is destroyed. */
   readonly ended: () => void;
 }
@@ -115,15 +118,18 @@ function isWithin(path: string, root: string): boolean {
 }
 
 /**
- * A cwd under the host's /tmp where /tmp is writable is writable by the policy's terms, but the
- * session's private /tmp does not contain it: it becomes a writable root of its own (lent to
- * the sandbox user and bound from the host). Where /tmp is read-only, bubblewrapArgs shows it
- * read-only.
+ * A cwd (or a client directory) under the host's /tmp where /tmp is writable is writable by the
+ * policy's terms, but the session's private /tmp does not contain it: it becomes a writable root
+ * of its own (lent to the sandbox user and bound from the host). Where /tmp is read-only,
+ * bubblewrapArgs shows it read-only.
  */
-function visibleCwd(sandbox: RestrictedSandbox, cwd: string): RestrictedSandbox {
+function visibleCwd(sandbox: RestrictedSandbox, cwd: string, clientDirs: readonly string[]): RestrictedSandbox {
   const tmpWritable = sandbox.writableRoots.some((r) => posix.normalize(r) === '/tmp');
-  if (!tmpWritable || !hiddenByPrivateTmp(cwd, sandbox.writableRoots)) return sandbox;
-  return { ...sandbox, writableRoots: [...sandbox.writableRoots, posix.normalize(cwd)] };
+  if (!tmpWritable) return sandbox;
+  const hidden = [...new Set([...clientDirs, posix.normalize(cwd)])].filter((d) =>
+    hiddenByPrivateTmp(d, sandbox.writableRoots),
+  );
+  return hidden.length === 0 ? sandbox : { ...sandbox, writableRoots: [...sandbox.writableRoots, ...hidden] };
 }
 
 type RestrictedSandbox = Extract<ResolvedSandbox, { kind: 'restricted' }>;
@@ -142,6 +148,7 @@ export class LocalSession implements BackendSession {
   readonly #setup: SpawnSetup;
   readonly #warm: WarmSandboxes | undefined;
   readonly #keepers = new Keepers();
+  readonly #clientDirs: ClientDirectories;
   /** Something running as the server's user may have written into the workspace since it was last lent. */
   #dirty: boolean;
   #lending: Promise<void> | undefined;
@@ -157,6 +164,7 @@ export class LocalSession implements BackendSession {
     this.sandboxType = setup.probe.available ? 'bubblewrap' : 'none';
     this.sandboxUnavailableReason = setup.probe.available ? undefined : setup.probe.reason;
     this.environment = hostFacts();
+    this.#clientDirs = places.clientDirs;
     this.disk = { enforcement: 'watch', usage: () => localDiskUse([places.workdir, places.layout.privateTmp]) };
     this.#warm = setup.probe.available && setup.warmTools ? new WarmSandboxes(setup.warmTools, setup.log) : undefined;
     const sandboxed = spec.sandboxed !== false && setup.probe.available;
@@ -168,8 +176,18 @@ export class LocalSession implements BackendSession {
           handOver: places.user?.lent === true,
           workdir: places.workdir,
           privateTmp: places.layout.privateTmp,
+          clientDirs: places.clientDirs,
         })
       : localFs;
+  }
+
+  /** The client's working directories that are workspaces of this session too (client-dirs.ts). */
+  get clientWorkspaces(): readonly string[] {
+    return this.#clientDirs.workspaces;
+  }
+
+  clientDirectory(path: string, workspace: boolean): Promise<void> {
+    return this.#clientDirs.add(path, workspace);
   }
 
   async spawn(req: SpawnRequest, sink: ProcessSink): Promise<BackendProcess> {
@@ -188,6 +206,7 @@ export class LocalSession implements BackendSession {
       const sandbox = visibleCwd(
         this.#setup.sandboxNetwork ? req.sandbox : { ...req.sandbox, network: false },
         req.cwd,
+        this.#clientDirs.all,
       );
       await this.#lend(sandbox.writableRoots);
       if (sandbox.denyRead.length > 0) await this.#places.layout.placeholders.ensure();
