@@ -58,7 +58,31 @@ async function closedAncestor(dir: string): Promise<string | undefined> {
   }
 }
 
+/**
+ * Makes the workspace root and the private /tmp directories' parent in it. One that cannot be
+ * made (a read-only filesystem, no permission) is a configuration error naming the flag that
+ * moves it, not a bare errno.
+ */
+async function makeWorkspaceRoot(root: string, tmpRoot: string): Promise<void> {
+  try {
+    // Traversable by the sandbox users (each workspace in it is closed to all but its own).
+    await mkdir(root, { recursive: true, mode: 0o711 });
+    const rootMode = (await stat(root)).mode & 0o7777;
+    if (process.getuid?.() === 0 && (rootMode & 0o011) !== 0o011) await chmod(root, rootMode | 0o011);
+    await mkdir(tmpRoot, { recursive: true, mode: 0o711 });
+  } catch (err) {
+    throw execError(
+      'EXEC_ERR_CONFIG',
+      `cannot make the workspace root ${root} (${(err as Error).message}); choose a writable directory with --workspace-root (EXEC_SERVER_WORKSPACE_ROOT)`,
+      { cause: err },
+    );
+  }
+}
+
 export async function createLocalBackend(options: LocalBackendOptions, log: Logger): Promise<Backend> {
+  // First: a root that cannot be made fails the start before anything is left open.
+  const tmpRoot = join(options.workspaceRoot, '.tmp');
+  await makeWorkspaceRoot(options.workspaceRoot, tmpRoot);
   const probe = options.bubblewrap ?? (await probeBubblewrap());
   if (!probe.available)
     log.warn(
@@ -91,12 +115,6 @@ export async function createLocalBackend(options: LocalBackendOptions, log: Logg
     users,
     log,
   };
-  // Traversable by the sandbox users (each workspace in it is closed to all but its own).
-  await mkdir(options.workspaceRoot, { recursive: true, mode: 0o711 });
-  const rootMode = (await stat(options.workspaceRoot)).mode & 0o7777;
-  if (process.getuid?.() === 0 && (rootMode & 0o011) !== 0o011) await chmod(options.workspaceRoot, rootMode | 0o011);
-  const tmpRoot = join(options.workspaceRoot, '.tmp');
-  await mkdir(tmpRoot, { recursive: true, mode: 0o711 });
   const closed = await closedAncestor(options.workspaceRoot);
   if (closed && process.getuid?.() === 0 && probe.available)
     log.warn(
