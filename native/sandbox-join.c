@@ -57,6 +57,9 @@
 
 #define EXIT_SETUP 125
 
+/* Where to say whether the program can be run (pty-relay --exec-report), or -1. */
+static int report_fd = -1;
+
 static void die(const char *what, const char *arg) {
   fprintf(stderr, "sandbox-join: %s %s: %s\n", what, arg, strerror(errno));
   exit(EXIT_SETUP);
@@ -152,6 +155,47 @@ static void take_terminal(void) {
   sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
+/* The report pipe pty-relay passed (EXEC_SERVER_EXEC_REPORT_FD), kept from the command. */
+static void take_report_fd(void) {
+  const char *s = getenv("EXEC_SERVER_EXEC_REPORT_FD");
+  if (s && digits(s)) {
+    report_fd = atoi(s);
+    if (fcntl(report_fd, F_SETFD, FD_CLOEXEC) != 0) report_fd = -1;
+  }
+  unsetenv("EXEC_SERVER_EXEC_REPORT_FD");
+}
+
+/* Whether `file` is something we may execute: 0, EACCES (a directory, or no x bit) or ENOENT. */
+static int runnable(const char *file) {
+  struct stat st;
+  if (stat(file, &st) != 0) return errno == ENOENT || errno == ENOTDIR ? ENOENT : errno;
+  if (!S_ISREG(st.st_mode) || access(file, X_OK) != 0) return EACCES;
+  return 0;
+}
+
+/* The errno execvp(file) would fail with for want of the program, searched as execvp does
+ * (PATH, a name with a slash as it is); 0 when it is there to run. */
+static int exec_problem(const char *file) {
+  if (*file == '\0') return ENOENT;
+  if (strchr(file, '/')) return runnable(file);
+  const char *path = getenv("PATH");
+  if (!path) path = "/usr/local/bin:/bin:/usr/bin";
+  int denied = 0;
+  for (const char *p = path;; ) {
+    const char *colon = strchr(p, ':');
+    size_t len = colon ? (size_t)(colon - p) : strlen(p);
+    char full[4096];
+    if (snprintf(full, sizeof full, "%.*s%s%s", (int)len, p, len ? "/" : "", file) < (int)sizeof full) {
+      int e = runnable(full);
+      if (e == 0) return 0;
+      if (e == EACCES) denied = 1;
+    }
+    if (!colon) break;
+    p = colon + 1;
+  }
+  return denied ? EACCES : ENOENT;
+}
+
 /* Becomes the session's user (if any) with no capability and no way to gain one, changes to
  * `cwd` (if given: as that user, since a workspace may be closed to a root without capabilities),
  * then execs. `orphan_signal`: the signal to get when the parent ends (0: none), set after the
@@ -171,6 +215,12 @@ static int become_and_exec(const struct user *u, const char *cwd, char **argv, i
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die("cannot set", "no_new_privs");
   clear_capabilities();
   if (cwd && chdir(cwd) != 0) die("cannot change directory to", cwd);
+  if (report_fd >= 0) {
+    /* Said before the exec: a program that is missing or not executable fails the start. */
+    int e = exec_problem(argv[0]);
+    (void)!write(report_fd, &e, sizeof e);
+    if (e != 0) return e == ENOENT ? 127 : 126;
+  }
   execvp(argv[0], argv);
   int err = errno;
   fprintf(stderr, "sandbox-join: cannot run %s: %s\n", argv[0], strerror(err));
@@ -256,6 +306,7 @@ static int usage(void) {
 
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--hold") == 0) return hold();
+  take_report_fd();
   struct user user;
   if (argc >= 6 && strcmp(argv[1], "--as") == 0) {
     if (!parse_user(argv[2], &user) || strcmp(argv[4], "--") != 0) return usage();
@@ -307,5 +358,6 @@ int main(int argc, char **argv) {
     if (tty) take_terminal();
     return become_and_exec(&user, NULL, argv + 8, tty ? SIGKILL : 0);
   }
+  if (report_fd >= 0) close(report_fd);
   return wait_and_mirror(child, tty);
 }

@@ -46,6 +46,8 @@ export const ERROR_REGISTRY = {
   EXEC_ERR_DISK_LIMIT: [507, RpcCode.invalidRequest],
   EXEC_ERR_CONFIG: [500, RpcCode.internal],
   EXEC_ERR_INTERNAL: [500, RpcCode.internal],
+  /** A start that cannot happen: cwd missing or not a directory, program missing or not executable. */
+  EXEC_ERR_SPAWN_FAILED: [422, RpcCode.internal],
 } as const satisfies Record<string, readonly [number, number]>;
 
 /** A stable error code. */

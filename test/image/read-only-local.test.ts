@@ -122,5 +122,8 @@ test('a workspace root that cannot be made: exit 2, the message names --workspac
     (err: { code?: number; stderr?: string }) => ({ code: err.code, stderr: err.stderr ?? '' }),
   );
   assert.equal(res.code, 2, res.stderr);
-  assert.match(res.stderr, /cannot make the workspace root \/srv\/workspaces \((EROFS|ENOENT|EACCES).*--workspace-root/);
+  assert.match(
+    res.stderr,
+    /cannot make the workspace root \/srv\/workspaces \((EROFS|ENOENT|EACCES).*--workspace-root/,
+  );
 });

@@ -26,6 +26,7 @@ import type {
 import { bubblewrapArgs, hiddenByPrivateTmp, type BubblewrapProbe, type SandboxLayout } from './bubblewrap.ts';
 import type { ClientDirectories } from './client-dirs.ts';
 import { localDiskUse } from './disk-usage.ts';
+import { spawnFailure } from '../spawn-failure.ts';
 import { Keepers } from './keepers.ts';
 import { localFs } from './local-fs.ts';
 import { nativeHelperPath } from './native-helpers.ts';
@@ -193,8 +194,8 @@ export class LocalSession implements BackendSession {
   async spawn(req: SpawnRequest, sink: ProcessSink): Promise<BackendProcess> {
     if (this.#destroyed) throw execError('EXEC_ERR_SESSION_DEAD', 'session is being destroyed');
     const cwd = await stat(req.cwd).catch(() => undefined);
-    if (!cwd) throw execError('EXEC_ERR_INVALID_REQUEST', `cwd ${req.cwd} does not exist`);
-    if (!cwd.isDirectory()) throw execError('EXEC_ERR_INVALID_REQUEST', `cwd ${req.cwd} is not a directory`);
+    if (!cwd) throw spawnFailure(`cwd ${req.cwd}`, 'ENOENT', 'No such file or directory');
+    if (!cwd.isDirectory()) throw spawnFailure(`cwd ${req.cwd}`, 'ENOTDIR', 'Not a directory');
     const shell = this.environment.shell.path;
     let env = req.env;
     let argv =
@@ -223,18 +224,21 @@ export class LocalSession implements BackendSession {
     const [file, ...args] = argv;
     if (file === undefined) throw execError('EXEC_ERR_INVALID_PARAMS', 'argv must not be empty');
     const { channels, ptyPinning } = this.#setup;
-    const keepers = this.#keepers;
-    if (req.mode === 'pty') {
-      return spawnPty(
-        { file, args, cwd: req.cwd, env, size: req.size, sandboxType, channels, pinning: ptyPinning, keepers },
-        sink,
-      );
-    }
+    const common = {
+      file,
+      args,
+      cwd: req.cwd,
+      env,
+      sandboxType,
+      channels,
+      keepers: this.#keepers,
+      program: req.argv[0],
+      // sandbox-join checks the program inside the sandbox, as the user, and says so first.
+      reportExec: sandboxType === 'bubblewrap' && argv.includes(JOIN_HELPER),
+    };
+    if (req.mode === 'pty') return spawnPty({ ...common, size: req.size, pinning: ptyPinning }, sink);
     const argv0 = sandboxType === 'none' ? req.arg0 : undefined;
-    return spawnPipe(
-      { file, args, argv0, cwd: req.cwd, env, stdin: req.mode === 'pipe', sandboxType, channels, keepers },
-      sink,
-    );
+    return spawnPipe({ ...common, argv0, stdin: req.mode === 'pipe' }, sink);
   }
 
   /**
