@@ -55,24 +55,34 @@ const MODES = [
 ] as const;
 const SANDBOXES = ['workspace-write', 'danger-full-access'] as const;
 
-// Docker on both of its paths: the exec agent, and one engine exec per command.
-const VARIANTS = BACKENDS.flatMap((backend): { backend: BackendKind; label: string; flags: string[] }[] =>
+// Local with kept-warm sandboxes and with one bwrap per command; docker on both of its paths:
+// the exec agent, and one engine exec per command.
+interface Variant {
+  readonly backend: BackendKind;
+  readonly label: string;
+  readonly flags: string[];
+  readonly cold?: boolean;
+}
+const VARIANTS = BACKENDS.flatMap((backend): Variant[] =>
   backend === 'docker'
     ? [
         { backend, label: 'docker, exec agent', flags: ['--docker-exec-path', 'agent'] },
         { backend, label: 'docker, engine exec', flags: ['--docker-exec-path', 'exec'] },
       ]
-    : [{ backend, label: backend, flags: [] }],
+    : [
+        { backend, label: 'local, warm sandbox', flags: [] },
+        { backend, label: 'local, one bwrap per command', flags: [], cold: true },
+      ],
 );
 
-for (const { backend, label, flags } of VARIANTS) {
+for (const { backend, label, flags, cold } of VARIANTS) {
   describe(`starts that cannot happen [${label}]`, { timeout: 120_000 }, () => {
     let server: TestServer;
     let s: TestSession;
     let workdir = '';
 
     test('setup', async () => {
-      server = await startServer({ backend, flags });
+      server = await startServer({ backend, flags, coldSandbox: cold === true });
       s = await TestSession.open(server.url, { session: { sandbox: { type: 'danger-full-access' } } });
       workdir = String((await s.request<Record<string, unknown>>('session/info', {}))['workdir']);
       const prep = await s.run('prep', [
