@@ -351,6 +351,23 @@ static int read_output(proc *p, int i) {
 
 /* --- spawning ------------------------------------------------------------------------------ */
 
+/* A start that cannot happen (cwd, program): the child says so on this pipe before it ends, and
+ * the spawn is answered FAILED "spawn:ERRNO\0MESSAGE" instead of SPAWNED (docs/protocol.md). */
+static int spawn_report = -1;
+
+static void child_spawn_fail(int code, const char *what, const char *arg, int err) {
+  if (spawn_report >= 0) {
+    char msg[1024];
+    int n = snprintf(msg, sizeof msg, "spawn:%d%c%s%s%s: %s", err, 0, what, arg ? " " : "", arg ? arg : "", strerror(err));
+    if (n > 0) { ssize_t ignored = write(spawn_report, msg, (size_t)(n < (int)sizeof msg ? n : (int)sizeof msg - 1)); (void)ignored; }
+    _exit(code);
+  }
+  char msg[1024];
+  int n = snprintf(msg, sizeof msg, "exec-server: %s%s%s: %s\n", what, arg ? ": " : "", arg ? arg : "", strerror(err));
+  if (n > 0) { ssize_t ignored = write(2, msg, (size_t)(n < (int)sizeof msg ? n : (int)sizeof msg - 1)); (void)ignored; }
+  _exit(code);
+}
+
 static void child_fail(int code, const char *what, const char *arg, int err) {
   char msg[1024];
   int n = snprintf(msg, sizeof msg, "exec-server: %s%s%s: %s\n", what, arg ? ": " : "", arg ? arg : "", strerror(err));
@@ -440,8 +457,11 @@ static void do_spawn(uint32_t handle, unsigned char *payload, uint32_t len) {
     send_text(A_FAILED, handle, "%d%cpipe: %s", e, 0, strerror(e));
     return;
   }
+  int report[2] = {-1, -1};
+  if (pipe2(report, O_CLOEXEC) < 0) report[0] = report[1] = -1;
   pid_t pid = fork();
   if (pid == 0) {
+    spawn_report = report[1];
     sigset_t all;
     sigemptyset(&all);
     sigprocmask(SIG_SETMASK, &all, NULL);
@@ -470,14 +490,36 @@ static void do_spawn(uint32_t handle, unsigned char *payload, uint32_t len) {
     if (getppid() == 1) _exit(137);
     environ = envp;
     fix_home(uid);
-    if (chdir(f[5]) < 0) child_fail(126, "cd", f[5], errno);
+    if (chdir(f[5]) < 0) child_spawn_fail(126, "cwd", f[5], errno);
     const char *file = argv[0];
     if (f[6][0]) argv[0] = f[6];
     execvp(file, argv);
-    child_fail(errno == ENOENT ? 127 : 126, file, NULL, errno);
+    child_spawn_fail(errno == ENOENT ? 127 : 126, file, NULL, errno);
   }
   int e = errno;
   free(argv); free(envp);
+  if (report[1] >= 0) close(report[1]);
+  if (pid > 0 && report[0] >= 0) {
+    /* The child's exec closes the pipe (CLOEXEC); a failure writes its reason first. */
+    char why[1024];
+    size_t got = 0;
+    for (;;) {
+      ssize_t n = read(report[0], why + got, sizeof why - 1 - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += (size_t)n;
+      if (got == sizeof why - 1) break;
+    }
+    close(report[0]);
+    if (got > 0) {
+      waitpid(pid, NULL, 0);
+      close_fd(&master); close_fd(&out[0]); close_fd(&out[1]); close_fd(&err[0]); close_fd(&err[1]); close_fd(&in[0]); close_fd(&in[1]);
+      send_ctl(A_FAILED, handle, why, (uint32_t)got);
+      return;
+    }
+  } else if (report[0] >= 0) {
+    close(report[0]);
+  }
   if (pid < 0) {
     close_fd(&master); close_fd(&out[0]); close_fd(&out[1]); close_fd(&err[0]); close_fd(&err[1]); close_fd(&in[0]); close_fd(&in[1]);
     send_text(A_FAILED, handle, "%d%cfork: %s", e, 0, strerror(e));

@@ -1,8 +1,13 @@
 /*
  * pty-relay: runs one command on a new pseudo-terminal and relays it over plain descriptors.
  *
- *   pty-relay [--no-pin] COLS ROWS FILE [ARG...]
- *   pty-relay --pipe [--arg0 NAME] FILE [ARG...]
+ *   pty-relay [--exec-report] [--no-pin] COLS ROWS FILE [ARG...]
+ *   pty-relay [--exec-report] --pipe [--arg0 NAME] FILE [ARG...]
+ *
+ *   --exec-report: FILE is a launcher (build/sandbox-join) that starts the real program itself.
+ *         It gets a pipe named by EXEC_SERVER_EXEC_REPORT_FD and writes one int there before its
+ *         own exec: 0, or the errno that exec would fail with (no such program, not executable),
+ *         which the relay reports as "error ERRNO TEXT" like its own exec failing.
  *
  *   fd 0  bytes for the terminal (the command's keyboard)
  *   fd 1  everything the command writes to the terminal
@@ -341,6 +346,44 @@ static int keep_leftovers(int sigfd, int reaped, pid_t cmd) {
   }
 }
 
+/* --exec-report (see the top): the pipe the launcher reports on, made before the fork. */
+static int exec_report = 0;
+static int report_pipe[2] = {-1, -1};
+
+static void report_prepare(void) {
+  if (exec_report && pipe2(report_pipe, O_CLOEXEC) < 0) die("pipe2");
+}
+
+/* In the child, before its exec: the launcher inherits the write end and learns its number. */
+static void report_pass(void) {
+  if (report_pipe[1] < 0) return;
+  char num[16];
+  snprintf(num, sizeof num, "%d", report_pipe[1]);
+  if (fcntl(report_pipe[1], F_SETFD, 0) < 0 || setenv("EXEC_SERVER_EXEC_REPORT_FD", num, 1) < 0) return;
+}
+
+/* In the relay, once the launcher runs: the errno it reported (0: the program is being run, or
+ * the launcher ended without a word, which its exit then tells). */
+static int report_wait(void) {
+  if (report_pipe[0] < 0) return 0;
+  int e = 0;
+  size_t got = 0;
+  while (got < sizeof e) {
+    ssize_t n = read(report_pipe[0], (char *)&e + got, sizeof e - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += (size_t)n;
+  }
+  close(report_pipe[0]);
+  return got == sizeof e ? e : 0;
+}
+
+/* After the fork, in the relay: only the child holds the write end. */
+static void report_close_writer(void) {
+  if (report_pipe[1] >= 0) close(report_pipe[1]);
+  report_pipe[1] = -1;
+}
+
 /* Every descriptor from `low` up closes at the next exec: a command gets fds 0-2 and nothing the
  * server was started with (a descriptor its parent leaked to it) or opened without CLOEXEC. */
 static void cloexec_from(int low) {
@@ -362,22 +405,26 @@ static int run_pipe(char **cmd, int sigfd, const sigset_t *old) {
   }
   int errpipe[2];
   if (pipe2(errpipe, O_CLOEXEC) < 0) die("pipe2");
+  report_prepare();
   pid_t pid = fork();
   if (pid < 0) die("fork");
   if (pid == 0) {
     sigprocmask(SIG_SETMASK, old, NULL);
     signal(SIGPIPE, SIG_DFL);
-    cloexec_from(3);
+    cloexec_from(3); /* the report pipe's end is made inheritable again just below */
+    report_pass();
     if (setsid() >= 0) execvp(file, cmd);
     int e = errno;
     (void)!write(errpipe[1], &e, sizeof e);
     _exit(127);
   }
   close(errpipe[1]);
+  report_close_writer();
   int exec_errno = 0;
   ssize_t n;
   while ((n = read(errpipe[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {}
   close(errpipe[0]);
+  if (n <= 0 && (exec_errno = report_wait()) != 0) n = 1;
   if (n > 0) {
     waitpid(pid, NULL, 0);
     ctl_say("error %ld %s\n", exec_errno, strerror(exec_errno));
@@ -391,6 +438,11 @@ static int run_pipe(char **cmd, int sigfd, const sigset_t *old) {
 }
 
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--exec-report") == 0) {
+    exec_report = 1;
+    argv++;
+    argc--;
+  }
   int pipe_mode = argc > 2 && strcmp(argv[1], "--pipe") == 0;
   if (argc > 1 && strcmp(argv[1], "--no-pin") == 0) {
     no_pin = 1;
@@ -432,18 +484,20 @@ int main(int argc, char **argv) {
 
   int errpipe[2];
   if (pipe2(errpipe, O_CLOEXEC) < 0) die("pipe2");
+  report_prepare();
 
   pid_t pid = fork();
   if (pid < 0) die("fork");
   if (pid == 0) {
     sigprocmask(SIG_SETMASK, &old, NULL);
     signal(SIGPIPE, SIG_DFL);
+    cloexec_from(3); /* the report pipe's end is made inheritable again just below */
+    report_pass();
     if (setsid() < 0 || ioctl(slave, TIOCSCTTY, 0) < 0 || dup2(slave, 0) < 0 || dup2(slave, 1) < 0 || dup2(slave, 2) < 0) {
       int e = errno;
       (void)!write(errpipe[1], &e, sizeof e);
       _exit(127);
     }
-    cloexec_from(3);
     execvp(argv[3], argv + 3);
     int e = errno;
     (void)!write(errpipe[1], &e, sizeof e);
@@ -452,10 +506,12 @@ int main(int argc, char **argv) {
   /* Only the command holds the slave from here on, so EIO on the master means it is all read. */
   close(slave);
   close(errpipe[1]);
+  report_close_writer();
   int exec_errno = 0;
   ssize_t n;
   while ((n = read(errpipe[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {}
   close(errpipe[0]);
+  if (n <= 0 && (exec_errno = report_wait()) != 0) n = 1;
   if (n > 0) {
     waitpid(pid, NULL, 0);
     ctl_say("error %ld %s\n", exec_errno, strerror(exec_errno));

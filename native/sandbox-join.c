@@ -29,6 +29,14 @@
  * namespace and chroot calls that need them. Joining a PID namespace only moves children, so the
  * command is forked: the parent stays outside, waits, and ends the way the command ended (its exit
  * code, or the same signal), which is what the server sees.
+ *
+ * On a terminal (PTY mode: fd 0 is the terminal and we are its foreground), the command gets a
+ * process group of its own and becomes the terminal's foreground: the group the terminal had is
+ * the relay's, outside the sandbox's PID namespace, and an interactive dash or busybox sh that
+ * gives the terminal back to the group it found at start failed there ("Cannot set tty process
+ * group (No such process)") and exited 2 whatever `exit` said. The parent then forwards the
+ * signals the server sends its group to the command's group, and the command gets SIGKILL when
+ * the parent does (PR_SET_PDEATHSIG), so that signals and kills reach it as before.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -48,6 +56,9 @@
 #include <unistd.h>
 
 #define EXIT_SETUP 125
+
+/* Where to say whether the program can be run (pty-relay --exec-report), or -1. */
+static int report_fd = -1;
 
 static void die(const char *what, const char *arg) {
   fprintf(stderr, "sandbox-join: %s %s: %s\n", what, arg, strerror(errno));
@@ -112,12 +123,77 @@ static void drop_bounding_set(void) {
   }
 }
 
-static void clear_capabilities(void) {
+/* Keeps only `keep` (a capability below 32, or -1 for none) in the effective and permitted sets. */
+static void keep_capability(int keep) {
   prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
   struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[2];
   memset(data, 0, sizeof data);
+  if (keep >= 0) data[0].effective = data[0].permitted = 1u << keep;
   if (syscall(SYS_capset, &header, data) != 0) die("cannot clear", "capabilities");
+}
+
+static void clear_capabilities(void) {
+  keep_capability(-1);
+}
+
+/* Whether fd 0 is a terminal whose foreground is our process group (PTY mode). Inside a PID
+ * namespace that does not hold the group both read 0, and that still means ours. */
+static int terminal_foreground(void) {
+  return isatty(0) && tcgetpgrp(0) == getpgrp();
+}
+
+/* A process group of our own in the terminal's foreground, with an id this PID namespace can
+ * name. SIGTTOU blocked: tcsetpgrp from a background group would stop us otherwise. */
+static void take_terminal(void) {
+  if (setpgid(0, 0) != 0 && errno != EPERM) die("cannot make", "a process group");
+  sigset_t ttou, old;
+  sigemptyset(&ttou);
+  sigaddset(&ttou, SIGTTOU);
+  sigprocmask(SIG_BLOCK, &ttou, &old);
+  (void)tcsetpgrp(0, getpgrp()); /* best effort: the command runs either way */
+  sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+/* The report pipe pty-relay passed (EXEC_SERVER_EXEC_REPORT_FD), kept from the command. */
+static void take_report_fd(void) {
+  const char *s = getenv("EXEC_SERVER_EXEC_REPORT_FD");
+  if (s && digits(s)) {
+    report_fd = atoi(s);
+    if (fcntl(report_fd, F_SETFD, FD_CLOEXEC) != 0) report_fd = -1;
+  }
+  unsetenv("EXEC_SERVER_EXEC_REPORT_FD");
+}
+
+/* Whether `file` is something we may execute: 0, EACCES (a directory, or no x bit) or ENOENT. */
+static int runnable(const char *file) {
+  struct stat st;
+  if (stat(file, &st) != 0) return errno == ENOENT || errno == ENOTDIR ? ENOENT : errno;
+  if (!S_ISREG(st.st_mode) || access(file, X_OK) != 0) return EACCES;
+  return 0;
+}
+
+/* The errno execvp(file) would fail with for want of the program, searched as execvp does
+ * (PATH, a name with a slash as it is); 0 when it is there to run. */
+static int exec_problem(const char *file) {
+  if (*file == '\0') return ENOENT;
+  if (strchr(file, '/')) return runnable(file);
+  const char *path = getenv("PATH");
+  if (!path) path = "/usr/local/bin:/bin:/usr/bin";
+  int denied = 0;
+  for (const char *p = path;; ) {
+    const char *colon = strchr(p, ':');
+    size_t len = colon ? (size_t)(colon - p) : strlen(p);
+    char full[4096];
+    if (snprintf(full, sizeof full, "%.*s%s%s", (int)len, p, len ? "/" : "", file) < (int)sizeof full) {
+      int e = runnable(full);
+      if (e == 0) return 0;
+      if (e == EACCES) denied = 1;
+    }
+    if (!colon) break;
+    p = colon + 1;
+  }
+  return denied ? EACCES : ENOENT;
 }
 
 /* Every descriptor from `low` up closes at the next exec: a command gets fds 0-2 and nothing the
@@ -133,8 +209,9 @@ static void cloexec_from(int low) {
 
 /* Becomes the session's user (if any) with no capability and no way to gain one, changes to
  * `cwd` (if given: as that user, since a workspace may be closed to a root without capabilities),
- * then execs. */
-static int become_and_exec(const struct user *u, const char *cwd, char **argv) {
+ * then execs. `orphan_signal`: the signal to get when the parent ends (0: none), set after the
+ * change of user, which clears it. */
+static int become_and_exec(const struct user *u, const char *cwd, char **argv, int orphan_signal) {
   drop_bounding_set();
   if (u->set) {
     if (u->nproc > 0) {
@@ -145,19 +222,49 @@ static int become_and_exec(const struct user *u, const char *cwd, char **argv) {
     if (setresgid(u->gid, u->gid, u->gid) != 0) die("cannot set", "the group id");
     if (setresuid(u->uid, u->uid, u->uid) != 0) die("cannot set", "the user id");
   }
+  if (orphan_signal && prctl(PR_SET_PDEATHSIG, orphan_signal, 0, 0, 0) != 0) die("cannot set", "the parent-death signal");
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die("cannot set", "no_new_privs");
   clear_capabilities();
   if (cwd && chdir(cwd) != 0) die("cannot change directory to", cwd);
   cloexec_from(3);
+  if (report_fd >= 0) {
+    /* Said before the exec: a program that is missing or not executable fails the start. */
+    int e = exec_problem(argv[0]);
+    (void)!write(report_fd, &e, sizeof e);
+    if (e != 0) return e == ENOENT ? 127 : 126;
+  }
   execvp(argv[0], argv);
   int err = errno;
   fprintf(stderr, "sandbox-join: cannot run %s: %s\n", argv[0], strerror(err));
   return err == ENOENT ? 127 : 126;
 }
 
+/* Waits for `child`, forwarding every signal but SIGCHLD to its process group (falling back to
+ * the child itself while it has none yet). */
+static int wait_forwarding(pid_t child, const sigset_t *all, int *status) {
+  if (waitpid(child, status, WNOHANG) == child) return 0;
+  for (;;) {
+    siginfo_t info;
+    int sig = sigwaitinfo(all, &info);
+    if (sig < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (sig == SIGCHLD) {
+      pid_t done = waitpid(child, status, WNOHANG);
+      if (done == child) return 0;
+      if (done < 0 && errno != EINTR) return -1;
+    } else if (kill(-child, sig) != 0) {
+      (void)kill(child, sig);
+    }
+  }
+}
+
 /* Outside the namespace: wait for the command and end the way it ended. Signals sent to the
- * process group reach the command directly; blocked here, they cannot end the parent first. */
-static int wait_and_mirror(pid_t child) {
+ * process group reach the command directly; blocked here, they cannot end the parent first.
+ * `forward`: the command has a group of its own (take_terminal), so they are passed on to it,
+ * with CAP_KILL kept for that alone (the command runs as another user). */
+static int wait_and_mirror(pid_t child, int forward) {
   sigset_t all;
   sigfillset(&all);
   sigprocmask(SIG_BLOCK, &all, NULL);
@@ -168,10 +275,16 @@ static int wait_and_mirror(pid_t child) {
     else close(fd);
   }
   drop_bounding_set();
-  clear_capabilities();
   int status;
-  while (waitpid(child, &status, 0) < 0) {
-    if (errno != EINTR) return EXIT_SETUP;
+  if (forward) {
+    (void)setpgid(child, child); /* the child does it too: whichever runs first */
+    keep_capability(CAP_KILL);
+    if (wait_forwarding(child, &all, &status) != 0) return EXIT_SETUP;
+  } else {
+    clear_capabilities();
+    while (waitpid(child, &status, 0) < 0) {
+      if (errno != EINTR) return EXIT_SETUP;
+    }
   }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   int sig = WTERMSIG(status);
@@ -210,10 +323,12 @@ static int usage(void) {
 
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--hold") == 0) return hold();
+  take_report_fd();
   struct user user;
   if (argc >= 6 && strcmp(argv[1], "--as") == 0) {
     if (!parse_user(argv[2], &user) || strcmp(argv[4], "--") != 0) return usage();
-    return become_and_exec(&user, argv[3], argv + 5);
+    if (terminal_foreground()) take_terminal();
+    return become_and_exec(&user, argv[3], argv + 5, 0);
   }
   if (argc < 9 || strcmp(argv[7], "--") != 0 || !digits(argv[1]) || !digits(argv[2]) || (strcmp(argv[3], "-") != 0 && !digits(argv[3])) || !digits(argv[4]) ||
       !parse_user(argv[5], &user)) {
@@ -248,8 +363,18 @@ int main(int argc, char **argv) {
   close(root);
   if (net >= 0) close(net);
 
+  int tty = terminal_foreground();
+  /* Blocked before the fork: a SIGCHLD or a signal to forward must not be lost before the wait. */
+  sigset_t all, old;
+  sigfillset(&all);
+  sigprocmask(SIG_BLOCK, &all, &old);
   pid_t child = fork();
   if (child < 0) die("cannot start the command in the sandbox of", pid); /* ENOMEM: the namespace has ended */
-  if (child == 0) return become_and_exec(&user, NULL, argv + 8);
-  return wait_and_mirror(child);
+  if (child == 0) {
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (tty) take_terminal();
+    return become_and_exec(&user, NULL, argv + 8, tty ? SIGKILL : 0);
+  }
+  if (report_fd >= 0) close(report_fd);
+  return wait_and_mirror(child, tty);
 }

@@ -5,7 +5,8 @@
  */
 import { parseArgs } from 'node:util';
 import { availableParallelism, homedir, tmpdir } from 'node:os';
-import { isAbsolute, join } from 'node:path';
+import { accessSync, constants as fsConstants } from 'node:fs';
+import { dirname, isAbsolute, join } from 'node:path';
 
 type Kind = 'string' | 'int' | 'bool' | 'enum';
 
@@ -27,13 +28,29 @@ function defaultSessionCpus(): number {
   return Math.max(1, Math.floor(availableParallelism() / 2));
 }
 
+/** Whether `dir` could be made: its nearest existing ancestor is a directory we may write. */
+function canMake(dir: string): boolean {
+  for (let d = dir; ; d = dirname(d)) {
+    try {
+      accessSync(d, fsConstants.W_OK);
+      return true;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || d === dirname(d)) return false;
+    }
+  }
+}
+
 /**
  * Local workspaces live outside every default writable root of a sandbox (the workspace, /tmp):
- * under /tmp, one session's commands could write into another's workspace.
+ * under /tmp, one session's commands could write into another's workspace. Where the home
+ * directory cannot be written (an image on a read-only root filesystem, where only /tmp is
+ * writable), a directory of this user's under the temp dir: sandboxed commands see a private
+ * /tmp there, and the server's own directory is closed to others.
  */
 function defaultWorkspaceRoot(): string {
   if (process.getuid?.() === 0) return '/var/lib/exec-server/workspaces';
-  return join(process.env['XDG_STATE_HOME'] ?? join(homedir(), '.local', 'state'), 'exec-server', 'workspaces');
+  const state = join(process.env['XDG_STATE_HOME'] ?? join(homedir(), '.local', 'state'), 'exec-server', 'workspaces');
+  return canMake(state) ? state : join(tmpdir(), `exec-server-${process.getuid?.() ?? 'user'}`, 'workspaces');
 }
 
 /**
@@ -900,7 +917,7 @@ export function markdownTable(): string {
   for (const [name, def] of Object.entries(OPTIONS) as [string, OptionDef][]) {
     const dflt =
       name === 'workspaceRoot'
-        ? '`/var/lib/exec-server/workspaces` as root, else `$XDG_STATE_HOME/exec-server/workspaces`'
+        ? '`/var/lib/exec-server/workspaces` as root, else `$XDG_STATE_HOME/exec-server/workspaces` (`$TMPDIR/exec-server-<uid>/workspaces` where that cannot be made)'
         : name === 'dockerAgentSocketDir'
           ? '`$TMPDIR/exec-server-agents-<uid>`'
           : name === 'cpus'

@@ -225,6 +225,15 @@ export interface BackendSession {
    * made (the caller then maps the path without a link). Docker only.
    */
   aliasPath?(path: string): Promise<boolean>;
+  /**
+   * Optional (local): a directory of the client's on the host that commands and fs calls must
+   * see at its own path, even under /tmp, which the sandbox's private /tmp would hide.
+   * `workspace`: it is the client's working directory (`environmentConfig/read`), a workspace of
+   * the session like `workdir` (listed in `clientWorkspaces`); otherwise a command's cwd.
+   */
+  clientDirectory?(path: string, workspace: boolean): Promise<void>;
+  /** Optional (local): the client's working directories that are workspaces of the session too. */
+  readonly clientWorkspaces?: readonly string[] | undefined;
   /** Optional: how the session's disk limit is enforced and measured (see `BackendDisk`). */
   readonly disk?: BackendDisk | undefined;
   /** Optional: the session's resource use now (one sample; bounded by the backend's own deadline). */

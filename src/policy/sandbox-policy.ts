@@ -35,24 +35,31 @@ function isWithin(path: string, root: string): boolean {
 }
 
 /**
- * Writable roots of a policy for a session whose workspace is `workdir`: the workspace, `/tmp`
- * unless excluded, and the extra roots. Empty for read-only; undefined for full access.
+ * Writable roots of a policy for a session whose workspace is `workdir` (or whose workspaces are,
+ * the first the session's own: the local backend adds the client's working directory): the
+ * workspaces, `/tmp` unless excluded, and the extra roots. Empty for read-only; undefined for
+ * full access.
  */
-export function writableRoots(policy: SandboxPolicy, workdir: string): string[] | undefined {
+export function writableRoots(policy: SandboxPolicy, workdir: string | readonly string[]): string[] | undefined {
+  const workdirs = typeof workdir === 'string' ? [workdir] : workdir;
   switch (policy.type) {
     case 'danger-full-access':
       return undefined;
     case 'read-only':
       return [];
     case 'workspace-write':
-      return [workdir, ...(policy.excludeSlashTmp ? [] : ['/tmp']), ...(policy.writableRoots ?? [])].map((p) =>
+      return [...workdirs, ...(policy.excludeSlashTmp ? [] : ['/tmp']), ...(policy.writableRoots ?? [])].map((p) =>
         posix.normalize(p),
       );
   }
 }
 
 /** The sandbox of a sandboxed attempt, with the client's narrowing applied on top. */
-export function resolveSandbox(policy: SessionPolicy, workdir: string, narrowing?: SandboxNarrowing): ResolvedSandbox {
+export function resolveSandbox(
+  policy: SessionPolicy,
+  workdir: string | readonly string[],
+  narrowing?: SandboxNarrowing,
+): ResolvedSandbox {
   const roots = writableRoots(policy.sandbox, workdir);
   if (roots === undefined && !narrowing) return { kind: 'unrestricted' };
   const sessionNetwork = policy.sandbox.type === 'danger-full-access' ? true : policy.sandbox.networkAccess === true;
@@ -71,6 +78,14 @@ export function resolveSandbox(policy: SessionPolicy, workdir: string, narrowing
     denyRead: [...new Set([...policy.denyRead, ...(narrowing?.denyRead ?? [])])],
     network: sessionNetwork && narrowing?.network !== false,
   };
+}
+
+/** The workspaces of a backend session: its own, then the client's (local) that joined it. */
+export function sessionWorkspaces(backend: {
+  readonly workdir: string;
+  readonly clientWorkspaces?: readonly string[] | undefined;
+}): readonly string[] {
+  return backend.clientWorkspaces?.length ? [backend.workdir, ...backend.clientWorkspaces] : [backend.workdir];
 }
 
 /** Whether `path` (absolute, canonical) may be written under `sandbox`. */

@@ -23,6 +23,7 @@ import {
 import { isLikelySandboxDenied } from '../policy/denial-classifier.ts';
 import {
   resolveSandbox,
+  sessionWorkspaces,
   sandboxedEnvironment,
   type SandboxNarrowing,
   type SessionPolicy,
@@ -189,7 +190,7 @@ export async function launch(ctx: LauncherContext, proc: ManagedProcess, input: 
   }
   if (input.sandboxPermissions === 'require-escalated' && !sandboxed) decide(ctx, proc, 'escalated-first-attempt');
   const sandbox: ResolvedSandbox = sandboxed
-    ? resolveSandbox(policy, ctx.backend.workdir, input.narrowing)
+    ? resolveSandbox(policy, sessionWorkspaces(ctx.backend), input.narrowing)
     : { kind: 'unrestricted' };
   const attempt = await spawnAttempt(ctx, proc, input, sandbox);
   if (attempt.holding) void watchWindow(ctx, proc, input, attempt, approved);

@@ -8,7 +8,7 @@
 import type { Duplex } from 'node:stream';
 import type { BackendSession } from '../backends/types.ts';
 import { execError } from '../errors.ts';
-import { resolveSandbox, type SessionPolicy } from '../policy/sandbox-policy.ts';
+import { resolveSandbox, sessionWorkspaces, type SessionPolicy } from '../policy/sandbox-policy.ts';
 import type { ExposedPort } from '../protocol/index.ts';
 
 export interface PortLimits {
@@ -85,7 +85,11 @@ export class SessionPorts {
       throw execError('EXEC_ERR_BUSY', `too many preview connections to this session (${this.#limits.maxConnections})`);
     const connect = host.backend.connectPort;
     if (!connect) throw execError('EXEC_ERR_UNSUPPORTED', 'this backend cannot reach ports of its sessions');
-    const stream = await connect.call(host.backend, port, resolveSandbox(host.spec.policy, host.backend.workdir));
+    const stream = await connect.call(
+      host.backend,
+      port,
+      resolveSandbox(host.spec.policy, sessionWorkspaces(host.backend)),
+    );
     if (this.#closed || !this.#ports.has(port)) {
       stream.destroy();
       throw execError('EXEC_ERR_NOT_FOUND', `port ${port} of session ${host.id} was closed`);

@@ -192,7 +192,10 @@ export class Session {
   async resolveCwd(path: string): Promise<string> {
     const alias = this.#aliasOf(path);
     if (alias !== undefined) return this.#linkedAliases.has(alias) ? path : this.mapClientPath(path);
-    if (this.backend.containerId === undefined) return path;
+    if (this.backend.containerId === undefined) {
+      await this.backend.clientDirectory?.(path, false);
+      return path;
+    }
     let pending = this.#aliasing.get(path);
     if (pending === undefined) {
       pending = this.#makeAlias(path);

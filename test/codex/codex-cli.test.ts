@@ -5,299 +5,183 @@
  * `codex exec` runs with `CODEX_EXEC_SERVER_URL` pointing at the server under test and a scripted
  * Responses-API model (test/support/scripted-model.ts) that asks for tool calls; the assertions
  * are on the `function_call_output` texts Codex sends back to the model. One Codex run per target
- * plays every scenario (echo, write_stdin polling a live process, a PTY with a write, files
- * written by one command and read by the next, a denied write that must run exactly once), so
- * the whole file stays within a few seconds per target.
+ * and work directory plays every scenario (echo, write_stdin polling a live process, a PTY with a
+ * write, files written by one command and read by the next, apply_patch followed by a command
+ * that reads and appends to the file, a denied write that must run exactly once), so the whole
+ * file stays within a few seconds per run. Each target runs from a work directory made by mkdtemp
+ * under /tmp (as agent harnesses do) and from one outside /tmp (scenarios.ts).
  *
  * Targets: our server on the local backend (bubblewrap), on the docker backend (a container per
  * session; the client's cwd does not exist there and becomes a workspace alias), and the
  * reference. Where we differ from the reference, the test asserts both values explicitly.
  */
 import assert from 'node:assert/strict';
-import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { dockerTestOptions, engineReady } from '../docker/engine.ts';
+import { runCodexExec, type CodexSandboxMode } from '../support/codex-cli.ts';
+import { startServer, TestSession } from '../support/harness.ts';
+import { assistantMessage, execCommand, startScriptedModel } from '../support/scripted-model.ts';
 import {
-  runCodexExec,
-  startReferenceExecServer,
-  type CodexExecResult,
-  type CodexSandboxMode,
-} from '../support/codex-cli.ts';
-import { startServer, TestSession, type BackendKind } from '../support/harness.ts';
-import {
-  assistantMessage,
-  execCommand,
-  sessionIdFromOutput,
-  startScriptedModel,
-  writeStdin,
-  type ScriptedTurn,
-} from '../support/scripted-model.ts';
+  CALLS,
+  counter,
+  exitedWith,
+  outsideDir,
+  parse,
+  runScenarios,
+  startTarget,
+  WORK_PLACES,
+  type ScenarioRun,
+  type Target,
+  type ToolOutput,
+  type WorkPlace,
+} from './scenarios.ts';
 
-type Target = BackendKind | 'reference';
-
-interface Endpoint {
-  readonly url: string;
-  /** Our server's HTTP base (metrics); undefined for the reference. */
-  readonly httpUrl?: string;
-  close(): Promise<void>;
-}
-
-async function startTarget(target: Target, flags: readonly string[] = []): Promise<Endpoint> {
-  if (target === 'reference') return startReferenceExecServer();
-  return startServer({ backend: target, flags });
-}
-
-/** A parsed unified-exec output text as Codex shows it to the model. */
-interface ToolOutput {
-  readonly raw: string;
-  /** `exited` with the code, or `running` with the session id. */
-  readonly status:
-    | { readonly kind: 'exited'; readonly code: number }
-    | { readonly kind: 'running'; readonly sessionId: number }
-    | { readonly kind: 'other' };
-  /** The text after `Output:\n`, with this machine's environment noise removed (see NOISE). */
-  readonly output: string;
-}
-
-/**
- * Lines that come from the machine, not from the server: `bash -lc` reads the login profile (on
- * this host it prints a pyenv warning, on both servers alike), and the busybox test image has no
- * C.UTF-8 locale, so bash warns about the `LC_ALL` Codex sets.
- */
-const NOISE = [/^pyenv: .*\r?\n/gm, /^\/bin\/bash: warning: setlocale: .*\r?\n/gm];
-
-function parse(raw: string | undefined): ToolOutput {
-  assert.ok(raw !== undefined, 'Codex sent no function_call_output for this call');
-  const exited = /Process exited with code (-?\d+)/.exec(raw);
-  const running = sessionIdFromOutput(raw);
-  const status =
-    exited?.[1] !== undefined
-      ? ({ kind: 'exited', code: Number(exited[1]) } as const)
-      : running !== undefined
-        ? ({ kind: 'running', sessionId: running } as const)
-        : ({ kind: 'other' } as const);
-  const at = raw.indexOf('Output:\n');
-  let output = at === -1 ? raw : raw.slice(at + 'Output:\n'.length);
-  for (const n of NOISE) output = output.replace(n, '');
-  return { raw, status, output };
-}
-
-const exitedWith = (code: number) => ({ kind: 'exited', code }) as const;
-
-/** A directory the sandbox must not let a command write to, as the command sees it. */
-async function outsideDir(target: Target): Promise<string> {
-  // Inside a container, /root belongs to root and the sandbox user cannot write there.
-  if (target === 'docker') return '/root';
-  // On this host: outside the client cwd and outside /tmp (both writable under workspace-write),
-  // and writable by anyone, so that only the sandbox's read-only mount stops the write (a root
-  // server's sandboxed commands run as users of their own, which could not even search /root).
-  const dir = join('/var/tmp', 'exec-server-codex-tests', `outside-${process.pid}-${target}`);
-  await mkdir(dir, { recursive: true });
-  await chmod(dir, 0o777);
-  return dir;
-}
-
-interface ScenarioRun {
-  readonly target: Target;
-  readonly cwd: string;
-  readonly outside: string;
-  readonly result: CodexExecResult;
-  readonly out: Record<string, ToolOutput>;
-  readonly metrics?: string;
-  /** Whether the denied write reached the outside file (read on the host; docker: via the next command). */
-  readonly outsideWritten: boolean;
-}
-
-const CALLS = ['echo', 'poll1', 'poll2', 'tty1', 'tty2', 'write', 'read', 'deny', 'count'] as const;
-
-function scenarioTurns(cwd: string, outsideFile: string): ScriptedTurn[] {
-  return [
-    // exec_command echo, as the model usually asks: a login shell (`bash -lc`).
-    execCommand('echo', { cmd: 'echo hello' }),
-    // A live process: the first answer has a session id, the poll gets the end.
-    execCommand('poll1', { cmd: 'sleep 1; echo done', yield_time_ms: 250, login: false }),
-    ({ outputFor }) => writeStdin('poll2', { session_id: sessionIdFromOutput(outputFor('poll1')) ?? -1, chars: '' }),
-    // A PTY session that waits for a line, then gets it through write_stdin.
-    execCommand('tty1', { cmd: 'stty size; read -r x; echo "got:$x"', tty: true, yield_time_ms: 500, login: false }),
-    ({ outputFor }) => writeStdin('tty2', { session_id: sessionIdFromOutput(outputFor('tty1')) ?? -1, chars: 'abc\n' }),
-    // Files: written by one command, read by the next (relative, then by the client's absolute path).
-    execCommand('write', { cmd: 'echo payload-123 > note.txt && echo wrote', login: false }),
-    execCommand('read', { cmd: `cat note.txt && cat '${cwd}/note.txt' && pwd`, login: false }),
-    // A denied write outside the workspace; each attempt leaves a line in attempts.log.
-    execCommand('deny', { cmd: `echo try >> attempts.log; echo x > '${outsideFile}'`, login: false }),
-    execCommand('count', {
-      cmd: `wc -l < attempts.log; test -e '${outsideFile}' && echo outside-written || echo outside-absent`,
-      login: false,
-    }),
-    assistantMessage('done'),
-  ];
-}
-
-async function runScenarios(target: Target, sandbox: CodexSandboxMode = 'workspace-write'): Promise<ScenarioRun> {
-  const endpoint = await startTarget(target);
-  const cwd = await mkdtemp(join(tmpdir(), `codex-${target}-`));
-  const outside = await outsideDir(target);
-  const outsideFile = join(outside, `codex-denied-${process.pid}.txt`);
-  const model = await startScriptedModel(scenarioTurns(cwd, outsideFile));
-  try {
-    const result = await runCodexExec({
-      execServerUrl: endpoint.url,
-      modelUrl: model.url,
-      cwd,
-      prompt: 'run the scenarios',
-      sandbox,
-      timeoutMs: 90_000,
-    });
-    const out: Record<string, ToolOutput> = {};
-    for (const c of CALLS) {
-      const raw = model.outputFor(c);
-      if (raw !== undefined) out[c] = parse(raw);
-    }
-    const metrics = endpoint.httpUrl ? await (await fetch(`${endpoint.httpUrl}/metrics`)).text() : undefined;
-    const outsideWritten =
-      target === 'docker'
-        ? (out['count']?.output.includes('outside-written') ?? false)
-        : await readFile(outsideFile).then(
-            () => true,
-            () => false,
-          );
-    return { target, cwd, outside, result, out, outsideWritten, ...(metrics !== undefined ? { metrics } : {}) };
-  } finally {
-    await model.close();
-    await endpoint.close();
-    if (target !== 'docker') await rm(outsideFile, { force: true });
-  }
-}
-
-/** The value of one Prometheus counter line (0 when absent). */
-function counter(metrics: string | undefined, name: string, labels: string): number {
-  const line = metrics?.split('\n').find((l) => l.startsWith(`${name}{`) && l.includes(labels));
-  return line === undefined ? 0 : Number(line.split(' ').pop());
-}
-
-const runs = new Map<Target, ScenarioRun>();
 const TARGETS: Target[] = ['local', ...(engineReady ? (['docker'] as const) : []), 'reference'];
+const runs = new Map<`${Target}@${WorkPlace}`, ScenarioRun>();
 const cleanups: string[] = [];
 
-function get(target: Target): ScenarioRun {
-  const run = runs.get(target);
-  assert.ok(run, `no scenario run for ${target}`);
+function get(target: Target, where: WorkPlace): ScenarioRun {
+  const run = runs.get(`${target}@${where}`);
+  assert.ok(run, `no scenario run for ${target} from a work dir ${where}`);
   return run;
 }
 
 /** What Codex reported for one call of one target. */
-function o(target: Target, call: (typeof CALLS)[number]): ToolOutput {
-  const out = get(target).out[call];
-  assert.ok(out, `${target}: Codex sent no output for ${call}; stderr tail: ${get(target).result.stderr.slice(-2000)}`);
+function o(target: Target, where: WorkPlace, call: (typeof CALLS)[number]): ToolOutput {
+  const run = get(target, where);
+  const out = run.out[call];
+  assert.ok(
+    out,
+    `${target}@${where}: Codex sent no output for ${call}; stderr tail: ${run.result.stderr.slice(-2000)}`,
+  );
   return out;
 }
 
-describe('codex exec: our server and the reference side by side', { timeout: 240_000 }, () => {
-  before(async () => {
-    for (const target of TARGETS) {
-      const run = await runScenarios(target);
-      runs.set(target, run);
-      cleanups.push(run.cwd);
-      if (target !== 'docker') cleanups.push(run.outside);
-    }
-  });
-  after(async () => {
-    for (const dir of cleanups) await rm(dir, { recursive: true, force: true });
-  });
+after(async () => {
+  for (const dir of cleanups) await rm(dir, { recursive: true, force: true });
+});
 
-  for (const target of TARGETS) {
-    const opts = target === 'docker' ? dockerTestOptions : {};
-    describe(target, () => {
-      test('codex exec finishes normally and every scripted call got an answer', opts, () => {
-        const run = get(target);
-        assert.equal(run.result.timedOut, false);
-        assert.equal(run.result.code, 0, run.result.stderr.slice(-3000));
-        assert.equal(run.result.stdout.trim(), 'done');
-        assert.doesNotMatch(run.result.stderr, /No usable execution environment/);
-        assert.deepEqual(Object.keys(run.out).sort(), [...CALLS].sort());
-      });
+for (const where of WORK_PLACES) {
+  describe(`codex exec from a work dir ${where === 'tmp' ? 'under /tmp' : 'outside /tmp'}: ours and the reference side by side`, {
+    timeout: 240_000,
+  }, () => {
+    before(async () => {
+      for (const target of TARGETS) {
+        const run = await runScenarios(target, where);
+        runs.set(`${target}@${where}`, run);
+        cleanups.push(run.cwd);
+        if (target !== 'docker') cleanups.push(run.outside);
+      }
+    });
 
-      test('exec_command echo: exit 0 and the text', opts, () => {
-        const echo = o(target, 'echo');
-        assert.deepEqual(echo.status, exitedWith(0), echo.output);
-        // Docker too: the sandboxed user gets its own readable HOME, so `bash -lc` starts cleanly.
-        assert.equal(echo.output, 'hello\n');
-      });
+    for (const target of TARGETS) scenarioTests(target, where);
 
-      test('write_stdin polls a live process to its end', opts, () => {
-        const first = o(target, 'poll1');
-        assert.equal(first.status.kind, 'running', first.raw);
-        assert.equal(first.output, '');
-        const poll = o(target, 'poll2');
-        assert.deepEqual(poll.status, exitedWith(0), poll.raw);
-        assert.equal(poll.output, 'done\n');
-      });
-
-      test('PTY session: 24x80, the write is echoed by the terminal and read by the command', opts, () => {
-        const first = o(target, 'tty1');
-        assert.equal(first.status.kind, 'running', first.raw);
-        assert.equal(first.output, '24 80\r\n');
-        const second = o(target, 'tty2');
-        assert.deepEqual(second.status, exitedWith(0), second.raw);
-        assert.equal(second.output, 'abc\r\ngot:abc\r\n');
-      });
-
-      test('a file written by one command is read by the next, also by the client absolute path', opts, () => {
-        assert.deepEqual(o(target, 'write').status, exitedWith(0));
-        assert.equal(o(target, 'write').output, 'wrote\n');
-        const read = o(target, 'read');
-        assert.deepEqual(read.status, exitedWith(0), read.raw);
-        // `pwd` is the client's directory on every target (docker: a symlink to the workspace).
-        assert.equal(read.output, `payload-123\npayload-123\n${get(target).cwd}\n`);
-      });
-
-      test('a write outside the workspace is denied, ran exactly once, and left nothing', opts, () => {
-        const deny = o(target, 'deny');
-        assert.deepEqual(deny.status, exitedWith(1), deny.raw);
-        const file = join(get(target).outside, `codex-denied-${process.pid}.txt`);
-        // The two sandboxes say it differently: bubblewrap (ours local, and the reference) mounts
-        // the rest of the filesystem read-only; docker's container-user is an unprivileged uid.
-        const why = target === 'docker' ? 'Permission denied' : 'Read-only file system';
-        assert.equal(deny.output, `/bin/bash: line 1: ${file}: ${why}\n`);
-        assert.equal(o(target, 'count').output, '1\noutside-absent\n');
-        assert.equal(get(target).outsideWritten, false);
-      });
-
-      if (target !== 'reference') {
-        test('the server reported the denial to Codex and did not retry (denialHandling: report)', opts, () => {
-          const m = get(target).metrics;
-          assert.equal(counter(m, 'exec_server_policy_decisions_total', 'outcome="denied-reported"'), 1, m);
-          assert.equal(counter(m, 'exec_server_policy_decisions_total', 'outcome="denied-retried"'), 0);
-          assert.equal(counter(m, 'exec_server_approvals_total', 'purpose='), 0);
+    describe('ours vs reference', () => {
+      for (const ours of TARGETS.filter((t) => t !== 'reference')) {
+        const opts = ours === 'docker' ? dockerTestOptions : {};
+        test(`${ours}: the same status and output as the reference for every call but the denial text`, opts, () => {
+          for (const call of CALLS) {
+            const a = o(ours, where, call);
+            const b = o('reference', where, call);
+            assert.equal(a.status.kind, b.status.kind, `${call}: status kind`);
+            if (a.status.kind === 'exited' && b.status.kind === 'exited')
+              assert.equal(a.status.code, b.status.code, `${call}: exit code`);
+            if (call === 'deny' || call === 'read') continue; // paths differ (per-target dirs); asserted above
+            assert.equal(a.output, b.output, `${call}: output`);
+          }
+          const denyOurs = o(ours, where, 'deny').output;
+          const denyRef = o('reference', where, 'deny').output;
+          assert.match(denyRef, /Read-only file system\n$/);
+          if (ours === 'docker') assert.match(denyOurs, /Permission denied\n$/);
+          else assert.match(denyOurs, /Read-only file system\n$/);
         });
       }
     });
-  }
+  });
+}
 
-  describe('ours vs reference', () => {
-    for (const ours of TARGETS.filter((t) => t !== 'reference')) {
-      const opts = ours === 'docker' ? dockerTestOptions : {};
-      test(`${ours}: the same status and output as the reference for every call but the denial text`, opts, () => {
-        for (const call of CALLS) {
-          const a = o(ours, call);
-          const b = o('reference', call);
-          assert.equal(a.status.kind, b.status.kind, `${call}: status kind`);
-          if (a.status.kind === 'exited' && b.status.kind === 'exited')
-            assert.equal(a.status.code, b.status.code, `${call}: exit code`);
-          if (call === 'deny' || call === 'read') continue; // paths differ (per-target dirs); asserted above
-          assert.equal(a.output, b.output, `${call}: output`);
-        }
-        const denyOurs = o(ours, 'deny').output;
-        const denyRef = o('reference', 'deny').output;
-        assert.match(denyRef, /Read-only file system\n$/);
-        if (ours === 'docker') assert.match(denyOurs, /Permission denied\n$/);
-        else assert.match(denyOurs, /Read-only file system\n$/);
+/** The assertions on one target's run from one work directory. */
+function scenarioTests(target: Target, where: WorkPlace): void {
+  const opts = target === 'docker' ? dockerTestOptions : {};
+  const out = (call: (typeof CALLS)[number]): ToolOutput => o(target, where, call);
+  describe(target, () => {
+    test('codex exec finishes normally and every scripted call got an answer', opts, () => {
+      const run = get(target, where);
+      assert.equal(run.result.timedOut, false);
+      assert.equal(run.result.code, 0, run.result.stderr.slice(-3000));
+      assert.equal(run.result.stdout.trim(), 'done');
+      assert.doesNotMatch(run.result.stderr, /No usable execution environment/);
+      assert.deepEqual(Object.keys(run.out).sort(), [...CALLS].sort());
+    });
+
+    test('exec_command echo: exit 0 and the text', opts, () => {
+      const echo = out('echo');
+      assert.deepEqual(echo.status, exitedWith(0), echo.output);
+      // Docker too: the sandboxed user gets its own readable HOME, so `bash -lc` starts cleanly.
+      assert.equal(echo.output, 'hello\n');
+    });
+
+    test('write_stdin polls a live process to its end', opts, () => {
+      const first = out('poll1');
+      assert.equal(first.status.kind, 'running', first.raw);
+      assert.equal(first.output, '');
+      const poll = out('poll2');
+      assert.deepEqual(poll.status, exitedWith(0), poll.raw);
+      assert.equal(poll.output, 'done\n');
+    });
+
+    test('PTY session: 24x80, the write is echoed by the terminal and read by the command', opts, () => {
+      const first = out('tty1');
+      assert.equal(first.status.kind, 'running', first.raw);
+      assert.equal(first.output, '24 80\r\n');
+      const second = out('tty2');
+      assert.deepEqual(second.status, exitedWith(0), second.raw);
+      assert.equal(second.output, 'abc\r\ngot:abc\r\n');
+    });
+
+    test('a file written by one command is read by the next, also by the client absolute path', opts, () => {
+      assert.deepEqual(out('write').status, exitedWith(0));
+      assert.equal(out('write').output, 'wrote\n');
+      const read = out('read');
+      assert.deepEqual(read.status, exitedWith(0), read.raw);
+      // `pwd` is the client's directory on every target (docker: a symlink to the workspace).
+      assert.equal(read.output, `payload-123\npayload-123\n${get(target, where).cwd}\n`);
+    });
+
+    test('apply_patch adds a file that the next command reads and appends to', opts, () => {
+      assert.match(out('patch').raw, /Success\. Updated the following files:\s+A patched-by-codex\.txt/);
+      const patched = out('patched');
+      assert.deepEqual(patched.status, exitedWith(0), patched.raw);
+      assert.equal(patched.output, 'patched-line\npatched-line\nappended\n');
+      // Local: the work directory was lent to the session's sandbox user, and given back at the end.
+      if (target === 'local') assert.equal(get(target, where).ownerAfter, process.getuid?.());
+    });
+
+    test('a write outside the workspace is denied, ran exactly once, and left nothing', opts, () => {
+      const deny = out('deny');
+      assert.deepEqual(deny.status, exitedWith(1), deny.raw);
+      const file = join(get(target, where).outside, `codex-denied-${process.pid}.txt`);
+      // The two sandboxes say it differently: bubblewrap (ours local, and the reference) mounts
+      // the rest of the filesystem read-only; docker's container-user is an unprivileged uid.
+      const why = target === 'docker' ? 'Permission denied' : 'Read-only file system';
+      assert.equal(deny.output, `/bin/bash: line 1: ${file}: ${why}\n`);
+      assert.equal(out('count').output, '1\noutside-absent\n');
+      assert.equal(get(target, where).outsideWritten, false);
+    });
+
+    if (target !== 'reference') {
+      test('the server reported the denial to Codex and did not retry (denialHandling: report)', opts, () => {
+        const m = get(target, where).metrics;
+        assert.equal(counter(m, 'exec_server_policy_decisions_total', 'outcome="denied-reported"'), 1, m);
+        assert.equal(counter(m, 'exec_server_policy_decisions_total', 'outcome="denied-retried"'), 0);
+        assert.equal(counter(m, 'exec_server_approvals_total', 'purpose='), 0);
       });
     }
   });
-});
+}
 
 describe('gate interplay with a Codex client', { timeout: 120_000 }, () => {
   /** One denied write with `codex exec --dangerously-bypass-approvals-and-sandbox` (`sandbox: null` on the wire). */

@@ -19,7 +19,8 @@ test('client cwd aliases the workspace; a typo inside the workspace stays an err
     path: 'file:///home/dev/project/made-here.txt',
   });
   assert.equal(Buffer.from(String(viaAlias['dataBase64']), 'base64').toString(), 'hi\n');
-  const typo = await s.run('typo', ['pwd'], { cwd: `${workdir}/no-such-dir` });
-  assert.equal(typo.exited['exitCode'], 126);
-  assert.equal(typo.stdout, '');
+  await assert.rejects(
+    s.start('typo', ['pwd'], { cwd: `${workdir}/no-such-dir` }),
+    (err: { code?: string }) => err.code === 'EXEC_ERR_SPAWN_FAILED',
+  );
 });

@@ -5,6 +5,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { BackendSession } from '../../src/backends/types.ts';
+import type { ExecServerError } from '../../src/errors.ts';
 import { dockerTestOptions } from './engine.ts';
 import { RecordingSink, sharedSession, sleep, spawnRequest } from './helpers.ts';
 
@@ -39,14 +40,17 @@ for (const execPath of ['agent', 'exec'] as const) {
       assert.equal(sink.text(), 'bar /tmp myname\n');
     });
 
-    test('missing cwd and missing command fail like a shell', dockerTestOptions, async () => {
-      const a = new RecordingSink();
-      await shared.session.spawn(spawnRequest(['true'], { cwd: '/nope' }), a);
-      assert.deepEqual(await a.exited, { kind: 'exited', code: 126 });
-      assert.match(a.text('stderr'), /No such file or directory/);
-      const b = new RecordingSink();
-      await shared.session.spawn(spawnRequest(['no-such-command']), b);
-      assert.deepEqual(await b.exited, { kind: 'exited', code: 127 });
+    test('missing cwd and missing command fail the spawn, with no process', dockerTestOptions, async () => {
+      await assert.rejects(
+        shared.session.spawn(spawnRequest(['true'], { cwd: '/nope' }), new RecordingSink()),
+        (err: ExecServerError) =>
+          err.code === 'EXEC_ERR_SPAWN_FAILED' && err.message === 'cwd /nope: No such file or directory',
+      );
+      await assert.rejects(
+        shared.session.spawn(spawnRequest(['no-such-command']), new RecordingSink()),
+        (err: ExecServerError) =>
+          err.code === 'EXEC_ERR_SPAWN_FAILED' && err.message === 'no-such-command: No such file or directory',
+      );
     });
 
     test('pipe with stdin: write, close stdin, the rest of the output still arrives', dockerTestOptions, async () => {

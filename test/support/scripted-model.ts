@@ -23,6 +23,14 @@ export interface ScriptedFunctionCall {
   call_id: string;
 }
 
+/** A call of a freeform tool (Codex's `apply_patch`): the raw text is the input. */
+export interface ScriptedCustomCall {
+  type: 'custom_tool_call';
+  name: string;
+  input: string;
+  call_id: string;
+}
+
 /** A final assistant message; Codex ends the turn when it receives one without tool calls. */
 export interface ScriptedMessage {
   type: 'message';
@@ -30,7 +38,7 @@ export interface ScriptedMessage {
 }
 
 /** What the fake model answers to one request. */
-export type ScriptedAnswer = ScriptedFunctionCall | ScriptedMessage;
+export type ScriptedAnswer = ScriptedFunctionCall | ScriptedCustomCall | ScriptedMessage;
 
 /** One item of the `input` array Codex sends (only the fields the harness looks at are typed). */
 export interface ResponsesInputItem {
@@ -132,6 +140,11 @@ export function writeStdin(
   return { type: 'function_call', name: 'write_stdin', arguments: JSON.stringify(args), call_id: callId };
 }
 
+/** Builds an `apply_patch` call (Codex's freeform tool) with `patch` as its input. */
+export function applyPatch(callId: string, patch: string): ScriptedCustomCall {
+  return { type: 'custom_tool_call', name: 'apply_patch', input: patch, call_id: callId };
+}
+
 /** Builds a final assistant message. */
 export function assistantMessage(text: string): ScriptedMessage {
   return { type: 'message', text };
@@ -189,13 +202,22 @@ function sseForAnswer(answer: ScriptedAnswer, responseId: string, itemId: string
           arguments: answer.arguments,
           status: 'completed',
         }
-      : {
-          type: 'message',
-          id: itemId,
-          role: 'assistant',
-          status: 'completed',
-          content: [{ type: 'output_text', text: answer.text, annotations: [] }],
-        };
+      : answer.type === 'custom_tool_call'
+        ? {
+            type: 'custom_tool_call',
+            id: itemId,
+            call_id: answer.call_id,
+            name: answer.name,
+            input: answer.input,
+            status: 'completed',
+          }
+        : {
+            type: 'message',
+            id: itemId,
+            role: 'assistant',
+            status: 'completed',
+            content: [{ type: 'output_text', text: answer.text, annotations: [] }],
+          };
   const usage = {
     input_tokens: 0,
     input_tokens_details: { cached_tokens: 0 },
@@ -238,7 +260,11 @@ export async function startScriptedModel(turns: readonly ScriptedTurn[]): Promis
       const input = requests[i]?.body?.input;
       if (!Array.isArray(input)) continue;
       for (const item of input) {
-        if (item.type === 'function_call_output' && item.call_id === callId) return outputText(item.output);
+        if (
+          (item.type === 'function_call_output' || item.type === 'custom_tool_call_output') &&
+          item.call_id === callId
+        )
+          return outputText(item.output);
       }
     }
     return undefined;

@@ -127,8 +127,7 @@ test('a command that cannot be started is a clear error, not a terminal message'
       { output: () => undefined, exit: () => undefined },
     ),
     (err: Error & { code?: string }) =>
-      err.code === 'EXEC_ERR_INVALID_REQUEST' &&
-      /failed to start no-such-command-here: No such file or directory/.test(err.message),
+      err.code === 'EXEC_ERR_SPAWN_FAILED' && err.message === 'no-such-command-here: No such file or directory',
   );
 });
 

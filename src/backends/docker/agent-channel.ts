@@ -8,6 +8,7 @@
 import type Docker from 'dockerode';
 import type { BackendProcess, ProcessSink, RecoveredProcess, SandboxType, SpawnRequest, StreamName } from '../types.ts';
 import { execError } from '../../errors.ts';
+import { spawnFailure } from '../spawn-failure.ts';
 import { encodeSpawn, frame, FromAgent, ToAgent } from './agent-protocol.ts';
 import { AgentConnection, type AgentTransport, type ListedProcess } from './agent-connection.ts';
 import { AgentProcess } from './agent-process.ts';
@@ -178,7 +179,12 @@ export class AgentChannel {
     if (reply.type !== FromAgent.SPAWNED) {
       conn.unlisten(handle);
       this.#processDone(proc);
-      const [, message] = reply.payload.toString('utf8').split('\0');
+      const [why = '', message] = reply.payload.toString('utf8').split('\0');
+      // The agent's child could not enter the directory or run the program.
+      if (why.startsWith('spawn:') && message !== undefined) {
+        const at = message.lastIndexOf(': ');
+        throw spawnFailure(message.slice(0, at), Number(why.slice(6)), message.slice(at + 2));
+      }
       throw execError(
         'EXEC_ERR_BACKEND',
         `exec agent cannot start the command: ${message ?? reply.payload.toString('utf8')}`,

@@ -10,7 +10,8 @@
  * Server -> agent                                  Agent -> server
  *   HELLO   u32 version, u32 retention, u32 window   HELLO     "version=N\npid=P\nprocesses=K\n"
  *   SPAWN   NUL-ended fields (see encodeSpawn)        SPAWNED   "pid"
- *   STDIN   bytes                                     FAILED    "errno\0message" (nothing runs)
+ *   STDIN   bytes                                     FAILED    "errno\0message" (nothing runs; "spawn:ERRNO":
+ *                                                               the cwd or program, EXEC_ERR_SPAWN_FAILED)
  *   CLOSE_STDIN                                       OUTPUT    u64 offset, bytes (stream 1/2/3)
  *   RESIZE  u16 rows, u16 cols                        EXIT      "exited\0code" | "signaled\0signo"
  *   SIGNAL  u32 signo (to the process group)          ERROR     message (handle 0: the connection)

@@ -31,6 +31,7 @@ import { ControlGate, killAllProcesses } from './kill-all.ts';
 import { commitSnapshot } from './snapshots.ts';
 import type { AgentChannel } from './agent-channel.ts';
 import { agentRunner, execRunner, type ControlRunner } from './control-runner.ts';
+import { checkSpawn } from './spawn-check.ts';
 import { containerStats } from './stats.ts';
 
 /**
@@ -190,6 +191,8 @@ export class DockerSession implements BackendSession {
       const env = { ...this.#init.baseEnv, ...request.env };
       return this.#agent.spawn({ ...request, env }, sink, { uid: uid ?? 0, gid: gid ?? uid ?? 0, sandboxType });
     }
+    const env = { ...this.#init.baseEnv, ...request.env };
+    await checkSpawn(this.#runner, request, user, env, this.#init.options.engineTimeoutMs);
     const proc = await spawnDockerProcess(this.#host, request, sink, { user, sandboxType });
     if (!proc.exited) this.#processes.add(proc);
     return proc;

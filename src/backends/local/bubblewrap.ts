@@ -13,6 +13,7 @@ import { posix } from 'node:path';
 import { promisify } from 'node:util';
 import type { ResolvedSandbox } from '../types.ts';
 import { ownerTag } from './placeholder-owners.ts';
+import type { SandboxAccounts } from './sandbox-accounts.ts';
 
 const run = promisify(execFile);
 
@@ -116,6 +117,10 @@ export interface SandboxLayout {
    * there stay closed to them (mode 0620, root's); under one shared uid they would not.
    */
   readonly hostTerminals?: boolean | undefined;
+  /** /etc/passwd and /etc/group that name the sandbox user (sandbox-accounts.ts), bound over the host's. */
+  readonly accounts?: SandboxAccounts | undefined;
+  /** The client's directories (client-dirs.ts): visible at their own paths even under /tmp. */
+  readonly clientDirs?: { readonly all: readonly string[] } | undefined;
 }
 
 async function kindOf(path: string): Promise<'dir' | 'file' | 'missing'> {
@@ -147,6 +152,8 @@ export async function bubblewrapArgs(
   const args = [...SANDBOX_BASE, '--unshare-ipc', '--cap-drop', 'ALL', '--die-with-parent'];
   if (layout.hostTerminals && existsSync('/dev/pts/ptmx')) args.push('--dev-bind', '/dev/pts', '/dev/pts');
   if (!sandbox.network) args.push('--unshare-net');
+  if (layout.accounts)
+    args.push('--ro-bind', layout.accounts.passwd, '/etc/passwd', '--ro-bind', layout.accounts.group, '/etc/group');
   // Parents before children: the private /tmp must not cover a writable root below /tmp (a
   // workspace there), and a root must not cover the private /tmp.
   const tmpWritable = sandbox.writableRoots.some((r) => posix.normalize(r) === '/tmp');
@@ -154,9 +161,9 @@ export async function bubblewrapArgs(
     { target: '/tmp', args: [tmpWritable ? '--bind' : '--ro-bind', layout.privateTmp, '/tmp'] },
   ];
   const visible = sandbox.writableRoots.map((r) => ({ path: r, writable: true }));
-  // The workspace and the command's cwd stay visible (read-only at least) where they lie under
-  // the host's /tmp, which the private one hides.
-  for (const dir of new Set([layout.workdir, cwd])) {
+  // The workspace, the client's directories and the command's cwd stay visible (read-only at
+  // least) where they lie under the host's /tmp, which the private one hides.
+  for (const dir of new Set([layout.workdir, ...(layout.clientDirs?.all ?? []), cwd])) {
     if (dir !== undefined && hiddenByPrivateTmp(dir, sandbox.writableRoots))
       visible.push({ path: dir, writable: false });
   }

@@ -14,6 +14,10 @@ import type { OutputChannels } from './output-channels.ts';
 /** What a command is spawned with under its relay, in PTY and pipe mode alike. */
 export interface RelaySpawn {
   readonly file: string;
+  /** The program the client named (`file` may be a launcher: sandbox-join), for error messages. */
+  readonly program?: string | undefined;
+  /** `file` is build/sandbox-join, which reports a program it cannot run (pty-relay --exec-report). */
+  readonly reportExec?: boolean | undefined;
   readonly args: readonly string[];
   readonly cwd: string;
   readonly env: Readonly<Record<string, string>>;

@@ -2,6 +2,7 @@
  * The embedded default backend: sessions are workspace directories on the server host,
  * processes run through build/pty-relay (PTY) or child_process (pipes), sandboxed with bubblewrap.
  */
+import { existsSync } from 'node:fs';
 import { chmod, chown, mkdir, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -10,10 +11,12 @@ import type { TenantId } from '../../ids.ts';
 import type { Logger } from '../../logger.ts';
 import type { Backend } from '../types.ts';
 import { DenyPlaceholders, probeBubblewrap, type BubblewrapProbe } from './bubblewrap.ts';
+import { ClientDirectories } from './client-dirs.ts';
 import { LocalSession, makePrivateTmp, type SpawnSetup } from './local-session.ts';
 import { OutputChannels } from './output-channels.ts';
 import { sweepOwnerless } from './placeholder-owners.ts';
 import { ptyRelayProblem } from './pty-process.ts';
+import { writeSandboxAccounts } from './sandbox-accounts.ts';
 import { SandboxUsers } from './sandbox-users.ts';
 import { probeWarmSandbox } from './warm-sandbox.ts';
 import { WorkspaceUsers } from './workspace-users.ts';
@@ -37,6 +40,11 @@ export interface LocalBackendOptions {
   readonly stateDir?: string | undefined;
 }
 
+/** The login shell the sandbox user's account names. */
+function sandboxShell(): string {
+  return existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh';
+}
+
 function defaultStateDir(): string {
   if (process.getuid?.() === 0) return '/run/exec-server';
   return join(process.env['XDG_RUNTIME_DIR'] ?? tmpdir(), `exec-server-${process.getuid?.() ?? 'user'}`);
@@ -51,7 +59,31 @@ async function closedAncestor(dir: string): Promise<string | undefined> {
   }
 }
 
+/**
+ * Makes the workspace root and the private /tmp directories' parent in it. One that cannot be
+ * made (a read-only filesystem, no permission) is a configuration error naming the flag that
+ * moves it, not a bare errno.
+ */
+async function makeWorkspaceRoot(root: string, tmpRoot: string): Promise<void> {
+  try {
+    // Traversable by the sandbox users (each workspace in it is closed to all but its own).
+    await mkdir(root, { recursive: true, mode: 0o711 });
+    const rootMode = (await stat(root)).mode & 0o7777;
+    if (process.getuid?.() === 0 && (rootMode & 0o011) !== 0o011) await chmod(root, rootMode | 0o011);
+    await mkdir(tmpRoot, { recursive: true, mode: 0o711 });
+  } catch (err) {
+    throw execError(
+      'EXEC_ERR_CONFIG',
+      `cannot make the workspace root ${root} (${(err as Error).message}); choose a writable directory with --workspace-root (EXEC_SERVER_WORKSPACE_ROOT)`,
+      { cause: err },
+    );
+  }
+}
+
 export async function createLocalBackend(options: LocalBackendOptions, log: Logger): Promise<Backend> {
+  // First: a root that cannot be made fails the start before anything is left open.
+  const tmpRoot = join(options.workspaceRoot, '.tmp');
+  await makeWorkspaceRoot(options.workspaceRoot, tmpRoot);
   const probe = options.bubblewrap ?? (await probeBubblewrap());
   if (!probe.available)
     log.warn(
@@ -86,12 +118,6 @@ export async function createLocalBackend(options: LocalBackendOptions, log: Logg
     users,
     log,
   };
-  // Traversable by the sandbox users (each workspace in it is closed to all but its own).
-  await mkdir(options.workspaceRoot, { recursive: true, mode: 0o711 });
-  const rootMode = (await stat(options.workspaceRoot)).mode & 0o7777;
-  if (process.getuid?.() === 0 && (rootMode & 0o011) !== 0o011) await chmod(options.workspaceRoot, rootMode | 0o011);
-  const tmpRoot = join(options.workspaceRoot, '.tmp');
-  await mkdir(tmpRoot, { recursive: true, mode: 0o711 });
   const closed = await closedAncestor(options.workspaceRoot);
   if (closed && process.getuid?.() === 0 && probe.available)
     log.warn(
@@ -117,13 +143,20 @@ export async function createLocalBackend(options: LocalBackendOptions, log: Logg
         if (user && spec.sandboxed !== false && probe.available) await user.lend([], true);
         const privateTmp = join(tmpRoot, spec.id);
         await makePrivateTmp(privateTmp, user);
+        const accounts =
+          user && probe.available
+            ? await writeSandboxAccounts(`${privateTmp}.accounts`, user, workdir, sandboxShell())
+            : undefined;
+        // Sessions' own directories are never a client's (another session's workspace would be lent).
+        const clientDirs = new ClientDirectories([options.workspaceRoot, workdir]);
         const session: LocalSession = new LocalSession(
           spec,
           {
             workdir,
             ownsWorkdir,
-            layout: { privateTmp, placeholders, workdir, hostTerminals: user !== undefined },
+            layout: { privateTmp, placeholders, workdir, hostTerminals: user !== undefined, accounts, clientDirs },
             user,
+            clientDirs,
             ended: () => sessions.delete(session),
           },
           setup,

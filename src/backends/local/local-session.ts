@@ -24,7 +24,9 @@ import type {
   SpawnRequest,
 } from '../types.ts';
 import { bubblewrapArgs, hiddenByPrivateTmp, type BubblewrapProbe, type SandboxLayout } from './bubblewrap.ts';
+import type { ClientDirectories } from './client-dirs.ts';
 import { localDiskUse } from './disk-usage.ts';
+import { spawnFailure } from '../spawn-failure.ts';
 import { Keepers } from './keepers.ts';
 import { localFs } from './local-fs.ts';
 import { sandboxJoinPath } from './native-helpers.ts';
@@ -33,6 +35,7 @@ import { spawnPipe } from './pipe-process.ts';
 import { connectLocalPort } from './port-forward.ts';
 import { processTreeStats } from './process-stats.ts';
 import { spawnPty } from './pty-process.ts';
+import { removeSandboxAccounts } from './sandbox-accounts.ts';
 import { sandboxedFs } from './sandboxed-fs.ts';
 import { coldArgv, userArg, WarmSandboxes, type WarmSandboxTools } from './warm-sandbox.ts';
 import type { WorkspaceUser, WorkspaceUsers } from './workspace-users.ts';
@@ -74,6 +77,8 @@ export interface SessionPlaces {
   readonly ownsWorkdir: boolean;
   readonly layout: SandboxLayout;
   readonly user: WorkspaceUser | undefined;
+  /** The client's directories, shared with the layout (client-dirs.ts). */
+  readonly clientDirs: ClientDirectories;
   /** Called once the session is destroyed. */
   readonly ended: () => void;
 }
@@ -114,15 +119,18 @@ function isWithin(path: string, root: string): boolean {
 }
 
 /**
- * A cwd under the host's /tmp where /tmp is writable is writable by the policy's terms, but the
- * session's private /tmp does not contain it: it becomes a writable root of its own (lent to
- * the sandbox user and bound from the host). Where /tmp is read-only, bubblewrapArgs shows it
- * read-only.
+ * A cwd (or a client directory) under the host's /tmp where /tmp is writable is writable by the
+ * policy's terms, but the session's private /tmp does not contain it: it becomes a writable root
+ * of its own (lent to the sandbox user and bound from the host). Where /tmp is read-only,
+ * bubblewrapArgs shows it read-only.
  */
-function visibleCwd(sandbox: RestrictedSandbox, cwd: string): RestrictedSandbox {
+function visibleCwd(sandbox: RestrictedSandbox, cwd: string, clientDirs: readonly string[]): RestrictedSandbox {
   const tmpWritable = sandbox.writableRoots.some((r) => posix.normalize(r) === '/tmp');
-  if (!tmpWritable || !hiddenByPrivateTmp(cwd, sandbox.writableRoots)) return sandbox;
-  return { ...sandbox, writableRoots: [...sandbox.writableRoots, posix.normalize(cwd)] };
+  if (!tmpWritable) return sandbox;
+  const hidden = [...new Set([...clientDirs, posix.normalize(cwd)])].filter((d) =>
+    hiddenByPrivateTmp(d, sandbox.writableRoots),
+  );
+  return hidden.length === 0 ? sandbox : { ...sandbox, writableRoots: [...sandbox.writableRoots, ...hidden] };
 }
 
 type RestrictedSandbox = Extract<ResolvedSandbox, { kind: 'restricted' }>;
@@ -141,6 +149,7 @@ export class LocalSession implements BackendSession {
   readonly #setup: SpawnSetup;
   readonly #warm: WarmSandboxes | undefined;
   readonly #keepers = new Keepers();
+  readonly #clientDirs: ClientDirectories;
   /** Something running as the server's user may have written into the workspace since it was last lent. */
   #dirty: boolean;
   #lending: Promise<void> | undefined;
@@ -156,6 +165,7 @@ export class LocalSession implements BackendSession {
     this.sandboxType = setup.probe.available ? 'bubblewrap' : 'none';
     this.sandboxUnavailableReason = setup.probe.available ? undefined : setup.probe.reason;
     this.environment = hostFacts();
+    this.#clientDirs = places.clientDirs;
     this.disk = { enforcement: 'watch', usage: () => localDiskUse([places.workdir, places.layout.privateTmp]) };
     this.#warm = setup.probe.available && setup.warmTools ? new WarmSandboxes(setup.warmTools, setup.log) : undefined;
     const sandboxed = spec.sandboxed !== false && setup.probe.available;
@@ -167,15 +177,25 @@ export class LocalSession implements BackendSession {
           handOver: places.user?.lent === true,
           workdir: places.workdir,
           privateTmp: places.layout.privateTmp,
+          clientDirs: places.clientDirs,
         })
       : localFs;
+  }
+
+  /** The client's working directories that are workspaces of this session too (client-dirs.ts). */
+  get clientWorkspaces(): readonly string[] {
+    return this.#clientDirs.workspaces;
+  }
+
+  clientDirectory(path: string, workspace: boolean): Promise<void> {
+    return this.#clientDirs.add(path, workspace);
   }
 
   async spawn(req: SpawnRequest, sink: ProcessSink): Promise<BackendProcess> {
     if (this.#destroyed) throw execError('EXEC_ERR_SESSION_DEAD', 'session is being destroyed');
     const cwd = await stat(req.cwd).catch(() => undefined);
-    if (!cwd) throw execError('EXEC_ERR_INVALID_REQUEST', `cwd ${req.cwd} does not exist`);
-    if (!cwd.isDirectory()) throw execError('EXEC_ERR_INVALID_REQUEST', `cwd ${req.cwd} is not a directory`);
+    if (!cwd) throw spawnFailure(`cwd ${req.cwd}`, 'ENOENT', 'No such file or directory');
+    if (!cwd.isDirectory()) throw spawnFailure(`cwd ${req.cwd}`, 'ENOTDIR', 'Not a directory');
     const shell = this.environment.shell.path;
     let env = req.env;
     let argv =
@@ -187,6 +207,7 @@ export class LocalSession implements BackendSession {
       const sandbox = visibleCwd(
         this.#setup.sandboxNetwork ? req.sandbox : { ...req.sandbox, network: false },
         req.cwd,
+        this.#clientDirs.all,
       );
       await this.#lend(sandbox.writableRoots);
       if (sandbox.denyRead.length > 0) await this.#places.layout.placeholders.ensure();
@@ -203,18 +224,21 @@ export class LocalSession implements BackendSession {
     const [file, ...args] = argv;
     if (file === undefined) throw execError('EXEC_ERR_INVALID_PARAMS', 'argv must not be empty');
     const { channels, ptyPinning } = this.#setup;
-    const keepers = this.#keepers;
-    if (req.mode === 'pty') {
-      return spawnPty(
-        { file, args, cwd: req.cwd, env, size: req.size, sandboxType, channels, pinning: ptyPinning, keepers },
-        sink,
-      );
-    }
+    const common = {
+      file,
+      args,
+      cwd: req.cwd,
+      env,
+      sandboxType,
+      channels,
+      keepers: this.#keepers,
+      program: req.argv[0],
+      // sandbox-join checks the program inside the sandbox, as the user, and says so first.
+      reportExec: sandboxType === 'bubblewrap' && argv.includes(JOIN_HELPER),
+    };
+    if (req.mode === 'pty') return spawnPty({ ...common, size: req.size, pinning: ptyPinning }, sink);
     const argv0 = sandboxType === 'none' ? req.arg0 : undefined;
-    return spawnPipe(
-      { file, args, argv0, cwd: req.cwd, env, stdin: req.mode === 'pipe', sandboxType, channels, keepers },
-      sink,
-    );
+    return spawnPipe({ ...common, argv0, stdin: req.mode === 'pipe' }, sink);
   }
 
   /**
@@ -325,6 +349,9 @@ export class LocalSession implements BackendSession {
     await Promise.all([this.#keepers.killAll(), this.#warm?.close()]);
     await rm(this.#places.layout.privateTmp, { recursive: true, force: true }).catch((err: unknown) =>
       log.warn({ err }, 'could not remove the private /tmp'),
+    );
+    await removeSandboxAccounts(this.#places.layout.accounts).catch((err: unknown) =>
+      log.warn({ err }, 'could not remove the sandbox account files'),
     );
     if (this.#places.ownsWorkdir) {
       await rm(this.workdir, { recursive: true, force: true }).catch((err: unknown) =>

@@ -10,6 +10,7 @@ import { spawn } from 'node:child_process';
 import type { Duplex, Readable } from 'node:stream';
 import { execError } from '../../errors.ts';
 import type { BackendExit, BackendProcess, ProcessSink, SignalName, TerminalSize } from '../types.ts';
+import { spawnFailure } from '../spawn-failure.ts';
 import { keptRelay, onControlLines, type RelaySpawn } from './keepers.ts';
 import { ptyRelayPath, ptyRelayProblem } from './pty-process.ts';
 import { signalGroup, signalName, signalNumber } from './signals.ts';
@@ -40,7 +41,9 @@ export async function spawnPipe(
     const arg0 = opts.argv0 !== undefined ? ['--arg0', opts.argv0] : [];
     const relay = spawn(
       viaRelay ? ptyRelayPath() : opts.file,
-      viaRelay ? ['--pipe', ...arg0, opts.file, ...opts.args] : [...opts.args],
+      viaRelay
+        ? [...(opts.reportExec ? ['--exec-report'] : []), '--pipe', ...arg0, opts.file, ...opts.args]
+        : [...opts.args],
       {
         cwd: opts.cwd,
         env: opts.env,
@@ -95,12 +98,10 @@ export async function spawnPipe(
       if (relay.pid === undefined) {
         stdout?.destroy();
         stderr?.destroy();
-        const code =
-          err.code === 'ENOENT' || err.code === 'ENOTDIR' || err.code === 'EACCES'
-            ? 'EXEC_ERR_INVALID_REQUEST'
-            : 'EXEC_ERR_INTERNAL';
-        const why = err.code === 'ENOENT' ? 'No such file or directory' : err.message;
-        reject(execError(code, `failed to start ${opts.file}: ${why}`, { cause: err }));
+        if (err.code === 'ENOENT' || err.code === 'EACCES') {
+          const why = err.code === 'ENOENT' ? 'No such file or directory' : 'Permission denied';
+          reject(spawnFailure(opts.program ?? opts.file, err.code, why));
+        } else reject(execError('EXEC_ERR_INTERNAL', `failed to start ${opts.file}: ${err.message}`, { cause: err }));
       } else fail(err.message);
     });
     // Whatever the relay reported reaches us before its control socket closes.
@@ -176,7 +177,7 @@ export async function spawnPipe(
       } else if (word === 'error') {
         stdout?.destroy();
         stderr?.destroy();
-        reject(execError('EXEC_ERR_INVALID_REQUEST', `failed to start ${opts.file}: ${rest}`));
+        reject(spawnFailure(opts.program ?? opts.file, n, rest));
       } else if (word === 'exit' || word === 'signal') {
         exited(word === 'exit' ? { kind: 'exited', code: n } : { kind: 'signaled', signal: signalName(n), signo: n });
       }

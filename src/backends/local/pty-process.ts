@@ -18,6 +18,7 @@ import { execError } from '../../errors.ts';
 import type { BackendExit, BackendProcess, ProcessSink, SignalName, TerminalSize } from '../types.ts';
 import { PTY_EOF } from '../stdin.ts';
 import { nativeHelperPath } from './native-helpers.ts';
+import { spawnFailure } from '../spawn-failure.ts';
 import { keptRelay, onControlLines, type RelaySpawn } from './keepers.ts';
 import { signalGroup, signalName } from './signals.ts';
 
@@ -56,6 +57,7 @@ export async function spawnPty(
     const relay = spawn(
       PTY_RELAY,
       [
+        ...(opts.reportExec ? ['--exec-report'] : []),
         ...(opts.pinning === false ? ['--no-pin'] : []),
         String(opts.size.cols),
         String(opts.size.rows),
@@ -133,7 +135,7 @@ export async function spawnPty(
         pid = n;
         resolve(proc);
       } else if (word === 'error') {
-        reject(execError('EXEC_ERR_INVALID_REQUEST', `failed to start ${opts.file}: ${rest}`));
+        reject(spawnFailure(opts.program ?? opts.file, n, rest));
       } else if (word === 'exit' || word === 'signal') {
         status = word === 'exit' ? { kind: 'exited', code: n } : { kind: 'signaled', signal: signalName(n), signo: n };
         // What is left in the terminal is bounded: read it whatever the flow control says.

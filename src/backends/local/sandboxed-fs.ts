@@ -26,6 +26,8 @@ export interface SandboxView {
   readonly handOver: boolean;
   readonly workdir: string;
   readonly privateTmp: string;
+  /** The client's directories: host paths in every view, also under /tmp (client-dirs.ts). */
+  readonly clientDirs?: { covers(path: string): boolean } | undefined;
 }
 
 function isWithin(path: string, root: string): boolean {
@@ -45,7 +47,7 @@ function mayAccess(
 
 export function sandboxedFs(base: SessionFs, view: SandboxView): SessionFs {
   const toHost = (p: string): string => {
-    if (!isWithin(p, '/tmp') || isWithin(p, view.workdir)) return p;
+    if (!isWithin(p, '/tmp') || isWithin(p, view.workdir) || view.clientDirs?.covers(p)) return p;
     return posix.join(view.privateTmp, posix.relative('/tmp', p));
   };
   const fromHost = (p: string): string =>
@@ -71,10 +73,20 @@ export function sandboxedFs(base: SessionFs, view: SandboxView): SessionFs {
     if (st && !mayAccess(st, user, st.isDirectory() ? 5 : 4)) denied();
   };
 
-  const owned = (host: string): boolean =>
-    view.handOver && view.user !== undefined && (isWithin(host, view.workdir) || isWithin(host, view.privateTmp));
+  /** Whether what the server makes at `host` must be the sandbox user's: in the workspace, the
+   * private /tmp, or a client directory lent to that user (its parent is the user's). */
+  const owned = async (host: string): Promise<boolean> => {
+    if (!view.handOver || view.user === undefined) return false;
+    if (isWithin(host, view.workdir) || isWithin(host, view.privateTmp)) return true;
+    if (!view.clientDirs?.covers(host)) return false;
+    for (let dir = dirname(host); ; dir = dirname(dir)) {
+      const st = await stat(dir).catch(() => undefined);
+      if (st) return st.uid === view.user.uid;
+      if (dir === dirname(dir)) return false;
+    }
+  };
   const handOver = async (host: string): Promise<void> => {
-    if (owned(host)) await lchown(host, view.user!.uid, view.user!.gid).catch(() => undefined);
+    if (await owned(host)) await lchown(host, view.user!.uid, view.user!.gid).catch(() => undefined);
   };
   /** The directories `mkdir -p host` is about to create, outermost first. */
   const missingDirs = async (host: string): Promise<string[]> => {
@@ -116,7 +128,7 @@ export function sandboxedFs(base: SessionFs, view: SandboxView): SessionFs {
     },
     async createDirectory(path, recursive) {
       const host = toHost(path);
-      const made = owned(host) ? await missingDirs(host) : [];
+      const made = (await owned(host)) ? await missingDirs(host) : [];
       await base.createDirectory(host, recursive);
       for (const dir of made) await handOver(dir);
     },
@@ -129,7 +141,7 @@ export function sandboxedFs(base: SessionFs, view: SandboxView): SessionFs {
       await checkRead(toHost(source), source);
       const dest = toHost(destination);
       await base.copy(toHost(source), dest, recursive);
-      if (owned(dest))
+      if (await owned(dest))
         await run('chown', ['-Rh', `${view.user!.uid}:${view.user!.gid}`, '--', dest]).catch(() => undefined);
     },
   };

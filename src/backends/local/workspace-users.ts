@@ -37,7 +37,8 @@ const SYSTEM_ROOTS = new Set([
   '/var/log',
 ]);
 
-function lendable(path: string): boolean {
+/** Whether `path` may be handed to a sandbox user (no system directory, no top-level root). */
+export function lendable(path: string): boolean {
   return !SYSTEM_ROOTS.has(path) && !SYSTEM_DIRS.test(path);
 }
 

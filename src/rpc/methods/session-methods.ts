@@ -110,11 +110,15 @@ export function registerSessionMethods(table: MethodTable<Connection>): void {
   table.add('environment/info', (_p, conn) => environmentInfo(conn.session, conn.deps.version));
   table.add('environmentConfig/read', async (p, conn) => {
     // Codex names its working directory here before its first command: map it now (docker:
-    // a workspace alias), so the fs calls that follow already see the workspace there.
+    // a workspace alias; local: a workspace of the session at its own path), so the fs calls
+    // and commands that follow already see the workspace there.
     if (p.cwd) {
       try {
         const cwd = toPath(p.cwd);
-        if (cwd.startsWith('/')) await conn.session.resolveCwd(cwd);
+        if (cwd.startsWith('/')) {
+          await conn.session.backend.clientDirectory?.(cwd, true);
+          await conn.session.resolveCwd(cwd);
+        }
       } catch {
         // Best effort: a bad or unmappable cwd only means no alias yet.
       }

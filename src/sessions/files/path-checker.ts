@@ -13,6 +13,7 @@ import {
   canWrite,
   containsDenied,
   resolveSandbox,
+  sessionWorkspaces,
   type SandboxNarrowing,
 } from '../../policy/sandbox-policy.ts';
 import type { Session } from '../session.ts';
@@ -95,7 +96,7 @@ export class SessionPaths {
    */
   async checker(narrowing?: SandboxNarrowing): Promise<Checker> {
     const policy = this.#session.spec.policy;
-    const resolved = resolveSandbox(policy, this.#session.backend.workdir, narrowing);
+    const resolved = resolveSandbox(policy, sessionWorkspaces(this.#session.backend), narrowing);
     if (resolved.kind === 'unrestricted') return new Checker(resolved, policy.sandbox.type);
     const roots = await Promise.all(resolved.writableRoots.map((r) => this.#realpathCached(r)));
     const denied = await Promise.all(resolved.denyRead.map((d) => this.#realpathCached(d)));
