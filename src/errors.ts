@@ -56,9 +56,9 @@ export const ERROR_REGISTRY = {
   EXEC_ERR_TOKEN_EXPIRED: [401, RpcCode.invalidRequest],
   /** A session token that was revoked (or whose session was deleted). */
   EXEC_ERR_TOKEN_REVOKED: [401, RpcCode.invalidRequest],
-  EXEC_ERR_INTERNAL: [500, RpcCode.internal],
   /** A start that cannot happen: cwd missing or not a directory, program missing or not executable. */
   EXEC_ERR_SPAWN_FAILED: [422, RpcCode.internal],
+  EXEC_ERR_INTERNAL: [500, RpcCode.internal],
 } as const satisfies Record<string, readonly [number, number]>;
 
 /**

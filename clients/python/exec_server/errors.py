@@ -139,6 +139,7 @@ FAMILIES: dict[str, type[ExecServerError]] = {
     "EXEC_ERR_TOKEN_READ_ONLY": AuthError,
     "EXEC_ERR_TOKEN_EXPIRED": AuthError,
     "EXEC_ERR_TOKEN_REVOKED": AuthError,
+    "EXEC_ERR_SPAWN_FAILED": InvalidRequestError,
     "EXEC_ERR_INTERNAL": BackendError,
 }
 
