@@ -282,7 +282,8 @@ test('the instance id is stable per release (fullname), never the pod name', () 
     deployment,
     /name: EXEC_SERVER_INSTANCE_ID\n\s+value: \{\{ include "exec-server\.instanceId" \. \| quote \}\}/,
   );
-  assert.doesNotMatch(deployment, /metadata\.name/, 'no downward-API pod name');
+  // The pod name (downward API) may name a pod's own files (its audit log), never the instance.
+  assert.doesNotMatch(deployment, /EXEC_SERVER_INSTANCE_ID\n\s+valueFrom/, 'no downward-API pod name');
 });
 
 test('the server container runs non-root, read-only, with every capability dropped', () => {

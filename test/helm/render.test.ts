@@ -333,7 +333,7 @@ for (const release of HELM_RELEASES) {
       assert.equal((await server([])).env['EXEC_SERVER_AUDIT_LOG'], undefined);
       assert.equal((await server(['--set', 'audit.log=stdout'])).env['EXEC_SERVER_AUDIT_LOG'], '-');
       const file = await server(['-f', join(ciDir, 'audit-values.yaml'), '--set', 'audit.existingClaim=audit-pvc']);
-      assert.equal(file.env['EXEC_SERVER_AUDIT_LOG'], '/var/log/exec-server/$(EXEC_SERVER_AUDIT_POD).jsonl');
+      assert.equal(file.env['EXEC_SERVER_AUDIT_LOG'], '/var/log/exec-server/$(POD_NAME).jsonl');
       assert.equal(file.env['EXEC_SERVER_AUDIT_QUEUE_LINES'], '5000');
       assert.ok(file.mounts.some((m) => m.name === 'audit' && m.mountPath === '/var/log/exec-server'));
       const volume = file.volumes.find((v) => v.name === 'audit');
