@@ -1,7 +1,7 @@
 /**
  * Server configuration: one table of options, each settable by flag and by `EXEC_SERVER_*`
  * variable (flag wins), validated at boot. The same table prints `--help` and backs the
- * README's configuration table, so they cannot drift apart.
+ * configuration table of docs/guide.md, so they cannot drift apart.
  */
 import { parseArgs } from 'node:util';
 import { availableParallelism, homedir, tmpdir } from 'node:os';
@@ -22,7 +22,7 @@ interface OptionDef {
   readonly secret?: boolean;
 }
 
-/** Every option the server understands. Order is the order of `--help` and the README. */
+/** Every option the server understands. Order is the order of `--help` and of docs/guide.md's table. */
 /** Half the CPUs this host has, at least one: a session's default limit stays below the host's. */
 function defaultSessionCpus(): number {
   return Math.max(1, Math.floor(availableParallelism() / 2));
@@ -149,7 +149,7 @@ export const OPTIONS = {
     kind: 'bool',
     default: false,
     description:
-      "Local backend: pin a PTY command streaming fast to one CPU with its relay while it streams (faster terminals on VMs; changes the command's CPU affinity, so off unless turned on; see README).",
+      "Local backend: pin a PTY command streaming fast to one CPU with its relay while it streams (faster terminals on VMs; changes the command's CPU affinity, so off unless turned on; see docs/architecture.md).",
   },
   logLevel: {
     flag: 'log-level',
@@ -911,7 +911,7 @@ export function helpText(): string {
   return lines.join('\n');
 }
 
-/** Markdown table for the README (`node --import tsx scripts/config-table.ts`). */
+/** Markdown table of the options, as docs/guide.md shows it (test/unit/config.test.ts keeps them equal). */
 export function markdownTable(): string {
   const rows = ['| Flag | Variable | Default | Meaning |', '|---|---|---|---|'];
   for (const [name, def] of Object.entries(OPTIONS) as [string, OptionDef][]) {

@@ -57,10 +57,13 @@ test('a non-loopback address needs a token unless --insecure-no-auth', () => {
   assert.deepEqual(parseListen('ws://[::1]:0'), { host: '::1', port: 0 });
 });
 
-test('the README table lists every option', () => {
+test('docs/guide.md shows the option table as the server has it', async () => {
   const table = markdownTable();
   for (const flag of ['--listen', '--backend', '--token', '--image', '--docker-host', '--tokens', '--denial-handling'])
     assert.match(table, new RegExp(`\`${flag}\``));
+  const { readFile } = await import('node:fs/promises');
+  const guide = await readFile(new URL('../../docs/guide.md', import.meta.url), 'utf8');
+  assert.ok(guide.includes(table.trimEnd()), 'docs/guide.md holds markdownTable() as it is: paste it again');
 });
 
 test('--docker-agent-socket-dir: off or an absolute path short enough for a socket below it', () => {
