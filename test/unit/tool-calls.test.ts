@@ -67,7 +67,7 @@ test('an unknown tool and bad arguments are answered to the model; a wrong paylo
     body: { type: 'function_call_output', call_id: 'c1', output: 'unsupported call: apply_patch', status: 'failed' },
   });
   const out = (item: Record<string, unknown>) =>
-    (reply(routeToolCall(item, fake().ue))?.body as { output: string }).output;
+    (reply(routeToolCall(item, fake().ue))?.body as { output?: string } | undefined)?.output ?? '';
   assert.match(out(call({ arguments: '{nope' })), /^failed to parse function arguments: /);
   assert.equal(out(call({ arguments: '[]' })), 'failed to parse function arguments: expected a JSON object');
   assert.equal(out(call({ arguments: '{}' })), 'failed to parse function arguments: missing field `cmd`');
