@@ -31,7 +31,8 @@ export interface SandboxNarrowing {
 
 function isWithin(path: string, root: string): boolean {
   const rel = posix.relative(root, path);
-  return rel === '' || (!rel.startsWith('..') && !posix.isAbsolute(rel));
+  // `..` or `../x` is above the root; a name like `..x` is inside it.
+  return rel === '' || (rel !== '..' && !rel.startsWith('../') && !posix.isAbsolute(rel));
 }
 
 /**

@@ -1,6 +1,17 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ConfigError, loadConfig, markdownTable, parseListen } from '../../src/config.ts';
+import {
+  ConfigError,
+  checkDockerHost,
+  helpText,
+  isLoopback,
+  loadConfig,
+  markdownTable,
+  parseListen,
+  redactSecretFlags,
+  runtimeList,
+  warmPoolRuntimes,
+} from '../../src/config.ts';
 
 test('defaults: local backend on loopback, Codex-compatible limits', () => {
   const c = loadConfig([], {});
@@ -117,4 +128,71 @@ test('disk limit: --disk-mb and --max-disk-mb, and a session asking above the ma
   );
   assert.throws(() => loadConfig(['--disk-mb', '8'], {}), /--disk-mb .*at least 16/);
   assert.throws(() => loadConfig(['--disk-watch-seconds', '0'], {}), /--disk-watch-seconds .*at least 1/);
+});
+
+test('booleans: true/false words either way, a bare flag is true; integers within their bounds', () => {
+  for (const v of ['1', 'true', 'YES', 'on'])
+    assert.equal(loadConfig([], { EXEC_SERVER_INSECURE_NO_AUTH: v }).insecureNoAuth, true, v);
+  for (const v of ['0', 'false', 'No', 'off', ''])
+    assert.equal(loadConfig([], { EXEC_SERVER_INSECURE_NO_AUTH: v }).insecureNoAuth, false, v);
+  assert.equal(loadConfig(['--insecure-no-auth'], {}).insecureNoAuth, true);
+  assert.equal(loadConfig(['--max-processes', ' 4096 '], {}).maxProcesses, 4096);
+  assert.throws(() => loadConfig(['--max-processes', '4097'], {}), /--max-processes .*must be at most 4096, got 4097/);
+  assert.throws(() => loadConfig(['--max-processes', '1.5'], {}), /expected an integer, got "1.5"/);
+  assert.throws(() => loadConfig(['--image', ''], {}), /--image .*must not be empty/);
+  assert.throws(() => loadConfig(['--log-level', 'loud'], {}), /expected one of fatal, error, warn/);
+});
+
+test('docker hosts: the flag, then EXEC_SERVER_DOCKER_HOST, then DOCKER_HOST; errors name where it came from', () => {
+  assert.equal(loadConfig([], { DOCKER_HOST: 'tcp://d:2375' }).dockerHost, 'tcp://d:2375');
+  assert.equal(
+    loadConfig([], { DOCKER_HOST: 'tcp://d:2375', EXEC_SERVER_DOCKER_HOST: 'unix:///e.sock' }).dockerHost,
+    'unix:///e.sock',
+  );
+  assert.throws(() => loadConfig([], { EXEC_SERVER_DOCKER_HOST: 'unix://' }), /^ConfigError: EXEC_SERVER_DOCKER_HOST:/);
+  const many = Array.from({ length: 65 }, (_, i) => `tcp://e${i}:2375`).join(',');
+  assert.throws(() => loadConfig(['--docker-host', many], {}), /--docker-host: at most 64 engines/);
+  for (const ok of ['/s.sock', 'unix:///s.sock', 'tcp://h:1', 'http://h', 'https://h:2376']) checkDockerHost(ok, 'x');
+  for (const bad of ['unix://', 'tcp://', 'ssh://h', 'h:2375'])
+    assert.throws(
+      () => checkDockerHost(bad, 'where'),
+      (e: Error) => e instanceof ConfigError && /^where: /.test(e.message),
+      bad,
+    );
+});
+
+test('listen addresses and loopback', () => {
+  assert.deepEqual(parseListen('ws://localhost:80/'), { host: 'localhost', port: 80 });
+  assert.deepEqual(parseListen('ws://[fe80::1]:65535'), { host: 'fe80::1', port: 65535 });
+  for (const bad of ['ws://h', 'wss://h:1', 'ws://h:123456', 'ws://h:1/path', 'ws://a b:1'])
+    assert.throws(() => parseListen(bad), ConfigError, bad);
+  for (const h of ['localhost', '::1', '127.0.0.1', '127.9.9.9']) assert.equal(isLoopback(h), true, h);
+  for (const h of ['0.0.0.0', '10.0.0.1', '::', 'localhost.example', '128.0.0.1'])
+    assert.equal(isLoopback(h), false, h);
+});
+
+test('runtime lists and warm-pool sizes by runtime', () => {
+  assert.deepEqual(runtimeList(' runc, runsc ,,kata-1.0 '), ['runc', 'runsc', 'kata-1.0']);
+  assert.throws(() => runtimeList('runc,bad name'), /--allowed-runtimes: "bad name" is not a runtime name/);
+  assert.deepEqual(warmPoolRuntimes('runsc=2, runc=0,'), { runsc: 2, runc: 0 });
+  for (const bad of ['runsc', 'runsc=257', 'runsc=-1', '=2', 'a b=1'])
+    assert.throws(() => warmPoolRuntimes(bad), /expected RUNTIME=N \(N at most 256\)/, bad);
+  assert.throws(() => loadConfig(['--runtime', '-x'], {}), /--runtime: "-x" is not a runtime name/);
+  assert.throws(() => loadConfig(['--warm-pool-runtimes', 'x'], {}), /--warm-pool-runtimes/);
+  assert.throws(() => loadConfig(['--max-cpus', '1', '--cpus', '2'], {}), /--max-cpus \(1\) is below --cpus \(2\)/);
+  assert.throws(() => loadConfig(['--max-pids', '10', '--pids', '20'], {}), /--max-pids \(10\) is below --pids \(20\)/);
+});
+
+test('secret flags are redacted from a command line, in both spellings; others are kept', () => {
+  const r = redactSecretFlags(['--listen', 'ws://h:1', '--token', 's3cret', '--preview-secret=k', '--tokens', 'a:b']);
+  assert.deepEqual(r.argv, ['--listen', 'ws://h:1', '--token', '***', '--preview-secret=***', '--tokens', '***']);
+  assert.deepEqual(r.flags, ['--token', '--preview-secret', '--tokens']);
+  assert.ok(!JSON.stringify(r).includes('s3cret'));
+});
+
+test('--help lists every flag with its variable and default', () => {
+  const help = helpText();
+  assert.match(help, /^Usage: exec-server serve \[options\]/);
+  assert.match(help, /--max-processes {2}\[EXEC_SERVER_MAX_PROCESSES\] \(default: 64\)/);
+  assert.match(help, /--token {2}\[EXEC_SERVER_TOKEN\]\n/);
 });

@@ -27,7 +27,8 @@ import type { DockerBackendOptions, DockerLogger } from './options.ts';
 /** How often every engine is pinged (placement skips the ones that did not answer). */
 const HEALTH_INTERVAL_MS = 2000;
 
-interface Member {
+/** One engine of the pool: its backend and what the last ping or call said of it. */
+export interface Member {
   readonly engine: string;
   readonly backend: DockerBackend;
   healthy: boolean;
@@ -68,7 +69,8 @@ function unavailable(err: unknown): boolean {
   return err instanceof ExecServerError && err.code === 'EXEC_ERR_BACKEND_UNAVAILABLE';
 }
 
-class EnginePool implements Backend {
+/** The pool itself; exported for its unit test (test/unit/engine-pool.test.ts), built by `createDockerEngines`. */
+export class EnginePool implements Backend {
   readonly kind = 'docker' as const;
   readonly #members: readonly Member[];
   readonly #log: DockerLogger;

@@ -133,7 +133,8 @@ async function kindOf(path: string): Promise<'dir' | 'file' | 'missing'> {
 
 function isWithin(path: string, root: string): boolean {
   const rel = posix.relative(root, path);
-  return rel === '' || (!rel.startsWith('..') && !posix.isAbsolute(rel));
+  // `..` or `../x` is above the root; a name like `..x` is inside it.
+  return rel === '' || (rel !== '..' && !rel.startsWith('../') && !posix.isAbsolute(rel));
 }
 
 /** Whether `dir` lies under /tmp and in no writable root but /tmp itself (the private /tmp hides it). */

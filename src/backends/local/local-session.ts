@@ -115,7 +115,8 @@ const JOIN_HELPER = sandboxJoinPath();
 
 function isWithin(path: string, root: string): boolean {
   const rel = posix.relative(root, path);
-  return rel === '' || (!rel.startsWith('..') && !posix.isAbsolute(rel));
+  // `..` or `../x` is above the root; a name like `..x` is inside it.
+  return rel === '' || (rel !== '..' && !rel.startsWith('../') && !posix.isAbsolute(rel));
 }
 
 /**

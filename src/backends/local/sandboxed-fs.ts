@@ -32,7 +32,8 @@ export interface SandboxView {
 
 function isWithin(path: string, root: string): boolean {
   const rel = posix.relative(root, path);
-  return rel === '' || (!rel.startsWith('..') && !posix.isAbsolute(rel));
+  // `..` or `../x` is above the root; a name like `..x` is inside it.
+  return rel === '' || (rel !== '..' && !rel.startsWith('../') && !posix.isAbsolute(rel));
 }
 
 function mayAccess(
