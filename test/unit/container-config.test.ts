@@ -2,13 +2,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
-  AGENT_MOUNT,
   buildContainerConfig,
   CONTROL_DIR,
   type ContainerConfigInput,
   cpuShares,
   KEEPALIVE_CMD,
   KEPT_CAPABILITIES,
+  LINK_MOUNT,
 } from '../../src/backends/docker/container-config.ts';
 
 const input = (over: Partial<ContainerConfigInput> = {}): ContainerConfigInput => ({
@@ -50,16 +50,16 @@ test('limits: memory without swap, nano CPUs and their weight, pids; no network 
   assert.deepEqual([net.HostConfig?.NetworkMode, net.NetworkDisabled], ['bridge', false]);
 });
 
-test('optional parts appear only when given: runtime, disk size, the agent socket mount', () => {
+test('optional parts appear only when given: runtime, disk size, the agent link mount (read-only)', () => {
   const plain = buildContainerConfig(input()).HostConfig ?? {};
   assert.equal('Runtime' in plain, false);
   assert.equal('StorageOpt' in plain, false);
   assert.deepEqual(plain.Mounts, []);
   const full =
-    buildContainerConfig(input({ runtime: 'runsc', diskMb: 100, agentSocketDir: '/srv/a' })).HostConfig ?? {};
+    buildContainerConfig(input({ runtime: 'runsc', diskMb: 100, agentLinkDir: '/srv/a' })).HostConfig ?? {};
   assert.equal(full.Runtime, 'runsc');
   assert.deepEqual(full.StorageOpt, { size: '100m' });
-  assert.deepEqual(full.Mounts, [{ Type: 'bind', Source: '/srv/a', Target: AGENT_MOUNT, ReadOnly: false }]);
+  assert.deepEqual(full.Mounts, [{ Type: 'bind', Source: '/srv/a', Target: LINK_MOUNT, ReadOnly: true }]);
 });
 
 test('cpuShares: 1024 per CPU within the kernel range', () => {

@@ -153,10 +153,10 @@ test('output notifications: base64 JSON by default, binary frames once asked for
   const decoded = decodeBinaryOutput(binary[0] as Buffer);
   assert.ok(typeof decoded !== 'string');
   assert.deepEqual([decoded.processId, decoded.seq, decoded.stream, [...decoded.data]], ['p2', 8, 'pty', [...data]]);
-  peer.notify('session/closed', { reason: 'x' });
+  peer.notify('process/closed', { processId: 'p2', seq: 10 });
   peer.close();
   peer.notifyOutput('p2', 9, 'pty', data);
-  peer.notify('late', {});
+  peer.notify('process/closed', { processId: 'late', seq: 11 });
   assert.equal(binary.length, 1);
-  assert.deepEqual(sent.at(-1), { method: 'session/closed', params: { reason: 'x' } });
+  assert.deepEqual(sent.at(-1), { method: 'process/closed', params: { processId: 'p2', seq: 10 } });
 });
