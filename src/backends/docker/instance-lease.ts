@@ -44,6 +44,8 @@ type LeaseState =
   | { readonly kind: 'released' };
 
 const RETRY_MS = 500;
+/** How often a lost lease is tried again. */
+const RETAKE_MS = 1000;
 
 /** The engine's HTTP status behind an error of `withDeadline` (the registry error keeps it as its cause). */
 function engineStatus(err: unknown): number | undefined {
@@ -167,7 +169,7 @@ export class InstanceLease {
       stream.resume();
       await withDeadline('lease start', timeoutMs, () => container.start());
       this.#state = { kind: 'held', containerId: container.id, stream };
-      stream.once('close', () => this.#onClosed(container.id));
+      stream.once('close', () => this.#onClosed(container.id, image));
       this.#log.info({ instanceId, lease: leaseName(instanceId) }, 'holding the instance lease');
       return true;
     } catch (err) {
@@ -176,11 +178,34 @@ export class InstanceLease {
     }
   }
 
-  #onClosed(containerId: string): void {
+  #onClosed(containerId: string, image: string): void {
     if (this.#state.kind !== 'held' || this.#state.containerId !== containerId) return;
     const reason = `lost the lease of instance id ${this.#options.instanceId} (the engine connection that held it ended)`;
     this.#state = { kind: 'lost', reason };
-    this.#log.error({ instanceId: this.#options.instanceId }, reason);
+    this.#log.error({ instanceId: this.#options.instanceId }, `${reason}: taking it again when the engine answers`);
+    void this.#retake(image);
+  }
+
+  /**
+   * After a lost connection (an engine restart, a network cut) the lease is taken again as soon as
+   * the engine answers: the old lease container ended with the connection. If another server took
+   * the id meanwhile, this one stays not ready (its readiness says why) and keeps trying.
+   */
+  async #retake(image: string): Promise<void> {
+    const lost = this.lostReason ?? 'lost the lease';
+    while (this.#state.kind === 'lost') {
+      await new Promise((resolve) => setTimeout(resolve, RETAKE_MS).unref());
+      if (this.#state.kind !== 'lost') return;
+      try {
+        if (await this.#tryCreate(image)) return;
+        const holder = await this.#holder();
+        if (holder !== undefined && !holder.running) await this.#remove(holder.id);
+        else if (holder !== undefined)
+          this.#state = { kind: 'lost', reason: `${lost}; another server holds it now` };
+      } catch {
+        // The engine does not answer yet: try again.
+      }
+    }
   }
 
   async #imagePresent(image: string): Promise<boolean> {
