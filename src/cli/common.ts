@@ -43,6 +43,8 @@ export function parse<O extends NonNullable<ParseArgsConfig['options']>>(args: s
 
 /** One readable line for any error (no stack traces for expected failures). */
 export function describeError(err: unknown): string {
+  if (err instanceof ExecServerHttpError && err.code === 'EXEC_ERR_UNAUTHORIZED')
+    return `the server refused the token (${err.code}, HTTP ${err.status}); set --token or EXEC_SERVER_TOKEN`;
   if (err instanceof ExecServerHttpError) return `${err.message} (${err.code}, HTTP ${err.status})`;
   if (err instanceof RpcError) return `${err.message}${err.code ? ` (${err.code})` : ''}`;
   const e = err as NodeJS.ErrnoException & { statusCode?: number };
