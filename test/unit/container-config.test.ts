@@ -55,8 +55,7 @@ test('optional parts appear only when given: runtime, disk size, the agent link 
   assert.equal('Runtime' in plain, false);
   assert.equal('StorageOpt' in plain, false);
   assert.deepEqual(plain.Mounts, []);
-  const full =
-    buildContainerConfig(input({ runtime: 'runsc', diskMb: 100, agentLinkDir: '/srv/a' })).HostConfig ?? {};
+  const full = buildContainerConfig(input({ runtime: 'runsc', diskMb: 100, agentLinkDir: '/srv/a' })).HostConfig ?? {};
   assert.equal(full.Runtime, 'runsc');
   assert.deepEqual(full.StorageOpt, { size: '100m' });
   assert.deepEqual(full.Mounts, [{ Type: 'bind', Source: '/srv/a', Target: LINK_MOUNT, ReadOnly: true }]);

@@ -200,8 +200,7 @@ export class InstanceLease {
         if (await this.#tryCreate(image)) return;
         const holder = await this.#holder();
         if (holder !== undefined && !holder.running) await this.#remove(holder.id);
-        else if (holder !== undefined)
-          this.#state = { kind: 'lost', reason: `${lost}; another server holds it now` };
+        else if (holder !== undefined) this.#state = { kind: 'lost', reason: `${lost}; another server holds it now` };
       } catch {
         // The engine does not answer yet: try again.
       }
