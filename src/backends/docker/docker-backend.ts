@@ -24,7 +24,8 @@ import { AgentChannel } from './agent-channel.ts';
 import { AgentLinks } from './agent-links.ts';
 import { InstanceLease } from './instance-lease.ts';
 import { DiskAwareSession, enforcementOf, StorageOptSupport } from './disk.ts';
-import { type HibernatableSession, readHibernatedFacts } from './hibernation.ts';
+import { readHibernatedFacts } from './checkpoints.ts';
+import type { HibernatableSession } from './hibernation.ts';
 import { LABEL, readUserLabels, userLabels } from './labels.ts';
 import { resolveOptions, type DockerBackendOptions, type DockerLogger, type ResolvedDockerOptions } from './options.ts';
 import {

@@ -29,32 +29,13 @@ import type {
   SnapshotInfo,
   SpawnRequest,
 } from '../types.ts';
-import { statusOf, withDeadline } from './engine-client.ts';
+import { withDeadline } from './engine-client.ts';
 import { runControl } from './exec-runner.ts';
 import type { AgentChannel } from './agent-channel.ts';
 import type { DockerLogger } from './options.ts';
 import { connectContainerPort } from './port-forward.ts';
 import { RECORD_FILE } from './scripts.ts';
-
-/**
- * Prefix of the checkpoint a hibernated container has. Each hibernation takes a name of its own
- * (`PREFIX-<time>`): containerd keeps an uploaded checkpoint under a reference made from the
- * checkpoint's directory, and a restore of a second checkpoint under the same name can be
- * refused ("failed to upload checkpoint to containerd: ... already exists").
- */
-export const CHECKPOINT_PREFIX = 'exec-server-hibernation';
-
-const isOurs = (name: string | undefined): name is string =>
-  name === CHECKPOINT_PREFIX || (name?.startsWith(`${CHECKPOINT_PREFIX}-`) ?? false);
-
-/**
- * Kept in the container's root filesystem while it is hibernated (the control tmpfs, with the
- * session record, is only inside the checkpoint): what a restarted server needs to re-adopt
- * the session without waking it: the shell path, the exec path (`agent N`: N processes kept by
- * the agent), then the session record.
- * Root-only; removed again on wake, so snapshots never hold it.
- */
-export const HIBERNATION_FILE = '/var/lib/exec-server-hibernation/session';
+import { CHECKPOINT_PREFIX, type CheckpointApi, deleteCheckpoints, HIBERNATION_FILE } from './checkpoints.ts';
 
 /** Checkpoint and restore of a large container take seconds; a dead engine still fails at once. */
 const CHECKPOINT_TIMEOUT_MS = 120_000;
@@ -466,90 +447,6 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
     const agent = this.inner.agent;
     if (agent !== undefined && agent.attachedProcesses > 0) await agent.connection();
   }
-}
-
-/** The checkpoint calls dockerode has but its type definitions lack. */
-interface CheckpointApi {
-  createCheckpoint(opts: { CheckpointID: string; Exit: boolean; abortSignal: AbortSignal }): Promise<unknown>;
-  listCheckpoint(opts: { abortSignal: AbortSignal }): Promise<Array<{ Name?: string }> | null>;
-  deleteCheckpoint(name: string, opts: { abortSignal: AbortSignal }): Promise<unknown>;
-}
-
-function listCheckpoints(container: Docker.Container, timeoutMs: number): Promise<string[]> {
-  return withDeadline('checkpoint list', timeoutMs, async (abortSignal) =>
-    ((await (container as unknown as CheckpointApi).listCheckpoint({ abortSignal })) ?? [])
-      .map((c) => c.Name)
-      .filter(isOurs),
-  );
-}
-
-/** Deletes every checkpoint of ours the container holds. */
-async function deleteCheckpoints(container: Docker.Container, timeoutMs: number): Promise<void> {
-  for (const name of await listCheckpoints(container, timeoutMs)) {
-    try {
-      await withDeadline('checkpoint delete', timeoutMs, (abortSignal) =>
-        (container as unknown as CheckpointApi).deleteCheckpoint(name, { abortSignal }),
-      );
-    } catch (err) {
-      if (statusOf((err as { cause?: unknown }).cause) !== 404) throw err;
-    }
-  }
-}
-
-/** What a hibernated container of an earlier server run carries (see `HIBERNATION_FILE`). */
-export interface HibernatedFacts {
-  readonly shellPath: string;
-  readonly execPath: 'agent' | 'exec';
-  /** Processes the agent kept when the session hibernated. */
-  readonly agentProcesses: number;
-  readonly record: string | undefined;
-  /** The checkpoint to wake from (the newest of ours). */
-  readonly checkpoint: string;
-}
-
-/**
- * The facts of a stopped container that holds this server's checkpoint, or undefined when it
- * holds none (a container that died). Reads through the archive API: no exec, no wake.
- */
-export async function readHibernatedFacts(
-  container: Docker.Container,
-  timeoutMs: number,
-): Promise<HibernatedFacts | undefined> {
-  // Names end in a base-36 time of the same length for centuries: the newest sorts last.
-  const checkpoint = (await listCheckpoints(container, timeoutMs)).sort().at(-1);
-  if (checkpoint === undefined) return undefined;
-  const tar = await withDeadline('hibernation facts', timeoutMs, async (abortSignal) => {
-    const stream = (await container.getArchive({ path: HIBERNATION_FILE, abortSignal } as {
-      path: string;
-    })) as NodeJS.ReadableStream;
-    const parts: Buffer[] = [];
-    let size = 0;
-    for await (const chunk of stream) {
-      size += (chunk as Buffer).length;
-      if (size > 1024 * 1024) throw new Error('hibernation facts larger than 1 MiB');
-      parts.push(chunk as Buffer);
-    }
-    return Buffer.concat(parts);
-  });
-  const text = firstTarEntry(tar).toString('utf8');
-  const [shell = '', path = '', ...rest] = text.split('\n');
-  const [execPath, processes = '0'] = path.split(' ');
-  const record = rest.join('\n');
-  return {
-    shellPath: shell || '/bin/sh',
-    execPath: execPath === 'agent' ? 'agent' : 'exec',
-    agentProcesses: /^\d{1,6}$/.test(processes) ? Number(processes) : 0,
-    record: record === '' ? undefined : record,
-    checkpoint,
-  };
-}
-
-/** The content of the first file in a ustar archive (the engine's archive of one file). */
-function firstTarEntry(tar: Buffer): Buffer {
-  if (tar.length < 512) throw new Error('hibernation facts: truncated archive');
-  const size = Number.parseInt(tar.subarray(124, 136).toString('ascii').replace(/\0.*$/, '').trim() || '0', 8);
-  if (!Number.isFinite(size) || 512 + size > tar.length) throw new Error('hibernation facts: bad archive header');
-  return tar.subarray(512, 512 + size);
 }
 
 /** The session's filesystem with every call behind the hibernation gate. */
