@@ -95,6 +95,9 @@ function originGate(
   };
 }
 
+/** How long startup (recovery included) may take before the server gives up. */
+const STARTUP_TIMEOUT_MS = 10 * 60_000;
+
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, backend } = deps;
   const auth = createAuthenticator(config);
@@ -107,6 +110,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     bodyLimit: config.maxMessageBytes,
     return503OnClosing: true,
     forceCloseConnections: true,
+    // The onReady hook re-adopts every container of the instance (bounded engine calls each) and
+    // may first wait up to 60 s for the instance lease (a rolling restart): Fastify's 10 s
+    // default would fail such a start. Still bounded.
+    pluginTimeout: STARTUP_TIMEOUT_MS,
     logController: new LogController({ disableRequestLogging: true }),
     ...withRewrite(previewRewriter(config.previewHost)),
   });

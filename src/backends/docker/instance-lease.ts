@@ -112,8 +112,10 @@ export class InstanceLease {
       if (taken) return;
       const holder = await this.#holder();
       if (holder !== undefined && !holder.running) {
-        // Its holder is gone and the engine has not removed it yet: clear it and try again.
+        // Its holder is gone and the engine has not removed it yet: clear it and try again
+        // (after a pause: the engine may be removing it already).
         await this.#remove(holder.id);
+        await new Promise((resolve) => setTimeout(resolve, RETRY_MS / 5));
         continue;
       }
       if (Date.now() >= deadline) throw this.#inUse(holder?.since);
