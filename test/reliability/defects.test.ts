@@ -61,8 +61,19 @@ test('D4 a client cut as a slow consumer sees close code 4001 once it reads agai
   send('initialize', { clientName: 'slow', session: { sandbox: { type: 'danger-full-access' } } });
   await initialized;
   send('initialized', {}, true);
+  // The flood is under way before the client stops reading (a loaded machine may take a while
+  // to start it, and a pause before any output would end with nothing to cut).
+  const flowing = new Promise<void>((resolve) => {
+    const onMessage = (data: Buffer): void => {
+      if (String(data).includes('"process/output"')) {
+        ws.off('message', onMessage);
+        resolve();
+      }
+    };
+    ws.on('message', onMessage);
+  });
   send('process/start', { processId: 'flood', argv: ['sh', '-c', 'head -c 50000000 /dev/zero | base64'], tty: false });
-  await new Promise((r) => setTimeout(r, 200));
+  await flowing;
   // Stop reading for a while (longer than the stall timeout), then read again.
   const raw = (ws as unknown as { _socket: { pause(): void; resume(): void } })._socket;
   raw.pause();
