@@ -77,7 +77,12 @@ for (const [kind, policy] of [
           assert.equal(r.exited['exitCode'], 0);
           // Polled, not a fixed pause: on a loaded machine the two may take a moment to exec.
           assert.equal(
-            (await eventually(() => processesWith(`sleep ${m}`), (p) => p.length === 2)).length,
+            (
+              await eventually(
+                () => processesWith(`sleep ${m}`),
+                (p) => p.length === 2,
+              )
+            ).length,
             2,
             'both background processes still run after the command exited',
           );
