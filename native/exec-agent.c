@@ -29,7 +29,7 @@
  *
  * Frames (both directions): u32 payload length, u8 type, u8 stream, u16 zero, u32 handle,
  * little-endian, then the payload. The types and payloads are documented next to their
- * TypeScript twin in src/backends/docker/agent-protocol.ts.
+ * TypeScript twin in src/backends/docker/agent/agent-protocol.ts.
  */
 #define _GNU_SOURCE
 #include <errno.h>

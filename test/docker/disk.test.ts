@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import type { DockerBackend } from '../../src/backends/docker/index.ts';
-import { isStorageOptUnsupported } from '../../src/backends/docker/disk.ts';
+import { isStorageOptUnsupported } from '../../src/backends/docker/container/disk.ts';
 import { dockerTestOptions } from './engine.ts';
 import { docker, makeBackend, poolContainerIds, RecordingSink, sessionSpec, spawnRequest } from './helpers.ts';
 

@@ -1,14 +1,14 @@
 /**
  * Unit test of how a restarted server reads the engine's record of a wrapper exec
- * (src/backends/docker/exec-recovery.ts): the recovery tag survives the trip through the
+ * (src/backends/docker/exec/exec-recovery.ts): the recovery tag survives the trip through the
  * wrapper's arguments, control scripts are not commands, a command without a tag (or of another
  * wrapper version) is still recognised so it can be killed. The engine path is
  * test/docker/restart.test.ts.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseWrapperExec, tagArguments } from '../../src/backends/docker/exec-recovery.ts';
-import { ROOT_PID_DIR, SIGNAL_SCRIPT, USER_PID_DIR, WRAPPER_SCRIPT } from '../../src/backends/docker/scripts.ts';
+import { parseWrapperExec, tagArguments } from '../../src/backends/docker/exec/exec-recovery.ts';
+import { ROOT_PID_DIR, SIGNAL_SCRIPT, USER_PID_DIR, WRAPPER_SCRIPT } from '../../src/backends/docker/exec/scripts.ts';
 
 const PID = `${ROOT_PID_DIR}/0b7f3c9e-2a51-4c0e-9d8e-1f2a3b4c5d6e`;
 

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PassThrough, Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { callbackWritable, FrameDemuxer } from '../../src/backends/docker/frame-demuxer.ts';
+import { callbackWritable, FrameDemuxer } from '../../src/backends/docker/engine/frame-demuxer.ts';
 
 function frame(type: number, payload: Buffer): Buffer {
   const h = Buffer.alloc(8);

@@ -1,5 +1,5 @@
 /**
- * One live server per instance id on an engine (src/backends/docker/instance-lease.ts): a
+ * One live server per instance id on an engine (src/backends/docker/engine/instance-lease.ts): a
  * second server started with the id of a running one neither adopts nor removes its containers;
  * it waits for the holder and fails with EXEC_ERR_INSTANCE_IN_USE, or takes over once the holder
  * is gone (SIGKILL included: the engine drops the lease with the holder's connection).
@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { test } from 'node:test';
-import { leaseName } from '../../src/backends/docker/instance-lease.ts';
+import { leaseName } from '../../src/backends/docker/engine/instance-lease.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
 import { docker, makeBackend, RecordingSink, sessionSpec, sleep, spawnRequest } from './helpers.ts';
 

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import type Docker from 'dockerode';
 import type { DockerBackend } from '../../src/backends/docker/index.ts';
 import { KEPT_CAPABILITIES } from '../../src/backends/docker/index.ts';
-import { GVISOR_PIDS_ALLOWANCE } from '../../src/backends/docker/runtimes.ts';
+import { GVISOR_PIDS_ALLOWANCE } from '../../src/backends/docker/engine/runtimes.ts';
 import { asTenantId } from '../../src/ids.ts';
 import { dockerTestOptions, engineReady } from './engine.ts';
 import { docker, makeBackend, RecordingSink, sessionSpec, spawnRequest } from './helpers.ts';

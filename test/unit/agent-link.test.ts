@@ -1,5 +1,5 @@
 /**
- * The server's side of an agent link (src/backends/docker/agent-link.ts) over real unix
+ * The server's side of an agent link (src/backends/docker/agent/agent-link.ts) over real unix
  * sockets: only a connection that greets with the container's secret is handed on, and a
  * restarted server reopens only a directory and secret that are its own and not links.
  */
@@ -9,7 +9,7 @@ import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { AgentLink, LINK_MAGIC } from '../../src/backends/docker/agent-link.ts';
+import { AgentLink, LINK_MAGIC } from '../../src/backends/docker/agent/agent-link.ts';
 
 const log = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined };
 

@@ -1,4 +1,4 @@
-/** The docker agent's frame codec (src/backends/docker/agent-protocol.ts), byte by byte, without an engine. */
+/** The docker agent's frame codec (src/backends/docker/agent/agent-protocol.ts), byte by byte, without an engine. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
@@ -17,7 +17,7 @@ import {
   parseExit,
   parseProcRecord,
   ToAgent,
-} from '../../src/backends/docker/agent-protocol.ts';
+} from '../../src/backends/docker/agent/agent-protocol.ts';
 
 /** Docker's 8-byte stdout/stderr frame around `payload`. */
 function dockerFrame(stream: number, payload: Buffer): Buffer {

@@ -1,4 +1,4 @@
-/** The session container's create options (src/backends/docker/container-config.ts): hardening and limits, without an engine. */
+/** The session container's create options (src/backends/docker/container/container-config.ts): hardening and limits, without an engine. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
@@ -9,7 +9,7 @@ import {
   KEEPALIVE_CMD,
   KEPT_CAPABILITIES,
   LINK_MOUNT,
-} from '../../src/backends/docker/container-config.ts';
+} from '../../src/backends/docker/container/container-config.ts';
 
 const input = (over: Partial<ContainerConfigInput> = {}): ContainerConfigInput => ({
   name: 'exs-1',

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
 import type Docker from 'dockerode';
-import { DefaultImage, ImagePulls, SESSION_IMAGE } from '../../src/backends/docker/image-pull.ts';
+import { DefaultImage, ImagePulls, SESSION_IMAGE } from '../../src/backends/docker/engine/image-pull.ts';
 import { asTenantId } from '../../src/ids.ts';
 import type { ImagePull } from '../../src/protocol/index.ts';
 

@@ -1,4 +1,4 @@
-/** Engine calls (src/backends/docker/engine-client.ts): which failures mean "unreachable", their mapping, deadlines, host grammar. */
+/** Engine calls (src/backends/docker/engine/engine-client.ts): which failures mean "unreachable", their mapping, deadlines, host grammar. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
@@ -7,7 +7,7 @@ import {
   isUnreachable,
   statusOf,
   withDeadline,
-} from '../../src/backends/docker/engine-client.ts';
+} from '../../src/backends/docker/engine/engine-client.ts';
 import { execError } from '../../src/errors.ts';
 
 const modem = (statusCode: number, message: string) =>

@@ -19,8 +19,8 @@ import {
   parseExit,
   ToAgent,
   type AgentFrame,
-} from '../../src/backends/docker/agent-protocol.ts';
-import { AGENT_BINARY } from '../../src/backends/docker/agent-install.ts';
+} from '../../src/backends/docker/agent/agent-protocol.ts';
+import { AGENT_BINARY } from '../../src/backends/docker/agent/agent-install.ts';
 
 // Under CI the binary must exist (.ci/run installs the compiler): a missing one fails there.
 const built = existsSync(AGENT_BINARY) || process.env['CI'] === 'true';

@@ -1,7 +1,7 @@
-/** Container labels (src/backends/docker/labels.ts): user labels round-trip under their prefix. */
+/** Container labels (src/backends/docker/container/labels.ts): user labels round-trip under their prefix. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { LABEL, readUserLabels, USER_LABEL_PREFIX, userLabels } from '../../src/backends/docker/labels.ts';
+import { LABEL, readUserLabels, USER_LABEL_PREFIX, userLabels } from '../../src/backends/docker/container/labels.ts';
 
 test('user labels get the prefix, and only prefixed labels are read back', () => {
   const labels = userLabels({ team: 'x', 'a.b': 'y' });

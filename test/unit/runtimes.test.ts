@@ -1,8 +1,8 @@
-/** Session runtimes (src/backends/docker/runtimes.ts): gVisor detection, checkpoint support, resolution against a fake engine. */
+/** Session runtimes (src/backends/docker/engine/runtimes.ts): gVisor detection, checkpoint support, resolution against a fake engine. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type Docker from 'dockerode';
-import { checkpointUnsupportedReason, isGvisor, RuntimeResolver } from '../../src/backends/docker/runtimes.ts';
+import { checkpointUnsupportedReason, isGvisor, RuntimeResolver } from '../../src/backends/docker/engine/runtimes.ts';
 
 /** An engine whose `info` answers `runtimes` (mutable) and counts the calls. */
 function fakeDocker(runtimes: Record<string, { path?: string }>, defaultRuntime = 'runc') {

@@ -1,8 +1,8 @@
-/** A container's resource sample (src/backends/docker/stats.ts) read from the engine's answer, cgroup v1 and v2. */
+/** A container's resource sample (src/backends/docker/container/stats.ts) read from the engine's answer, cgroup v1 and v2. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type Docker from 'dockerode';
-import { containerStats } from '../../src/backends/docker/stats.ts';
+import { containerStats } from '../../src/backends/docker/container/stats.ts';
 
 const container = (answer: unknown, seen: unknown[] = []) =>
   ({

@@ -1,7 +1,7 @@
-/** Warm-pool container names (src/backends/docker/warm-pool.ts): a claimed name carries its session and tenant. */
+/** Warm-pool container names (src/backends/docker/container/warm-pool.ts): a claimed name carries its session and tenant. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { claimedName, parseClaimedName } from '../../src/backends/docker/warm-pool.ts';
+import { claimedName, parseClaimedName } from '../../src/backends/docker/container/warm-pool.ts';
 
 test('claimed names round-trip, with or without the leading slash docker reports', () => {
   for (const tenant of ['', 'default', 'team a/ü', 'x.y']) {

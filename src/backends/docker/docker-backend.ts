@@ -16,17 +16,17 @@ import type {
   SnapshotInfo,
 } from '../types.ts';
 import { DockerSession } from './docker-session.ts';
-import { createDockerClient, withDeadline } from './engine-client.ts';
-import { EventWatcher, type ContainerEvent } from './event-watcher.ts';
-import { DefaultImage, ImagePulls } from './image-pull.ts';
-import { runControl } from './exec-runner.ts';
-import { AgentChannel } from './agent-channel.ts';
-import { AgentLinks } from './agent-links.ts';
-import { InstanceLease } from './instance-lease.ts';
-import { DiskAwareSession, enforcementOf, StorageOptSupport } from './disk.ts';
-import { readHibernatedFacts } from './checkpoints.ts';
-import type { HibernatableSession } from './hibernation.ts';
-import { LABEL, readUserLabels, userLabels } from './labels.ts';
+import { createDockerClient, withDeadline } from './engine/engine-client.ts';
+import { EventWatcher, type ContainerEvent } from './engine/event-watcher.ts';
+import { DefaultImage, ImagePulls } from './engine/image-pull.ts';
+import { runControl } from './exec/exec-runner.ts';
+import { AgentChannel } from './agent/agent-channel.ts';
+import { AgentLinks } from './agent/agent-links.ts';
+import { InstanceLease } from './engine/instance-lease.ts';
+import { DiskAwareSession, enforcementOf, StorageOptSupport } from './container/disk.ts';
+import { readHibernatedFacts } from './checkpoints/checkpoints.ts';
+import type { HibernatableSession } from './checkpoints/hibernation.ts';
+import { LABEL, readUserLabels, userLabels } from './container/labels.ts';
 import { resolveOptions, type DockerBackendOptions, type DockerLogger, type ResolvedDockerOptions } from './options.ts';
 import {
   envOf,
@@ -35,11 +35,11 @@ import {
   removeContainer,
   startAgent,
   type ProvisionInput,
-} from './provision.ts';
-import { checkpointUnsupportedReason, GVISOR_PIDS_ALLOWANCE, isGvisor, RuntimeResolver } from './runtimes.ts';
-import { RECORD_FILE, SETUP_SCRIPT } from './scripts.ts';
-import { deleteSnapshot, findSnapshot, listSnapshots } from './snapshots.ts';
-import { claimedName, parseClaimedName, WarmPool, type PoolEntry } from './warm-pool.ts';
+} from './container/provision.ts';
+import { checkpointUnsupportedReason, GVISOR_PIDS_ALLOWANCE, isGvisor, RuntimeResolver } from './engine/runtimes.ts';
+import { RECORD_FILE, SETUP_SCRIPT } from './exec/scripts.ts';
+import { deleteSnapshot, findSnapshot, listSnapshots } from './checkpoints/snapshots.ts';
+import { claimedName, parseClaimedName, WarmPool, type PoolEntry } from './container/warm-pool.ts';
 
 /** The docker backend, with a few extras beyond `Backend` for the server and tests. */
 export interface DockerBackend extends Backend {

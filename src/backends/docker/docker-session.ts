@@ -19,20 +19,20 @@ import type {
   SnapshotInfo,
   SpawnRequest,
 } from '../types.ts';
-import { createContainerFs } from './container-fs.ts';
-import { statusOf, withDeadline } from './engine-client.ts';
-import { closeExecStreams, runControl } from './exec-runner.ts';
-import { type DockerProcess, spawnDockerProcess, type ProcessHost } from './docker-process.ts';
-import { connectContainerPort } from './port-forward.ts';
+import { createContainerFs } from './container/container-fs.ts';
+import { statusOf, withDeadline } from './engine/engine-client.ts';
+import { closeExecStreams, runControl } from './exec/exec-runner.ts';
+import { type DockerProcess, spawnDockerProcess, type ProcessHost } from './exec/docker-process.ts';
+import { connectContainerPort } from './container/port-forward.ts';
 import type { DockerLogger, ResolvedDockerOptions } from './options.ts';
-import { CLEANUP_SCRIPT, PREPARE_SANDBOX_SCRIPT, RECORD_FILE, SHARED_TMP_DIRS } from './scripts.ts';
-import { recoverExecCommands } from './exec-recovery.ts';
-import { ControlGate, killAllProcesses } from './kill-all.ts';
-import { commitSnapshot } from './snapshots.ts';
-import type { AgentChannel } from './agent-channel.ts';
-import { agentRunner, execRunner, type ControlRunner } from './control-runner.ts';
-import { checkSpawn } from './spawn-check.ts';
-import { containerStats } from './stats.ts';
+import { CLEANUP_SCRIPT, PREPARE_SANDBOX_SCRIPT, RECORD_FILE, SHARED_TMP_DIRS } from './exec/scripts.ts';
+import { recoverExecCommands } from './exec/exec-recovery.ts';
+import { ControlGate, killAllProcesses } from './exec/kill-all.ts';
+import { commitSnapshot } from './checkpoints/snapshots.ts';
+import type { AgentChannel } from './agent/agent-channel.ts';
+import { agentRunner, execRunner, type ControlRunner } from './exec/control-runner.ts';
+import { checkSpawn } from './exec/spawn-check.ts';
+import { containerStats } from './container/stats.ts';
 
 /**
  * HOME of the sandbox user (uid 1000) in the images this project builds (scripts/build-*-image.sh,

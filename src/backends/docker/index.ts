@@ -3,4 +3,4 @@ export { createDockerBackend, type DockerBackend } from './docker-backend.ts';
 export { createDockerEngines, engineList } from './engine-pool.ts';
 export type { DockerBackendOptions, DockerLogger } from './options.ts';
 export { agentWindowFor } from './options.ts';
-export { KEPT_CAPABILITIES } from './container-config.ts';
+export { KEPT_CAPABILITIES } from './container/container-config.ts';

@@ -3,19 +3,19 @@
  * removed again when any step fails, and a pull when the image is missing locally.
  */
 import type Docker from 'dockerode';
-import { execError } from '../../errors.ts';
-import type { BackendSessionSpec } from '../types.ts';
+import { execError } from '../../../errors.ts';
+import type { BackendSessionSpec } from '../../types.ts';
 import { buildContainerConfig } from './container-config.ts';
 import { isStorageOptUnsupported, type StorageOptSupport } from './disk.ts';
-import { statusOf, withDeadline } from './engine-client.ts';
-import { runControl } from './exec-runner.ts';
-import type { DockerLogger, ResolvedDockerOptions } from './options.ts';
-import { SETUP_SCRIPT } from './scripts.ts';
+import { statusOf, withDeadline } from '../engine/engine-client.ts';
+import { runControl } from '../exec/exec-runner.ts';
+import type { DockerLogger, ResolvedDockerOptions } from '../options.ts';
+import { SETUP_SCRIPT } from '../exec/scripts.ts';
 import type { PoolEntry } from './warm-pool.ts';
-import { AgentChannel } from './agent-channel.ts';
-import { agentBinary, agentPresent, installAgent } from './agent-install.ts';
-import { AGENT_SOCKET } from './agent-channel.ts';
-import { type AgentLinks, type AgentSocket, isBindSourceMissing } from './agent-links.ts';
+import { AgentChannel } from '../agent/agent-channel.ts';
+import { agentBinary, agentPresent, installAgent } from '../agent/agent-install.ts';
+import { AGENT_SOCKET } from '../agent/agent-channel.ts';
+import { type AgentLinks, type AgentSocket, isBindSourceMissing } from '../agent/agent-links.ts';
 
 /** Create and start can be slow on busy hosts (vfs storage); a dead engine still fails at once. */
 const PROVISION_TIMEOUT_MS = 60_000;

@@ -22,8 +22,8 @@ import { constants } from 'node:fs';
 import { lstat, mkdir, open, rm, unlink } from 'node:fs/promises';
 import { createServer, type Server, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
-import { LINK_MOUNT } from './container-config.ts';
-import type { DockerLogger } from './options.ts';
+import { LINK_MOUNT } from '../container/container-config.ts';
+import type { DockerLogger } from '../options.ts';
 
 /** What the agent sends first on a link: this magic, then the 32-byte secret. */
 export const LINK_MAGIC = Buffer.from('EXAGLNK1');

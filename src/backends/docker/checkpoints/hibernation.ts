@@ -15,7 +15,7 @@
  */
 import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
-import { execError } from '../../errors.ts';
+import { execError } from '../../../errors.ts';
 import type {
   BackendHibernation,
   BackendProcess,
@@ -28,13 +28,13 @@ import type {
   SessionStats,
   SnapshotInfo,
   SpawnRequest,
-} from '../types.ts';
-import { withDeadline } from './engine-client.ts';
-import { runControl } from './exec-runner.ts';
-import type { AgentChannel } from './agent-channel.ts';
-import type { DockerLogger } from './options.ts';
-import { connectContainerPort } from './port-forward.ts';
-import { RECORD_FILE } from './scripts.ts';
+} from '../../types.ts';
+import { withDeadline } from '../engine/engine-client.ts';
+import { runControl } from '../exec/exec-runner.ts';
+import type { AgentChannel } from '../agent/agent-channel.ts';
+import type { DockerLogger } from '../options.ts';
+import { connectContainerPort } from '../container/port-forward.ts';
+import { RECORD_FILE } from '../exec/scripts.ts';
 import { CHECKPOINT_PREFIX, type CheckpointApi, deleteCheckpoints, HIBERNATION_FILE } from './checkpoints.ts';
 
 /** Checkpoint and restore of a large container take seconds; a dead engine still fails at once. */

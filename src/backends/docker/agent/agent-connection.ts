@@ -8,7 +8,7 @@
  */
 import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
-import { execError } from '../../errors.ts';
+import { execError } from '../../../errors.ts';
 import {
   AgentStreamParser,
   encodeHello,
@@ -20,8 +20,8 @@ import {
   type ProcRecord,
 } from './agent-protocol.ts';
 import { LINK_IN_CONTAINER, type AgentLink } from './agent-link.ts';
-import { runControl, startExec } from './exec-runner.ts';
-import type { DockerLogger } from './options.ts';
+import { runControl, startExec } from '../exec/exec-runner.ts';
+import type { DockerLogger } from '../options.ts';
 
 /** Where the agent lives in a session container (root-only; see docs/docker-backend.md). */
 export const AGENT_DIR = '/.exec-server';

@@ -17,9 +17,9 @@
 import { createHash } from 'node:crypto';
 import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
-import { ExecServerError, execError } from '../../errors.ts';
+import { ExecServerError, execError } from '../../../errors.ts';
 import { statusOf, withDeadline } from './engine-client.ts';
-import type { DockerLogger } from './options.ts';
+import type { DockerLogger } from '../options.ts';
 
 /** Label on the lease container: the instance id it holds (not `exec-server.instance`, which recovery adopts). */
 export const LEASE_LABEL = 'exec-server.lease';

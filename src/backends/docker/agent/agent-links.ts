@@ -15,8 +15,8 @@ import { dirname, join } from 'node:path';
 import type Docker from 'dockerode';
 import { AGENT_SOCKET } from './agent-channel.ts';
 import { AgentLink, removeLinkDir } from './agent-link.ts';
-import { LEGACY_AGENT_MOUNT, LINK_MOUNT } from './container-config.ts';
-import type { DockerLogger } from './options.ts';
+import { LEGACY_AGENT_MOUNT, LINK_MOUNT } from '../container/container-config.ts';
+import type { DockerLogger } from '../options.ts';
 
 /** How the server reaches one container's agent: the link when it has one, else an attach to `path`. */
 export interface AgentSocket {

@@ -7,9 +7,9 @@ import type { Duplex } from 'node:stream';
 import { PassThrough, Readable, Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import type Docker from 'dockerode';
-import { execError } from '../../errors.ts';
-import { engineError, statusOf, withDeadline } from './engine-client.ts';
-import { callbackWritable, FrameDemuxer } from './frame-demuxer.ts';
+import { execError } from '../../../errors.ts';
+import { engineError, statusOf, withDeadline } from '../engine/engine-client.ts';
+import { callbackWritable, FrameDemuxer } from '../engine/frame-demuxer.ts';
 
 export interface StartedExec {
   readonly exec: Docker.Exec;

@@ -6,10 +6,10 @@
  * "Ending every process").
  */
 import type Docker from 'dockerode';
-import { execError } from '../../errors.ts';
-import { AGENT_PATH } from './agent-connection.ts';
+import { execError } from '../../../errors.ts';
+import { AGENT_PATH } from '../agent/agent-connection.ts';
 import { runControl } from './exec-runner.ts';
-import type { DockerLogger } from './options.ts';
+import type { DockerLogger } from '../options.ts';
 import { KILL_ALL_SCRIPT } from './scripts.ts';
 
 /** How long the exec is tried again (a fork bomb may hold every process slot meanwhile). */

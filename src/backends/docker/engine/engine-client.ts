@@ -4,7 +4,7 @@
  * mapping of docker-modem errors to the error registry.
  */
 import Docker from 'dockerode';
-import { execError, ExecServerError } from '../../errors.ts';
+import { execError, ExecServerError } from '../../../errors.ts';
 
 /**
  * Builds a dockerode client for `dockerHost` (see `DockerBackendOptions.dockerHost`).

@@ -6,7 +6,7 @@
  */
 import type Docker from 'dockerode';
 import { extract } from 'tar-stream';
-import { statusOf, withDeadline } from './engine-client.ts';
+import { statusOf, withDeadline } from '../engine/engine-client.ts';
 
 /**
  * Prefix of the checkpoint a hibernated container has. Each hibernation takes a name of its own

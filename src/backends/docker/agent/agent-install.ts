@@ -7,11 +7,11 @@ import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type Docker from 'dockerode';
 import { pack } from 'tar-stream';
-import { withDeadline } from './engine-client.ts';
+import { withDeadline } from '../engine/engine-client.ts';
 import { AGENT_DIR, AGENT_PATH } from './agent-connection.ts';
 
 /** `scripts/build-native.sh` builds it statically (npm install / npm ci). */
-export const AGENT_BINARY = fileURLToPath(new URL('../../../build/exec-agent', import.meta.url));
+export const AGENT_BINARY = fileURLToPath(new URL('../../../../build/exec-agent', import.meta.url));
 
 const cached = new Map<string, Promise<Buffer | undefined>>();
 

@@ -4,8 +4,8 @@
  * second sample; rates are computed by the caller from two of our samples).
  */
 import type Docker from 'dockerode';
-import type { SessionStats } from '../types.ts';
-import { withDeadline } from './engine-client.ts';
+import type { SessionStats } from '../../types.ts';
+import { withDeadline } from '../engine/engine-client.ts';
 
 /** The fields of the engine's stats answer that we read (cgroup v1 and v2 alike). */
 interface EngineStats {

@@ -6,7 +6,7 @@
  * The relay is what the image has: `nc`, `socat`, or bash's `/dev/tcp`.
  */
 import type { Duplex } from 'node:stream';
-import { processStream, type Spawner } from '../process-stream.ts';
+import { processStream, type Spawner } from '../../process-stream.ts';
 
 const RELAY_SCRIPT = [
   'p="$1"',

@@ -9,7 +9,7 @@
  * the pid. So the wrapper writes `$$` to a pid file inside the container before exec'ing the
  * command, and a signal is a second exec that runs `kill -SIG -<pgid>` next to it.
  */
-import { CONTROL_DIR } from './container-config.ts';
+import { CONTROL_DIR } from '../container/container-config.ts';
 
 /** Pid files of root execs: readable and writable by root only. */
 export const ROOT_PID_DIR = `${CONTROL_DIR}/r`;

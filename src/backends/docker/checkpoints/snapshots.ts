@@ -5,11 +5,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import type Docker from 'dockerode';
-import { execError } from '../../errors.ts';
-import type { TenantId } from '../../ids.ts';
-import type { SnapshotInfo } from '../types.ts';
-import { statusOf, withDeadline } from './engine-client.ts';
-import { LABEL } from './labels.ts';
+import { execError } from '../../../errors.ts';
+import type { TenantId } from '../../../ids.ts';
+import type { SnapshotInfo } from '../../types.ts';
+import { statusOf, withDeadline } from '../engine/engine-client.ts';
+import { LABEL } from '../container/labels.ts';
 
 export const SNAPSHOT_REPO = 'exec-server-snapshot';
 /** Commits copy the container's writable layer: allow for big ones. */

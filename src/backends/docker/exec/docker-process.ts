@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
-import { endInput } from '../stdin.ts';
+import { endInput } from '../../stdin.ts';
 import type {
   BackendExit,
   BackendProcess,
@@ -16,10 +16,10 @@ import type {
   SignalName,
   SpawnRequest,
   TerminalSize,
-} from '../types.ts';
-import { callbackWritable, FrameDemuxer } from './frame-demuxer.ts';
+} from '../../types.ts';
+import { callbackWritable, FrameDemuxer } from '../engine/frame-demuxer.ts';
 import { demuxDone, runControl, socketClosed, startExec, waitExecExit } from './exec-runner.ts';
-import type { DockerLogger } from './options.ts';
+import type { DockerLogger } from '../options.ts';
 import { ROOT_PID_DIR, SIGNAL_SCRIPT, USER_PID_DIR, WAIT_PID_FILE_SCRIPT, WRAPPER_SCRIPT } from './scripts.ts';
 import { tagArguments } from './exec-recovery.ts';
 

@@ -26,7 +26,7 @@
  * of the server's log ended at that offset, so a restarted server rebuilds the same chunks
  * under the same seqs (docs/docker-backend.md, "Processes that survive the server").
  */
-import type { SpawnMode, StreamName, TerminalSize } from '../types.ts';
+import type { SpawnMode, StreamName, TerminalSize } from '../../types.ts';
 
 export const AGENT_PROTOCOL_VERSION = 1;
 export const AGENT_HEADER_BYTES = 12;

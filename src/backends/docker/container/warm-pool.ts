@@ -5,8 +5,8 @@
  * treat them like any other; since labels cannot change after creation, a taken container is
  * renamed to carry its session (see `claimedName`).
  */
-import type { AgentChannel } from './agent-channel.ts';
-import type { DockerLogger } from './options.ts';
+import type { AgentChannel } from '../agent/agent-channel.ts';
+import type { DockerLogger } from '../options.ts';
 
 export interface PoolEntry {
   readonly containerId: string;

@@ -8,10 +8,10 @@
  * (docs/docker-backend.md, "Lifecycle", Recovery).
  */
 import type Docker from 'dockerode';
-import type { BackendProcess, ProcessSink, RecoveredProcess, SandboxType } from '../types.ts';
-import { withDeadline } from './engine-client.ts';
+import type { BackendProcess, ProcessSink, RecoveredProcess, SandboxType } from '../../types.ts';
+import { withDeadline } from '../engine/engine-client.ts';
 import { runControl } from './exec-runner.ts';
-import type { DockerLogger } from './options.ts';
+import type { DockerLogger } from '../options.ts';
 import { KILL_PID_FILES_SCRIPT, ROOT_PID_DIR, SIGNAL_SCRIPT, USER_PID_DIR, WAIT_PID_FILE_SCRIPT } from './scripts.ts';
 
 /** Why such a command ends `lost`. */

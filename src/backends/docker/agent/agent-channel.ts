@@ -6,15 +6,22 @@
  * naming it. A container that is gone makes everything `lost` with the session's reason.
  */
 import type Docker from 'dockerode';
-import type { BackendProcess, ProcessSink, RecoveredProcess, SandboxType, SpawnRequest, StreamName } from '../types.ts';
-import { execError } from '../../errors.ts';
-import { spawnFailure } from '../spawn-failure.ts';
+import type {
+  BackendProcess,
+  ProcessSink,
+  RecoveredProcess,
+  SandboxType,
+  SpawnRequest,
+  StreamName,
+} from '../../types.ts';
+import { execError } from '../../../errors.ts';
+import { spawnFailure } from '../../spawn-failure.ts';
 import { encodeSpawn, frame, FromAgent, ToAgent } from './agent-protocol.ts';
 import { AgentConnection, type AgentTransport, type ListedProcess } from './agent-connection.ts';
 import { AgentProcess } from './agent-process.ts';
 import type { AgentSocket } from './agent-links.ts';
-import type { DockerLogger } from './options.ts';
-import { ROOT_PID_DIR } from './scripts.ts';
+import type { DockerLogger } from '../options.ts';
+import { ROOT_PID_DIR } from '../exec/scripts.ts';
 
 /**
  * The agent daemon's own socket: on the control tmpfs, in the root-only directory. Only

@@ -8,8 +8,8 @@
  * PATH as execvp does)? A start that passes runs as before; anything the check cannot see (the
  * program's interpreter missing, a race) still ends as the wrapper's exit code.
  */
-import type { SpawnRequest } from '../types.ts';
-import { spawnFailure } from '../spawn-failure.ts';
+import type { SpawnRequest } from '../../types.ts';
+import { spawnFailure } from '../../spawn-failure.ts';
 import type { ControlRunner } from './control-runner.ts';
 
 /** Args: cwd, program, PATH. Prints `ERRNO text` and exits 3 (cwd) or 4 (program), else 0. */

@@ -7,10 +7,10 @@
  */
 import { PassThrough, Readable } from 'node:stream';
 import type Docker from 'dockerode';
-import { execError } from '../../errors.ts';
-import type { BackendExit, ProcessSink } from '../types.ts';
-import type { AgentChannel } from './agent-channel.ts';
-import type { AgentProcess } from './agent-process.ts';
+import { execError } from '../../../errors.ts';
+import type { BackendExit, ProcessSink } from '../../types.ts';
+import type { AgentChannel } from '../agent/agent-channel.ts';
+import type { AgentProcess } from '../agent/agent-process.ts';
 import { endWithResult, runControl, streamControl, type ControlOptions, type ControlResult } from './exec-runner.ts';
 
 export interface StreamControlOptions {

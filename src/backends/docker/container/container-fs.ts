@@ -10,11 +10,11 @@
 import { posix } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import type Docker from 'dockerode';
-import { execError, ExecServerError, fromErrno } from '../../errors.ts';
-import type { DirectoryEntry, FileMetadata, SessionFs } from '../types.ts';
-import { statusOf, withDeadline } from './engine-client.ts';
-import type { ControlResult } from './exec-runner.ts';
-import type { ControlRunner } from './control-runner.ts';
+import { execError, ExecServerError, fromErrno } from '../../../errors.ts';
+import type { DirectoryEntry, FileMetadata, SessionFs } from '../../types.ts';
+import { statusOf, withDeadline } from '../engine/engine-client.ts';
+import type { ControlResult } from '../exec/exec-runner.ts';
+import type { ControlRunner } from '../exec/control-runner.ts';
 
 /** Error tokens the scripts print on stderr (first line), and what they mean. */
 const ERRNO_BY_TEXT: ReadonlyArray<readonly [RegExp, string]> = [

@@ -6,8 +6,8 @@
  */
 import type { Readable } from 'node:stream';
 import type Docker from 'dockerode';
-import { LABEL } from './labels.ts';
-import type { DockerLogger } from './options.ts';
+import { LABEL } from '../container/labels.ts';
+import type { DockerLogger } from '../options.ts';
 
 export interface ContainerEvent {
   readonly containerId: string;

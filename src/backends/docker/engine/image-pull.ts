@@ -4,11 +4,11 @@
  * (`/readyz`, the boot check): present, being pulled, or missing with the command that builds it.
  */
 import type Docker from 'dockerode';
-import { execError } from '../../errors.ts';
-import type { TenantId } from '../../ids.ts';
-import { describeImagePull, type ImagePull } from '../../protocol/index.ts';
+import { execError } from '../../../errors.ts';
+import type { TenantId } from '../../../ids.ts';
+import { describeImagePull, type ImagePull } from '../../../protocol/index.ts';
 import { statusOf, withDeadline } from './engine-client.ts';
-import type { DockerLogger } from './options.ts';
+import type { DockerLogger } from '../options.ts';
 
 const PULL_TIMEOUT_MS = 10 * 60_000;
 /** Progress lines at most this often, so a large pull does not flood the log. */

@@ -6,7 +6,7 @@
  * a session asks for it. See docs/docker-backend.md, "Runtimes".
  */
 import type Docker from 'dockerode';
-import { execError } from '../../errors.ts';
+import { execError } from '../../../errors.ts';
 import { withDeadline } from './engine-client.ts';
 
 /** What the engine says about its runtimes. */

@@ -5,8 +5,8 @@
  * once per event-loop turn: that is the agent's credit (flow control) and, with the seq the
  * engine published it under, the mark a restarted server rebuilds the log from.
  */
-import { execError } from '../../errors.ts';
-import { endInput } from '../stdin.ts';
+import { execError } from '../../../errors.ts';
+import { endInput } from '../../stdin.ts';
 import type {
   BackendExit,
   BackendProcess,
@@ -15,7 +15,7 @@ import type {
   SignalName,
   SpawnMode,
   TerminalSize,
-} from '../types.ts';
+} from '../../types.ts';
 import {
   encodeAck,
   encodeResize,
