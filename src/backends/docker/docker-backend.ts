@@ -40,6 +40,7 @@ import { checkpointUnsupportedReason, GVISOR_PIDS_ALLOWANCE, isGvisor, RuntimeRe
 import { RECORD_FILE, SETUP_SCRIPT } from './exec/scripts.ts';
 import { deleteSnapshot, findSnapshot, listSnapshots } from './checkpoints/snapshots.ts';
 import { claimedName, parseClaimedName, WarmPool, type PoolEntry } from './container/warm-pool.ts';
+import { CreateGate } from './container/create-gate.ts';
 
 /** The docker backend, with a few extras beyond `Backend` for the server and tests. */
 export interface DockerBackend extends Backend {
@@ -51,6 +52,8 @@ export interface DockerBackend extends Backend {
   poolReady(runtime?: string): number;
   /** Resolves once every runtime's warm pool is full or `timeoutMs` passed; true when full. */
   poolFull(timeoutMs: number): Promise<boolean>;
+  /** The size each runtime's warm pool aims at now, and its creates under way (tests, metrics). */
+  poolState(runtime?: string): { ready: number; target: number; creating: number };
   /** Which runtimes sessions get and may ask for (runtimes.ts). */
   readonly runtimes: RuntimeResolver;
   /**
@@ -94,7 +97,11 @@ class DockerBackendImpl implements DockerBackend {
   readonly #agentLinks: AgentLinks;
   /** One live server per instance id on the engine (instance-lease.ts). */
   readonly #lease: InstanceLease;
+  /** Bounds the creates this engine runs at once, sessions before pool refills. */
+  readonly #gate: CreateGate;
   #poolsStarted: Promise<void> | undefined;
+  /** When the engine last answered a ping for `createSession`. */
+  #pingedAt = 0;
   #started = false;
   #closed = false;
 
@@ -104,6 +111,7 @@ class DockerBackendImpl implements DockerBackend {
     this.docker = createDockerClient(options.dockerHost);
     this.#agentLinks = new AgentLinks(options.agentSocketDir, options.instanceId, log);
     this.#pulls = new ImagePulls(this.docker, log);
+    this.#gate = new CreateGate(options.createConcurrency);
     this.#lease = new InstanceLease(
       this.docker,
       { instanceId: options.instanceId, waitMs: options.instanceLeaseWaitMs, timeoutMs: options.engineTimeoutMs },
@@ -130,19 +138,23 @@ class DockerBackendImpl implements DockerBackend {
   }
 
   async #startPools(): Promise<void> {
-    const sizes = new Map<string, number>([
-      [await this.runtimes.defaultRuntime(), this.options.warmPoolSize],
-      ...Object.entries(this.options.warmPoolRuntimes),
+    const o = this.options;
+    const sizes = new Map<string, { min: number; max: number }>([
+      [await this.runtimes.defaultRuntime(), { min: o.warmPoolSize, max: o.warmPoolMax }],
+      ...Object.entries(o.warmPoolRuntimes).map(
+        ([r, n]) => [r, { min: n, max: n <= 0 ? 0 : Math.max(n, o.warmPoolMax) }] as const,
+      ),
     ]);
     for (const [runtime, size] of sizes) {
-      if (size <= 0 || this.#closed) continue;
+      if (size.max <= 0 || this.#closed) continue;
       await this.runtimes.resolve(runtime);
-      const pool = new WarmPool(
-        size,
-        () => this.#createPoolEntry(runtime),
-        (id) => this.#removeContainer(id),
-        this.#log,
-      );
+      const pool = new WarmPool({
+        sizing: { ...size, idleMs: o.warmPoolIdleMs },
+        create: () => this.#createPoolEntry(runtime),
+        remove: (id) => this.#removeContainer(id),
+        gate: this.#gate,
+        log: this.#log,
+      });
       this.#pools.set(runtime, pool);
       pool.refill();
     }
@@ -171,6 +183,17 @@ class DockerBackendImpl implements DockerBackend {
     return n;
   }
 
+  poolState(runtime?: string): { ready: number; target: number; creating: number } {
+    const pools = runtime === undefined ? [...this.#pools.values()] : [this.#pools.get(runtime)];
+    const state = { ready: 0, target: 0, creating: 0 };
+    for (const p of pools) {
+      state.ready += p?.readyCount ?? 0;
+      state.target += p?.target ?? 0;
+      state.creating += p?.creating ?? 0;
+    }
+    return state;
+  }
+
   async poolFull(timeoutMs: number): Promise<boolean> {
     this.#start();
     const deadline = Date.now() + timeoutMs;
@@ -183,13 +206,19 @@ class DockerBackendImpl implements DockerBackend {
 
   async createSession(spec: BackendSessionSpec): Promise<BackendSession> {
     if (this.#closed) throw execError('EXEC_ERR_SHUTTING_DOWN', 'docker backend is closed');
-    // Fail fast (pingTimeoutMs) when the engine is down, before any slower step.
-    await this.ping();
+    // Fail fast (pingTimeoutMs) when the engine is down, before any slower step; within a
+    // burst one answer a second is enough (each ping is an engine call the create waits for).
+    if (Date.now() - this.#pingedAt > 1000) {
+      await this.ping();
+      this.#pingedAt = Date.now();
+    }
     this.#start();
     const runtime = await this.runtimes.resolve(spec.runtime);
     const workdir = spec.workdir ?? this.options.defaultWorkdir;
     if (this.#poolMatches(spec, workdir)) {
-      const entry = this.#pools.get(runtime)?.take();
+      const pool = this.#pools.get(runtime);
+      pool?.noteDemand();
+      const entry = pool?.take();
       if (entry !== undefined) {
         const taken = await this.#claim(entry, spec, runtime).catch((err: unknown) => {
           this.#log.warn({ err: (err as Error).message }, 'warm pool: claim failed, creating a container');
@@ -201,7 +230,12 @@ class DockerBackendImpl implements DockerBackend {
     let image = spec.image ?? this.options.defaultImage;
     if (spec.snapshot !== undefined)
       image = (await findSnapshot(this.docker, spec.snapshot, spec.tenant, this.options.engineTimeoutMs)).snapshotId;
-    const created = await this.#provision({
+    const created = await this.#gate.run('live', () => this.#provisionSession(spec, image, workdir, runtime));
+    return this.#adopt(spec.id, spec.tenant, created, image, workdir, runtime);
+  }
+
+  #provisionSession(spec: BackendSessionSpec, image: string, workdir: string, runtime: string): Promise<PoolEntry> {
+    return this.#provision({
       name: `exec-server-${spec.id}`,
       image,
       pull:
@@ -222,7 +256,6 @@ class DockerBackendImpl implements DockerBackend {
       workdir,
       runtime,
     });
-    return this.#adopt(spec.id, spec.tenant, created, image, workdir, runtime);
   }
 
   #poolMatches(spec: BackendSessionSpec, workdir: string): boolean {
