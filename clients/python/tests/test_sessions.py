@@ -83,3 +83,20 @@ async def test_an_evicted_connection_fails_its_waits(local_server: Server) -> No
     await again.kill()
     assert (await again.wait()).terminal == "terminated"
     await second.delete()
+
+
+@aio
+async def test_batch_create_all_or_none(server: Server) -> None:
+    client = AsyncClient(server.url, server.token)
+    infos = await client.create_sessions(3, labels={"run": "best-of-3"})
+    assert len({i["sessionId"] for i in infos}) == 3
+    listed = {x["sessionId"] for x in await client.list_sessions()}
+    assert all(i["sessionId"] in listed and i["labels"] == {"run": "best-of-3"} for i in infos)
+    s = await client.resume_session(infos[0]["sessionId"])
+    assert (await s.run("echo one")).stdout == "one\n"
+    await s.disconnect()
+    for i in infos:
+        await client.delete_session(i["sessionId"])
+    from exec_server import InvalidArgumentError
+    with pytest.raises(InvalidArgumentError):
+        await client.create_sessions(0)
