@@ -41,6 +41,8 @@ import { RECORD_FILE, SETUP_SCRIPT } from './exec/scripts.ts';
 import { deleteSnapshot, findSnapshot, listSnapshots } from './checkpoints/snapshots.ts';
 import { claimedName, parseClaimedName, WarmPool, type PoolEntry } from './container/warm-pool.ts';
 import { CreateGate } from './container/create-gate.ts';
+import { ImageFacts } from './container/image-facts.ts';
+import { AgentVolume } from './agent/agent-volume.ts';
 
 /** The docker backend, with a few extras beyond `Backend` for the server and tests. */
 export interface DockerBackend extends Backend {
@@ -99,6 +101,10 @@ class DockerBackendImpl implements DockerBackend {
   readonly #lease: InstanceLease;
   /** Bounds the creates this engine runs at once, sessions before pool refills. */
   readonly #gate: CreateGate;
+  /** The exec agent as a volume of the engine's (agent-volume.ts). */
+  readonly #agentVolume: AgentVolume;
+  /** Shell and environment of the images this engine made containers of (image-facts.ts). */
+  readonly #imageFacts = new ImageFacts();
   #poolsStarted: Promise<void> | undefined;
   /** When the engine last answered a ping for `createSession`. */
   #pingedAt = 0;
@@ -112,6 +118,7 @@ class DockerBackendImpl implements DockerBackend {
     this.#agentLinks = new AgentLinks(options.agentSocketDir, options.instanceId, log);
     this.#pulls = new ImagePulls(this.docker, log);
     this.#gate = new CreateGate(options.createConcurrency);
+    this.#agentVolume = new AgentVolume(this.docker, options.agentBinary, options.engineTimeoutMs, log);
     this.#lease = new InstanceLease(
       this.docker,
       { instanceId: options.instanceId, waitMs: options.instanceLeaseWaitMs, timeoutMs: options.engineTimeoutMs },
@@ -353,7 +360,14 @@ class DockerBackendImpl implements DockerBackend {
     const engine = p.runtime === undefined ? undefined : await this.runtimes.engine().catch(() => undefined);
     const gvisor = p.runtime !== undefined && isGvisor(engine?.paths[p.runtime]);
     // gVisor lets nothing inside connect to a host socket (no --host-uds): its agents are reached through the engine.
-    const input = { ...p, storage: this.#storage, agentLinks: gvisor ? undefined : this.#agentLinks };
+    const input = {
+      ...p,
+      pull: p.pull && (() => p.pull!().finally(() => this.#imageFacts.forget(p.image))),
+      storage: this.#storage,
+      agentLinks: gvisor ? undefined : this.#agentLinks,
+      agentVolume: (image: string) => this.#agentVolume.get(image),
+      imageFacts: this.#imageFacts,
+    };
     const entry = await provisionContainer(
       this.docker,
       this.options,

@@ -12,6 +12,7 @@ import { runControl } from '../exec/exec-runner.ts';
 import type { DockerLogger, ResolvedDockerOptions } from '../options.ts';
 import { SETUP_SCRIPT } from '../exec/scripts.ts';
 import type { PoolEntry } from './warm-pool.ts';
+import type { ImageFacts } from './image-facts.ts';
 import { AgentChannel } from '../agent/agent-channel.ts';
 import { agentBinary, agentPresent, installAgent } from '../agent/agent-install.ts';
 import { AGENT_SOCKET } from '../agent/agent-channel.ts';
@@ -36,6 +37,10 @@ export interface ProvisionInput {
   readonly storage?: StorageOptSupport | undefined;
   /** Agent links (the server's listeners); undefined: the agent is reached through the engine. */
   readonly agentLinks?: AgentLinks | undefined;
+  /** The engine's agent volume for this image (agent-volume.ts); undefined: upload the agent. */
+  readonly agentVolume?: ((image: string) => Promise<string | undefined>) | undefined;
+  /** Shell and environment of images already seen (image-facts.ts): no setup exec nor inspect. */
+  readonly imageFacts?: ImageFacts | undefined;
 }
 
 export async function provisionContainer(
@@ -46,6 +51,7 @@ export async function provisionContainer(
 ): Promise<PoolEntry> {
   const diskMb = p.resources.diskMb ?? options.defaultResources.diskMb;
   let link = options.execPath === 'agent' ? await p.agentLinks?.make() : undefined;
+  const agentVolume = options.execPath === 'agent' ? await p.agentVolume?.(p.image) : undefined;
   const configOf = (engineLimit: boolean): Docker.ContainerCreateOptions =>
     buildContainerConfig({
       name: p.name,
@@ -60,6 +66,7 @@ export async function provisionContainer(
       runtime: p.runtime,
       diskMb: engineLimit ? diskMb : undefined,
       agentLinkDir: link?.mountSource,
+      agentVolume,
     });
   const createOnce = (config: Docker.ContainerCreateOptions): Promise<Docker.Container> =>
     withDeadline('container create', PROVISION_TIMEOUT_MS, (abortSignal) =>
@@ -74,7 +81,8 @@ export async function provisionContainer(
       if (link === undefined || !isBindSourceMissing(err)) throw err;
       p.agentLinks?.refuse(link, (err as Error).message);
       link = undefined;
-      return createOnce({ ...config, HostConfig: { ...config.HostConfig, Mounts: [] } });
+      const Mounts = config.HostConfig?.Mounts?.filter((m) => m.Type !== 'bind');
+      return createOnce({ ...config, HostConfig: { ...config.HostConfig, Mounts } });
     }
   };
   // The engine refuses StorageOpt at create when its storage driver cannot apply it: the
@@ -110,25 +118,19 @@ export async function provisionContainer(
   if (link !== undefined) p.agentLinks?.track(container.id, link);
   try {
     // Before the start: the archive API writes into the container's own filesystem then.
-    const installed = await installIfWanted(container, options);
+    const installed =
+      agentVolume !== undefined && (await agentBinary(options.agentBinary)) !== undefined
+        ? true
+        : await installIfWanted(container, options);
     await withDeadline('container start', PROVISION_TIMEOUT_MS, (abortSignal) => container.start({ abortSignal }));
-    const setup = await runControl(container, {
-      cmd: ['/bin/sh', '-c', SETUP_SCRIPT, 'sh', p.workdir],
-      timeoutMs: PROVISION_TIMEOUT_MS,
-    });
-    if (setup.exitCode !== 0)
-      throw execError('EXEC_ERR_BACKEND', `session container setup failed: ${setup.stderr.trim()}`);
-    const info = await withDeadline('container inspect', options.engineTimeoutMs, (abortSignal) =>
-      container.inspect({ abortSignal }),
-    );
+    const facts = p.imageFacts?.get(p.image) ?? (await learnImage(container, options, p));
     const agent =
       installed === true
         ? await startAgent(container, options, log, { path: AGENT_SOCKET, link })
         : { agentUnavailable: installed };
     return {
       containerId: container.id,
-      shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh',
-      baseEnv: envOf(info.Config.Env),
+      ...facts,
       diskEnforcement: created.engineLimit ? 'engine' : 'watch',
       ...agent,
     };
@@ -136,6 +138,25 @@ export async function provisionContainer(
     await removeContainer(docker, container.id).catch(() => undefined);
     throw err;
   }
+}
+
+/**
+ * The first container of an image: the setup exec (the layout, made at create since, again,
+ * and the shell) and its environment, remembered for the next containers of the image.
+ */
+async function learnImage(container: Docker.Container, options: ResolvedDockerOptions, p: ProvisionInput) {
+  const setup = await runControl(container, {
+    cmd: ['/bin/sh', '-c', SETUP_SCRIPT, 'sh', p.workdir],
+    timeoutMs: PROVISION_TIMEOUT_MS,
+  });
+  if (setup.exitCode !== 0)
+    throw execError('EXEC_ERR_BACKEND', `session container setup failed: ${setup.stderr.trim()}`);
+  const info = await withDeadline('container inspect', options.engineTimeoutMs, (abortSignal) =>
+    container.inspect({ abortSignal }),
+  );
+  const facts = { shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh', baseEnv: envOf(info.Config.Env) };
+  p.imageFacts?.set(p.image, facts);
+  return facts;
 }
 
 /** true when the agent is in the container, else why not. */
