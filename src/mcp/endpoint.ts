@@ -10,16 +10,14 @@
  * created implicitly (tools.ts).
  */
 import { randomUUID } from 'node:crypto';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config.ts';
 import { toExecError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
 import type { PreviewSigner } from '../preview/signing.ts';
 import { originOf } from '../transport/origin.ts';
-import { createMcpServer } from './mcp-server.ts';
 import { SessionBinding } from './tool-context.ts';
 
 export const MCP_PATH = '/mcp';
@@ -39,6 +37,31 @@ interface McpConnection {
   inFlight: number;
   lastSeen: number;
   closed: boolean;
+}
+
+/**
+ * The MCP SDK (and the schema library under it), loaded at the first `/mcp` request rather than
+ * with the server: tens of MB of an idle server's memory that a server nobody reaches over MCP
+ * never needs (docs/benchmarks.md, "Server memory").
+ */
+let runtime:
+  | Promise<{
+      Transport: typeof StreamableHTTPServerTransport;
+      isInitializeRequest: (body: unknown) => boolean;
+      createMcpServer: typeof import('./mcp-server.ts').createMcpServer;
+    }>
+  | undefined;
+function mcpRuntime(): NonNullable<typeof runtime> {
+  runtime ??= Promise.all([
+    import('@modelcontextprotocol/sdk/server/streamableHttp.js'),
+    import('@modelcontextprotocol/sdk/types.js'),
+    import('./mcp-server.ts'),
+  ]).then(([t, types, server]) => ({
+    Transport: t.StreamableHTTPServerTransport,
+    isInitializeRequest: types.isInitializeRequest,
+    createMcpServer: server.createMcpServer,
+  }));
+  return runtime;
 }
 
 function rpcError(reply: FastifyReply, status: number, code: number, message: string): FastifyReply {
@@ -73,7 +96,12 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
     await Promise.all([...connections.values()].map((conn) => close(conn, true)));
   });
 
-  const open = (tenant: TenantId, sessionId: string | undefined, origin: string | undefined): McpConnection => {
+  const open = async (
+    tenant: TenantId,
+    sessionId: string | undefined,
+    origin: string | undefined,
+  ): Promise<McpConnection> => {
+    const { Transport, createMcpServer } = await mcpRuntime();
     const binding = new SessionBinding(sessionId);
     const server = createMcpServer({
       sessions: app.sessions,
@@ -91,7 +119,7 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
       inFlight: 0,
       lastSeen: Date.now(),
       closed: false,
-      transport: new StreamableHTTPServerTransport({
+      transport: new Transport({
         sessionIdGenerator: () => randomUUID(),
         onsessioninitialized: (id) => {
           conn.id = id;
@@ -108,6 +136,7 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
   const handle = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
     const header = request.headers['mcp-session-id'];
     let conn: McpConnection | undefined;
+    const { isInitializeRequest } = await mcpRuntime();
     if (typeof header === 'string') {
       conn = connections.get(header);
       if (!conn || conn.tenant !== request.tenant) return rpcError(reply, 404, -32001, 'MCP session not found');
@@ -128,7 +157,7 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
       } catch (err) {
         return rpcError(reply, 404, -32602, `${SESSION_HEADER}: ${toExecError(err).message}`);
       }
-      conn = open(request.tenant, bound, originOf(request.raw));
+      conn = await open(request.tenant, bound, originOf(request.raw));
       await conn.server.connect(conn.transport);
     } else {
       return rpcError(reply, 400, -32600, 'no Mcp-Session-Id header: initialize first');
