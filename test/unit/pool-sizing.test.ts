@@ -83,3 +83,52 @@ test('refills take at most their share of the gate', async () => {
   await Promise.all(Array.from({ length: 6 }, () => gate.run('background', work)));
   assert.equal(most, 1);
 });
+
+test('a warm pool fills to its minimum, grows with demand, shrinks back when the burst is forgotten', async () => {
+  const { WarmPool } = await import('../../src/backends/docker/container/warm-pool.ts');
+  let clock = 0;
+  let made = 0;
+  const removed: string[] = [];
+  const log = { info() {}, warn() {}, error() {}, debug() {} };
+  const pool = new WarmPool({
+    sizing: { min: 1, max: 8, burstMs: 10_000, idleMs: 60_000 },
+    create: async () => {
+      await new Promise((r) => setTimeout(r, 5));
+      return { containerId: `c${++made}`, shellPath: '/bin/sh', baseEnv: {} };
+    },
+    remove: async (id) => {
+      removed.push(id);
+    },
+    gate: new CreateGate(4),
+    log,
+    now: () => clock,
+  });
+  try {
+    pool.refill();
+    assert.equal(await pool.whenFull(2000), true);
+    assert.equal(pool.readyCount, 1);
+    // Five sessions asked for: one is served, the pool aims at five and fills in the background.
+    pool.noteDemand(5);
+    assert.ok(pool.take());
+    assert.equal(pool.target, 5);
+    assert.equal(await pool.whenFull(2000), true);
+    assert.equal(pool.readyCount, 5);
+    assert.ok(pool.creating <= 4, 'at most its parallel refills at once');
+    // A burst past the maximum is clamped.
+    pool.noteDemand(50);
+    assert.equal(pool.target, 8);
+    assert.equal(await pool.whenFull(2000), true);
+    // The idle time passes: each tick removes a quarter of the surplus, oldest first, down to the minimum.
+    clock += 61_000;
+    assert.equal(pool.target, 1);
+    const deadline = Date.now() + 10_000;
+    while (pool.readyCount > 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    assert.equal(pool.readyCount, 1);
+    assert.equal(removed.length, 7);
+    assert.equal(removed[0], 'c2', 'the oldest ready container goes first');
+  } finally {
+    await pool.close();
+  }
+  assert.equal(pool.readyCount, 0);
+  assert.equal(removed.length, 8, 'closing removes what was ready');
+});
