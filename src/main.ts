@@ -79,9 +79,15 @@ async function serve(argv: string[]): Promise<number> {
   }
   const ready = app;
   void reportReadiness(backend, ready);
+  // A fleet's rollout: clients are sent to reconnect elsewhere and the sessions stay.
+  const keep = config.shutdownSessions === 'keep' && backend.handOver !== undefined;
   closeWithGrace({ delay: config.shutdownGraceMs }, async ({ signal, err }) => {
     if (err) ready.log.error({ err }, 'shutting down after an error');
-    else ready.log.info({ signal }, 'shutting down');
+    else ready.log.info({ signal, sessions: keep ? 'kept' : 'ended' }, 'shutting down');
+    if (keep && !err) {
+      const connections = await ready.drain.start();
+      ready.log.info({ connections }, 'drained: clients told to reconnect');
+    }
     await ready.close();
   });
   return -1;

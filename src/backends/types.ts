@@ -385,6 +385,11 @@ export interface Backend {
   deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void>;
   /** Stops everything this backend created (server shutdown). */
   close(): Promise<void>;
+  /**
+   * Optional (docker): closes the backend leaving every session and process running for the
+   * next server of the instance, as a killed server would (`--shutdown-sessions keep`).
+   */
+  handOver?(): Promise<void>;
   /** Optional: the engines of a pool with their health and sessions (`/readyz`, `/metrics`). */
   engines?(): EngineReport[];
 }

@@ -278,9 +278,23 @@ export class SessionManager {
     }
   }
 
-  async close(): Promise<void> {
+  /**
+   * Server shutdown. `keep` (a fleet's rollout): the sessions are only let go here (their
+   * containers, processes and output stay for the next server); otherwise they are removed.
+   */
+  async close(opts: { keep?: boolean } = {}): Promise<void> {
     this.#closing = true;
     if (this.#reaper) clearInterval(this.#reaper);
+    if (opts.keep) {
+      this.#log.info({ sessions: this.#sessions.size }, 'sessions kept for the next server');
+      for (const s of this.#sessions.values()) {
+        s.disk.stop();
+        s.ports.closeAll();
+        s.files.close();
+      }
+      this.#sessions.clear();
+      return;
+    }
     await Promise.all([...this.#sessions.values()].map((s) => this.#remove(s, 'server shutdown')));
   }
 }

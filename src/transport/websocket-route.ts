@@ -14,15 +14,24 @@ import type { MethodTable } from '../rpc/method-table.ts';
 import { RpcPeer } from '../rpc/rpc-peer.ts';
 import { actorStore } from '../audit/auditor.ts';
 import { actorOf } from './auth-hook.ts';
+import { DRAIN_CLOSE_CODE, type Drain } from './drain.ts';
 
 /** Close codes the server uses (also in docs/protocol.md). */
-export const CloseCode = { evicted: 4000, slowConsumer: 4001, shutdown: 1001, tooBig: 1009 } as const;
+export const CloseCode = {
+  evicted: 4000,
+  slowConsumer: 4001,
+  shutdown: 1001,
+  tooBig: 1009,
+  draining: DRAIN_CLOSE_CODE,
+} as const;
 
 export interface WebSocketRouteOptions {
   readonly table: MethodTable<Connection>;
   readonly deps: Omit<ConnectionDeps, 'tenant' | 'log' | 'principal'>;
   readonly metrics: Metrics;
   readonly bufferLimitBytes: number;
+  /** Told of every open connection, to send it away on a rollout. */
+  readonly drain?: Drain | undefined;
 }
 
 export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRouteOptions): void {
@@ -76,6 +85,7 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
       close(CloseCode.slowConsumer, `slow consumer: ${why}; resume the session and read from your last seq`);
     };
     conn.onStall(() => cutSlowConsumer('behind for longer than the stall timeout'));
+    const undrain = opts.drain?.add({ notify: (params) => peer.notify('server/draining', params), close });
     // Listeners attach synchronously, before any await, or early frames would be lost.
     socket.on('message', (data, isBinary) => {
       if (isBinary) {
@@ -97,6 +107,7 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
       actorStore.run(actor, () => peer.handleFrame(text));
     });
     socket.on('close', () => {
+      undrain?.();
       opts.metrics.wsConnections.dec();
       peer.close();
       conn.closed();
