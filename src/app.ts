@@ -36,6 +36,7 @@ import { registerProcessMethods } from './rpc/methods/process-methods.ts';
 import { registerSessionMethods } from './rpc/methods/session-methods.ts';
 import { SessionManager } from './sessions/session-manager.ts';
 import { createAuthenticator, DEFAULT_TENANT } from './transport/auth.ts';
+import { registerFleetForwarding } from './transport/fleet-forward.ts';
 import { registerHttpApi } from './transport/http-api.ts';
 import { registerFileRoutes } from './transport/http-files.ts';
 import { foreignOriginMessage, OriginCheck } from './transport/origin.ts';
@@ -160,6 +161,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Preview proxies authenticate themselves (a signed URL, a session token or the bearer token).
     skip: (method, url, path) => PUBLIC_ROUTES.has(path) || isConsolePath(path) || isPreviewProxyRequest(method, url),
   });
+
+  // A replica of a fleet sends the requests for another live replica's sessions there.
+  registerFleetForwarding(app);
 
   // One line per request, at debug: at info the log would be mostly requests within minutes.
   app.addHook('onResponse', async (request, reply) => {
