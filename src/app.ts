@@ -36,7 +36,7 @@ import { registerProcessMethods } from './rpc/methods/process-methods.ts';
 import { registerSessionMethods } from './rpc/methods/session-methods.ts';
 import { SessionManager } from './sessions/session-manager.ts';
 import { createAuthenticator, DEFAULT_TENANT } from './transport/auth.ts';
-import { registerFleetForwarding } from './transport/fleet-forward.ts';
+import { registerFleetForwarding, registerFleetTokenRouting } from './transport/fleet-forward.ts';
 import { registerHttpApi } from './transport/http-api.ts';
 import { registerFileRoutes } from './transport/http-files.ts';
 import { foreignOriginMessage, OriginCheck } from './transport/origin.ts';
@@ -153,7 +153,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(websocket, { options: { maxPayload: config.maxMessageBytes, handleProtocols: selectProtocol } });
 
   app.addHook('onRequest', originGate(origins));
+  // Before authentication: a session token of a session another replica owns is checked there.
+  const elsewhere = registerFleetTokenRouting(app, tokenSigner);
   registerAuthHooks(app, {
+    elsewhere,
     auth,
     signer: tokenSigner,
     findSession: (id) => sessions.find(id),

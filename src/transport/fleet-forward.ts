@@ -7,10 +7,13 @@
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { bearerFromProtocols } from '../console/websocket-token.ts';
 import { execError, httpErrorBody } from '../errors.ts';
-import type { TenantId } from '../ids.ts';
+import { asTenantId, type TenantId } from '../ids.ts';
 import type { SessionInfo } from '../protocol/index.ts';
 import type { SessionRoute } from '../sessions/session-manager.ts';
+import { bearerOf } from './principal.ts';
+import { isSessionToken, type SessionTokenSigner } from './session-tokens.ts';
 
 /** Set on a forwarded request: the replica that forwarded it (a request is forwarded once). */
 export const FORWARDED_HEADER = 'x-exec-server-forwarded-by';
@@ -85,6 +88,34 @@ function forward(
       }
     });
   });
+}
+
+/**
+ * Session tokens in a fleet: a token's revocations live with its session, on the owner. A
+ * request with a well-signed session token whose session another live replica owns is let
+ * through authentication here (`elsewhere`) and forwarded; the owner checks the token fully.
+ * Registered before the authentication hook; undefined without a fleet.
+ */
+export function registerFleetTokenRouting(
+  app: FastifyInstance,
+  signer: SessionTokenSigner,
+): ((request: FastifyRequest, sessionId: string) => boolean) | undefined {
+  if (app.sessions.backend.fleet === undefined) return undefined;
+  const remote = new WeakMap<FastifyRequest, string>();
+  app.addHook('onRequest', async (request) => {
+    const upgrade = request.headers.upgrade?.toLowerCase() === 'websocket';
+    const bearer = bearerOf(
+      request.headers.authorization ??
+        (upgrade ? bearerFromProtocols(request.headers['sec-websocket-protocol']) : undefined),
+    );
+    if (bearer === undefined || !isSessionToken(bearer)) return;
+    const scope = signer.verify(bearer);
+    if (!('tokenId' in scope) || app.sessions.find(scope.sessionId) !== undefined) return;
+    // An orphan is taken over here (then checked here); a live owner's session goes there.
+    const route = await app.sessions.route(scope.sessionId, asTenantId(scope.tenant)).catch(() => undefined);
+    if (route?.kind === 'remote') remote.set(request, scope.sessionId);
+  });
+  return (request, sessionId) => remote.get(request) === sessionId;
 }
 
 /** The session routes of a fleet go to the session's owner (this hook runs after authentication). */

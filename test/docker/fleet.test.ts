@@ -41,6 +41,8 @@ async function replica(name: string): Promise<Replica> {
       '--instance-id',
       instanceId,
       '--fleet',
+      '--session-token-secret',
+      instanceId,
       '--replica-id',
       name,
       '--listen',
@@ -150,6 +152,17 @@ test('a fleet of three replicas serves every session through any of them', {
     const info = await fetch(`${b.http}/v1/sessions/${id}`);
     assert.equal(info.status, 200, 'B forwards GET /v1/sessions/:id to A');
     assert.equal(((await info.json()) as { sessionId: string }).sessionId, id);
+
+    // A session token made on A works through B: B lets it through to A, which checks it.
+    const minted = await fetch(`${a.http}/v1/sessions/${id}/tokens`, { method: 'POST' });
+    assert.equal(minted.status, 201);
+    const { token } = (await minted.json()) as { token: string };
+    const auth = { authorization: `Bearer ${token}` };
+    const scoped = await fetch(`${b.http}/v1/sessions/${id}`, { headers: auth });
+    assert.equal(scoped.status, 200, 'a session token reaches the owner through B');
+    const peek = await TestSession.open(b.url, { resumeSessionId: id }, { token });
+    assert.equal(peek.sessionId, id, 'and opens the session over a WebSocket relayed through B');
+    await peek.close();
 
     const onB = await TestSession.open(b.url, { resumeSessionId: id });
     t.after(() => onB.close());
