@@ -153,6 +153,17 @@ test('a fleet of three replicas serves every session through any of them', {
     assert.equal(info.status, 200, 'B forwards GET /v1/sessions/:id to A');
     assert.equal(((await info.json()) as { sessionId: string }).sessionId, id);
 
+    // A POST with a body is forwarded whole, and its answer comes back.
+    const exec = await fetch(`${c.http}/v1/sessions/${id}/exec_command`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ cmd: 'echo via-c; exit 3', login: false }),
+    });
+    assert.equal(exec.status, 200);
+    const answer = (await exec.json()) as { exit_code?: number; output?: string };
+    assert.equal(answer.exit_code, 3);
+    assert.match(answer.output ?? '', /^via-c$/m);
+
     // A session token made on A works through B: B lets it through to A, which checks it.
     const minted = await fetch(`${a.http}/v1/sessions/${id}/tokens`, { method: 'POST' });
     assert.equal(minted.status, 201);
