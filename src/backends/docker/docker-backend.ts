@@ -20,26 +20,16 @@ import { DockerSession } from './docker-session.ts';
 import { createDockerClient, withDeadline } from './engine/engine-client.ts';
 import { EventWatcher, type ContainerEvent } from './engine/event-watcher.ts';
 import { DefaultImage, ImagePulls } from './engine/image-pull.ts';
-import { runControl } from './exec/exec-runner.ts';
-import { AgentChannel } from './agent/agent-channel.ts';
 import { AgentLinks } from './agent/agent-links.ts';
 import { InstanceLease, REPLICA_LABEL } from './engine/instance-lease.ts';
 import { DockerFleet, linkDirsOf, sessionOfContainer } from './fleet.ts';
-import { DiskAwareSession, enforcementOf, StorageOptSupport } from './container/disk.ts';
-import { readHibernatedFacts } from './checkpoints/checkpoints.ts';
+import { type AdoptHost, adoptHibernated, adoptRunning } from './container/recovery.ts';
+import { DiskAwareSession, StorageOptSupport } from './container/disk.ts';
 import type { HibernatableSession } from './checkpoints/hibernation.ts';
-import { LABEL, readUserLabels, userLabels } from './container/labels.ts';
+import { LABEL, userLabels } from './container/labels.ts';
 import { resolveOptions, type DockerBackendOptions, type DockerLogger, type ResolvedDockerOptions } from './options.ts';
-import {
-  envOf,
-  installIfWanted,
-  provisionContainer,
-  removeContainer,
-  startAgent,
-  type ProvisionInput,
-} from './container/provision.ts';
+import { provisionContainer, removeContainer, type ProvisionInput } from './container/provision.ts';
 import { checkpointUnsupportedReason, GVISOR_PIDS_ALLOWANCE, isGvisor, RuntimeResolver } from './engine/runtimes.ts';
-import { RECORD_FILE, SETUP_SCRIPT } from './exec/scripts.ts';
 import { deleteSnapshot, findSnapshot, listSnapshots } from './checkpoints/snapshots.ts';
 import { claimedName, WarmPool, type PoolEntry } from './container/warm-pool.ts';
 
@@ -311,6 +301,7 @@ class DockerBackendImpl implements DockerBackend {
       agentUnavailable: c.agentUnavailable,
       options: this.options,
       log: this.#log,
+      movedTo: this.#fleet === undefined ? undefined : () => this.#fleet?.movedFrom(id) ?? Promise.resolve(undefined),
       forget: (s) => {
         if (this.#sessions.get(s.containerId) === s) {
           this.#sessions.delete(s.containerId);
@@ -431,147 +422,30 @@ class DockerBackendImpl implements DockerBackend {
     );
   }
 
-  /**
-   * Re-adopts one running container of the instance (recovery, or a fleet replica taking over a
-   * session whose owner is gone); removes it when it cannot be adopted (undefined then).
-   */
-  async adoptRunning(
-    c: Docker.ContainerInfo,
-    sessionId: SessionId,
-    tenant: TenantId,
-  ): Promise<RecoveredSession | undefined> {
-    const labels = c.Labels ?? {};
-    const workdir = labels[LABEL.workdir] ?? this.options.defaultWorkdir;
-    try {
-      const container = this.docker.getContainer(c.Id);
-      // Idempotent: also tells the shell and proves the container still runs commands.
-      const setup = await runControl(container, {
-        cmd: ['/bin/sh', '-c', SETUP_SCRIPT, 'sh', workdir],
-        timeoutMs: this.options.engineTimeoutMs,
-      });
-      if (setup.exitCode !== 0) throw new Error(setup.stderr.trim());
-      const info = await withDeadline('container inspect', this.options.engineTimeoutMs, (abortSignal) =>
-        container.inspect({ abortSignal }),
-      );
-      // The agent kept running with the container: attaching finds it (and its processes).
-      const installed = await installIfWanted(container, this.options, { running: true });
-      const socket = await this.#agentLinks.adopt(c.Id, info);
-      const agent =
-        installed === true
-          ? await startAgent(container, this.options, this.#log, socket)
-          : { agentUnavailable: installed };
-      const session = await this.#adopt(
-        sessionId,
-        tenant,
-        {
-          containerId: c.Id,
-          shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh',
-          baseEnv: envOf(info.Config.Env),
-          diskEnforcement: enforcementOf(info),
-          ...agent,
-        },
-        labels[LABEL.pool] === 'true' ? this.options.defaultImage : c.Image,
-        workdir,
-        info.HostConfig.Runtime ?? (await this.runtimes.engine()).engineDefault,
-      );
-      const stored = await runControl(container, {
-        cmd: ['cat', RECORD_FILE],
-        timeoutMs: this.options.engineTimeoutMs,
-        maxStdout: 64 * 1024,
-      });
-      const channel = session.inner.agent;
-      this.#log.info({ sessionId, containerId: c.Id }, 'recover: re-adopted session');
-      return {
-        session,
-        tenant,
-        labels: readUserLabels(labels),
-        createdAt: new Date(labels[LABEL.created] ?? info.Created),
-        record: stored.exitCode === 0 ? stored.stdout.toString('utf8') : undefined,
-        // The agent's processes go on; commands run as engine execs end lost (exec-recovery.ts).
-        adoptProcesses: async (adopt: Parameters<NonNullable<RecoveredSession['adoptProcesses']>>[0]) =>
-          (channel ? await channel.recover(adopt) : 0) + (await session.inner.recoverExecProcesses(adopt)),
-      };
-    } catch (err) {
-      this.#log.warn({ containerId: c.Id, err: (err as Error).message }, 'recover: cannot re-adopt, removing');
-      await this.#removeContainer(c.Id).catch(() => undefined);
-      return undefined;
-    }
+  /** Re-adopts one running container (recovery, a fleet take-over): container/recovery.ts. */
+  adoptRunning(c: Docker.ContainerInfo, sessionId: SessionId, tenant: TenantId): Promise<RecoveredSession | undefined> {
+    return adoptRunning(this.#adoptHost, c, sessionId, tenant);
   }
 
-  /**
-   * A stopped container holding this server's checkpoint is a hibernated session: re-adopted
-   * as it is, without waking it (the facts come through the archive API). Undefined when the
-   * container holds no checkpoint (it died) or cannot be read.
-   */
-  async adoptHibernated(
+  /** Re-adopts a hibernated (stopped, checkpointed) container: container/recovery.ts. */
+  adoptHibernated(
     c: Docker.ContainerInfo,
     sessionId: SessionId,
     tenant: TenantId,
   ): Promise<RecoveredSession | undefined> {
-    const labels = c.Labels ?? {};
-    try {
-      const container = this.docker.getContainer(c.Id);
-      const facts = await readHibernatedFacts(container, this.options.engineTimeoutMs);
-      if (facts === undefined) return undefined;
-      const info = await withDeadline('container inspect', this.options.engineTimeoutMs, (abortSignal) =>
-        container.inspect({ abortSignal }),
-      );
-      const session = await this.#adopt(
-        sessionId,
-        tenant,
-        {
-          containerId: c.Id,
-          shellPath: facts.shellPath,
-          baseEnv: envOf(info.Config.Env),
-          diskEnforcement: enforcementOf(info),
-          // The agent was checkpointed with the container: its channel attaches after the wake.
-          ...(facts.execPath === 'agent'
-            ? {
-                agent: new AgentChannel({
-                  container,
-                  socket: await this.#agentLinks.adopt(c.Id, info),
-                  timeoutMs: this.options.engineTimeoutMs,
-                  retentionBytes: this.options.retentionBytes,
-                  windowBytes: this.options.agentWindowBytes,
-                  log: this.#log,
-                }),
-              }
-            : { agentUnavailable: 'hibernated on the exec path' }),
-        },
-        labels[LABEL.pool] === 'true' ? this.options.defaultImage : c.Image,
-        labels[LABEL.workdir] ?? this.options.defaultWorkdir,
-        info.HostConfig.Runtime ?? (await this.runtimes.engine()).engineDefault,
-        { at: new Date(info.State.FinishedAt), checkpoint: facts.checkpoint },
-      );
-      this.#log.info(
-        { sessionId, containerId: c.Id, processes: facts.agentProcesses },
-        'recover: re-adopted hibernated session',
-      );
-      const channel = session.inner.agent;
-      return {
-        session,
-        tenant,
-        labels: readUserLabels(labels),
-        createdAt: new Date(labels[LABEL.created] ?? info.Created),
-        record: facts.record,
-        // Processes the agent kept can only be handed over awake: such a session wakes now (an
-        // idle hibernation has none, and stays asleep).
-        ...(channel !== undefined && facts.agentProcesses > 0
-          ? {
-              adoptProcesses: async (adopt: Parameters<NonNullable<RecoveredSession['adoptProcesses']>>[0]) => {
-                await session.wake();
-                return channel.recover(adopt);
-              },
-            }
-          : {}),
-      };
-    } catch (err) {
-      this.#log.warn(
-        { containerId: c.Id, err: (err as Error).message },
-        'recover: cannot read a stopped container as hibernated',
-      );
-      return undefined;
-    }
+    return adoptHibernated(this.#adoptHost, c, sessionId, tenant);
+  }
+
+  get #adoptHost(): AdoptHost {
+    return {
+      docker: this.docker,
+      options: this.options,
+      log: this.#log,
+      agentLinks: this.#agentLinks,
+      runtimes: this.runtimes,
+      adopt: (...args) => this.#adopt(...args),
+      removeContainer: (id) => this.#removeContainer(id),
+    };
   }
 
   #onEvent(e: ContainerEvent): void {

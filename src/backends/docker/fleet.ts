@@ -109,6 +109,13 @@ export class DockerFleet implements FleetBackend {
     return this.#host.adoptHibernated(c, sessionId, tenant);
   }
 
+  /** Why this replica no longer owns `sessionId` (a newer claim is another replica's), if so. */
+  async movedFrom(sessionId: string): Promise<string | undefined> {
+    const owner = await this.registry.owner(sessionId, {});
+    if (owner.generation === 0 || owner.replicaId === this.replicaId) return undefined;
+    return `session ${sessionId} is owned by replica ${owner.replicaId ?? '?'} now (this one lost its lease): resume it there`;
+  }
+
   /**
    * For recovery: a function that says whether this replica may act on a container (adopt or
    * remove it): not while its owner is another live replica. A session whose owner is gone is
