@@ -36,11 +36,12 @@ import { registerProcessMethods } from './rpc/methods/process-methods.ts';
 import { registerSessionMethods } from './rpc/methods/session-methods.ts';
 import { SessionManager } from './sessions/session-manager.ts';
 import { createAuthenticator, DEFAULT_TENANT } from './transport/auth.ts';
+import { registerFleetForwarding, registerFleetTokenRouting } from './transport/fleet-forward.ts';
 import { registerHttpApi } from './transport/http-api.ts';
 import { registerFileRoutes } from './transport/http-files.ts';
 import { foreignOriginMessage, OriginCheck } from './transport/origin.ts';
 import { registerWebSocketRoute } from './transport/websocket-route.ts';
-import { Drain, registerDrainGate } from './transport/drain.ts';
+import { Drain, keepsSessions, registerDrainGate } from './transport/drain.ts';
 import { VERSION } from './version.ts';
 
 declare module 'fastify' {
@@ -51,7 +52,7 @@ declare module 'fastify' {
     sessions: SessionManager;
     metrics: Metrics;
     audit: Auditor;
-    /** Rollout draining (`--shutdown-sessions keep`): main.ts starts it on SIGTERM, before `close()`. */
+    /** Rollout draining (`--fleet`, `--shutdown-sessions keep`): main.ts starts it on SIGTERM, before `close()`. */
     drain: Drain;
   }
 }
@@ -158,7 +159,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   registerDrainGate(app, drain);
   app.addHook('onRequest', originGate(origins));
+  // Before authentication: a session token of a session another replica owns is checked there.
+  const elsewhere = registerFleetTokenRouting(app, tokenSigner);
   registerAuthHooks(app, {
+    elsewhere,
     auth,
     signer: tokenSigner,
     findSession: (id) => sessions.find(id),
@@ -166,6 +170,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Preview proxies authenticate themselves (a signed URL, a session token or the bearer token).
     skip: (method, url, path) => PUBLIC_ROUTES.has(path) || isConsolePath(path) || isPreviewProxyRequest(method, url),
   });
+
+  // A replica of a fleet sends the requests for another live replica's sessions there.
+  registerFleetForwarding(app);
 
   // One line per request, at debug: at info the log would be mostly requests within minutes.
   app.addHook('onResponse', async (request, reply) => {
@@ -244,9 +251,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onReady', async () => {
     await sessions.start();
   });
-  // `keep` (a fleet's rollout): the sessions stay in the engine for the next server; the backend
+  // `keep` (a fleet, or `--shutdown-sessions keep`): the sessions stay in the engine for the next server; the backend
   // hands them over as a killed server would, instead of removing them.
-  const keep = config.shutdownSessions === 'keep' && backend.handOver !== undefined;
+  const keep = keepsSessions(config, backend);
   app.addHook('preClose', async () => {
     await sessions.close({ keep });
   });

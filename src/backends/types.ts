@@ -4,6 +4,7 @@
  */
 import type { Duplex } from 'node:stream';
 import type { ContainerId, SessionId, TenantId } from '../ids.ts';
+import type { FleetBackend } from './fleet-types.ts';
 import type {
   DirectoryEntry,
   FileMetadata,
@@ -361,6 +362,8 @@ export interface EngineReport {
 
 export type BackendKind = 'local' | 'docker';
 
+export type { FleetBackend, FleetLocation, FleetSession } from './fleet-types.ts';
+
 export interface Backend {
   readonly kind: BackendKind;
   /** Throws `EXEC_ERR_BACKEND_UNAVAILABLE` quickly when the backend cannot serve (readyz). */
@@ -392,4 +395,6 @@ export interface Backend {
   handOver?(): Promise<void>;
   /** Optional: the engines of a pool with their health and sessions (`/readyz`, `/metrics`). */
   engines?(): EngineReport[];
+  /** Present when this server is one replica of a fleet (`--fleet`, docker). */
+  readonly fleet?: FleetBackend | undefined;
 }

@@ -6,8 +6,19 @@
  * successor) and resume their sessions, which stay in the engine meanwhile.
  */
 import type { FastifyInstance } from 'fastify';
+import type { Backend } from '../backends/types.ts';
+import type { Config } from '../config.ts';
 import { execError, httpErrorBody } from '../errors.ts';
 import type { DrainingNotification } from '../protocol/index.ts';
+
+/**
+ * Whether SIGTERM leaves the sessions for others: always in a fleet (another replica takes them
+ * over), with `--shutdown-sessions keep` for a single server's successor; never on a backend
+ * whose sessions cannot outlive the process (local).
+ */
+export function keepsSessions(config: Pick<Config, 'fleet' | 'shutdownSessions'>, backend: Backend): boolean {
+  return (config.fleet || config.shutdownSessions === 'keep') && backend.handOver !== undefined;
+}
 
 /** WebSocket close code of a drained connection: 1012 "service restart", reconnect and resume. */
 export const DRAIN_CLOSE_CODE = 1012;

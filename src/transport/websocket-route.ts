@@ -15,6 +15,7 @@ import { RpcPeer } from '../rpc/rpc-peer.ts';
 import { actorStore } from '../audit/auditor.ts';
 import { actorOf } from './auth-hook.ts';
 import { DRAIN_CLOSE_CODE, type Drain } from './drain.ts';
+import { fleetMessageGate } from './fleet-ws.ts';
 
 /** Close codes the server uses (also in docs/protocol.md). */
 export const CloseCode = {
@@ -86,6 +87,10 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
     };
     conn.onStall(() => cutSlowConsumer('behind for longer than the stall timeout'));
     const undrain = opts.drain?.add({ notify: (params) => peer.notify('server/draining', params), close });
+    // In a fleet, a connection resuming another replica's session is relayed there (fleet-ws.ts).
+    const handle = fleetMessageGate(socket, request, opts.deps.sessions, log, (text) =>
+      actorStore.run(actor, () => peer.handleFrame(text)),
+    );
     // Listeners attach synchronously, before any await, or early frames would be lost.
     socket.on('message', (data, isBinary) => {
       if (isBinary) {
@@ -104,7 +109,7 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
       }
       const text = Array.isArray(data) ? Buffer.concat(data).toString('utf8') : data.toString('utf8');
       // Everything the message does is this caller's, for the audit log.
-      actorStore.run(actor, () => peer.handleFrame(text));
+      handle(text);
     });
     socket.on('close', () => {
       undrain?.();

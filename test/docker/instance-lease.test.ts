@@ -9,6 +9,7 @@ import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { test } from 'node:test';
 import { leaseName } from '../../src/backends/docker/engine/instance-lease.ts';
+import { asTenantId } from '../../src/ids.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
 import { docker, makeBackend, RecordingSink, sessionSpec, sleep, spawnRequest } from './helpers.ts';
 
@@ -59,6 +60,54 @@ test(
     assert.deepEqual(await third.recover(), []);
     await third.close();
     assert.equal((await docker('ps', '-aq', '--filter', `name=^${leaseName(first.options.instanceId)}$`)).trim(), '');
+  },
+);
+
+test(
+  'replicas of a fleet hold one lease each and leave each other alone; a lone server with their id waits and fails',
+  dockerTestOptions,
+  async (t) => {
+    const instanceId = `fleet-${randomUUID().slice(0, 8)}`;
+    const replica = (replicaId: string, waitMs = 5000) =>
+      makeBackend({
+        instanceId,
+        instanceLeaseWaitMs: waitMs,
+        fleet: { replicaId, advertiseUrl: `http://127.0.0.1:1/${replicaId}` },
+      });
+    const a = replica('a');
+    t.after(() => a.close());
+    assert.deepEqual(await a.recover(), []);
+    const s = await a.createSession(sessionSpec());
+    const sink = new RecordingSink();
+    await s.spawn(spawnRequest(['sh', '-c', 'sleep 1; echo still-here; exit 4']), sink);
+
+    const b = replica('b');
+    t.after(() => b.close());
+    assert.deepEqual(await b.recover(), [], "b adopts nothing of a's");
+    for (const id of ['a', 'b']) {
+      const lease = (await docker('ps', '-q', '--filter', `name=^${leaseName(instanceId, id)}$`)).trim();
+      assert.notEqual(lease, '', `replica ${id} holds its own lease`);
+    }
+    assert.deepEqual(await sink.exited, { kind: 'exited', code: 4 });
+    assert.equal(sink.text('stdout'), 'still-here\n');
+    assert.ok(await running(s.containerId!), "a's session runs on");
+    const live = await b.fleet!.locate(s.id, asTenantId('alice'));
+    assert.equal(live.kind, 'remote');
+
+    // The same replica id twice is one replica too many: it waits, then fails.
+    const twin = replica('a', 1000);
+    t.after(() => twin.close());
+    await assert.rejects(twin.recover(), { code: 'EXEC_ERR_INSTANCE_IN_USE' });
+    // A lone server (no --fleet) with the fleet's id neither adopts nor removes: it fails.
+    const lone = makeBackend({ instanceId, instanceLeaseWaitMs: 1000 });
+    t.after(() => lone.close());
+    await assert.rejects(lone.recover(), (err: Error & { code?: string }) => {
+      assert.equal(err.code, 'EXEC_ERR_INSTANCE_IN_USE');
+      assert.match(err.message, /fleet/);
+      return true;
+    });
+    assert.ok(await running(s.containerId!));
+    await a.close();
   },
 );
 

@@ -17,6 +17,7 @@ import type {
   BackendSession,
   BackendSessionSpec,
   EngineReport,
+  FleetBackend,
   ImagePull,
   RecoveredSession,
   SnapshotInfo,
@@ -196,6 +197,28 @@ export class EnginePool implements Backend {
   async handOver(): Promise<void> {
     clearInterval(this.#timer);
     await Promise.all(this.#members.map((m) => m.backend.handOver()));
+  }
+
+  /** With `--fleet`: the fleet over every healthy engine of the pool (each engine's own leases and claims). */
+  get fleet(): FleetBackend | undefined {
+    const fleets = this.#members.map((m) => ({ m, fleet: m.backend.fleet }));
+    const first = fleets[0]?.fleet;
+    if (first === undefined) return undefined;
+    const healthy = () => fleets.filter((f) => f.m.healthy && f.fleet !== undefined) as { fleet: FleetBackend }[];
+    const where = async (id: string, tenant: TenantId) => {
+      for (const { fleet } of healthy()) {
+        const location = await fleet.locate(id, tenant);
+        if (location.kind !== 'absent') return { fleet, location };
+      }
+      return undefined;
+    };
+    return {
+      replicaId: first.replicaId,
+      sessions: async (tenant) =>
+        (await Promise.all(healthy().map(({ fleet }) => fleet.sessions(tenant).catch(() => [])))).flat(),
+      locate: async (id, tenant) => (await where(id, tenant))?.location ?? { kind: 'absent' },
+      takeOver: async (id, tenant) => (await where(id, tenant))?.fleet.takeOver(id, tenant),
+    };
   }
 
   async #checkHealth(): Promise<void> {
