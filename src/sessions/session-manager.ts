@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { resolveSandbox } from '../policy/sandbox-policy.ts';
-import type { Backend, BackendSessionSpec, RecoveredSession } from '../backends/types.ts';
+import type { Backend, BackendSession, BackendSessionSpec, RecoveredSession } from '../backends/types.ts';
 import { allowedSandboxTypes, sandboxTypeRules, type Config } from '../config.ts';
 import { execError, toExecError } from '../errors.ts';
 import { asSessionId, type SessionId, type TenantId } from '../ids.ts';
@@ -189,18 +189,7 @@ export class SessionManager {
     if (this.#closing) throw execError('EXEC_ERR_SHUTTING_DOWN', 'server is shutting down');
     const resolved = resolveSessionSpec(spec, this.#config, this.#denialHandling(options.clientName));
     checkSandboxType(resolved.policy.sandbox.type, this.#deps.sandboxTypes?.(options.tenant) ?? []);
-    if (this.#sessions.size + this.#creating >= this.#config.maxSessions) {
-      this.#metrics.sessionsCreated.inc({ result: 'limit' });
-      throw execError('EXEC_ERR_SESSION_LIMIT', `server session limit reached (${this.#config.maxSessions})`);
-    }
-    const owned = [...this.#sessions.values()].filter((s) => s.tenant === options.tenant).length;
-    if (owned >= this.#config.maxSessionsPerTenant) {
-      this.#metrics.sessionsCreated.inc({ result: 'limit' });
-      throw execError(
-        'EXEC_ERR_SESSION_LIMIT',
-        `session quota reached: ${owned} of ${this.#config.maxSessionsPerTenant} sessions for this tenant`,
-      );
-    }
+    this.#checkLimits(options.tenant);
     const id = asSessionId(randomUUID());
     this.#creating++;
     try {
@@ -226,6 +215,7 @@ export class SessionManager {
         sandboxed: resolved.policy.sandbox.type !== 'danger-full-access',
         onImagePull: options.onImagePull,
       });
+      await this.#takeFleetSlot(backendSession, options.tenant);
       const session = new Session(id, options.tenant, resolved, backendSession, this.#deps);
       this.#sessions.set(id, session);
       // Not awaited: creation answers at once, and the first sandboxed command waits only for
@@ -268,6 +258,38 @@ export class SessionManager {
     }
   }
 
+  /** This server's session limit, and the tenant's quota among this server's sessions. */
+  #checkLimits(tenant: TenantId): void {
+    if (this.#sessions.size + this.#creating >= this.#config.maxSessions) {
+      this.#metrics.sessionsCreated.inc({ result: 'limit' });
+      throw execError('EXEC_ERR_SESSION_LIMIT', `server session limit reached (${this.#config.maxSessions})`);
+    }
+    const owned = [...this.#sessions.values()].filter((s) => s.tenant === tenant).length;
+    if (owned >= this.#config.maxSessionsPerTenant) {
+      this.#metrics.sessionsCreated.inc({ result: 'limit' });
+      throw execError(
+        'EXEC_ERR_SESSION_LIMIT',
+        `session quota reached: ${owned} of ${this.#config.maxSessionsPerTenant} sessions for this tenant`,
+      );
+    }
+  }
+
+  /**
+   * In a fleet the tenant's quota counts every replica's sessions: the new session takes a slot
+   * (an atomic engine operation, docker/container/quota-slots.ts) once its container exists, or
+   * is removed again and the create refused, so concurrent creates never overshoot.
+   */
+  async #takeFleetSlot(backendSession: BackendSession, tenant: TenantId): Promise<void> {
+    const quota = this.#backend.fleet?.quota;
+    if (quota === undefined) return;
+    try {
+      await quota.take(tenant, backendSession.id, this.#config.maxSessionsPerTenant);
+    } catch (err) {
+      await backendSession.destroy().catch(() => undefined);
+      throw err;
+    }
+  }
+
   /** The session, if it exists and belongs to `tenant`; otherwise not found (never "forbidden"). */
   get(id: string, tenant: TenantId): Session {
     const session = this.#sessions.get(id as SessionId);
@@ -300,6 +322,7 @@ export class SessionManager {
     session.audit({ action: 'session.delete', detail: { why } });
     try {
       await session.destroy();
+      await this.#backend.fleet?.quota?.release(session.id);
     } catch (err) {
       this.#log.error({ sessionId: session.id, err }, 'session destroy failed');
     }
