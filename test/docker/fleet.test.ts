@@ -25,7 +25,7 @@ interface Replica {
 const instanceId = `fleet-${randomUUID().slice(0, 8)}`;
 const replicas: Replica[] = [];
 
-async function replica(name: string): Promise<Replica> {
+async function replica(name: string, extra: readonly string[] = []): Promise<Replica> {
   const port = await freePort();
   const child = spawn(
     process.execPath,
@@ -45,6 +45,7 @@ async function replica(name: string): Promise<Replica> {
       instanceId,
       '--replica-id',
       name,
+      ...extra,
       '--listen',
       `ws://127.0.0.1:${port}`,
       '--log-level',
@@ -129,7 +130,9 @@ test('a fleet of three replicas serves every session through any of them', {
   timeout: dockerTestOptions.skip ? 1000 : 240_000,
 }, async (t) => {
   t.after(cleanUp);
-  const [a, b, c] = await Promise.all([replica('a'), replica('b'), replica('c')]);
+  // C shares no directory with the engine: it reaches agents through the engine (as across hosts).
+  const [a, b, c] = await Promise.all([replica('a'), replica('b'), replica('c', ['--docker-agent-socket-dir', 'off'])]);
+  let movedOnB: { id: string; onB: TestSession } | undefined;
   const full = { session: { sandbox: { type: 'danger-full-access' } } };
 
   await t.test('a session made on A is listed and used through B', async () => {
@@ -212,7 +215,7 @@ test('a fleet of three replicas serves every session through any of them', {
     const last = { stream: Math.max(...seen('stream')), nap: Math.max(...seen('nap')) };
 
     const onB = await TestSession.open(b.url, { resumeSessionId: id });
-    t.after(() => onB.close());
+    movedOnB = { id, onB };
     const stream = await readRest(onB, 'stream', last.stream);
     const expected = Array.from({ length: 400 }, (_, i) => `line-${i}\n`).join('');
     assert.equal(before.stream + stream.text, expected, 'every byte once, in order');
@@ -250,5 +253,21 @@ test('a fleet of three replicas serves every session through any of them', {
     // A delete through D reaches the owner; the session is gone for the whole fleet.
     assert.equal((await fetch(`${d.http}/v1/sessions/${onC.sessionId}`, { method: 'DELETE' })).status, 204);
     assert.ok(!(await listed(b)).includes(onC.sessionId));
+  });
+  await t.test('B SIGKILLed in turn: C, with no shared directory, takes over through the engine', async () => {
+    assert.ok(movedOnB);
+    const { id, onB } = movedOnB;
+    await onB.start('again', ['sh', '-c', 'echo before; sleep 1; echo after; exit 4']);
+    await until('before', () => textOf(onB, 'again').includes('before'));
+    const last = Math.max(...onB.eventsOf('again').map((n) => (n.params as { seq: number }).seq));
+    b.child.kill('SIGKILL');
+    await new Promise((r) => b.child.once('exit', r));
+    const onC = await TestSession.open(c.url, { resumeSessionId: id });
+    t.after(() => onC.close());
+    const rest = await readRest(onC, 'again', last);
+    assert.equal(textOf(onB, 'again') + rest.text, 'before\nafter\n');
+    assert.equal(rest.exitCode, 4);
+    const info = await onC.request<{ agentTransport?: string }>('session/info', {});
+    assert.equal(info.agentTransport, 'exec-stream', "C reached the agent through the engine's exec stream");
   });
 });
