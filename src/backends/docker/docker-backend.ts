@@ -56,6 +56,8 @@ export interface DockerBackend extends Backend {
   handOver(): Promise<void>;
   /** Sessions this backend holds now (placement over a pool of engines). */
   readonly sessionCount: number;
+  /** Re-adopts one running container of the instance as a session (recovery, a fleet take-over). */
+  adoptRunning(c: Docker.ContainerInfo, sessionId: SessionId, tenant: TenantId): Promise<RecoveredSession | undefined>;
   /** Whether this engine has the snapshot `tenant` may use (placement of sessions made from it). */
   hasSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<boolean>;
 }

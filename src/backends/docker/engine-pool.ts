@@ -225,6 +225,10 @@ export class EnginePool implements Backend {
       quota: this.#quota,
       sessions: async (tenant) =>
         (await Promise.all(healthy().map(({ fleet }) => fleet.sessions(tenant).catch(() => [])))).flat(),
+      replicaUrl: async (replicaId) => {
+        for (const { fleet } of healthy()) return fleet.replicaUrl(replicaId);
+        return undefined;
+      },
       locate: async (id, tenant) => (await where(id, tenant))?.location ?? { kind: 'absent' },
       takeOver: async (id, tenant) => (await where(id, tenant))?.fleet.takeOver(id, tenant),
     };
