@@ -27,6 +27,8 @@ import { UsageSampler } from './resource-usage.ts';
 import { sessionRecord, type ResolvedSessionSpec } from './session-spec.ts';
 import type { AuditEvent, Auditor } from '../audit/auditor.ts';
 import { TokenRevocations } from '../transport/session-tokens.ts';
+import { SessionEgress } from '../egress/session-egress.ts';
+import type { EgressRecord } from '../egress/proxy.ts';
 
 /** The client side of a session: a WebSocket connection, or the HTTP approval queue. */
 export interface SessionClient {
@@ -79,6 +81,8 @@ export class Session {
   readonly disk: DiskWatch;
   /** Exposed preview ports and the proxied connections to them. */
   readonly ports: SessionPorts;
+  /** The egress proxy of a session created with `network.allow` (src/egress/). */
+  readonly egress: SessionEgress | undefined;
   readonly createdAt: Date;
   readonly approvalCache = new Set<string>();
   /** Session tokens revoked before their expiry; stored with the session's record. */
@@ -113,6 +117,14 @@ export class Session {
     this.createdAt = createdAt;
     this.#deps = deps;
     this.#log = deps.log.child({ sessionId: id });
+    this.egress =
+      spec.network === undefined
+        ? undefined
+        : new SessionEgress({
+            allow: spec.network.allow,
+            entries: spec.network.entries,
+            onRecord: (r) => this.#egressRecord(r),
+          });
     this.processes = new ProcessTable(
       {
         backend,
@@ -127,7 +139,8 @@ export class Session {
       },
       deps.limits,
       backend.environment.baseEnv,
-      spec.env,
+      // The proxy variables first: a session's own `env` may still override them.
+      this.egress === undefined ? spec.env : { ...this.egress.environment, ...spec.env },
     );
     this.files = new SessionFiles(this, deps.fileLimits);
     this.unifiedExec = new UnifiedExec(this, deps.limits.terminateGraceMs);
@@ -142,6 +155,28 @@ export class Session {
     this.disk.start();
     this.ports = new SessionPorts(this, deps.portLimits);
     backend.onLost((reason) => this.markDead(reason));
+  }
+
+  /** One egress connection ended or was refused: counted and audited (never its content). */
+  #egressRecord(r: EgressRecord): void {
+    const m = this.#deps.metrics;
+    m.egressConnections.inc({ result: r.allowed ? 'allowed' : 'refused' });
+    if (r.bytesOut > 0) m.egressBytes.inc({ direction: 'out' }, r.bytesOut);
+    if (r.bytesIn > 0) m.egressBytes.inc({ direction: 'in' }, r.bytesIn);
+    this.audit({
+      action: 'egress.connection',
+      actor: { principal: 'system' },
+      detail: {
+        host: r.host,
+        port: r.port,
+        method: r.method,
+        allowed: r.allowed,
+        address: r.address ?? null,
+        reason: r.reason ?? null,
+        bytesOut: r.bytesOut,
+        bytesIn: r.bytesIn,
+      },
+    });
   }
 
   /** Records an audit event of this session (its tenant and id filled in). */
@@ -322,6 +357,7 @@ export class Session {
       expiresAt: this.expiresAt.toISOString(),
       ports: this.ports.list(),
       ...this.disk.info(),
+      ...(this.egress !== undefined ? { egress: this.egress.info() } : {}),
     };
   }
 
@@ -388,6 +424,7 @@ export class Session {
     for (const cleanup of this.#onDestroy) cleanup();
     this.#onDestroy.clear();
     this.ports.closeAll();
+    this.egress?.close();
     this.files.close();
     this.unifiedExec.approvals.close();
     this.#client?.evict('session was deleted');

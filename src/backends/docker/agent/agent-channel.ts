@@ -5,6 +5,7 @@
  * the others were lost with the agent (killed, out of memory) and end `lost` with a reason
  * naming it. A container that is gone makes everything `lost` with the session's reason.
  */
+import type { Socket } from 'node:net';
 import type Docker from 'dockerode';
 import type {
   BackendProcess,
@@ -64,6 +65,8 @@ export class AgentChannel {
   #nextHandle = 1;
   #closed = false;
   #transport: AgentTransport | undefined;
+  /** The session's egress proxy port (docs/architecture.md, "Egress"): asked of every connection. */
+  #egressPort: number | undefined;
   owner: AgentOwner = { lostReason: () => undefined, containerRunning: async () => undefined };
 
   constructor(init: AgentChannelInit) {
@@ -100,11 +103,44 @@ export class AgentChannel {
       for (const l of listed) this.#nextHandle = Math.max(this.#nextHandle, l.handle + 1);
       this.#rebind(listed, conn);
     });
+    if (this.#egressPort !== undefined) await this.#listenEgress(conn, this.#egressPort);
     this.#conn = conn;
     this.#transport = conn.transport;
     conn.hold(this.#procs.size > 0);
     conn.onClose((reason) => void this.#connectionEnded(conn, reason));
     return conn;
+  }
+
+  /**
+   * The agent listens on 127.0.0.1:`port` in the container and tunnels each client over its
+   * link (native/exec-agent-egress.c); asked again of every later connection (a restarted agent).
+   * Fails when the agent cannot: no link (reached through the engine), or the port taken.
+   */
+  async enableEgress(port: number, accept: (tunnel: Socket) => void): Promise<void> {
+    const link = this.#init.socket.link;
+    if (link === undefined)
+      throw execError(
+        'EXEC_ERR_UNSUPPORTED',
+        'session.network.allow needs the exec agent link (a directory the server shares with the engine); this server reaches agents through the engine',
+      );
+    link.onTunnel = accept;
+    this.#egressPort = port;
+    const conn = await this.connection();
+    // A connection made before the port was set was not asked yet; asking twice is harmless.
+    await this.#listenEgress(conn, port);
+  }
+
+  async #listenEgress(conn: AgentConnection, port: number): Promise<void> {
+    if (conn.transport !== 'socket')
+      throw execError(
+        'EXEC_ERR_UNSUPPORTED',
+        'network.allow needs the exec agent link (the server and the engine share a directory); this session reaches its agent through the engine',
+      );
+    const p = Buffer.alloc(2);
+    p.writeUInt16LE(port, 0);
+    const reply = await conn.request(0, frame(ToAgent.EGRESS, 0, p), this.#init.timeoutMs);
+    if (reply.type !== FromAgent.EGRESS)
+      throw execError('EXEC_ERR_BACKEND', `exec agent cannot run the egress proxy: ${reply.payload.toString('utf8')}`);
   }
 
   /** After a reattach: the processes the agent still has continue, the others are lost. */

@@ -228,7 +228,13 @@ export class AgentConnection {
       return;
     }
     const waiter = this.#waiting.get(f.handle);
-    if (waiter && (f.type === FromAgent.SPAWNED || f.type === FromAgent.FAILED || f.type === FromAgent.ERROR)) {
+    if (
+      waiter &&
+      (f.type === FromAgent.SPAWNED ||
+        f.type === FromAgent.FAILED ||
+        f.type === FromAgent.ERROR ||
+        f.type === FromAgent.EGRESS)
+    ) {
       this.#waiting.delete(f.handle);
       waiter(f);
       return;

@@ -1,0 +1,128 @@
+/**
+ * Egress by allow-list against a real engine (docs/architecture.md, "Egress"): the exec agent
+ * listens on 127.0.0.1:3128 inside a `--network none` container and tunnels every client over
+ * its link to the server's proxy. Every destination is a server of this test's own on 127.0.0.2
+ * (127.0.0.1 stays inside the session: NO_PROXY); nothing else is ever dialled.
+ */
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import type { BackendSession } from '../../src/backends/types.ts';
+import { parseAllowList } from '../../src/egress/allow-list.ts';
+import type { EgressRecord } from '../../src/egress/proxy.ts';
+import { EGRESS_PROXY_PORT, egressEnvironment, SessionEgress } from '../../src/egress/session-egress.ts';
+import { dockerTestOptions } from './engine.ts';
+import { makeBackend, RecordingSink, sessionSpec, spawnRequest } from './helpers.ts';
+
+const BODY = 'hello from the egress test\n';
+
+async function listen(host: string): Promise<{ server: Server; port: number }> {
+  const server = createServer((req, res) => {
+    res.setHeader('Content-Type', 'text/plain');
+    res.end(req.url === '/big' ? Buffer.alloc(1 << 20, 0x61) : BODY);
+  });
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
+  return { server, port: (server.address() as AddressInfo).port };
+}
+
+async function run(session: BackendSession, script: string, env: Record<string, string> = {}): Promise<RecordingSink> {
+  const sink = new RecordingSink();
+  const base = spawnRequest(['sh', '-c', script]);
+  await session.spawn({ ...base, env: { ...base.env, ...env } }, sink);
+  await sink.exited;
+  return sink;
+}
+
+/** A raw request to the proxy inside the session (busybox nc), its whole answer. */
+function viaProxy(request: string): string {
+  const escaped = request.replace(/\r\n/g, '\\r\\n');
+  return `printf '${escaped}' | nc 127.0.0.1 ${EGRESS_PROXY_PORT}`;
+}
+
+test(
+  'egress: allowed destination over HTTP and CONNECT; other port, loopback under *, a loopback name refused 403; no direct path; none without network',
+  dockerTestOptions,
+  async (t) => {
+    const root = await mkdtemp(join(tmpdir(), 'exec-server-egress-'));
+    t.after(() => rm(root, { recursive: true, force: true }));
+    const allowed = await listen('127.0.0.2');
+    const other = await listen('127.0.0.2');
+    t.after(() => {
+      allowed.server.close();
+      other.server.close();
+    });
+    const backend = makeBackend({ agentSocketDir: root });
+    t.after(() => backend.close());
+    const records: EgressRecord[] = [];
+    const withEgress = async (allow: string[]): Promise<{ session: BackendSession; egress: SessionEgress }> => {
+      const session = await backend.createSession(sessionSpec());
+      const egress = new SessionEgress({ allow, entries: parseAllowList(allow), onRecord: (r) => records.push(r) });
+      await egress.start(session);
+      t.after(() => egress.close());
+      return { session, egress };
+    };
+    const env = egressEnvironment(EGRESS_PROXY_PORT);
+    const [a, star, plain] = await Promise.all([
+      withEgress([`127.0.0.2:${allowed.port}`, 'localhost']),
+      withEgress(['*']),
+      backend.createSession(sessionSpec()),
+    ]);
+
+    // HTTP forward proxying, as any tool that honours HTTP_PROXY does it.
+    const http = await run(a.session, `wget -q -O - http://127.0.0.2:${allowed.port}/`, env);
+    assert.equal(http.text('stdout'), BODY, http.text('stderr'));
+    const big = await run(a.session, `wget -q -O - http://127.0.0.2:${allowed.port}/big | wc -c`, env);
+    assert.equal(big.text('stdout').trim(), String(1 << 20), big.text('stderr'));
+    // CONNECT: a tunnel, then any protocol (here HTTP again) through it.
+    const connect = await run(
+      a.session,
+      viaProxy(
+        `CONNECT 127.0.0.2:${allowed.port} HTTP/1.1\r\nHost: 127.0.0.2:${allowed.port}\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
+      ),
+    );
+    assert.match(
+      connect.text('stdout'),
+      /^HTTP\/1\.1 200 Connection Established\r\n\r\nHTTP\/1\.1 200 OK/,
+      `${connect.text()} ${JSON.stringify(records)}`,
+    );
+    assert.ok(connect.text('stdout').endsWith(BODY), connect.text('stdout'));
+
+    // Refusals: 403 with the reason, and nothing dialled.
+    const refusal = async (session: BackendSession, target: string, reason: RegExp): Promise<void> => {
+      const r = await run(session, viaProxy(`GET http://${target}/ HTTP/1.1\r\nHost: ${target}\r\n\r\n`));
+      assert.match(r.text('stdout'), /^HTTP\/1\.1 403 Forbidden\r\n/, `${target}: ${r.text()}`);
+      assert.match(r.text('stdout'), reason, target);
+    };
+    const servedBefore = (await new Promise<number>((r) => other.server.getConnections((_e, n) => r(n)))) as number;
+    await refusal(a.session, `127.0.0.2:${other.port}`, /not in the session's allow-list/);
+    await refusal(a.session, `localhost:${allowed.port}`, /127\.0\.0\.1 is a loopback address|::1 is a loopback/);
+    await refusal(star.session, `127.0.0.2:${allowed.port}`, /127\.0\.0\.2 is a loopback address/);
+    await refusal(star.session, `localhost:${other.port}`, /is a loopback address/);
+    const connectRefused = await run(star.session, viaProxy(`CONNECT 127.0.0.2:${other.port} HTTP/1.1\r\n\r\n`));
+    assert.match(connectRefused.text('stdout'), /^HTTP\/1\.1 403 Forbidden/);
+    assert.equal(await new Promise<number>((r) => other.server.getConnections((_e, n) => r(n))), servedBefore);
+
+    // No way around the proxy: the container has no network of its own.
+    const direct = await run(a.session, `wget -q -T 3 -O - http://127.0.0.2:${allowed.port}/ 2>&1; echo "exit=$?"`);
+    assert.match(direct.text('stdout'), /exit=[1-9]/);
+    assert.doesNotMatch(direct.text('stdout'), /hello from the egress test/);
+    // A session created without `network`: no proxy, no network.
+    const none = await run(plain, `wget -q -T 3 -O - http://127.0.0.2:${allowed.port}/ 2>&1; echo "exit=$?"`, env);
+    assert.match(none.text('stdout'), /exit=[1-9]/);
+    assert.doesNotMatch(none.text('stdout'), /hello from the egress test/);
+
+    // Counts and records: what was relayed, what was refused.
+    assert.equal(a.egress.counts.connections, 3);
+    assert.equal(a.egress.counts.refused, 2);
+    assert.ok(a.egress.counts.bytesIn > 1 << 20, `bytes in: ${a.egress.counts.bytesIn}`);
+    assert.equal(star.egress.counts.refused, 3);
+    const relayed = records.filter((r) => r.allowed);
+    assert.equal(relayed.length, 3);
+    for (const r of relayed) assert.equal(r.address, '127.0.0.2');
+    assert.ok(records.some((r) => !r.allowed && r.host === 'localhost'));
+  },
+);
