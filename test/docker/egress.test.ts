@@ -5,7 +5,7 @@
  * (127.0.0.1 stays inside the session: NO_PROXY); nothing else is ever dialled.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -15,6 +15,8 @@ import type { BackendSession } from '../../src/backends/types.ts';
 import { parseAllowList } from '../../src/egress/allow-list.ts';
 import type { EgressRecord } from '../../src/egress/proxy.ts';
 import { EGRESS_PROXY_PORT, egressEnvironment, SessionEgress } from '../../src/egress/session-egress.ts';
+import type { SessionInfo } from '../../src/protocol/index.ts';
+import { type ExecAnswer, newSession, serverWithApi } from '../http/helpers.ts';
 import { dockerTestOptions } from './engine.ts';
 import { makeBackend, RecordingSink, sessionSpec, spawnRequest } from './helpers.ts';
 
@@ -124,5 +126,66 @@ test(
     assert.equal(relayed.length, 3);
     for (const r of relayed) assert.equal(r.address, '127.0.0.2');
     assert.ok(records.some((r) => !r.allowed && r.host === 'localhost'));
+  },
+);
+
+test(
+  'egress through the API: POST /v1/sessions with network, the proxy variables, session/info counts, /metrics, a bad entry is a 400',
+  dockerTestOptions,
+  async (t) => {
+    const origin = await listen('127.0.0.2');
+    t.after(() => origin.server.close());
+    const dir = await mkdtemp(join(tmpdir(), 'exec-server-egress-audit-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const auditPath = join(dir, 'audit.jsonl');
+    const api = await serverWithApi(t, { backend: 'docker', flags: ['--audit-log', auditPath] });
+    const bad = await api('POST', '/v1/sessions', { network: { allow: ['example.com:99999'] } });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.body.code, 'EXEC_ERR_INVALID_PARAMS');
+    assert.match(String(bad.body.message), /session\.network\.allow\[0\] "example\.com:99999": port 99999/);
+    const id = await newSession(api, {
+      network: { allow: [`127.0.0.2:${origin.port}`] },
+      sandbox: { type: 'workspace-write' },
+    });
+    const exec = async (cmd: string): Promise<ExecAnswer> =>
+      (await api<ExecAnswer>('POST', `/v1/sessions/${id}/exec_command`, { cmd, login: false, yield_time_ms: 10000 }))
+        .body;
+    const env = await exec('echo "$HTTP_PROXY $https_proxy $ALL_PROXY $NO_PROXY"');
+    assert.match(
+      env.output,
+      /http:\/\/127\.0\.0\.1:3128 http:\/\/127\.0\.0\.1:3128 http:\/\/127\.0\.0\.1:3128 localhost,127\.0\.0\.1/,
+    );
+    // A sandboxed command (the session's policy) reaches it as well.
+    const fetched = await exec(`wget -q -O - http://127.0.0.2:${origin.port}/`);
+    // (bash in the test image warns that it has no C.UTF-8 locale)
+    assert.ok(fetched.output.endsWith(BODY), fetched.output);
+    const refused = await exec(`wget -q -O - http://127.0.0.2:1/ 2>&1; echo "exit=$?"`);
+    assert.match(refused.output, /403 Forbidden[\s\S]*exit=1/);
+    const info = (await api<SessionInfo>('GET', `/v1/sessions/${id}`)).body;
+    assert.equal(info.egress?.proxy, 'http://127.0.0.1:3128');
+    assert.deepEqual(info.egress?.allow, [`127.0.0.2:${origin.port}`]);
+    assert.equal(info.egress?.connections, 1);
+    assert.equal(info.egress?.refused, 1);
+    assert.ok((info.egress?.bytesIn ?? 0) > BODY.length);
+    const metrics = await (await fetch(`${api.server.httpUrl}/metrics`)).text();
+    assert.match(metrics, new RegExp(`exec_server_egress_session_connections\\{session="${id}",result="allowed"\\} 1`));
+    assert.match(metrics, new RegExp(`exec_server_egress_session_bytes\\{session="${id}",direction="in"\\} \\d+`));
+    assert.match(metrics, /exec_server_egress_connections_total\{result="refused"\} 1/);
+    // One audit event per connection: where, allowed or refused (and why), bytes.
+    const events = (await readFile(auditPath, 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { action: string; session: string | null; detail: Record<string, unknown> })
+      .filter((e) => e.action === 'egress.connection');
+    assert.equal(events.length, 2, JSON.stringify(events));
+    const [ok, no] = events;
+    assert.equal(ok?.session, id);
+    assert.equal(ok?.detail['allowed'], true);
+    assert.equal(ok?.detail['host'], '127.0.0.2');
+    assert.equal(ok?.detail['port'], origin.port);
+    assert.ok(Number(ok?.detail['bytesIn']) > BODY.length);
+    assert.equal(no?.detail['allowed'], false);
+    assert.equal(no?.detail['port'], 1);
+    assert.match(String(no?.detail['reason']), /not in the session's allow-list/);
   },
 );
