@@ -10,12 +10,19 @@
  * framed, multiplexed or copied through user space: each direction is a splice(2) through a
  * pipe, and a slow reader on one tunnel never stalls another or the command frames.
  *
+ * Without a link (gVisor: the agent is reached through the engine's exec stream) a client waits
+ * as a PENDING tunnel and the agent announces it with a TUNNEL frame; the server then starts
+ * `exec-agent tunnel SOCKET ID` as a process of the agent, whose stdin and stdout the protocol
+ * already carries (with its flow control); that process takes the client's socket from the
+ * daemon (SCM_RIGHTS) and relays it to its own stdin and stdout, with the same pump.
+ *
  * Bounded: at most MAX_TUNNELS at once (further clients are closed at once), each direction at
- * most the pipe's capacity in flight.
+ * most the pipe's capacity in flight; a pending client not claimed within PENDING_MS is closed.
  */
 #define TUNNEL_MAGIC "EXAGTUN1"
 #define MAX_TUNNELS 64
 #define TUNNEL_PIPE (1024 * 1024)
+#define PENDING_MS 10000
 
 typedef struct {
   int src, dst;      /* bytes flow src -> pipe -> dst */
@@ -27,14 +34,30 @@ typedef struct {
 } tdir;
 
 typedef struct {
-  int used;
+  int used;             /* 1: relaying, 2: pending (waiting for `exec-agent tunnel`) */
+  uint32_t id;          /* a pending tunnel's number in its TUNNEL frame */
+  long long since;
   int client, server;
   tdir d[2]; /* 0: client -> server, 1: server -> client */
 } tunnel;
 
+static int connect_socket(const char *path);
 static tunnel tunnels[MAX_TUNNELS];
+static uint32_t next_tunnel_id = 1;
 static int egress_fd = -1;
 static int egress_port;
+
+/* Direction k of tunnel t: src -> pipe -> dst, its pipe made and sized. 0, or -1. */
+static int tdir_init(tdir *d, int src, int dst) {
+  memset(d, 0, sizeof *d);
+  d->src = src; d->dst = dst;
+  d->pipe[0] = d->pipe[1] = -1;
+  if (pipe2(d->pipe, O_CLOEXEC | O_NONBLOCK) < 0) return -1;
+  fcntl(d->pipe[1], F_SETPIPE_SZ, TUNNEL_PIPE); /* best effort: the default 64 KiB works too */
+  int cap = fcntl(d->pipe[1], F_GETPIPE_SZ);
+  d->cap = cap > 0 ? (size_t)cap : 65536;
+  return 0;
+}
 
 static void tunnel_close(tunnel *t) {
   close_fd(&t->client);
@@ -46,7 +69,6 @@ static void tunnel_close(tunnel *t) {
 /* Starts listening on 127.0.0.1:port (once; the same port again is a no-op). 0 or an errno. */
 static int egress_listen(int port) {
   if (egress_fd >= 0) return port == egress_port ? 0 : EADDRINUSE;
-  if (!link_set) return ENOTCONN; /* tunnels are carried on the link */
   int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (s < 0) return errno;
   int one = 1;
@@ -66,6 +88,17 @@ static void egress_accept(void) {
     tunnel *t = NULL;
     for (int i = 0; i < MAX_TUNNELS && !t; i++) if (!tunnels[i].used) t = &tunnels[i];
     if (!t) { close(c); continue; } /* bounded: the client sees its connection reset */
+    if (!link_set) {
+      /* Through the engine: announced, and handed to the `exec-agent tunnel` the server starts. */
+      if (conn_out < 0) { close(c); continue; }
+      memset(t, 0, sizeof *t);
+      t->used = 2; t->id = next_tunnel_id++; t->since = now_ms(); t->client = c; t->server = -1;
+      for (int k = 0; k < 2; k++) t->d[k].pipe[0] = t->d[k].pipe[1] = -1;
+      unsigned char b[4];
+      put32(b, t->id);
+      send_ctl(A_TUNNEL, 0, b, 4);
+      continue;
+    }
     unsigned char greeting[sizeof TUNNEL_MAGIC - 1 + SECRET_LEN];
     memcpy(greeting, TUNNEL_MAGIC, sizeof TUNNEL_MAGIC - 1);
     memcpy(greeting + sizeof TUNNEL_MAGIC - 1, link_secret, SECRET_LEN);
@@ -80,16 +113,8 @@ static void egress_accept(void) {
     }
     memset(t, 0, sizeof *t);
     t->used = 1; t->client = c; t->server = s;
-    int ok = 1;
-    for (int k = 0; k < 2; k++) {
-      t->d[k].pipe[0] = t->d[k].pipe[1] = -1;
-      t->d[k].src = k == 0 ? c : s;
-      t->d[k].dst = k == 0 ? s : c;
-      if (pipe2(t->d[k].pipe, O_CLOEXEC | O_NONBLOCK) < 0) { ok = 0; continue; }
-      fcntl(t->d[k].pipe[1], F_SETPIPE_SZ, TUNNEL_PIPE); /* best effort: the default 64 KiB works too */
-      int cap = fcntl(t->d[k].pipe[1], F_GETPIPE_SZ);
-      t->d[k].cap = cap > 0 ? (size_t)cap : 65536;
-    }
+    int ok = tdir_init(&t->d[0], c, s) == 0;
+    ok = tdir_init(&t->d[1], s, c) == 0 && ok;
     if (!ok) tunnel_close(t);
   }
 }
@@ -112,12 +137,16 @@ static int tdir_pump(tdir *d) {
     if (n < 0 && errno == EAGAIN) break;
     return -1;
   }
-  if (d->eof && d->inpipe == 0 && !d->shut) { shutdown(d->dst, SHUT_WR); d->shut = 1; }
+  if (d->eof && d->inpipe == 0 && !d->shut) {
+    /* A pipe (the tunnel process's stdout) says EOF by being closed. */
+    if (shutdown(d->dst, SHUT_WR) < 0 && errno == ENOTSOCK) { close(d->dst); d->dst = -1; }
+    d->shut = 1;
+  }
   return 0;
 }
 
 static void tunnel_pump(tunnel *t) {
-  if (!t->used) return;
+  if (t->used != 1) return;
   if (tdir_pump(&t->d[0]) < 0 || tdir_pump(&t->d[1]) < 0 || (t->d[0].shut && t->d[1].shut)) tunnel_close(t);
 }
 
@@ -127,14 +156,16 @@ static int egress_pollfds(struct pollfd *pf, int *which) {
   if (egress_fd >= 0) { pf[n] = (struct pollfd){ egress_fd, POLLIN, 0 }; which[n++] = -6; }
   for (int i = 0; i < MAX_TUNNELS; i++) {
     tunnel *t = &tunnels[i];
-    if (!t->used) continue;
+    if (t->used == 2 && now_ms() - t->since > PENDING_MS) tunnel_close(t); /* never claimed */
+    if (t->used != 1) continue;
     /* One entry per socket: readable for its outgoing direction, writable for its incoming one. */
     for (int k = 0; k < 2; k++) {
       tdir *out = &t->d[k], *in = &t->d[1 - k];
       short ev = 0;
       if (!out->eof && out->inpipe < out->cap) ev |= POLLIN;
       if (in->inpipe > 0) ev |= POLLOUT;
-      pf[n] = (struct pollfd){ out->src, ev, 0 };
+      int fd = k == 0 ? t->client : t->server;
+      pf[n] = (struct pollfd){ fd, ev, 0 };
       which[n++] = -100 - i;
     }
   }
@@ -147,4 +178,62 @@ static void egress_event(int which, short revents) {
   tunnel_pump(t);
   /* Hung up or failed with nothing left to read: the peer takes no more either (no busy loop). */
   if (t->used && (revents & (POLLERR | POLLHUP)) && !(revents & POLLIN)) tunnel_close(t);
+}
+
+/* `exec-agent tunnel` asks for pending tunnel `id` on the daemon's socket: its client socket is
+ * passed over (SCM_RIGHTS) and the daemon forgets it. */
+static void egress_hand_over(int c) {
+  unsigned char b[4];
+  if (recv(c, b, 4, MSG_WAITALL) != 4) return;
+  uint32_t id = get32(b);
+  for (int i = 0; i < MAX_TUNNELS; i++) {
+    tunnel *t = &tunnels[i];
+    if (t->used != 2 || t->id != id) continue;
+    char byte = 'k';
+    char cbuf[CMSG_SPACE(sizeof(int))];
+    memset(cbuf, 0, sizeof cbuf);
+    struct iovec iov = { &byte, 1 };
+    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    cm->cmsg_level = SOL_SOCKET; cm->cmsg_type = SCM_RIGHTS; cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &t->client, sizeof(int));
+    ssize_t ignored = sendmsg(c, &m, MSG_NOSIGNAL); (void)ignored;
+    tunnel_close(t);
+    return;
+  }
+}
+
+/* `exec-agent tunnel SOCKET ID`: takes pending tunnel ID's client and relays it to stdin/stdout. */
+static int tunnel_main(const char *path, const char *id_text) {
+  int s = connect_socket(path);
+  if (s < 0) { fprintf(stderr, "exec-agent: no daemon on %s\n", path); return 70; }
+  unsigned char msg[5] = { 't' };
+  put32(msg + 1, (uint32_t)strtoul(id_text, NULL, 10));
+  if (send(s, msg, 5, MSG_NOSIGNAL) != 5) return 70;
+  char byte = 0;
+  char cbuf[CMSG_SPACE(sizeof(int))];
+  struct iovec iov = { &byte, 1 };
+  struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
+  if (recvmsg(s, &m, MSG_CMSG_CLOEXEC) <= 0 || !CMSG_FIRSTHDR(&m)) { fprintf(stderr, "exec-agent: no tunnel %s\n", id_text); return 70; }
+  int c;
+  memcpy(&c, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof c);
+  close(s);
+  signal(SIGPIPE, SIG_IGN);
+  set_nonblock(0); set_nonblock(1); set_nonblock(c);
+  tunnel t = { .used = 1, .client = c, .server = -1 };
+  if (tdir_init(&t.d[0], c, 1) < 0 || tdir_init(&t.d[1], 0, c) < 0) return 70;
+  while (!(t.d[0].shut && t.d[1].shut)) {
+    struct pollfd pf[3];
+    int n = 0;
+    short cev = 0;
+    if (!t.d[0].eof && t.d[0].inpipe < t.d[0].cap) cev |= POLLIN;
+    if (t.d[1].inpipe > 0) cev |= POLLOUT;
+    pf[n++] = (struct pollfd){ c, cev, 0 };
+    if (!t.d[1].eof && t.d[1].inpipe < t.d[1].cap) pf[n++] = (struct pollfd){ 0, POLLIN, 0 };
+    if (t.d[0].inpipe > 0 && t.d[0].dst >= 0) pf[n++] = (struct pollfd){ t.d[0].dst, POLLOUT, 0 };
+    if (poll(pf, (nfds_t)n, -1) < 0 && errno != EINTR) return 70;
+    if (tdir_pump(&t.d[0]) < 0 || tdir_pump(&t.d[1]) < 0) break;
+    if ((pf[0].revents & (POLLERR | POLLHUP)) && !(pf[0].revents & POLLIN)) break;
+  }
+  return 0;
 }

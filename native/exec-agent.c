@@ -18,6 +18,9 @@
  *                              link greeting (magic and secret) and then speaks the protocol
  *                              on that connection; output crosses neither the engine nor its
  *                              shim. The server never opens a path inside the container.
+ *   exec-agent tunnel SOCKET ID
+ *                              run by the server as a command of the agent: relays the egress
+ *                              client the daemon announced as ID (exec-agent-egress.c).
  *   exec-agent version         prints the protocol version.
  *
  * The daemon runs the session's commands and outlives every connection: when the server goes
@@ -72,7 +75,7 @@
 #define PTY_MAX_DRAIN_MS 5000
 
 enum { S_HELLO = 1, S_SPAWN, S_STDIN, S_CLOSE_STDIN, S_RESIZE, S_SIGNAL, S_ACK, S_PAUSE, S_RESUME, S_FORGET, S_LIST, S_DETACH, S_EGRESS };
-enum { A_HELLO = 1, A_SPAWNED, A_FAILED, A_OUTPUT, A_EXIT, A_ERROR, A_STDIN_ACK, A_PROC, A_LIST_END, A_EGRESS };
+enum { A_HELLO = 1, A_SPAWNED, A_FAILED, A_OUTPUT, A_EXIT, A_ERROR, A_STDIN_ACK, A_PROC, A_LIST_END, A_EGRESS, A_TUNNEL };
 enum { ST_STDOUT = 1, ST_STDERR = 2, ST_PTY = 3 };
 
 /* One piece of output: queued to the server and/or kept in a process's retention. */
@@ -735,6 +738,11 @@ static void accept_attach(void) {
   setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   if (recvmsg(c, &m, MSG_CMSG_CLOEXEC) <= 0) { close(c); return; }
   struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+  if (!cm && byte == 't') {
+    egress_hand_over(c);
+    close(c);
+    return;
+  }
   if (!cm && byte == 'u') {
     /* `exec-agent start SOCKET LINK`: the secret, then the link's path (NUL-padded). */
     unsigned char msg[SECRET_LEN + sizeof link_path];
@@ -1008,6 +1016,7 @@ static int start_with_link(const char *sock, const char *link) {
 
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "version") == 0) { printf("%d\n", PROTOCOL_VERSION); return 0; }
+  if (argc == 4 && strcmp(argv[1], "tunnel") == 0) return tunnel_main(argv[2], argv[3]);
   if (argc == 4 && strcmp(argv[1], "start") == 0) {
     if (strlen(argv[2]) >= sizeof link_path || strlen(argv[3]) >= sizeof link_path) { fprintf(stderr, "exec-agent: socket path too long\n"); return 2; }
     return start_with_link(argv[2], argv[3]);

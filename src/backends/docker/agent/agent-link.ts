@@ -21,6 +21,7 @@ import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { constants } from 'node:fs';
 import { lstat, mkdir, open, rm, unlink } from 'node:fs/promises';
 import { createServer, type Server, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { dirname, join } from 'node:path';
 import { LINK_MOUNT } from '../container/container-config.ts';
 import type { DockerLogger } from '../options.ts';
@@ -63,7 +64,7 @@ export class AgentLink {
    * Where verified egress tunnels go (docs/architecture.md, "Egress"): the session's proxy.
    * Unset: tunnels are closed (a session without `network.allow`).
    */
-  onTunnel: ((s: Socket) => void) | undefined;
+  onTunnel: ((s: Duplex) => void) | undefined;
 
   private constructor(dir: string, secret: Buffer, log: DockerLogger) {
     this.dir = dir;

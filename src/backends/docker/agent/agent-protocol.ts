@@ -22,6 +22,8 @@
  *   DETACH  (flush, then let this connection go)
  *   EGRESS  u16 port: listen on 127.0.0.1:port        EGRESS    "port" (listening; ERROR: it cannot)
  *           and tunnel each client over the link (native/exec-agent-egress.c; docs/architecture.md, "Egress")
+ *                                                    TUNNEL    u32 id: a client waits (no link): the server
+ *                                                              runs `exec-agent tunnel SOCKET id` to carry it
  *
  * Flow control: the agent reads a command's output only while less than `window` bytes of it
  * are unacknowledged. An ACK with seq 0 is credit only; with a seq it also records which seq
@@ -62,6 +64,7 @@ export const FromAgent = {
   PROC: 8,
   LIST_END: 9,
   EGRESS: 10,
+  TUNNEL: 11,
 } as const;
 export type FromAgentType = (typeof FromAgent)[keyof typeof FromAgent];
 
