@@ -29,6 +29,7 @@ typedef struct {
   int pipe[2];
   size_t inpipe;     /* bytes in the pipe */
   size_t cap;        /* the pipe's capacity */
+  unsigned long long moved; /* bytes delivered to dst */
   int eof;           /* src ended */
   int shut;          /* dst was told (shutdown SHUT_WR) */
 } tdir;
@@ -132,7 +133,7 @@ static int tdir_pump(tdir *d) {
   }
   while (d->inpipe > 0) {
     ssize_t n = splice(d->pipe[0], NULL, d->dst, NULL, d->inpipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-    if (n > 0) { d->inpipe -= (size_t)n; continue; }
+    if (n > 0) { d->inpipe -= (size_t)n; d->moved += (unsigned long long)n; continue; }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) break;
     return -1;
@@ -150,6 +151,25 @@ static void tunnel_pump(tunnel *t) {
   if (tdir_pump(&t->d[0]) < 0 || tdir_pump(&t->d[1]) < 0 || (t->d[0].shut && t->d[1].shut)) tunnel_close(t);
 }
 
+/* Side k of a tunnel (0: the client, 1: the server): its fd and the events it waits for, or -1
+ * when nothing is left to do there (so a hung-up socket is not polled again and again). */
+static int side_fd(tunnel *t, int k, short *ev) {
+  tdir *out = &t->d[k], *in = &t->d[1 - k];
+  *ev = 0;
+  if (out->eof && in->shut) return -1;
+  if (!out->eof && out->inpipe < out->cap) *ev |= POLLIN;
+  if (in->inpipe > 0) *ev |= POLLOUT;
+  return k == 0 ? t->client : t->server;
+}
+
+/* Side k hung up or failed with nothing left to read: what it sent is complete, what was bound
+ * for it cannot be delivered. The other direction drains on (a download outlives its request). */
+static void side_hup(tunnel *t, int k) {
+  tdir *out = &t->d[k], *in = &t->d[1 - k];
+  out->eof = 1;
+  in->eof = 1; in->inpipe = 0; in->shut = 1;
+}
+
 /* The poll entries of the egress listener and the tunnels; returns how many were added. */
 static int egress_pollfds(struct pollfd *pf, int *which) {
   int n = 0;
@@ -158,15 +178,12 @@ static int egress_pollfds(struct pollfd *pf, int *which) {
     tunnel *t = &tunnels[i];
     if (t->used == 2 && now_ms() - t->since > PENDING_MS) tunnel_close(t); /* never claimed */
     if (t->used != 1) continue;
-    /* One entry per socket: readable for its outgoing direction, writable for its incoming one. */
     for (int k = 0; k < 2; k++) {
-      tdir *out = &t->d[k], *in = &t->d[1 - k];
-      short ev = 0;
-      if (!out->eof && out->inpipe < out->cap) ev |= POLLIN;
-      if (in->inpipe > 0) ev |= POLLOUT;
-      int fd = k == 0 ? t->client : t->server;
+      short ev;
+      int fd = side_fd(t, k, &ev);
+      if (fd < 0) continue;
       pf[n] = (struct pollfd){ fd, ev, 0 };
-      which[n++] = -100 - i;
+      which[n++] = -100 - (i * 2 + k);
     }
   }
   return n;
@@ -174,10 +191,13 @@ static int egress_pollfds(struct pollfd *pf, int *which) {
 
 static void egress_event(int which, short revents) {
   if (which == -6) { egress_accept(); return; }
-  tunnel *t = &tunnels[-100 - which];
+  int i = (-100 - which) / 2, k = (-100 - which) % 2;
+  tunnel *t = &tunnels[i];
   tunnel_pump(t);
-  /* Hung up or failed with nothing left to read: the peer takes no more either (no busy loop). */
-  if (t->used && (revents & (POLLERR | POLLHUP)) && !(revents & POLLIN)) tunnel_close(t);
+  if (t->used == 1 && (revents & (POLLERR | POLLHUP)) && !(revents & POLLIN)) {
+    side_hup(t, k);
+    tunnel_pump(t);
+  }
 }
 
 /* `exec-agent tunnel` asks for pending tunnel `id` on the daemon's socket: its client socket is
@@ -228,12 +248,39 @@ static int tunnel_main(const char *path, const char *id_text) {
     short cev = 0;
     if (!t.d[0].eof && t.d[0].inpipe < t.d[0].cap) cev |= POLLIN;
     if (t.d[1].inpipe > 0) cev |= POLLOUT;
-    pf[n++] = (struct pollfd){ c, cev, 0 };
+    pf[n++] = (struct pollfd){ t.d[0].eof && t.d[1].shut ? -1 : c, cev, 0 };
     if (!t.d[1].eof && t.d[1].inpipe < t.d[1].cap) pf[n++] = (struct pollfd){ 0, POLLIN, 0 };
     if (t.d[0].inpipe > 0 && t.d[0].dst >= 0) pf[n++] = (struct pollfd){ t.d[0].dst, POLLOUT, 0 };
     if (poll(pf, (nfds_t)n, -1) < 0 && errno != EINTR) return 70;
     if (tdir_pump(&t.d[0]) < 0 || tdir_pump(&t.d[1]) < 0) break;
-    if ((pf[0].revents & (POLLERR | POLLHUP)) && !(pf[0].revents & POLLIN)) break;
+    if ((pf[0].revents & (POLLERR | POLLHUP)) && !(pf[0].revents & POLLIN)) side_hup(&t, 0);
   }
+  return 0;
+}
+
+/*
+ * `exec-agent relay` (the server's side, src/egress/proxy.ts): relays socket 0 (the session's
+ * tunnel) and socket 1 (the destination) both ways with the same splice pump, then writes
+ * "OUT IN\n" (bytes each way) on fd 2. The server hands a connection to it once it decided and
+ * connected, so the bytes of a download never cross the server's JavaScript.
+ */
+static int relay_main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  set_nonblock(0); set_nonblock(1);
+  tunnel t = { .used = 1, .client = 0, .server = 1 };
+  if (tdir_init(&t.d[0], 0, 1) < 0 || tdir_init(&t.d[1], 1, 0) < 0) return 70;
+  while (!(t.d[0].shut && t.d[1].shut)) {
+    struct pollfd pf[2];
+    for (int k = 0; k < 2; k++) {
+      short ev;
+      int fd = side_fd(&t, k, &ev);
+      pf[k] = (struct pollfd){ fd, ev, 0 };
+    }
+    if (poll(pf, 2, -1) < 0 && errno != EINTR) break;
+    if (tdir_pump(&t.d[0]) < 0 || tdir_pump(&t.d[1]) < 0) break;
+    for (int k = 0; k < 2; k++)
+      if ((pf[k].revents & (POLLERR | POLLHUP)) && !(pf[k].revents & POLLIN)) side_hup(&t, k);
+  }
+  dprintf(2, "%llu %llu\n", t.d[0].moved, t.d[1].moved);
   return 0;
 }

@@ -21,6 +21,8 @@
  *   exec-agent tunnel SOCKET ID
  *                              run by the server as a command of the agent: relays the egress
  *                              client the daemon announced as ID (exec-agent-egress.c).
+ *   exec-agent relay           run by the server on its own host: relays sockets 0 and 1
+ *                              (an egress tunnel and its destination), then reports the bytes.
  *   exec-agent version         prints the protocol version.
  *
  * The daemon runs the session's commands and outlives every connection: when the server goes
@@ -1017,6 +1019,7 @@ static int start_with_link(const char *sock, const char *link) {
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "version") == 0) { printf("%d\n", PROTOCOL_VERSION); return 0; }
   if (argc == 4 && strcmp(argv[1], "tunnel") == 0) return tunnel_main(argv[2], argv[3]);
+  if (argc == 2 && strcmp(argv[1], "relay") == 0) return relay_main();
   if (argc == 4 && strcmp(argv[1], "start") == 0) {
     if (strlen(argv[2]) >= sizeof link_path || strlen(argv[3]) >= sizeof link_path) { fprintf(stderr, "exec-agent: socket path too long\n"); return 2; }
     return start_with_link(argv[2], argv[3]);

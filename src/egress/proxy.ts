@@ -10,11 +10,13 @@
  * A forwarded HTTP request is sent with `Connection: close`: one request per connection, so the
  * proxy never parses a response and each request is decided on its own.
  */
+import type { ChildProcess } from 'node:child_process';
 import { lookup } from 'node:dns/promises';
 import { connect, isIP, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { AllowEntry } from './allow-list.ts';
 import { decideEgress, mayAllowName } from './decision.ts';
+import { canRelayNatively, relayNatively } from './native-relay.ts';
 
 /** Largest request head (request line and headers) the proxy reads. */
 const MAX_HEAD_BYTES = 16 * 1024;
@@ -51,6 +53,8 @@ export interface EgressProxyOptions {
   readonly maxConnections: number;
   /** Called once per connection when it ends (or is refused). */
   readonly onRecord?: ((r: EgressRecord) => void) | undefined;
+  /** false: relay in JavaScript even where the native relay could take over (tests, benchmarks). */
+  readonly native?: boolean | undefined;
   /** The resolver (tests); default: the system's (`getaddrinfo`). */
   readonly resolve?: ((host: string) => Promise<string[]>) | undefined;
 }
@@ -121,6 +125,7 @@ export class EgressProxy {
   readonly counts: EgressCounts = { connections: 0, refused: 0, active: 0, bytesOut: 0, bytesIn: 0 };
   readonly #o: EgressProxyOptions;
   readonly #open = new Set<Duplex>();
+  readonly #relays = new Set<ChildProcess>();
   #closed = false;
 
   constructor(o: EgressProxyOptions) {
@@ -146,6 +151,8 @@ export class EgressProxy {
     this.#closed = true;
     for (const c of this.#open) c.destroy();
     this.#open.clear();
+    for (const r of this.#relays) r.kill('SIGKILL');
+    this.#relays.clear();
   }
 
   #readHead(client: Duplex): Promise<{ head: string; rest: Buffer } | undefined> {
@@ -228,10 +235,18 @@ export class EgressProxy {
     upstream.once('connect', () => {
       connected = true;
       upstream.setTimeout(0);
-      if (target.head) upstream.write(target.head);
-      else client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-      if (rest.length > 0) upstream.write(rest);
-      bytesOut = (target.head?.length ?? 0) + rest.length;
+      const toUpstream = [...(target.head ? [target.head] : []), ...(rest.length > 0 ? [rest] : [])];
+      const toClient = target.head ? [] : [Buffer.from('HTTP/1.1 200 Connection Established\r\n\r\n')];
+      if (this.#o.native !== false && canRelayNatively(client, upstream)) {
+        void this.#handOver(client, upstream, toUpstream, toClient, end, (o, i) => {
+          bytesOut += o;
+          bytesIn += i;
+        });
+        return;
+      }
+      for (const b of toUpstream) upstream.write(b);
+      for (const b of toClient) client.write(b);
+      bytesOut = toUpstream.reduce((n, b) => n + b.length, 0);
       this.counts.bytesOut += bytesOut;
       client.on('data', (d: Buffer) => {
         bytesOut += d.length;
@@ -250,6 +265,35 @@ export class EgressProxy {
       end();
     });
     client.once('close', () => upstream.destroy());
+  }
+
+  /** The native relay takes both sockets (native-relay.ts); counted when it reports. */
+  async #handOver(
+    client: Duplex,
+    upstream: Socket,
+    toUpstream: Buffer[],
+    toClient: Buffer[],
+    end: (reason?: string) => void,
+    add: (out: number, inBytes: number) => void,
+  ): Promise<void> {
+    try {
+      const relay = await relayNatively(client, upstream, toUpstream, toClient);
+      this.#open.delete(client);
+      this.#relays.add(relay.child);
+      const first = toUpstream.reduce((n, b) => n + b.length, 0);
+      add(first, 0);
+      this.counts.bytesOut += first;
+      const moved = await relay.done;
+      this.#relays.delete(relay.child);
+      add(moved.out, moved.in);
+      this.counts.bytesOut += moved.out;
+      this.counts.bytesIn += moved.in;
+      end();
+    } catch (err) {
+      client.destroy();
+      upstream.destroy();
+      end((err as Error).message);
+    }
   }
 
   #record(target: Target, r: Omit<EgressRecord, 'host' | 'port' | 'method'>): void {
