@@ -175,7 +175,10 @@ export class EgressProxy {
         } else if (buf.length > MAX_HEAD_BYTES)
           finish(undefined, '431 Request Header Fields Too Large', 'request head too large');
       };
-      const onEnd = (): void => finish(undefined);
+      const onEnd = (): void => {
+        finish(undefined);
+        client.destroy();
+      };
       client.on('data', onData);
       client.once('end', onEnd);
       client.resume();

@@ -4,7 +4,9 @@
  * `egress.connection` audit event per connection.
  */
 import type { Duplex } from 'node:stream';
+import type { AuditEvent } from '../audit/auditor.ts';
 import type { BackendSession } from '../backends/types.ts';
+import type { Metrics } from '../metrics.ts';
 import { execError } from '../errors.ts';
 import type { EgressInfo } from '../protocol/index.ts';
 import type { AllowEntry } from './allow-list.ts';
@@ -31,10 +33,44 @@ export function egressEnvironment(port: number): Record<string, string> {
 export interface SessionEgressInit {
   readonly allow: readonly string[];
   readonly entries: readonly AllowEntry[];
-  /** Called once per connection, relayed or refused (audit, metrics). */
-  readonly onRecord: (r: EgressRecord) => void;
+  /** Where each connection is counted (the server's totals); absent in tests of the proxy alone. */
+  readonly metrics?: Metrics | undefined;
+  /** Where each connection is recorded (`Session.audit`). */
+  readonly audit?: ((event: AuditEvent) => void) | undefined;
+  /** Also called once per connection, relayed or refused (tests). */
+  readonly onRecord?: ((r: EgressRecord) => void) | undefined;
   readonly port?: number | undefined;
   readonly maxConnections?: number | undefined;
+}
+
+/** One connection ended or was refused: counted and audited (never its content). */
+function record(init: SessionEgressInit, r: EgressRecord): void {
+  const m = init.metrics;
+  m?.egressConnections.inc({ result: r.allowed ? 'allowed' : 'refused' });
+  if (r.bytesOut > 0) m?.egressBytes.inc({ direction: 'out' }, r.bytesOut);
+  if (r.bytesIn > 0) m?.egressBytes.inc({ direction: 'in' }, r.bytesIn);
+  init.audit?.({
+    action: 'egress.connection',
+    actor: { principal: 'system' },
+    detail: {
+      host: r.host,
+      port: r.port,
+      method: r.method,
+      allowed: r.allowed,
+      address: r.address ?? null,
+      reason: r.reason ?? null,
+      bytesOut: r.bytesOut,
+      bytesIn: r.bytesIn,
+    },
+  });
+}
+
+/** A session's variables with the proxy's laid under them (a session's own `env` may override them). */
+export function withEgressEnvironment(
+  egress: SessionEgress | undefined,
+  env: Readonly<Record<string, string>>,
+): Record<string, string> {
+  return egress === undefined ? { ...env } : { ...egress.environment, ...env };
 }
 
 export class SessionEgress {
@@ -48,8 +84,22 @@ export class SessionEgress {
     this.proxy = new EgressProxy({
       allow: init.entries,
       maxConnections: init.maxConnections ?? MAX_EGRESS_CONNECTIONS,
-      onRecord: init.onRecord,
+      onRecord: (r) => {
+        record(init, r);
+        init.onRecord?.(r);
+      },
     });
+  }
+
+  /** The egress of a session whose spec has `network` (undefined without). */
+  static of(
+    network: { readonly allow: readonly string[]; readonly entries: readonly AllowEntry[] } | undefined,
+    metrics: Metrics,
+    audit: (event: AuditEvent) => void,
+  ): SessionEgress | undefined {
+    return network === undefined
+      ? undefined
+      : new SessionEgress({ allow: network.allow, entries: network.entries, metrics, audit });
   }
 
   get counts(): Readonly<EgressCounts> {

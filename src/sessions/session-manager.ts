@@ -148,8 +148,10 @@ export class SessionManager {
     const id = asSessionId(randomUUID());
     this.#creating++;
     try {
+      // With an allow-list the proxy is the only way out, whatever the sandbox would grant.
       const network =
-        resolved.policy.sandbox.type === 'danger-full-access' || resolved.policy.sandbox.networkAccess === true;
+        resolved.network === undefined &&
+        (resolved.policy.sandbox.type === 'danger-full-access' || resolved.policy.sandbox.networkAccess === true);
       if (resolved.runtime !== undefined && this.#backend.kind !== 'docker') {
         throw execError(
           'EXEC_ERR_INVALID_PARAMS',

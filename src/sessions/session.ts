@@ -27,8 +27,7 @@ import { UsageSampler } from './resource-usage.ts';
 import { sessionRecord, type ResolvedSessionSpec } from './session-spec.ts';
 import type { AuditEvent, Auditor } from '../audit/auditor.ts';
 import { TokenRevocations } from '../transport/session-tokens.ts';
-import { SessionEgress } from '../egress/session-egress.ts';
-import type { EgressRecord } from '../egress/proxy.ts';
+import { SessionEgress, withEgressEnvironment } from '../egress/session-egress.ts';
 
 /** The client side of a session: a WebSocket connection, or the HTTP approval queue. */
 export interface SessionClient {
@@ -117,14 +116,7 @@ export class Session {
     this.createdAt = createdAt;
     this.#deps = deps;
     this.#log = deps.log.child({ sessionId: id });
-    this.egress =
-      spec.network === undefined
-        ? undefined
-        : new SessionEgress({
-            allow: spec.network.allow,
-            entries: spec.network.entries,
-            onRecord: (r) => this.#egressRecord(r),
-          });
+    this.egress = SessionEgress.of(spec.network, deps.metrics, (event) => this.audit(event));
     this.processes = new ProcessTable(
       {
         backend,
@@ -139,8 +131,7 @@ export class Session {
       },
       deps.limits,
       backend.environment.baseEnv,
-      // The proxy variables first: a session's own `env` may still override them.
-      this.egress === undefined ? spec.env : { ...this.egress.environment, ...spec.env },
+      withEgressEnvironment(this.egress, spec.env),
     );
     this.files = new SessionFiles(this, deps.fileLimits);
     this.unifiedExec = new UnifiedExec(this, deps.limits.terminateGraceMs);
@@ -155,28 +146,6 @@ export class Session {
     this.disk.start();
     this.ports = new SessionPorts(this, deps.portLimits);
     backend.onLost((reason) => this.markDead(reason));
-  }
-
-  /** One egress connection ended or was refused: counted and audited (never its content). */
-  #egressRecord(r: EgressRecord): void {
-    const m = this.#deps.metrics;
-    m.egressConnections.inc({ result: r.allowed ? 'allowed' : 'refused' });
-    if (r.bytesOut > 0) m.egressBytes.inc({ direction: 'out' }, r.bytesOut);
-    if (r.bytesIn > 0) m.egressBytes.inc({ direction: 'in' }, r.bytesIn);
-    this.audit({
-      action: 'egress.connection',
-      actor: { principal: 'system' },
-      detail: {
-        host: r.host,
-        port: r.port,
-        method: r.method,
-        allowed: r.allowed,
-        address: r.address ?? null,
-        reason: r.reason ?? null,
-        bytesOut: r.bytesOut,
-        bytesIn: r.bytesIn,
-      },
-    });
   }
 
   /** Records an audit event of this session (its tenant and id filled in). */
@@ -357,7 +326,7 @@ export class Session {
       expiresAt: this.expiresAt.toISOString(),
       ports: this.ports.list(),
       ...this.disk.info(),
-      ...(this.egress !== undefined ? { egress: this.egress.info() } : {}),
+      egress: this.egress?.info(),
     };
   }
 

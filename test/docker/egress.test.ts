@@ -18,7 +18,7 @@ import { EGRESS_PROXY_PORT, egressEnvironment, SessionEgress } from '../../src/e
 import type { SessionInfo } from '../../src/protocol/index.ts';
 import { type ExecAnswer, newSession, serverWithApi } from '../http/helpers.ts';
 import { dockerTestOptions } from './engine.ts';
-import { makeBackend, RecordingSink, sessionSpec, spawnRequest } from './helpers.ts';
+import { docker, makeBackend, RecordingSink, sessionSpec, spawnRequest } from './helpers.ts';
 
 const BODY = 'hello from the egress test\n';
 
@@ -145,8 +145,11 @@ test(
     assert.match(String(bad.body.message), /session\.network\.allow\[0\] "example\.com:99999": port 99999/);
     const id = await newSession(api, {
       network: { allow: [`127.0.0.2:${origin.port}`] },
-      sandbox: { type: 'workspace-write' },
+      sandbox: { type: 'workspace-write', networkAccess: true },
     });
+    // The allow-list wins over the sandbox's networkAccess: the container has no network of its own.
+    const containerId = (await api<SessionInfo>('GET', `/v1/sessions/${id}`)).body.containerId ?? '';
+    assert.equal((await docker('inspect', '-f', '{{.HostConfig.NetworkMode}}', containerId)).trim(), 'none');
     const exec = async (cmd: string): Promise<ExecAnswer> =>
       (await api<ExecAnswer>('POST', `/v1/sessions/${id}/exec_command`, { cmd, login: false, yield_time_ms: 10000 }))
         .body;
