@@ -284,3 +284,64 @@ static int relay_main(void) {
   dprintf(2, "%llu %llu\n", t.d[0].moved, t.d[1].moved);
   return 0;
 }
+
+/*
+ * `exec-agent egress-wrap PORT LINK -- CMD...` (the local backend, src/backends/local/local-egress.ts):
+ * runs CMD inside a bubblewrap sandbox's own network namespace with the session's proxy on
+ * 127.0.0.1:PORT there, tunnelled to the server's socket LINK with the secret given in
+ * $EXEC_SERVER_EGRESS_SECRET (removed before CMD runs). When another command of the same
+ * sandbox already serves the port, CMD simply runs. Exits as CMD does (its code, or its signal).
+ */
+static int egress_wrap_main(int argc, char **argv) {
+  if (argc < 6 || strcmp(argv[4], "--") != 0) { fprintf(stderr, "usage: exec-agent egress-wrap PORT LINK -- CMD...\n"); return 2; }
+  int port = atoi(argv[2]);
+  char **cmd = argv + 5;
+  const char *hex = getenv("EXEC_SERVER_EGRESS_SECRET");
+  int ok = hex && strlen(hex) == 2 * SECRET_LEN && strlen(argv[3]) < sizeof link_path;
+  for (int i = 0; ok && i < SECRET_LEN; i++) {
+    unsigned v;
+    if (sscanf(hex + 2 * i, "%2x", &v) != 1) ok = 0;
+    link_secret[i] = (unsigned char)v;
+  }
+  unsetenv("EXEC_SERVER_EGRESS_SECRET");
+  if (ok) { snprintf(link_path, sizeof link_path, "%s", argv[3]); link_set = 1; }
+  if (!ok || egress_listen(port) != 0) {
+    execvp(cmd[0], cmd);
+    fprintf(stderr, "exec-server: %s: %s\n", cmd[0], strerror(errno));
+    return 127;
+  }
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, NULL);
+  int sfd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+  pid_t pid = fork();
+  if (pid == 0) {
+    sigprocmask(SIG_UNBLOCK, &chld, NULL);
+    close(egress_fd);
+    execvp(cmd[0], cmd);
+    fprintf(stderr, "exec-server: %s: %s\n", cmd[0], strerror(errno));
+    _exit(127);
+  }
+  if (pid < 0) return 70;
+  /* The command's group gets the signals; the relay outlives none of them but SIGKILL. */
+  int ignored[] = { SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE };
+  for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++) signal(ignored[i], SIG_IGN);
+  int status = 0;
+  for (;;) {
+    if (waitpid(pid, &status, WNOHANG) == pid) break;
+    struct pollfd pf[2 + MAX_TUNNELS * 2];
+    int which[2 + MAX_TUNNELS * 2];
+    int n = egress_pollfds(pf, which);
+    pf[n] = (struct pollfd){ sfd, POLLIN, 0 };
+    which[n++] = 0;
+    int r = poll(pf, (nfds_t)n, sfd < 0 ? 100 : PENDING_MS);
+    for (int k = 0; r > 0 && k < n; k++) {
+      if (!pf[k].revents) continue;
+      if (which[k] == 0) { struct signalfd_siginfo si; while (read(sfd, &si, sizeof si) > 0) {} }
+      else egress_event(which[k], pf[k].revents);
+    }
+  }
+  if (WIFSIGNALED(status)) { signal(WTERMSIG(status), SIG_DFL); kill(getpid(), WTERMSIG(status)); }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 70;
+}

@@ -23,6 +23,8 @@
  *                              client the daemon announced as ID (exec-agent-egress.c).
  *   exec-agent relay           run by the server on its own host: relays sockets 0 and 1
  *                              (an egress tunnel and its destination), then reports the bytes.
+ *   exec-agent egress-wrap PORT LINK -- CMD...
+ *                              the local backend: CMD with the session's proxy on 127.0.0.1:PORT.
  *   exec-agent version         prints the protocol version.
  *
  * The daemon runs the session's commands and outlives every connection: when the server goes
@@ -1020,6 +1022,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "version") == 0) { printf("%d\n", PROTOCOL_VERSION); return 0; }
   if (argc == 4 && strcmp(argv[1], "tunnel") == 0) return tunnel_main(argv[2], argv[3]);
   if (argc == 2 && strcmp(argv[1], "relay") == 0) return relay_main();
+  if (argc >= 6 && strcmp(argv[1], "egress-wrap") == 0) return egress_wrap_main(argc, argv);
   if (argc == 4 && strcmp(argv[1], "start") == 0) {
     if (strlen(argv[2]) >= sizeof link_path || strlen(argv[3]) >= sizeof link_path) { fprintf(stderr, "exec-agent: socket path too long\n"); return 2; }
     return start_with_link(argv[2], argv[3]);

@@ -100,6 +100,8 @@ async def test_allow_network_reaches_the_spec(local_server: Server) -> None:
         with pytest.raises(ExecServerError) as bad:
             await client.create_session(allow_network=["10.0.0.0/40"])
         assert bad.value.code == "EXEC_ERR_INVALID_PARAMS" and "network.allow[0]" in str(bad.value)
-        # The local backend has no egress proxy: refused rather than created without one.
+        # Unsandboxed commands on the local backend would have the host's network: refused.
         with pytest.raises(UnsupportedError):
-            await client.create_session(allow_network=["example.com:443"])
+            await client.create_session(allow_network=["example.com:443"], sandbox={"type": "danger-full-access"})
+        async with client.session(allow_network=["example.com:443"]) as s:
+            assert (await s.run("echo $HTTPS_PROXY")).stdout == "http://127.0.0.1:3128\n"
