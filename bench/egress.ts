@@ -67,7 +67,12 @@ async function inSession(
       size: { cols: 80, rows: 24 },
       sandbox: { kind: 'unrestricted' },
     },
-    { output: (_s: StreamName, d: Buffer) => void (out += d.toString()), exit: (e) => done(e) },
+    {
+      output: (_s: StreamName, d: Buffer) => {
+        out += d.toString();
+      },
+      exit: (e) => done(e),
+    },
   );
   const exit = await exited;
   const ms = performance.now() - t0;
