@@ -4,8 +4,9 @@
  * HTTP proxying: `CONNECT host:port` (TLS, raw TCP) or one absolute-URI request
  * (`GET http://host:port/path`). The proxy resolves the host itself, decides from the resolved
  * addresses (decision.ts) and dials exactly the address it checked; a refusal is a `403` whose
- * body says why, and nothing is dialled. Relaying is `pipe()` both ways (backpressure bounds the
- * bytes in flight to the streams' buffers).
+ * body says why, and nothing is dialled. A decided connection whose ends are both sockets goes to
+ * the native splice relay (native-relay.ts); any other is `pipe()`d both ways here
+ * (backpressure bounds the bytes in flight to the streams' buffers).
  *
  * A forwarded HTTP request is sent with `Connection: close`: one request per connection, so the
  * proxy never parses a response and each request is decided on its own.
