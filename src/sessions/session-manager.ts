@@ -58,7 +58,11 @@ export class SessionManager {
     this.#config = config;
     this.#metrics = metrics;
     this.#log = log;
+    const sessions = this.#sessions;
     const sandboxRules = sandboxTypeRules(config.allowedSandboxTypes);
+    metrics.watchEgress(function* (this: void) {
+      for (const s of sessions.values()) if (s.egress !== undefined) yield { id: s.id, counts: s.egress.counts };
+    });
     this.#deps = {
       sandboxTypes: (tenant) => allowedSandboxTypes(sandboxRules, tenant),
       metrics,
@@ -113,6 +117,10 @@ export class SessionManager {
       recovered.createdAt,
     );
     session.tokens.restore(revokedTokensOf(recovered.record));
+    // The agent of a re-adopted container is asked again (its listener survived; tunnels now come here).
+    await session.egress
+      ?.start(recovered.session)
+      .catch((err: unknown) => this.#log.warn({ sessionId: session.id, err }, 'egress proxy not restored'));
     this.#sessions.set(session.id, session);
     // Running and ended processes the backend kept (docker's exec agent): seqs continue.
     session.processes.adopting = true;
@@ -193,8 +201,10 @@ export class SessionManager {
     const id = asSessionId(randomUUID());
     this.#creating++;
     try {
+      // With an allow-list the proxy is the only way out, whatever the sandbox would grant.
       const network =
-        resolved.policy.sandbox.type === 'danger-full-access' || resolved.policy.sandbox.networkAccess === true;
+        resolved.network === undefined &&
+        (resolved.policy.sandbox.type === 'danger-full-access' || resolved.policy.sandbox.networkAccess === true);
       if (resolved.runtime !== undefined && this.#backend.kind !== 'docker') {
         throw execError(
           'EXEC_ERR_INVALID_PARAMS',
@@ -217,6 +227,13 @@ export class SessionManager {
       });
       await this.#takeFleetSlot(backendSession, options.tenant);
       const session = new Session(id, options.tenant, resolved, backendSession, this.#deps);
+      if (session.egress !== undefined) {
+        // Before the session is known: a session asked for `network` never runs without its proxy.
+        await session.egress.start(backendSession).catch(async (err: unknown) => {
+          await session.destroy().catch(() => undefined);
+          throw err;
+        });
+      }
       this.#sessions.set(id, session);
       // Not awaited: creation answers at once, and the first sandboxed command waits only for
       // what is left of it.
@@ -245,6 +262,7 @@ export class SessionManager {
           sandbox: resolved.policy.sandbox.type,
           approvalPolicy: resolved.policy.approvalPolicy,
           env: redactEnv(spec.env) ?? {},
+          network: resolved.network === undefined ? null : { allow: [...resolved.network.allow] },
         },
       });
       this.#metrics.sessionsActive.set(this.#sessions.size);
