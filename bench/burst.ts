@@ -81,9 +81,11 @@ async function poolCase(): Promise<void> {
     const quietFrom = performance.now();
     // Raw runs inside the quiet period, once the pool holds what it learnt (so our refills do
     // not share the engine with it).
-    let full = 0;
-    while (performance.now() - quietFrom < QUIET_MS * 2 && (full = await poolSize(server.instanceId)) < BURST)
+    let full = await poolSize(server.instanceId);
+    while (performance.now() - quietFrom < QUIET_MS * 2 && full < BURST) {
       await sleep(500);
+      full = await poolSize(server.instanceId);
+    }
     const filledMs = performance.now() - quietFrom;
     const r0 = performance.now();
     const raw = await pooled(BURST, CONC, async () => {
