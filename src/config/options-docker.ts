@@ -37,7 +37,7 @@ export const DOCKER_OPTIONS = {
     min: 0,
     max: 256,
     description:
-      'Started containers of the default image kept ready at least (docker); the pool grows with demand up to `--warm-pool-max` and shrinks back after `--warm-pool-idle-seconds`. 0 turns the pool off.',
+      'Started containers of the default image kept ready at least (docker); the pool grows with demand up to `--warm-pool-max` and shrinks back after `--warm-pool-idle-seconds`. 0 turns the pool off, as does `--fleet` (for now).',
   },
   warmPoolMax: {
     flag: 'warm-pool-max',
