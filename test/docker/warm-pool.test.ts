@@ -11,7 +11,7 @@ import type { SessionInfo } from '../../src/protocol/index.ts';
 import { requestJson } from '../http/helpers.ts';
 import { startServer } from '../support/harness.ts';
 import { dockerTestOptions } from './engine.ts';
-import { docker, makeBackend, poolContainerIds, sessionSpec, sleep } from './helpers.ts';
+import { docker, makeBackend, poolContainerIds, RecordingSink, sessionSpec, sleep, spawnRequest } from './helpers.ts';
 
 const closers: Array<() => Promise<void>> = [];
 after(async () => {
@@ -99,4 +99,26 @@ test('batch create of docker sessions: four at once, and none left when one fail
   assert.deepEqual(await sessionContainers(backend), []);
   const listed = await requestJson<{ sessions: SessionInfo[] }>(`${server.httpUrl}/v1/sessions`, 'GET');
   assert.deepEqual(listed.body.sessions, []);
+});
+
+test('the agent volume every container shares is read-only inside them, even for root', dockerTestOptions, async () => {
+  const backend = makeBackend();
+  closers.push(() => backend.close());
+  const s = await backend.createSession(sessionSpec());
+  const sink = new RecordingSink();
+  await s.spawn(
+    spawnRequest([
+      'sh',
+      '-c',
+      'id -u; (: > /.exec-server/exec-agent); mount -o remount,rw /.exec-server 2>&1; grep " /.exec-server " /proc/mounts 2>&1; echo end',
+    ]),
+    sink,
+  );
+  await sink.exited;
+  const out = sink.text();
+  assert.match(out, /^0\n/, 'root in the container');
+  assert.match(out, /Read-only file system/);
+  assert.match(out, / \/\.exec-server \S+ ro[, ]/, out);
+  assert.match(out, /end\n$/, out);
+  await s.destroy();
 });

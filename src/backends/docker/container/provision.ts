@@ -17,6 +17,7 @@ import { AgentChannel } from '../agent/agent-channel.ts';
 import { agentBinary, agentPresent, installAgent } from '../agent/agent-install.ts';
 import { AGENT_SOCKET } from '../agent/agent-channel.ts';
 import { type AgentLinks, type AgentSocket, isBindSourceMissing } from '../agent/agent-links.ts';
+import type { AgentLink } from '../agent/agent-link.ts';
 
 /** Create and start can be slow on busy hosts (vfs storage); a dead engine still fails at once. */
 const PROVISION_TIMEOUT_MS = 60_000;
@@ -49,9 +50,41 @@ export async function provisionContainer(
   log: DockerLogger,
   p: ProvisionInput,
 ): Promise<PoolEntry> {
+  const agentVolume = options.execPath === 'agent' ? await p.agentVolume?.(p.image) : undefined;
+  const { container, engineLimit, link } = await createContainer(docker, options, log, p, agentVolume);
+  try {
+    // Before the start: the archive API writes into the container's own filesystem then.
+    const installed =
+      agentVolume !== undefined && (await agentBinary(options.agentBinary)) !== undefined
+        ? true
+        : await installIfWanted(container, options);
+    await withDeadline('container start', PROVISION_TIMEOUT_MS, (abortSignal) => container.start({ abortSignal }));
+    const facts = p.imageFacts?.get(p.image) ?? (await learnImage(container, options, p));
+    const agent =
+      installed === true
+        ? await startAgent(container, options, log, { path: AGENT_SOCKET, link })
+        : { agentUnavailable: installed };
+    return { containerId: container.id, ...facts, diskEnforcement: engineLimit ? 'engine' : 'watch', ...agent };
+  } catch (err) {
+    await removeContainer(docker, container.id).catch(() => undefined);
+    throw err;
+  }
+}
+
+/**
+ * The container create, with what the engine may refuse at it handled: a missing image (pulled,
+ * then created again), a link directory its host lacks, a disk limit its storage cannot apply.
+ * Returns the agent link the container got (undefined when none).
+ */
+async function createContainer(
+  docker: Docker,
+  options: ResolvedDockerOptions,
+  log: DockerLogger,
+  p: ProvisionInput,
+  agentVolume: string | undefined,
+): Promise<{ container: Docker.Container; engineLimit: boolean; link: AgentLink | undefined }> {
   const diskMb = p.resources.diskMb ?? options.defaultResources.diskMb;
   let link = options.execPath === 'agent' ? await p.agentLinks?.make() : undefined;
-  const agentVolume = options.execPath === 'agent' ? await p.agentVolume?.(p.image) : undefined;
   const configOf = (engineLimit: boolean): Docker.ContainerCreateOptions =>
     buildContainerConfig({
       name: p.name,
@@ -101,8 +134,8 @@ export async function provisionContainer(
       return { container: await create(configOf(false)), engineLimit: false };
     }
   };
-  let created: { container: Docker.Container; engineLimit: boolean };
   try {
+    let created: { container: Docker.Container; engineLimit: boolean };
     try {
       created = await createLimited();
     } catch (err) {
@@ -110,32 +143,10 @@ export async function provisionContainer(
       await p.pull();
       created = await createLimited();
     }
+    if (link !== undefined) p.agentLinks?.track(created.container.id, link);
+    return { ...created, link };
   } catch (err) {
     if (link !== undefined) p.agentLinks?.discard(link);
-    throw err;
-  }
-  const { container } = created;
-  if (link !== undefined) p.agentLinks?.track(container.id, link);
-  try {
-    // Before the start: the archive API writes into the container's own filesystem then.
-    const installed =
-      agentVolume !== undefined && (await agentBinary(options.agentBinary)) !== undefined
-        ? true
-        : await installIfWanted(container, options);
-    await withDeadline('container start', PROVISION_TIMEOUT_MS, (abortSignal) => container.start({ abortSignal }));
-    const facts = p.imageFacts?.get(p.image) ?? (await learnImage(container, options, p));
-    const agent =
-      installed === true
-        ? await startAgent(container, options, log, { path: AGENT_SOCKET, link })
-        : { agentUnavailable: installed };
-    return {
-      containerId: container.id,
-      ...facts,
-      diskEnforcement: created.engineLimit ? 'engine' : 'watch',
-      ...agent,
-    };
-  } catch (err) {
-    await removeContainer(docker, container.id).catch(() => undefined);
     throw err;
   }
 }
