@@ -5,9 +5,12 @@
  * idle wait, and one `true` in every session at once (HTTP `exec_command`) until all closed.
  *
  *   node --import tsx bench/many-sessions.ts [--sessions 1000] [--batch 16] [--idle-ms 60000]
- *     [--image exec-server-test:latest] [--src]
+ *     [--image exec-server-test:latest] [--src] [--via http|ws]
+ *   `--via ws`: the commands go over one WebSocket client per session (attached before the clock
+ *   starts), as an agent runs them; `http` (default): one `exec_command` request per session.
  */
 import { parseArgs } from 'node:util';
+import { ExecServerClient } from '../src/client/index.ts';
 import { fmt, loadAverage, pooled, rssMb, startServer, stopServer } from './scale-lib.ts';
 
 const { values: args } = parseArgs({
@@ -17,6 +20,7 @@ const { values: args } = parseArgs({
     'idle-ms': { type: 'string', default: '60000' },
     image: { type: 'string', default: 'exec-server-test:latest' },
     src: { type: 'boolean', default: false },
+    via: { type: 'string', default: 'http' },
   },
 });
 const N = Number(args.sessions);
@@ -59,18 +63,19 @@ try {
   await sleep(IDLE_MS);
   const later = rssMb(pid);
   const times: number[] = [];
+  const clients =
+    args.via === 'ws'
+      ? await pooled(ids.length, 32, (i) => ExecServerClient.connect(server.url, { resumeSessionId: ids[i] }))
+      : [];
   const t0 = performance.now();
   await Promise.all(
-    ids.map(async (id) => {
+    ids.map(async (id, i) => {
       const s = performance.now();
-      const res = await fetch(`${server.http}/v1/sessions/${id}/exec_command`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ cmd: 'true', yield_time_ms: 30_000 }),
-      });
-      const body = (await res.json()) as { exit_code?: number };
-      if (res.status !== 200 || body.exit_code !== 0)
-        throw new Error(`exec answered ${res.status}: ${JSON.stringify(body)}`);
+      const client = clients[i];
+      if (client !== undefined) {
+        const h = await client.exec(['true'], { collect: false });
+        if ((await h.wait({ check: false })).exitCode !== 0) throw new Error('true failed');
+      } else await httpTrue(id);
       times.push(performance.now() - s);
     }),
   );
@@ -96,4 +101,15 @@ try {
   );
   console.log(`deleted ${ids.length} sessions in ${fmt((performance.now() - d) / 1000, 1)} s`);
   await stopServer(server.child);
+}
+
+async function httpTrue(id: string): Promise<void> {
+  const res = await fetch(`${server.http}/v1/sessions/${id}/exec_command`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ cmd: 'true', yield_time_ms: 30_000 }),
+  });
+  const body = (await res.json()) as { exit_code?: number };
+  if (res.status !== 200 || body.exit_code !== 0)
+    throw new Error(`exec answered ${res.status}: ${JSON.stringify(body)}`);
 }
