@@ -2,7 +2,8 @@
  * Many idle docker sessions on one server (docs/benchmarks.md, "Many sessions"): the server as
  * production runs it (dist/, `npm run build:dist` first; the sources through tsx otherwise),
  * its resident memory idle, with N idle sessions (made by batch creates of 16), again after an
- * idle wait, and one `true` in every session at once (HTTP `exec_command`) until all closed.
+ * idle wait, and one `true` in every session at once (HTTP `exec_command`, or over WebSocket)
+ * until all closed.
  *
  *   node --import tsx bench/many-sessions.ts [--sessions 1000] [--batch 16] [--idle-ms 60000]
  *     [--image exec-server-test:latest] [--src] [--via http|ws]
@@ -80,6 +81,7 @@ try {
     }),
   );
   const allMs = performance.now() - t0;
+  await Promise.all(clients.map((c) => c.disconnect().catch(() => undefined)));
   const after = rssMb(pid);
   console.log(`load average: ${loadAverage()}`);
   console.log(`| what | figure |`);
@@ -91,7 +93,7 @@ try {
   );
   console.log(`| ... after ${fmt(IDLE_MS / 1000, 0)} s more idle | ${fmt(later)} MB |`);
   console.log(
-    `| one \`true\` in each at once, all closed | ${fmt(allMs)} ms (p50 ${fmt(pct(times, 50))}, p99 ${fmt(pct(times, 99))} ms) |`,
+    `| one \`true\` in each at once (${args.via}), all closed | ${fmt(allMs)} ms (p50 ${fmt(pct(times, 50))}, p99 ${fmt(pct(times, 99))} ms) |`,
   );
   console.log(`| server RSS after | ${fmt(after)} MB |`);
 } finally {
