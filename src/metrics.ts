@@ -21,6 +21,7 @@ export class Metrics {
   readonly startLatency: Histogram<'sandbox'>;
   readonly backendErrors: Counter<'operation'>;
   readonly diskLimitExceeded: Counter<'backend'>;
+  readonly forks: Counter<'memory' | 'result'>;
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -95,11 +96,38 @@ export class Metrics {
       labelNames: ['operation'],
       registers,
     });
+    this.forks = new Counter({
+      name: 'exec_server_forks_total',
+      help: 'Fork requests (POST /v1/sessions/{id}/fork, session/fork), with or without memory, by result',
+      labelNames: ['memory', 'result'],
+      registers,
+    });
     this.diskLimitExceeded = new Counter({
       name: 'exec_server_disk_limit_exceeded_total',
       help: 'Sessions found past their disk limit by the disk watch (their processes were ended)',
       labelNames: ['backend'],
       registers,
+    });
+  }
+
+  /** Memory checkpoints kept (live templates, forks) and their bytes, read at scrape time. */
+  watchCheckpoints(totals: () => { count: number; bytes: number }): void {
+    const registers = [this.registry];
+    new Gauge({
+      name: 'exec_server_memory_checkpoints',
+      help: 'Memory checkpoints the server keeps for live templates and forks',
+      registers,
+      collect() {
+        this.set(totals().count);
+      },
+    });
+    new Gauge({
+      name: 'exec_server_memory_checkpoint_bytes',
+      help: 'Bytes of the memory checkpoints the server keeps',
+      registers,
+      collect() {
+        this.set(totals().bytes);
+      },
     });
   }
 

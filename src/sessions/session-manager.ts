@@ -15,11 +15,13 @@ import {
   checkSandboxType,
   fromSessionRecord,
   resolveSessionSpec,
+  type ResolvedSessionSpec,
   revokedTokensOf,
   type SessionSpec,
 } from './session-spec.ts';
 import { NO_AUDIT, redactEnv, type Auditor } from '../audit/auditor.ts';
 import { MeasureSlots } from './disk-watch.ts';
+import { type ForkResult, forkSession } from './session-fork.ts';
 import { Session, type SessionDeps } from './session.ts';
 
 const REAP_INTERVAL_MS = 5_000;
@@ -125,18 +127,53 @@ export class SessionManager {
     if (this.#closing) throw execError('EXEC_ERR_SHUTTING_DOWN', 'server is shutting down');
     const resolved = resolveSessionSpec(spec, this.#config, this.#denialHandling(options.clientName));
     checkSandboxType(resolved.policy.sandbox.type, this.#deps.sandboxTypes?.(options.tenant) ?? []);
-    if (this.#sessions.size + this.#creating >= this.#config.maxSessions) {
+    this.#checkQuota(options.tenant, 1);
+    return this.#launch(resolved, options, { env: redactEnv(spec.env) ?? {} });
+  }
+
+  /**
+   * Forks `source` `count` ways (session-fork.ts): a snapshot of it (with `memory`, a live
+   * template), then that many sessions of its spec made from it. On any failure the sessions
+   * made so far go again.
+   */
+  async fork(source: Session, o: { count: number; memory: boolean; name: string | undefined }): Promise<ForkResult> {
+    if (this.#closing) throw execError('EXEC_ERR_SHUTTING_DOWN', 'server is shutting down');
+    this.#checkQuota(source.tenant, o.count);
+    try {
+      const result = await forkSession(
+        source,
+        o,
+        (spec) => this.#launch(spec, { tenant: source.tenant }, { forkOf: source.id }),
+        (s) => this.#remove(s, 'fork failed'),
+      );
+      this.#metrics.forks.inc({ memory: String(o.memory), result: 'ok' });
+      return result;
+    } catch (err) {
+      this.#metrics.forks.inc({ memory: String(o.memory), result: 'error' });
+      throw err;
+    }
+  }
+
+  #checkQuota(tenant: TenantId, count: number): void {
+    if (this.#sessions.size + this.#creating + count > this.#config.maxSessions) {
       this.#metrics.sessionsCreated.inc({ result: 'limit' });
       throw execError('EXEC_ERR_SESSION_LIMIT', `server session limit reached (${this.#config.maxSessions})`);
     }
-    const owned = [...this.#sessions.values()].filter((s) => s.tenant === options.tenant).length;
-    if (owned >= this.#config.maxSessionsPerTenant) {
+    const owned = [...this.#sessions.values()].filter((s) => s.tenant === tenant).length;
+    if (owned + count > this.#config.maxSessionsPerTenant) {
       this.#metrics.sessionsCreated.inc({ result: 'limit' });
       throw execError(
         'EXEC_ERR_SESSION_LIMIT',
         `session quota reached: ${owned} of ${this.#config.maxSessionsPerTenant} sessions for this tenant`,
       );
     }
+  }
+
+  async #launch(
+    resolved: ResolvedSessionSpec,
+    options: CreateOptions,
+    detail: Record<string, unknown>,
+  ): Promise<Session> {
     const id = asSessionId(randomUUID());
     this.#creating++;
     try {
@@ -164,6 +201,16 @@ export class SessionManager {
       });
       const session = new Session(id, options.tenant, resolved, backendSession, this.#deps);
       this.#sessions.set(id, session);
+      // Restored from a live template: its processes run on, with their ids and seqs.
+      if (backendSession.adoptRestored !== undefined) {
+        session.processes.adopting = true;
+        await backendSession
+          .adoptRestored((kept, process) => session.processes.adopt(kept, process))
+          .catch((err: unknown) =>
+            this.#log.warn({ sessionId: id, err }, 'cannot adopt the processes of a restored session'),
+          )
+          .finally(() => (session.processes.adopting = false));
+      }
       // Not awaited: creation answers at once, and the first sandboxed command waits only for
       // what is left of it.
       if (resolved.policy.sandbox.type !== 'danger-full-access' && backendSession.prepareSandbox) {
@@ -190,7 +237,7 @@ export class SessionManager {
           snapshot: resolved.snapshot ?? null,
           sandbox: resolved.policy.sandbox.type,
           approvalPolicy: resolved.policy.approvalPolicy,
-          env: redactEnv(spec.env) ?? {},
+          ...detail,
         },
       });
       this.#metrics.sessionsActive.set(this.#sessions.size);

@@ -25,6 +25,8 @@ import { AgentLinks } from './agent/agent-links.ts';
 import { InstanceLease } from './engine/instance-lease.ts';
 import { DiskAwareSession, enforcementOf, StorageOptSupport } from './container/disk.ts';
 import { readHibernatedFacts } from './checkpoints/checkpoints.ts';
+import { CheckpointStore } from './checkpoints/checkpoint-store.ts';
+import { clearAfterRestore, restoreContainer } from './checkpoints/checkpoint-restore.ts';
 import type { HibernatableSession } from './checkpoints/hibernation.ts';
 import { LABEL, readUserLabels, userLabels } from './container/labels.ts';
 import { resolveOptions, type DockerBackendOptions, type DockerLogger, type ResolvedDockerOptions } from './options.ts';
@@ -62,6 +64,8 @@ export interface DockerBackend extends Backend {
   readonly sessionCount: number;
   /** Whether this engine has the snapshot `tenant` may use (placement of sessions made from it). */
   hasSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<boolean>;
+  /** The memory checkpoints of live templates this backend keeps. */
+  memoryCheckpoints(): { count: number; bytes: number };
 }
 
 /**
@@ -94,6 +98,8 @@ class DockerBackendImpl implements DockerBackend {
   readonly #agentLinks: AgentLinks;
   /** One live server per instance id on the engine (instance-lease.ts). */
   readonly #lease: InstanceLease;
+  /** Memory checkpoints of live templates and forks (checkpoint-store.ts). */
+  readonly #checkpoints: CheckpointStore;
   #poolsStarted: Promise<void> | undefined;
   #started = false;
   #closed = false;
@@ -104,6 +110,7 @@ class DockerBackendImpl implements DockerBackend {
     this.docker = createDockerClient(options.dockerHost);
     this.#agentLinks = new AgentLinks(options.agentSocketDir, options.instanceId, log);
     this.#pulls = new ImagePulls(this.docker, log);
+    this.#checkpoints = new CheckpointStore(options.checkpointDir, this.docker, options.engineTimeoutMs);
     this.#lease = new InstanceLease(
       this.docker,
       { instanceId: options.instanceId, waitMs: options.instanceLeaseWaitMs, timeoutMs: options.engineTimeoutMs },
@@ -201,7 +208,12 @@ class DockerBackendImpl implements DockerBackend {
     let image = spec.image ?? this.options.defaultImage;
     if (spec.snapshot !== undefined)
       image = (await findSnapshot(this.docker, spec.snapshot, spec.tenant, this.options.engineTimeoutMs)).snapshotId;
+    const restore =
+      spec.snapshot !== undefined && (await this.#checkpoints.has(image))
+        ? await this.#restorer(spec.id, image, runtime)
+        : undefined;
     const created = await this.#provision({
+      restore,
       name: `exec-server-${spec.id}`,
       image,
       pull:
@@ -222,7 +234,24 @@ class DockerBackendImpl implements DockerBackend {
       workdir,
       runtime,
     });
-    return this.#adopt(spec.id, spec.tenant, created, image, workdir, runtime);
+    return this.#adopt(spec.id, spec.tenant, created, image, workdir, runtime, undefined, restore !== undefined);
+  }
+
+  /** How a session made from a live template starts: restored from its checkpoint (docs/snapshots.md). */
+  async #restorer(id: SessionId, snapshotId: string, runtime: string): Promise<ProvisionInput['restore']> {
+    const engine = await this.runtimes.engine();
+    const reason = checkpointUnsupportedReason(engine, runtime);
+    if (reason !== undefined)
+      throw execError(
+        'EXEC_ERR_UNSUPPORTED',
+        `snapshot ${snapshotId} holds memory, which the runtime ${runtime} cannot restore (${reason}): ask for a gVisor runtime (session.runtime)`,
+        { detail: { runtime } },
+      );
+    return async (container) => {
+      const checkpoint = await this.#checkpoints.install(snapshotId, container.id);
+      await restoreContainer(container, checkpoint, this.#log, id);
+      await clearAfterRestore(container, this.options.engineTimeoutMs, this.#log, id);
+    };
   }
 
   #poolMatches(spec: BackendSessionSpec, workdir: string): boolean {
@@ -257,6 +286,7 @@ class DockerBackendImpl implements DockerBackend {
     workdir: string,
     runtime: string,
     hibernated?: { at: Date; checkpoint: string },
+    restored?: boolean,
   ): Promise<HibernatableSession> {
     const engine = await this.runtimes.engine().catch(() => undefined);
     const session = new DockerSession({
@@ -290,6 +320,12 @@ class DockerBackendImpl implements DockerBackend {
         timeoutMs: this.options.engineTimeoutMs,
         log: this.#log,
         hibernated,
+        restored,
+        memory: {
+          store: this.#checkpoints,
+          maxBytes: this.options.checkpointMaxMb * 1024 * 1024,
+          removeImage: (snapshotId) => this.deleteSnapshot(snapshotId, tenant),
+        },
       },
       c.diskEnforcement ?? 'watch',
       this.options.engineTimeoutMs,
@@ -559,8 +595,14 @@ class DockerBackendImpl implements DockerBackend {
     return listSnapshots(this.docker, tenant, this.options.engineTimeoutMs);
   }
 
-  deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void> {
-    return deleteSnapshot(this.docker, snapshotId, tenant, this.options.engineTimeoutMs);
+  async deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void> {
+    const deleted = await deleteSnapshot(this.docker, snapshotId, tenant, this.options.engineTimeoutMs);
+    // A live template's memory goes with it.
+    await this.#checkpoints.remove(deleted);
+  }
+
+  memoryCheckpoints(): { count: number; bytes: number } {
+    return this.#checkpoints.totals;
   }
 
   async close(): Promise<void> {

@@ -36,6 +36,11 @@ export interface ProvisionInput {
   readonly storage?: StorageOptSupport | undefined;
   /** Agent links (the server's listeners); undefined: the agent is reached through the engine. */
   readonly agentLinks?: AgentLinks | undefined;
+  /**
+   * Starts the created container from a memory checkpoint instead of afresh (a live template,
+   * a fork): the agent is in its image and running in its memory already.
+   */
+  readonly restore?: ((container: Docker.Container) => Promise<void>) | undefined;
 }
 
 export async function provisionContainer(
@@ -110,8 +115,15 @@ export async function provisionContainer(
   if (link !== undefined) p.agentLinks?.track(container.id, link);
   try {
     // Before the start: the archive API writes into the container's own filesystem then.
-    const installed = await installIfWanted(container, options);
-    await withDeadline('container start', PROVISION_TIMEOUT_MS, (abortSignal) => container.start({ abortSignal }));
+    const restore = p.restore;
+    const installed =
+      restore === undefined
+        ? await installIfWanted(container, options)
+        : options.execPath === 'exec'
+          ? 'the server runs with one engine exec per command (execPath exec)'
+          : true;
+    if (restore !== undefined) await restore(container);
+    else await withDeadline('container start', PROVISION_TIMEOUT_MS, (abortSignal) => container.start({ abortSignal }));
     const setup = await runControl(container, {
       cmd: ['/bin/sh', '-c', SETUP_SCRIPT, 'sh', p.workdir],
       timeoutMs: PROVISION_TIMEOUT_MS,
