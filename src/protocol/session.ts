@@ -218,6 +218,8 @@ export type SnapshotInfo = Static<typeof SnapshotInfoSchema>;
 
 export const SnapshotListSchema = Type.Object({ snapshots: Type.Array(SnapshotInfoSchema) });
 
+export type ForkBody = Static<typeof ForkBodySchema>;
+
 /** A fork's answer: the snapshot the forks were made from, and the new sessions (attach to them by id). */
 export const ForkAnswerSchema = Type.Object({
   snapshot: SnapshotInfoSchema,
