@@ -100,7 +100,8 @@ async function main(): Promise<void> {
     const one = await fork(server, source, 1, seq);
     const four = await fork(server, source, 4, seq);
     for (const f of [...one.forks, ...four.forks]) cleanup.push(() => f.close());
-    const row = (what: string, ms: number): string => `| ${what} | ${ms.toFixed(0)} ms | ${(ms / cold.ms).toFixed(2)}x |`;
+    const row = (what: string, ms: number): string =>
+      `| ${what} | ${ms.toFixed(0)} ms | ${(ms / cold.ms).toFixed(2)}x |`;
     console.log('| case | time | / cold start |');
     console.log('|---|---:|---:|');
     console.log(row('cold start: runsc session + Python REPL start-up until it answers', cold.ms));
