@@ -117,6 +117,8 @@ test(
         `fork ${i}: seq continues past ${lastSeq}: ${out.seqs}`,
       );
       assert.equal((await f.run(`fw${i}`, ['sh', '-c', `echo fork-${i} > /workspace/mine`])).exited['exitCode'], 0);
+      const host = (await f.run(`fh${i}`, ['hostname'])).stdout.trim();
+      assert.equal(host, String(sessions[i]?.['containerId']).slice(0, 12), `fork ${i}: a hostname of its own`);
     }
     for (const [i, f] of forks.entries()) {
       const r = await f.run(`fr${i}`, ['cat', '/workspace/mine']);

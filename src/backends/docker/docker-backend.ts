@@ -26,7 +26,7 @@ import { InstanceLease } from './engine/instance-lease.ts';
 import { DiskAwareSession, enforcementOf, StorageOptSupport } from './container/disk.ts';
 import { readHibernatedFacts } from './checkpoints/checkpoints.ts';
 import { CheckpointStore } from './checkpoints/checkpoint-store.ts';
-import { clearAfterRestore, restoreContainer } from './checkpoints/checkpoint-restore.ts';
+import { clearAfterRestore, renewHostname, restoreContainer } from './checkpoints/checkpoint-restore.ts';
 import type { HibernatableSession } from './checkpoints/hibernation.ts';
 import { LABEL, readUserLabels, userLabels } from './container/labels.ts';
 import { resolveOptions, type DockerBackendOptions, type DockerLogger, type ResolvedDockerOptions } from './options.ts';
@@ -248,9 +248,17 @@ class DockerBackendImpl implements DockerBackend {
         { detail: { runtime } },
       );
     return async (container) => {
+      const t0 = Date.now();
       const checkpoint = await this.#checkpoints.install(snapshotId, container.id);
+      const t1 = Date.now();
       await restoreContainer(container, checkpoint, this.#log, id);
+      const t2 = Date.now();
       await clearAfterRestore(container, this.options.engineTimeoutMs, this.#log, id);
+      await renewHostname(container, this.options.engineTimeoutMs, this.#log);
+      this.#log.debug(
+        { sessionId: id, installMs: t1 - t0, restoreMs: t2 - t1, clearMs: Date.now() - t2 },
+        'restored from a live template',
+      );
     };
   }
 
@@ -325,6 +333,7 @@ class DockerBackendImpl implements DockerBackend {
           store: this.#checkpoints,
           maxBytes: this.options.checkpointMaxMb * 1024 * 1024,
           removeImage: (snapshotId) => this.deleteSnapshot(snapshotId, tenant),
+          log: this.#log,
         },
       },
       c.diskEnforcement ?? 'watch',

@@ -128,3 +128,18 @@ export async function clearAfterRestore(
     timeoutMs,
   }).catch(() => undefined);
 }
+
+/**
+ * A container restored from another's checkpoint keeps that one's hostname (the kernel state is
+ * restored): it gets the name the engine gives every container, its short id. The session's
+ * own commands cannot (no CAP_SYS_ADMIN); this one exec of the server's gets the capability.
+ */
+export async function renewHostname(container: Docker.Container, timeoutMs: number, log: DockerLogger): Promise<void> {
+  const r = await runControl(container, {
+    cmd: ['hostname', container.id.slice(0, 12)],
+    privileged: true,
+    timeoutMs,
+  }).catch((err: unknown) => ({ exitCode: -1, stderr: (err as Error).message }));
+  if (r.exitCode !== 0)
+    log.warn({ containerId: container.id, err: r.stderr.trim() }, 'hostname not renewed after restore');
+}

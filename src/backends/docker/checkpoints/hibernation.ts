@@ -246,11 +246,17 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
       const name = `${CHECKPOINT_PREFIX}-${Date.now().toString(36)}`;
       const t0 = Date.now();
       await this.#checkpoint(name);
+      const t1 = Date.now();
       let value: T;
       try {
         value = await fn(name);
       } finally {
+        const t2 = Date.now();
         await this.#restore(name, 'awake');
+        this.#log.debug(
+          { sessionId: this.id, checkpointMs: t1 - t0, whileStoppedMs: t2 - t1, restoreMs: Date.now() - t2 },
+          'checkpointed and restored',
+        );
       }
       out = { value, pauseMs: Date.now() - t0 };
     });

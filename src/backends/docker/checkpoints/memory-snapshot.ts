@@ -7,6 +7,7 @@
  */
 import { execError } from '../../../errors.ts';
 import type { SnapshotInfo } from '../../types.ts';
+import type { DockerLogger } from '../options.ts';
 import type { CheckpointStore } from './checkpoint-store.ts';
 import type { HibernatableSession } from './hibernation.ts';
 
@@ -18,6 +19,7 @@ export interface MemorySnapshots {
   readonly maxBytes: number;
   /** Removes a snapshot image again (a checkpoint that could not be kept). */
   readonly removeImage: (snapshotId: string) => Promise<void>;
+  readonly log: DockerLogger;
 }
 
 /** Why a session cannot have its memory snapshotted now, before anything is stopped. */
@@ -50,9 +52,12 @@ export async function takeMemorySnapshot(
 ): Promise<SnapshotInfo> {
   await refusal(m, session);
   const { value, pauseMs } = await session.whileCheckpointed(async (checkpoint) => {
+    const t0 = Date.now();
     const info = await session.inner.snapshot(name, { memory: true });
     try {
+      const t1 = Date.now();
       const bytes = await m.store.keep(session.inner.container.id, checkpoint, info.snapshotId);
+      m.log.debug({ sessionId: session.id, commitMs: t1 - t0, keepMs: Date.now() - t1, bytes }, 'memory snapshot kept');
       if (bytes > m.maxBytes) throw tooLarge(`its checkpoint takes ${Math.ceil(bytes / MiB)} MiB`, m.maxBytes);
       return { ...info, memory: true, checkpointBytes: bytes };
     } catch (err) {
