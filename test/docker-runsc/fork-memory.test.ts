@@ -7,7 +7,7 @@
  * refused; deleting the template removes its checkpoint.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, readdir } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -71,6 +71,7 @@ test(
   dockerTestOptions,
   async (t) => {
     const dir = await mkdtemp(join(tmpdir(), 'exec-server-checkpoints-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
     const server = await startServer({
       backend: 'docker',
       flags: ['--allowed-runtimes', 'runsc', '--checkpoint-dir', dir, '--checkpoint-max-mb', '512'],
@@ -149,6 +150,7 @@ test(
   dockerTestOptions,
   async (t) => {
     const dir = await mkdtemp(join(tmpdir(), 'exec-server-checkpoints-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
     const server = await startServer({
       backend: 'docker',
       flags: ['--allowed-runtimes', 'runsc,runc', '--checkpoint-dir', dir, '--checkpoint-max-mb', '40'],
@@ -199,5 +201,13 @@ test(
     assert.equal(big.status, 413, JSON.stringify(big.body));
     assert.match(String(big.body['message']), /above the 40 MiB/);
     assert.equal((await s.run('alive', ['echo', 'ok'])).stdout, 'ok\n');
+
+    // The sessions made from the snapshots go, then the snapshots (and the template's checkpoint).
+    for (const id of [made.sessionId, copy.sessionId])
+      assert.equal((await http(server, 'DELETE', `/v1/sessions/${id}`)).status, 204);
+    const fsSnapshot = (fsFork.body['snapshot'] as Record<string, unknown>)['snapshotId'];
+    for (const id of [snap.body['snapshotId'], fsSnapshot])
+      assert.equal((await http(server, 'DELETE', `/v1/snapshots/${id}`)).status, 204);
+    assert.deepEqual(await readdir(dir), []);
   },
 );
