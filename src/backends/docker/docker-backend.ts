@@ -26,7 +26,7 @@ import { InstanceLease } from './engine/instance-lease.ts';
 import { DiskAwareSession, enforcementOf, StorageOptSupport } from './container/disk.ts';
 import { readHibernatedFacts } from './checkpoints/checkpoints.ts';
 import { CheckpointStore } from './checkpoints/checkpoint-store.ts';
-import { clearAfterRestore, renewHostname, restoreContainer } from './checkpoints/checkpoint-restore.ts';
+import { templateRestorer } from './checkpoints/memory-snapshot.ts';
 import type { HibernatableSession } from './checkpoints/hibernation.ts';
 import { LABEL, readUserLabels, userLabels } from './container/labels.ts';
 import { resolveOptions, type DockerBackendOptions, type DockerLogger, type ResolvedDockerOptions } from './options.ts';
@@ -210,7 +210,15 @@ class DockerBackendImpl implements DockerBackend {
       image = (await findSnapshot(this.docker, spec.snapshot, spec.tenant, this.options.engineTimeoutMs)).snapshotId;
     const restore =
       spec.snapshot !== undefined && (await this.#checkpoints.has(image))
-        ? await this.#restorer(spec.id, image, runtime)
+        ? templateRestorer({
+            store: this.#checkpoints,
+            engine: await this.runtimes.engine(),
+            runtime,
+            snapshotId: image,
+            sessionId: spec.id,
+            timeoutMs: this.options.engineTimeoutMs,
+            log: this.#log,
+          })
         : undefined;
     const created = await this.#provision({
       restore,
@@ -235,31 +243,6 @@ class DockerBackendImpl implements DockerBackend {
       runtime,
     });
     return this.#adopt(spec.id, spec.tenant, created, image, workdir, runtime, undefined, restore !== undefined);
-  }
-
-  /** How a session made from a live template starts: restored from its checkpoint (docs/snapshots.md). */
-  async #restorer(id: SessionId, snapshotId: string, runtime: string): Promise<ProvisionInput['restore']> {
-    const engine = await this.runtimes.engine();
-    const reason = checkpointUnsupportedReason(engine, runtime);
-    if (reason !== undefined)
-      throw execError(
-        'EXEC_ERR_UNSUPPORTED',
-        `snapshot ${snapshotId} holds memory, which the runtime ${runtime} cannot restore (${reason}): ask for a gVisor runtime (session.runtime)`,
-        { detail: { runtime } },
-      );
-    return async (container) => {
-      const t0 = Date.now();
-      const checkpoint = await this.#checkpoints.install(snapshotId, container.id);
-      const t1 = Date.now();
-      await restoreContainer(container, checkpoint, this.#log, id);
-      const t2 = Date.now();
-      await clearAfterRestore(container, this.options.engineTimeoutMs, this.#log, id);
-      await renewHostname(container, this.options.engineTimeoutMs, this.#log);
-      this.#log.debug(
-        { sessionId: id, installMs: t1 - t0, restoreMs: t2 - t1, clearMs: Date.now() - t2 },
-        'restored from a live template',
-      );
-    };
   }
 
   #poolMatches(spec: BackendSessionSpec, workdir: string): boolean {

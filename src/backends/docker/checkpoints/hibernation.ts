@@ -6,11 +6,9 @@
  * the container passes one gate: calls wait while a checkpoint or a restore runs, and a
  * hibernated session wakes first. See docs/docker-backend.md, "Hibernation".
  *
- * The same gate serves memory snapshots (live templates and forks, docs/snapshots.md): the
- * container is checkpointed, committed and restored at once (memory-snapshot.ts). The
- * checkpoint and restore themselves are in checkpoint-restore.ts. On the exec path every
- * command is an attached exec of its own, which no gVisor checkpoint carries: the session
- * refuses to checkpoint while one runs.
+ * The same gate serves memory snapshots (live templates, forks; memory-snapshot.ts). The
+ * checkpoint and restore are in checkpoint-restore.ts. On the exec path every command is an
+ * attached exec, which no gVisor checkpoint carries: the session refuses to checkpoint then.
  */
 import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
@@ -87,7 +85,7 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
   /** The checkpoint of the current hibernation. */
   #checkpointName: string | undefined;
   /** The transition under way (hibernate or wake), which every call waits for. */
-  #transition: Promise<void> | undefined;
+  #transition: Promise<unknown> | undefined;
   /** Calls inside the container right now (a hibernation waits until none). */
   readonly #calls = new InFlight();
   /** Processes whose attached exec is still open. */
@@ -238,8 +236,7 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
     await this.wake();
     if (this.inner.lostReason !== undefined)
       throw execError('EXEC_ERR_SESSION_DEAD', `session container is gone: ${this.inner.lostReason}`);
-    let out: { value: T; pauseMs: number } | undefined;
-    await this.#run(async () => {
+    return this.#run(async () => {
       this.#refuseAttachedExecs('checkpoint');
       this.#state = 'hibernating';
       await this.#drain();
@@ -253,15 +250,11 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
       } finally {
         const t2 = Date.now();
         await this.#restore(name, 'awake');
-        this.#log.debug(
-          { sessionId: this.id, checkpointMs: t1 - t0, whileStoppedMs: t2 - t1, restoreMs: Date.now() - t2 },
-          'checkpointed and restored',
-        );
+        const timings = { checkpointMs: t1 - t0, whileStoppedMs: t2 - t1, restoreMs: Date.now() - t2 };
+        this.#log.debug({ sessionId: this.id, ...timings }, 'checkpointed and restored');
       }
-      out = { value, pauseMs: Date.now() - t0 };
+      return { value, pauseMs: Date.now() - t0 };
     });
-    if (out === undefined) throw execError('EXEC_ERR_INTERNAL', 'checkpoint transition ended without a result');
-    return out;
   }
 
   persistRecord(record: string): Promise<void> {
@@ -301,7 +294,7 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
     return this.#run(() => this.#wake());
   }
 
-  #run(step: () => Promise<void>): Promise<void> {
+  #run<T>(step: () => Promise<T>): Promise<T> {
     const t = step().finally(() => {
       if (this.#transition === t) this.#transition = undefined;
     });

@@ -5,10 +5,13 @@
  * store (checkpoint-store.ts) under the snapshot's id. A session made from the snapshot is
  * restored from it (docker-backend.ts), its processes running.
  */
+import type Docker from 'dockerode';
 import { execError } from '../../../errors.ts';
 import type { SnapshotInfo } from '../../types.ts';
 import type { DockerLogger } from '../options.ts';
 import type { CheckpointStore } from './checkpoint-store.ts';
+import { checkpointUnsupportedReason, type EngineRuntimes } from '../engine/runtimes.ts';
+import { clearAfterRestore, renewHostname, restoreContainer } from './checkpoint-restore.ts';
 import type { HibernatableSession } from './hibernation.ts';
 
 const MiB = 1024 * 1024;
@@ -67,4 +70,37 @@ export async function takeMemorySnapshot(
     }
   });
   return { ...value, pauseMs };
+}
+
+/**
+ * How a session made from a live template starts (provision.ts `restore`): its container is
+ * restored from a copy of the template's checkpoint, then gets a hostname of its own.
+ */
+export function templateRestorer(o: {
+  readonly store: CheckpointStore;
+  readonly engine: EngineRuntimes;
+  readonly runtime: string;
+  readonly snapshotId: string;
+  readonly sessionId: string;
+  readonly timeoutMs: number;
+  readonly log: DockerLogger;
+}): (container: Docker.Container) => Promise<void> {
+  const reason = checkpointUnsupportedReason(o.engine, o.runtime);
+  if (reason !== undefined)
+    throw execError(
+      'EXEC_ERR_UNSUPPORTED',
+      `snapshot ${o.snapshotId} holds memory, which the runtime ${o.runtime} cannot restore (${reason}): ask for a gVisor runtime (session.runtime)`,
+      { detail: { runtime: o.runtime } },
+    );
+  return async (container) => {
+    const t0 = Date.now();
+    const checkpoint = await o.store.install(o.snapshotId, container.id);
+    const t1 = Date.now();
+    await restoreContainer(container, checkpoint, o.log, o.sessionId);
+    const t2 = Date.now();
+    await clearAfterRestore(container, o.timeoutMs, o.log, o.sessionId);
+    await renewHostname(container, o.timeoutMs, o.log);
+    const timings = { installMs: t1 - t0, restoreMs: t2 - t1, clearMs: Date.now() - t2 };
+    o.log.debug({ sessionId: o.sessionId, ...timings }, 'restored from a live template');
+  };
 }
