@@ -201,16 +201,7 @@ export class SessionManager {
       });
       const session = new Session(id, options.tenant, resolved, backendSession, this.#deps);
       this.#sessions.set(id, session);
-      // Restored from a live template: its processes run on, with their ids and seqs.
-      if (backendSession.adoptRestored !== undefined) {
-        session.processes.adopting = true;
-        await backendSession
-          .adoptRestored((kept, process) => session.processes.adopt(kept, process))
-          .catch((err: unknown) =>
-            this.#log.warn({ sessionId: id, err }, 'cannot adopt the processes of a restored session'),
-          )
-          .finally(() => (session.processes.adopting = false));
-      }
+      await this.#adoptRestored(session);
       // Not awaited: creation answers at once, and the first sandboxed command waits only for
       // what is left of it.
       if (resolved.policy.sandbox.type !== 'danger-full-access' && backendSession.prepareSandbox) {
@@ -286,6 +277,18 @@ export class SessionManager {
     } catch (err) {
       this.#log.error({ sessionId: session.id, err }, 'session destroy failed');
     }
+  }
+
+  /** Restored from a live template (or a fork): its processes run on, with their ids and seqs. */
+  async #adoptRestored(session: Session): Promise<void> {
+    const restored = session.backend.adoptRestored?.bind(session.backend);
+    if (restored === undefined) return;
+    session.processes.adopting = true;
+    await restored((kept, process) => session.processes.adopt(kept, process))
+      .catch((err: unknown) =>
+        this.#log.warn({ sessionId: session.id, err }, 'cannot adopt the processes of a restored session'),
+      )
+      .finally(() => (session.processes.adopting = false));
   }
 
   /**
