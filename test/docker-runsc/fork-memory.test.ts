@@ -97,6 +97,10 @@ test(
     assert.ok(pauseMs > 0 && pauseMs < 30_000, `the source paused ${pauseMs} ms`);
     assert.equal(new Set(sessions.map((f) => f['containerId'])).size, 3, 'a container each');
 
+    const metrics = async (): Promise<string> => (await fetch(`${server.httpUrl}/metrics`)).text();
+    assert.match(await metrics(), /exec_server_memory_checkpoints 1\n/);
+    assert.match(await metrics(), /exec_server_forks_total\{memory="true",result="ok"\} 1\n/);
+
     const forks = await Promise.all(
       sessions.map((f) => TestSession.open(server.url, { resumeSessionId: f['sessionId'] })),
     );
@@ -142,6 +146,7 @@ test(
     const del = await http(server, 'DELETE', `/v1/snapshots/${snapshot['snapshotId']}`);
     assert.equal(del.status, 204, JSON.stringify(del.body));
     assert.deepEqual(await readdir(dir), [], 'the checkpoint went with its snapshot');
+    assert.match(await metrics(), /exec_server_memory_checkpoints 0\n/);
   },
 );
 
