@@ -141,6 +141,11 @@ export function registerSessionMethods(table: MethodTable<Connection>): void {
     conn.session.snapshot(params.name ?? undefined, params.memory === true),
   );
   table.add('session/fork', async (params, conn) => {
+    if (conn.deps.principal?.scope !== undefined)
+      throw execError(
+        'EXEC_ERR_TOKEN_SCOPE',
+        'session tokens cannot fork (a fork creates sessions); use a tenant token',
+      );
     const forked = await conn.deps.sessions.fork(conn.session, {
       count: params.count ?? 1,
       memory: params.memory === true,
