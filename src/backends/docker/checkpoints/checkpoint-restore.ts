@@ -39,9 +39,10 @@ export interface CheckpointTarget {
 /**
  * Keeps the facts a restarted server needs (`HIBERNATION_FILE`), drops older checkpoints, lets
  * the agent's connection go, then checkpoints the container as `name` and waits until the
- * engine has recorded its stop. The container is stopped when this resolves.
+ * engine has recorded its stop. The container is stopped when this resolves, with the time its
+ * processes were frozen (the checkpoint call's start).
  */
-export async function checkpointContainer(t: CheckpointTarget, name: string, timeoutMs: number): Promise<void> {
+export async function checkpointContainer(t: CheckpointTarget, name: string, timeoutMs: number): Promise<number> {
   const saved = await runControl(t.container, {
     cmd: [
       '/bin/sh',
@@ -61,6 +62,7 @@ export async function checkpointContainer(t: CheckpointTarget, name: string, tim
   await deleteCheckpoints(t.container, timeoutMs).catch(() => undefined);
   // Last: the agent's connection (an attached exec) goes; its processes stay with the agent.
   await t.agent?.detach();
+  const frozenAt = Date.now();
   await withDeadline('container checkpoint', CHECKPOINT_TIMEOUT_MS, (abortSignal) =>
     (t.container as unknown as CheckpointApi).createCheckpoint({ CheckpointID: name, Exit: true, abortSignal }),
   );
@@ -74,6 +76,7 @@ export async function checkpointContainer(t: CheckpointTarget, name: string, tim
       );
     await new Promise((r) => setTimeout(r, 50));
   }
+  return frozenAt;
 }
 
 /**

@@ -32,7 +32,7 @@ import type { DockerLogger } from '../options.ts';
 import { connectContainerPort } from '../container/port-forward.ts';
 import { CHECKPOINT_PREFIX } from './checkpoints.ts';
 import { checkpointContainer, clearAfterRestore, restoreContainer } from './checkpoint-restore.ts';
-import { gatedFs, gatedProcess, InFlight } from './session-gate.ts';
+import { attachedExecsError, gatedFs, gatedProcess, InFlight } from './session-gate.ts';
 import { type MemorySnapshots, takeMemorySnapshot } from './memory-snapshot.ts';
 
 /** How long a hibernation waits for calls already in the container to finish. */
@@ -241,19 +241,18 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
       this.#state = 'hibernating';
       await this.#drain();
       const name = `${CHECKPOINT_PREFIX}-${Date.now().toString(36)}`;
-      const t0 = Date.now();
-      await this.#checkpoint(name);
-      const t1 = Date.now();
+      const frozenAt = await this.#checkpoint(name);
       let value: T;
       try {
         value = await fn(name);
-      } finally {
-        const t2 = Date.now();
+      } catch (err) {
         await this.#restore(name, 'awake');
-        const timings = { checkpointMs: t1 - t0, whileStoppedMs: t2 - t1, restoreMs: Date.now() - t2 };
-        this.#log.debug({ sessionId: this.id, ...timings }, 'checkpointed and restored');
+        throw err;
       }
-      return { value, pauseMs: Date.now() - t0 };
+      const runningAt = await this.#restore(name, 'awake');
+      this.#log.debug({ sessionId: this.id, pauseMs: runningAt - frozenAt }, 'checkpointed and restored');
+      // The source's pause: its processes frozen from the checkpoint until they run again.
+      return { value, pauseMs: runningAt - frozenAt };
     });
   }
 
@@ -319,19 +318,15 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
 
   /** On the exec path every command is an attached exec of its own, which no checkpoint carries. */
   #refuseAttachedExecs(what: string): void {
-    if (this.#running > 0 && this.inner.agent === undefined) {
-      throw execError(
-        'EXEC_ERR_BUSY',
-        `cannot ${what}: ${this.#running} process(es) still running through attached engine execs (this session has no exec agent: ${this.inner.execPathReason ?? 'exec path'}), which a gVisor checkpoint cannot carry (its restore fails); let them end or terminate them first`,
-      );
-    }
+    if (this.#running > 0 && this.inner.agent === undefined)
+      throw attachedExecsError(what, this.#running, this.inner.execPathReason);
   }
 
-  /** Checkpoints and stops the container; on failure the session is awake again (or lost). */
-  async #checkpoint(name: string): Promise<void> {
+  /** Checkpoints and stops the container (resolves with when it froze); on failure the session is awake again (or lost). */
+  async #checkpoint(name: string): Promise<number> {
     const inner = this.inner;
     try {
-      await checkpointContainer(
+      return await checkpointContainer(
         {
           id: this.id,
           container: inner.container,
@@ -372,8 +367,11 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
     this.#log.info({ sessionId: this.id, ms: Date.now() - started }, 'session woken');
   }
 
-  /** Restores the container from `checkpoint`; on failure it stays `failedState` (and is lost unless the engine is unreachable). */
-  async #restore(checkpoint: string, failedState: HibernationState): Promise<void> {
+  /**
+   * Restores the container from `checkpoint` and resolves with when it ran again; on failure it
+   * stays `failedState` (and is lost unless the engine is unreachable).
+   */
+  async #restore(checkpoint: string, failedState: HibernationState): Promise<number> {
     this.#state = 'waking';
     const container = this.inner.container;
     try {
@@ -385,9 +383,11 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
       this.inner.markLost(`the container could not be restored from its checkpoint: ${e.message}`);
       throw execError('EXEC_ERR_SESSION_DEAD', `session could not be woken: ${e.message}`, { cause: err });
     }
+    const runningAt = Date.now();
     this.#state = 'awake';
     await clearAfterRestore(container, this.#timeoutMs, this.#log, this.id);
     await this.#reattach();
+    return runningAt;
   }
 
   /** Processes kept by the agent get their connection back: their output continues. */

@@ -97,3 +97,11 @@ export function gatedProcess(proc: BackendProcess, use: Gate): BackendProcess {
     ...(dispose !== undefined ? { dispose } : {}),
   };
 }
+
+/** Why a session on the exec path cannot be checkpointed while commands run. */
+export function attachedExecsError(what: string, running: number, execPathReason: string | undefined): Error {
+  return execError(
+    'EXEC_ERR_BUSY',
+    `cannot ${what}: ${running} process(es) still running through attached engine execs (this session has no exec agent: ${execPathReason ?? 'exec path'}), which a gVisor checkpoint cannot carry (its restore fails); let them end or terminate them first`,
+  );
+}
