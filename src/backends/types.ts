@@ -4,6 +4,7 @@
  */
 import type { Duplex } from 'node:stream';
 import type { ContainerId, SessionId, TenantId } from '../ids.ts';
+import type { FleetBackend } from './fleet-types.ts';
 import type {
   DirectoryEntry,
   FileMetadata,
@@ -251,6 +252,14 @@ export interface BackendSession {
    */
   connectPort?(port: number, sandbox: ResolvedSandbox): Promise<Duplex>;
   /**
+   * Optional: the session's egress proxy (docs/architecture.md, "Egress"). Something listens on
+   * 127.0.0.1:`port` inside the session's own network namespace and hands every connection a
+   * command makes there to `accept`, whose proxy decides where it may go; the session gets no
+   * other network. Docker: the exec agent listens and tunnels over its link. Rejects when the
+   * session cannot have it (then the session is not created with a `network`).
+   */
+  enableEgress?(port: number, accept: (conn: Duplex) => void): Promise<void>;
+  /**
    * Commits the session's filesystem to a snapshot image; with `memory` (docker, gVisor) also
    * its memory: a live template, whose sessions start with its processes running.
    */
@@ -374,6 +383,8 @@ export interface EngineReport {
 
 export type BackendKind = 'local' | 'docker';
 
+export type { FleetBackend, FleetLocation, FleetSession } from './fleet-types.ts';
+
 export interface Backend {
   readonly kind: BackendKind;
   /** Throws `EXEC_ERR_BACKEND_UNAVAILABLE` quickly when the backend cannot serve (readyz). */
@@ -400,6 +411,13 @@ export interface Backend {
   memoryCheckpoints?(): { readonly count: number; readonly bytes: number };
   /** Stops everything this backend created (server shutdown). */
   close(): Promise<void>;
+  /**
+   * Optional (docker): closes the backend leaving every session and process running for the
+   * next server of the instance, as a killed server would (`--shutdown-sessions keep`).
+   */
+  handOver?(): Promise<void>;
   /** Optional: the engines of a pool with their health and sessions (`/readyz`, `/metrics`). */
   engines?(): EngineReport[];
+  /** Present when this server is one replica of a fleet (`--fleet`, docker). */
+  readonly fleet?: FleetBackend | undefined;
 }

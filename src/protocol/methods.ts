@@ -16,6 +16,7 @@ import {
   ForkBodySchema,
   HibernationAnswerSchema,
   ImagePullSchema,
+  DrainingNotificationSchema,
   SessionInfoSchema,
   SessionSpecSchema,
   SnapshotInfoSchema,
@@ -128,6 +129,7 @@ export const RPC_NOTIFICATIONS = {
   'process/escalated': proc.ProcessEscalatedNotification,
   'fs/missingChanged': fs.FsMissingChangedNotification,
   'session/imagePull': ImagePullSchema,
+  'server/draining': DrainingNotificationSchema,
 } as const satisfies Record<string, TSchema>;
 
 export type NotificationName = keyof typeof RPC_NOTIFICATIONS;

@@ -60,6 +60,8 @@ export interface DockerSessionInit {
   readonly agentUnavailable?: string | undefined;
   /** The backend forgets the session (after destroy). */
   readonly forget: (session: DockerSession) => void;
+  /** Fleet: why another replica owns this session now, if so (then never attached nor removed from here). */
+  readonly movedTo?: (() => Promise<string | undefined>) | undefined;
 }
 
 /**
@@ -143,6 +145,7 @@ export class DockerSession implements BackendSession {
       this.#agent.owner = {
         lostReason: () => this.#lost ?? (this.#destroying ? 'session destroyed' : undefined),
         containerRunning: () => this.containerRunning(),
+        movedTo: init.movedTo,
       };
   }
 
@@ -208,6 +211,16 @@ export class DockerSession implements BackendSession {
   /** Preview ports: a relay in the container, started through the engine (port-forward.ts). */
   connectPort(port: number): Promise<Duplex> {
     return connectContainerPort((request, sink) => this.spawn(request, sink), this.workdir, port);
+  }
+
+  /** Egress: the exec agent listens on 127.0.0.1:`port` and tunnels each client over its link. */
+  async enableEgress(port: number, accept: (conn: Duplex) => void): Promise<void> {
+    if (this.#agent === undefined)
+      throw execError(
+        'EXEC_ERR_UNSUPPORTED',
+        `session.network.allow needs the exec agent; this session runs one engine exec per command (${this.#init.agentUnavailable ?? 'no agent'})`,
+      );
+    await this.#agent.enableEgress(port, accept);
   }
 
   async persistRecord(record: string): Promise<void> {
@@ -388,7 +401,10 @@ export class DockerSession implements BackendSession {
     this.#destroying = true;
     for (const p of this.#processes) p.lose('session destroyed');
     this.#agent?.close('session destroyed');
+    // Another replica owns it now: this one lets it go and leaves the container to it.
+    const moved = await this.#init.movedTo?.().catch(() => undefined);
     try {
+      if (moved !== undefined) return;
       await withDeadline('container remove', Math.max(this.#init.options.engineTimeoutMs, 15_000), (abortSignal) =>
         this.container.remove({ force: true, v: true, abortSignal }),
       );

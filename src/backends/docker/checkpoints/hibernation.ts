@@ -6,9 +6,9 @@
  * the container passes one gate: calls wait while a checkpoint or a restore runs, and a
  * hibernated session wakes first. See docs/docker-backend.md, "Hibernation".
  *
- * The same gate serves memory snapshots (live templates, forks; memory-snapshot.ts). The
- * checkpoint and restore are in checkpoint-restore.ts. On the exec path every command is an
- * attached exec, which no gVisor checkpoint carries: the session refuses to checkpoint then.
+ * The same gate serves memory snapshots (memory-snapshot.ts); checkpoint and restore are in
+ * checkpoint-restore.ts. On the exec path every command is an attached exec, which no gVisor
+ * checkpoint carries: the session refuses to checkpoint then.
  */
 import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
@@ -46,6 +46,7 @@ export type InnerSession = BackendSession & {
   readonly agent: AgentChannel | undefined;
   readonly execPathReason?: string | undefined;
   markLost(reason: string): void;
+  enableEgress(port: number, accept: (conn: Duplex) => void): Promise<void>;
   stats(): Promise<SessionStats>;
   prepareSandbox(sandbox: ResolvedSandbox): Promise<void>;
   containerRunning(): Promise<boolean | undefined>;
@@ -215,13 +216,14 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
     return connectContainerPort((request, sink) => this.spawn(request, sink), this.inner.workdir, port);
   }
 
+  /** Egress: asked of the agent now, and of every later connection to it (after a wake too). */
+  enableEgress(port: number, accept: (conn: Duplex) => void): Promise<void> {
+    return this.#use(() => this.inner.enableEgress(port, accept));
+  }
+
   /** With `memory`: a live template (memory-snapshot.ts); else the filesystem, through the gate. */
   snapshot(name: string | undefined, options?: SnapshotOptions): Promise<SnapshotInfo> {
-    if (options?.memory === true) {
-      if (this.#memory === undefined)
-        return Promise.reject(execError('EXEC_ERR_UNSUPPORTED', 'memory snapshots are off on this server'));
-      return takeMemorySnapshot(this.#memory, this, name);
-    }
+    if (options?.memory === true) return takeMemorySnapshot(this.#memory, this, name);
     return this.#use(() => this.inner.snapshot(name));
   }
 

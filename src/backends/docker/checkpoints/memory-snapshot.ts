@@ -49,10 +49,11 @@ function tooLarge(what: string, maxBytes: number): Error {
 
 /** Checkpoints, commits and restores `session`; the snapshot's memory is in the store. */
 export async function takeMemorySnapshot(
-  m: MemorySnapshots,
+  m: MemorySnapshots | undefined,
   session: HibernatableSession,
   name: string | undefined,
 ): Promise<SnapshotInfo> {
+  if (m === undefined) throw execError('EXEC_ERR_UNSUPPORTED', 'memory snapshots are off on this server');
   await refusal(m, session);
   const { value, pauseMs } = await session.whileCheckpointed(async (checkpoint) => {
     const t0 = Date.now();
