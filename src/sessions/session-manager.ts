@@ -286,19 +286,7 @@ export class SessionManager {
           this.#log.warn({ sessionId: id, err }, 'session record not stored; the session will not survive a restart'),
         );
       this.#metrics.sessionsCreated.inc({ result: 'ok' });
-      session.audit({
-        action: 'session.create',
-        detail: {
-          backend: this.#backend.kind,
-          image: backendSession.image ?? null,
-          // A fork: a session made from another's snapshot.
-          snapshot: resolved.snapshot ?? null,
-          sandbox: resolved.policy.sandbox.type,
-          approvalPolicy: resolved.policy.approvalPolicy,
-          ...detail,
-          network: resolved.network === undefined ? null : { allow: [...resolved.network.allow] },
-        },
-      });
+      this.#auditCreate(session, detail);
       this.#metrics.sessionsActive.set(this.#sessions.size);
       this.#log.info({ sessionId: id, tenant: options.tenant, backend: this.#backend.kind }, 'session created');
       return session;
@@ -379,6 +367,23 @@ export class SessionManager {
     } catch (err) {
       this.#log.error({ sessionId: session.id, err }, 'session destroy failed');
     }
+  }
+
+  #auditCreate(session: Session, detail: Record<string, unknown>): void {
+    const resolved = session.spec;
+    session.audit({
+      action: 'session.create',
+      detail: {
+        backend: this.#backend.kind,
+        image: session.backend.image ?? null,
+        // A fork or a session from a live template: made from another's snapshot.
+        snapshot: resolved.snapshot ?? null,
+        sandbox: resolved.policy.sandbox.type,
+        approvalPolicy: resolved.policy.approvalPolicy,
+        ...detail,
+        network: resolved.network === undefined ? null : { allow: [...resolved.network.allow] },
+      },
+    });
   }
 
   /** Restored from a live template (or a fork): its processes run on, with their ids and seqs. */

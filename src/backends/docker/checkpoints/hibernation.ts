@@ -6,9 +6,8 @@
  * the container passes one gate: calls wait while a checkpoint or a restore runs, and a
  * hibernated session wakes first. See docs/docker-backend.md, "Hibernation".
  *
- * The same gate serves memory snapshots (memory-snapshot.ts); checkpoint and restore are in
- * checkpoint-restore.ts. On the exec path every command is an attached exec, which no gVisor
- * checkpoint carries: the session refuses to checkpoint then.
+ * Memory snapshots pass the same gate (memory-snapshot.ts; mechanics in checkpoint-restore.ts).
+ * Exec-path commands are attached execs, which no gVisor checkpoint carries: refused then.
  */
 import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
@@ -392,7 +391,7 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
     return runningAt;
   }
 
-  /** Processes kept by the agent get their connection back: their output continues. */
+  /** The agent's processes get their connection back: their output continues. */
   async #reattach(): Promise<void> {
     const agent = this.inner.agent;
     if (agent !== undefined && agent.attachedProcesses > 0) await agent.connection();
