@@ -36,10 +36,12 @@ import { registerProcessMethods } from './rpc/methods/process-methods.ts';
 import { registerSessionMethods } from './rpc/methods/session-methods.ts';
 import { SessionManager } from './sessions/session-manager.ts';
 import { createAuthenticator, DEFAULT_TENANT } from './transport/auth.ts';
+import { registerFleetForwarding, registerFleetTokenRouting } from './transport/fleet-forward.ts';
 import { registerHttpApi } from './transport/http-api.ts';
 import { registerFileRoutes } from './transport/http-files.ts';
 import { foreignOriginMessage, OriginCheck } from './transport/origin.ts';
 import { registerWebSocketRoute } from './transport/websocket-route.ts';
+import { Drain, keepsSessions, registerDrainGate } from './transport/drain.ts';
 import { VERSION } from './version.ts';
 
 declare module 'fastify' {
@@ -50,6 +52,8 @@ declare module 'fastify' {
     sessions: SessionManager;
     metrics: Metrics;
     audit: Auditor;
+    /** Rollout draining (`--fleet`, `--shutdown-sessions keep`): main.ts starts it on SIGTERM, before `close()`. */
+    drain: Drain;
   }
 }
 
@@ -137,6 +141,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.decorate('sessions', sessions);
   app.decorate('metrics', metrics);
   app.decorate('audit', audit);
+  const drain = new Drain();
+  app.decorate('drain', drain);
   app.decorateRequest('tenant', DEFAULT_TENANT);
 
   await app.register(swagger, {
@@ -151,8 +157,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // handleProtocols: browsers send their token as a subprotocol (console/websocket-token.ts).
   await app.register(websocket, { options: { maxPayload: config.maxMessageBytes, handleProtocols: selectProtocol } });
 
+  registerDrainGate(app, drain);
   app.addHook('onRequest', originGate(origins));
+  // Before authentication: a session token of a session another replica owns is checked there.
+  const elsewhere = registerFleetTokenRouting(app, tokenSigner);
   registerAuthHooks(app, {
+    elsewhere,
     auth,
     signer: tokenSigner,
     findSession: (id) => sessions.find(id),
@@ -160,6 +170,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Preview proxies authenticate themselves (a signed URL, a session token or the bearer token).
     skip: (method, url, path) => PUBLIC_ROUTES.has(path) || isConsolePath(path) || isPreviewProxyRequest(method, url),
   });
+
+  // A replica of a fleet sends the requests for another live replica's sessions there.
+  registerFleetForwarding(app);
 
   // One line per request, at debug: at info the log would be mostly requests within minutes.
   app.addHook('onResponse', async (request, reply) => {
@@ -222,6 +235,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     table,
     metrics,
     bufferLimitBytes: config.wsBufferLimitBytes,
+    drain,
     deps: { sessions, config, metrics, version: VERSION },
   });
   await registerTokenRoutes(app, { signer: tokenSigner, maxTtlSeconds: config.sessionTokenMaxTtlSeconds });
@@ -237,11 +251,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onReady', async () => {
     await sessions.start();
   });
+  // `keep` (a fleet, or `--shutdown-sessions keep`): the sessions stay in the engine for the next server; the backend
+  // hands them over as a killed server would, instead of removing them.
+  const keep = keepsSessions(config, backend);
   app.addHook('preClose', async () => {
-    await sessions.close();
+    await sessions.close({ keep });
   });
   app.addHook('onClose', async () => {
-    await backend.close();
+    await (keep && backend.handOver ? backend.handOver() : backend.close());
     if (audit instanceof AuditLog && deps.audit === undefined) await audit.close();
   });
   return app;

@@ -4,6 +4,7 @@
  */
 import type { Duplex } from 'node:stream';
 import type { ContainerId, SessionId, TenantId } from '../ids.ts';
+import type { FleetBackend } from './fleet-types.ts';
 import type {
   DirectoryEntry,
   FileMetadata,
@@ -369,6 +370,8 @@ export interface EngineReport {
 
 export type BackendKind = 'local' | 'docker';
 
+export type { FleetBackend, FleetLocation, FleetSession } from './fleet-types.ts';
+
 export interface Backend {
   readonly kind: BackendKind;
   /** Throws `EXEC_ERR_BACKEND_UNAVAILABLE` quickly when the backend cannot serve (readyz). */
@@ -393,6 +396,13 @@ export interface Backend {
   deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void>;
   /** Stops everything this backend created (server shutdown). */
   close(): Promise<void>;
+  /**
+   * Optional (docker): closes the backend leaving every session and process running for the
+   * next server of the instance, as a killed server would (`--shutdown-sessions keep`).
+   */
+  handOver?(): Promise<void>;
   /** Optional: the engines of a pool with their health and sessions (`/readyz`, `/metrics`). */
   engines?(): EngineReport[];
+  /** Present when this server is one replica of a fleet (`--fleet`, docker). */
+  readonly fleet?: FleetBackend | undefined;
 }

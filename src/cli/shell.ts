@@ -5,7 +5,7 @@
  * Ctrl-] twice sends a literal Ctrl-]. When the shell exits the session is deleted.
  */
 import { randomUUID } from 'node:crypto';
-import { ExecServerClient } from '../client/client.ts';
+import { DRAIN_CLOSE_CODE, ExecServerClient } from '../client/client.ts';
 import type { ExecHandle } from '../client/process-handle.ts';
 import {
   connectionOf,
@@ -152,6 +152,8 @@ function interact(client: ExecServerClient, handle: ExecHandle): Promise<number>
     });
     client.onDisconnect(({ code, reason }) => {
       if (finished || exiting || code === 1000 || code === 1005) return;
+      // A rollout: the SDK resumes the session through the same address by itself.
+      if (code === DRAIN_CLOSE_CODE) return void stdout.write('\r\n[exec-server] server restarting; resuming\r\n');
       stdout.write(
         `\r\n[exec-server] connection lost (${code}${reason ? ` ${reason}` : ''}); re-attach with: exec-server shell --attach ${client.sessionId}\r\n`,
       );

@@ -78,6 +78,30 @@ export const DOCKER_OPTIONS = {
     description:
       'Names this server in container labels; a restarted server with the same id re-adopts its sessions. One live server per id and engine: a second one waits for the first to stop, then fails.',
   },
+  fleet: {
+    flag: 'fleet',
+    env: 'EXEC_SERVER_FLEET',
+    kind: 'bool',
+    default: false,
+    description:
+      'Docker: this server is one replica of a fleet, the servers sharing --instance-id and the engine(s): each holds its own replica lease, serves any session of the fleet (forwarding to the replica that owns it) and takes over the sessions of replicas that are gone. Off: one live server per instance id.',
+  },
+  replicaId: {
+    flag: 'replica-id',
+    env: 'EXEC_SERVER_REPLICA_ID',
+    kind: 'string',
+    default: undefined,
+    description:
+      "With --fleet: this replica's name in the fleet (letters, digits, `_.-`, at most 63; e.g. the pod name); default a random one per process.",
+  },
+  advertiseUrl: {
+    flag: 'advertise-url',
+    env: 'EXEC_SERVER_ADVERTISE_URL',
+    kind: 'string',
+    default: undefined,
+    description:
+      'With --fleet: the `http://HOST:PORT` at which the other replicas reach this one (kept in its lease); default derived from --listen (which then needs a fixed port).',
+  },
   previewHost: {
     flag: 'preview-host',
     env: 'EXEC_SERVER_PREVIEW_HOST',
@@ -130,6 +154,15 @@ export const DOCKER_OPTIONS = {
     min: 0,
     max: 600_000,
     description: 'Time allowed for a graceful shutdown on SIGTERM.',
+  },
+  shutdownSessions: {
+    flag: 'shutdown-sessions',
+    env: 'EXEC_SERVER_SHUTDOWN_SESSIONS',
+    kind: 'enum',
+    values: ['end', 'keep'],
+    default: 'end',
+    description:
+      'What SIGTERM does to the sessions (docker): `end` removes them (a single server), `keep` (always with `--fleet`) drains instead: `/readyz` fails, WebSocket clients get `server/draining` and close code 1012 and reconnect, and the containers and their commands keep running for the next server with the same instance id.',
   },
   sessionTokenSecret: {
     flag: 'session-token-secret',

@@ -247,6 +247,19 @@ export function describeImagePull(f: Pick<ImagePull, 'currentBytes' | 'totalByte
 
 export const ImagePullListSchema = Type.Object({ pulls: Type.Array(ImagePullSchema) });
 
+/**
+ * `server/draining`: the server is stopping for a rollout (`--shutdown-sessions keep`) and is
+ * about to close this connection with code 1012. The session and its processes stay; reconnect
+ * (through the same address: another replica, or the next server) and resume with
+ * `resumeSessionId`, reading each process from its last seq (docs/protocol.md).
+ */
+export const DrainingNotificationSchema = Type.Object({
+  reason: Type.String(),
+  reconnect: Type.Boolean({ description: 'true: the session outlives this server; resume it elsewhere' }),
+  retryAfterMs: Type.Integer({ minimum: 0, description: 'Suggested wait before the first reconnect attempt' }),
+});
+export type DrainingNotification = Static<typeof DrainingNotificationSchema>;
+
 // ---- approvals (server-to-client `approval/request`, and the HTTP approval queue) ----
 
 export const ApprovalPurposeSchema = OneOf(['initial', 'sandbox-retry']);

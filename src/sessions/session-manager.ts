@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { resolveSandbox } from '../policy/sandbox-policy.ts';
-import type { Backend, BackendSessionSpec } from '../backends/types.ts';
+import type { Backend, BackendSession, BackendSessionSpec, RecoveredSession } from '../backends/types.ts';
 import { allowedSandboxTypes, sandboxTypeRules, type Config } from '../config.ts';
 import { execError, toExecError } from '../errors.ts';
 import { asSessionId, type SessionId, type TenantId } from '../ids.ts';
@@ -35,6 +35,12 @@ export interface CreateOptions {
   readonly onImagePull?: BackendSessionSpec['onImagePull'];
 }
 
+/** Where a session is served (`SessionManager.route`). */
+export type SessionRoute =
+  | { readonly kind: 'local'; readonly session: Session }
+  | { readonly kind: 'remote'; readonly url: string; readonly replicaId: string }
+  | { readonly kind: 'absent' };
+
 export class SessionManager {
   readonly #sessions = new Map<SessionId, Session>();
   readonly #backend: Backend;
@@ -43,6 +49,7 @@ export class SessionManager {
   readonly #log: Logger;
   readonly #deps: SessionDeps;
   #creating = 0;
+  readonly #takingOver = new Map<string, Promise<Session | undefined>>();
   #reaper: NodeJS.Timeout | undefined;
   #closing = false;
 
@@ -83,45 +90,102 @@ export class SessionManager {
 
   /** Re-adopts sessions the backend kept (docker containers of this instance) and starts reaping. */
   async start(): Promise<void> {
-    for (const recovered of await this.#backend.recover()) {
-      const spec = fromSessionRecord(recovered.record, this.#config);
-      if (spec === undefined) {
-        // Without its record the session's policy is unknown; re-adopting it under defaults
-        // could widen its sandbox or drop its deny-read list. It goes instead.
-        this.#log.warn({ sessionId: recovered.session.id }, 'recovered session has no readable record: removing it');
-        await recovered.session
-          .destroy()
-          .catch((err: unknown) => this.#log.warn({ err }, 'removing an unrecoverable session failed'));
-        continue;
-      }
-      const session = new Session(
-        recovered.session.id,
-        recovered.tenant,
-        spec,
-        recovered.session,
-        this.#deps,
-        recovered.createdAt,
-      );
-      session.tokens.restore(revokedTokensOf(recovered.record));
-      // The agent of a re-adopted container is asked again (its listener survived; tunnels now come here).
-      await session.egress
-        ?.start(recovered.session)
-        .catch((err: unknown) => this.#log.warn({ sessionId: session.id, err }, 'egress proxy not restored'));
-      this.#sessions.set(session.id, session);
-      // Running and ended processes the backend kept (docker's exec agent): seqs continue.
-      session.processes.adopting = true;
-      const processes = await recovered
-        .adoptProcesses?.((kept, process) => session.processes.adopt(kept, process))
-        .catch((err: unknown) => {
-          this.#log.warn({ sessionId: session.id, err }, 'cannot re-adopt the processes of a recovered session');
-          return 0;
-        });
-      session.processes.adopting = false;
-      this.#log.info({ sessionId: session.id, processes: processes ?? 0 }, 're-adopted session');
-    }
+    for (const recovered of await this.#backend.recover()) await this.#adoptRecovered(recovered);
     this.#metrics.sessionsActive.set(this.#sessions.size);
     this.#reaper = setInterval(() => void this.reap(), REAP_INTERVAL_MS);
     this.#reaper.unref();
+  }
+
+  /** Makes a session of what the backend kept (recovery, or a fleet take-over); undefined when it had to go. */
+  async #adoptRecovered(recovered: RecoveredSession): Promise<Session | undefined> {
+    const spec = fromSessionRecord(recovered.record, this.#config);
+    if (spec === undefined) {
+      // Without its record the session's policy is unknown; re-adopting it under defaults
+      // could widen its sandbox or drop its deny-read list. It goes instead.
+      this.#log.warn({ sessionId: recovered.session.id }, 'recovered session has no readable record: removing it');
+      await recovered.session
+        .destroy()
+        .catch((err: unknown) => this.#log.warn({ err }, 'removing an unrecoverable session failed'));
+      return undefined;
+    }
+    const session = new Session(
+      recovered.session.id,
+      recovered.tenant,
+      spec,
+      recovered.session,
+      this.#deps,
+      recovered.createdAt,
+    );
+    session.tokens.restore(revokedTokensOf(recovered.record));
+    // The agent of a re-adopted container is asked again (its listener survived; tunnels now come here).
+    await session.egress
+      ?.start(recovered.session)
+      .catch((err: unknown) => this.#log.warn({ sessionId: session.id, err }, 'egress proxy not restored'));
+    this.#sessions.set(session.id, session);
+    // Running and ended processes the backend kept (docker's exec agent): seqs continue.
+    session.processes.adopting = true;
+    const processes = await recovered
+      .adoptProcesses?.((kept, process) => session.processes.adopt(kept, process))
+      .catch((err: unknown) => {
+        this.#log.warn({ sessionId: session.id, err }, 'cannot re-adopt the processes of a recovered session');
+        return 0;
+      });
+    session.processes.adopting = false;
+    this.#log.info({ sessionId: session.id, processes: processes ?? 0 }, 're-adopted session');
+    return session;
+  }
+
+  /**
+   * Where session `id` of `tenant` is served in a fleet (docs/architecture.md, "Fleet"): here
+   * (on this server already, or taken over now because its owner's lease is gone), at another
+   * live replica's URL, or nowhere. Without a fleet: here or nowhere.
+   */
+  async route(id: string, tenant: TenantId): Promise<SessionRoute> {
+    const fleet = this.#backend.fleet;
+    const local = this.#sessions.get(id as SessionId);
+    if (local !== undefined) return local.tenant === tenant ? { kind: 'local', session: local } : { kind: 'absent' };
+    if (fleet === undefined || this.#closing) return { kind: 'absent' };
+    const where = await fleet.locate(id, tenant);
+    if (where.kind === 'absent') return where;
+    if (where.kind === 'remote') return { kind: 'remote', url: where.url, replicaId: where.replicaId };
+    // Two requests for one orphan at once take it over once.
+    let taking = this.#takingOver.get(id);
+    if (taking === undefined) {
+      taking = fleet
+        .takeOver(id, tenant)
+        .then((r) => (r === undefined ? undefined : this.#adoptRecovered(r)))
+        .finally(() => {
+          this.#takingOver.delete(id);
+          this.#metrics.sessionsActive.set(this.#sessions.size);
+        });
+      this.#takingOver.set(id, taking);
+    }
+    const session = await taking;
+    if (session !== undefined) return { kind: 'local', session };
+    // Another replica claimed it first: it serves it now.
+    const again = await fleet.locate(id, tenant);
+    return again.kind === 'remote'
+      ? { kind: 'remote', url: again.url, replicaId: again.replicaId }
+      : { kind: 'absent' };
+  }
+
+  /**
+   * After the owner at `url` did not answer: waits (up to `waitMs`) for its lease to end or for
+   * the session to move, then routes again. Its lease ends with its engine connection, a moment
+   * after the process died.
+   */
+  async rerouteAfterFailure(id: string, tenant: TenantId, url: string, waitMs = 10_000): Promise<SessionRoute> {
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const route = await this.route(id, tenant);
+      if (route.kind !== 'remote' || route.url !== url || Date.now() >= deadline) return route;
+    }
+  }
+
+  /** Sessions of `tenant` across the fleet: ids from the engine's labels (undefined without a fleet). */
+  async fleetSessions(tenant: TenantId): Promise<readonly { id: SessionId }[] | undefined> {
+    return this.#backend.fleet?.sessions(tenant);
   }
 
   #denialHandling(clientName: string | undefined): 'server' | 'report' {
@@ -133,18 +197,7 @@ export class SessionManager {
     if (this.#closing) throw execError('EXEC_ERR_SHUTTING_DOWN', 'server is shutting down');
     const resolved = resolveSessionSpec(spec, this.#config, this.#denialHandling(options.clientName));
     checkSandboxType(resolved.policy.sandbox.type, this.#deps.sandboxTypes?.(options.tenant) ?? []);
-    if (this.#sessions.size + this.#creating >= this.#config.maxSessions) {
-      this.#metrics.sessionsCreated.inc({ result: 'limit' });
-      throw execError('EXEC_ERR_SESSION_LIMIT', `server session limit reached (${this.#config.maxSessions})`);
-    }
-    const owned = [...this.#sessions.values()].filter((s) => s.tenant === options.tenant).length;
-    if (owned >= this.#config.maxSessionsPerTenant) {
-      this.#metrics.sessionsCreated.inc({ result: 'limit' });
-      throw execError(
-        'EXEC_ERR_SESSION_LIMIT',
-        `session quota reached: ${owned} of ${this.#config.maxSessionsPerTenant} sessions for this tenant`,
-      );
-    }
+    this.#checkLimits(options.tenant);
     const id = asSessionId(randomUUID());
     this.#creating++;
     try {
@@ -172,6 +225,7 @@ export class SessionManager {
         sandboxed: resolved.policy.sandbox.type !== 'danger-full-access',
         onImagePull: options.onImagePull,
       });
+      await this.#takeFleetSlot(backendSession, options.tenant);
       const session = new Session(id, options.tenant, resolved, backendSession, this.#deps);
       if (session.egress !== undefined) {
         // Before the session is known: a session asked for `network` never runs without its proxy.
@@ -222,6 +276,38 @@ export class SessionManager {
     }
   }
 
+  /** This server's session limit, and the tenant's quota among this server's sessions. */
+  #checkLimits(tenant: TenantId): void {
+    if (this.#sessions.size + this.#creating >= this.#config.maxSessions) {
+      this.#metrics.sessionsCreated.inc({ result: 'limit' });
+      throw execError('EXEC_ERR_SESSION_LIMIT', `server session limit reached (${this.#config.maxSessions})`);
+    }
+    const owned = [...this.#sessions.values()].filter((s) => s.tenant === tenant).length;
+    if (owned >= this.#config.maxSessionsPerTenant) {
+      this.#metrics.sessionsCreated.inc({ result: 'limit' });
+      throw execError(
+        'EXEC_ERR_SESSION_LIMIT',
+        `session quota reached: ${owned} of ${this.#config.maxSessionsPerTenant} sessions for this tenant`,
+      );
+    }
+  }
+
+  /**
+   * In a fleet the tenant's quota counts every replica's sessions: the new session takes a slot
+   * (an atomic engine operation, docker/container/quota-slots.ts) once its container exists, or
+   * is removed again and the create refused, so concurrent creates never overshoot.
+   */
+  async #takeFleetSlot(backendSession: BackendSession, tenant: TenantId): Promise<void> {
+    const quota = this.#backend.fleet?.quota;
+    if (quota === undefined) return;
+    try {
+      await quota.take(tenant, backendSession.id, this.#config.maxSessionsPerTenant);
+    } catch (err) {
+      await backendSession.destroy().catch(() => undefined);
+      throw err;
+    }
+  }
+
   /** The session, if it exists and belongs to `tenant`; otherwise not found (never "forbidden"). */
   get(id: string, tenant: TenantId): Session {
     const session = this.#sessions.get(id as SessionId);
@@ -254,6 +340,7 @@ export class SessionManager {
     session.audit({ action: 'session.delete', detail: { why } });
     try {
       await session.destroy();
+      await this.#backend.fleet?.quota?.release(session.id);
     } catch (err) {
       this.#log.error({ sessionId: session.id, err }, 'session destroy failed');
     }
@@ -296,9 +383,23 @@ export class SessionManager {
     }
   }
 
-  async close(): Promise<void> {
+  /**
+   * Server shutdown. `keep` (a fleet's rollout): the sessions are only let go here (their
+   * containers, processes and output stay for the next server); otherwise they are removed.
+   */
+  async close(opts: { keep?: boolean } = {}): Promise<void> {
     this.#closing = true;
     if (this.#reaper) clearInterval(this.#reaper);
+    if (opts.keep) {
+      this.#log.info({ sessions: this.#sessions.size }, 'sessions kept for the next server');
+      for (const s of this.#sessions.values()) {
+        s.disk.stop();
+        s.ports.closeAll();
+        s.files.close();
+      }
+      this.#sessions.clear();
+      return;
+    }
     await Promise.all([...this.#sessions.values()].map((s) => this.#remove(s, 'server shutdown')));
   }
 }

@@ -5,6 +5,7 @@
  * with a stable `EXEC_ERR_*` code, mapped by the app's error handler. Another tenant's
  * session or snapshot does not exist for the caller (404).
  */
+import { fleetSessionInfos } from './fleet-forward.ts';
 import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import {
@@ -68,8 +69,14 @@ export async function registerHttpApi(app: FastifyInstance): Promise<void> {
         },
       },
       async (request) => {
+        const usage = request.query.usage === true;
+        // A replica of a fleet lists the tenant's sessions of every replica (fleet-forward.ts).
+        const fleet = await fleetSessionInfos(request, request.tenant, async ({ session: s }) =>
+          usage ? { ...s.info(), usage: await s.usage.sample() } : s.info(),
+        );
+        if (fleet !== undefined) return { sessions: fleet };
         const sessions = app.sessions.list(request.tenant);
-        if (request.query.usage !== true) return { sessions: sessions.map((s) => s.info()) };
+        if (!usage) return { sessions: sessions.map((s) => s.info()) };
         return {
           sessions: await Promise.all(sessions.map(async (s) => ({ ...s.info(), usage: await s.usage.sample() }))),
         };

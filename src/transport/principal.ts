@@ -24,6 +24,11 @@ export interface Identify {
   readonly signer: SessionTokenSigner;
   /** The session of this id on this server (any tenant), if it exists. */
   readonly findSession: (id: string) => Session | undefined;
+  /**
+   * Fleet: whether the session of this id is served by another replica (which checks the
+   * token's revocations itself when the request reaches it).
+   */
+  readonly servedElsewhere?: ((sessionId: string) => boolean) | undefined;
 }
 
 /** The bearer of an `Authorization: Bearer X` header. */
@@ -33,12 +38,16 @@ export function bearerOf(header: string | undefined): string | undefined {
 }
 
 /** The error a session token gets now (expired, revoked, its session gone), or undefined. */
-export function scopeProblem(scope: TokenScope, deps: Pick<Identify, 'findSession'>): ExecServerError | undefined {
+export function scopeProblem(
+  scope: TokenScope,
+  deps: Pick<Identify, 'findSession' | 'servedElsewhere'>,
+): ExecServerError | undefined {
   if (scope.expiresAt * 1000 <= Date.now())
     return execError('EXEC_ERR_TOKEN_EXPIRED', `session token ${scope.tokenId} expired`, {
       detail: { tokenId: scope.tokenId },
     });
   const session = deps.findSession(scope.sessionId);
+  if (session === undefined && deps.servedElsewhere?.(scope.sessionId) === true) return undefined;
   if (session === undefined || session.tenant !== scope.tenant)
     return execError(
       'EXEC_ERR_TOKEN_REVOKED',

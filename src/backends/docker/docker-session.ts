@@ -59,6 +59,8 @@ export interface DockerSessionInit {
   readonly agentUnavailable?: string | undefined;
   /** The backend forgets the session (after destroy). */
   readonly forget: (session: DockerSession) => void;
+  /** Fleet: why another replica owns this session now, if so (then never attached nor removed from here). */
+  readonly movedTo?: (() => Promise<string | undefined>) | undefined;
 }
 
 /**
@@ -142,6 +144,7 @@ export class DockerSession implements BackendSession {
       this.#agent.owner = {
         lostReason: () => this.#lost ?? (this.#destroying ? 'session destroyed' : undefined),
         containerRunning: () => this.containerRunning(),
+        movedTo: init.movedTo,
       };
   }
 
@@ -397,7 +400,10 @@ export class DockerSession implements BackendSession {
     this.#destroying = true;
     for (const p of this.#processes) p.lose('session destroyed');
     this.#agent?.close('session destroyed');
+    // Another replica owns it now: this one lets it go and leaves the container to it.
+    const moved = await this.#init.movedTo?.().catch(() => undefined);
     try {
+      if (moved !== undefined) return;
       await withDeadline('container remove', Math.max(this.#init.options.engineTimeoutMs, 15_000), (abortSignal) =>
         this.container.remove({ force: true, v: true, abortSignal }),
       );

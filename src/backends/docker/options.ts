@@ -3,6 +3,7 @@
  */
 
 import { availableParallelism } from 'node:os';
+import type { FleetIdentity } from '../../config/fleet.ts';
 import type { Logger } from '../../logger.ts';
 
 /** The docker backend logs through the server's logger (pino fits). */
@@ -26,6 +27,11 @@ export interface DockerBackendOptions {
    * (instance-lease.ts) before failing with `EXEC_ERR_INSTANCE_IN_USE`. Default 60000 ms.
    */
   readonly instanceLeaseWaitMs?: number | undefined;
+  /**
+   * This server is one replica of a fleet (docs/architecture.md, "Fleet"): its own replica lease,
+   * and recovery leaves the sessions of live replicas alone. Undefined: one server per instance id.
+   */
+  readonly fleet?: FleetIdentity | undefined;
   /** Workspace path when the session spec names none. Default `/workspace`. */
   readonly defaultWorkdir?: string | undefined;
   /** uid:gid the `restricted` (container-user) attempts run as. Default `1000:1000`. */
@@ -95,6 +101,7 @@ export interface ResolvedDockerOptions {
   readonly defaultImage: string;
   readonly instanceId: string;
   readonly instanceLeaseWaitMs: number;
+  readonly fleet: FleetIdentity | undefined;
   readonly defaultWorkdir: string;
   readonly sandboxUser: string;
   readonly defaultResources: {
@@ -128,6 +135,7 @@ export function resolveOptions(o: DockerBackendOptions): ResolvedDockerOptions {
     defaultImage: o.defaultImage,
     instanceId: o.instanceId,
     instanceLeaseWaitMs: Math.max(0, o.instanceLeaseWaitMs ?? 60_000),
+    fleet: o.fleet,
     defaultWorkdir: o.defaultWorkdir ?? '/workspace',
     sandboxUser: o.sandboxUser ?? '1000:1000',
     defaultResources: {

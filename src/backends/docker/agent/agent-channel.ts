@@ -54,6 +54,11 @@ export interface AgentOwner {
   lostReason(): string | undefined;
   /** Fresh look: running, stopped/gone (false), engine unreachable (undefined). */
   containerRunning(): Promise<boolean | undefined>;
+  /**
+   * Fleet: why another replica owns the session now, if it does. Such a session is not attached
+   * again from here (the agent takes the newest connection: two owners would take it in turns).
+   */
+  movedTo?(): Promise<string | undefined>;
 }
 
 export interface AgentSpawnOptions {
@@ -96,6 +101,8 @@ export class AgentChannel {
   /** Attaches and lists what the agent kept; known processes are rebound before any later frame is routed. */
   async #attach(): Promise<AgentConnection> {
     const i = this.#init;
+    const moved = await this.owner.movedTo?.().catch(() => undefined);
+    if (moved !== undefined) throw execError('EXEC_ERR_SESSION_DEAD', moved);
     const conn = await AgentConnection.connect({
       container: i.container,
       socketPath: i.socket.path,
