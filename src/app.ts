@@ -41,6 +41,7 @@ import { registerHttpApi } from './transport/http-api.ts';
 import { registerFileRoutes } from './transport/http-files.ts';
 import { foreignOriginMessage, OriginCheck } from './transport/origin.ts';
 import { registerWebSocketRoute } from './transport/websocket-route.ts';
+import { Drain, keepsSessions, registerDrainGate } from './transport/drain.ts';
 import { VERSION } from './version.ts';
 
 declare module 'fastify' {
@@ -51,6 +52,8 @@ declare module 'fastify' {
     sessions: SessionManager;
     metrics: Metrics;
     audit: Auditor;
+    /** Rollout draining (`--fleet`, `--shutdown-sessions keep`): main.ts starts it on SIGTERM, before `close()`. */
+    drain: Drain;
   }
 }
 
@@ -138,6 +141,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.decorate('sessions', sessions);
   app.decorate('metrics', metrics);
   app.decorate('audit', audit);
+  const drain = new Drain();
+  app.decorate('drain', drain);
   app.decorateRequest('tenant', DEFAULT_TENANT);
 
   await app.register(swagger, {
@@ -152,6 +157,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // handleProtocols: browsers send their token as a subprotocol (console/websocket-token.ts).
   await app.register(websocket, { options: { maxPayload: config.maxMessageBytes, handleProtocols: selectProtocol } });
 
+  registerDrainGate(app, drain);
   app.addHook('onRequest', originGate(origins));
   // Before authentication: a session token of a session another replica owns is checked there.
   const elsewhere = registerFleetTokenRouting(app, tokenSigner);
@@ -229,6 +235,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     table,
     metrics,
     bufferLimitBytes: config.wsBufferLimitBytes,
+    drain,
     deps: { sessions, config, metrics, version: VERSION },
   });
   await registerTokenRoutes(app, { signer: tokenSigner, maxTtlSeconds: config.sessionTokenMaxTtlSeconds });
@@ -244,11 +251,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addHook('onReady', async () => {
     await sessions.start();
   });
+  // `keep` (a fleet, or `--shutdown-sessions keep`): the sessions stay in the engine for the next server; the backend
+  // hands them over as a killed server would, instead of removing them.
+  const keep = keepsSessions(config, backend);
   app.addHook('preClose', async () => {
-    await sessions.close();
+    await sessions.close({ keep });
   });
   app.addHook('onClose', async () => {
-    await backend.close();
+    await (keep && backend.handOver ? backend.handOver() : backend.close());
     if (audit instanceof AuditLog && deps.audit === undefined) await audit.close();
   });
   return app;

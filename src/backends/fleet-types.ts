@@ -20,9 +20,19 @@ export type FleetLocation =
   /** This replica owns it (it may still have to adopt it after a restart with the same replica id). */
   | { readonly kind: 'mine' };
 
+/** A per-tenant session quota that holds across the fleet (docker: quota slots in the engine). */
+export interface SessionQuota {
+  /** Takes one of `tenant`'s `limit` slots for `sessionId`, or throws `EXEC_ERR_SESSION_LIMIT`. */
+  take(tenant: string, sessionId: string, limit: number): Promise<void>;
+  /** Gives the slot of `sessionId` back (nothing when it holds none). */
+  release(sessionId: string): Promise<void>;
+}
+
 /** What a backend that is one replica of a fleet adds (docker with `--fleet`). */
 export interface FleetBackend {
   readonly replicaId: string;
+  /** The tenant quotas of the whole fleet (`--max-sessions-per-tenant`). */
+  readonly quota?: SessionQuota | undefined;
   /** Every session of the fleet that belongs to `tenant`, from the engine (not from memory). */
   sessions(tenant: TenantId): Promise<FleetSession[]>;
   /** The advertised URL of a live replica of the fleet, if it is alive. */

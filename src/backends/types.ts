@@ -251,6 +251,14 @@ export interface BackendSession {
    * reaches the container through the engine, local through the sandbox's namespace.
    */
   connectPort?(port: number, sandbox: ResolvedSandbox): Promise<Duplex>;
+  /**
+   * Optional: the session's egress proxy (docs/architecture.md, "Egress"). Something listens on
+   * 127.0.0.1:`port` inside the session's own network namespace and hands every connection a
+   * command makes there to `accept`, whose proxy decides where it may go; the session gets no
+   * other network. Docker: the exec agent listens and tunnels over its link. Rejects when the
+   * session cannot have it (then the session is not created with a `network`).
+   */
+  enableEgress?(port: number, accept: (conn: Duplex) => void): Promise<void>;
   /** Commits the session's filesystem to a snapshot image. */
   snapshot(name: string | undefined): Promise<SnapshotInfo>;
   /**
@@ -388,6 +396,11 @@ export interface Backend {
   deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void>;
   /** Stops everything this backend created (server shutdown). */
   close(): Promise<void>;
+  /**
+   * Optional (docker): closes the backend leaving every session and process running for the
+   * next server of the instance, as a killed server would (`--shutdown-sessions keep`).
+   */
+  handOver?(): Promise<void>;
   /** Optional: the engines of a pool with their health and sessions (`/readyz`, `/metrics`). */
   engines?(): EngineReport[];
   /** Present when this server is one replica of a fleet (`--fleet`, docker). */

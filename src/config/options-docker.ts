@@ -155,6 +155,15 @@ export const DOCKER_OPTIONS = {
     max: 600_000,
     description: 'Time allowed for a graceful shutdown on SIGTERM.',
   },
+  shutdownSessions: {
+    flag: 'shutdown-sessions',
+    env: 'EXEC_SERVER_SHUTDOWN_SESSIONS',
+    kind: 'enum',
+    values: ['end', 'keep'],
+    default: 'end',
+    description:
+      'What SIGTERM does to the sessions (docker): `end` removes them (a single server), `keep` (always with `--fleet`) drains instead: `/readyz` fails, WebSocket clients get `server/draining` and close code 1012 and reconnect, and the containers and their commands keep running for the next server with the same instance id.',
+  },
   sessionTokenSecret: {
     flag: 'session-token-secret',
     env: 'EXEC_SERVER_SESSION_TOKEN_SECRET',

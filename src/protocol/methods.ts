@@ -14,6 +14,7 @@ import {
   ApprovalRequestSchema,
   HibernationAnswerSchema,
   ImagePullSchema,
+  DrainingNotificationSchema,
   SessionInfoSchema,
   SessionSpecSchema,
   SnapshotInfoSchema,
@@ -122,6 +123,7 @@ export const RPC_NOTIFICATIONS = {
   'process/escalated': proc.ProcessEscalatedNotification,
   'fs/missingChanged': fs.FsMissingChangedNotification,
   'session/imagePull': ImagePullSchema,
+  'server/draining': DrainingNotificationSchema,
 } as const satisfies Record<string, TSchema>;
 
 export type NotificationName = keyof typeof RPC_NOTIFICATIONS;

@@ -33,6 +33,34 @@ export const ApprovalPolicySchema = Type.Union([
 ]);
 export type ApprovalPolicy = Static<typeof ApprovalPolicySchema>;
 
+/**
+ * `network.allow` (docs/protocol.md, "Egress"): the destinations the session's commands reach
+ * through its proxy. Without `network` the session has no network (unless its sandbox grants it).
+ */
+export const NetworkSpecSchema = Type.Object(
+  {
+    allow: Type.Array(Type.String({ minLength: 1, maxLength: 300 }), {
+      maxItems: 256,
+      description:
+        'Entries: `*`, `host`, `host:port`, `*.domain[:port]`, `ip[:port]` (`[v6]:port`), `cidr[:port]`; loopback, link-local and private addresses only by an ip/cidr entry',
+    }),
+  },
+  { additionalProperties: false },
+);
+export type NetworkSpec = Static<typeof NetworkSpecSchema>;
+
+/** A session's egress as `session/info` reports it: the list, the proxy, the counts so far. */
+export const EgressInfoSchema = Type.Object({
+  allow: Type.Array(Type.String()),
+  proxy: Type.String({ description: 'The proxy URL inside the session (also in HTTP_PROXY and friends)' }),
+  connections: Type.Integer({ description: 'Connections relayed' }),
+  refused: Type.Integer({ description: 'Connections refused (403)' }),
+  active: Type.Integer({ description: 'Connections open now' }),
+  bytesOut: Type.Integer({ description: 'Bytes the session sent' }),
+  bytesIn: Type.Integer({ description: 'Bytes the session received' }),
+});
+export type EgressInfo = Static<typeof EgressInfoSchema>;
+
 export const SessionSpecSchema = Type.Object(
   {
     image: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
@@ -55,6 +83,7 @@ export const SessionSpecSchema = Type.Object(
     previewPorts: Type.Optional(
       Type.Boolean({ description: 'Allow exposing TCP ports of the session as preview URLs (default false)' }),
     ),
+    network: Type.Optional(NetworkSpecSchema),
     resources: Type.Optional(
       Type.Object(
         {
@@ -161,6 +190,7 @@ export const SessionInfoSchema = Type.Object(
       }),
     ),
     ports: Type.Array(ExposedPortSchema, { description: 'Exposed preview ports' }),
+    egress: Type.Optional(EgressInfoSchema),
   },
   { additionalProperties: true },
 );
@@ -216,6 +246,19 @@ export function describeImagePull(f: Pick<ImagePull, 'currentBytes' | 'totalByte
 }
 
 export const ImagePullListSchema = Type.Object({ pulls: Type.Array(ImagePullSchema) });
+
+/**
+ * `server/draining`: the server is stopping for a rollout (`--shutdown-sessions keep`) and is
+ * about to close this connection with code 1012. The session and its processes stay; reconnect
+ * (through the same address: another replica, or the next server) and resume with
+ * `resumeSessionId`, reading each process from its last seq (docs/protocol.md).
+ */
+export const DrainingNotificationSchema = Type.Object({
+  reason: Type.String(),
+  reconnect: Type.Boolean({ description: 'true: the session outlives this server; resume it elsewhere' }),
+  retryAfterMs: Type.Integer({ minimum: 0, description: 'Suggested wait before the first reconnect attempt' }),
+});
+export type DrainingNotification = Static<typeof DrainingNotificationSchema>;
 
 // ---- approvals (server-to-client `approval/request`, and the HTTP approval queue) ----
 

@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { resolveSandbox } from '../policy/sandbox-policy.ts';
-import type { Backend, BackendSessionSpec, RecoveredSession } from '../backends/types.ts';
+import type { Backend, BackendSession, BackendSessionSpec, RecoveredSession } from '../backends/types.ts';
 import { allowedSandboxTypes, sandboxTypeRules, type Config } from '../config.ts';
 import { execError, toExecError } from '../errors.ts';
 import { asSessionId, type SessionId, type TenantId } from '../ids.ts';
@@ -58,7 +58,11 @@ export class SessionManager {
     this.#config = config;
     this.#metrics = metrics;
     this.#log = log;
+    const sessions = this.#sessions;
     const sandboxRules = sandboxTypeRules(config.allowedSandboxTypes);
+    metrics.watchEgress(function* (this: void) {
+      for (const s of sessions.values()) if (s.egress !== undefined) yield { id: s.id, counts: s.egress.counts };
+    });
     this.#deps = {
       sandboxTypes: (tenant) => allowedSandboxTypes(sandboxRules, tenant),
       metrics,
@@ -113,6 +117,10 @@ export class SessionManager {
       recovered.createdAt,
     );
     session.tokens.restore(revokedTokensOf(recovered.record));
+    // The agent of a re-adopted container is asked again (its listener survived; tunnels now come here).
+    await session.egress
+      ?.start(recovered.session)
+      .catch((err: unknown) => this.#log.warn({ sessionId: session.id, err }, 'egress proxy not restored'));
     this.#sessions.set(session.id, session);
     // Running and ended processes the backend kept (docker's exec agent): seqs continue.
     session.processes.adopting = true;
@@ -189,23 +197,14 @@ export class SessionManager {
     if (this.#closing) throw execError('EXEC_ERR_SHUTTING_DOWN', 'server is shutting down');
     const resolved = resolveSessionSpec(spec, this.#config, this.#denialHandling(options.clientName));
     checkSandboxType(resolved.policy.sandbox.type, this.#deps.sandboxTypes?.(options.tenant) ?? []);
-    if (this.#sessions.size + this.#creating >= this.#config.maxSessions) {
-      this.#metrics.sessionsCreated.inc({ result: 'limit' });
-      throw execError('EXEC_ERR_SESSION_LIMIT', `server session limit reached (${this.#config.maxSessions})`);
-    }
-    const owned = [...this.#sessions.values()].filter((s) => s.tenant === options.tenant).length;
-    if (owned >= this.#config.maxSessionsPerTenant) {
-      this.#metrics.sessionsCreated.inc({ result: 'limit' });
-      throw execError(
-        'EXEC_ERR_SESSION_LIMIT',
-        `session quota reached: ${owned} of ${this.#config.maxSessionsPerTenant} sessions for this tenant`,
-      );
-    }
+    this.#checkLimits(options.tenant);
     const id = asSessionId(randomUUID());
     this.#creating++;
     try {
+      // With an allow-list the proxy is the only way out, whatever the sandbox would grant.
       const network =
-        resolved.policy.sandbox.type === 'danger-full-access' || resolved.policy.sandbox.networkAccess === true;
+        resolved.network === undefined &&
+        (resolved.policy.sandbox.type === 'danger-full-access' || resolved.policy.sandbox.networkAccess === true);
       if (resolved.runtime !== undefined && this.#backend.kind !== 'docker') {
         throw execError(
           'EXEC_ERR_INVALID_PARAMS',
@@ -226,7 +225,15 @@ export class SessionManager {
         sandboxed: resolved.policy.sandbox.type !== 'danger-full-access',
         onImagePull: options.onImagePull,
       });
+      await this.#takeFleetSlot(backendSession, options.tenant);
       const session = new Session(id, options.tenant, resolved, backendSession, this.#deps);
+      if (session.egress !== undefined) {
+        // Before the session is known: a session asked for `network` never runs without its proxy.
+        await session.egress.start(backendSession).catch(async (err: unknown) => {
+          await session.destroy().catch(() => undefined);
+          throw err;
+        });
+      }
       this.#sessions.set(id, session);
       // Not awaited: creation answers at once, and the first sandboxed command waits only for
       // what is left of it.
@@ -255,6 +262,7 @@ export class SessionManager {
           sandbox: resolved.policy.sandbox.type,
           approvalPolicy: resolved.policy.approvalPolicy,
           env: redactEnv(spec.env) ?? {},
+          network: resolved.network === undefined ? null : { allow: [...resolved.network.allow] },
         },
       });
       this.#metrics.sessionsActive.set(this.#sessions.size);
@@ -265,6 +273,38 @@ export class SessionManager {
       throw toExecError(err);
     } finally {
       this.#creating--;
+    }
+  }
+
+  /** This server's session limit, and the tenant's quota among this server's sessions. */
+  #checkLimits(tenant: TenantId): void {
+    if (this.#sessions.size + this.#creating >= this.#config.maxSessions) {
+      this.#metrics.sessionsCreated.inc({ result: 'limit' });
+      throw execError('EXEC_ERR_SESSION_LIMIT', `server session limit reached (${this.#config.maxSessions})`);
+    }
+    const owned = [...this.#sessions.values()].filter((s) => s.tenant === tenant).length;
+    if (owned >= this.#config.maxSessionsPerTenant) {
+      this.#metrics.sessionsCreated.inc({ result: 'limit' });
+      throw execError(
+        'EXEC_ERR_SESSION_LIMIT',
+        `session quota reached: ${owned} of ${this.#config.maxSessionsPerTenant} sessions for this tenant`,
+      );
+    }
+  }
+
+  /**
+   * In a fleet the tenant's quota counts every replica's sessions: the new session takes a slot
+   * (an atomic engine operation, docker/container/quota-slots.ts) once its container exists, or
+   * is removed again and the create refused, so concurrent creates never overshoot.
+   */
+  async #takeFleetSlot(backendSession: BackendSession, tenant: TenantId): Promise<void> {
+    const quota = this.#backend.fleet?.quota;
+    if (quota === undefined) return;
+    try {
+      await quota.take(tenant, backendSession.id, this.#config.maxSessionsPerTenant);
+    } catch (err) {
+      await backendSession.destroy().catch(() => undefined);
+      throw err;
     }
   }
 
@@ -300,6 +340,7 @@ export class SessionManager {
     session.audit({ action: 'session.delete', detail: { why } });
     try {
       await session.destroy();
+      await this.#backend.fleet?.quota?.release(session.id);
     } catch (err) {
       this.#log.error({ sessionId: session.id, err }, 'session destroy failed');
     }
@@ -342,9 +383,23 @@ export class SessionManager {
     }
   }
 
-  async close(): Promise<void> {
+  /**
+   * Server shutdown. `keep` (a fleet's rollout): the sessions are only let go here (their
+   * containers, processes and output stay for the next server); otherwise they are removed.
+   */
+  async close(opts: { keep?: boolean } = {}): Promise<void> {
     this.#closing = true;
     if (this.#reaper) clearInterval(this.#reaper);
+    if (opts.keep) {
+      this.#log.info({ sessions: this.#sessions.size }, 'sessions kept for the next server');
+      for (const s of this.#sessions.values()) {
+        s.disk.stop();
+        s.ports.closeAll();
+        s.files.close();
+      }
+      this.#sessions.clear();
+      return;
+    }
     await Promise.all([...this.#sessions.values()].map((s) => this.#remove(s, 'server shutdown')));
   }
 }

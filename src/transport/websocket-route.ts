@@ -14,16 +14,25 @@ import type { MethodTable } from '../rpc/method-table.ts';
 import { RpcPeer } from '../rpc/rpc-peer.ts';
 import { actorStore } from '../audit/auditor.ts';
 import { actorOf } from './auth-hook.ts';
+import { DRAIN_CLOSE_CODE, type Drain } from './drain.ts';
 import { fleetMessageGate } from './fleet-ws.ts';
 
 /** Close codes the server uses (also in docs/protocol.md). */
-export const CloseCode = { evicted: 4000, slowConsumer: 4001, shutdown: 1001, tooBig: 1009 } as const;
+export const CloseCode = {
+  evicted: 4000,
+  slowConsumer: 4001,
+  shutdown: 1001,
+  tooBig: 1009,
+  draining: DRAIN_CLOSE_CODE,
+} as const;
 
 export interface WebSocketRouteOptions {
   readonly table: MethodTable<Connection>;
   readonly deps: Omit<ConnectionDeps, 'tenant' | 'log' | 'principal'>;
   readonly metrics: Metrics;
   readonly bufferLimitBytes: number;
+  /** Told of every open connection, to send it away on a rollout. */
+  readonly drain?: Drain | undefined;
 }
 
 export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRouteOptions): void {
@@ -77,6 +86,7 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
       close(CloseCode.slowConsumer, `slow consumer: ${why}; resume the session and read from your last seq`);
     };
     conn.onStall(() => cutSlowConsumer('behind for longer than the stall timeout'));
+    const undrain = opts.drain?.add({ notify: (params) => peer.notify('server/draining', params), close });
     // In a fleet, a connection resuming another replica's session is relayed there (fleet-ws.ts).
     const handle = fleetMessageGate(socket, request, opts.deps.sessions, log, (text) =>
       actorStore.run(actor, () => peer.handleFrame(text)),
@@ -102,6 +112,7 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
       handle(text);
     });
     socket.on('close', () => {
+      undrain?.();
       opts.metrics.wsConnections.dec();
       peer.close();
       conn.closed();

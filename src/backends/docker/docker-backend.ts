@@ -23,6 +23,7 @@ import { DefaultImage, ImagePulls } from './engine/image-pull.ts';
 import { AgentLinks } from './agent/agent-links.ts';
 import { InstanceLease, REPLICA_LABEL } from './engine/instance-lease.ts';
 import { DockerFleet, linkDirsOf, sessionOfContainer } from './fleet.ts';
+import { quotaSlots } from './container/quota-slots.ts';
 import { type AdoptHost, adoptHibernated, adoptRunning } from './container/recovery.ts';
 import { DiskAwareSession, StorageOptSupport } from './container/disk.ts';
 import type { HibernatableSession } from './checkpoints/hibernation.ts';
@@ -128,6 +129,7 @@ class DockerBackendImpl implements DockerBackend {
             options.engineTimeoutMs,
             log,
           );
+    if (this.#fleet) this.#fleet.quota = quotaSlots([this.docker], options);
     this.#defaultImage = new DefaultImage(this.docker, this.#pulls, options.defaultImage, log, options.engineTimeoutMs);
     this.#watcher = new EventWatcher(
       this.docker,

@@ -212,6 +212,16 @@ export class DockerSession implements BackendSession {
     return connectContainerPort((request, sink) => this.spawn(request, sink), this.workdir, port);
   }
 
+  /** Egress: the exec agent listens on 127.0.0.1:`port` and tunnels each client over its link. */
+  async enableEgress(port: number, accept: (conn: Duplex) => void): Promise<void> {
+    if (this.#agent === undefined)
+      throw execError(
+        'EXEC_ERR_UNSUPPORTED',
+        `session.network.allow needs the exec agent; this session runs one engine exec per command (${this.#init.agentUnavailable ?? 'no agent'})`,
+      );
+    await this.#agent.enableEgress(port, accept);
+  }
+
   async persistRecord(record: string): Promise<void> {
     const result = await this.#runner.run({
       cmd: ['/bin/sh', '-c', 'umask 077 && cat > "$1.tmp" && mv "$1.tmp" "$1"', 'sh', RECORD_FILE],

@@ -24,6 +24,8 @@ import type {
 } from '../types.ts';
 import { createDockerBackend, type DockerBackend } from './docker-backend.ts';
 import type { DockerBackendOptions, DockerLogger } from './options.ts';
+import { quotaSlots } from './container/quota-slots.ts';
+import type { SessionQuota } from '../fleet-types.ts';
 
 /** How often every engine is pinged (placement skips the ones that did not answer). */
 const HEALTH_INTERVAL_MS = 2000;
@@ -76,6 +78,7 @@ export class EnginePool implements Backend {
   readonly #members: readonly Member[];
   readonly #log: DockerLogger;
   #timer: NodeJS.Timeout | undefined;
+  #quota: SessionQuota | undefined;
 
   constructor(members: readonly Member[], log: DockerLogger) {
     this.#members = members;
@@ -212,8 +215,14 @@ export class EnginePool implements Backend {
       }
       return undefined;
     };
+    // One quota for the pool: its slots on the first engine, its sessions on every engine.
+    this.#quota ??= quotaSlots(
+      this.#members.map((m) => m.backend.docker),
+      this.#members[0]!.backend.options,
+    );
     return {
       replicaId: first.replicaId,
+      quota: this.#quota,
       sessions: async (tenant) =>
         (await Promise.all(healthy().map(({ fleet }) => fleet.sessions(tenant).catch(() => [])))).flat(),
       replicaUrl: async (replicaId) => {

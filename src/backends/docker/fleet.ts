@@ -8,6 +8,7 @@ import type Docker from 'dockerode';
 import type { FleetIdentity } from '../../config/fleet.ts';
 import { asSessionId, asTenantId, type SessionId, type TenantId } from '../../ids.ts';
 import type { FleetBackend, FleetLocation, FleetSession, RecoveredSession } from '../types.ts';
+import type { SessionQuota } from '../fleet-types.ts';
 import { LINK_MOUNT } from './container/container-config.ts';
 import { LABEL, readUserLabels } from './container/labels.ts';
 import { parseClaimedName } from './container/warm-pool.ts';
@@ -42,6 +43,8 @@ export interface FleetHost {
 
 export class DockerFleet implements FleetBackend {
   readonly replicaId: string;
+  /** Set by the backend (quota-slots.ts); the pool puts one of its own on its fleet. */
+  quota: SessionQuota | undefined;
   readonly registry: ReplicaRegistry;
   readonly #host: FleetHost;
   readonly #log: DockerLogger;

@@ -58,6 +58,7 @@ export type InnerSession = BackendSession & {
   readonly agent: AgentChannel | undefined;
   readonly execPathReason?: string | undefined;
   markLost(reason: string): void;
+  enableEgress(port: number, accept: (conn: Duplex) => void): Promise<void>;
   stats(): Promise<SessionStats>;
   prepareSandbox(sandbox: ResolvedSandbox): Promise<void>;
   containerRunning(): Promise<boolean | undefined>;
@@ -237,6 +238,11 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
   /** Preview ports: the relay is one of this session's processes, so it wakes the container and keeps it awake while open. */
   connectPort(port: number): Promise<Duplex> {
     return connectContainerPort((request, sink) => this.spawn(request, sink), this.inner.workdir, port);
+  }
+
+  /** Egress: asked of the agent now, and of every later connection to it (after a wake too). */
+  enableEgress(port: number, accept: (conn: Duplex) => void): Promise<void> {
+    return this.#use(() => this.inner.enableEgress(port, accept));
   }
 
   snapshot(name: string | undefined): Promise<SnapshotInfo> {
