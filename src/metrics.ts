@@ -6,6 +6,15 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { EngineReport } from './backends/types.ts';
 
+/** What `watchEgress` reads of a session's egress. */
+export interface EgressCountsView {
+  readonly connections: number;
+  readonly refused: number;
+  readonly active: number;
+  readonly bytesOut: number;
+  readonly bytesIn: number;
+}
+
 export class Metrics {
   readonly registry = new Registry();
   readonly sessionsActive: Gauge;
@@ -21,6 +30,10 @@ export class Metrics {
   readonly startLatency: Histogram<'sandbox'>;
   readonly backendErrors: Counter<'operation'>;
   readonly diskLimitExceeded: Counter<'backend'>;
+  readonly forks: Counter<'memory' | 'result'>;
+  readonly egressConnections: Counter<'result'>;
+  readonly egressBytes: Counter<'direction'>;
+  readonly #egressSources: Array<() => Iterable<{ id: string; counts: Readonly<EgressCountsView> }>> = [];
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -95,11 +108,91 @@ export class Metrics {
       labelNames: ['operation'],
       registers,
     });
+    this.forks = new Counter({
+      name: 'exec_server_forks_total',
+      help: 'Fork requests (POST /v1/sessions/{id}/fork, session/fork), with or without memory, by result',
+      labelNames: ['memory', 'result'],
+      registers,
+    });
+    this.egressConnections = new Counter({
+      name: 'exec_server_egress_connections_total',
+      help: 'Connections through session egress proxies, by result (allowed, refused)',
+      labelNames: ['result'],
+      registers,
+    });
+    this.egressBytes = new Counter({
+      name: 'exec_server_egress_bytes_total',
+      help: 'Bytes through session egress proxies (out: sent by sessions, in: received)',
+      labelNames: ['direction'],
+      registers,
+    });
     this.diskLimitExceeded = new Counter({
       name: 'exec_server_disk_limit_exceeded_total',
       help: 'Sessions found past their disk limit by the disk watch (their processes were ended)',
       labelNames: ['backend'],
       registers,
+    });
+  }
+
+  /** Memory checkpoints kept (live templates, forks) and their bytes, read at scrape time. */
+  watchCheckpoints(totals: () => { count: number; bytes: number }): void {
+    const registers = [this.registry];
+    new Gauge({
+      name: 'exec_server_memory_checkpoints',
+      help: 'Memory checkpoints the server keeps for live templates and forks',
+      registers,
+      collect() {
+        this.set(totals().count);
+      },
+    });
+    new Gauge({
+      name: 'exec_server_memory_checkpoint_bytes',
+      help: 'Bytes of the memory checkpoints the server keeps',
+      registers,
+      collect() {
+        this.set(totals().bytes);
+      },
+    });
+  }
+
+  /**
+   * Per-session egress counts, read at scrape time from the live sessions (the `session` label is
+   * bounded by the server's session limit; a session's series go with it).
+   */
+  watchEgress(source: () => Iterable<{ id: string; counts: Readonly<EgressCountsView> }>): void {
+    this.#egressSources.push(source);
+    if (this.#egressSources.length > 1) return;
+    const all = this.#egressSources;
+    const sessions = function* (): Iterable<{ id: string; counts: Readonly<EgressCountsView> }> {
+      for (const s of all) yield* s();
+    };
+    const registers = [this.registry];
+    new Gauge({
+      name: 'exec_server_egress_session_connections',
+      help: 'Egress connections of each live session with a network allow-list, by result (allowed, refused, active)',
+      labelNames: ['session', 'result'],
+      registers,
+      collect() {
+        this.reset();
+        for (const s of sessions()) {
+          this.set({ session: s.id, result: 'allowed' }, s.counts.connections);
+          this.set({ session: s.id, result: 'refused' }, s.counts.refused);
+          this.set({ session: s.id, result: 'active' }, s.counts.active);
+        }
+      },
+    });
+    new Gauge({
+      name: 'exec_server_egress_session_bytes',
+      help: 'Egress bytes of each live session with a network allow-list (out: sent by the session, in: received)',
+      labelNames: ['session', 'direction'],
+      registers,
+      collect() {
+        this.reset();
+        for (const s of sessions()) {
+          this.set({ session: s.id, direction: 'out' }, s.counts.bytesOut);
+          this.set({ session: s.id, direction: 'in' }, s.counts.bytesIn);
+        }
+      },
     });
   }
 

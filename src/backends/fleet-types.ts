@@ -35,6 +35,8 @@ export interface FleetBackend {
   readonly quota?: SessionQuota | undefined;
   /** Every session of the fleet that belongs to `tenant`, from the engine (not from memory). */
   sessions(tenant: TenantId): Promise<FleetSession[]>;
+  /** The advertised URL of a live replica of the fleet, if it is alive. */
+  replicaUrl(replicaId: string): Promise<string | undefined>;
   /** Who serves session `id` of `tenant` now. */
   locate(id: string, tenant: TenantId): Promise<FleetLocation>;
   /**

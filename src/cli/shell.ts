@@ -11,6 +11,7 @@ import {
   connectionOf,
   connectionOptions,
   imagePullPrinter,
+  sessionOptions,
   parse,
   printError,
   shellExitCode,
@@ -19,7 +20,7 @@ import {
 
 const ESCAPE = 0x1d; // Ctrl-]
 
-export const SHELL_HELP = `Usage: exec-server shell [--image I] [--url U] [--token T]
+export const SHELL_HELP = `Usage: exec-server shell [--image I] [--allow-network ENTRY]... [--url U] [--token T]
        exec-server shell --attach SESSION
 
 An interactive shell in a new session (or re-attached to the shell of SESSION).
@@ -53,6 +54,7 @@ export async function shellCommand(args: string[]): Promise<number> {
     const { values, positionals } = parse(args, {
       ...connectionOptions,
       image: { type: 'string' },
+      'allow-network': { type: 'string', multiple: true },
       attach: { type: 'string' },
     });
     json = values.json === true;
@@ -89,7 +91,7 @@ export async function shellCommand(args: string[]): Promise<number> {
       client = await ExecServerClient.connect(url, {
         token,
         clientName: 'exec-server-cli',
-        session: values.image ? { image: values.image } : undefined,
+        session: sessionOptions(values.image, values['allow-network']),
         onImagePull: imagePullPrinter(),
       });
       const env = client.initResult['environmentInfo'] as { shell?: { path?: string } } | undefined;

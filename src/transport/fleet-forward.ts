@@ -11,6 +11,8 @@ import { bearerFromProtocols } from '../console/websocket-token.ts';
 import { execError, httpErrorBody } from '../errors.ts';
 import { asTenantId, type TenantId } from '../ids.ts';
 import type { SessionInfo } from '../protocol/index.ts';
+import type { FleetBackend } from '../backends/types.ts';
+import { MCP_PATH, MCP_REPLICA_SEPARATOR, SESSION_HEADER } from '../mcp/names.ts';
 import type { SessionRoute } from '../sessions/session-manager.ts';
 import { bearerOf } from './principal.ts';
 import { isSessionToken, type SessionTokenSigner } from './session-tokens.ts';
@@ -118,28 +120,62 @@ export function registerFleetTokenRouting(
   return (request, sessionId) => remote.get(request) === sessionId;
 }
 
-/** The session routes of a fleet go to the session's owner (this hook runs after authentication). */
+/**
+ * Where a request for another replica goes, if it does: a session route to the session's owner;
+ * MCP (`/mcp`) to the replica that holds the MCP connection (named in its id), or at initialize
+ * to the owner of the session it binds (`x-exec-session`).
+ */
+async function targetOf(request: FastifyRequest, fleet: FleetBackend): Promise<Target | undefined> {
+  const sessions = request.server.sessions;
+  const path = request.url.split('?')[0] ?? '';
+  const sessionRoute = (id: string): Target => ({
+    route: () => sessions.route(id, request.tenant),
+    reroute: (url) => sessions.rerouteAfterFailure(id, request.tenant, url),
+  });
+  const m = SESSION_PATH.exec(path);
+  if (m?.[1] !== undefined) return sessionRoute(decodeURIComponent(m[1]));
+  if (path !== MCP_PATH) return undefined;
+  const mcpId = request.headers['mcp-session-id'];
+  if (typeof mcpId === 'string') {
+    const replicaId = mcpId.split(MCP_REPLICA_SEPARATOR)[0] ?? '';
+    if (!mcpId.includes(MCP_REPLICA_SEPARATOR) || replicaId === fleet.replicaId) return undefined;
+    const route = async (): Promise<SessionRoute> => {
+      const url = await fleet.replicaUrl(replicaId);
+      return url === undefined ? { kind: 'absent' } : { kind: 'remote', url, replicaId };
+    };
+    return { route, reroute: () => Promise.resolve({ kind: 'absent' }) };
+  }
+  const bound = request.headers[SESSION_HEADER];
+  return typeof bound === 'string' ? sessionRoute(bound) : undefined;
+}
+
+interface Target {
+  route(): Promise<SessionRoute>;
+  reroute(url: string): Promise<SessionRoute>;
+}
+
+/** The session routes (and MCP) of a fleet go to the replica that serves them (this hook runs after authentication). */
 export function registerFleetForwarding(app: FastifyInstance): void {
   const fleet = app.sessions.backend.fleet;
   if (fleet === undefined) return;
   app.addHook('onRequest', async (request, reply) => {
-    const m = SESSION_PATH.exec(request.url);
-    if (m?.[1] === undefined || request.principal === undefined || request.headers.upgrade !== undefined) return;
-    const id = decodeURIComponent(m[1]);
-    let route = await app.sessions.route(id, request.tenant);
+    if (request.principal === undefined || request.headers.upgrade !== undefined) return;
+    const target = await targetOf(request, fleet);
+    if (target === undefined) return;
+    let route = await target.route();
     for (let hop = 0; route.kind === 'remote' && hop < 3; hop++) {
       if (request.headers[FORWARDED_HEADER] !== undefined) {
         const e = execError(
           'EXEC_ERR_BACKEND_UNAVAILABLE',
-          `session ${id} is moving between replicas (now at ${route.replicaId}): try again`,
+          `${request.url.split('?')[0]} is moving between replicas (now at ${route.replicaId}): try again`,
         );
         return reply.code(e.statusCode).send(httpErrorBody(e));
       }
       if ((await forward(request, reply, route.url, fleet.replicaId)) === 'done') return reply;
-      route = await app.sessions.rerouteAfterFailure(id, request.tenant, route.url);
+      route = await target.reroute(route.url);
     }
     if (route.kind === 'remote') {
-      const e = execError('EXEC_ERR_BACKEND_UNAVAILABLE', `the replica serving session ${id} does not answer`);
+      const e = execError('EXEC_ERR_BACKEND_UNAVAILABLE', `the replica ${route.replicaId} does not answer`);
       return reply.code(e.statusCode).send(httpErrorBody(e));
     }
     return undefined;

@@ -10,6 +10,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { test } from 'node:test';
 import { freePort } from '../support/free-port.ts';
+import { call, mcpClient, textOf } from '../mcp/helpers.ts';
 import { sleep, TestSession } from '../support/harness.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
 import { docker } from './helpers.ts';
@@ -25,7 +26,7 @@ interface Replica {
 const instanceId = `fleet-${randomUUID().slice(0, 8)}`;
 const replicas: Replica[] = [];
 
-async function replica(name: string): Promise<Replica> {
+async function replica(name: string, extra: readonly string[] = []): Promise<Replica> {
   const port = await freePort();
   const child = spawn(
     process.execPath,
@@ -45,6 +46,7 @@ async function replica(name: string): Promise<Replica> {
       instanceId,
       '--replica-id',
       name,
+      ...extra,
       '--listen',
       `ws://127.0.0.1:${port}`,
       '--log-level',
@@ -78,7 +80,7 @@ async function cleanUp(): Promise<void> {
   }
 }
 
-function textOf(s: TestSession, processId: string): string {
+function outputOf(s: TestSession, processId: string): string {
   return s
     .eventsOf(processId)
     .filter((n) => n.method === 'process/output')
@@ -129,7 +131,9 @@ test('a fleet of three replicas serves every session through any of them', {
   timeout: dockerTestOptions.skip ? 1000 : 240_000,
 }, async (t) => {
   t.after(cleanUp);
-  const [a, b, c] = await Promise.all([replica('a'), replica('b'), replica('c')]);
+  // C shares no directory with the engine: it reaches agents through the engine (as across hosts).
+  const [a, b, c] = await Promise.all([replica('a'), replica('b'), replica('c', ['--docker-agent-socket-dir', 'off'])]);
+  let movedOnB: { id: string; onB: TestSession } | undefined;
   const full = { session: { sandbox: { type: 'danger-full-access' } } };
 
   await t.test('a session made on A is listed and used through B', async () => {
@@ -144,7 +148,7 @@ test('a fleet of three replicas serves every session through any of them', {
       ],
       { tty: true },
     );
-    await until('ready', () => textOf(onA, 'repl').includes('ready'));
+    await until('ready', () => outputOf(onA, 'repl').includes('ready'));
     await onA.close();
 
     assert.ok((await listed(b)).includes(id), 'B lists the session A made');
@@ -164,6 +168,11 @@ test('a fleet of three replicas serves every session through any of them', {
     assert.equal(answer.exit_code, 3);
     assert.match(answer.output ?? '', /^via-c$/m);
 
+    // MCP through B: the connection is made on the owner A, and B forwards every later request to it.
+    const { client, transport } = await mcpClient(t, b.http, { headers: { 'x-exec-session': id } });
+    assert.match(transport.sessionId ?? '', /^a~/, 'the MCP connection lives on A, named so');
+    assert.match(textOf(await call(client, 'exec_command', { cmd: 'echo via-mcp' })), /via-mcp/);
+
     // A session token made on A works through B: B lets it through to A, which checks it.
     const minted = await fetch(`${a.http}/v1/sessions/${id}/tokens`, { method: 'POST' });
     assert.equal(minted.status, 201);
@@ -180,10 +189,10 @@ test('a fleet of three replicas serves every session through any of them', {
     const write = (s: string) =>
       onB.request('process/write', { processId: 'repl', chunk: Buffer.from(s).toString('base64') });
     assert.deepEqual(await write('hello\n'), { status: 'accepted' });
-    await until('the echo', () => textOf(onB, 'repl').includes('echo:hello'));
+    await until('the echo', () => outputOf(onB, 'repl').includes('echo:hello'));
     await onB.request('process/resize', { processId: 'repl', cols: 101, rows: 33 });
     await write('size\n');
-    await until('the new size', () => textOf(onB, 'repl').includes('33 101'));
+    await until('the new size', () => outputOf(onB, 'repl').includes('33 101'));
     await onB.request('process/signal', { processId: 'repl', signal: 'SIGTERM' });
     const rest = await readRest(onB, 'repl', 0);
     assert.match(rest.text, /ready[\s\S]*echo:hello[\s\S]*33 101/, 'the whole output, from seq 1, through B');
@@ -203,16 +212,16 @@ test('a fleet of three replicas serves every session through any of them', {
     await onA.start('nap', ['sh', '-c', 'echo napping; sleep 3; echo woke; exit 9']);
     await until(
       'streaming',
-      () => textOf(onA, 'stream').includes('line-50\n') && textOf(onA, 'nap').includes('napping'),
+      () => outputOf(onA, 'stream').includes('line-50\n') && outputOf(onA, 'nap').includes('napping'),
     );
     a.child.kill('SIGKILL');
     await new Promise((r) => a.child.once('exit', r));
     const seen = (p: string) => onA.eventsOf(p).map((n) => (n.params as { seq: number }).seq);
-    const before = { stream: textOf(onA, 'stream'), nap: textOf(onA, 'nap') };
+    const before = { stream: outputOf(onA, 'stream'), nap: outputOf(onA, 'nap') };
     const last = { stream: Math.max(...seen('stream')), nap: Math.max(...seen('nap')) };
 
     const onB = await TestSession.open(b.url, { resumeSessionId: id });
-    t.after(() => onB.close());
+    movedOnB = { id, onB };
     const stream = await readRest(onB, 'stream', last.stream);
     const expected = Array.from({ length: 400 }, (_, i) => `line-${i}\n`).join('');
     assert.equal(before.stream + stream.text, expected, 'every byte once, in order');
@@ -238,17 +247,33 @@ test('a fleet of three replicas serves every session through any of them', {
     const onC = await TestSession.open(c.url, full);
     t.after(() => onC.close());
     await onC.start('nap', ['sh', '-c', 'echo napping; sleep 4; echo woke; exit 7']);
-    await until('napping', () => textOf(onC, 'nap').includes('napping'));
+    await until('napping', () => outputOf(onC, 'nap').includes('napping'));
     const before = await listed(b);
     const d = await replica('d');
     assert.deepEqual(await listed(d), before, 'D lists the same sessions');
     assert.equal((await onC.result('nap', 30_000)).exited['exitCode'], 7, "C's command ran on untouched");
-    assert.match(textOf(onC, 'nap'), /napping\nwoke\n/);
+    assert.match(outputOf(onC, 'nap'), /napping\nwoke\n/);
     assert.doesNotMatch(d.stderr(), /re-adopted session|took over|removing orphan/, 'D adopted and removed nothing');
     const viaD = await fetch(`${d.http}/v1/sessions/${onC.sessionId}`);
     assert.equal(((await viaD.json()) as { attached: boolean }).attached, true, 'C still owns its session');
     // A delete through D reaches the owner; the session is gone for the whole fleet.
     assert.equal((await fetch(`${d.http}/v1/sessions/${onC.sessionId}`, { method: 'DELETE' })).status, 204);
     assert.ok(!(await listed(b)).includes(onC.sessionId));
+  });
+  await t.test('B SIGKILLed in turn: C, with no shared directory, takes over through the engine', async () => {
+    assert.ok(movedOnB);
+    const { id, onB } = movedOnB;
+    await onB.start('again', ['sh', '-c', 'echo before; sleep 1; echo after; exit 4']);
+    await until('before', () => outputOf(onB, 'again').includes('before'));
+    const last = Math.max(...onB.eventsOf('again').map((n) => (n.params as { seq: number }).seq));
+    b.child.kill('SIGKILL');
+    await new Promise((r) => b.child.once('exit', r));
+    const onC = await TestSession.open(c.url, { resumeSessionId: id });
+    t.after(() => onC.close());
+    const rest = await readRest(onC, 'again', last);
+    assert.equal(outputOf(onB, 'again') + rest.text, 'before\nafter\n');
+    assert.equal(rest.exitCode, 4);
+    const info = await onC.request<{ agentTransport?: string }>('session/info', {});
+    assert.equal(info.agentTransport, 'exec-stream', "C reached the agent through the engine's exec stream");
   });
 });

@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { test } from 'node:test';
 import { leaseName } from '../../src/backends/docker/engine/instance-lease.ts';
 import { asTenantId } from '../../src/ids.ts';
+import type { DockerFleet } from '../../src/backends/docker/fleet.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
 import { docker, makeBackend, RecordingSink, sessionSpec, sleep, spawnRequest } from './helpers.ts';
 
@@ -108,6 +109,46 @@ test(
     });
     assert.ok(await running(s.containerId!));
     await a.close();
+  },
+);
+
+test(
+  'a replica whose session another replica claimed lets it go: no attach from here, no removal',
+  dockerTestOptions,
+  async (t) => {
+    const instanceId = `fence-${randomUUID().slice(0, 8)}`;
+    const replica = (replicaId: string) =>
+      makeBackend({ instanceId, fleet: { replicaId, advertiseUrl: `http://127.0.0.1:1/${replicaId}` } });
+    const a = replica('a');
+    const b = replica('b');
+    t.after(() => a.close());
+    t.after(() => b.close());
+    await a.recover();
+    await b.recover();
+    const s = await a.createSession(sessionSpec());
+    const onA = new RecordingSink();
+    await s.spawn(spawnRequest(['sh', '-c', 'echo start; sleep 2; echo done; exit 6']), onA);
+    // As if A had lost its lease: B claims the session and adopts it (the agent takes B's link).
+    const [info] = await b.docker.listContainers({ filters: { id: [s.containerId!] } });
+    assert.ok(info);
+    assert.ok(await (b.fleet as DockerFleet).registry.claim(s.id, 1, 'b', info.ImageID));
+    const taken = await b.adoptRunning(info, s.id, asTenantId('alice'));
+    assert.ok(taken);
+    const onB = new RecordingSink();
+    assert.equal(await taken.adoptProcesses?.(() => onB), 1);
+    assert.deepEqual(await onB.exited, { kind: 'exited', code: 6 }, 'B serves the command to its end');
+    assert.match(onB.text('stdout'), /done\n$/);
+    const lostOnA = await onA.exited;
+    assert.equal(lostOnA.kind, 'lost');
+    assert.match(
+      JSON.stringify(lostOnA),
+      /owned by replica b/,
+      'A did not attach again: it says where the session went',
+    );
+    await s.destroy();
+    assert.ok(await running(s.containerId!), "A's delete leaves B's container alone");
+    await taken.session.destroy();
+    assert.equal((await docker('ps', '-aq', '--filter', `id=${s.containerId}`)).trim(), '');
   },
 );
 

@@ -17,6 +17,7 @@ import type {
   SessionFs,
   SessionStats,
   SnapshotInfo,
+  SnapshotOptions,
   SpawnRequest,
 } from '../types.ts';
 import { createContainerFs } from './container/container-fs.ts';
@@ -212,6 +213,16 @@ export class DockerSession implements BackendSession {
     return connectContainerPort((request, sink) => this.spawn(request, sink), this.workdir, port);
   }
 
+  /** Egress: the exec agent listens on 127.0.0.1:`port` and tunnels each client over its link. */
+  async enableEgress(port: number, accept: (conn: Duplex) => void): Promise<void> {
+    if (this.#agent === undefined)
+      throw execError(
+        'EXEC_ERR_UNSUPPORTED',
+        `session.network.allow needs the exec agent; this session runs one engine exec per command (${this.#init.agentUnavailable ?? 'no agent'})`,
+      );
+    await this.#agent.enableEgress(port, accept);
+  }
+
   async persistRecord(record: string): Promise<void> {
     const result = await this.#runner.run({
       cmd: ['/bin/sh', '-c', 'umask 077 && cat > "$1.tmp" && mv "$1.tmp" "$1"', 'sh', RECORD_FILE],
@@ -356,9 +367,9 @@ export class DockerSession implements BackendSession {
     return containerStats(this.container, this.#init.options.engineTimeoutMs);
   }
 
-  snapshot(name: string | undefined): Promise<SnapshotInfo> {
+  snapshot(name: string | undefined, options?: SnapshotOptions): Promise<SnapshotInfo> {
     if (this.#lost !== undefined) throw execError('EXEC_ERR_SESSION_DEAD', `session container is gone: ${this.#lost}`);
-    return commitSnapshot(this.container, { sessionId: this.id, tenant: this.tenant, name });
+    return commitSnapshot(this.container, { sessionId: this.id, tenant: this.tenant, name, memory: options?.memory });
   }
 
   onLost(listener: (reason: string) => void): void {

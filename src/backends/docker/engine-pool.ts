@@ -179,6 +179,17 @@ export class EnginePool implements Backend {
     return lists.flat();
   }
 
+  memoryCheckpoints(): { count: number; bytes: number } {
+    let count = 0;
+    let bytes = 0;
+    for (const m of this.#members) {
+      const t = m.backend.memoryCheckpoints();
+      count += t.count;
+      bytes += t.bytes;
+    }
+    return { count, bytes };
+  }
+
   async deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void> {
     let deleted = false;
     for (const m of this.#members.filter((x) => x.healthy)) {
@@ -225,6 +236,10 @@ export class EnginePool implements Backend {
       quota: this.#quota,
       sessions: async (tenant) =>
         (await Promise.all(healthy().map(({ fleet }) => fleet.sessions(tenant).catch(() => [])))).flat(),
+      replicaUrl: async (replicaId) => {
+        for (const { fleet } of healthy()) return fleet.replicaUrl(replicaId);
+        return undefined;
+      },
       locate: async (id, tenant) => (await where(id, tenant))?.location ?? { kind: 'absent' },
       takeOver: async (id, tenant) => (await where(id, tenant))?.fleet.takeOver(id, tenant),
     };

@@ -72,6 +72,10 @@ export class DockerFleet implements FleetBackend {
     return out;
   }
 
+  async replicaUrl(replicaId: string): Promise<string | undefined> {
+    return (await this.registry.replicas()).get(replicaId);
+  }
+
   async #find(id: string, tenant: TenantId): Promise<Docker.ContainerInfo | undefined> {
     return (await this.#host.listOwn()).find((c) => {
       const s = sessionOfContainer(c);
