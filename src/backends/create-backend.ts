@@ -32,6 +32,8 @@ async function createDocker(config: Config, log: Logger): Promise<Backend> {
       allowedRuntimes: config.allowedRuntimes === undefined ? undefined : runtimeList(config.allowedRuntimes),
       warmPoolRuntimes:
         config.warmPoolRuntimes === undefined || config.fleet ? undefined : warmPoolRuntimes(config.warmPoolRuntimes),
+      checkpointDir: config.checkpointDir,
+      checkpointMaxMb: config.checkpointMaxMb,
     },
     log.child({ backend: 'docker' }),
   );

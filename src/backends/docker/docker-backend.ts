@@ -26,6 +26,8 @@ import { DockerFleet, linkDirsOf, sessionOfContainer } from './fleet.ts';
 import { quotaSlots } from './container/quota-slots.ts';
 import { type AdoptHost, adoptHibernated, adoptRunning } from './container/recovery.ts';
 import { DiskAwareSession, StorageOptSupport } from './container/disk.ts';
+import { CheckpointStore } from './checkpoints/checkpoint-store.ts';
+import { templateRestorer } from './checkpoints/memory-snapshot.ts';
 import type { HibernatableSession } from './checkpoints/hibernation.ts';
 import { LABEL, userLabels } from './container/labels.ts';
 import { resolveOptions, type DockerBackendOptions, type DockerLogger, type ResolvedDockerOptions } from './options.ts';
@@ -65,6 +67,8 @@ export interface DockerBackend extends Backend {
   adoptRunning(c: Docker.ContainerInfo, sessionId: SessionId, tenant: TenantId): Promise<RecoveredSession | undefined>;
   /** Whether this engine has the snapshot `tenant` may use (placement of sessions made from it). */
   hasSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<boolean>;
+  /** The memory checkpoints of live templates this backend keeps. */
+  memoryCheckpoints(): { count: number; bytes: number };
 }
 
 /**
@@ -103,6 +107,8 @@ class DockerBackendImpl implements DockerBackend {
   readonly #agentVolume: AgentVolume;
   /** Shell and environment of the images this engine made containers of (image-facts.ts). */
   readonly #imageFacts = new ImageFacts();
+  /** Memory checkpoints of live templates and forks (checkpoint-store.ts). */
+  readonly #checkpoints: CheckpointStore;
   /** With `--fleet`: the other replicas and who owns which session (fleet.ts). */
   readonly #fleet: DockerFleet | undefined;
   #poolsStarted: Promise<void> | undefined;
@@ -119,6 +125,7 @@ class DockerBackendImpl implements DockerBackend {
     this.#pulls = new ImagePulls(this.docker, log);
     this.#gate = new CreateGate(options.createConcurrency);
     this.#agentVolume = new AgentVolume(this.docker, options.agentBinary, options.engineTimeoutMs, log);
+    this.#checkpoints = new CheckpointStore(options.checkpointDir, this.docker, options.engineTimeoutMs);
     this.#lease = new InstanceLease(
       this.docker,
       {
@@ -270,12 +277,31 @@ class DockerBackendImpl implements DockerBackend {
     let image = spec.image ?? this.options.defaultImage;
     if (spec.snapshot !== undefined)
       image = (await findSnapshot(this.docker, spec.snapshot, spec.tenant, this.options.engineTimeoutMs)).snapshotId;
-    const created = await this.#gate.run('live', () => this.#provisionSession(spec, image, workdir, runtime));
-    return this.#adopt(spec.id, spec.tenant, created, image, workdir, runtime);
+    const restore =
+      spec.snapshot !== undefined && (await this.#checkpoints.has(image))
+        ? templateRestorer({
+            store: this.#checkpoints,
+            engine: await this.runtimes.engine(),
+            runtime,
+            snapshotId: image,
+            sessionId: spec.id,
+            timeoutMs: this.options.engineTimeoutMs,
+            log: this.#log,
+          })
+        : undefined;
+    const created = await this.#gate.run('live', () => this.#provisionSession(spec, image, workdir, runtime, restore));
+    return this.#adopt(spec.id, spec.tenant, created, image, workdir, runtime, undefined, restore !== undefined);
   }
 
-  #provisionSession(spec: BackendSessionSpec, image: string, workdir: string, runtime: string): Promise<PoolEntry> {
+  #provisionSession(
+    spec: BackendSessionSpec,
+    image: string,
+    workdir: string,
+    runtime: string,
+    restore: ProvisionInput['restore'],
+  ): Promise<PoolEntry> {
     return this.#provision({
+      restore,
       name: `exec-server-${spec.id}`,
       image,
       pull:
@@ -330,6 +356,7 @@ class DockerBackendImpl implements DockerBackend {
     workdir: string,
     runtime: string,
     hibernated?: { at: Date; checkpoint: string },
+    restored?: boolean,
   ): Promise<HibernatableSession> {
     const engine = await this.runtimes.engine().catch(() => undefined);
     const session = new DockerSession({
@@ -364,6 +391,13 @@ class DockerBackendImpl implements DockerBackend {
         timeoutMs: this.options.engineTimeoutMs,
         log: this.#log,
         hibernated,
+        restored,
+        memory: {
+          store: this.#checkpoints,
+          maxBytes: this.options.checkpointMaxMb * 1024 * 1024,
+          removeImage: (snapshotId) => this.deleteSnapshot(snapshotId, tenant),
+          log: this.#log,
+        },
       },
       c.diskEnforcement ?? 'watch',
       this.options.engineTimeoutMs,
@@ -548,8 +582,14 @@ class DockerBackendImpl implements DockerBackend {
     return listSnapshots(this.docker, tenant, this.options.engineTimeoutMs);
   }
 
-  deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void> {
-    return deleteSnapshot(this.docker, snapshotId, tenant, this.options.engineTimeoutMs);
+  async deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void> {
+    const deleted = await deleteSnapshot(this.docker, snapshotId, tenant, this.options.engineTimeoutMs);
+    // A live template's memory goes with it.
+    await this.#checkpoints.remove(deleted);
+  }
+
+  memoryCheckpoints(): { count: number; bytes: number } {
+    return this.#checkpoints.totals;
   }
 
   async close(): Promise<void> {

@@ -42,6 +42,11 @@ export interface ProvisionInput {
   readonly agentVolume?: ((image: string) => Promise<string | undefined>) | undefined;
   /** Shell and environment of images already seen (image-facts.ts): no setup exec nor inspect. */
   readonly imageFacts?: ImageFacts | undefined;
+  /**
+   * Starts the created container from a memory checkpoint instead of afresh (a live template,
+   * a fork): the agent is in its image and running in its memory already.
+   */
+  readonly restore?: ((container: Docker.Container) => Promise<void>) | undefined;
 }
 
 export async function provisionContainer(
@@ -53,12 +58,7 @@ export async function provisionContainer(
   const agentVolume = options.execPath === 'agent' ? await p.agentVolume?.(p.image) : undefined;
   const { container, engineLimit, link } = await createContainer(docker, options, log, p, agentVolume);
   try {
-    // Before the start: the archive API writes into the container's own filesystem then.
-    const installed =
-      agentVolume !== undefined && (await agentBinary(options.agentBinary)) !== undefined
-        ? true
-        : await installIfWanted(container, options);
-    await withDeadline('container start', PROVISION_TIMEOUT_MS, (abortSignal) => container.start({ abortSignal }));
+    const installed = await startOrRestore(container, options, p.restore, agentVolume);
     const facts = p.imageFacts?.get(p.image) ?? (await learnImage(container, options, p));
     const agent =
       installed === true
@@ -170,6 +170,31 @@ async function learnImage(container: Docker.Container, options: ResolvedDockerOp
   return facts;
 }
 
+/**
+ * Installs the agent (before the start: the archive API writes into the container's own
+ * filesystem then) and starts the container; or restores it from a memory checkpoint, whose
+ * image holds the agent already. true when the agent is there, else why not.
+ */
+async function startOrRestore(
+  container: Docker.Container,
+  options: ResolvedDockerOptions,
+  restore: ProvisionInput['restore'],
+  agentVolume: string | undefined,
+): Promise<true | string> {
+  if (restore !== undefined) {
+    await restore(container);
+    return options.execPath === 'exec' ? 'the server runs with one engine exec per command (execPath exec)' : true;
+  }
+  // Before the start: the archive API writes into the container's own filesystem then; with the
+  // engine's agent volume mounted there is nothing to write.
+  const installed =
+    agentVolume !== undefined && (await agentBinary(options.agentBinary)) !== undefined
+      ? true
+      : await installIfWanted(container, options);
+  await withDeadline('container start', PROVISION_TIMEOUT_MS, (abortSignal) => container.start({ abortSignal }));
+  return installed;
+}
+
 /** true when the agent is in the container, else why not. */
 export async function installIfWanted(
   container: Docker.Container,
@@ -209,7 +234,16 @@ export async function startAgent(
     log,
   });
   try {
-    await agent.connection();
+    try {
+      await agent.connection();
+    } catch (err) {
+      // A running agent that was dialling the link again (its server died) may reach a listener
+      // just reopened here before `start` tells it to dial anew, and drop that first connection
+      // for the next one: one more attempt takes the next one.
+      if (socket.link === undefined) throw err;
+      log.info({ containerId: container.id, err: (err as Error).message }, 'agent link: attaching once more');
+      await agent.connection();
+    }
     return { agent };
   } catch (err) {
     agent.close('agent did not start');
