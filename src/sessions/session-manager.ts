@@ -23,6 +23,8 @@ import { MeasureSlots } from './disk-watch.ts';
 import { Session, type SessionDeps } from './session.ts';
 
 const REAP_INTERVAL_MS = 5_000;
+/** How often a replica of a fleet looks for sessions whose owner is gone (plus up to 5 s, so replicas spread). */
+const ORPHAN_SCAN_MS = 30_000;
 
 /** Disk measurements (a `du`, an engine walk of a layer) in flight at once across all sessions. */
 const DISK_MEASUREMENTS = 4;
@@ -51,6 +53,7 @@ export class SessionManager {
   #creating = 0;
   readonly #takingOver = new Map<string, Promise<Session | undefined>>();
   #reaper: NodeJS.Timeout | undefined;
+  #orphanScan: NodeJS.Timeout | undefined;
   #closing = false;
 
   constructor(backend: Backend, config: Config, metrics: Metrics, log: Logger, audit: Auditor = NO_AUDIT) {
@@ -94,6 +97,14 @@ export class SessionManager {
     this.#metrics.sessionsActive.set(this.#sessions.size);
     this.#reaper = setInterval(() => void this.reap(), REAP_INTERVAL_MS);
     this.#reaper.unref();
+    // In a fleet, sessions whose owner is gone are taken over (then reaped) even when unused.
+    if (this.#backend.fleet !== undefined)
+      this.#orphanScan = setInterval(() => void this.#takeOrphans(), ORPHAN_SCAN_MS + Math.random() * 5000).unref();
+  }
+
+  async #takeOrphans(): Promise<void> {
+    const orphans = (await this.#backend.fleet?.orphans().catch(() => undefined)) ?? [];
+    for (const o of orphans) if (!this.#closing) await this.route(o.id, o.tenant).catch(() => undefined);
   }
 
   /** Makes a session of what the backend kept (recovery, or a fleet take-over); undefined when it had to go. */
@@ -390,6 +401,7 @@ export class SessionManager {
   async close(opts: { keep?: boolean } = {}): Promise<void> {
     this.#closing = true;
     if (this.#reaper) clearInterval(this.#reaper);
+    clearInterval(this.#orphanScan);
     if (opts.keep) {
       this.#log.info({ sessions: this.#sessions.size }, 'sessions kept for the next server');
       for (const s of this.#sessions.values()) {
