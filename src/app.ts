@@ -109,6 +109,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const metrics = deps.metrics ?? new Metrics();
   const engines = backend.engines?.bind(backend);
   if (engines !== undefined) metrics.watchEngines(engines);
+  const checkpoints = backend.memoryCheckpoints?.bind(backend);
+  if (checkpoints !== undefined) metrics.watchCheckpoints(checkpoints);
   const app = Fastify({
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
     bodyLimit: config.maxMessageBytes,

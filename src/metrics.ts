@@ -30,6 +30,7 @@ export class Metrics {
   readonly startLatency: Histogram<'sandbox'>;
   readonly backendErrors: Counter<'operation'>;
   readonly diskLimitExceeded: Counter<'backend'>;
+  readonly forks: Counter<'memory' | 'result'>;
   readonly egressConnections: Counter<'result'>;
   readonly egressBytes: Counter<'direction'>;
   readonly #egressSources: Array<() => Iterable<{ id: string; counts: Readonly<EgressCountsView> }>> = [];
@@ -107,6 +108,12 @@ export class Metrics {
       labelNames: ['operation'],
       registers,
     });
+    this.forks = new Counter({
+      name: 'exec_server_forks_total',
+      help: 'Fork requests (POST /v1/sessions/{id}/fork, session/fork), with or without memory, by result',
+      labelNames: ['memory', 'result'],
+      registers,
+    });
     this.egressConnections = new Counter({
       name: 'exec_server_egress_connections_total',
       help: 'Connections through session egress proxies, by result (allowed, refused)',
@@ -124,6 +131,27 @@ export class Metrics {
       help: 'Sessions found past their disk limit by the disk watch (their processes were ended)',
       labelNames: ['backend'],
       registers,
+    });
+  }
+
+  /** Memory checkpoints kept (live templates, forks) and their bytes, read at scrape time. */
+  watchCheckpoints(totals: () => { count: number; bytes: number }): void {
+    const registers = [this.registry];
+    new Gauge({
+      name: 'exec_server_memory_checkpoints',
+      help: 'Memory checkpoints the server keeps for live templates and forks',
+      registers,
+      collect() {
+        this.set(totals().count);
+      },
+    });
+    new Gauge({
+      name: 'exec_server_memory_checkpoint_bytes',
+      help: 'Bytes of the memory checkpoints the server keeps',
+      registers,
+      collect() {
+        this.set(totals().bytes);
+      },
     });
   }
 

@@ -26,6 +26,8 @@ async function createDocker(config: Config, log: Logger): Promise<Backend> {
       runtime: config.runtime,
       allowedRuntimes: config.allowedRuntimes === undefined ? undefined : runtimeList(config.allowedRuntimes),
       warmPoolRuntimes: config.warmPoolRuntimes === undefined ? undefined : warmPoolRuntimes(config.warmPoolRuntimes),
+      checkpointDir: config.checkpointDir,
+      checkpointMaxMb: config.checkpointMaxMb,
     },
     log.child({ backend: 'docker' }),
   );

@@ -259,8 +259,16 @@ export interface BackendSession {
    * session cannot have it (then the session is not created with a `network`).
    */
   enableEgress?(port: number, accept: (conn: Duplex) => void): Promise<void>;
-  /** Commits the session's filesystem to a snapshot image. */
-  snapshot(name: string | undefined): Promise<SnapshotInfo>;
+  /**
+   * Commits the session's filesystem to a snapshot image; with `memory` (docker, gVisor) also
+   * its memory: a live template, whose sessions start with its processes running.
+   */
+  snapshot(name: string | undefined, options?: SnapshotOptions): Promise<SnapshotInfo>;
+  /**
+   * Optional: a session restored from a memory snapshot hands the processes it brought (running
+   * or ended) to `adopt`, as a recovered session does (`RecoveredSession.adoptProcesses`).
+   */
+  adoptRestored?(adopt: (p: RecoveredProcess, process: BackendProcess) => ProcessSink | undefined): Promise<number>;
   /**
    * Keeps `record` (the session's policy, opaque to the backend) where `recover()` finds it
    * again, out of reach of sandboxed commands. Backends without recovery ignore it.
@@ -314,6 +322,11 @@ export type { ImagePull } from '../protocol/index.ts';
 
 /** A snapshot as clients see it (`session/snapshot`, `/v1/snapshots`). */
 export type { SnapshotInfo } from '../protocol/index.ts';
+
+export interface SnapshotOptions {
+  /** Keep the memory too (a live template). */
+  readonly memory?: boolean | undefined;
+}
 
 /** A process a recovered session still has (its backend kept it running, or its exit). */
 export interface RecoveredProcess {
@@ -394,6 +407,8 @@ export interface Backend {
   /** Snapshots owned by `tenant` (all when undefined). */
   listSnapshots(tenant: TenantId | undefined): Promise<SnapshotInfo[]>;
   deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void>;
+  /** Optional: the memory checkpoints (live templates, forks) this backend keeps, for /metrics. */
+  memoryCheckpoints?(): { readonly count: number; readonly bytes: number };
   /** Stops everything this backend created (server shutdown). */
   close(): Promise<void>;
   /**

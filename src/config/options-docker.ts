@@ -29,6 +29,24 @@ export const DOCKER_OPTIONS = {
     description:
       "Docker: a directory the engine's host shares with the server at the same path (the same machine, or a volume both mount), where the server listens for each session's exec agent (a directory mounted read-only into its container; the agent connects out) so that output reaches the server directly instead of through the engine; found out per engine, with the engine's path as the fallback. `off`: always through the engine. An absolute path of at most 60 characters.",
   },
+  checkpointDir: {
+    flag: 'checkpoint-dir',
+    env: 'EXEC_SERVER_CHECKPOINT_DIR',
+    kind: 'string',
+    default: '/var/lib/exec-server/checkpoints',
+    description:
+      "Docker: where memory checkpoints of live templates and forks are kept (made root-only; never mounted into a container). Must be on the engine's host, which also holds the engine's data directory (docs/snapshots.md).",
+  },
+  checkpointMaxMb: {
+    flag: 'checkpoint-max-mb',
+    env: 'EXEC_SERVER_CHECKPOINT_MAX_MB',
+    kind: 'int',
+    default: 4096,
+    min: 1,
+    max: 1048576,
+    description:
+      'Docker: a session using more memory than this (MiB) is refused a memory snapshot or fork, and so is a checkpoint larger than this.',
+  },
   warmPool: {
     flag: 'warm-pool',
     env: 'EXEC_SERVER_WARM_POOL',

@@ -203,7 +203,34 @@ export const SessionListSchema = Type.Object({ sessions: Type.Array(SessionInfoS
 
 export const SnapshotNameSchema = Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_.-]+$' });
 export const SnapshotBodySchema = Type.Object(
-  { name: Type.Optional(SnapshotNameSchema) },
+  {
+    name: Type.Optional(SnapshotNameSchema),
+    memory: Type.Optional(
+      Type.Boolean({
+        description:
+          'Keep the memory too (docker, gVisor): a live template; sessions made from it start with its processes running',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+/** Most sessions one fork makes. */
+export const MAX_FORK_COUNT = 16;
+
+export const ForkBodySchema = Type.Object(
+  {
+    count: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: MAX_FORK_COUNT, description: 'Sessions to make (default 1)' }),
+    ),
+    memory: Type.Optional(
+      Type.Boolean({
+        description:
+          'Fork the memory too (docker, gVisor): every process of the source runs on in each fork; without it only the files are copied',
+      }),
+    ),
+    name: Type.Optional(SnapshotNameSchema),
+  },
   { additionalProperties: false },
 );
 
@@ -213,10 +240,22 @@ export const SnapshotInfoSchema = Type.Object({
   sessionId: Type.Optional(Type.String()),
   tenant: Type.Optional(Type.String()),
   createdAt: Type.String(),
+  memory: Type.Optional(Type.Boolean({ description: 'A live template: it holds the memory of its session' })),
+  checkpointBytes: Type.Optional(Type.Integer({ description: 'Size of its memory checkpoint' })),
+  pauseMs: Type.Optional(Type.Integer({ description: 'How long the session was stopped for the checkpoint' })),
 });
 export type SnapshotInfo = Static<typeof SnapshotInfoSchema>;
 
 export const SnapshotListSchema = Type.Object({ snapshots: Type.Array(SnapshotInfoSchema) });
+
+export type ForkBody = Static<typeof ForkBodySchema>;
+
+/** A fork's answer: the snapshot the forks were made from, and the new sessions (attach to them by id). */
+export const ForkAnswerSchema = Type.Object({
+  snapshot: SnapshotInfoSchema,
+  sessions: Type.Array(SessionInfoSchema),
+});
+export type ForkAnswer = Static<typeof ForkAnswerSchema>;
 export const SessionParamsSchema = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) });
 export const SnapshotParamsSchema = Type.Object({ id: Type.String({ minLength: 1, maxLength: 512 }) });
 

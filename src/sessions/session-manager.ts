@@ -15,12 +15,15 @@ import {
   checkSandboxType,
   fromSessionRecord,
   resolveSessionSpec,
+  type ResolvedSessionSpec,
   revokedTokensOf,
   type SessionSpec,
 } from './session-spec.ts';
 import { NO_AUDIT, redactEnv, type Auditor } from '../audit/auditor.ts';
 import { MeasureSlots } from './disk-watch.ts';
 import { FleetRouter, type SessionRoute } from './fleet-router.ts';
+import { type ForkResult, forkSession } from './session-fork.ts';
+import { restoreEgress, startEgress } from '../egress/session-egress.ts';
 import { Session, type SessionDeps } from './session.ts';
 
 const REAP_INTERVAL_MS = 5_000;
@@ -127,10 +130,7 @@ export class SessionManager {
       recovered.createdAt,
     );
     session.tokens.restore(revokedTokensOf(recovered.record));
-    // The agent of a re-adopted container is asked again (its listener survived; tunnels now come here).
-    await session.egress
-      ?.start(recovered.session)
-      .catch((err: unknown) => this.#log.warn({ sessionId: session.id, err }, 'egress proxy not restored'));
+    await restoreEgress(session, recovered.session, this.#log);
     this.#sessions.set(session.id, session);
     // Running and ended processes the backend kept (docker's exec agent): seqs continue.
     session.processes.adopting = true;
@@ -170,6 +170,37 @@ export class SessionManager {
     const resolved = resolveSessionSpec(spec, this.#config, this.#denialHandling(options.clientName));
     checkSandboxType(resolved.policy.sandbox.type, this.#deps.sandboxTypes?.(options.tenant) ?? []);
     this.#checkLimits(options.tenant);
+    return this.#launch(resolved, options, { env: redactEnv(spec.env) ?? {} });
+  }
+
+  /**
+   * Forks `source` `count` ways (session-fork.ts): a snapshot of it (with `memory`, a live
+   * template), then that many sessions of its spec made from it. On any failure the sessions
+   * made so far go again.
+   */
+  async fork(source: Session, o: { count: number; memory: boolean; name: string | undefined }): Promise<ForkResult> {
+    if (this.#closing) throw execError('EXEC_ERR_SHUTTING_DOWN', 'server is shutting down');
+    this.#checkLimits(source.tenant, o.count);
+    try {
+      const result = await forkSession(
+        source,
+        o,
+        (spec) => this.#launch(spec, { tenant: source.tenant }, { forkOf: source.id }),
+        (s) => this.#remove(s, 'fork failed'),
+      );
+      this.#metrics.forks.inc({ memory: String(o.memory), result: 'ok' });
+      return result;
+    } catch (err) {
+      this.#metrics.forks.inc({ memory: String(o.memory), result: 'error' });
+      throw err;
+    }
+  }
+
+  async #launch(
+    resolved: ResolvedSessionSpec,
+    options: CreateOptions,
+    detail: Record<string, unknown>,
+  ): Promise<Session> {
     const id = asSessionId(randomUUID());
     this.#creating++;
     try {
@@ -199,14 +230,9 @@ export class SessionManager {
       });
       await this.#takeFleetSlot(backendSession, options.tenant);
       const session = new Session(id, options.tenant, resolved, backendSession, this.#deps);
-      if (session.egress !== undefined) {
-        // Before the session is known: a session asked for `network` never runs without its proxy.
-        await session.egress.start(backendSession).catch(async (err: unknown) => {
-          await session.destroy().catch(() => undefined);
-          throw err;
-        });
-      }
+      await startEgress(session, backendSession);
       this.#sessions.set(id, session);
+      await this.#adoptRestored(session);
       // Not awaited: creation answers at once, and the first sandboxed command waits only for
       // what is left of it.
       if (resolved.policy.sandbox.type !== 'danger-full-access' && backendSession.prepareSandbox) {
@@ -224,19 +250,7 @@ export class SessionManager {
           this.#log.warn({ sessionId: id, err }, 'session record not stored; the session will not survive a restart'),
         );
       this.#metrics.sessionsCreated.inc({ result: 'ok' });
-      session.audit({
-        action: 'session.create',
-        detail: {
-          backend: this.#backend.kind,
-          image: backendSession.image ?? null,
-          // A fork: a session made from another's snapshot.
-          snapshot: resolved.snapshot ?? null,
-          sandbox: resolved.policy.sandbox.type,
-          approvalPolicy: resolved.policy.approvalPolicy,
-          env: redactEnv(spec.env) ?? {},
-          network: resolved.network === undefined ? null : { allow: [...resolved.network.allow] },
-        },
-      });
+      this.#auditCreate(session, detail);
       this.#metrics.sessionsActive.set(this.#sessions.size);
       this.#log.info({ sessionId: id, tenant: options.tenant, backend: this.#backend.kind }, 'session created');
       return session;
@@ -249,13 +263,14 @@ export class SessionManager {
   }
 
   /** This server's session limit, and the tenant's quota among this server's sessions. */
-  #checkLimits(tenant: TenantId): void {
-    if (this.#sessions.size + this.#creating >= this.#config.maxSessions) {
+  /** Refuses `count` more sessions past the server's or the tenant's limit. */
+  #checkLimits(tenant: TenantId, count = 1): void {
+    if (this.#sessions.size + this.#creating + count > this.#config.maxSessions) {
       this.#metrics.sessionsCreated.inc({ result: 'limit' });
       throw execError('EXEC_ERR_SESSION_LIMIT', `server session limit reached (${this.#config.maxSessions})`);
     }
     const owned = [...this.#sessions.values()].filter((s) => s.tenant === tenant).length;
-    if (owned >= this.#config.maxSessionsPerTenant) {
+    if (owned + count > this.#config.maxSessionsPerTenant) {
       this.#metrics.sessionsCreated.inc({ result: 'limit' });
       throw execError(
         'EXEC_ERR_SESSION_LIMIT',
@@ -316,6 +331,35 @@ export class SessionManager {
     } catch (err) {
       this.#log.error({ sessionId: session.id, err }, 'session destroy failed');
     }
+  }
+
+  #auditCreate(session: Session, detail: Record<string, unknown>): void {
+    const resolved = session.spec;
+    session.audit({
+      action: 'session.create',
+      detail: {
+        backend: this.#backend.kind,
+        image: session.backend.image ?? null,
+        // A fork or a session from a live template: made from another's snapshot.
+        snapshot: resolved.snapshot ?? null,
+        sandbox: resolved.policy.sandbox.type,
+        approvalPolicy: resolved.policy.approvalPolicy,
+        ...detail,
+        network: resolved.network === undefined ? null : { allow: [...resolved.network.allow] },
+      },
+    });
+  }
+
+  /** Restored from a live template (or a fork): its processes run on, with their ids and seqs. */
+  async #adoptRestored(session: Session): Promise<void> {
+    const restored = session.backend.adoptRestored?.bind(session.backend);
+    if (restored === undefined) return;
+    session.processes.adopting = true;
+    await restored((kept, process) => session.processes.adopt(kept, process))
+      .catch((err: unknown) =>
+        this.#log.warn({ sessionId: session.id, err }, 'cannot adopt the processes of a restored session'),
+      )
+      .finally(() => (session.processes.adopting = false));
   }
 
   /**

@@ -347,11 +347,14 @@ export class Session {
     return { sessionId: this.id, hibernation: h.state };
   }
 
-  /** Commits the session's filesystem to a snapshot image (docker backend). */
-  async snapshot(name: string | undefined): Promise<SnapshotInfo> {
+  /** Commits the session's filesystem (with `memory`, also its memory) to a snapshot image (docker backend). */
+  async snapshot(name: string | undefined, memory = false): Promise<SnapshotInfo> {
     this.assertAlive();
-    const snapshot = await this.backend.snapshot(name);
-    this.audit({ action: 'session.snapshot', detail: { snapshot: snapshot.snapshotId, name: name ?? null } });
+    const snapshot = await this.backend.snapshot(name, memory ? { memory } : undefined);
+    this.audit({
+      action: 'session.snapshot',
+      detail: { snapshot: snapshot.snapshotId, name: name ?? null, memory, pauseMs: snapshot.pauseMs ?? null },
+    });
     return snapshot;
   }
 
@@ -393,7 +396,6 @@ export class Session {
     for (const cleanup of this.#onDestroy) cleanup();
     this.#onDestroy.clear();
     this.ports.closeAll();
-    this.egress?.close();
     this.files.close();
     this.unifiedExec.approvals.close();
     this.#client?.evict('session was deleted');

@@ -10,6 +10,8 @@ import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/typ
 import type { FastifyInstance } from 'fastify';
 import {
   ERROR_RESPONSES,
+  ForkAnswerSchema,
+  ForkBodySchema,
   HibernationAnswerSchema,
   ImagePullListSchema,
   SessionInfoSchema,
@@ -159,8 +161,36 @@ export async function registerHttpApi(app: FastifyInstance): Promise<void> {
       },
       async (request, reply) => {
         const session = app.sessions.get(request.params.id, request.tenant);
-        const snapshot = await session.snapshot(request.body.name);
+        const snapshot = await session.snapshot(request.body.name, request.body.memory === true);
         return reply.code(201).send(snapshot);
+      },
+    );
+
+    api.post(
+      '/v1/sessions/:id/fork',
+      {
+        schema: {
+          operationId: 'forkSession',
+          tags: ['snapshots'],
+          summary:
+            'Fork the session `count` ways: new sessions from a snapshot of it; with `memory` (gVisor) its processes run on in each',
+          params: SessionParamsSchema,
+          body: ForkBodySchema,
+          response: { 201: ForkAnswerSchema, ...errors },
+        },
+        preValidation: async (request) => {
+          if (request.body === undefined || request.body === null) request.body = {};
+        },
+      },
+      async (request, reply) => {
+        const source = app.sessions.get(request.params.id, request.tenant);
+        const b = request.body;
+        const forked = await app.sessions.fork(source, {
+          count: b.count ?? 1,
+          memory: b.memory === true,
+          name: b.name,
+        });
+        return reply.code(201).send({ snapshot: forked.snapshot, sessions: forked.sessions.map((s) => s.info()) });
       },
     );
 

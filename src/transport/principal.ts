@@ -110,6 +110,12 @@ export function httpScopeError(
     return execError('EXEC_ERR_TOKEN_SCOPE', `this token is scoped to session ${scope.sessionId}`);
   if ((m[2] ?? '').startsWith('/tokens'))
     return execError('EXEC_ERR_TOKEN_SCOPE', 'session tokens cannot create or revoke tokens; use a tenant token');
+  // A fork makes new sessions, which a session token cannot open either.
+  if ((m[2] ?? '') === '/fork')
+    return execError(
+      'EXEC_ERR_TOKEN_SCOPE',
+      'session tokens cannot fork (a fork creates sessions); use a tenant token',
+    );
   if (scope.access === 'read' && method !== 'GET' && method !== 'HEAD')
     return execError('EXEC_ERR_TOKEN_READ_ONLY', `a read token cannot ${method} ${path}`);
   return undefined;

@@ -330,15 +330,35 @@ class Session(ToolsMixin):
 
     # ---- snapshots, forks, hibernation, preview ports ---------------------------------
 
-    async def snapshot(self, name: str | None = None) -> dict[str, Any]:
-        """Commits the session's filesystem to a snapshot (docker): ``{snapshotId, ...}``."""
+    async def snapshot(self, name: str | None = None, *, memory: bool = False) -> dict[str, Any]:
+        """Commits the session's filesystem to a snapshot (docker): ``{snapshotId, ...}``.
+
+        With ``memory=True`` (gVisor sessions) also its memory: a live template, whose sessions
+        start with its processes running.
+        """
         v.check_snapshot_name(name)
-        return dict(await self.request("session/snapshot", {} if name is None else {"name": name}))
+        params: dict[str, Any] = {} if name is None else {"name": name}
+        if memory:
+            params["memory"] = True
+        return dict(await self.request("session/snapshot", params))
 
     async def fork(self, name: str | None = None, **create: Any) -> Session:
         """A new session started from a snapshot of this one (its files, not its processes)."""
         snap = await self.snapshot(name)
         return await self.client.create_session(snapshot=snap["snapshotId"], **create)
+
+    async def fork_many(self, count: int = 1, *, memory: bool = False,
+                        name: str | None = None) -> list[Session]:
+        """``count`` forks made by the server (1 to 16), each attached; with ``memory=True``
+        (gVisor) every running process goes on in each, under the same process ids."""
+        if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 16:
+            raise v.fail("count must be an integer from 1 to 16")
+        v.check_snapshot_name(name)
+        params: dict[str, Any] = {"count": count, "memory": bool(memory)}
+        if name is not None:
+            params["name"] = name
+        answer = await self.request("session/fork", params)
+        return [await self.client.resume_session(str(s["sessionId"])) for s in answer["sessions"]]
 
     async def hibernate(self) -> dict[str, Any]:
         """Checkpoints and stops the container (docker, gVisor); the next call wakes it."""

@@ -26,6 +26,8 @@ import { DockerFleet, linkDirsOf, sessionOfContainer } from './fleet.ts';
 import { quotaSlots } from './container/quota-slots.ts';
 import { type AdoptHost, adoptHibernated, adoptRunning } from './container/recovery.ts';
 import { DiskAwareSession, StorageOptSupport } from './container/disk.ts';
+import { CheckpointStore } from './checkpoints/checkpoint-store.ts';
+import { templateRestorer } from './checkpoints/memory-snapshot.ts';
 import type { HibernatableSession } from './checkpoints/hibernation.ts';
 import { LABEL, userLabels } from './container/labels.ts';
 import { resolveOptions, type DockerBackendOptions, type DockerLogger, type ResolvedDockerOptions } from './options.ts';
@@ -60,6 +62,8 @@ export interface DockerBackend extends Backend {
   adoptRunning(c: Docker.ContainerInfo, sessionId: SessionId, tenant: TenantId): Promise<RecoveredSession | undefined>;
   /** Whether this engine has the snapshot `tenant` may use (placement of sessions made from it). */
   hasSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<boolean>;
+  /** The memory checkpoints of live templates this backend keeps. */
+  memoryCheckpoints(): { count: number; bytes: number };
 }
 
 /**
@@ -92,6 +96,8 @@ class DockerBackendImpl implements DockerBackend {
   readonly #agentLinks: AgentLinks;
   /** One live server per instance id on the engine, or one lease per replica (instance-lease.ts). */
   readonly #lease: InstanceLease;
+  /** Memory checkpoints of live templates and forks (checkpoint-store.ts). */
+  readonly #checkpoints: CheckpointStore;
   /** With `--fleet`: the other replicas and who owns which session (fleet.ts). */
   readonly #fleet: DockerFleet | undefined;
   #poolsStarted: Promise<void> | undefined;
@@ -104,6 +110,7 @@ class DockerBackendImpl implements DockerBackend {
     this.docker = createDockerClient(options.dockerHost);
     this.#agentLinks = new AgentLinks(options.agentSocketDir, options.instanceId, log);
     this.#pulls = new ImagePulls(this.docker, log);
+    this.#checkpoints = new CheckpointStore(options.checkpointDir, this.docker, options.engineTimeoutMs);
     this.#lease = new InstanceLease(
       this.docker,
       {
@@ -234,7 +241,20 @@ class DockerBackendImpl implements DockerBackend {
     let image = spec.image ?? this.options.defaultImage;
     if (spec.snapshot !== undefined)
       image = (await findSnapshot(this.docker, spec.snapshot, spec.tenant, this.options.engineTimeoutMs)).snapshotId;
+    const restore =
+      spec.snapshot !== undefined && (await this.#checkpoints.has(image))
+        ? templateRestorer({
+            store: this.#checkpoints,
+            engine: await this.runtimes.engine(),
+            runtime,
+            snapshotId: image,
+            sessionId: spec.id,
+            timeoutMs: this.options.engineTimeoutMs,
+            log: this.#log,
+          })
+        : undefined;
     const created = await this.#provision({
+      restore,
       name: `exec-server-${spec.id}`,
       image,
       pull:
@@ -255,7 +275,7 @@ class DockerBackendImpl implements DockerBackend {
       workdir,
       runtime,
     });
-    return this.#adopt(spec.id, spec.tenant, created, image, workdir, runtime);
+    return this.#adopt(spec.id, spec.tenant, created, image, workdir, runtime, undefined, restore !== undefined);
   }
 
   #poolMatches(spec: BackendSessionSpec, workdir: string): boolean {
@@ -290,6 +310,7 @@ class DockerBackendImpl implements DockerBackend {
     workdir: string,
     runtime: string,
     hibernated?: { at: Date; checkpoint: string },
+    restored?: boolean,
   ): Promise<HibernatableSession> {
     const engine = await this.runtimes.engine().catch(() => undefined);
     const session = new DockerSession({
@@ -324,6 +345,13 @@ class DockerBackendImpl implements DockerBackend {
         timeoutMs: this.options.engineTimeoutMs,
         log: this.#log,
         hibernated,
+        restored,
+        memory: {
+          store: this.#checkpoints,
+          maxBytes: this.options.checkpointMaxMb * 1024 * 1024,
+          removeImage: (snapshotId) => this.deleteSnapshot(snapshotId, tenant),
+          log: this.#log,
+        },
       },
       c.diskEnforcement ?? 'watch',
       this.options.engineTimeoutMs,
@@ -501,8 +529,14 @@ class DockerBackendImpl implements DockerBackend {
     return listSnapshots(this.docker, tenant, this.options.engineTimeoutMs);
   }
 
-  deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void> {
-    return deleteSnapshot(this.docker, snapshotId, tenant, this.options.engineTimeoutMs);
+  async deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void> {
+    const deleted = await deleteSnapshot(this.docker, snapshotId, tenant, this.options.engineTimeoutMs);
+    // A live template's memory goes with it.
+    await this.#checkpoints.remove(deleted);
+  }
+
+  memoryCheckpoints(): { count: number; bytes: number } {
+    return this.#checkpoints.totals;
   }
 
   async close(): Promise<void> {

@@ -17,6 +17,7 @@ import type {
   SessionFs,
   SessionStats,
   SnapshotInfo,
+  SnapshotOptions,
   SpawnRequest,
 } from '../types.ts';
 import { createContainerFs } from './container/container-fs.ts';
@@ -366,9 +367,9 @@ export class DockerSession implements BackendSession {
     return containerStats(this.container, this.#init.options.engineTimeoutMs);
   }
 
-  snapshot(name: string | undefined): Promise<SnapshotInfo> {
+  snapshot(name: string | undefined, options?: SnapshotOptions): Promise<SnapshotInfo> {
     if (this.#lost !== undefined) throw execError('EXEC_ERR_SESSION_DEAD', `session container is gone: ${this.#lost}`);
-    return commitSnapshot(this.container, { sessionId: this.id, tenant: this.tenant, name });
+    return commitSnapshot(this.container, { sessionId: this.id, tenant: this.tenant, name, memory: options?.memory });
   }
 
   onLost(listener: (reason: string) => void): void {

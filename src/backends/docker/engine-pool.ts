@@ -179,6 +179,17 @@ export class EnginePool implements Backend {
     return lists.flat();
   }
 
+  memoryCheckpoints(): { count: number; bytes: number } {
+    let count = 0;
+    let bytes = 0;
+    for (const m of this.#members) {
+      const t = m.backend.memoryCheckpoints();
+      count += t.count;
+      bytes += t.bytes;
+    }
+    return { count, bytes };
+  }
+
   async deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void> {
     let deleted = false;
     for (const m of this.#members.filter((x) => x.healthy)) {

@@ -84,6 +84,10 @@ export interface DockerBackendOptions {
   readonly allowedRuntimes?: readonly string[] | undefined;
   /** Warm-pool sizes of other runtimes than the default one (`warmPoolSize` is the default's). */
   readonly warmPoolRuntimes?: Readonly<Record<string, number>> | undefined;
+  /** Where memory checkpoints of live templates and forks are kept (root-only; docs/snapshots.md). */
+  readonly checkpointDir?: string | undefined;
+  /** The most memory (MiB) a session may use to be snapshotted or forked with it. */
+  readonly checkpointMaxMb?: number | undefined;
 }
 
 /**
@@ -122,6 +126,8 @@ export interface ResolvedDockerOptions {
   readonly runtime: string | undefined;
   readonly allowedRuntimes: readonly string[];
   readonly warmPoolRuntimes: Readonly<Record<string, number>>;
+  readonly checkpointDir: string;
+  readonly checkpointMaxMb: number;
 }
 
 /** Half the host's CPUs, at least one: one busy session must not be able to take them all. */
@@ -154,5 +160,7 @@ export function resolveOptions(o: DockerBackendOptions): ResolvedDockerOptions {
     runtime: o.runtime,
     allowedRuntimes: [...new Set(o.allowedRuntimes ?? [])],
     warmPoolRuntimes: o.warmPoolRuntimes ?? {},
+    checkpointDir: o.checkpointDir ?? '/var/lib/exec-server/checkpoints',
+    checkpointMaxMb: o.checkpointMaxMb ?? 4096,
   };
 }

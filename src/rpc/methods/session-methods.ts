@@ -137,5 +137,20 @@ export function registerSessionMethods(table: MethodTable<Connection>): void {
   table.add('session/terminateAll', async (_p, conn) => ({ terminated: await conn.session.terminateAll() }));
   table.add('session/hibernate', (_p, conn) => conn.session.hibernate());
   table.add('session/wake', (_p, conn) => conn.session.wake());
-  table.add('session/snapshot', (params, conn) => conn.session.snapshot(params.name ?? undefined));
+  table.add('session/snapshot', (params, conn) =>
+    conn.session.snapshot(params.name ?? undefined, params.memory === true),
+  );
+  table.add('session/fork', async (params, conn) => {
+    if (conn.deps.principal?.scope !== undefined)
+      throw execError(
+        'EXEC_ERR_TOKEN_SCOPE',
+        'session tokens cannot fork (a fork creates sessions); use a tenant token',
+      );
+    const forked = await conn.deps.sessions.fork(conn.session, {
+      count: params.count ?? 1,
+      memory: params.memory === true,
+      name: params.name ?? undefined,
+    });
+    return { snapshot: forked.snapshot, sessions: forked.sessions.map((s) => s.info()) };
+  });
 }

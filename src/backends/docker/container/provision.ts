@@ -36,6 +36,11 @@ export interface ProvisionInput {
   readonly storage?: StorageOptSupport | undefined;
   /** Agent links (the server's listeners); undefined: the agent is reached through the engine. */
   readonly agentLinks?: AgentLinks | undefined;
+  /**
+   * Starts the created container from a memory checkpoint instead of afresh (a live template,
+   * a fork): the agent is in its image and running in its memory already.
+   */
+  readonly restore?: ((container: Docker.Container) => Promise<void>) | undefined;
 }
 
 export async function provisionContainer(
@@ -109,9 +114,7 @@ export async function provisionContainer(
   const { container } = created;
   if (link !== undefined) p.agentLinks?.track(container.id, link);
   try {
-    // Before the start: the archive API writes into the container's own filesystem then.
-    const installed = await installIfWanted(container, options);
-    await withDeadline('container start', PROVISION_TIMEOUT_MS, (abortSignal) => container.start({ abortSignal }));
+    const installed = await startOrRestore(container, options, p.restore);
     const setup = await runControl(container, {
       cmd: ['/bin/sh', '-c', SETUP_SCRIPT, 'sh', p.workdir],
       timeoutMs: PROVISION_TIMEOUT_MS,
@@ -136,6 +139,25 @@ export async function provisionContainer(
     await removeContainer(docker, container.id).catch(() => undefined);
     throw err;
   }
+}
+
+/**
+ * Installs the agent (before the start: the archive API writes into the container's own
+ * filesystem then) and starts the container; or restores it from a memory checkpoint, whose
+ * image holds the agent already. true when the agent is there, else why not.
+ */
+async function startOrRestore(
+  container: Docker.Container,
+  options: ResolvedDockerOptions,
+  restore: ProvisionInput['restore'],
+): Promise<true | string> {
+  if (restore !== undefined) {
+    await restore(container);
+    return options.execPath === 'exec' ? 'the server runs with one engine exec per command (execPath exec)' : true;
+  }
+  const installed = await installIfWanted(container, options);
+  await withDeadline('container start', PROVISION_TIMEOUT_MS, (abortSignal) => container.start({ abortSignal }));
+  return installed;
 }
 
 /** true when the agent is in the container, else why not. */
