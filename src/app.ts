@@ -80,6 +80,11 @@ function withRewrite(rewrite: ((req: IncomingMessage) => string) | undefined): {
  * Origin tells whose page it is. A preview application's own requests are its business, its
  * WebSockets not.
  */
+/** `/readyz`'s answer when not ready: 503, with EXEC_ERR_BACKEND_UNAVAILABLE (whose status that is). */
+function notReady(reply: FastifyReply, e: ExecServerError): FastifyReply {
+  return reply.code(e.statusCode).send(httpErrorBody(e));
+}
+
 function originGate(
   origins: OriginCheck,
 ): (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply | undefined> {
@@ -181,10 +186,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     }
     const err = error as Error & { validation?: unknown; statusCode?: number };
     if (err.validation) return reply.code(400).send(httpErrorBody(execError('EXEC_ERR_INVALID_PARAMS', err.message)));
-    // The framework's own 4xx (body too large, malformed JSON, wrong content type): its status, our code.
+    // The framework's own 4xx (body too large, malformed JSON, wrong content type): our code, and
+    // that code's one status (a 415 of the framework is answered 400 EXEC_ERR_INVALID_REQUEST).
     const status = err.statusCode;
-    if (status !== undefined && status >= 400 && status < 500)
-      return reply.code(status).send(httpErrorBody(execError(codeOfHttpStatus(status), err.message)));
+    if (status !== undefined && status >= 400 && status < 500) {
+      const e = execError(codeOfHttpStatus(status), err.message, { cause: err });
+      return reply.code(e.statusCode).send(httpErrorBody(e));
+    }
     request.log.error({ err: error }, 'request failed');
     const e = toExecError(error);
     return reply.code(e.statusCode).send(httpErrorBody(e));
@@ -200,12 +208,18 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await backend.ping();
       const reason =
         (audit instanceof AuditLog ? audit.notReadyReason() : undefined) ?? (await backend.notReadyReason?.());
-      if (reason !== undefined)
-        return reply.code(503).send(httpErrorBody(execError('EXEC_ERR_BACKEND_UNAVAILABLE', reason)));
+      if (reason !== undefined) return notReady(reply, execError('EXEC_ERR_BACKEND_UNAVAILABLE', reason));
       const engines = backend.engines?.();
       return { status: 'ready', backend: backend.kind, ...(engines === undefined ? {} : { engines }) };
     } catch (err) {
-      return reply.code(503).send(httpErrorBody(toExecError(err)));
+      // Not ready, whatever the engine said: 503 with the code of that status, the failure as its cause.
+      const e = toExecError(err);
+      return notReady(
+        reply,
+        e.code === 'EXEC_ERR_BACKEND_UNAVAILABLE'
+          ? e
+          : execError('EXEC_ERR_BACKEND_UNAVAILABLE', e.message, { cause: err }),
+      );
     }
   });
   app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {

@@ -47,3 +47,8 @@ export class CommandExitError extends Error {
     return this.result.exitCode;
   }
 }
+
+/** The WebSocket connection closed (or was never open) while a request waited for its answer. */
+export class ExecServerConnectionError extends Error {
+  override readonly name = 'ExecServerConnectionError';
+}

@@ -383,7 +383,7 @@ class DockerBackendImpl implements DockerBackend {
           cmd: ['/bin/sh', '-c', SETUP_SCRIPT, 'sh', workdir],
           timeoutMs: this.options.engineTimeoutMs,
         });
-        if (setup.exitCode !== 0) throw new Error(setup.stderr.trim());
+        if (setup.exitCode !== 0) throw execError('EXEC_ERR_BACKEND', setup.stderr.trim());
         const info = await withDeadline('container inspect', this.options.engineTimeoutMs, (abortSignal) =>
           container.inspect({ abortSignal }),
         );

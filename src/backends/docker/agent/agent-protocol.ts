@@ -27,6 +27,7 @@
  * under the same seqs (docs/docker-backend.md, "Processes that survive the server").
  */
 import type { SpawnMode, StreamName, TerminalSize } from '../../types.ts';
+import { execError } from '../../../errors.ts';
 
 export const AGENT_PROTOCOL_VERSION = 1;
 export const AGENT_HEADER_BYTES = 12;
@@ -301,6 +302,6 @@ export class AgentStreamParser {
 
   #fail(message: string): void {
     this.#failed = true;
-    this.#onError(new Error(message));
+    this.#onError(execError('EXEC_ERR_BACKEND', message));
   }
 }

@@ -34,6 +34,7 @@ export function scriptError(result: ControlResult, what: string): ExecServerErro
   const match = ERRNO_BY_TEXT.find(([re]) => re.test(text));
   const code = match?.[1];
   if (code === 'EISDIR') return execError('EXEC_ERR_FS', `${what}: Is a directory`);
+  // Errno-shaped on purpose (not shown as is): fromErrno turns it into the registry's error.
   const err = Object.assign(new Error(text.replace(/^E[A-Z]+\s*/, '') || `exit ${result.exitCode}`), { code });
   return fromErrno(err, what);
 }
@@ -174,7 +175,7 @@ export function createContainerFs(host: ContainerFsHost): SessionFs {
       if (statusOf((err as ExecServerError).cause) !== 404) throw err;
       if (inTmpfs(posix.normalize(path)))
         return { fromExec: parseLstat(path, (await run(path, S.lstat, [path])).toString('utf8')) };
-      throw fromErrno(Object.assign(new Error('not found'), { code: 'ENOENT' }), path);
+      throw execError('EXEC_ERR_NOT_FOUND', `${path}: No such file or directory`, { cause: err });
     });
     if ((res as { fromExec?: PathStat }).fromExec !== undefined) return (res as { fromExec: PathStat }).fromExec;
     const msg = res as NodeJS.ReadableStream & { headers?: Record<string, string> };
