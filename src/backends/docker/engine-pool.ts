@@ -23,6 +23,7 @@ import type {
 } from '../types.ts';
 import { createDockerBackend, type DockerBackend } from './docker-backend.ts';
 import type { DockerBackendOptions, DockerLogger } from './options.ts';
+import { commaList } from '../../config/lists.ts';
 
 /** How often every engine is pinged (placement skips the ones that did not answer). */
 const HEALTH_INTERVAL_MS = 2000;
@@ -37,11 +38,7 @@ export interface Member {
 
 /** Splits a `--docker-host` value into its engines (comma-separated, blanks dropped). */
 export function engineList(value: string | undefined): string[] {
-  if (value === undefined) return [];
-  return value
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s !== '');
+  return commaList(value);
 }
 
 /**

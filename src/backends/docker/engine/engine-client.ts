@@ -5,6 +5,7 @@
  */
 import Docker from 'dockerode';
 import { execError, ExecServerError } from '../../../errors.ts';
+import { DEFAULT_DOCKER_SOCKET, type DockerHostAddress, parseDockerHost } from '../../../config/docker-host.ts';
 
 /**
  * Builds a dockerode client for `dockerHost` (see `DockerBackendOptions.dockerHost`).
@@ -13,20 +14,16 @@ import { execError, ExecServerError } from '../../../errors.ts';
  */
 export function createDockerClient(dockerHost: string | undefined): Docker {
   const host = dockerHost ?? process.env.DOCKER_HOST;
-  if (host === undefined || host === '') return new Docker({ socketPath: '/var/run/docker.sock' });
-  if (host.startsWith('/')) return new Docker({ socketPath: host });
-  const url = new URL(host);
-  switch (url.protocol) {
-    case 'unix:':
-      return new Docker({ socketPath: url.pathname });
-    case 'tcp:':
-    case 'http:':
-      return new Docker({ host: url.hostname, port: url.port || '2375', protocol: 'http' });
-    case 'https:':
-      return new Docker({ host: url.hostname, port: url.port || '2376', protocol: 'https' });
-    default:
-      throw execError('EXEC_ERR_CONFIG', `unsupported docker host ${host}`);
+  if (host === undefined || host === '') return new Docker({ socketPath: DEFAULT_DOCKER_SOCKET });
+  let address: DockerHostAddress;
+  try {
+    address = parseDockerHost(host, 'docker host');
+  } catch (err) {
+    throw execError('EXEC_ERR_CONFIG', `unsupported docker host ${host}`, { cause: err });
   }
+  return address.kind === 'socket'
+    ? new Docker({ socketPath: address.path })
+    : new Docker({ host: address.host, port: address.port, protocol: address.protocol });
 }
 
 /** Error codes of a transport that cannot reach the engine. */
