@@ -100,6 +100,118 @@ function originGate(
   };
 }
 
+/** One line per request, at debug: at info the log would be mostly requests within minutes. */
+function logRequests(app: FastifyInstance): void {
+  app.addHook('onResponse', async (request, reply) => {
+    request.log.debug(
+      {
+        method: request.method,
+        url: request.url.split('?')[0],
+        statusCode: reply.statusCode,
+        ms: Math.round(reply.elapsedTime),
+      },
+      'request',
+    );
+  });
+}
+
+/** Every error leaves as the registry has it: `{code, message}` with the code's one status. */
+function setErrorHandlers(app: FastifyInstance): void {
+  app.setErrorHandler((error, request, reply) => {
+    if (error instanceof ExecServerError) {
+      if (error.statusCode >= 500) request.log.error({ err: error }, 'request failed');
+      return reply.code(error.statusCode).send(httpErrorBody(error));
+    }
+    const err = error as Error & { validation?: unknown; statusCode?: number };
+    if (err.validation) return reply.code(400).send(httpErrorBody(execError('EXEC_ERR_INVALID_PARAMS', err.message)));
+    // The framework's own 4xx (body too large, malformed JSON, wrong content type): our code, and
+    // that code's one status (a 415 of the framework is answered 400 EXEC_ERR_INVALID_REQUEST).
+    const status = err.statusCode;
+    if (status !== undefined && status >= 400 && status < 500) {
+      const e = execError(codeOfHttpStatus(status), err.message, { cause: err });
+      return reply.code(e.statusCode).send(httpErrorBody(e));
+    }
+    request.log.error({ err: error }, 'request failed');
+    const e = toExecError(error);
+    return reply.code(e.statusCode).send(httpErrorBody(e));
+  });
+}
+
+/** `/healthz` (the process is up), `/readyz` (the backend answers, the audit log can be written), `/metrics`. */
+function registerProbes(app: FastifyInstance, backend: Backend, audit: Auditor, metrics: Metrics): void {
+  app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
+  app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
+    try {
+      await backend.ping();
+      const reason =
+        (audit instanceof AuditLog ? audit.notReadyReason() : undefined) ?? (await backend.notReadyReason?.());
+      if (reason !== undefined) return notReady(reply, execError('EXEC_ERR_BACKEND_UNAVAILABLE', reason));
+      const engines = backend.engines?.();
+      return { status: 'ready', backend: backend.kind, ...(engines === undefined ? {} : { engines }) };
+    } catch (err) {
+      // Not ready, whatever the engine said: 503 with the code of that status, the failure as its cause.
+      const e = toExecError(err);
+      return notReady(
+        reply,
+        e.code === 'EXEC_ERR_BACKEND_UNAVAILABLE'
+          ? e
+          : execError('EXEC_ERR_BACKEND_UNAVAILABLE', e.message, { cause: err }),
+      );
+    }
+  });
+  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
+    return reply.header('content-type', metrics.registry.contentType).send(await metrics.registry.metrics());
+  });
+}
+
+/** The WebSocket protocol, the REST API, the files, the console, MCP and the preview routes. */
+async function registerRoutes(
+  app: FastifyInstance,
+  deps: { config: Config; sessions: SessionManager; metrics: Metrics; tokenSigner: SessionTokenSigner },
+): Promise<void> {
+  const { config, sessions, metrics, tokenSigner } = deps;
+  const table = new MethodTable<Connection>();
+  registerSessionMethods(table);
+  registerProcessMethods(table);
+  registerFsMethods(table);
+  const signer = new PreviewSigner(config.previewSecret);
+  registerPreviewMethods(table, { config, signer });
+  registerWebSocketRoute(app, {
+    table,
+    metrics,
+    bufferLimitBytes: config.wsBufferLimitBytes,
+    deps: { sessions, config, metrics, version: VERSION },
+  });
+  await registerTokenRoutes(app, { signer: tokenSigner, maxTtlSeconds: config.sessionTokenMaxTtlSeconds });
+  await registerHttpApi(app);
+  await registerFileRoutes(app);
+  registerConsole(app);
+  // Loaded on first use: the MCP SDK and its dependencies take a while to evaluate, which every
+  // importer of this module (CLI client commands, tests) would otherwise pay at load time.
+  const { registerMcpEndpoint } = await import('./mcp/endpoint.ts');
+  registerMcpEndpoint(app, { config, signer });
+  await registerPreviewRoutes(app, { config, signer, sessionTokens: tokenSigner });
+}
+
+/** Startup re-adopts the sessions; shutdown ends them, then the backend and the audit log the app opened. */
+function addLifecycleHooks(
+  app: FastifyInstance,
+  sessions: SessionManager,
+  backend: Backend,
+  ownAudit: Auditor | undefined,
+): void {
+  app.addHook('onReady', async () => {
+    await sessions.start();
+  });
+  app.addHook('preClose', async () => {
+    await sessions.close();
+  });
+  app.addHook('onClose', async () => {
+    await backend.close();
+    if (ownAudit instanceof AuditLog) await ownAudit.close();
+  });
+}
+
 /** How long startup (recovery included) may take before the server gives up. */
 const STARTUP_TIMEOUT_MS = 10 * 60_000;
 
@@ -166,97 +278,18 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     skip: (method, url, path) => PUBLIC_ROUTES.has(path) || isConsolePath(path) || isPreviewProxyRequest(method, url),
   });
 
-  // One line per request, at debug: at info the log would be mostly requests within minutes.
-  app.addHook('onResponse', async (request, reply) => {
-    request.log.debug(
-      {
-        method: request.method,
-        url: request.url.split('?')[0],
-        statusCode: reply.statusCode,
-        ms: Math.round(reply.elapsedTime),
-      },
-      'request',
-    );
-  });
+  logRequests(app);
 
-  app.setErrorHandler((error, request, reply) => {
-    if (error instanceof ExecServerError) {
-      if (error.statusCode >= 500) request.log.error({ err: error }, 'request failed');
-      return reply.code(error.statusCode).send(httpErrorBody(error));
-    }
-    const err = error as Error & { validation?: unknown; statusCode?: number };
-    if (err.validation) return reply.code(400).send(httpErrorBody(execError('EXEC_ERR_INVALID_PARAMS', err.message)));
-    // The framework's own 4xx (body too large, malformed JSON, wrong content type): our code, and
-    // that code's one status (a 415 of the framework is answered 400 EXEC_ERR_INVALID_REQUEST).
-    const status = err.statusCode;
-    if (status !== undefined && status >= 400 && status < 500) {
-      const e = execError(codeOfHttpStatus(status), err.message, { cause: err });
-      return reply.code(e.statusCode).send(httpErrorBody(e));
-    }
-    request.log.error({ err: error }, 'request failed');
-    const e = toExecError(error);
-    return reply.code(e.statusCode).send(httpErrorBody(e));
-  });
+  setErrorHandlers(app);
   app.setNotFoundHandler((request, reply) => {
     const e = execError('EXEC_ERR_NOT_FOUND', `no route ${request.method} ${request.url}`);
     return reply.code(e.statusCode).send(httpErrorBody(e));
   });
 
-  app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
-  app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
-    try {
-      await backend.ping();
-      const reason =
-        (audit instanceof AuditLog ? audit.notReadyReason() : undefined) ?? (await backend.notReadyReason?.());
-      if (reason !== undefined) return notReady(reply, execError('EXEC_ERR_BACKEND_UNAVAILABLE', reason));
-      const engines = backend.engines?.();
-      return { status: 'ready', backend: backend.kind, ...(engines === undefined ? {} : { engines }) };
-    } catch (err) {
-      // Not ready, whatever the engine said: 503 with the code of that status, the failure as its cause.
-      const e = toExecError(err);
-      return notReady(
-        reply,
-        e.code === 'EXEC_ERR_BACKEND_UNAVAILABLE'
-          ? e
-          : execError('EXEC_ERR_BACKEND_UNAVAILABLE', e.message, { cause: err }),
-      );
-    }
-  });
-  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
-    return reply.header('content-type', metrics.registry.contentType).send(await metrics.registry.metrics());
-  });
+  registerProbes(app, backend, audit, metrics);
 
-  const table = new MethodTable<Connection>();
-  registerSessionMethods(table);
-  registerProcessMethods(table);
-  registerFsMethods(table);
-  const signer = new PreviewSigner(config.previewSecret);
-  registerPreviewMethods(table, { config, signer });
-  registerWebSocketRoute(app, {
-    table,
-    metrics,
-    bufferLimitBytes: config.wsBufferLimitBytes,
-    deps: { sessions, config, metrics, version: VERSION },
-  });
-  await registerTokenRoutes(app, { signer: tokenSigner, maxTtlSeconds: config.sessionTokenMaxTtlSeconds });
-  await registerHttpApi(app);
-  await registerFileRoutes(app);
-  registerConsole(app);
-  // Loaded on first use: the MCP SDK and its dependencies take a while to evaluate, which every
-  // importer of this module (CLI client commands, tests) would otherwise pay at load time.
-  const { registerMcpEndpoint } = await import('./mcp/endpoint.ts');
-  registerMcpEndpoint(app, { config, signer });
-  await registerPreviewRoutes(app, { config, signer, sessionTokens: tokenSigner });
+  await registerRoutes(app, { config, sessions, metrics, tokenSigner });
 
-  app.addHook('onReady', async () => {
-    await sessions.start();
-  });
-  app.addHook('preClose', async () => {
-    await sessions.close();
-  });
-  app.addHook('onClose', async () => {
-    await backend.close();
-    if (audit instanceof AuditLog && deps.audit === undefined) await audit.close();
-  });
+  addLifecycleHooks(app, sessions, backend, deps.audit === undefined ? audit : undefined);
   return app;
 }

@@ -25,6 +25,14 @@ export interface WebSocketRouteOptions {
   readonly bufferLimitBytes: number;
 }
 
+/** The answer to a binary frame from a client: the protocol is JSON text frames. */
+const BINARY_REFUSED = JSON.stringify({
+  id: null,
+  error: rpcErrorBody(
+    execError('EXEC_ERR_INVALID_REQUEST', 'invalid request: binary frames are not supported; send JSON text frames'),
+  ),
+});
+
 export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRouteOptions): void {
   const wsHandler = (socket: WebSocket, request: FastifyRequest): void => {
     const log = request.log.child({ tenant: request.tenant });
@@ -79,17 +87,7 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
     // Listeners attach synchronously, before any await, or early frames would be lost.
     socket.on('message', (data, isBinary) => {
       if (isBinary) {
-        socket.send(
-          JSON.stringify({
-            id: null,
-            error: rpcErrorBody(
-              execError(
-                'EXEC_ERR_INVALID_REQUEST',
-                'invalid request: binary frames are not supported; send JSON text frames',
-              ),
-            ),
-          }),
-        );
+        socket.send(BINARY_REFUSED);
         return;
       }
       const text = Array.isArray(data) ? Buffer.concat(data).toString('utf8') : data.toString('utf8');
