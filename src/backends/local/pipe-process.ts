@@ -12,9 +12,9 @@ import type { Duplex, Readable } from 'node:stream';
 import { execError } from '../../errors.ts';
 import type { BackendExit, BackendProcess, ProcessSink, SignalName, TerminalSize } from '../types.ts';
 import { spawnFailure } from '../spawn-failure.ts';
-import { keptRelay, onControlLines, type RelaySpawn } from './keepers.ts';
+import { keptRelay, onControlLines, type RelaySpawn, watchRelayEnd } from './keepers.ts';
 import { ptyRelayPath, ptyRelayProblem } from './pty-process.ts';
-import { signalGroup, signalName, signalNumber } from './signals.ts';
+import { signalGroup, signalName } from './signals.ts';
 
 /** After the exit, how long to wait for pipes held open by leftover grandchildren. */
 const PIPE_CLOSE_GRACE_MS = 250;
@@ -118,35 +118,6 @@ function startError(opts: PipeSpawn, err: NodeJS.ErrnoException): Error {
     return spawnFailure(opts.program ?? opts.file, err.code, why);
   }
   return execError('EXEC_ERR_INTERNAL', `failed to start ${opts.file}: ${err.message}`, { cause: err });
-}
-
-/**
- * The end of the relay: without a control socket its exit is the command's; with one, a relay
- * gone and its socket closed with no exit reported means the command is lost. Whatever the relay
- * reported reaches us before its control socket closes.
- */
-function watchRelayEnd(
-  relay: ChildProcess,
-  control: Duplex | undefined,
-  on: { exited: (s: BackendExit) => void; lost: (why: string) => void; done: () => boolean },
-): void {
-  let relayEnd: string | undefined;
-  let controlClosed = false;
-  const gone = (): void => {
-    if (controlClosed && relayEnd !== undefined && !on.done()) on.lost(relayEnd);
-  };
-  relay.once('exit', (code, signal) => {
-    relayEnd = signal ? `killed by ${signal}` : `exit code ${String(code)}`;
-    if (!control)
-      on.exited(
-        signal ? { kind: 'signaled', signal, signo: signalNumber(signal) } : { kind: 'exited', code: code ?? -1 },
-      );
-    gone();
-  });
-  control?.once('close', () => {
-    controlClosed = true;
-    gone();
-  });
 }
 
 export async function spawnPipe(
