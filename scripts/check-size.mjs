@@ -15,6 +15,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { transformSync } from 'esbuild';
+import { vlqFields } from './coverage-report.mjs';
 
 export const MAX_FILE_LINES = 400;
 export const MAX_FUNCTION_LINES = 80;
@@ -42,8 +43,6 @@ function sources(dir) {
     .map((e) => relative(ROOT, join(e.parentPath, e.name)));
 }
 
-const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
-
 /** Per generated line, its segments `[generated column, original line]` (source map v3 mappings). */
 function decodeMappings(mappings) {
   const lines = [];
@@ -53,19 +52,7 @@ function decodeMappings(mappings) {
     let col = 0;
     for (const seg of text.split(',')) {
       if (seg === '') continue;
-      const fields = [];
-      let value = 0;
-      let shift = 0;
-      for (const ch of seg) {
-        const digit = B64.indexOf(ch);
-        value += (digit & 31) << shift;
-        if (digit & 32) shift += 5;
-        else {
-          fields.push(value & 1 ? -(value >>> 1) : value >>> 1);
-          value = 0;
-          shift = 0;
-        }
-      }
+      const fields = vlqFields(seg);
       col += fields[0] ?? 0;
       if (fields.length >= 4) {
         origLine += fields[2];

@@ -52,6 +52,15 @@ async function pidsOf(s: TestSession, id: string): Promise<string> {
   return r.stdout.trim().split(/\s+/)[0] ?? '';
 }
 
+/** A server that allows runsc, and a gVisor session on it; both end with the test. */
+async function gvisorSession(t: TestContext): Promise<{ server: TestServer; s: TestSession }> {
+  const server = await startServer({ backend: 'docker', flags: ['--allowed-runtimes', 'runsc'] });
+  t.after(() => server.close());
+  const s = await TestSession.open(server.url, { session: GVISOR });
+  t.after(() => s.close());
+  return { server, s };
+}
+
 /** The first server "crashes" (abandoned without shutdown); its successor of the same instance id starts. */
 async function successor(
   t: TestContext,
@@ -78,10 +87,7 @@ test(
   'hibernate stops the container with its memory; on wake the counter and a running PTY shell go on',
   dockerTestOptions,
   async (t) => {
-    const server = await startServer({ backend: 'docker', flags: ['--allowed-runtimes', 'runsc'] });
-    t.after(() => server.close());
-    const s = await TestSession.open(server.url, { session: GVISOR });
-    t.after(() => s.close());
+    const { s } = await gvisorSession(t);
     const info = await s.request('session/info', {});
     const containerId = String(info['containerId']);
     assert.equal(
@@ -167,10 +173,7 @@ test(
   'a session hibernates and wakes again and again: three cycles, the counter going on each time',
   dockerTestOptions,
   async (t) => {
-    const server = await startServer({ backend: 'docker', flags: ['--allowed-runtimes', 'runsc'] });
-    t.after(() => server.close());
-    const s = await TestSession.open(server.url, { session: GVISOR });
-    t.after(() => s.close());
+    const { s } = await gvisorSession(t);
     const containerId = String((await s.request('session/info', {}))['containerId']);
     assert.equal((await s.run('loop', ['sh', '-c', COUNTER])).exited['exitCode'], 0);
     await sleep(300);
@@ -224,10 +227,7 @@ test('on the exec path, hibernate refuses while a command holds an attached exec
 });
 
 test('HTTP hibernate, then the next request that needs the container wakes it', dockerTestOptions, async (t) => {
-  const server = await startServer({ backend: 'docker', flags: ['--allowed-runtimes', 'runsc'] });
-  t.after(() => server.close());
-  const s = await TestSession.open(server.url, { session: GVISOR });
-  t.after(() => s.close());
+  const { server, s } = await gvisorSession(t);
   const id = s.sessionId;
   await s.request('fs/writeFile', {
     path: '/workspace/note.txt',

@@ -1,5 +1,6 @@
 /** The REST API as the console uses it: bearer token on every call, errors as `ApiError`. */
 import type { Static } from 'typebox';
+import { ExecServerHttpError as ApiError } from '../../src/client/errors.ts';
 import type { ErrorBody } from '../../src/protocol/common.ts';
 import type { ResourceUsage, SessionInfo, SessionSpec, SnapshotInfo } from '../../src/protocol/session.ts';
 import type { SessionToken } from '../../src/protocol/tokens.ts';
@@ -16,16 +17,8 @@ export function isSessionToken(token: string): boolean {
 export type Approval = Static<typeof ApprovalSchema>;
 type Decision = Static<typeof DecisionBodySchema>['decision'];
 
-export class ApiError extends Error {
-  override readonly name = 'ApiError';
-  readonly status: number;
-  readonly code: string;
-  constructor(status: number, code: string, message: string) {
-    super(message);
-    this.status = status;
-    this.code = code;
-  }
-}
+/** An error answer (status 0: the server could not be reached): the SDK's error class, one for both. */
+export { ExecServerHttpError as ApiError } from '../../src/client/errors.ts';
 
 export class Api {
   readonly token: string;
