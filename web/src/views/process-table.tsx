@@ -1,6 +1,7 @@
 /** The session's processes as a table: select one to follow it, terminate a running one. */
 import type { ProcessSummary } from '../../../src/protocol/process.ts';
 import { duration, time } from '../format.ts';
+import { type Column, DataTable } from './data-table.tsx';
 import { endText } from './process-panel.tsx';
 
 export interface ProcessTableProps {
@@ -13,30 +14,23 @@ export interface ProcessTableProps {
   readonly onTerminate: (processId: string) => void;
 }
 
+const PROCESS_COLUMNS: readonly Column[] = [
+  { title: 'Process' },
+  { title: 'Command' },
+  { title: 'State' },
+  { title: 'Started · duration' },
+  { title: 'Actions', hidden: true },
+];
+
 /** The table, or nothing while there is no process. */
 export function ProcessTable(props: ProcessTableProps) {
   if (props.processes.length === 0) return null;
   return (
-    <div class="table-wrap">
-      <table class="table" aria-label="Processes">
-        <thead>
-          <tr>
-            <th scope="col">Process</th>
-            <th scope="col">Command</th>
-            <th scope="col">State</th>
-            <th scope="col">Started · duration</th>
-            <th scope="col">
-              <span class="sr-only">Actions</span>
-            </th>
-          </tr>
-        </thead>
-        <tbody>
-          {props.processes.map((p) => (
-            <ProcessRow key={p.processId} p={p} {...props} />
-          ))}
-        </tbody>
-      </table>
-    </div>
+    <DataTable label="Processes" columns={PROCESS_COLUMNS}>
+      {props.processes.map((p) => (
+        <ProcessRow key={p.processId} p={p} {...props} />
+      ))}
+    </DataTable>
   );
 }
 
