@@ -395,6 +395,17 @@ static void child_prepare(const sigset_t *old) {
   report_pass();
 }
 
+/* Forks the command's process (prepared by child_prepare) with the pipe its exec errno comes
+ * back through; 0 in the child, its pid in the relay. */
+static pid_t fork_command(int errpipe[2], const sigset_t *old) {
+  if (pipe2(errpipe, O_CLOEXEC) < 0) die("pipe2");
+  report_prepare();
+  pid_t pid = fork();
+  if (pid < 0) die("fork");
+  if (pid == 0) child_prepare(old);
+  return pid;
+}
+
 /* In the command's process: its start failed; the errno goes to the relay through `fd`. */
 __attribute__((noreturn)) static void child_failed(int fd) {
   int e = errno;
@@ -430,12 +441,8 @@ static int run_pipe(char **cmd, int sigfd, const sigset_t *old) {
     cmd += 2;
   }
   int errpipe[2];
-  if (pipe2(errpipe, O_CLOEXEC) < 0) die("pipe2");
-  report_prepare();
-  pid_t pid = fork();
-  if (pid < 0) die("fork");
+  pid_t pid = fork_command(errpipe, old);
   if (pid == 0) {
-    child_prepare(old);
     if (setsid() >= 0) execvp(file, cmd);
     child_failed(errpipe[1]);
   }
@@ -492,13 +499,8 @@ int main(int argc, char **argv) {
   init_termios(slave, cols, rows);
 
   int errpipe[2];
-  if (pipe2(errpipe, O_CLOEXEC) < 0) die("pipe2");
-  report_prepare();
-
-  pid_t pid = fork();
-  if (pid < 0) die("fork");
+  pid_t pid = fork_command(errpipe, &old);
   if (pid == 0) {
-    child_prepare(&old);
     if (setsid() < 0 || ioctl(slave, TIOCSCTTY, 0) < 0 || dup2(slave, 0) < 0 || dup2(slave, 1) < 0 || dup2(slave, 2) < 0) {
       child_failed(errpipe[1]);
     }
