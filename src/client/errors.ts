@@ -52,3 +52,12 @@ export class CommandExitError extends Error {
 export class ExecServerConnectionError extends Error {
   override readonly name = 'ExecServerConnectionError';
 }
+
+/** An answer's body as JSON; undefined when it is empty or not JSON (a proxy's page, say). */
+export function jsonOrUndefined(text: string): unknown {
+  try {
+    return text === '' ? undefined : JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
