@@ -18,6 +18,13 @@
  *                              link greeting (magic and secret) and then speaks the protocol
  *                              on that connection; output crosses neither the engine nor its
  *                              shim. The server never opens a path inside the container.
+ *   exec-agent tunnel SOCKET ID
+ *                              run by the server as a command of the agent: relays the egress
+ *                              client the daemon announced as ID (exec-agent-egress.c).
+ *   exec-agent relay           run by the server on its own host: relays sockets 0 and 1
+ *                              (an egress tunnel and its destination), then reports the bytes.
+ *   exec-agent egress-wrap PORT LINK -- CMD...
+ *                              the local backend: CMD with the session's proxy on 127.0.0.1:PORT.
  *   exec-agent version         prints the protocol version.
  *
  * The daemon runs the session's commands and outlives every connection: when the server goes
@@ -56,6 +63,8 @@
 #include <unistd.h>
 #include <dirent.h>
 #include <sched.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 
 #define PROTOCOL_VERSION 1
 #define HDR 12
@@ -69,8 +78,8 @@
 #define PTY_QUIET_MS 200            /* after the exit: a terminal still held open counts as drained */
 #define PTY_MAX_DRAIN_MS 5000
 
-enum { S_HELLO = 1, S_SPAWN, S_STDIN, S_CLOSE_STDIN, S_RESIZE, S_SIGNAL, S_ACK, S_PAUSE, S_RESUME, S_FORGET, S_LIST, S_DETACH };
-enum { A_HELLO = 1, A_SPAWNED, A_FAILED, A_OUTPUT, A_EXIT, A_ERROR, A_STDIN_ACK, A_PROC, A_LIST_END };
+enum { S_HELLO = 1, S_SPAWN, S_STDIN, S_CLOSE_STDIN, S_RESIZE, S_SIGNAL, S_ACK, S_PAUSE, S_RESUME, S_FORGET, S_LIST, S_DETACH, S_EGRESS };
+enum { A_HELLO = 1, A_SPAWNED, A_FAILED, A_OUTPUT, A_EXIT, A_ERROR, A_STDIN_ACK, A_PROC, A_LIST_END, A_EGRESS, A_TUNNEL };
 enum { ST_STDOUT = 1, ST_STDERR = 2, ST_PTY = 3 };
 
 /* One piece of output: queued to the server and/or kept in a process's retention. */
@@ -583,6 +592,8 @@ static void signal_session(pid_t sid, int signo) {
   if (d) closedir(d);
 }
 
+#include "exec-agent-egress.c"
+
 static void handle_frame(int type, uint32_t handle, unsigned char *pl, uint32_t len) {
   proc *p = handle ? find(handle) : NULL;
   switch (type) {
@@ -626,9 +637,17 @@ static void handle_frame(int type, uint32_t handle, unsigned char *pl, uint32_t 
     return;
   }
   case S_DETACH: detaching = 1; return;
+  case S_EGRESS: {
+    /* u16 port: the session's proxy listens on 127.0.0.1:port (exec-agent-egress.c). */
+    int port = len >= 2 ? pl[0] | pl[1] << 8 : 0;
+    int e = port > 0 ? egress_listen(port) : EINVAL;
+    if (e) send_text(A_ERROR, handle, "egress proxy on 127.0.0.1:%d: %s", port, e == ENOTCONN ? "the agent has no link to carry tunnels" : strerror(e));
+    else send_text(A_EGRESS, handle, "%d", port);
+    return;
+  }
   default: break;
   }
-  if (type < S_HELLO || type > S_DETACH) { send_text(A_ERROR, handle, "unknown frame type %d", type); return; }
+  if (type < S_HELLO || type > S_EGRESS) { send_text(A_ERROR, handle, "unknown frame type %d", type); return; }
   if (!p) {
     if (type != S_ACK && type != S_FORGET) send_text(A_ERROR, handle, "unknown process handle %u", handle);
     return;
@@ -723,6 +742,11 @@ static void accept_attach(void) {
   setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   if (recvmsg(c, &m, MSG_CMSG_CLOEXEC) <= 0) { close(c); return; }
   struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+  if (!cm && byte == 't') {
+    egress_hand_over(c);
+    close(c);
+    return;
+  }
   if (!cm && byte == 'u') {
     /* `exec-agent start SOCKET LINK`: the secret, then the link's path (NUL-padded). */
     unsigned char msg[SECRET_LEN + sizeof link_path];
@@ -803,9 +827,10 @@ static void daemon_loop(void) {
         if (timeout < 0 || wait < timeout) timeout = (int)wait;
       }
     }
-    struct pollfd pf[3 + MAX_PROCS * 3];
-    proc *owner[3 + MAX_PROCS * 3];
-    int which[3 + MAX_PROCS * 3];
+#define NPOLL (3 + MAX_PROCS * 3 + 1 + MAX_TUNNELS * 2)
+    struct pollfd pf[NPOLL];
+    proc *owner[NPOLL];
+    int which[NPOLL];
     int n = 0;
     pf[n] = (struct pollfd){ listen_fd, POLLIN, 0 }; owner[n] = NULL; which[n++] = -1;
     pf[n] = (struct pollfd){ sig_fd, POLLIN, 0 }; owner[n] = NULL; which[n++] = -2;
@@ -822,6 +847,9 @@ static void daemon_loop(void) {
         if (p->fds[k] >= 0 && may_read) { pf[n] = (struct pollfd){ p->fds[k], POLLIN, 0 }; owner[n] = p; which[n++] = k; }
       if (p->in_fd >= 0 && p->in_len > 0) { pf[n] = (struct pollfd){ p->in_fd, POLLOUT, 0 }; owner[n] = p; which[n++] = 2; }
     }
+    int ne = egress_pollfds(pf + n, which + n);
+    for (int k = 0; k < ne; k++) owner[n + k] = NULL;
+    n += ne;
     if (queue_full && timeout < 0) timeout = 50;
     int r = 0;
     /*
@@ -852,6 +880,7 @@ static void daemon_loop(void) {
         }
         break;
       case 2: if (p->used) flush_stdin(p); break;
+      default: if (which[k] <= -6) egress_event(which[k], pf[k].revents); break;
       }
     }
     for (int i = 0; i < MAX_PROCS; i++)
@@ -991,6 +1020,9 @@ static int start_with_link(const char *sock, const char *link) {
 
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "version") == 0) { printf("%d\n", PROTOCOL_VERSION); return 0; }
+  if (argc == 4 && strcmp(argv[1], "tunnel") == 0) return tunnel_main(argv[2], argv[3]);
+  if (argc == 2 && strcmp(argv[1], "relay") == 0) return relay_main();
+  if (argc >= 6 && strcmp(argv[1], "egress-wrap") == 0) return egress_wrap_main(argc, argv);
   if (argc == 4 && strcmp(argv[1], "start") == 0) {
     if (strlen(argv[2]) >= sizeof link_path || strlen(argv[3]) >= sizeof link_path) { fprintf(stderr, "exec-agent: socket path too long\n"); return 2; }
     return start_with_link(argv[2], argv[3]);

@@ -36,10 +36,12 @@ import { registerProcessMethods } from './rpc/methods/process-methods.ts';
 import { registerSessionMethods } from './rpc/methods/session-methods.ts';
 import { SessionManager } from './sessions/session-manager.ts';
 import { createAuthenticator, DEFAULT_TENANT } from './transport/auth.ts';
+import { registerFleetForwarding, registerFleetTokenRouting } from './transport/fleet-forward.ts';
 import { registerHttpApi } from './transport/http-api.ts';
 import { registerFileRoutes } from './transport/http-files.ts';
 import { foreignOriginMessage, OriginCheck } from './transport/origin.ts';
 import { registerWebSocketRoute } from './transport/websocket-route.ts';
+import { Drain, keepsSessions, registerDrainGate } from './transport/drain.ts';
 import { VERSION } from './version.ts';
 
 declare module 'fastify' {
@@ -50,6 +52,8 @@ declare module 'fastify' {
     sessions: SessionManager;
     metrics: Metrics;
     audit: Auditor;
+    /** Rollout draining (`--fleet`, `--shutdown-sessions keep`): main.ts starts it on SIGTERM, before `close()`. */
+    drain: Drain;
   }
 }
 
@@ -167,9 +171,9 @@ function registerProbes(app: FastifyInstance, backend: Backend, audit: Auditor, 
 /** The WebSocket protocol, the REST API, the files, the console, MCP and the preview routes. */
 async function registerRoutes(
   app: FastifyInstance,
-  deps: { config: Config; sessions: SessionManager; metrics: Metrics; tokenSigner: SessionTokenSigner },
+  deps: { config: Config; sessions: SessionManager; metrics: Metrics; tokenSigner: SessionTokenSigner; drain: Drain },
 ): Promise<void> {
-  const { config, sessions, metrics, tokenSigner } = deps;
+  const { config, sessions, metrics, tokenSigner, drain } = deps;
   const table = new MethodTable<Connection>();
   registerSessionMethods(table);
   registerProcessMethods(table);
@@ -180,6 +184,7 @@ async function registerRoutes(
     table,
     metrics,
     bufferLimitBytes: config.wsBufferLimitBytes,
+    drain,
     deps: { sessions, config, metrics, version: VERSION },
   });
   await registerTokenRoutes(app, { signer: tokenSigner, maxTtlSeconds: config.sessionTokenMaxTtlSeconds });
@@ -193,36 +198,36 @@ async function registerRoutes(
   await registerPreviewRoutes(app, { config, signer, sessionTokens: tokenSigner });
 }
 
-/** Startup re-adopts the sessions; shutdown ends them, then the backend and the audit log the app opened. */
+/**
+ * Startup re-adopts the sessions; shutdown ends them, then the backend and the audit log the app
+ * opened. `keep` (a fleet, or `--shutdown-sessions keep`): the sessions stay in the engine for the
+ * next server; the backend hands them over as a killed server would, instead of removing them.
+ */
 function addLifecycleHooks(
   app: FastifyInstance,
-  sessions: SessionManager,
-  backend: Backend,
-  ownAudit: Auditor | undefined,
+  o: { config: Config; sessions: SessionManager; backend: Backend; ownAudit: Auditor | undefined },
 ): void {
+  const { sessions, backend } = o;
   app.addHook('onReady', async () => {
     await sessions.start();
   });
+  const keep = keepsSessions(o.config, backend);
   app.addHook('preClose', async () => {
-    await sessions.close();
+    await sessions.close({ keep });
   });
   app.addHook('onClose', async () => {
-    await backend.close();
-    if (ownAudit instanceof AuditLog) await ownAudit.close();
+    await (keep && backend.handOver ? backend.handOver() : backend.close());
+    if (o.ownAudit instanceof AuditLog) await o.ownAudit.close();
   });
 }
 
 /** How long startup (recovery included) may take before the server gives up. */
 const STARTUP_TIMEOUT_MS = 10 * 60_000;
 
-export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
-  const { config, backend } = deps;
-  const auth = createAuthenticator(config);
-  const origins = new OriginCheck(config.allowedOrigins);
-  const metrics = deps.metrics ?? new Metrics();
-  const engines = backend.engines?.bind(backend);
-  if (engines !== undefined) metrics.watchEngines(engines);
-  const app = Fastify({
+/** The Fastify instance: the app's logger, body limit and startup bound, preview hosts rewritten. */
+function createFastify(deps: AppDeps): FastifyInstance {
+  const { config } = deps;
+  return Fastify({
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
     bodyLimit: config.maxMessageBytes,
     return503OnClosing: true,
@@ -234,19 +239,39 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     logController: new LogController({ disableRequestLogging: true }),
     ...withRewrite(previewRewriter(config.previewHost)),
   });
+}
+
+/** The audit log `--audit-log` names, or none. */
+async function openAudit(
+  config: Config,
+  holdStdout: boolean | undefined,
+  metrics: Metrics,
+  log: Logger,
+): Promise<Auditor> {
+  return config.auditLog === undefined
+    ? NO_AUDIT
+    : await AuditLog.open(config.auditLog, {
+        server: `${hostname()}/${config.instanceId}`,
+        version: VERSION,
+        maxQueueLines: config.auditQueueLines,
+        holdStdout,
+        metrics,
+        log,
+      });
+}
+
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const { config, backend } = deps;
+  const auth = createAuthenticator(config);
+  const origins = new OriginCheck(config.allowedOrigins);
+  const metrics = deps.metrics ?? new Metrics();
+  const engines = backend.engines?.bind(backend);
+  if (engines !== undefined) metrics.watchEngines(engines);
+  const checkpoints = backend.memoryCheckpoints?.bind(backend);
+  if (checkpoints !== undefined) metrics.watchCheckpoints(checkpoints);
+  const app = createFastify(deps);
   const log = app.log as unknown as Logger;
-  const audit =
-    deps.audit ??
-    (config.auditLog === undefined
-      ? NO_AUDIT
-      : await AuditLog.open(config.auditLog, {
-          server: `${hostname()}/${config.instanceId}`,
-          version: VERSION,
-          maxQueueLines: config.auditQueueLines,
-          holdStdout: deps.holdAuditStdout,
-          metrics,
-          log,
-        }));
+  const audit = deps.audit ?? (await openAudit(config, deps.holdAuditStdout, metrics, log));
   const sessions = new SessionManager(backend, config, metrics, log, audit);
   // Session tokens outlive a restart and reach every replica when the key does: an explicit
   // secret, else one derived from the tenant tokens every replica is configured with.
@@ -254,6 +279,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.decorate('sessions', sessions);
   app.decorate('metrics', metrics);
   app.decorate('audit', audit);
+  const drain = new Drain();
+  app.decorate('drain', drain);
   app.decorateRequest('tenant', DEFAULT_TENANT);
 
   await app.register(swagger, {
@@ -268,8 +295,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // handleProtocols: browsers send their token as a subprotocol (console/websocket-token.ts).
   await app.register(websocket, { options: { maxPayload: config.maxMessageBytes, handleProtocols: selectProtocol } });
 
+  registerDrainGate(app, drain);
   app.addHook('onRequest', originGate(origins));
+  // Before authentication: a session token of a session another replica owns is checked there.
+  const elsewhere = registerFleetTokenRouting(app, tokenSigner);
   registerAuthHooks(app, {
+    elsewhere,
     auth,
     signer: tokenSigner,
     findSession: (id) => sessions.find(id),
@@ -277,6 +308,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Preview proxies authenticate themselves (a signed URL, a session token or the bearer token).
     skip: (method, url, path) => PUBLIC_ROUTES.has(path) || isConsolePath(path) || isPreviewProxyRequest(method, url),
   });
+
+  // A replica of a fleet sends the requests for another live replica's sessions there.
+  registerFleetForwarding(app);
 
   logRequests(app);
 
@@ -288,8 +322,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   registerProbes(app, backend, audit, metrics);
 
-  await registerRoutes(app, { config, sessions, metrics, tokenSigner });
+  await registerRoutes(app, { config, sessions, metrics, tokenSigner, drain });
 
-  addLifecycleHooks(app, sessions, backend, deps.audit === undefined ? audit : undefined);
+  addLifecycleHooks(app, { config, sessions, backend, ownAudit: deps.audit === undefined ? audit : undefined });
   return app;
 }

@@ -8,6 +8,7 @@ import { isAbsolute } from 'node:path';
 
 import type { OptionDef } from './config/option-def.ts';
 import { DOCKER_OPTIONS } from './config/options-docker.ts';
+import { fleetIdentity } from './config/fleet.ts';
 import { LIMIT_OPTIONS } from './config/options-limits.ts';
 import { POLICY_OPTIONS } from './config/options-policy.ts';
 import { SERVER_OPTIONS } from './config/options-server.ts';
@@ -165,6 +166,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
       `--sandbox ${config.sandbox} (the default of new sessions) is not among --allowed-sandbox-types for every tenant (${everyone.join(', ')})`,
     );
   if (config.warmPoolRuntimes !== undefined) warmPoolRuntimes(config.warmPoolRuntimes);
+  fleetIdentity(config);
   const hasAuth = config.token !== undefined || config.tokens !== undefined || config.tokensFile !== undefined;
   if (!isLoopback(listen.host) && !hasAuth && !config.insecureNoAuth) {
     throw new ConfigError(

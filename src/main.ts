@@ -16,6 +16,7 @@ import { helpText, loadConfig, parseListen, redactSecretFlags, type Config } fro
 import { DEFAULT_LISTEN } from './config/listen.ts';
 import type { Logger } from './logger.ts';
 import { createLogger } from './logging.ts';
+import { keepsSessions } from './transport/drain.ts';
 import { VERSION } from './version.ts';
 
 const USAGE = `Usage: exec-server [serve] [options]         run the server (the default command)
@@ -80,9 +81,15 @@ async function serve(argv: string[]): Promise<number> {
   }
   const ready = app;
   void reportReadiness(backend, ready);
+  // A fleet's rollout: clients are sent to reconnect elsewhere and the sessions stay.
+  const keep = keepsSessions(config, backend);
   closeWithGrace({ delay: config.shutdownGraceMs }, async ({ signal, err }) => {
     if (err) ready.log.error({ err }, 'shutting down after an error');
-    else ready.log.info({ signal }, 'shutting down');
+    else ready.log.info({ signal, sessions: keep ? 'kept' : 'ended' }, 'shutting down');
+    if (keep && !err) {
+      const connections = await ready.drain.start();
+      ready.log.info({ connections }, 'drained: clients told to reconnect');
+    }
     await ready.close();
   });
   return -1;

@@ -3,6 +3,7 @@
  * (the default) never loads dockerode.
  */
 import { runtimeList, warmPoolRuntimes, type Config } from '../config.ts';
+import { fleetIdentity } from '../config/fleet.ts';
 import type { Logger } from '../logger.ts';
 import { createLocalBackend } from './local/local-backend.ts';
 import type { Backend } from './types.ts';
@@ -15,6 +16,7 @@ async function createDocker(config: Config, log: Logger): Promise<Backend> {
     {
       defaultImage: config.image,
       instanceId: config.instanceId,
+      fleet: fleetIdentity(config),
       defaultResources: { memoryMb: config.memoryMb, cpus: config.cpus, pids: config.pids, diskMb: config.diskMb },
       warmPoolSize: config.warmPool,
       retentionBytes: config.outputRetentionBytes,
@@ -24,6 +26,8 @@ async function createDocker(config: Config, log: Logger): Promise<Backend> {
       runtime: config.runtime,
       allowedRuntimes: config.allowedRuntimes === undefined ? undefined : runtimeList(config.allowedRuntimes),
       warmPoolRuntimes: config.warmPoolRuntimes === undefined ? undefined : warmPoolRuntimes(config.warmPoolRuntimes),
+      checkpointDir: config.checkpointDir,
+      checkpointMaxMb: config.checkpointMaxMb,
     },
     log.child({ backend: 'docker' }),
   );

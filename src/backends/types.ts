@@ -4,6 +4,7 @@
  */
 import type { Duplex } from 'node:stream';
 import type { ContainerId, SessionId, TenantId } from '../ids.ts';
+import type { FleetBackend } from './fleet-types.ts';
 import type {
   DirectoryEntry,
   FileMetadata,
@@ -250,8 +251,24 @@ export interface BackendSession {
    * reaches the container through the engine, local through the sandbox's namespace.
    */
   connectPort?(port: number, sandbox: ResolvedSandbox): Promise<Duplex>;
-  /** Commits the session's filesystem to a snapshot image. */
-  snapshot(name: string | undefined): Promise<SnapshotInfo>;
+  /**
+   * Optional: the session's egress proxy (docs/architecture.md, "Egress"). Something listens on
+   * 127.0.0.1:`port` inside the session's own network namespace and hands every connection a
+   * command makes there to `accept`, whose proxy decides where it may go; the session gets no
+   * other network. Docker: the exec agent listens and tunnels over its link. Rejects when the
+   * session cannot have it (then the session is not created with a `network`).
+   */
+  enableEgress?(port: number, accept: (conn: Duplex) => void): Promise<void>;
+  /**
+   * Commits the session's filesystem to a snapshot image; with `memory` (docker, gVisor) also
+   * its memory: a live template, whose sessions start with its processes running.
+   */
+  snapshot(name: string | undefined, options?: SnapshotOptions): Promise<SnapshotInfo>;
+  /**
+   * Optional: a session restored from a memory snapshot hands the processes it brought (running
+   * or ended) to `adopt`, as a recovered session does (`RecoveredSession.adoptProcesses`).
+   */
+  adoptRestored?(adopt: (p: RecoveredProcess, process: BackendProcess) => ProcessSink | undefined): Promise<number>;
   /**
    * Keeps `record` (the session's policy, opaque to the backend) where `recover()` finds it
    * again, out of reach of sandboxed commands. Backends without recovery ignore it.
@@ -305,6 +322,11 @@ export type { ImagePull } from '../protocol/index.ts';
 
 /** A snapshot as clients see it (`session/snapshot`, `/v1/snapshots`). */
 export type { SnapshotInfo } from '../protocol/index.ts';
+
+export interface SnapshotOptions {
+  /** Keep the memory too (a live template). */
+  readonly memory?: boolean | undefined;
+}
 
 /** A process a recovered session still has (its backend kept it running, or its exit). */
 export interface RecoveredProcess {
@@ -361,6 +383,8 @@ export interface EngineReport {
 
 export type BackendKind = 'local' | 'docker';
 
+export type { FleetBackend, FleetLocation, FleetSession } from './fleet-types.ts';
+
 export interface Backend {
   readonly kind: BackendKind;
   /** Throws `EXEC_ERR_BACKEND_UNAVAILABLE` quickly when the backend cannot serve (readyz). */
@@ -383,8 +407,17 @@ export interface Backend {
   /** Snapshots owned by `tenant` (all when undefined). */
   listSnapshots(tenant: TenantId | undefined): Promise<SnapshotInfo[]>;
   deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void>;
+  /** Optional: the memory checkpoints (live templates, forks) this backend keeps, for /metrics. */
+  memoryCheckpoints?(): { readonly count: number; readonly bytes: number };
   /** Stops everything this backend created (server shutdown). */
   close(): Promise<void>;
+  /**
+   * Optional (docker): closes the backend leaving every session and process running for the
+   * next server of the instance, as a killed server would (`--shutdown-sessions keep`).
+   */
+  handOver?(): Promise<void>;
   /** Optional: the engines of a pool with their health and sessions (`/readyz`, `/metrics`). */
   engines?(): EngineReport[];
+  /** Present when this server is one replica of a fleet (`--fleet`, docker). */
+  readonly fleet?: FleetBackend | undefined;
 }

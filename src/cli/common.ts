@@ -81,6 +81,21 @@ export function shellExitCode(code: number): number {
 const PULL_LINE_EVERY_MS = 5000;
 
 /**
+ * The session a `run` or `shell` creates: its image, and with `--allow-network` the destinations
+ * its egress proxy lets through (`network.allow`); undefined: the server's defaults.
+ */
+export function sessionOptions(
+  image: string | undefined,
+  allow: readonly string[] | undefined,
+): { image?: string; network?: { allow: string[] } } | undefined {
+  if (image === undefined && (allow === undefined || allow.length === 0)) return undefined;
+  return {
+    ...(image !== undefined ? { image } : {}),
+    ...(allow !== undefined && allow.length > 0 ? { network: { allow: [...allow] } } : {}),
+  };
+}
+
+/**
  * Prints the progress of the image pull a new session waits for (`onImagePull`) on `out`: one
  * line rewritten in place on a terminal; elsewhere a line at most every 5 s, and the last word.
  */

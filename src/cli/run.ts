@@ -1,5 +1,5 @@
 /**
- * `exec-server run [--url U] [--token T] [--image I] [--tty] [--json] [--keep] -- CMD ARGS...`
+ * `exec-server run [--url U] [--token T] [--image I] [--allow-network ENTRY]... [--tty] [--json] [--keep] -- CMD ARGS...`
  * One shot: creates a session, runs the command streaming its output (stdout to stdout,
  * stderr to stderr, a PTY to stdout), exits with the command's exit code, deletes the session.
  * Piped stdin is forwarded; Ctrl-C interrupts the remote command (twice: terminates it).
@@ -9,6 +9,7 @@ import {
   connectionOf,
   connectionOptions,
   imagePullPrinter,
+  sessionOptions,
   EXIT_USAGE,
   parse,
   printError,
@@ -24,6 +25,9 @@ Options:
   --url URL      server (default $EXEC_SERVER_URL or ws://127.0.0.1:8765)
   --token T      bearer token (default $EXEC_SERVER_TOKEN)
   --image I      session image (docker backend)
+  --allow-network ENTRY
+                 reach ENTRY through the session's egress proxy (repeatable; docs/protocol.md, "Egress"):
+                 *, host, host:port, *.domain[:port], ip[:port], cidr[:port]
   --tty          run in a pseudo-terminal (stdin forwarded in raw mode when it is a terminal)
   --cwd DIR      working directory inside the session
   --env K=V      extra environment variable (repeatable)
@@ -38,6 +42,7 @@ export async function runCommand(args: string[]): Promise<number> {
     const { values, positionals } = parse(args, {
       ...connectionOptions,
       image: { type: 'string' },
+      'allow-network': { type: 'string', multiple: true },
       tty: { type: 'boolean', default: false },
       cwd: { type: 'string' },
       env: { type: 'string', multiple: true },
@@ -64,7 +69,7 @@ export async function runCommand(args: string[]): Promise<number> {
     const client = await ExecServerClient.connect(url, {
       token,
       clientName: 'exec-server-cli',
-      session: values.image ? { image: values.image } : undefined,
+      session: sessionOptions(values.image, values['allow-network']),
       onImagePull: imagePullPrinter(),
     });
     progress(`session ${client.sessionId} created`);

@@ -1,10 +1,13 @@
-/** `exec-server sessions [list | delete ID | show ID] [--json]`. */
+/** `exec-server sessions [list | delete ID | show ID | fork ID [--count N] [--memory]] [--json]`. */
 import { HttpApi } from '../client/http.ts';
 import { connectionOf, connectionOptions, parse, printError, UsageError } from './common.ts';
 
 export const SESSIONS_HELP = `Usage: exec-server sessions [list] [--json]
        exec-server sessions show ID [--json]
        exec-server sessions delete ID... [--json]
+       exec-server sessions fork ID [--count N] [--memory] [--json]
+           N new sessions from a snapshot of ID (default 1, at most 16); --memory (gVisor):
+           its running processes go on in each fork
 
 Options: --url URL (default $EXEC_SERVER_URL or ws://127.0.0.1:8765), --token T (default $EXEC_SERVER_TOKEN), --json`;
 
@@ -13,10 +16,36 @@ function table(rows: string[][]): string {
   return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n');
 }
 
+/** `sessions list`: a table, or JSON. */
+function printSessions(sessions: Awaited<ReturnType<HttpApi['listSessions']>>, json: boolean): void {
+  if (json) {
+    process.stdout.write(`${JSON.stringify(sessions)}\n`);
+  } else if (sessions.length === 0) {
+    process.stdout.write('no sessions\n');
+  } else {
+    const rows = [['SESSION', 'STATUS', 'BACKEND', 'SANDBOX', 'RUNNING', 'ATTACHED', 'CREATED']];
+    for (const s of sessions)
+      rows.push([
+        s.sessionId,
+        s.status,
+        s.backend,
+        s.sandboxType,
+        String(s.runningProcesses),
+        s.attached ? 'yes' : 'no',
+        s.createdAt,
+      ]);
+    process.stdout.write(`${table(rows)}\n`);
+  }
+}
+
 export async function sessionsCommand(args: string[]): Promise<number> {
   let json = false;
   try {
-    const { values, positionals } = parse(args, connectionOptions);
+    const { values, positionals } = parse(args, {
+      ...connectionOptions,
+      count: { type: 'string' },
+      memory: { type: 'boolean', default: false },
+    });
     json = values.json === true;
     if (values.help) {
       process.stdout.write(`${SESSIONS_HELP}\n`);
@@ -28,25 +57,7 @@ export async function sessionsCommand(args: string[]): Promise<number> {
     switch (sub) {
       case 'list':
       case 'ls': {
-        const sessions = await api.listSessions();
-        if (json) {
-          process.stdout.write(`${JSON.stringify(sessions)}\n`);
-        } else if (sessions.length === 0) {
-          process.stdout.write('no sessions\n');
-        } else {
-          const rows = [['SESSION', 'STATUS', 'BACKEND', 'SANDBOX', 'RUNNING', 'ATTACHED', 'CREATED']];
-          for (const s of sessions)
-            rows.push([
-              s.sessionId,
-              s.status,
-              s.backend,
-              s.sandboxType,
-              String(s.runningProcesses),
-              s.attached ? 'yes' : 'no',
-              s.createdAt,
-            ]);
-          process.stdout.write(`${table(rows)}\n`);
-        }
+        printSessions(await api.listSessions(), json);
         return 0;
       }
       case 'show':
@@ -72,8 +83,19 @@ export async function sessionsCommand(args: string[]): Promise<number> {
         if (json) process.stdout.write(`${JSON.stringify({ deleted: ids })}\n`);
         return 0;
       }
+      case 'fork': {
+        if (ids.length !== 1) throw new UsageError('sessions fork needs one session id');
+        const count = values.count === undefined ? 1 : Number(values.count);
+        if (!Number.isInteger(count) || count < 1 || count > 16)
+          throw new UsageError('--count: expected an integer from 1 to 16');
+        const forked = await api.fork(ids[0]!, { count, memory: values.memory === true });
+        process.stdout.write(
+          json ? `${JSON.stringify(forked)}\n` : `${forked.sessions.map((f) => f.sessionId).join('\n')}\n`,
+        );
+        return 0;
+      }
       default:
-        throw new UsageError(`unknown sessions subcommand ${JSON.stringify(sub)}; expected list, show or delete`);
+        throw new UsageError(`unknown sessions subcommand ${JSON.stringify(sub)}; expected list, show, delete or fork`);
     }
   } catch (err) {
     return printError(err, json);

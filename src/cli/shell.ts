@@ -5,12 +5,13 @@
  * Ctrl-] twice sends a literal Ctrl-]. When the shell exits the session is deleted.
  */
 import { randomUUID } from 'node:crypto';
-import { ExecServerClient } from '../client/client.ts';
+import { DRAIN_CLOSE_CODE, ExecServerClient } from '../client/client.ts';
 import type { ExecHandle } from '../client/process-handle.ts';
 import {
   connectionOf,
   connectionOptions,
   imagePullPrinter,
+  sessionOptions,
   parse,
   printError,
   shellExitCode,
@@ -20,7 +21,7 @@ import { execError } from '../errors.ts';
 
 const ESCAPE = 0x1d; // Ctrl-]
 
-export const SHELL_HELP = `Usage: exec-server shell [--image I] [--url U] [--token T]
+export const SHELL_HELP = `Usage: exec-server shell [--image I] [--allow-network ENTRY]... [--url U] [--token T]
        exec-server shell --attach SESSION
 
 An interactive shell in a new session (or re-attached to the shell of SESSION).
@@ -54,6 +55,7 @@ export async function shellCommand(args: string[]): Promise<number> {
     const { values, positionals } = parse(args, {
       ...connectionOptions,
       image: { type: 'string' },
+      'allow-network': { type: 'string', multiple: true },
       attach: { type: 'string' },
     });
     json = values.json === true;
@@ -90,7 +92,7 @@ export async function shellCommand(args: string[]): Promise<number> {
       client = await ExecServerClient.connect(url, {
         token,
         clientName: 'exec-server-cli',
-        session: values.image ? { image: values.image } : undefined,
+        session: sessionOptions(values.image, values['allow-network']),
         onImagePull: imagePullPrinter(),
       });
       const env = client.initResult['environmentInfo'] as { shell?: { path?: string } } | undefined;
@@ -151,6 +153,8 @@ function interact(client: ExecServerClient, handle: ExecHandle): Promise<number>
     });
     client.onDisconnect(({ code, reason }) => {
       if (finished || exiting || code === 1000 || code === 1005) return;
+      // A rollout: the SDK resumes the session through the same address by itself.
+      if (code === DRAIN_CLOSE_CODE) return void stdout.write('\r\n[exec-server] server restarting; resuming\r\n');
       stdout.write(
         `\r\n[exec-server] connection lost (${code}${reason ? ` ${reason}` : ''}); re-attach with: exec-server shell --attach ${client.sessionId}\r\n`,
       );

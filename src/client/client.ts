@@ -14,6 +14,7 @@ import { randomUUID } from 'node:crypto';
 import { asProcessId, asSessionId, type ProcessId, type SessionId } from '../ids.ts';
 import type {
   CreateSessionToken,
+  DrainingNotification,
   SessionToken,
   ApprovalDecision,
   ApprovalRequest,
@@ -54,6 +55,22 @@ export interface ConnectOptions {
   readonly onImagePull?: ((pull: ImagePull) => void) | undefined;
   /** Resume automatically when the connection drops (not after `disconnect()` or an eviction). */
   readonly autoReconnect?: boolean | { readonly attempts?: number; readonly delayMs?: number } | undefined;
+  /**
+   * Resume automatically, for up to a minute, when the server drains for a rollout
+   * (`server/draining`, close code 1012), even without `autoReconnect` (default true).
+   */
+  readonly reconnectOnDrain?: boolean | undefined;
+  /** Told when the server announces it is draining (`server/draining`), before the connection closes. */
+  readonly onDraining?: ((notice: DrainingNotification) => void) | undefined;
+}
+
+/** Close code of a server draining for a rollout (docs/protocol.md). */
+export const DRAIN_CLOSE_CODE = 1012;
+
+interface ReconnectPlan {
+  readonly attempts?: number | undefined;
+  readonly delayMs?: number | undefined;
+  readonly maxDelayMs?: number | undefined;
 }
 
 export interface ExecOptions {
@@ -85,6 +102,8 @@ export class ExecServerClient {
   readonly #disconnectListeners = new Set<(info: { code: number; reason: string }) => void>();
   #closing = false;
   #reconnecting: Promise<void> | undefined;
+  /** Set by `server/draining`: the close that follows is a rollout's. */
+  #drainRetryMs: number | undefined;
 
   private constructor(url: string, conn: RpcConnection, init: InitializeResult, opts: ConnectOptions) {
     this.url = url;
@@ -145,22 +164,38 @@ export class ExecServerClient {
   #bind(conn: RpcConnection, early: Notification[] = []): void {
     const route = (n: Notification): void => {
       if (isProcessNotification(n)) this.#handles.get(asProcessId(n.params.processId))?._notify(n);
+      else if (n.method === 'server/draining' && conn === this.#conn) {
+        this.#drainRetryMs = n.params.retryAfterMs;
+        this.#opts.onDraining?.(n.params);
+      }
     };
     for (const n of early) route(n);
     conn.onNotification(route);
     conn.onClose((code, reason) => {
       if (conn !== this.#conn) return;
       for (const l of this.#disconnectListeners) l({ code, reason });
-      const auto = this.#opts.autoReconnect;
-      if (!this.#closing && auto && code !== 4000)
-        void this.#autoReconnect(auto === true ? {} : auto).catch(() => undefined);
+      const plan = this.#reconnectPlan(code);
+      this.#drainRetryMs = undefined;
+      if (plan) void this.#autoReconnect(plan).catch(() => undefined);
     });
   }
 
-  async #autoReconnect(opts: { attempts?: number; delayMs?: number }): Promise<void> {
+  /** Whether (and how) to resume after a close with `code`: a drain (rollout), or `autoReconnect`. */
+  #reconnectPlan(code: number): ReconnectPlan | undefined {
+    if (this.#closing || code === 4000) return undefined;
+    const drained = code === DRAIN_CLOSE_CODE || this.#drainRetryMs !== undefined;
+    // A rollout: the next server may take a while to come up (about a minute at most).
+    if (drained && this.#opts.reconnectOnDrain !== false)
+      return { attempts: 60, delayMs: Math.max(this.#drainRetryMs ?? 500, 100), maxDelayMs: 2000 };
+    const auto = this.#opts.autoReconnect;
+    return auto ? (auto === true ? {} : auto) : undefined;
+  }
+
+  async #autoReconnect(opts: ReconnectPlan): Promise<void> {
     const attempts = opts.attempts ?? 10;
     for (let i = 0; i < attempts && !this.#closing; i++) {
-      await new Promise((r) => setTimeout(r, (opts.delayMs ?? 200) * (i + 1)));
+      const delay = (opts.delayMs ?? 200) * (i + 1);
+      await new Promise((r) => setTimeout(r, Math.min(delay, opts.maxDelayMs ?? delay)));
       try {
         await this.reconnect();
         return;

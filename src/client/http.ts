@@ -3,6 +3,8 @@ import type {
   CreateSessionToken,
   ExecCommandArgs,
   ExecToolResult,
+  ForkAnswer,
+  ForkBody,
   ImagePull,
   SessionInfo,
   SessionSpec,
@@ -87,8 +89,20 @@ export class HttpApi {
     await this.request('DELETE', `/v1/sessions/${encodeURIComponent(id)}/tokens/${encodeURIComponent(tokenId)}`);
   }
 
-  snapshot(id: string, name?: string): Promise<SnapshotInfo> {
-    return this.request('POST', `/v1/sessions/${encodeURIComponent(id)}/snapshots`, name === undefined ? {} : { name });
+  /** A snapshot of session `id`; with `memory` (gVisor) a live template, whose sessions start with its processes running. */
+  snapshot(id: string, name?: string, opts: { memory?: boolean } = {}): Promise<SnapshotInfo> {
+    return this.request('POST', `/v1/sessions/${encodeURIComponent(id)}/snapshots`, {
+      ...(name === undefined ? {} : { name }),
+      ...(opts.memory === true ? { memory: true } : {}),
+    });
+  }
+
+  /**
+   * Forks session `id` into `count` new sessions (default 1, at most 16); with `memory` (gVisor)
+   * every process of the source runs on in each fork (docs/snapshots.md).
+   */
+  fork(id: string, opts: ForkBody = {}): Promise<ForkAnswer> {
+    return this.request('POST', `/v1/sessions/${encodeURIComponent(id)}/fork`, opts);
   }
 
   async listSnapshots(): Promise<SnapshotInfo[]> {

@@ -16,7 +16,13 @@ export const MAX_ENGINES = 64;
 /** An engine address, parsed. */
 export type DockerHostAddress =
   | { readonly kind: 'socket'; readonly path: string }
-  | { readonly kind: 'tcp'; readonly protocol: 'http' | 'https'; readonly host: string; readonly port: string };
+  | {
+      readonly kind: 'tcp';
+      readonly protocol: 'http' | 'https';
+      readonly host: string;
+      /** As given; undefined: the default of the protocol (2375 plain, 2376 with TLS). */
+      readonly port: string | undefined;
+    };
 
 const EXPECTED = 'expected unix:///path/to/docker.sock or tcp://HOST:PORT';
 
@@ -36,7 +42,7 @@ export function parseDockerHost(value: string, where: string): DockerHostAddress
       kind: 'tcp',
       protocol: https ? 'https' : 'http',
       host: url.hostname,
-      port: url.port || (https ? '2376' : '2375'),
+      port: url.port === '' ? undefined : url.port,
     };
   }
   throw new ConfigError(`${where}: unsupported docker host ${JSON.stringify(value)}; ${EXPECTED}`);

@@ -29,6 +29,24 @@ export const DOCKER_OPTIONS = {
     description:
       "Docker: a directory the engine's host shares with the server at the same path (the same machine, or a volume both mount), where the server listens for each session's exec agent (a directory mounted read-only into its container; the agent connects out) so that output reaches the server directly instead of through the engine; found out per engine, with the engine's path as the fallback. `off`: always through the engine. An absolute path of at most 60 characters.",
   },
+  checkpointDir: {
+    flag: 'checkpoint-dir',
+    env: 'EXEC_SERVER_CHECKPOINT_DIR',
+    kind: 'string',
+    default: '/var/lib/exec-server/checkpoints',
+    description:
+      "Docker: where memory checkpoints of live templates and forks are kept (made root-only; never mounted into a container). Must be on the engine's host, which also holds the engine's data directory (docs/snapshots.md).",
+  },
+  checkpointMaxMb: {
+    flag: 'checkpoint-max-mb',
+    env: 'EXEC_SERVER_CHECKPOINT_MAX_MB',
+    kind: 'int',
+    default: 4096,
+    min: 1,
+    max: 1048576,
+    description:
+      'Docker: a session using more memory than this (MiB) is refused a memory snapshot or fork, and so is a checkpoint larger than this.',
+  },
   warmPool: {
     flag: 'warm-pool',
     env: 'EXEC_SERVER_WARM_POOL',
@@ -77,6 +95,30 @@ export const DOCKER_OPTIONS = {
     default: 'default',
     description:
       'Names this server in container labels; a restarted server with the same id re-adopts its sessions. One live server per id and engine: a second one waits for the first to stop, then fails.',
+  },
+  fleet: {
+    flag: 'fleet',
+    env: 'EXEC_SERVER_FLEET',
+    kind: 'bool',
+    default: false,
+    description:
+      'Docker: this server is one replica of a fleet, the servers sharing --instance-id and the engine(s): each holds its own replica lease, serves any session of the fleet (forwarding to the replica that owns it) and takes over the sessions of replicas that are gone. Off: one live server per instance id.',
+  },
+  replicaId: {
+    flag: 'replica-id',
+    env: 'EXEC_SERVER_REPLICA_ID',
+    kind: 'string',
+    default: undefined,
+    description:
+      "With --fleet: this replica's name in the fleet (letters, digits, `_.-`, at most 63; e.g. the pod name); default a random one per process.",
+  },
+  advertiseUrl: {
+    flag: 'advertise-url',
+    env: 'EXEC_SERVER_ADVERTISE_URL',
+    kind: 'string',
+    default: undefined,
+    description:
+      'With --fleet: the `http://HOST:PORT` at which the other replicas reach this one (kept in its lease); default derived from --listen (which then needs a fixed port).',
   },
   previewHost: {
     flag: 'preview-host',
@@ -130,6 +172,15 @@ export const DOCKER_OPTIONS = {
     min: 0,
     max: 600_000,
     description: 'Time allowed for a graceful shutdown on SIGTERM.',
+  },
+  shutdownSessions: {
+    flag: 'shutdown-sessions',
+    env: 'EXEC_SERVER_SHUTDOWN_SESSIONS',
+    kind: 'enum',
+    values: ['end', 'keep'],
+    default: 'end',
+    description:
+      'What SIGTERM does to the sessions (docker): `end` removes them (a single server), `keep` (always with `--fleet`) drains instead: `/readyz` fails, WebSocket clients get `server/draining` and close code 1012 and reconnect, and the containers and their commands keep running for the next server with the same instance id.',
   },
   sessionTokenSecret: {
     flag: 'session-token-secret',

@@ -20,11 +20,10 @@ import type { TenantId } from '../ids.ts';
 import type { PreviewSigner } from '../preview/signing.ts';
 import { originOf } from '../transport/origin.ts';
 import { createMcpServer } from './mcp-server.ts';
+import { MCP_PATH, MCP_REPLICA_SEPARATOR, SESSION_HEADER } from './names.ts';
 import { SessionBinding } from './tool-context.ts';
 
-export const MCP_PATH = '/mcp';
-/** Header naming the exec-server session an MCP connection works on (read at initialize). */
-export const SESSION_HEADER = 'x-exec-session';
+export { MCP_PATH, SESSION_HEADER } from './names.ts';
 const MAX_CONNECTIONS = 1024;
 const MAX_PER_TENANT = 64;
 const IDLE_MS = 30 * 60_000;
@@ -39,6 +38,11 @@ interface McpConnection {
   inFlight: number;
   lastSeen: number;
   closed: boolean;
+}
+
+/** A new MCP session id: a UUID, after the id of the replica that holds it in a fleet. */
+function mcpSessionId(replicaId: string | undefined): string {
+  return replicaId === undefined ? randomUUID() : `${replicaId}${MCP_REPLICA_SEPARATOR}${randomUUID()}`;
 }
 
 function rpcError(reply: FastifyReply, status: number, code: number, message: string): FastifyReply {
@@ -79,7 +83,8 @@ function openConnection(
     lastSeen: Date.now(),
     closed: false,
     transport: new StreamableHTTPServerTransport({
-      sessionIdGenerator: () => randomUUID(),
+      // In a fleet the id names the replica that holds the connection: any replica forwards to it.
+      sessionIdGenerator: () => mcpSessionId(app.sessions.backend.fleet?.replicaId),
       onsessioninitialized: (id) => {
         conn.id = id;
         connections.set(id, conn);

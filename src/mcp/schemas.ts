@@ -9,6 +9,7 @@ import { Type, type Static, type TObject, type TProperties, type TSchema } from 
 import {
   DecisionBodySchema,
   ExecCommandBodySchema,
+  ForkBodySchema,
   PortBodySchema,
   SessionSpecSchema,
   SnapshotNameSchema,
@@ -95,6 +96,14 @@ export const SnapshotSessionArgsSchema = withSession({
   name: Type.Optional({ ...SnapshotNameSchema, description: 'Snapshot name (letters, digits, _ . -)' }),
 });
 
+export const ForkSessionArgsSchema = withSession({
+  count: Type.Optional({ ...ForkBodySchema.properties.count, description: 'How many forks (default 1, at most 16)' }),
+  memory: Type.Optional({
+    ...ForkBodySchema.properties.memory,
+    description: 'Fork the running processes too (gVisor sessions): each fork goes on from where the source was',
+  }),
+});
+
 export const ExposePortArgsSchema = withSession({
   port: {
     ...PortBodySchema.properties.port,
@@ -122,6 +131,7 @@ export type WriteFileToolArgs = Static<typeof WriteFileArgsSchema>;
 export type ListDirToolArgs = Static<typeof ListDirArgsSchema>;
 export type CreateSessionToolArgs = Static<typeof CreateSessionArgsSchema>;
 export type SnapshotSessionToolArgs = Static<typeof SnapshotSessionArgsSchema>;
+export type ForkSessionToolArgs = Static<typeof ForkSessionArgsSchema>;
 export type ExposePortToolArgs = Static<typeof ExposePortArgsSchema>;
 export type DecideApprovalToolArgs = Static<typeof DecideApprovalArgsSchema>;
 

@@ -18,6 +18,7 @@ import {
   DecideApprovalArgsSchema,
   ExecCommandArgsSchema,
   ExposePortArgsSchema,
+  ForkSessionArgsSchema,
   jsonSchema,
   ListSessionsArgsSchema,
   SnapshotSessionArgsSchema,
@@ -25,6 +26,7 @@ import {
   type CreateSessionToolArgs,
   type DecideApprovalToolArgs,
   type ExposePortToolArgs,
+  type ForkSessionToolArgs,
   type SnapshotSessionToolArgs,
 } from './schemas.ts';
 import { defineTool, SESSION_NOTE, sessionOf, type McpTool, type ToolContext, type ToolDef } from './tool-context.ts';
@@ -151,6 +153,26 @@ const snapshotSessionTool = defineTool({
   },
 });
 
+const forkSessionTool = defineTool({
+  name: 'fork_session',
+  title: 'Fork a session',
+  description: `Makes count new sessions from a snapshot of the session (best-of-N, tree search); with memory (gVisor) every running process goes on in each fork. Docker backend. The bound session stays bound. ${SESSION_NOTE}`,
+  schema: ForkSessionArgsSchema,
+  async run(args: ForkSessionToolArgs, ctx) {
+    const session = await sessionOf(ctx, args.session);
+    const forked = await ctx.sessions.fork(session, {
+      count: args.count ?? 1,
+      memory: args.memory === true,
+      name: undefined,
+    });
+    const infos = forked.sessions.map((s) => s.info());
+    return textResult(
+      `forked session ${session.id} into ${infos.map((i) => i.sessionId).join(', ')} (snapshot ${forked.snapshot.snapshotId})`,
+      { snapshot: { ...forked.snapshot }, sessions: infos },
+    );
+  },
+});
+
 const exposePortTool = defineTool({
   name: 'expose_port',
   title: 'Open a preview URL',
@@ -178,6 +200,7 @@ const TOOLS: readonly McpTool[] = [
   createSessionTool,
   listSessionsTool,
   snapshotSessionTool,
+  forkSessionTool,
   exposePortTool,
 ];
 

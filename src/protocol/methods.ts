@@ -12,8 +12,11 @@ import * as proc from './process.ts';
 import {
   ApprovalAnswerSchema,
   ApprovalRequestSchema,
+  ForkAnswerSchema,
+  ForkBodySchema,
   HibernationAnswerSchema,
   ImagePullSchema,
+  DrainingNotificationSchema,
   SessionInfoSchema,
   SessionSpecSchema,
   SnapshotInfoSchema,
@@ -77,7 +80,11 @@ export const RPC_METHODS = {
   },
   'session/info': { params: NoParams, result: SessionInfoSchema },
   'session/terminateAll': { params: NoParams, result: Type.Object({ terminated: Type.Integer() }) },
-  'session/snapshot': { params: Params({ name: Opt(SnapshotNameSchema) }), result: SnapshotInfoSchema },
+  'session/snapshot': {
+    params: Params({ name: Opt(SnapshotNameSchema), memory: Opt(Type.Boolean()) }),
+    result: SnapshotInfoSchema,
+  },
+  'session/fork': { params: Params(ForkBodySchema.properties), result: ForkAnswerSchema },
   'session/hibernate': { params: NoParams, result: HibernationAnswerSchema },
   'session/wake': { params: NoParams, result: HibernationAnswerSchema },
   'session/exposePort': { params: preview.ExposePortParams, result: preview.PreviewSchema },
@@ -122,6 +129,7 @@ export const RPC_NOTIFICATIONS = {
   'process/escalated': proc.ProcessEscalatedNotification,
   'fs/missingChanged': fs.FsMissingChangedNotification,
   'session/imagePull': ImagePullSchema,
+  'server/draining': DrainingNotificationSchema,
 } as const satisfies Record<string, TSchema>;
 
 export type NotificationName = keyof typeof RPC_NOTIFICATIONS;

@@ -33,6 +33,34 @@ export const ApprovalPolicySchema = Type.Union([
 ]);
 export type ApprovalPolicy = Static<typeof ApprovalPolicySchema>;
 
+/**
+ * `network.allow` (docs/protocol.md, "Egress"): the destinations the session's commands reach
+ * through its proxy. Without `network` the session has no network (unless its sandbox grants it).
+ */
+export const NetworkSpecSchema = Type.Object(
+  {
+    allow: Type.Array(Type.String({ minLength: 1, maxLength: 300 }), {
+      maxItems: 256,
+      description:
+        'Entries: `*`, `host`, `host:port`, `*.domain[:port]`, `ip[:port]` (`[v6]:port`), `cidr[:port]`; loopback, link-local and private addresses only by an ip/cidr entry',
+    }),
+  },
+  { additionalProperties: false },
+);
+export type NetworkSpec = Static<typeof NetworkSpecSchema>;
+
+/** A session's egress as `session/info` reports it: the list, the proxy, the counts so far. */
+export const EgressInfoSchema = Type.Object({
+  allow: Type.Array(Type.String()),
+  proxy: Type.String({ description: 'The proxy URL inside the session (also in HTTP_PROXY and friends)' }),
+  connections: Type.Integer({ description: 'Connections relayed' }),
+  refused: Type.Integer({ description: 'Connections refused (403)' }),
+  active: Type.Integer({ description: 'Connections open now' }),
+  bytesOut: Type.Integer({ description: 'Bytes the session sent' }),
+  bytesIn: Type.Integer({ description: 'Bytes the session received' }),
+});
+export type EgressInfo = Static<typeof EgressInfoSchema>;
+
 export const SessionSpecSchema = Type.Object(
   {
     image: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
@@ -55,6 +83,7 @@ export const SessionSpecSchema = Type.Object(
     previewPorts: Type.Optional(
       Type.Boolean({ description: 'Allow exposing TCP ports of the session as preview URLs (default false)' }),
     ),
+    network: Type.Optional(NetworkSpecSchema),
     resources: Type.Optional(
       Type.Object(
         {
@@ -161,6 +190,7 @@ export const SessionInfoSchema = Type.Object(
       }),
     ),
     ports: Type.Array(ExposedPortSchema, { description: 'Exposed preview ports' }),
+    egress: Type.Optional(EgressInfoSchema),
   },
   { additionalProperties: true },
 );
@@ -173,7 +203,34 @@ export const SessionListSchema = Type.Object({ sessions: Type.Array(SessionInfoS
 
 export const SnapshotNameSchema = Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_.-]+$' });
 export const SnapshotBodySchema = Type.Object(
-  { name: Type.Optional(SnapshotNameSchema) },
+  {
+    name: Type.Optional(SnapshotNameSchema),
+    memory: Type.Optional(
+      Type.Boolean({
+        description:
+          'Keep the memory too (docker, gVisor): a live template; sessions made from it start with its processes running',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+/** Most sessions one fork makes. */
+export const MAX_FORK_COUNT = 16;
+
+export const ForkBodySchema = Type.Object(
+  {
+    count: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: MAX_FORK_COUNT, description: 'Sessions to make (default 1)' }),
+    ),
+    memory: Type.Optional(
+      Type.Boolean({
+        description:
+          'Fork the memory too (docker, gVisor): every process of the source runs on in each fork; without it only the files are copied',
+      }),
+    ),
+    name: Type.Optional(SnapshotNameSchema),
+  },
   { additionalProperties: false },
 );
 
@@ -183,10 +240,22 @@ export const SnapshotInfoSchema = Type.Object({
   sessionId: Type.Optional(Type.String()),
   tenant: Type.Optional(Type.String()),
   createdAt: Type.String(),
+  memory: Type.Optional(Type.Boolean({ description: 'A live template: it holds the memory of its session' })),
+  checkpointBytes: Type.Optional(Type.Integer({ description: 'Size of its memory checkpoint' })),
+  pauseMs: Type.Optional(Type.Integer({ description: 'How long the session was stopped for the checkpoint' })),
 });
 export type SnapshotInfo = Static<typeof SnapshotInfoSchema>;
 
 export const SnapshotListSchema = Type.Object({ snapshots: Type.Array(SnapshotInfoSchema) });
+
+export type ForkBody = Static<typeof ForkBodySchema>;
+
+/** A fork's answer: the snapshot the forks were made from, and the new sessions (attach to them by id). */
+export const ForkAnswerSchema = Type.Object({
+  snapshot: SnapshotInfoSchema,
+  sessions: Type.Array(SessionInfoSchema),
+});
+export type ForkAnswer = Static<typeof ForkAnswerSchema>;
 export const SessionParamsSchema = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) });
 export const SnapshotParamsSchema = Type.Object({ id: Type.String({ minLength: 1, maxLength: 512 }) });
 
@@ -216,6 +285,19 @@ export function describeImagePull(f: Pick<ImagePull, 'currentBytes' | 'totalByte
 }
 
 export const ImagePullListSchema = Type.Object({ pulls: Type.Array(ImagePullSchema) });
+
+/**
+ * `server/draining`: the server is stopping for a rollout (`--shutdown-sessions keep`) and is
+ * about to close this connection with code 1012. The session and its processes stay; reconnect
+ * (through the same address: another replica, or the next server) and resume with
+ * `resumeSessionId`, reading each process from its last seq (docs/protocol.md).
+ */
+export const DrainingNotificationSchema = Type.Object({
+  reason: Type.String(),
+  reconnect: Type.Boolean({ description: 'true: the session outlives this server; resume it elsewhere' }),
+  retryAfterMs: Type.Integer({ minimum: 0, description: 'Suggested wait before the first reconnect attempt' }),
+});
+export type DrainingNotification = Static<typeof DrainingNotificationSchema>;
 
 // ---- approvals (server-to-client `approval/request`, and the HTTP approval queue) ----
 

@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { resolveSandbox } from '../policy/sandbox-policy.ts';
-import type { Backend, BackendSessionSpec } from '../backends/types.ts';
+import type { Backend, BackendSession, BackendSessionSpec, RecoveredSession } from '../backends/types.ts';
 import { allowedSandboxTypes, sandboxTypeRules, type Config } from '../config.ts';
 import { execError, toExecError } from '../errors.ts';
 import { asSessionId, type SessionId, type TenantId } from '../ids.ts';
@@ -15,11 +15,13 @@ import {
   checkSandboxType,
   fromSessionRecord,
   resolveSessionSpec,
+  type ResolvedSessionSpec,
   revokedTokensOf,
   type SessionSpec,
 } from './session-spec.ts';
 import { NO_AUDIT, redactEnv, type Auditor } from '../audit/auditor.ts';
 import { MeasureSlots } from './disk-watch.ts';
+import { type ForkResult, forkSession } from './session-fork.ts';
 import { Session, type SessionDeps } from './session.ts';
 
 const REAP_INTERVAL_MS = 5_000;
@@ -35,6 +37,12 @@ export interface CreateOptions {
   readonly onImagePull?: BackendSessionSpec['onImagePull'];
 }
 
+/** Where a session is served (`SessionManager.route`). */
+export type SessionRoute =
+  | { readonly kind: 'local'; readonly session: Session }
+  | { readonly kind: 'remote'; readonly url: string; readonly replicaId: string }
+  | { readonly kind: 'absent' };
+
 export class SessionManager {
   readonly #sessions = new Map<SessionId, Session>();
   readonly #backend: Backend;
@@ -43,6 +51,7 @@ export class SessionManager {
   readonly #log: Logger;
   readonly #deps: SessionDeps;
   #creating = 0;
+  readonly #takingOver = new Map<string, Promise<Session | undefined>>();
   #reaper: NodeJS.Timeout | undefined;
   #closing = false;
 
@@ -51,7 +60,11 @@ export class SessionManager {
     this.#config = config;
     this.#metrics = metrics;
     this.#log = log;
+    const sessions = this.#sessions;
     const sandboxRules = sandboxTypeRules(config.allowedSandboxTypes);
+    metrics.watchEgress(function* (this: void) {
+      for (const s of sessions.values()) if (s.egress !== undefined) yield { id: s.id, counts: s.egress.counts };
+    });
     this.#deps = {
       sandboxTypes: (tenant) => allowedSandboxTypes(sandboxRules, tenant),
       metrics,
@@ -79,41 +92,102 @@ export class SessionManager {
 
   /** Re-adopts sessions the backend kept (docker containers of this instance) and starts reaping. */
   async start(): Promise<void> {
-    for (const recovered of await this.#backend.recover()) {
-      const spec = fromSessionRecord(recovered.record, this.#config);
-      if (spec === undefined) {
-        // Without its record the session's policy is unknown; re-adopting it under defaults
-        // could widen its sandbox or drop its deny-read list. It goes instead.
-        this.#log.warn({ sessionId: recovered.session.id }, 'recovered session has no readable record: removing it');
-        await recovered.session
-          .destroy()
-          .catch((err: unknown) => this.#log.warn({ err }, 'removing an unrecoverable session failed'));
-        continue;
-      }
-      const session = new Session(
-        recovered.session.id,
-        recovered.tenant,
-        spec,
-        recovered.session,
-        this.#deps,
-        recovered.createdAt,
-      );
-      session.tokens.restore(revokedTokensOf(recovered.record));
-      this.#sessions.set(session.id, session);
-      // Running and ended processes the backend kept (docker's exec agent): seqs continue.
-      session.processes.adopting = true;
-      const processes = await recovered
-        .adoptProcesses?.((kept, process) => session.processes.adopt(kept, process))
-        .catch((err: unknown) => {
-          this.#log.warn({ sessionId: session.id, err }, 'cannot re-adopt the processes of a recovered session');
-          return 0;
-        });
-      session.processes.adopting = false;
-      this.#log.info({ sessionId: session.id, processes: processes ?? 0 }, 're-adopted session');
-    }
+    for (const recovered of await this.#backend.recover()) await this.#adoptRecovered(recovered);
     this.#metrics.sessionsActive.set(this.#sessions.size);
     this.#reaper = setInterval(() => void this.reap(), REAP_INTERVAL_MS);
     this.#reaper.unref();
+  }
+
+  /** Makes a session of what the backend kept (recovery, or a fleet take-over); undefined when it had to go. */
+  async #adoptRecovered(recovered: RecoveredSession): Promise<Session | undefined> {
+    const spec = fromSessionRecord(recovered.record, this.#config);
+    if (spec === undefined) {
+      // Without its record the session's policy is unknown; re-adopting it under defaults
+      // could widen its sandbox or drop its deny-read list. It goes instead.
+      this.#log.warn({ sessionId: recovered.session.id }, 'recovered session has no readable record: removing it');
+      await recovered.session
+        .destroy()
+        .catch((err: unknown) => this.#log.warn({ err }, 'removing an unrecoverable session failed'));
+      return undefined;
+    }
+    const session = new Session(
+      recovered.session.id,
+      recovered.tenant,
+      spec,
+      recovered.session,
+      this.#deps,
+      recovered.createdAt,
+    );
+    session.tokens.restore(revokedTokensOf(recovered.record));
+    // The agent of a re-adopted container is asked again (its listener survived; tunnels now come here).
+    await session.egress
+      ?.start(recovered.session)
+      .catch((err: unknown) => this.#log.warn({ sessionId: session.id, err }, 'egress proxy not restored'));
+    this.#sessions.set(session.id, session);
+    // Running and ended processes the backend kept (docker's exec agent): seqs continue.
+    session.processes.adopting = true;
+    const processes = await recovered
+      .adoptProcesses?.((kept, process) => session.processes.adopt(kept, process))
+      .catch((err: unknown) => {
+        this.#log.warn({ sessionId: session.id, err }, 'cannot re-adopt the processes of a recovered session');
+        return 0;
+      });
+    session.processes.adopting = false;
+    this.#log.info({ sessionId: session.id, processes: processes ?? 0 }, 're-adopted session');
+    return session;
+  }
+
+  /**
+   * Where session `id` of `tenant` is served in a fleet (docs/architecture.md, "Fleet"): here
+   * (on this server already, or taken over now because its owner's lease is gone), at another
+   * live replica's URL, or nowhere. Without a fleet: here or nowhere.
+   */
+  async route(id: string, tenant: TenantId): Promise<SessionRoute> {
+    const fleet = this.#backend.fleet;
+    const local = this.#sessions.get(id as SessionId);
+    if (local !== undefined) return local.tenant === tenant ? { kind: 'local', session: local } : { kind: 'absent' };
+    if (fleet === undefined || this.#closing) return { kind: 'absent' };
+    const where = await fleet.locate(id, tenant);
+    if (where.kind === 'absent') return where;
+    if (where.kind === 'remote') return { kind: 'remote', url: where.url, replicaId: where.replicaId };
+    // Two requests for one orphan at once take it over once.
+    let taking = this.#takingOver.get(id);
+    if (taking === undefined) {
+      taking = fleet
+        .takeOver(id, tenant)
+        .then((r) => (r === undefined ? undefined : this.#adoptRecovered(r)))
+        .finally(() => {
+          this.#takingOver.delete(id);
+          this.#metrics.sessionsActive.set(this.#sessions.size);
+        });
+      this.#takingOver.set(id, taking);
+    }
+    const session = await taking;
+    if (session !== undefined) return { kind: 'local', session };
+    // Another replica claimed it first: it serves it now.
+    const again = await fleet.locate(id, tenant);
+    return again.kind === 'remote'
+      ? { kind: 'remote', url: again.url, replicaId: again.replicaId }
+      : { kind: 'absent' };
+  }
+
+  /**
+   * After the owner at `url` did not answer: waits (up to `waitMs`) for its lease to end or for
+   * the session to move, then routes again. Its lease ends with its engine connection, a moment
+   * after the process died.
+   */
+  async rerouteAfterFailure(id: string, tenant: TenantId, url: string, waitMs = 10_000): Promise<SessionRoute> {
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const route = await this.route(id, tenant);
+      if (route.kind !== 'remote' || route.url !== url || Date.now() >= deadline) return route;
+    }
+  }
+
+  /** Sessions of `tenant` across the fleet: ids from the engine's labels (undefined without a fleet). */
+  async fleetSessions(tenant: TenantId): Promise<readonly { id: SessionId }[] | undefined> {
+    return this.#backend.fleet?.sessions(tenant);
   }
 
   #denialHandling(clientName: string | undefined): 'server' | 'report' {
@@ -125,23 +199,45 @@ export class SessionManager {
     if (this.#closing) throw execError('EXEC_ERR_SHUTTING_DOWN', 'server is shutting down');
     const resolved = resolveSessionSpec(spec, this.#config, this.#denialHandling(options.clientName));
     checkSandboxType(resolved.policy.sandbox.type, this.#deps.sandboxTypes?.(options.tenant) ?? []);
-    if (this.#sessions.size + this.#creating >= this.#config.maxSessions) {
-      this.#metrics.sessionsCreated.inc({ result: 'limit' });
-      throw execError('EXEC_ERR_SESSION_LIMIT', `server session limit reached (${this.#config.maxSessions})`);
-    }
-    const owned = [...this.#sessions.values()].filter((s) => s.tenant === options.tenant).length;
-    if (owned >= this.#config.maxSessionsPerTenant) {
-      this.#metrics.sessionsCreated.inc({ result: 'limit' });
-      throw execError(
-        'EXEC_ERR_SESSION_LIMIT',
-        `session quota reached: ${owned} of ${this.#config.maxSessionsPerTenant} sessions for this tenant`,
+    this.#checkLimits(options.tenant);
+    return this.#launch(resolved, options, { env: redactEnv(spec.env) ?? {} });
+  }
+
+  /**
+   * Forks `source` `count` ways (session-fork.ts): a snapshot of it (with `memory`, a live
+   * template), then that many sessions of its spec made from it. On any failure the sessions
+   * made so far go again.
+   */
+  async fork(source: Session, o: { count: number; memory: boolean; name: string | undefined }): Promise<ForkResult> {
+    if (this.#closing) throw execError('EXEC_ERR_SHUTTING_DOWN', 'server is shutting down');
+    this.#checkLimits(source.tenant, o.count);
+    try {
+      const result = await forkSession(
+        source,
+        o,
+        (spec) => this.#launch(spec, { tenant: source.tenant }, { forkOf: source.id }),
+        (s) => this.#remove(s, 'fork failed'),
       );
+      this.#metrics.forks.inc({ memory: String(o.memory), result: 'ok' });
+      return result;
+    } catch (err) {
+      this.#metrics.forks.inc({ memory: String(o.memory), result: 'error' });
+      throw err;
     }
+  }
+
+  async #launch(
+    resolved: ResolvedSessionSpec,
+    options: CreateOptions,
+    detail: Record<string, unknown>,
+  ): Promise<Session> {
     const id = asSessionId(randomUUID());
     this.#creating++;
     try {
+      // With an allow-list the proxy is the only way out, whatever the sandbox would grant.
       const network =
-        resolved.policy.sandbox.type === 'danger-full-access' || resolved.policy.sandbox.networkAccess === true;
+        resolved.network === undefined &&
+        (resolved.policy.sandbox.type === 'danger-full-access' || resolved.policy.sandbox.networkAccess === true);
       if (resolved.runtime !== undefined && this.#backend.kind !== 'docker') {
         throw execError(
           'EXEC_ERR_INVALID_PARAMS',
@@ -162,8 +258,17 @@ export class SessionManager {
         sandboxed: resolved.policy.sandbox.type !== 'danger-full-access',
         onImagePull: options.onImagePull,
       });
+      await this.#takeFleetSlot(backendSession, options.tenant);
       const session = new Session(id, options.tenant, resolved, backendSession, this.#deps);
+      if (session.egress !== undefined) {
+        // Before the session is known: a session asked for `network` never runs without its proxy.
+        await session.egress.start(backendSession).catch(async (err: unknown) => {
+          await session.destroy().catch(() => undefined);
+          throw err;
+        });
+      }
       this.#sessions.set(id, session);
+      await this.#adoptRestored(session);
       // Not awaited: creation answers at once, and the first sandboxed command waits only for
       // what is left of it.
       if (resolved.policy.sandbox.type !== 'danger-full-access' && backendSession.prepareSandbox) {
@@ -181,18 +286,7 @@ export class SessionManager {
           this.#log.warn({ sessionId: id, err }, 'session record not stored; the session will not survive a restart'),
         );
       this.#metrics.sessionsCreated.inc({ result: 'ok' });
-      session.audit({
-        action: 'session.create',
-        detail: {
-          backend: this.#backend.kind,
-          image: backendSession.image ?? null,
-          // A fork: a session made from another's snapshot.
-          snapshot: resolved.snapshot ?? null,
-          sandbox: resolved.policy.sandbox.type,
-          approvalPolicy: resolved.policy.approvalPolicy,
-          env: redactEnv(spec.env) ?? {},
-        },
-      });
+      this.#auditCreate(session, detail);
       this.#metrics.sessionsActive.set(this.#sessions.size);
       this.#log.info({ sessionId: id, tenant: options.tenant, backend: this.#backend.kind }, 'session created');
       return session;
@@ -201,6 +295,39 @@ export class SessionManager {
       throw toExecError(err);
     } finally {
       this.#creating--;
+    }
+  }
+
+  /** This server's session limit, and the tenant's quota among this server's sessions. */
+  /** Refuses `count` more sessions past the server's or the tenant's limit. */
+  #checkLimits(tenant: TenantId, count = 1): void {
+    if (this.#sessions.size + this.#creating + count > this.#config.maxSessions) {
+      this.#metrics.sessionsCreated.inc({ result: 'limit' });
+      throw execError('EXEC_ERR_SESSION_LIMIT', `server session limit reached (${this.#config.maxSessions})`);
+    }
+    const owned = [...this.#sessions.values()].filter((s) => s.tenant === tenant).length;
+    if (owned + count > this.#config.maxSessionsPerTenant) {
+      this.#metrics.sessionsCreated.inc({ result: 'limit' });
+      throw execError(
+        'EXEC_ERR_SESSION_LIMIT',
+        `session quota reached: ${owned} of ${this.#config.maxSessionsPerTenant} sessions for this tenant`,
+      );
+    }
+  }
+
+  /**
+   * In a fleet the tenant's quota counts every replica's sessions: the new session takes a slot
+   * (an atomic engine operation, docker/container/quota-slots.ts) once its container exists, or
+   * is removed again and the create refused, so concurrent creates never overshoot.
+   */
+  async #takeFleetSlot(backendSession: BackendSession, tenant: TenantId): Promise<void> {
+    const quota = this.#backend.fleet?.quota;
+    if (quota === undefined) return;
+    try {
+      await quota.take(tenant, backendSession.id, this.#config.maxSessionsPerTenant);
+    } catch (err) {
+      await backendSession.destroy().catch(() => undefined);
+      throw err;
     }
   }
 
@@ -236,9 +363,39 @@ export class SessionManager {
     session.audit({ action: 'session.delete', detail: { why } });
     try {
       await session.destroy();
+      await this.#backend.fleet?.quota?.release(session.id);
     } catch (err) {
       this.#log.error({ sessionId: session.id, err }, 'session destroy failed');
     }
+  }
+
+  #auditCreate(session: Session, detail: Record<string, unknown>): void {
+    const resolved = session.spec;
+    session.audit({
+      action: 'session.create',
+      detail: {
+        backend: this.#backend.kind,
+        image: session.backend.image ?? null,
+        // A fork or a session from a live template: made from another's snapshot.
+        snapshot: resolved.snapshot ?? null,
+        sandbox: resolved.policy.sandbox.type,
+        approvalPolicy: resolved.policy.approvalPolicy,
+        ...detail,
+        network: resolved.network === undefined ? null : { allow: [...resolved.network.allow] },
+      },
+    });
+  }
+
+  /** Restored from a live template (or a fork): its processes run on, with their ids and seqs. */
+  async #adoptRestored(session: Session): Promise<void> {
+    const restored = session.backend.adoptRestored?.bind(session.backend);
+    if (restored === undefined) return;
+    session.processes.adopting = true;
+    await restored((kept, process) => session.processes.adopt(kept, process))
+      .catch((err: unknown) =>
+        this.#log.warn({ sessionId: session.id, err }, 'cannot adopt the processes of a restored session'),
+      )
+      .finally(() => (session.processes.adopting = false));
   }
 
   /**
@@ -278,9 +435,23 @@ export class SessionManager {
     }
   }
 
-  async close(): Promise<void> {
+  /**
+   * Server shutdown. `keep` (a fleet's rollout): the sessions are only let go here (their
+   * containers, processes and output stay for the next server); otherwise they are removed.
+   */
+  async close(opts: { keep?: boolean } = {}): Promise<void> {
     this.#closing = true;
     if (this.#reaper) clearInterval(this.#reaper);
+    if (opts.keep) {
+      this.#log.info({ sessions: this.#sessions.size }, 'sessions kept for the next server');
+      for (const s of this.#sessions.values()) {
+        s.disk.stop();
+        s.ports.closeAll();
+        s.files.close();
+      }
+      this.#sessions.clear();
+      return;
+    }
     await Promise.all([...this.#sessions.values()].map((s) => this.#remove(s, 'server shutdown')));
   }
 }

@@ -8,6 +8,7 @@ import type { Config } from '../config.ts';
 import { execError } from '../errors.ts';
 import type { SandboxPolicy, SessionPolicy } from '../policy/sandbox-policy.ts';
 import { SessionSpecSchema, toPath, type SessionSpec } from '../protocol/index.ts';
+import { parseAllowList, type AllowEntry } from '../egress/allow-list.ts';
 
 export type { SessionSpec } from '../protocol/index.ts';
 
@@ -26,6 +27,8 @@ export interface ResolvedSessionSpec {
   readonly maxLifetimeSeconds: number;
   /** Whether ports of the session may be exposed (src/preview/). */
   readonly previewPorts: boolean;
+  /** `network.allow` as given, and parsed (src/egress/); undefined: no egress proxy. */
+  readonly network?: { readonly allow: readonly string[]; readonly entries: readonly AllowEntry[] } | undefined;
 }
 
 function capped(name: string, value: number | undefined, dflt: number, max: number): number {
@@ -80,6 +83,10 @@ export function resolveSessionSpec(
       config.maxLifetimeSeconds,
     ),
     previewPorts: spec.previewPorts ?? false,
+    network:
+      spec.network === undefined
+        ? undefined
+        : { allow: [...spec.network.allow], entries: parseAllowList(spec.network.allow) },
   };
 }
 
@@ -119,6 +126,7 @@ export function sessionRecord(
     idleTimeoutSeconds: spec.idleTimeoutSeconds,
     maxLifetimeSeconds: spec.maxLifetimeSeconds,
     previewPorts: spec.previewPorts,
+    ...(spec.network !== undefined ? { network: { allow: [...spec.network.allow] } } : {}),
   };
   return JSON.stringify({
     version: 1,

@@ -27,6 +27,7 @@ import { UsageSampler } from './resource-usage.ts';
 import { sessionRecord, type ResolvedSessionSpec } from './session-spec.ts';
 import type { AuditEvent, Auditor } from '../audit/auditor.ts';
 import { TokenRevocations } from '../transport/session-tokens.ts';
+import { SessionEgress, withEgressEnvironment } from '../egress/session-egress.ts';
 
 /** The client side of a session: a WebSocket connection, or the HTTP approval queue. */
 export interface SessionClient {
@@ -79,6 +80,8 @@ export class Session {
   readonly disk: DiskWatch;
   /** Exposed preview ports and the proxied connections to them. */
   readonly ports: SessionPorts;
+  /** The egress proxy of a session created with `network.allow` (src/egress/). */
+  readonly egress: SessionEgress | undefined;
   readonly createdAt: Date;
   readonly approvalCache = new Set<string>();
   /** Session tokens revoked before their expiry; stored with the session's record. */
@@ -113,6 +116,7 @@ export class Session {
     this.createdAt = createdAt;
     this.#deps = deps;
     this.#log = deps.log.child({ sessionId: id });
+    this.egress = SessionEgress.of(spec.network, deps.metrics, (event) => this.audit(event));
     this.processes = new ProcessTable(
       {
         backend,
@@ -127,7 +131,7 @@ export class Session {
       },
       deps.limits,
       backend.environment.baseEnv,
-      spec.env,
+      withEgressEnvironment(this.egress, spec.env),
     );
     this.files = new SessionFiles(this, deps.fileLimits);
     this.unifiedExec = new UnifiedExec(this, deps.limits.terminateGraceMs);
@@ -322,6 +326,7 @@ export class Session {
       expiresAt: this.expiresAt.toISOString(),
       ports: this.ports.list(),
       ...this.disk.info(),
+      egress: this.egress?.info(),
     };
   }
 
@@ -342,11 +347,14 @@ export class Session {
     return { sessionId: this.id, hibernation: h.state };
   }
 
-  /** Commits the session's filesystem to a snapshot image (docker backend). */
-  async snapshot(name: string | undefined): Promise<SnapshotInfo> {
+  /** Commits the session's filesystem (with `memory`, also its memory) to a snapshot image (docker backend). */
+  async snapshot(name: string | undefined, memory = false): Promise<SnapshotInfo> {
     this.assertAlive();
-    const snapshot = await this.backend.snapshot(name);
-    this.audit({ action: 'session.snapshot', detail: { snapshot: snapshot.snapshotId, name: name ?? null } });
+    const snapshot = await this.backend.snapshot(name, memory ? { memory } : undefined);
+    this.audit({
+      action: 'session.snapshot',
+      detail: { snapshot: snapshot.snapshotId, name: name ?? null, memory, pauseMs: snapshot.pauseMs ?? null },
+    });
     return snapshot;
   }
 
@@ -388,6 +396,7 @@ export class Session {
     for (const cleanup of this.#onDestroy) cleanup();
     this.#onDestroy.clear();
     this.ports.closeAll();
+    this.egress?.close();
     this.files.close();
     this.unifiedExec.approvals.close();
     this.#client?.evict('session was deleted');

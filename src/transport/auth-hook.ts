@@ -21,6 +21,8 @@ export interface AuthHookOptions extends Identify {
   readonly audit: Auditor;
   /** Routes that need no token, and those that authenticate themselves. */
   readonly skip: (method: string, url: string, path: string) => boolean;
+  /** Fleet: whether this request's session is served by another replica (fleet-forward.ts). */
+  readonly elsewhere?: ((request: FastifyRequest, sessionId: string) => boolean) | undefined;
 }
 
 /** The audit actor of a request: its principal's name, never its token. */
@@ -60,7 +62,9 @@ export function registerAuthHooks(app: FastifyInstance, opts: AuthHookOptions): 
     const who = identify(
       request.headers.authorization ??
         (upgrade ? bearerFromProtocols(request.headers['sec-websocket-protocol']) : undefined),
-      opts,
+      opts.elsewhere === undefined
+        ? opts
+        : { ...opts, servedElsewhere: (id: string) => opts.elsewhere?.(request, id) === true },
     );
     if (who instanceof ExecServerError) return refuse(request, reply, who, opts.audit, path);
     request.principal = who;

@@ -5,10 +5,13 @@
  * with a stable `EXEC_ERR_*` code, mapped by the app's error handler. Another tenant's
  * session or snapshot does not exist for the caller (404).
  */
+import { fleetSessionInfos } from './fleet-forward.ts';
 import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import {
   ERROR_RESPONSES,
+  ForkAnswerSchema,
+  ForkBodySchema,
   HibernationAnswerSchema,
   ImagePullListSchema,
   SessionInfoSchema,
@@ -33,9 +36,9 @@ export async function registerHttpApi(app: FastifyInstance): Promise<void> {
     scope.setValidatorCompiler(TypeBoxValidatorCompiler);
     const api = scope.withTypeProvider<TypeBoxTypeProvider>();
     sessionRoutes(api, app);
-    sessionStateRoutes(api, app);
+    oneSessionRoutes(api, app);
     snapshotRoutes(api, app);
-    imagePullRoutes(api, app);
+    snapshotListRoutes(api, app);
     registerToolRoutes(scope);
   });
 }
@@ -78,8 +81,14 @@ function sessionRoutes(api: TypedApi, app: FastifyInstance) {
       },
     },
     async (request) => {
+      const usage = request.query.usage === true;
+      // A replica of a fleet lists the tenant's sessions of every replica (fleet-forward.ts).
+      const fleet = await fleetSessionInfos(request, request.tenant, async ({ session: s }) =>
+        usage ? { ...s.info(), usage: await s.usage.sample() } : s.info(),
+      );
+      if (fleet !== undefined) return { sessions: fleet };
       const sessions = app.sessions.list(request.tenant);
-      if (request.query.usage !== true) return { sessions: sessions.map((s) => s.info()) };
+      if (!usage) return { sessions: sessions.map((s) => s.info()) };
       return {
         sessions: await Promise.all(sessions.map(async (s) => ({ ...s.info(), usage: await s.usage.sample() }))),
       };
@@ -88,7 +97,7 @@ function sessionRoutes(api: TypedApi, app: FastifyInstance) {
 }
 
 /** One session: read, delete, hibernate and wake. */
-function sessionStateRoutes(api: TypedApi, app: FastifyInstance) {
+function oneSessionRoutes(api: TypedApi, app: FastifyInstance) {
   api.get(
     '/v1/sessions/:id',
     {
@@ -149,7 +158,7 @@ function sessionStateRoutes(api: TypedApi, app: FastifyInstance) {
   }
 }
 
-/** Snapshots: take, list, delete. */
+/** Snapshots and forks. */
 function snapshotRoutes(api: TypedApi, app: FastifyInstance) {
   api.post(
     '/v1/sessions/:id/snapshots',
@@ -168,11 +177,42 @@ function snapshotRoutes(api: TypedApi, app: FastifyInstance) {
     },
     async (request, reply) => {
       const session = app.sessions.get(request.params.id, request.tenant);
-      const snapshot = await session.snapshot(request.body.name);
+      const snapshot = await session.snapshot(request.body.name, request.body.memory === true);
       return reply.code(201).send(snapshot);
     },
   );
 
+  api.post(
+    '/v1/sessions/:id/fork',
+    {
+      schema: {
+        operationId: 'forkSession',
+        tags: ['snapshots'],
+        summary:
+          'Fork the session `count` ways: new sessions from a snapshot of it; with `memory` (gVisor) its processes run on in each',
+        params: SessionParamsSchema,
+        body: ForkBodySchema,
+        response: { 201: ForkAnswerSchema, ...errors },
+      },
+      preValidation: async (request) => {
+        if (request.body === undefined || request.body === null) request.body = {};
+      },
+    },
+    async (request, reply) => {
+      const source = app.sessions.get(request.params.id, request.tenant);
+      const b = request.body;
+      const forked = await app.sessions.fork(source, {
+        count: b.count ?? 1,
+        memory: b.memory === true,
+        name: b.name,
+      });
+      return reply.code(201).send({ snapshot: forked.snapshot, sessions: forked.sessions.map((s) => s.info()) });
+    },
+  );
+}
+
+/** Snapshots: list and delete; the image pulls under way. */
+function snapshotListRoutes(api: TypedApi, app: FastifyInstance) {
   api.get(
     '/v1/snapshots',
     {
@@ -202,10 +242,7 @@ function snapshotRoutes(api: TypedApi, app: FastifyInstance) {
       return reply.code(204).send(null);
     },
   );
-}
 
-/** The image pulls under way that the caller's session creations wait for. */
-function imagePullRoutes(api: TypedApi, app: FastifyInstance) {
   api.get(
     '/v1/images/pulls',
     {

@@ -24,6 +24,11 @@ export interface Identify {
   readonly signer: SessionTokenSigner;
   /** The session of this id on this server (any tenant), if it exists. */
   readonly findSession: (id: string) => Session | undefined;
+  /**
+   * Fleet: whether the session of this id is served by another replica (which checks the
+   * token's revocations itself when the request reaches it).
+   */
+  readonly servedElsewhere?: ((sessionId: string) => boolean) | undefined;
 }
 
 /** The bearer of an `Authorization: Bearer X` header. */
@@ -33,12 +38,16 @@ export function bearerOf(header: string | undefined): string | undefined {
 }
 
 /** The error a session token gets now (expired, revoked, its session gone), or undefined. */
-export function scopeProblem(scope: TokenScope, deps: Pick<Identify, 'findSession'>): ExecServerError | undefined {
+export function scopeProblem(
+  scope: TokenScope,
+  deps: Pick<Identify, 'findSession' | 'servedElsewhere'>,
+): ExecServerError | undefined {
   if (scope.expiresAt * 1000 <= Date.now())
     return execError('EXEC_ERR_TOKEN_EXPIRED', `session token ${scope.tokenId} expired`, {
       detail: { tokenId: scope.tokenId },
     });
   const session = deps.findSession(scope.sessionId);
+  if (session === undefined && deps.servedElsewhere?.(scope.sessionId) === true) return undefined;
   if (session === undefined || session.tenant !== scope.tenant)
     return execError(
       'EXEC_ERR_TOKEN_REVOKED',
@@ -101,6 +110,12 @@ export function httpScopeError(
     return execError('EXEC_ERR_TOKEN_SCOPE', `this token is scoped to session ${scope.sessionId}`);
   if ((m[2] ?? '').startsWith('/tokens'))
     return execError('EXEC_ERR_TOKEN_SCOPE', 'session tokens cannot create or revoke tokens; use a tenant token');
+  // A fork makes new sessions, which a session token cannot open either.
+  if ((m[2] ?? '') === '/fork')
+    return execError(
+      'EXEC_ERR_TOKEN_SCOPE',
+      'session tokens cannot fork (a fork creates sessions); use a tenant token',
+    );
   if (scope.access === 'read' && method !== 'GET' && method !== 'HEAD')
     return execError('EXEC_ERR_TOKEN_READ_ONLY', `a read token cannot ${method} ${path}`);
   return undefined;

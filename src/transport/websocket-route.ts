@@ -14,15 +14,25 @@ import type { MethodTable } from '../rpc/method-table.ts';
 import { RpcPeer } from '../rpc/rpc-peer.ts';
 import { actorStore } from '../audit/auditor.ts';
 import { actorOf } from './auth-hook.ts';
+import { DRAIN_CLOSE_CODE, type Drain } from './drain.ts';
+import { fleetMessageGate } from './fleet-ws.ts';
 
 /** Close codes the server uses (also in docs/protocol.md). */
-export const CloseCode = { evicted: 4000, slowConsumer: 4001, shutdown: 1001, tooBig: 1009 } as const;
+export const CloseCode = {
+  evicted: 4000,
+  slowConsumer: 4001,
+  shutdown: 1001,
+  tooBig: 1009,
+  draining: DRAIN_CLOSE_CODE,
+} as const;
 
 export interface WebSocketRouteOptions {
   readonly table: MethodTable<Connection>;
   readonly deps: Omit<ConnectionDeps, 'tenant' | 'log' | 'principal'>;
   readonly metrics: Metrics;
   readonly bufferLimitBytes: number;
+  /** Told of every open connection, to send it away on a rollout. */
+  readonly drain?: Drain | undefined;
 }
 
 /** The answer to a binary frame from a client: the protocol is JSON text frames. */
@@ -84,30 +94,31 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
       close(CloseCode.slowConsumer, `slow consumer: ${why}; resume the session and read from your last seq`);
     };
     conn.onStall(() => cutSlowConsumer('behind for longer than the stall timeout'));
+    const undrain = opts.drain?.add({ notify: (params) => peer.notify('server/draining', params), close });
+    // In a fleet, a connection resuming another replica's session is relayed there (fleet-ws.ts).
+    const handle = fleetMessageGate(socket, request, opts.deps.sessions, log, (text) =>
+      actorStore.run(actor, () => peer.handleFrame(text)),
+    );
     // Listeners attach synchronously, before any await, or early frames would be lost.
     socket.on('message', (data, isBinary) => {
-      if (isBinary) {
-        socket.send(BINARY_REFUSED);
-        return;
-      }
+      if (isBinary) return void socket.send(BINARY_REFUSED);
       const text = Array.isArray(data) ? Buffer.concat(data).toString('utf8') : data.toString('utf8');
       // Everything the message does is this caller's, for the audit log.
-      actorStore.run(actor, () => peer.handleFrame(text));
+      handle(text);
     });
     socket.on('close', () => {
+      undrain?.();
       opts.metrics.wsConnections.dec();
       peer.close();
       conn.closed();
     });
     socket.on('error', (err) => log.debug({ err }, 'websocket error'));
   };
-  for (const url of ['/', '/v1/ws']) {
-    app.route({
-      method: 'GET',
-      url,
-      schema: { hide: true },
-      handler: async () => ({ name: 'exec-server', websocket: true, docs: '/docs/openapi.json' }),
-      wsHandler,
-    });
-  }
+  for (const url of ['/', '/v1/ws'])
+    app.route({ method: 'GET', url, schema: { hide: true }, handler: hello, wsHandler });
+}
+
+/** What a plain GET of the WebSocket URLs answers. */
+async function hello(): Promise<{ name: string; websocket: boolean; docs: string }> {
+  return { name: 'exec-server', websocket: true, docs: '/docs/openapi.json' };
 }

@@ -62,6 +62,13 @@ test("run: streams output and exits with the command's code; --json; sessions li
   const table = await cli(['sessions'], env);
   assert.match(table.stdout, /^SESSION\s+STATUS/);
   assert.match(table.stdout, new RegExp(id));
+  // fork: bounded count; the local backend has no snapshots, said plainly.
+  const badCount = await cli(['sessions', 'fork', id, '--count', '17'], env);
+  assert.equal(badCount.code, 2);
+  assert.match(badCount.stderr, /--count: expected an integer from 1 to 16/);
+  const noFork = await cli(['sessions', 'fork', id, '--memory'], env);
+  assert.equal(noFork.code, 125);
+  assert.match(noFork.stderr, /EXEC_ERR_UNSUPPORTED/);
   const del = await cli(['sessions', 'delete', id], env);
   assert.equal(del.code, 0);
   assert.equal(del.stdout, `deleted ${id}\n`);

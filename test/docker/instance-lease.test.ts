@@ -9,6 +9,8 @@ import { spawnDevServer } from '../support/dev-server.ts';
 import { randomUUID } from 'node:crypto';
 import { test } from 'node:test';
 import { leaseName } from '../../src/backends/docker/engine/instance-lease.ts';
+import { asTenantId } from '../../src/ids.ts';
+import type { DockerFleet } from '../../src/backends/docker/fleet.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
 import { docker, makeBackend, RecordingSink, sessionSpec, sleep, spawnRequest } from './helpers.ts';
 
@@ -59,6 +61,94 @@ test(
     assert.deepEqual(await third.recover(), []);
     await third.close();
     assert.equal((await docker('ps', '-aq', '--filter', `name=^${leaseName(first.options.instanceId)}$`)).trim(), '');
+  },
+);
+
+test(
+  'replicas of a fleet hold one lease each and leave each other alone; a lone server with their id waits and fails',
+  dockerTestOptions,
+  async (t) => {
+    const instanceId = `fleet-${randomUUID().slice(0, 8)}`;
+    const replica = (replicaId: string, waitMs = 5000) =>
+      makeBackend({
+        instanceId,
+        instanceLeaseWaitMs: waitMs,
+        fleet: { replicaId, advertiseUrl: `http://127.0.0.1:1/${replicaId}` },
+      });
+    const a = replica('a');
+    t.after(() => a.close());
+    assert.deepEqual(await a.recover(), []);
+    const s = await a.createSession(sessionSpec());
+    const sink = new RecordingSink();
+    await s.spawn(spawnRequest(['sh', '-c', 'sleep 1; echo still-here; exit 4']), sink);
+
+    const b = replica('b');
+    t.after(() => b.close());
+    assert.deepEqual(await b.recover(), [], "b adopts nothing of a's");
+    for (const id of ['a', 'b']) {
+      const lease = (await docker('ps', '-q', '--filter', `name=^${leaseName(instanceId, id)}$`)).trim();
+      assert.notEqual(lease, '', `replica ${id} holds its own lease`);
+    }
+    assert.deepEqual(await sink.exited, { kind: 'exited', code: 4 });
+    assert.equal(sink.text('stdout'), 'still-here\n');
+    assert.ok(await running(s.containerId!), "a's session runs on");
+    const live = await b.fleet!.locate(s.id, asTenantId('alice'));
+    assert.equal(live.kind, 'remote');
+
+    // The same replica id twice is one replica too many: it waits, then fails.
+    const twin = replica('a', 1000);
+    t.after(() => twin.close());
+    await assert.rejects(twin.recover(), { code: 'EXEC_ERR_INSTANCE_IN_USE' });
+    // A lone server (no --fleet) with the fleet's id neither adopts nor removes: it fails.
+    const lone = makeBackend({ instanceId, instanceLeaseWaitMs: 1000 });
+    t.after(() => lone.close());
+    await assert.rejects(lone.recover(), (err: Error & { code?: string }) => {
+      assert.equal(err.code, 'EXEC_ERR_INSTANCE_IN_USE');
+      assert.match(err.message, /fleet/);
+      return true;
+    });
+    assert.ok(await running(s.containerId!));
+    await a.close();
+  },
+);
+
+test(
+  'a replica whose session another replica claimed lets it go: no attach from here, no removal',
+  dockerTestOptions,
+  async (t) => {
+    const instanceId = `fence-${randomUUID().slice(0, 8)}`;
+    const replica = (replicaId: string) =>
+      makeBackend({ instanceId, fleet: { replicaId, advertiseUrl: `http://127.0.0.1:1/${replicaId}` } });
+    const a = replica('a');
+    const b = replica('b');
+    t.after(() => a.close());
+    t.after(() => b.close());
+    await a.recover();
+    await b.recover();
+    const s = await a.createSession(sessionSpec());
+    const onA = new RecordingSink();
+    await s.spawn(spawnRequest(['sh', '-c', 'echo start; sleep 2; echo done; exit 6']), onA);
+    // As if A had lost its lease: B claims the session and adopts it (the agent takes B's link).
+    const [info] = await b.docker.listContainers({ filters: { id: [s.containerId!] } });
+    assert.ok(info);
+    assert.ok(await (b.fleet as DockerFleet).registry.claim(s.id, 1, 'b', info.ImageID));
+    const taken = await b.adoptRunning(info, s.id, asTenantId('alice'));
+    assert.ok(taken);
+    const onB = new RecordingSink();
+    assert.equal(await taken.adoptProcesses?.(() => onB), 1);
+    assert.deepEqual(await onB.exited, { kind: 'exited', code: 6 }, 'B serves the command to its end');
+    assert.match(onB.text('stdout'), /done\n$/);
+    const lostOnA = await onA.exited;
+    assert.equal(lostOnA.kind, 'lost');
+    assert.match(
+      JSON.stringify(lostOnA),
+      /owned by replica b/,
+      'A did not attach again: it says where the session went',
+    );
+    await s.destroy();
+    assert.ok(await running(s.containerId!), "A's delete leaves B's container alone");
+    await taken.session.destroy();
+    assert.equal((await docker('ps', '-aq', '--filter', `id=${s.containerId}`)).trim(), '');
   },
 );
 

@@ -53,6 +53,7 @@ test('a full token opens its session only: HTTP, WebSocket resume, processes and
     ['POST', '/v1/sessions', {}, 403, 'EXEC_ERR_TOKEN_SCOPE'],
     ['GET', '/v1/snapshots', undefined, 403, 'EXEC_ERR_TOKEN_SCOPE'],
     ['POST', `/v1/sessions/${id}/tokens`, { access: 'full' }, 403, 'EXEC_ERR_TOKEN_SCOPE'],
+    ['POST', `/v1/sessions/${id}/fork`, { count: 2 }, 403, 'EXEC_ERR_TOKEN_SCOPE'],
     ['POST', '/mcp', {}, 403, 'EXEC_ERR_TOKEN_SCOPE'],
   ];
   for (const [method, path, body, status, c] of refused) {
@@ -83,6 +84,8 @@ test('a full token opens its session only: HTTP, WebSocket resume, processes and
     waitMs: 5000,
   });
   assert.match(read.chunks.map((c) => Buffer.from(c.chunk, 'base64').toString()).join(''), /hello/);
+  // A fork creates sessions: a tenant token's call.
+  await assert.rejects(fresh.request('session/fork', { count: 1 }), code('EXEC_ERR_TOKEN_SCOPE'));
 
   // The tenant token of another tenant still sees nothing; a session token of one tenant never
   // reaches another tenant's session.

@@ -20,6 +20,7 @@ const EXPECTED_TOOLS = [
   'decide_approval',
   'exec_command',
   'expose_port',
+  'fork_session',
   'list_dir',
   'list_sessions',
   'read_file',

@@ -84,8 +84,14 @@ for (const backend of BACKENDS) {
     assert.equal(badName.isError, true);
     assert.match(textOf(badName), /invalid arguments: \/name must match pattern.*EXEC_ERR_INVALID_PARAMS/);
 
+    const badCount = await call(client, 'fork_session', { count: 17 });
+    assert.equal(badCount.isError, true);
+    assert.match(textOf(badCount), /count must be <= 16.*EXEC_ERR_INVALID_PARAMS/);
+
     const snap = await call<SnapshotInfo>(client, 'snapshot_session', { name: 'mcp-snap' });
     if (backend === 'local') {
+      const forked = await call(client, 'fork_session', { count: 2 });
+      assert.match(textOf(forked), /^fork_session failed: snapshots need the docker backend \(EXEC_ERR_UNSUPPORTED\)$/);
       assert.equal(snap.isError, true);
       assert.match(
         textOf(snap),

@@ -92,6 +92,8 @@ export async function startServer(opts: ServerOptions = {}): Promise<TestServer>
         agentSocketDir: config.dockerAgentSocketDir === 'off' ? undefined : config.dockerAgentSocketDir,
         runtime: config.runtime ?? process.env.EXEC_SERVER_TEST_RUNTIME,
         allowedRuntimes: config.allowedRuntimes === undefined ? undefined : runtimeList(config.allowedRuntimes),
+        checkpointDir: config.checkpointDir,
+        checkpointMaxMb: config.checkpointMaxMb,
       },
       silentLogger,
     );

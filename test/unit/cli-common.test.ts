@@ -7,6 +7,7 @@ import {
   describeError,
   imagePullPrinter,
   parse,
+  sessionOptions,
   shellExitCode,
   UsageError,
 } from '../../src/cli/common.ts';
@@ -86,4 +87,13 @@ test('pull progress: rewritten in place on a terminal; elsewhere throttled, with
     '[exec-server] pulling image img:1\n',
     '[exec-server] could not pull image img:1: 5.0 of 10.0 MB, 1 of 2 layers\n',
   ]);
+});
+
+test('sessionOptions: --image and --allow-network make the session spec; neither leaves the defaults', () => {
+  assert.equal(sessionOptions(undefined, undefined), undefined);
+  assert.equal(sessionOptions(undefined, []), undefined);
+  assert.deepEqual(sessionOptions('img', undefined), { image: 'img' });
+  assert.deepEqual(sessionOptions(undefined, ['*.github.com:443', '10.0.0.0/8']), {
+    network: { allow: ['*.github.com:443', '10.0.0.0/8'] },
+  });
 });

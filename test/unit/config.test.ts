@@ -196,3 +196,19 @@ test('--help lists every flag with its variable and default', () => {
   assert.match(help, /--max-processes {2}\[EXEC_SERVER_MAX_PROCESSES\] \(default: 64\)/);
   assert.match(help, /--token {2}\[EXEC_SERVER_TOKEN\]\n/);
 });
+
+test('--fleet: a replica id and an advertised URL, derived from a fixed --listen port; nothing without --fleet', async () => {
+  const { fleetIdentity } = await import('../../src/config/fleet.ts');
+  assert.equal(fleetIdentity(loadConfig([], {})), undefined);
+  assert.throws(() => loadConfig(['--replica-id', 'a'], {}), /with --fleet only/);
+  assert.throws(() => loadConfig(['--fleet', '--listen', 'ws://127.0.0.1:0'], {}), /port 0/);
+  assert.throws(
+    () => loadConfig(['--fleet', '--listen', 'ws://127.0.0.1:9000', '--replica-id', 'a/b'], {}),
+    /replica-id/,
+  );
+  const c = loadConfig(['--fleet', '--listen', 'ws://127.0.0.1:9000', '--replica-id', 'pod-1'], {});
+  assert.deepEqual(fleetIdentity(c), { replicaId: 'pod-1', advertiseUrl: 'http://127.0.0.1:9000' });
+  const d = loadConfig(['--fleet', '--advertise-url', 'http://10.0.0.7:8765/'], {});
+  assert.equal(fleetIdentity(d)?.advertiseUrl, 'http://10.0.0.7:8765');
+  assert.match(fleetIdentity(d)?.replicaId ?? '', /^r-[0-9a-f]{8}$/);
+});

@@ -28,12 +28,12 @@ test('lists: comma-separated, trimmed; blanks kept or dropped as the caller asks
   assert.deepEqual(commaList(''), []);
 });
 
-test('engine hosts: sockets, tcp/http/https with their default ports; anything else names its source', () => {
+test("engine hosts: sockets, tcp/http/https (a port left out is the protocol's); anything else names its source", () => {
   assert.deepEqual(parseDockerHost('/run/d.sock', 'w'), { kind: 'socket', path: '/run/d.sock' });
   assert.deepEqual(parseDockerHost('unix:///run/d.sock', 'w'), { kind: 'socket', path: '/run/d.sock' });
-  assert.deepEqual(parseDockerHost('tcp://h', 'w'), { kind: 'tcp', protocol: 'http', host: 'h', port: '2375' });
+  assert.deepEqual(parseDockerHost('tcp://h', 'w'), { kind: 'tcp', protocol: 'http', host: 'h', port: undefined });
   assert.deepEqual(parseDockerHost('http://h:1', 'w'), { kind: 'tcp', protocol: 'http', host: 'h', port: '1' });
-  assert.deepEqual(parseDockerHost('https://h', 'w'), { kind: 'tcp', protocol: 'https', host: 'h', port: '2376' });
+  assert.deepEqual(parseDockerHost('https://h', 'w'), { kind: 'tcp', protocol: 'https', host: 'h', port: undefined });
   for (const bad of ['unix://', 'tcp://', 'ssh://h', 'h:2375', 'not an address'])
     assert.throws(
       () => parseDockerHost(bad, 'DOCKER_HOST'),

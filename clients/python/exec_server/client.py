@@ -63,6 +63,7 @@ class AsyncClient:
                              snapshot: str | None = None, workdir: str | None = None,
                              labels: Mapping[str, str] | None = None, sandbox: Mapping[str, Any] | None = None,
                              approval_policy: Any = None, preview_ports: bool | None = None,
+                             allow_network: list[str] | None = None,
                              deny_read: list[str] | None = None, idle_timeout: int | None = None,
                              max_lifetime: int | None = None, spec: Mapping[str, Any] | None = None,
                              on_approval: ApprovalCallback | None = None,
@@ -72,7 +73,9 @@ class AsyncClient:
 
         ``on_approval(request)`` answers ``approved``, ``approved-for-session``, ``denied`` or
         ``abort`` (may be async; without it every approval is denied). ``on_image_pull(pull)``
-        hears the progress of an image pull the creation waits for.
+        hears the progress of an image pull the creation waits for. ``allow_network``: the
+        destinations the session's egress proxy lets through (``network.allow``: ``*``, ``host``,
+        ``host:port``, ``*.domain[:port]``, ``ip[:port]``, ``cidr[:port]``); without it, no network.
         """
         body: dict[str, Any] = dict(spec or {})
         if image is not None:
@@ -97,6 +100,10 @@ class AsyncClient:
             body["approvalPolicy"] = v.check_approval_policy(approval_policy)
         if preview_ports is not None:
             body["previewPorts"] = bool(preview_ports)
+        if allow_network is not None:
+            if isinstance(allow_network, str) or not all(isinstance(e, str) and e for e in allow_network):
+                raise v.fail("allow_network must be a list of non-empty strings")
+            body["network"] = {"allow": list(allow_network)}
         if deny_read is not None:
             body["denyRead"] = [v.check_path(p, "deny_read") for p in deny_read]
         for key, value in (("idleTimeoutSeconds", idle_timeout), ("maxLifetimeSeconds", max_lifetime)):

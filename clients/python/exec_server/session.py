@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 ApprovalCallback = Callable[[dict[str, Any]], str | Awaitable[str]]
 ImagePullCallback = Callable[[dict[str, Any]], None]
 Stdin = str | bytes | Literal["pipe"] | None
+# Close code of a server draining for a rollout (``server/draining``, docs/protocol.md).
+DRAIN_CLOSE_CODE = 1012
 
 
 class Session(ToolsMixin):
@@ -44,7 +46,9 @@ class Session(ToolsMixin):
         self._processes: dict[str, Process] = {}
         self._closing = False
         self._reconnecting: asyncio.Task[None] | None = None
+        self._drain_retry: float | None = None
         self.disconnects = 0
+        self.drains = 0
 
     # ---- connection ------------------------------------------------------------------
 
@@ -79,6 +83,10 @@ class Session(ToolsMixin):
         return {"decision": decision if decision in v.DECISIONS else "denied"}
 
     def _route(self, method: str, params: dict[str, Any]) -> None:
+        if method == "server/draining":  # a rollout: the close (1012) that follows is resumed
+            self.drains += 1
+            self._drain_retry = max(float(params.get("retryAfterMs", 500)) / 1000, 0.1)
+            return
         if method == "session/imagePull":
             if self._on_image_pull is not None:
                 self._on_image_pull(params)
@@ -92,7 +100,13 @@ class Session(ToolsMixin):
         if conn is not self._conn:
             return
         self.disconnects += 1
-        if not self._closing and self._auto_reconnect and code != 4000:
+        drained = code == DRAIN_CLOSE_CODE or self._drain_retry is not None
+        retry, self._drain_retry = self._drain_retry, None
+        if not self._closing and drained:
+            # The server drains for a rollout: the next one may take about a minute to answer.
+            if self._reconnecting is None:
+                self._reconnecting = asyncio.create_task(self._retry_reconnect(60, retry or 0.5, 2.0))
+        elif not self._closing and self._auto_reconnect and code != 4000:
             if self._reconnecting is None:
                 self._reconnecting = asyncio.create_task(self._retry_reconnect())
         else:
@@ -106,12 +120,12 @@ class Session(ToolsMixin):
             handle._fail(ConnectionClosedError(f"{why} ({code})", code))
         self._processes.clear()
 
-    async def _retry_reconnect(self, attempts: int = 10, delay: float = 0.2) -> None:
+    async def _retry_reconnect(self, attempts: int = 10, delay: float = 0.2, max_delay: float = 60.0) -> None:
         try:
             for i in range(attempts):
                 if self._closing:
                     return
-                await asyncio.sleep(delay * (i + 1) if i else 0.05)
+                await asyncio.sleep(min(delay * (i + 1), max_delay) if i else 0.05)
                 try:
                     await self._reconnect_once()
                     return
@@ -316,15 +330,35 @@ class Session(ToolsMixin):
 
     # ---- snapshots, forks, hibernation, preview ports ---------------------------------
 
-    async def snapshot(self, name: str | None = None) -> dict[str, Any]:
-        """Commits the session's filesystem to a snapshot (docker): ``{snapshotId, ...}``."""
+    async def snapshot(self, name: str | None = None, *, memory: bool = False) -> dict[str, Any]:
+        """Commits the session's filesystem to a snapshot (docker): ``{snapshotId, ...}``.
+
+        With ``memory=True`` (gVisor sessions) also its memory: a live template, whose sessions
+        start with its processes running.
+        """
         v.check_snapshot_name(name)
-        return dict(await self.request("session/snapshot", {} if name is None else {"name": name}))
+        params: dict[str, Any] = {} if name is None else {"name": name}
+        if memory:
+            params["memory"] = True
+        return dict(await self.request("session/snapshot", params))
 
     async def fork(self, name: str | None = None, **create: Any) -> Session:
         """A new session started from a snapshot of this one (its files, not its processes)."""
         snap = await self.snapshot(name)
         return await self.client.create_session(snapshot=snap["snapshotId"], **create)
+
+    async def fork_many(self, count: int = 1, *, memory: bool = False,
+                        name: str | None = None) -> list[Session]:
+        """``count`` forks made by the server (1 to 16), each attached; with ``memory=True``
+        (gVisor) every running process goes on in each, under the same process ids."""
+        if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 16:
+            raise v.fail("count must be an integer from 1 to 16")
+        v.check_snapshot_name(name)
+        params: dict[str, Any] = {"count": count, "memory": bool(memory)}
+        if name is not None:
+            params["name"] = name
+        answer = await self.request("session/fork", params)
+        return [await self.client.resume_session(str(s["sessionId"])) for s in answer["sessions"]]
 
     async def hibernate(self) -> dict[str, Any]:
         """Checkpoints and stops the container (docker, gVisor); the next call wakes it."""

@@ -115,11 +115,14 @@ class SyncSession:
                  progress: Progress | None = None) -> bytes | int:
         return self._loop.run(self.aio.download(path, dest, progress=progress))
 
-    def snapshot(self, name: str | None = None) -> dict[str, Any]:
-        return self._loop.run(self.aio.snapshot(name))
+    def snapshot(self, name: str | None = None, *, memory: bool = False) -> dict[str, Any]:
+        return self._loop.run(self.aio.snapshot(name, memory=memory))
 
     def fork(self, name: str | None = None, **create: Any) -> SyncSession:
         return SyncSession(self._loop, self._loop.run(self.aio.fork(name, **create)))
+
+    def fork_many(self, count: int = 1, *, memory: bool = False, name: str | None = None) -> list[SyncSession]:
+        return [SyncSession(self._loop, s) for s in self._loop.run(self.aio.fork_many(count, memory=memory, name=name))]
 
     def hibernate(self) -> dict[str, Any]:
         return self._loop.run(self.aio.hibernate())

@@ -118,6 +118,29 @@ async def test_snapshot_and_fork(docker_server: Server) -> None:
 
 
 @aio
+async def test_fork_many_with_memory(docker_server: Server) -> None:
+    require_gvisor()
+    client = AsyncClient(docker_server.url, docker_server.token)
+    async with client.session(runtime="runsc") as base:
+        shell = await base.spawn("sh", stdin="pipe", check=False)
+        await shell.write_stdin("x=kept\n")
+        forks = await base.fork_many(2, memory=True)
+        try:
+            assert len({(await f.info())["containerId"] for f in forks}) == 2
+            for i, f in enumerate(forks):
+                p = await f.attach(shell.process_id)
+                await p.write_stdin(f"echo $x-{i}\n")
+                await p.close_stdin()
+                assert f"kept-{i}" in (await p.wait(30)).stdout
+        finally:
+            for f in forks:
+                await f.delete()
+            for snap in await client.list_snapshots():
+                if snap.get("sessionId") == base.id:
+                    await client.delete_snapshot(snap["snapshotId"])
+
+
+@aio
 async def test_hibernate_and_wake(docker_server: Server) -> None:
     require_gvisor()
     client = AsyncClient(docker_server.url, docker_server.token)

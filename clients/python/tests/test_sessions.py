@@ -7,7 +7,14 @@ import pytest
 from conftest import aio
 from server import Server
 
-from exec_server import AsyncClient, ConnectionClosedError, NotFoundError
+from exec_server import (
+    AsyncClient,
+    ConnectionClosedError,
+    ExecServerError,
+    InvalidArgumentError,
+    NotFoundError,
+    UnsupportedError,
+)
 
 
 @aio
@@ -83,3 +90,18 @@ async def test_an_evicted_connection_fails_its_waits(local_server: Server) -> No
     await again.kill()
     assert (await again.wait()).terminal == "terminated"
     await second.delete()
+
+
+@aio
+async def test_allow_network_reaches_the_spec(local_server: Server) -> None:
+    async with AsyncClient(local_server.url, local_server.token) as client:
+        with pytest.raises(InvalidArgumentError):
+            await client.create_session(allow_network="example.com")  # type: ignore[arg-type]
+        with pytest.raises(ExecServerError) as bad:
+            await client.create_session(allow_network=["10.0.0.0/40"])
+        assert bad.value.code == "EXEC_ERR_INVALID_PARAMS" and "network.allow[0]" in str(bad.value)
+        # Unsandboxed commands on the local backend would have the host's network: refused.
+        with pytest.raises(UnsupportedError):
+            await client.create_session(allow_network=["example.com:443"], sandbox={"type": "danger-full-access"})
+        async with client.session(allow_network=["example.com:443"]) as s:
+            assert (await s.run("echo $HTTPS_PROXY")).stdout == "http://127.0.0.1:3128\n"

@@ -11,6 +11,7 @@ import type {
   Backend,
   BackendSession,
   BackendSessionSpec,
+  FleetBackend,
   ImagePull,
   RecoveredSession,
   SnapshotInfo,
@@ -19,27 +20,24 @@ import { DockerSession } from './docker-session.ts';
 import { createDockerClient, withDeadline } from './engine/engine-client.ts';
 import { EventWatcher, type ContainerEvent } from './engine/event-watcher.ts';
 import { DefaultImage, ImagePulls } from './engine/image-pull.ts';
-import { runControl } from './exec/exec-runner.ts';
-import { AgentChannel } from './agent/agent-channel.ts';
 import { AgentLinks } from './agent/agent-links.ts';
-import { InstanceLease } from './engine/instance-lease.ts';
-import { DiskAwareSession, enforcementOf, StorageOptSupport } from './container/disk.ts';
-import { readHibernatedFacts } from './checkpoints/checkpoints.ts';
+import { InstanceLease, REPLICA_LABEL } from './engine/instance-lease.ts';
+import { DockerFleet, linkDirsOf, sessionOfContainer } from './fleet.ts';
+import { quotaSlots } from './container/quota-slots.ts';
+import { type AdoptHost, adoptHibernated, adoptRunning } from './container/recovery.ts';
+import { DiskAwareSession, StorageOptSupport } from './container/disk.ts';
+import { CheckpointStore } from './checkpoints/checkpoint-store.ts';
+import { templateRestorer } from './checkpoints/memory-snapshot.ts';
 import type { HibernatableSession } from './checkpoints/hibernation.ts';
-import { LABEL, readUserLabels, userLabels } from './container/labels.ts';
+import { LABEL, userLabels } from './container/labels.ts';
 import { resolveOptions, type DockerBackendOptions, type DockerLogger, type ResolvedDockerOptions } from './options.ts';
-import {
-  envOf,
-  installIfWanted,
-  provisionContainer,
-  removeContainer,
-  startAgent,
-  type ProvisionInput,
-} from './container/provision.ts';
+import { provisionContainer, removeContainer, type ProvisionInput } from './container/provision.ts';
 import { checkpointUnsupportedReason, GVISOR_PIDS_ALLOWANCE, isGvisor, RuntimeResolver } from './engine/runtimes.ts';
-import { RECORD_FILE, SETUP_SCRIPT } from './exec/scripts.ts';
 import { deleteSnapshot, findSnapshot, listSnapshots } from './checkpoints/snapshots.ts';
-import { claimedName, parseClaimedName, WarmPool, type PoolEntry } from './container/warm-pool.ts';
+import { claimedName, WarmPool, type PoolEntry } from './container/warm-pool.ts';
+
+/** In a fleet, link directories younger than this are not swept (another replica may be making its container). */
+const FLEET_SWEEP_MIN_AGE_MS = 10 * 60_000;
 
 /** The docker backend, with a few extras beyond `Backend` for the server and tests. */
 export interface DockerBackend extends Backend {
@@ -60,8 +58,12 @@ export interface DockerBackend extends Backend {
   handOver(): Promise<void>;
   /** Sessions this backend holds now (placement over a pool of engines). */
   readonly sessionCount: number;
+  /** Re-adopts one running container of the instance as a session (recovery, a fleet take-over). */
+  adoptRunning(c: Docker.ContainerInfo, sessionId: SessionId, tenant: TenantId): Promise<RecoveredSession | undefined>;
   /** Whether this engine has the snapshot `tenant` may use (placement of sessions made from it). */
   hasSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<boolean>;
+  /** The memory checkpoints of live templates this backend keeps. */
+  memoryCheckpoints(): { count: number; bytes: number };
 }
 
 /**
@@ -92,8 +94,12 @@ class DockerBackendImpl implements DockerBackend {
   readonly #storage = new StorageOptSupport();
   /** The server's listeners for exec agents, in directories shared with the engine's host (agent-links.ts). */
   readonly #agentLinks: AgentLinks;
-  /** One live server per instance id on the engine (instance-lease.ts). */
+  /** One live server per instance id on the engine, or one lease per replica (instance-lease.ts). */
   readonly #lease: InstanceLease;
+  /** Memory checkpoints of live templates and forks (checkpoint-store.ts). */
+  readonly #checkpoints: CheckpointStore;
+  /** With `--fleet`: the other replicas and who owns which session (fleet.ts). */
+  readonly #fleet: DockerFleet | undefined;
   #poolsStarted: Promise<void> | undefined;
   #started = false;
   #closed = false;
@@ -104,11 +110,33 @@ class DockerBackendImpl implements DockerBackend {
     this.docker = createDockerClient(options.dockerHost);
     this.#agentLinks = new AgentLinks(options.agentSocketDir, options.instanceId, log);
     this.#pulls = new ImagePulls(this.docker, log);
+    this.#checkpoints = new CheckpointStore(options.checkpointDir, this.docker, options.engineTimeoutMs);
     this.#lease = new InstanceLease(
       this.docker,
-      { instanceId: options.instanceId, waitMs: options.instanceLeaseWaitMs, timeoutMs: options.engineTimeoutMs },
+      {
+        instanceId: options.instanceId,
+        waitMs: options.instanceLeaseWaitMs,
+        timeoutMs: options.engineTimeoutMs,
+        replica: options.fleet,
+      },
       log,
     );
+    this.#fleet =
+      options.fleet === undefined
+        ? undefined
+        : new DockerFleet(
+            {
+              docker: this.docker,
+              listOwn: () => this.#listOwn(),
+              adoptRunning: (c, id, tenant) => this.adoptRunning(c, id, tenant),
+              adoptHibernated: (c, id, tenant) => this.adoptHibernated(c, id, tenant),
+            },
+            options.instanceId,
+            options.fleet,
+            options.engineTimeoutMs,
+            log,
+          );
+    if (this.#fleet) this.#fleet.quota = quotaSlots([this.docker], options);
     this.#defaultImage = new DefaultImage(this.docker, this.#pulls, options.defaultImage, log, options.engineTimeoutMs);
     this.#watcher = new EventWatcher(
       this.docker,
@@ -118,6 +146,18 @@ class DockerBackendImpl implements DockerBackend {
       () => void this.#reconcile(),
     );
     this.runtimes = new RuntimeResolver(this.docker, options.runtime, options.allowedRuntimes, options.engineTimeoutMs);
+  }
+
+  get fleet(): FleetBackend | undefined {
+    return this.#fleet;
+  }
+
+  /** Labels every container this server makes carries: its instance, and in a fleet its replica. */
+  #ownLabels(): Record<string, string> {
+    return {
+      [LABEL.instance]: this.options.instanceId,
+      ...(this.options.fleet === undefined ? {} : { [REPLICA_LABEL]: this.options.fleet.replicaId }),
+    };
   }
 
   #start(): void {
@@ -201,7 +241,20 @@ class DockerBackendImpl implements DockerBackend {
     let image = spec.image ?? this.options.defaultImage;
     if (spec.snapshot !== undefined)
       image = (await findSnapshot(this.docker, spec.snapshot, spec.tenant, this.options.engineTimeoutMs)).snapshotId;
+    const restore =
+      spec.snapshot !== undefined && (await this.#checkpoints.has(image))
+        ? templateRestorer({
+            store: this.#checkpoints,
+            engine: await this.runtimes.engine(),
+            runtime,
+            snapshotId: image,
+            sessionId: spec.id,
+            timeoutMs: this.options.engineTimeoutMs,
+            log: this.#log,
+          })
+        : undefined;
     const created = await this.#provision({
+      restore,
       name: `exec-server-${spec.id}`,
       image,
       pull:
@@ -210,7 +263,7 @@ class DockerBackendImpl implements DockerBackend {
           : undefined,
       labels: {
         ...userLabels(spec.labels),
-        [LABEL.instance]: this.options.instanceId,
+        ...this.#ownLabels(),
         [LABEL.sessionId]: spec.id,
         [LABEL.tenant]: spec.tenant,
         [LABEL.created]: new Date().toISOString(),
@@ -222,7 +275,7 @@ class DockerBackendImpl implements DockerBackend {
       workdir,
       runtime,
     });
-    return this.#adopt(spec.id, spec.tenant, created, image, workdir, runtime);
+    return this.#adopt(spec.id, spec.tenant, created, image, workdir, runtime, undefined, restore !== undefined);
   }
 
   #poolMatches(spec: BackendSessionSpec, workdir: string): boolean {
@@ -257,6 +310,7 @@ class DockerBackendImpl implements DockerBackend {
     workdir: string,
     runtime: string,
     hibernated?: { at: Date; checkpoint: string },
+    restored?: boolean,
   ): Promise<HibernatableSession> {
     const engine = await this.runtimes.engine().catch(() => undefined);
     const session = new DockerSession({
@@ -272,6 +326,7 @@ class DockerBackendImpl implements DockerBackend {
       agentUnavailable: c.agentUnavailable,
       options: this.options,
       log: this.#log,
+      movedTo: this.#fleet === undefined ? undefined : () => this.#fleet?.movedFrom(id) ?? Promise.resolve(undefined),
       forget: (s) => {
         if (this.#sessions.get(s.containerId) === s) {
           this.#sessions.delete(s.containerId);
@@ -290,6 +345,13 @@ class DockerBackendImpl implements DockerBackend {
         timeoutMs: this.options.engineTimeoutMs,
         log: this.#log,
         hibernated,
+        restored,
+        memory: {
+          store: this.#checkpoints,
+          maxBytes: this.options.checkpointMaxMb * 1024 * 1024,
+          removeImage: (snapshotId) => this.deleteSnapshot(snapshotId, tenant),
+          log: this.#log,
+        },
       },
       c.diskEnforcement ?? 'watch',
       this.options.engineTimeoutMs,
@@ -305,7 +367,7 @@ class DockerBackendImpl implements DockerBackend {
       image: this.options.defaultImage,
       pull: () => this.#pulls.pull(this.options.defaultImage),
       labels: {
-        [LABEL.instance]: this.options.instanceId,
+        ...this.#ownLabels(),
         [LABEL.pool]: 'true',
         [LABEL.created]: new Date().toISOString(),
       },
@@ -342,26 +404,22 @@ class DockerBackendImpl implements DockerBackend {
   async recover(): Promise<RecoveredSession[]> {
     // A default runtime the engine lacks is a configuration error, reported at startup.
     await this.runtimes.check();
-    const listOwn = () =>
-      withDeadline('container list', this.options.engineTimeoutMs, (abortSignal) =>
-        this.docker.listContainers({
-          all: true,
-          filters: { label: [`${LABEL.instance}=${this.options.instanceId}`] },
-          abortSignal,
-        }),
-      );
     // Nothing is adopted or removed before this server holds the instance: another live server
     // with the same id keeps its sessions (it is waited for, then this one fails to start).
-    await this.#lease.acquireForRecovery(this.options.defaultImage, await listOwn());
-    const list = await listOwn();
+    await this.#lease.acquireForRecovery(this.options.defaultImage, await this.#listOwn());
+    const list = await this.#listOwn();
+    // A replica of a fleet leaves the containers of live replicas alone and claims the others.
+    const owners = this.#fleet === undefined ? undefined : await this.#fleet.recoveryOwners();
     const recovered: RecoveredSession[] = [];
+    const keepDirs = new Set<string>();
     for (const c of list) {
-      const labels = c.Labels ?? {};
-      const claimed = labels[LABEL.pool] === 'true' ? parseClaimedName(c.Names?.[0] ?? '') : undefined;
-      const sessionId = labels[LABEL.pool] === 'true' ? claimed?.sessionId : labels[LABEL.sessionId];
-      const tenant = labels[LABEL.pool] === 'true' ? claimed?.tenant : labels[LABEL.tenant];
+      const { sessionId, tenant } = sessionOfContainer(c);
+      if (owners !== undefined && !(await owners(c, sessionId))) {
+        for (const dir of linkDirsOf(c)) keepDirs.add(dir);
+        continue;
+      }
       if (c.State === 'exited' && sessionId !== undefined && tenant !== undefined && !this.#sessions.has(c.Id)) {
-        const hibernated = await this.#recoverHibernated(c, asSessionId(sessionId), asTenantId(tenant), labels);
+        const hibernated = await this.adoptHibernated(c, asSessionId(sessionId), asTenantId(tenant));
         if (hibernated !== undefined) {
           recovered.push(hibernated);
           continue;
@@ -375,142 +433,51 @@ class DockerBackendImpl implements DockerBackend {
         );
         continue;
       }
-      const workdir = labels[LABEL.workdir] ?? this.options.defaultWorkdir;
-      try {
-        const container = this.docker.getContainer(c.Id);
-        // Idempotent: also tells the shell and proves the container still runs commands.
-        const setup = await runControl(container, {
-          cmd: ['/bin/sh', '-c', SETUP_SCRIPT, 'sh', workdir],
-          timeoutMs: this.options.engineTimeoutMs,
-        });
-        if (setup.exitCode !== 0) throw execError('EXEC_ERR_BACKEND', setup.stderr.trim());
-        const info = await withDeadline('container inspect', this.options.engineTimeoutMs, (abortSignal) =>
-          container.inspect({ abortSignal }),
-        );
-        // The agent kept running with the container: attaching finds it (and its processes).
-        const installed = await installIfWanted(container, this.options, { running: true });
-        const socket = await this.#agentLinks.adopt(c.Id, info);
-        const agent =
-          installed === true
-            ? await startAgent(container, this.options, this.#log, socket)
-            : { agentUnavailable: installed };
-        const session = await this.#adopt(
-          asSessionId(sessionId),
-          asTenantId(tenant),
-          {
-            containerId: c.Id,
-            shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh',
-            baseEnv: envOf(info.Config.Env),
-            diskEnforcement: enforcementOf(info),
-            ...agent,
-          },
-          labels[LABEL.pool] === 'true' ? this.options.defaultImage : c.Image,
-          workdir,
-          info.HostConfig.Runtime ?? (await this.runtimes.engine()).engineDefault,
-        );
-        const created = labels[LABEL.created] ?? info.Created;
-        const stored = await runControl(container, {
-          cmd: ['cat', RECORD_FILE],
-          timeoutMs: this.options.engineTimeoutMs,
-          maxStdout: 64 * 1024,
-        });
-        const record = stored.exitCode === 0 ? stored.stdout.toString('utf8') : undefined;
-        const channel = session.inner.agent;
-        recovered.push({
-          session,
-          tenant: asTenantId(tenant),
-          labels: readUserLabels(labels),
-          createdAt: new Date(created),
-          record,
-          // The agent's processes go on; commands run as engine execs end lost (exec-recovery.ts).
-          adoptProcesses: async (adopt: Parameters<NonNullable<RecoveredSession['adoptProcesses']>>[0]) =>
-            (channel ? await channel.recover(adopt) : 0) + (await session.inner.recoverExecProcesses(adopt)),
-        });
-        this.#log.info({ sessionId, containerId: c.Id }, 'recover: re-adopted session');
-      } catch (err) {
-        this.#log.warn({ containerId: c.Id, err: (err as Error).message }, 'recover: cannot re-adopt, removing');
-        await this.#removeContainer(c.Id).catch(() => undefined);
-      }
+      const adopted = await this.adoptRunning(c, asSessionId(sessionId), asTenantId(tenant));
+      if (adopted !== undefined) recovered.push(adopted);
     }
-    await this.#agentLinks.sweep();
+    if (this.#fleet !== undefined)
+      for (const c of await this.#listOwn()) for (const d of linkDirsOf(c)) keepDirs.add(d);
+    await this.#agentLinks.sweep(keepDirs, this.#fleet === undefined ? 0 : FLEET_SWEEP_MIN_AGE_MS);
+    await this.#fleet?.sweepClaims().catch(() => undefined);
     this.#start();
     return recovered;
   }
 
-  /**
-   * A stopped container holding this server's checkpoint is a hibernated session: re-adopted
-   * as it is, without waking it (the facts come through the archive API). Undefined when the
-   * container holds no checkpoint (it died) or cannot be read.
-   */
-  async #recoverHibernated(
+  #listOwn(): Promise<Docker.ContainerInfo[]> {
+    return withDeadline('container list', this.options.engineTimeoutMs, (abortSignal) =>
+      this.docker.listContainers({
+        all: true,
+        filters: { label: [`${LABEL.instance}=${this.options.instanceId}`] },
+        abortSignal,
+      }),
+    );
+  }
+
+  /** Re-adopts one running container (recovery, a fleet take-over): container/recovery.ts. */
+  adoptRunning(c: Docker.ContainerInfo, sessionId: SessionId, tenant: TenantId): Promise<RecoveredSession | undefined> {
+    return adoptRunning(this.#adoptHost, c, sessionId, tenant);
+  }
+
+  /** Re-adopts a hibernated (stopped, checkpointed) container: container/recovery.ts. */
+  adoptHibernated(
     c: Docker.ContainerInfo,
     sessionId: SessionId,
     tenant: TenantId,
-    labels: Record<string, string>,
   ): Promise<RecoveredSession | undefined> {
-    try {
-      const container = this.docker.getContainer(c.Id);
-      const facts = await readHibernatedFacts(container, this.options.engineTimeoutMs);
-      if (facts === undefined) return undefined;
-      const info = await withDeadline('container inspect', this.options.engineTimeoutMs, (abortSignal) =>
-        container.inspect({ abortSignal }),
-      );
-      const session = await this.#adopt(
-        sessionId,
-        tenant,
-        {
-          containerId: c.Id,
-          shellPath: facts.shellPath,
-          baseEnv: envOf(info.Config.Env),
-          diskEnforcement: enforcementOf(info),
-          // The agent was checkpointed with the container: its channel attaches after the wake.
-          ...(facts.execPath === 'agent'
-            ? {
-                agent: new AgentChannel({
-                  container,
-                  socket: await this.#agentLinks.adopt(c.Id, info),
-                  timeoutMs: this.options.engineTimeoutMs,
-                  retentionBytes: this.options.retentionBytes,
-                  windowBytes: this.options.agentWindowBytes,
-                  log: this.#log,
-                }),
-              }
-            : { agentUnavailable: 'hibernated on the exec path' }),
-        },
-        labels[LABEL.pool] === 'true' ? this.options.defaultImage : c.Image,
-        labels[LABEL.workdir] ?? this.options.defaultWorkdir,
-        info.HostConfig.Runtime ?? (await this.runtimes.engine()).engineDefault,
-        { at: new Date(info.State.FinishedAt), checkpoint: facts.checkpoint },
-      );
-      this.#log.info(
-        { sessionId, containerId: c.Id, processes: facts.agentProcesses },
-        'recover: re-adopted hibernated session',
-      );
-      const channel = session.inner.agent;
-      return {
-        session,
-        tenant,
-        labels: readUserLabels(labels),
-        createdAt: new Date(labels[LABEL.created] ?? info.Created),
-        record: facts.record,
-        // Processes the agent kept can only be handed over awake: such a session wakes now (an
-        // idle hibernation has none, and stays asleep).
-        ...(channel !== undefined && facts.agentProcesses > 0
-          ? {
-              adoptProcesses: async (adopt: Parameters<NonNullable<RecoveredSession['adoptProcesses']>>[0]) => {
-                await session.wake();
-                return channel.recover(adopt);
-              },
-            }
-          : {}),
-      };
-    } catch (err) {
-      this.#log.warn(
-        { containerId: c.Id, err: (err as Error).message },
-        'recover: cannot read a stopped container as hibernated',
-      );
-      return undefined;
-    }
+    return adoptHibernated(this.#adoptHost, c, sessionId, tenant);
+  }
+
+  get #adoptHost(): AdoptHost {
+    return {
+      docker: this.docker,
+      options: this.options,
+      log: this.#log,
+      agentLinks: this.#agentLinks,
+      runtimes: this.runtimes,
+      adopt: (...args) => this.#adopt(...args),
+      removeContainer: (id) => this.#removeContainer(id),
+    };
   }
 
   #onEvent(e: ContainerEvent): void {
@@ -523,6 +490,9 @@ class DockerBackendImpl implements DockerBackend {
     for (const pool of this.#pools.values()) pool.forget(e.containerId);
     if (e.action === 'destroy') this.#agentLinks.release(e.containerId);
     const session = this.#sessions.get(e.containerId);
+    // The owner of a deleted session removes its claims (recovery sweeps what is left).
+    if (e.action === 'destroy' && session !== undefined)
+      void this.#fleet?.registry.removeClaims(session.id).catch(() => undefined);
     if (session === undefined || session.destroying) return;
     const code = e.attributes.exitCode;
     session.markLost(
@@ -559,8 +529,14 @@ class DockerBackendImpl implements DockerBackend {
     return listSnapshots(this.docker, tenant, this.options.engineTimeoutMs);
   }
 
-  deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void> {
-    return deleteSnapshot(this.docker, snapshotId, tenant, this.options.engineTimeoutMs);
+  async deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void> {
+    const deleted = await deleteSnapshot(this.docker, snapshotId, tenant, this.options.engineTimeoutMs);
+    // A live template's memory goes with it.
+    await this.#checkpoints.remove(deleted);
+  }
+
+  memoryCheckpoints(): { count: number; bytes: number } {
+    return this.#checkpoints.totals;
   }
 
   async close(): Promise<void> {

@@ -17,6 +17,7 @@ import type {
   SessionFs,
   SessionStats,
   SnapshotInfo,
+  SnapshotOptions,
   SpawnRequest,
 } from '../types.ts';
 import { createContainerFs } from './container/container-fs.ts';
@@ -59,6 +60,8 @@ export interface DockerSessionInit {
   readonly agentUnavailable?: string | undefined;
   /** The backend forgets the session (after destroy). */
   readonly forget: (session: DockerSession) => void;
+  /** Fleet: why another replica owns this session now, if so (then never attached nor removed from here). */
+  readonly movedTo?: (() => Promise<string | undefined>) | undefined;
 }
 
 /**
@@ -142,6 +145,7 @@ export class DockerSession implements BackendSession {
       this.#agent.owner = {
         lostReason: () => this.#lost ?? (this.#destroying ? 'session destroyed' : undefined),
         containerRunning: () => this.containerRunning(),
+        movedTo: init.movedTo,
       };
   }
 
@@ -207,6 +211,16 @@ export class DockerSession implements BackendSession {
   /** Preview ports: a relay in the container, started through the engine (port-forward.ts). */
   connectPort(port: number): Promise<Duplex> {
     return connectContainerPort((request, sink) => this.spawn(request, sink), this.workdir, port);
+  }
+
+  /** Egress: the exec agent listens on 127.0.0.1:`port` and tunnels each client over its link. */
+  async enableEgress(port: number, accept: (conn: Duplex) => void): Promise<void> {
+    if (this.#agent === undefined)
+      throw execError(
+        'EXEC_ERR_UNSUPPORTED',
+        `session.network.allow needs the exec agent; this session runs one engine exec per command (${this.#init.agentUnavailable ?? 'no agent'})`,
+      );
+    await this.#agent.enableEgress(port, accept);
   }
 
   async persistRecord(record: string): Promise<void> {
@@ -354,9 +368,9 @@ export class DockerSession implements BackendSession {
     return containerStats(this.container, this.#init.options.engineTimeoutMs);
   }
 
-  snapshot(name: string | undefined): Promise<SnapshotInfo> {
+  snapshot(name: string | undefined, options?: SnapshotOptions): Promise<SnapshotInfo> {
     if (this.#lost !== undefined) throw execError('EXEC_ERR_SESSION_DEAD', `session container is gone: ${this.#lost}`);
-    return commitSnapshot(this.container, { sessionId: this.id, tenant: this.tenant, name });
+    return commitSnapshot(this.container, { sessionId: this.id, tenant: this.tenant, name, memory: options?.memory });
   }
 
   onLost(listener: (reason: string) => void): void {
@@ -388,7 +402,10 @@ export class DockerSession implements BackendSession {
     this.#destroying = true;
     for (const p of this.#processes) p.lose('session destroyed');
     this.#agent?.close('session destroyed');
+    // Another replica owns it now: this one lets it go and leaves the container to it.
+    const moved = await this.#init.movedTo?.().catch(() => undefined);
     try {
+      if (moved !== undefined) return;
       await withDeadline('container remove', Math.max(this.#init.options.engineTimeoutMs, 15_000), (abortSignal) =>
         this.container.remove({ force: true, v: true, abortSignal }),
       );

@@ -17,6 +17,7 @@ import type {
   BackendSession,
   BackendSessionSpec,
   EngineReport,
+  FleetBackend,
   ImagePull,
   RecoveredSession,
   SnapshotInfo,
@@ -24,6 +25,8 @@ import type {
 import { createDockerBackend, type DockerBackend } from './docker-backend.ts';
 import type { DockerBackendOptions, DockerLogger } from './options.ts';
 import { commaList } from '../../config/lists.ts';
+import { quotaSlots } from './container/quota-slots.ts';
+import type { SessionQuota } from '../fleet-types.ts';
 
 /** How often every engine is pinged (placement skips the ones that did not answer). */
 const HEALTH_INTERVAL_MS = 2000;
@@ -72,6 +75,7 @@ export class EnginePool implements Backend {
   readonly #members: readonly Member[];
   readonly #log: DockerLogger;
   #timer: NodeJS.Timeout | undefined;
+  #quota: SessionQuota | undefined;
 
   constructor(members: readonly Member[], log: DockerLogger) {
     this.#members = members;
@@ -172,6 +176,17 @@ export class EnginePool implements Backend {
     return lists.flat();
   }
 
+  memoryCheckpoints(): { count: number; bytes: number } {
+    let count = 0;
+    let bytes = 0;
+    for (const m of this.#members) {
+      const t = m.backend.memoryCheckpoints();
+      count += t.count;
+      bytes += t.bytes;
+    }
+    return { count, bytes };
+  }
+
   async deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void> {
     let deleted = false;
     for (const m of this.#members.filter((x) => x.healthy)) {
@@ -193,6 +208,38 @@ export class EnginePool implements Backend {
   async handOver(): Promise<void> {
     clearInterval(this.#timer);
     await Promise.all(this.#members.map((m) => m.backend.handOver()));
+  }
+
+  /** With `--fleet`: the fleet over every healthy engine of the pool (each engine's own leases and claims). */
+  get fleet(): FleetBackend | undefined {
+    const fleets = this.#members.map((m) => ({ m, fleet: m.backend.fleet }));
+    const first = fleets[0]?.fleet;
+    if (first === undefined) return undefined;
+    const healthy = () => fleets.filter((f) => f.m.healthy && f.fleet !== undefined) as { fleet: FleetBackend }[];
+    const where = async (id: string, tenant: TenantId) => {
+      for (const { fleet } of healthy()) {
+        const location = await fleet.locate(id, tenant);
+        if (location.kind !== 'absent') return { fleet, location };
+      }
+      return undefined;
+    };
+    // One quota for the pool: its slots on the first engine, its sessions on every engine.
+    this.#quota ??= quotaSlots(
+      this.#members.map((m) => m.backend.docker),
+      this.#members[0]!.backend.options,
+    );
+    return {
+      replicaId: first.replicaId,
+      quota: this.#quota,
+      sessions: async (tenant) =>
+        (await Promise.all(healthy().map(({ fleet }) => fleet.sessions(tenant).catch(() => [])))).flat(),
+      replicaUrl: async (replicaId) => {
+        for (const { fleet } of healthy()) return fleet.replicaUrl(replicaId);
+        return undefined;
+      },
+      locate: async (id, tenant) => (await where(id, tenant))?.location ?? { kind: 'absent' },
+      takeOver: async (id, tenant) => (await where(id, tenant))?.fleet.takeOver(id, tenant),
+    };
   }
 
   async #checkHealth(): Promise<void> {

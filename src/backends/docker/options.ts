@@ -3,6 +3,7 @@
  */
 
 import { availableParallelism } from 'node:os';
+import type { FleetIdentity } from '../../config/fleet.ts';
 import type { Logger } from '../../logger.ts';
 
 /** The docker backend logs through the server's logger (pino fits). */
@@ -26,6 +27,11 @@ export interface DockerBackendOptions {
    * (instance-lease.ts) before failing with `EXEC_ERR_INSTANCE_IN_USE`. Default 60000 ms.
    */
   readonly instanceLeaseWaitMs?: number | undefined;
+  /**
+   * This server is one replica of a fleet (docs/architecture.md, "Fleet"): its own replica lease,
+   * and recovery leaves the sessions of live replicas alone. Undefined: one server per instance id.
+   */
+  readonly fleet?: FleetIdentity | undefined;
   /** Workspace path when the session spec names none. Default `/workspace`. */
   readonly defaultWorkdir?: string | undefined;
   /** uid:gid the `restricted` (container-user) attempts run as. Default `1000:1000`. */
@@ -78,6 +84,10 @@ export interface DockerBackendOptions {
   readonly allowedRuntimes?: readonly string[] | undefined;
   /** Warm-pool sizes of other runtimes than the default one (`warmPoolSize` is the default's). */
   readonly warmPoolRuntimes?: Readonly<Record<string, number>> | undefined;
+  /** Where memory checkpoints of live templates and forks are kept (root-only; docs/snapshots.md). */
+  readonly checkpointDir?: string | undefined;
+  /** The most memory (MiB) a session may use to be snapshotted or forked with it. */
+  readonly checkpointMaxMb?: number | undefined;
 }
 
 /**
@@ -95,6 +105,7 @@ export interface ResolvedDockerOptions {
   readonly defaultImage: string;
   readonly instanceId: string;
   readonly instanceLeaseWaitMs: number;
+  readonly fleet: FleetIdentity | undefined;
   readonly defaultWorkdir: string;
   readonly sandboxUser: string;
   readonly defaultResources: {
@@ -115,6 +126,8 @@ export interface ResolvedDockerOptions {
   readonly runtime: string | undefined;
   readonly allowedRuntimes: readonly string[];
   readonly warmPoolRuntimes: Readonly<Record<string, number>>;
+  readonly checkpointDir: string;
+  readonly checkpointMaxMb: number;
 }
 
 /** Half the host's CPUs, at least one: one busy session must not be able to take them all. */
@@ -128,6 +141,7 @@ export function resolveOptions(o: DockerBackendOptions): ResolvedDockerOptions {
     defaultImage: o.defaultImage,
     instanceId: o.instanceId,
     instanceLeaseWaitMs: Math.max(0, o.instanceLeaseWaitMs ?? 60_000),
+    fleet: o.fleet,
     defaultWorkdir: o.defaultWorkdir ?? '/workspace',
     sandboxUser: o.sandboxUser ?? '1000:1000',
     defaultResources: {
@@ -146,5 +160,7 @@ export function resolveOptions(o: DockerBackendOptions): ResolvedDockerOptions {
     runtime: o.runtime,
     allowedRuntimes: [...new Set(o.allowedRuntimes ?? [])],
     warmPoolRuntimes: o.warmPoolRuntimes ?? {},
+    checkpointDir: o.checkpointDir ?? '/var/lib/exec-server/checkpoints',
+    checkpointMaxMb: o.checkpointMaxMb ?? 4096,
   };
 }

@@ -3,6 +3,7 @@
  * the commands started in them (relays, warm sandboxes). Everything a session's commands
  * start, in the foreground or not, ends with the session, and with the server.
  */
+import { LocalEgress } from './local-egress.ts';
 import { existsSync } from 'node:fs';
 import { chown, mkdir, rm, stat } from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
@@ -156,6 +157,8 @@ export class LocalSession implements BackendSession {
   #lending: Promise<void> | undefined;
   readonly #paths = new Map<string, { value: string; at: number }>();
   #destroyed: Promise<void> | undefined;
+  /** The session's egress proxy (local-egress.ts), once `enableEgress` made it. */
+  #egress: LocalEgress | undefined;
 
   constructor(spec: BackendSessionSpec, places: SessionPlaces, setup: SpawnSetup) {
     this.id = spec.id;
@@ -206,7 +209,7 @@ export class LocalSession implements BackendSession {
     let sandboxType: SandboxType = 'none';
     if (req.sandbox.kind === 'restricted' && this.sandboxType === 'bubblewrap') {
       const sandbox = visibleCwd(
-        this.#setup.sandboxNetwork ? req.sandbox : { ...req.sandbox, network: false },
+        this.#setup.sandboxNetwork && !this.#egress ? req.sandbox : { ...req.sandbox, network: false },
         req.cwd,
         this.#clientDirs.all,
       );
@@ -215,6 +218,7 @@ export class LocalSession implements BackendSession {
       const args = await bubblewrapArgs(sandbox, req.cwd, this.#places.layout);
       const user = userArg(this.#places.user, this.#spec.resources.pids);
       env = await this.#sandboxEnv(env);
+      if (this.#egress) [argv, env] = [this.#egress.wrap(argv), this.#egress.environment(env)];
       const tools = { bwrap: this.#setup.probe.path, join: existsSync(JOIN_HELPER) ? JOIN_HELPER : undefined };
       argv = this.#warm ? await this.#warm.wrap(args, req.cwd, argv, user) : coldArgv(tools, args, req.cwd, argv, user);
       sandboxType = 'bubblewrap';
@@ -315,7 +319,9 @@ export class LocalSession implements BackendSession {
   /** Preview ports: the host loopback, or the kept-warm sandbox's namespace (port-forward.ts). */
   connectPort(port: number, sandbox: ResolvedSandbox): Promise<Duplex> {
     const seen =
-      sandbox.kind === 'restricted' && !this.#setup.sandboxNetwork ? { ...sandbox, network: false } : sandbox;
+      sandbox.kind === 'restricted' && (!this.#setup.sandboxNetwork || this.#egress)
+        ? { ...sandbox, network: false }
+        : sandbox;
     return connectLocalPort(
       {
         spawn: (request, sink) => this.spawn(request, sink),
@@ -326,6 +332,16 @@ export class LocalSession implements BackendSession {
       port,
       seen,
     );
+  }
+
+  /** Egress: sandboxed commands start through the wrapper that serves the proxy (local-egress.ts). */
+  async enableEgress(port: number, accept: (conn: Duplex) => void): Promise<void> {
+    if (this.sandboxType !== 'bubblewrap' || this.#spec.sandboxed === false)
+      throw execError(
+        'EXEC_ERR_UNSUPPORTED',
+        'session.network.allow on the local backend needs sandboxed commands (bubblewrap, a sandbox other than danger-full-access)',
+      );
+    this.#egress ??= await LocalEgress.start(port, this.#places.layout.privateTmp, this.#places.user, accept);
   }
 
   async snapshot(): Promise<never> {
@@ -347,6 +363,7 @@ export class LocalSession implements BackendSession {
 
   async #destroy(): Promise<void> {
     const log = this.#setup.log;
+    this.#egress?.close();
     await Promise.all([this.#keepers.killAll(), this.#warm?.close()]);
     await rm(this.#places.layout.privateTmp, { recursive: true, force: true }).catch((err: unknown) =>
       log.warn({ err }, 'could not remove the private /tmp'),

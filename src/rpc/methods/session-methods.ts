@@ -64,6 +64,12 @@ function serverCapabilities(session: Session): Record<string, boolean> {
 }
 
 export function registerSessionMethods(table: MethodTable<Connection>): void {
+  initializeMethods(table);
+  sessionMethods(table);
+}
+
+/** `initialize` and the environment queries. */
+function initializeMethods(table: MethodTable<Connection>) {
   table.add(
     'initialize',
     async (params, conn) => {
@@ -108,6 +114,10 @@ export function registerSessionMethods(table: MethodTable<Connection>): void {
     'none',
   );
   table.add('environment/info', (_p, conn) => environmentInfo(conn.session, conn.deps.version));
+}
+
+/** The environment configuration and the `session/*` methods. */
+function sessionMethods(table: MethodTable<Connection>) {
   table.add('environmentConfig/read', async (p, conn) => {
     // Codex names its working directory here before its first command: map it now (docker:
     // a workspace alias; local: a workspace of the session at its own path), so the fs calls
@@ -137,5 +147,20 @@ export function registerSessionMethods(table: MethodTable<Connection>): void {
   table.add('session/terminateAll', async (_p, conn) => ({ terminated: await conn.session.terminateAll() }));
   table.add('session/hibernate', (_p, conn) => conn.session.hibernate());
   table.add('session/wake', (_p, conn) => conn.session.wake());
-  table.add('session/snapshot', (params, conn) => conn.session.snapshot(params.name ?? undefined));
+  table.add('session/snapshot', (params, conn) =>
+    conn.session.snapshot(params.name ?? undefined, params.memory === true),
+  );
+  table.add('session/fork', async (params, conn) => {
+    if (conn.deps.principal?.scope !== undefined)
+      throw execError(
+        'EXEC_ERR_TOKEN_SCOPE',
+        'session tokens cannot fork (a fork creates sessions); use a tenant token',
+      );
+    const forked = await conn.deps.sessions.fork(conn.session, {
+      count: params.count ?? 1,
+      memory: params.memory === true,
+      name: params.name ?? undefined,
+    });
+    return { snapshot: forked.snapshot, sessions: forked.sessions.map((s) => s.info()) };
+  });
 }

@@ -5,6 +5,7 @@
  * the others were lost with the agent (killed, out of memory) and end `lost` with a reason
  * naming it. A container that is gone makes everything `lost` with the session's reason.
  */
+import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
 import type {
   BackendProcess,
@@ -22,6 +23,11 @@ import { AgentProcess } from './agent-process.ts';
 import type { AgentSocket } from './agent-links.ts';
 import type { DockerLogger } from '../options.ts';
 import { ROOT_PID_DIR } from '../exec/scripts.ts';
+import { processStream } from '../../process-stream.ts';
+import { AGENT_PATH } from './agent-connection.ts';
+
+/** A tunnel process runs as root, unsandboxed: it only relays the socket the daemon hands it. */
+const ROOT_TUNNEL: AgentSpawnOptions = { uid: 0, gid: 0, sandboxType: 'none' };
 
 /**
  * The agent daemon's own socket: on the control tmpfs, in the root-only directory. Only
@@ -48,6 +54,11 @@ export interface AgentOwner {
   lostReason(): string | undefined;
   /** Fresh look: running, stopped/gone (false), engine unreachable (undefined). */
   containerRunning(): Promise<boolean | undefined>;
+  /**
+   * Fleet: why another replica owns the session now, if it does. Such a session is not attached
+   * again from here (the agent takes the newest connection: two owners would take it in turns).
+   */
+  movedTo?(): Promise<string | undefined>;
 }
 
 export interface AgentSpawnOptions {
@@ -64,6 +75,9 @@ export class AgentChannel {
   #nextHandle = 1;
   #closed = false;
   #transport: AgentTransport | undefined;
+  /** The session's egress proxy port (docs/architecture.md, "Egress"): asked of every connection. */
+  #egressPort: number | undefined;
+  #egressAccept: ((tunnel: Duplex) => void) | undefined;
   owner: AgentOwner = { lostReason: () => undefined, containerRunning: async () => undefined };
 
   constructor(init: AgentChannelInit) {
@@ -87,6 +101,8 @@ export class AgentChannel {
   /** Attaches and lists what the agent kept; known processes are rebound before any later frame is routed. */
   async #attach(): Promise<AgentConnection> {
     const i = this.#init;
+    const moved = await this.owner.movedTo?.().catch(() => undefined);
+    if (moved !== undefined) throw execError('EXEC_ERR_SESSION_DEAD', moved);
     const conn = await AgentConnection.connect({
       container: i.container,
       socketPath: i.socket.path,
@@ -100,11 +116,56 @@ export class AgentChannel {
       for (const l of listed) this.#nextHandle = Math.max(this.#nextHandle, l.handle + 1);
       this.#rebind(listed, conn);
     });
+    if (this.#egressPort !== undefined) await this.#listenEgress(conn, this.#egressPort);
     this.#conn = conn;
     this.#transport = conn.transport;
     conn.hold(this.#procs.size > 0);
     conn.onClose((reason) => void this.#connectionEnded(conn, reason));
     return conn;
+  }
+
+  /**
+   * The agent listens on 127.0.0.1:`port` in the container and tunnels each client over its
+   * link (native/exec-agent-egress.c); asked again of every later connection (a restarted agent).
+   * Fails when the agent cannot: no link (reached through the engine), or the port taken.
+   */
+  async enableEgress(port: number, accept: (tunnel: Duplex) => void): Promise<void> {
+    const link = this.#init.socket.link;
+    if (link !== undefined) link.onTunnel = accept;
+    this.#egressAccept = accept;
+    this.#egressPort = port;
+    const conn = await this.connection();
+    // A connection made before the port was set was not asked yet; asking twice is harmless.
+    await this.#listenEgress(conn, port);
+  }
+
+  async #listenEgress(conn: AgentConnection, port: number): Promise<void> {
+    // Without a link the agent announces each client; a process of its own carries it.
+    conn.onTunnel = (id) => void this.#tunnelProcess(id);
+    const p = Buffer.alloc(2);
+    p.writeUInt16LE(port, 0);
+    const reply = await conn.request(0, frame(ToAgent.EGRESS, 0, p), this.#init.timeoutMs);
+    if (reply.type !== FromAgent.EGRESS)
+      throw execError('EXEC_ERR_BACKEND', `exec agent cannot run the egress proxy: ${reply.payload.toString('utf8')}`);
+  }
+
+  /** Runs `exec-agent tunnel` for client `id` and hands its stdin/stdout to the proxy. */
+  async #tunnelProcess(id: number): Promise<void> {
+    const accept = this.#egressAccept;
+    if (accept === undefined) return;
+    try {
+      const stream = await processStream((request, sink) => this.spawn(request, sink, ROOT_TUNNEL), {
+        argv: [AGENT_PATH, 'tunnel', this.#init.socket.path, String(id)],
+        cwd: '/',
+        env: {},
+        mode: 'pipe',
+        size: { cols: 80, rows: 24 },
+        sandbox: { kind: 'unrestricted' },
+      });
+      accept(stream);
+    } catch (err) {
+      this.#init.log.debug({ id, err: (err as Error).message }, 'egress tunnel process did not start');
+    }
   }
 
   /** After a reattach: the processes the agent still has continue, the others are lost. */

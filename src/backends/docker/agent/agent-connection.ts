@@ -69,6 +69,8 @@ export class AgentConnection {
   #closed = false;
   #closeReason = 'agent connection closed';
   readonly #closedListeners: Array<(reason: string) => void> = [];
+  /** An egress client waits for its tunnel process (no link; exec-agent-egress.c): its id. */
+  onTunnel: ((id: number) => void) | undefined;
   /** The agent daemon's pid (inside the container), from its hello. */
   agentPid = 0;
   readonly transport: AgentTransport;
@@ -227,8 +229,18 @@ export class AgentConnection {
       h?.(f);
       return;
     }
+    if (f.type === FromAgent.TUNNEL && f.payload.length >= 4) {
+      this.onTunnel?.(f.payload.readUInt32LE(0));
+      return;
+    }
     const waiter = this.#waiting.get(f.handle);
-    if (waiter && (f.type === FromAgent.SPAWNED || f.type === FromAgent.FAILED || f.type === FromAgent.ERROR)) {
+    if (
+      waiter &&
+      (f.type === FromAgent.SPAWNED ||
+        f.type === FromAgent.FAILED ||
+        f.type === FromAgent.ERROR ||
+        f.type === FromAgent.EGRESS)
+    ) {
       this.#waiting.delete(f.handle);
       waiter(f);
       return;

@@ -21,6 +21,7 @@ import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { constants } from 'node:fs';
 import { lstat, mkdir, open, rm, unlink } from 'node:fs/promises';
 import { createServer, type Server, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { dirname, join } from 'node:path';
 import { LINK_MOUNT } from '../container/container-config.ts';
 import type { DockerLogger } from '../options.ts';
@@ -28,12 +29,14 @@ import { execError } from '../../../errors.ts';
 
 /** What the agent sends first on a link: this magic, then the 32-byte secret. */
 export const LINK_MAGIC = Buffer.from('EXAGLNK1');
+/** What the agent sends first on an egress tunnel (one connection per proxy client), then the secret. */
+export const TUNNEL_MAGIC = Buffer.from('EXAGTUN1');
 const SECRET_BYTES = 32;
 const GREETING_BYTES = LINK_MAGIC.length + SECRET_BYTES;
 /** A connection must present its greeting within this. */
 const GREETING_TIMEOUT_MS = 5_000;
 /** Connections still to present their greeting, per link (bounded: a container can only waste its own). */
-const MAX_PENDING = 8;
+const MAX_PENDING = 32;
 export const LINK_SOCKET = 'agent.sock';
 export const LINK_SUBDIR = 's';
 
@@ -58,6 +61,11 @@ export class AgentLink {
   #closed = false;
   /** Connections refused for a wrong or missing secret (for tests and logs). */
   refused = 0;
+  /**
+   * Where verified egress tunnels go (docs/architecture.md, "Egress"): the session's proxy.
+   * Unset: tunnels are closed (a session without `network.allow`).
+   */
+  onTunnel: ((s: Duplex) => void) | undefined;
 
   private constructor(dir: string, secret: Buffer, log: DockerLogger) {
     this.dir = dir;
@@ -187,6 +195,7 @@ export class AgentLink {
     s.unref();
     let got = Buffer.alloc(0);
     let finished = false;
+    let tunnel = false;
     const done = (ok: boolean, why?: string): void => {
       if (finished) return;
       finished = true;
@@ -202,7 +211,13 @@ export class AgentLink {
       const rest = got.subarray(GREETING_BYTES);
       s.pause();
       if (rest.length > 0) s.unshift(rest);
-      this.#accept(s);
+      if (!tunnel) this.#accept(s);
+      else if (this.onTunnel) {
+        // A command that half-closes its connection (sent everything, still reading) must not
+        // lose the answer: the tunnel's end is passed on, never turned into a close.
+        s.allowHalfOpen = true;
+        this.onTunnel(s);
+      } else s.destroy();
     };
     const timer = setTimeout(() => done(false, 'no greeting in time'), GREETING_TIMEOUT_MS);
     const onData = (d: Buffer): void => {
@@ -210,7 +225,8 @@ export class AgentLink {
       if (got.length < GREETING_BYTES) return;
       const magic = got.subarray(0, LINK_MAGIC.length);
       const secret = got.subarray(LINK_MAGIC.length, GREETING_BYTES);
-      if (!magic.equals(LINK_MAGIC)) done(false, 'not an agent greeting');
+      tunnel = magic.equals(TUNNEL_MAGIC);
+      if (!tunnel && !magic.equals(LINK_MAGIC)) done(false, 'not an agent greeting');
       else if (!timingSafeEqual(secret, this.#secret)) done(false, "the secret is not this container's");
       else done(true);
     };

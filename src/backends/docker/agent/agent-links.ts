@@ -122,16 +122,30 @@ export class AgentLinks {
     for (const entry of this.#byContainer.values()) entry.link?.close();
   }
 
-  /** After recovery: directories of containers that no longer exist are removed. */
-  async sweep(): Promise<void> {
+  /**
+   * After recovery: directories of containers that no longer exist are removed. `keep`: those of
+   * containers other live replicas of a fleet hold (they share this directory on one host);
+   * `minAgeMs`: younger directories stay (a replica makes one before its container exists).
+   */
+  async sweep(keep: ReadonlySet<string> = new Set(), minAgeMs = 0): Promise<void> {
     if (this.#base === undefined) return;
-    const kept = new Set([...this.#byContainer.values()].map((e) => e.dir));
+    const kept = new Set([...this.#byContainer.values()].map((e) => e.dir).concat([...keep]));
     const names = await readdir(this.#base).catch(() => [] as string[]);
+    const old = async (d: string): Promise<boolean> =>
+      minAgeMs === 0 ||
+      Date.now() -
+        (await lstat(d).then(
+          (st) => st.mtimeMs,
+          () => Date.now(),
+        )) >=
+        minAgeMs;
     await Promise.all(
       names
         .map((n) => join(this.#base as string, n))
         .filter((d) => !kept.has(d))
-        .map((d) => rm(d, { recursive: true, force: true })),
+        .map(async (d) => {
+          if (await old(d)) await rm(d, { recursive: true, force: true });
+        }),
     );
   }
 

@@ -20,6 +20,10 @@
  *   FORGET  (the record may go)                       LIST_END
  *   LIST    (every kept process, its retained output, its exit)
  *   DETACH  (flush, then let this connection go)
+ *   EGRESS  u16 port: listen on 127.0.0.1:port        EGRESS    "port" (listening; ERROR: it cannot)
+ *           and tunnel each client over the link (native/exec-agent-egress.c; docs/architecture.md, "Egress")
+ *                                                    TUNNEL    u32 id: a client waits (no link): the server
+ *                                                              runs `exec-agent tunnel SOCKET id` to carry it
  *
  * Flow control: the agent reads a command's output only while less than `window` bytes of it
  * are unacknowledged. An ACK with seq 0 is credit only; with a seq it also records which seq
@@ -47,6 +51,7 @@ export const ToAgent = {
   FORGET: 10,
   LIST: 11,
   DETACH: 12,
+  EGRESS: 13,
 } as const;
 
 export const FromAgent = {
@@ -59,6 +64,8 @@ export const FromAgent = {
   STDIN_ACK: 7,
   PROC: 8,
   LIST_END: 9,
+  EGRESS: 10,
+  TUNNEL: 11,
 } as const;
 export type FromAgentType = (typeof FromAgent)[keyof typeof FromAgent];
 

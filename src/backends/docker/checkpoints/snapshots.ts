@@ -17,7 +17,7 @@ const COMMIT_TIMEOUT_MS = 10 * 60_000;
 
 export async function commitSnapshot(
   container: Docker.Container,
-  o: { sessionId: string; tenant: string; name: string | undefined },
+  o: { sessionId: string; tenant: string; name: string | undefined; memory?: boolean | undefined },
 ): Promise<SnapshotInfo> {
   const createdAt = new Date().toISOString();
   const labels: Record<string, string> = {
@@ -29,6 +29,7 @@ export async function commitSnapshot(
     [LABEL.pool]: 'false',
   };
   if (o.name !== undefined) labels[LABEL.snapshotName] = o.name;
+  if (o.memory === true) labels[LABEL.snapshotMemory] = 'true';
   const tag = randomBytes(8).toString('hex');
   // dockerode sends `_query` as the query string and `_body` (container config to merge) as JSON.
   const result = await withDeadline(
@@ -58,6 +59,7 @@ function toInfo(id: string, labels: Record<string, string> | undefined): Snapsho
     sessionId: labels?.[LABEL.snapshotSession],
     tenant: labels?.[LABEL.tenant],
     createdAt: labels?.[LABEL.snapshotCreated] ?? '',
+    ...(labels?.[LABEL.snapshotMemory] === 'true' ? { memory: true } : {}),
   };
 }
 
@@ -136,7 +138,7 @@ export async function deleteSnapshot(
   snapshotId: string,
   tenant: TenantId | undefined,
   timeoutMs: number,
-): Promise<void> {
+): Promise<string> {
   const snap = await findSnapshot(docker, snapshotId, tenant, timeoutMs);
   await refuseWhileUsed(docker, snap.snapshotId, timeoutMs);
   try {
@@ -158,4 +160,5 @@ export async function deleteSnapshot(
     }
     throw err;
   }
+  return snap.snapshotId;
 }

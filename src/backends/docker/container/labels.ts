@@ -15,6 +15,8 @@ export const LABEL = {
   snapshotName: 'exec-server.snapshot-name',
   snapshotSession: 'exec-server.snapshot-session',
   snapshotCreated: 'exec-server.snapshot-created',
+  /** `true` on live templates: the snapshot's memory checkpoint is in the server's store. */
+  snapshotMemory: 'exec-server.snapshot-memory',
 } as const;
 
 /** Prefix of user labels from the session spec (`labels: {team: "x"}` -> `exec-server.label.team`). */

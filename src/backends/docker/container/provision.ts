@@ -36,6 +36,11 @@ export interface ProvisionInput {
   readonly storage?: StorageOptSupport | undefined;
   /** Agent links (the server's listeners); undefined: the agent is reached through the engine. */
   readonly agentLinks?: AgentLinks | undefined;
+  /**
+   * Starts the created container from a memory checkpoint instead of afresh (a live template,
+   * a fork): the agent is in its image and running in its memory already.
+   */
+  readonly restore?: ((container: Docker.Container) => Promise<void>) | undefined;
 }
 
 type Link = Awaited<ReturnType<AgentLinks['make']>>;
@@ -124,9 +129,7 @@ async function startSessionContainer(
 ): Promise<PoolEntry> {
   const { container, link } = created;
   try {
-    // Before the start: the archive API writes into the container's own filesystem then.
-    const installed = await installIfWanted(container, options);
-    await withDeadline('container start', PROVISION_TIMEOUT_MS, (abortSignal) => container.start({ abortSignal }));
+    const installed = await startOrRestore(container, options, p.restore);
     const setup = await runControl(container, {
       cmd: ['/bin/sh', '-c', SETUP_SCRIPT, 'sh', p.workdir],
       timeoutMs: PROVISION_TIMEOUT_MS,
@@ -163,6 +166,25 @@ export async function provisionContainer(
   const created = await createSessionContainer(docker, options, log, p, box);
   if (box.link !== undefined) p.agentLinks?.track(created.container.id, box.link);
   return startSessionContainer(docker, options, log, p, { ...created, link: box.link });
+}
+
+/**
+ * Installs the agent (before the start: the archive API writes into the container's own
+ * filesystem then) and starts the container; or restores it from a memory checkpoint, whose
+ * image holds the agent already. true when the agent is there, else why not.
+ */
+async function startOrRestore(
+  container: Docker.Container,
+  options: ResolvedDockerOptions,
+  restore: ProvisionInput['restore'],
+): Promise<true | string> {
+  if (restore !== undefined) {
+    await restore(container);
+    return options.execPath === 'exec' ? 'the server runs with one engine exec per command (execPath exec)' : true;
+  }
+  const installed = await installIfWanted(container, options);
+  await withDeadline('container start', PROVISION_TIMEOUT_MS, (abortSignal) => container.start({ abortSignal }));
+  return installed;
 }
 
 /** true when the agent is in the container, else why not. */

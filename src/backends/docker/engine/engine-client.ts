@@ -3,6 +3,8 @@
  * that is down or wedged must give EXEC_ERR_BACKEND_UNAVAILABLE in seconds, not hang) and one
  * mapping of docker-modem errors to the error registry.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import Docker from 'dockerode';
 import { execError, ExecServerError } from '../../../errors.ts';
 import { DEFAULT_DOCKER_SOCKET, type DockerHostAddress, parseDockerHost } from '../../../config/docker-host.ts';
@@ -12,8 +14,8 @@ import { DEFAULT_DOCKER_SOCKET, type DockerHostAddress, parseDockerHost } from '
  * No modem-level `timeout`: docker-modem applies it as a socket idle timeout, which would also
  * cut hijacked exec streams of quiet commands. Deadlines are per call instead (`withDeadline`).
  */
-export function createDockerClient(dockerHost: string | undefined): Docker {
-  const host = dockerHost ?? process.env.DOCKER_HOST;
+export function createDockerClient(dockerHost: string | undefined, env: NodeJS.ProcessEnv = process.env): Docker {
+  const host = dockerHost ?? env.DOCKER_HOST;
   if (host === undefined || host === '') return new Docker({ socketPath: DEFAULT_DOCKER_SOCKET });
   let address: DockerHostAddress;
   try {
@@ -21,9 +23,28 @@ export function createDockerClient(dockerHost: string | undefined): Docker {
   } catch (err) {
     throw execError('EXEC_ERR_CONFIG', `unsupported docker host ${host}`, { cause: err });
   }
-  return address.kind === 'socket'
-    ? new Docker({ socketPath: address.path })
-    : new Docker({ host: address.host, port: address.port, protocol: address.protocol });
+  if (address.kind === 'socket') return new Docker({ socketPath: address.path });
+  const tls = clientTls(env);
+  // As the docker CLI: tcp:// is TLS when DOCKER_TLS_VERIFY=1 or client certificates are given.
+  if (address.protocol === 'http' && tls === undefined && env.DOCKER_TLS_VERIFY !== '1')
+    return new Docker({ host: address.host, port: address.port ?? '2375', protocol: 'http' });
+  return new Docker({ host: address.host, port: address.port ?? '2376', protocol: 'https', ...tls });
+}
+
+/**
+ * The client certificate, key and CA of `DOCKER_CERT_PATH` (`cert.pem`, `key.pem`, `ca.pem`, as
+ * the docker CLI reads them): engines across the network (a fleet's engine StatefulSet) accept
+ * only clients with a certificate of their CA, and the server checks the engine's against it.
+ */
+function clientTls(env: NodeJS.ProcessEnv): { ca: Buffer; cert: Buffer; key: Buffer } | undefined {
+  const dir = env.DOCKER_CERT_PATH;
+  if (dir === undefined || dir === '') return undefined;
+  try {
+    const read = (name: string): Buffer => readFileSync(join(dir, name));
+    return { ca: read('ca.pem'), cert: read('cert.pem'), key: read('key.pem') };
+  } catch (err) {
+    throw execError('EXEC_ERR_CONFIG', `DOCKER_CERT_PATH ${dir}: ${(err as Error).message}`);
+  }
 }
 
 /** Error codes of a transport that cannot reach the engine. */

@@ -13,6 +13,11 @@
  *
  * A server that finds the lease held waits (a rolling restart: the predecessor is stopping), then
  * fails with `EXEC_ERR_INSTANCE_IN_USE`. See docs/docker-backend.md, "One server per instance id".
+ *
+ * Replica leases (`--fleet`, docs/architecture.md "Fleet"): each replica of a fleet holds its own
+ * lease, named after the instance AND its replica id, with its advertised URL in the labels; the
+ * other replicas read them (replica-registry.ts) to know who is alive and where. A lone server and
+ * a fleet never share an instance id: each kind waits for (then fails on) a live lease of the other.
  */
 import { createHash } from 'node:crypto';
 import type { Duplex } from 'node:stream';
@@ -24,9 +29,18 @@ import type { DockerLogger } from '../options.ts';
 /** Label on the lease container: the instance id it holds (not `exec-server.instance`, which recovery adopts). */
 export const LEASE_LABEL = 'exec-server.lease';
 
-/** Engine name of the lease container of `instanceId` (ids may hold characters names may not). */
-export function leaseName(instanceId: string): string {
-  return `exec-server-lease-${createHash('sha256').update(instanceId).digest('hex').slice(0, 16)}`;
+/** Label on a replica lease: the replica's id. */
+export const REPLICA_LABEL = 'exec-server.replica';
+/** Label on a replica lease: the URL the other replicas forward to. */
+export const ADVERTISE_LABEL = 'exec-server.advertise-url';
+
+/**
+ * Engine name of the lease container of `instanceId` (ids may hold characters names may not), or
+ * of one replica's lease in a fleet (replica ids are name-safe, see config/fleet.ts).
+ */
+export function leaseName(instanceId: string, replicaId?: string): string {
+  const base = `exec-server-lease-${createHash('sha256').update(instanceId).digest('hex').slice(0, 16)}`;
+  return replicaId === undefined ? base : `${base}-r-${replicaId}`;
 }
 
 export interface InstanceLeaseOptions {
@@ -35,6 +49,8 @@ export interface InstanceLeaseOptions {
   readonly waitMs: number;
   /** Deadline of each engine call. */
   readonly timeoutMs: number;
+  /** A replica of a fleet: its own lease (undefined: the one lease of a lone server). */
+  readonly replica?: { readonly replicaId: string; readonly advertiseUrl: string } | undefined;
 }
 
 type LeaseState =
@@ -108,26 +124,69 @@ export class InstanceLease {
     const deadline = Date.now() + this.#options.waitMs;
     let warned = false;
     for (;;) {
-      const taken = await this.#tryCreate(image);
-      if (taken) return;
-      const holder = await this.#holder();
-      if (holder !== undefined && !holder.running) {
-        // Its holder is gone and the engine has not removed it yet: clear it and try again
-        // (after a pause: the engine may be removing it already).
-        await this.#remove(holder.id);
-        await new Promise((resolve) => setTimeout(resolve, RETRY_MS / 5));
-        continue;
+      let blocker = await this.#otherKind();
+      if (blocker === undefined) {
+        if (await this.#tryCreate(image)) {
+          blocker = await this.#otherKind();
+          if (blocker === undefined) return;
+          // A server of the other kind took its lease at the same moment: both step back (with
+          // a random pause) and try again; one of them then finds the other's lease.
+          await this.#drop();
+        } else {
+          const holder = await this.#holder();
+          if (holder !== undefined && !holder.running) {
+            // Its holder is gone and the engine has not removed it yet: clear it and try again
+            // (after a pause: the engine may be removing it already).
+            await this.#remove(holder.id);
+            await new Promise((resolve) => setTimeout(resolve, RETRY_MS / 5));
+            continue;
+          }
+          blocker = { since: holder?.since, fleet: this.#options.replica !== undefined };
+        }
       }
-      if (Date.now() >= deadline) throw this.#inUse(holder?.since);
+      if (Date.now() >= deadline) throw this.#inUse(blocker);
       if (!warned) {
         warned = true;
         this.#log.warn(
-          { instanceId: this.#options.instanceId, lease: leaseName(this.#options.instanceId), since: holder?.since },
+          { instanceId: this.#options.instanceId, lease: this.#name, since: blocker.since },
           `another server holds instance id ${this.#options.instanceId} on this engine; waiting up to ${Math.round(this.#options.waitMs / 1000)} s for it to stop`,
         );
       }
-      await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+      await new Promise((resolve) => setTimeout(resolve, RETRY_MS + Math.floor(Math.random() * RETRY_MS)));
     }
+  }
+
+  /** This server's lease container name. */
+  get #name(): string {
+    return leaseName(this.#options.instanceId, this.#options.replica?.replicaId);
+  }
+
+  /**
+   * A live lease of the other kind on this instance id: for a lone server, any replica's; for a
+   * replica, the lone server's. Either would adopt or remove what the other holds.
+   */
+  async #otherKind(): Promise<{ since: string | undefined; fleet: boolean } | undefined> {
+    const { instanceId, timeoutMs, replica } = this.#options;
+    const leases = await withDeadline('lease list', timeoutMs, (abortSignal) =>
+      this.#docker.listContainers({
+        filters: { label: [`${LEASE_LABEL}=${instanceId}`], status: ['running'] },
+        abortSignal,
+      }),
+    );
+    const lone = `/${leaseName(instanceId)}`;
+    const found = leases.find((c) =>
+      replica === undefined ? c.Labels?.[REPLICA_LABEL] !== undefined : (c.Names ?? []).includes(lone),
+    );
+    if (found === undefined) return undefined;
+    return { since: new Date(found.Created * 1000).toISOString(), fleet: replica === undefined };
+  }
+
+  async #drop(): Promise<void> {
+    const state = this.#state;
+    this.#state = { kind: 'none' };
+    if (state.kind !== 'held') return;
+    state.stream.destroy();
+    await this.#remove(state.containerId);
   }
 
   /** Gives the lease up (the engine removes its container once the input closes). */
@@ -141,16 +200,21 @@ export class InstanceLease {
 
   /** Creates, attaches and starts the lease container; false when another one has the name. */
   async #tryCreate(image: string): Promise<boolean> {
-    const { instanceId, timeoutMs } = this.#options;
+    const { instanceId, timeoutMs, replica } = this.#options;
     let container: Docker.Container;
     try {
       container = await withDeadline('lease create', timeoutMs, (abortSignal) =>
         this.#docker.createContainer({
-          name: leaseName(instanceId),
+          name: this.#name,
           Image: image,
           Entrypoint: ['/bin/sh', '-c', 'while read -r _; do :; done'],
           Cmd: [],
-          Labels: { [LEASE_LABEL]: instanceId },
+          Labels: {
+            [LEASE_LABEL]: instanceId,
+            ...(replica === undefined
+              ? {}
+              : { [REPLICA_LABEL]: replica.replicaId, [ADVERTISE_LABEL]: replica.advertiseUrl }),
+          },
           OpenStdin: true,
           StdinOnce: true,
           AttachStdin: true,
@@ -172,7 +236,7 @@ export class InstanceLease {
       await withDeadline('lease start', timeoutMs, () => container.start());
       this.#state = { kind: 'held', containerId: container.id, stream };
       stream.once('close', () => this.#onClosed(container.id, image));
-      this.#log.info({ instanceId, lease: leaseName(instanceId) }, 'holding the instance lease');
+      this.#log.info({ instanceId, lease: this.#name }, 'holding the instance lease');
       return true;
     } catch (err) {
       await this.#remove(container.id);
@@ -221,7 +285,7 @@ export class InstanceLease {
   async #holder(): Promise<{ id: string; running: boolean; since: string | undefined } | undefined> {
     try {
       const info = await withDeadline('lease inspect', this.#options.timeoutMs, (abortSignal) =>
-        this.#docker.getContainer(leaseName(this.#options.instanceId)).inspect({ abortSignal }),
+        this.#docker.getContainer(this.#name).inspect({ abortSignal }),
       );
       return { id: info.Id, running: info.State.Running, since: info.State.StartedAt };
     } catch (err) {
@@ -240,12 +304,21 @@ export class InstanceLease {
     });
   }
 
-  #inUse(since: string | undefined): ExecServerError<'EXEC_ERR_INSTANCE_IN_USE'> {
-    const { instanceId, waitMs } = this.#options;
+  #inUse(blocker: { since: string | undefined; fleet: boolean }): ExecServerError<'EXEC_ERR_INSTANCE_IN_USE'> {
+    const { instanceId, waitMs, replica } = this.#options;
+    const since = blocker.since === undefined ? '' : ` (since ${blocker.since})`;
+    const who =
+      replica !== undefined && !blocker.fleet
+        ? 'a lone exec-server (without --fleet)'
+        : replica === undefined && blocker.fleet
+          ? 'a fleet of exec-server replicas (--fleet)'
+          : replica === undefined
+            ? 'another exec-server'
+            : `another replica with --replica-id ${replica.replicaId}`;
     return execError(
       'EXEC_ERR_INSTANCE_IN_USE',
-      `another exec-server holds instance id ${instanceId} on this engine${since === undefined ? '' : ` (since ${since})`} and did not stop within ${Math.round(waitMs / 1000)} s: stop it, or give this server its own --instance-id (its lease is the container ${leaseName(instanceId)})`,
-      { detail: { instanceId, lease: leaseName(instanceId) } },
+      `${who} holds instance id ${instanceId} on this engine${since} and did not stop within ${Math.round(waitMs / 1000)} s: stop it, or give this server its own --instance-id (its lease is the container ${this.#name})`,
+      { detail: { instanceId, lease: this.#name } },
     );
   }
 }

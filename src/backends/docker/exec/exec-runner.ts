@@ -157,6 +157,8 @@ export interface ControlResult {
 export interface ControlOptions {
   readonly cmd: string[];
   readonly user?: string | undefined;
+  /** The exec gets every capability (a fixed command of the server's, never a user's). */
+  readonly privileged?: boolean | undefined;
   /** Bytes fed to stdin (then EOF); none: stdin is /dev/null. */
   readonly stdin?: Buffer | NodeJS.ReadableStream | undefined;
   /** stdout beyond this is an error (bounded memory). Default 1 MiB. */
@@ -165,10 +167,16 @@ export interface ControlOptions {
 }
 
 /** The engine exec of a control command: as `user` (root by default), stdout and stderr apart. */
-function controlExec(o: { cmd: string[]; user?: string | undefined; stdin?: unknown }): Docker.ExecCreateOptions {
+function controlExec(o: {
+  cmd: string[];
+  user?: string | undefined;
+  privileged?: boolean | undefined;
+  stdin?: unknown;
+}): Docker.ExecCreateOptions {
   return {
     Cmd: o.cmd,
     User: o.user ?? '0:0',
+    ...(o.privileged === true ? { Privileged: true } : {}),
     AttachStdin: o.stdin !== undefined,
     AttachStdout: true,
     AttachStderr: true,

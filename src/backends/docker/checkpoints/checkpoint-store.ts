@@ -1,0 +1,162 @@
+/**
+ * Memory checkpoints kept past the container they were taken in: the memory half of a live
+ * template (a snapshot made with `memory: true`) and of a fork. docs/architecture.md, "Memory
+ * checkpoints", says why the store is a directory of the server's own:
+ *
+ * The engine restores a container only from a checkpoint in its own directory for that container
+ * (`<engine root>/containers/<id>/checkpoints/<name>`; a `checkpoint-dir` on start is refused by
+ * the engines of today: "custom checkpointdir is not supported"), and it deletes that directory
+ * with the container. So a checkpoint is moved out of the source's directory into the store
+ * (root-only, never mounted into a container), and copied into each new container's directory
+ * before its start. Files are hard-linked where the store and the engine share a filesystem
+ * (runsc only reads them), and copied where not.
+ */
+import { randomBytes } from 'node:crypto';
+import { copyFile, link, lstat, mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type Docker from 'dockerode';
+import { execError } from '../../../errors.ts';
+import { withDeadline } from '../engine/engine-client.ts';
+import { CHECKPOINT_PREFIX } from './checkpoints.ts';
+
+/** The file scripts/runsc-runtime.sh adds to each checkpoint so no two are alike (rewritten per copy). */
+const MARKER = 'exec-server-checkpoint';
+
+/** Totals for /metrics. */
+export interface CheckpointTotals {
+  readonly count: number;
+  readonly bytes: number;
+}
+
+export class CheckpointStore {
+  readonly #dir: string;
+  readonly #docker: Docker;
+  readonly #timeoutMs: number;
+  #engineRoot: Promise<string> | undefined;
+  /** Snapshot id → bytes, of the checkpoints this server holds (filled lazily from the directory). */
+  readonly #sizes = new Map<string, number>();
+  #loaded: Promise<void> | undefined;
+
+  constructor(dir: string, docker: Docker, timeoutMs: number) {
+    this.#dir = dir;
+    this.#docker = docker;
+    this.#timeoutMs = timeoutMs;
+  }
+
+  get totals(): CheckpointTotals {
+    let bytes = 0;
+    for (const b of this.#sizes.values()) bytes += b;
+    return { count: this.#sizes.size, bytes };
+  }
+
+  /** The engine's data directory, which this server must see at the same path (the same host). */
+  async #root(): Promise<string> {
+    this.#engineRoot ??= withDeadline('engine info', this.#timeoutMs, async () => {
+      const info = (await this.#docker.info()) as { DockerRootDir?: string };
+      const root = info.DockerRootDir ?? '/var/lib/docker';
+      try {
+        await stat(join(root, 'containers'));
+      } catch (err) {
+        throw execError(
+          'EXEC_ERR_UNSUPPORTED',
+          `memory checkpoints need the engine's data directory (${root}) on this server's host: ${(err as Error).message}`,
+        );
+      }
+      return root;
+    }).catch((err: unknown) => {
+      this.#engineRoot = undefined;
+      throw err;
+    });
+    return this.#engineRoot;
+  }
+
+  /** Checks that checkpoints can move between containers here (before anything is stopped). */
+  async check(): Promise<void> {
+    await this.#root();
+  }
+
+  #entry(snapshotId: string): string {
+    return join(this.#dir, snapshotId.replace(/^sha256:/, ''));
+  }
+
+  async #containerDir(containerId: string, name: string): Promise<string> {
+    return join(await this.#root(), 'containers', containerId, 'checkpoints', name);
+  }
+
+  async #load(): Promise<void> {
+    this.#loaded ??= (async () => {
+      await mkdir(this.#dir, { recursive: true, mode: 0o700 });
+      for (const name of await readdir(this.#dir)) {
+        if (/^[0-9a-f]{64}$/.test(name)) this.#sizes.set(`sha256:${name}`, await dirBytes(join(this.#dir, name)));
+      }
+    })();
+    return this.#loaded;
+  }
+
+  async has(snapshotId: string): Promise<boolean> {
+    await this.#load();
+    return this.#sizes.has(snapshotId);
+  }
+
+  /** Moves the checkpoint `name` of `containerId` into the store under `snapshotId`; returns its bytes. */
+  async keep(containerId: string, name: string, snapshotId: string): Promise<number> {
+    await this.#load();
+    const from = await this.#containerDir(containerId, name);
+    const to = this.#entry(snapshotId);
+    await rm(to, { recursive: true, force: true });
+    await copyTree(from, to);
+    const bytes = await dirBytes(to);
+    this.#sizes.set(snapshotId, bytes);
+    return bytes;
+  }
+
+  /** Puts the stored checkpoint of `snapshotId` into `containerId`'s directory; returns its name there. */
+  async install(snapshotId: string, containerId: string): Promise<string> {
+    // One of ours (checkpoints.ts): deleted after the restore like a hibernation's.
+    const name = `${CHECKPOINT_PREFIX}-${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
+    const to = await this.#containerDir(containerId, name);
+    await copyTree(this.#entry(snapshotId), to);
+    // Every restore uploads the checkpoint to containerd, where two uploads of the same bytes at
+    // once collide: each copy is made unlike the others (runsc's restore ignores this file).
+    await rm(join(to, MARKER), { force: true });
+    await writeFile(join(to, MARKER), `${Date.now()} ${containerId} ${randomBytes(8).toString('hex')}\n`, {
+      mode: 0o600,
+    });
+    return name;
+  }
+
+  /** Removes the checkpoint of `snapshotId` (none is fine). */
+  async remove(snapshotId: string): Promise<void> {
+    await this.#load();
+    await rm(this.#entry(snapshotId), { recursive: true, force: true });
+    this.#sizes.delete(snapshotId);
+  }
+}
+
+/** Copies a flat checkpoint directory, hard-linking each file where it can. */
+async function copyTree(from: string, to: string): Promise<void> {
+  await mkdir(to, { recursive: true, mode: 0o700 });
+  for (const name of await readdir(from)) {
+    const src = join(from, name);
+    const s = await lstat(src);
+    if (s.isDirectory()) {
+      await copyTree(src, join(to, name));
+      continue;
+    }
+    if (!s.isFile()) continue;
+    if (name === MARKER) {
+      await copyFile(src, join(to, name));
+      continue;
+    }
+    await link(src, join(to, name)).catch(() => copyFile(src, join(to, name)));
+  }
+}
+
+async function dirBytes(dir: string): Promise<number> {
+  let total = 0;
+  for (const name of await readdir(dir).catch(() => [] as string[])) {
+    const s = await lstat(join(dir, name));
+    total += s.isDirectory() ? await dirBytes(join(dir, name)) : s.size;
+  }
+  return total;
+}

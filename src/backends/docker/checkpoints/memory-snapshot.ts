@@ -1,0 +1,107 @@
+/**
+ * Memory snapshots (live templates; a fork is one plus its sessions, docs/snapshots.md): the
+ * session container is checkpointed, its filesystem committed while it is stopped (so files and
+ * memory are of one instant), and it is restored at once; the checkpoint goes to the server's
+ * store (checkpoint-store.ts) under the snapshot's id. A session made from the snapshot is
+ * restored from it (docker-backend.ts), its processes running.
+ */
+import type Docker from 'dockerode';
+import { execError } from '../../../errors.ts';
+import type { SnapshotInfo } from '../../types.ts';
+import type { DockerLogger } from '../options.ts';
+import type { CheckpointStore } from './checkpoint-store.ts';
+import { checkpointUnsupportedReason, type EngineRuntimes } from '../engine/runtimes.ts';
+import { clearAfterRestore, renewHostname, restoreContainer } from './checkpoint-restore.ts';
+import type { HibernatableSession } from './hibernation.ts';
+
+const MiB = 1024 * 1024;
+
+export interface MemorySnapshots {
+  readonly store: CheckpointStore;
+  /** The most memory a session may use to be snapshotted with it, and the most its checkpoint may take. */
+  readonly maxBytes: number;
+  /** Removes a snapshot image again (a checkpoint that could not be kept). */
+  readonly removeImage: (snapshotId: string) => Promise<void>;
+  readonly log: DockerLogger;
+}
+
+/** Why a session cannot have its memory snapshotted now, before anything is stopped. */
+async function refusal(m: MemorySnapshots, session: HibernatableSession): Promise<void> {
+  if (session.unsupportedReason !== undefined)
+    throw execError(
+      'EXEC_ERR_UNSUPPORTED',
+      `cannot snapshot or fork a session with its memory on the runtime ${session.runtime}: ${session.unsupportedReason}; a filesystem snapshot or fork (without memory) works`,
+      { detail: { runtime: session.runtime } },
+    );
+  const stats = await session.inner.stats().catch(() => undefined);
+  if (stats !== undefined && stats.memoryBytes > m.maxBytes)
+    throw tooLarge(`the session uses ${Math.ceil(stats.memoryBytes / MiB)} MiB of memory`, m.maxBytes);
+  await m.store.check();
+}
+
+function tooLarge(what: string, maxBytes: number): Error {
+  return execError(
+    'EXEC_ERR_TOO_LARGE',
+    `cannot snapshot the session with its memory: ${what}, above the ${Math.floor(maxBytes / MiB)} MiB a memory checkpoint may hold (--checkpoint-max-mb)`,
+    { detail: { maxBytes } },
+  );
+}
+
+/** Checkpoints, commits and restores `session`; the snapshot's memory is in the store. */
+export async function takeMemorySnapshot(
+  m: MemorySnapshots | undefined,
+  session: HibernatableSession,
+  name: string | undefined,
+): Promise<SnapshotInfo> {
+  if (m === undefined) throw execError('EXEC_ERR_UNSUPPORTED', 'memory snapshots are off on this server');
+  await refusal(m, session);
+  const { value, pauseMs } = await session.whileCheckpointed(async (checkpoint) => {
+    const t0 = Date.now();
+    const info = await session.inner.snapshot(name, { memory: true });
+    try {
+      const t1 = Date.now();
+      const bytes = await m.store.keep(session.inner.container.id, checkpoint, info.snapshotId);
+      m.log.debug({ sessionId: session.id, commitMs: t1 - t0, keepMs: Date.now() - t1, bytes }, 'memory snapshot kept');
+      if (bytes > m.maxBytes) throw tooLarge(`its checkpoint takes ${Math.ceil(bytes / MiB)} MiB`, m.maxBytes);
+      return { ...info, memory: true, checkpointBytes: bytes };
+    } catch (err) {
+      await m.store.remove(info.snapshotId).catch(() => undefined);
+      await m.removeImage(info.snapshotId).catch(() => undefined);
+      throw err;
+    }
+  });
+  return { ...value, pauseMs };
+}
+
+/**
+ * How a session made from a live template starts (provision.ts `restore`): its container is
+ * restored from a copy of the template's checkpoint, then gets a hostname of its own.
+ */
+export function templateRestorer(o: {
+  readonly store: CheckpointStore;
+  readonly engine: EngineRuntimes;
+  readonly runtime: string;
+  readonly snapshotId: string;
+  readonly sessionId: string;
+  readonly timeoutMs: number;
+  readonly log: DockerLogger;
+}): (container: Docker.Container) => Promise<void> {
+  const reason = checkpointUnsupportedReason(o.engine, o.runtime);
+  if (reason !== undefined)
+    throw execError(
+      'EXEC_ERR_UNSUPPORTED',
+      `snapshot ${o.snapshotId} holds memory, which the runtime ${o.runtime} cannot restore (${reason}): ask for a gVisor runtime (session.runtime)`,
+      { detail: { runtime: o.runtime } },
+    );
+  return async (container) => {
+    const t0 = Date.now();
+    const checkpoint = await o.store.install(o.snapshotId, container.id);
+    const t1 = Date.now();
+    await restoreContainer(container, checkpoint, o.log, o.sessionId);
+    const t2 = Date.now();
+    await clearAfterRestore(container, o.timeoutMs, o.log, o.sessionId);
+    await renewHostname(container, o.timeoutMs, o.log);
+    const timings = { installMs: t1 - t0, restoreMs: t2 - t1, clearMs: Date.now() - t2 };
+    o.log.debug({ sessionId: o.sessionId, ...timings }, 'restored from a live template');
+  };
+}

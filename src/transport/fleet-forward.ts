@@ -1,0 +1,222 @@
+/**
+ * HTTP in a fleet (docs/architecture.md, "Fleet"): a request for a session another live replica
+ * owns is forwarded to that replica as it came (method, path, headers with the caller's token,
+ * body streamed, answer streamed back); a session whose owner's lease is gone is taken over
+ * first and served here. `GET /v1/sessions` lists the tenant's sessions of the whole fleet.
+ */
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { bearerFromProtocols } from '../console/websocket-token.ts';
+import { execError, httpErrorBody } from '../errors.ts';
+import { asTenantId, type TenantId } from '../ids.ts';
+import type { SessionInfo } from '../protocol/index.ts';
+import type { FleetBackend } from '../backends/types.ts';
+import { MCP_PATH, MCP_REPLICA_SEPARATOR, SESSION_HEADER } from '../mcp/names.ts';
+import type { SessionRoute } from '../sessions/session-manager.ts';
+import { bearerOf } from './principal.ts';
+import { isSessionToken, type SessionTokenSigner } from './session-tokens.ts';
+
+/** Set on a forwarded request: the replica that forwarded it (a request is forwarded once). */
+export const FORWARDED_HEADER = 'x-exec-server-forwarded-by';
+/** Asks a replica for its own sessions only (the fleet listing gathers them). */
+export const LOCAL_ONLY_HEADER = 'x-exec-server-fleet-local';
+
+/** Kept-alive connections to the other replicas: a forwarded call costs no new handshake. */
+const agents = { http: new HttpAgent({ keepAlive: true }), https: new HttpsAgent({ keepAlive: true }) };
+
+const SESSION_PATH = /^\/v1\/sessions\/([^/?#]+)/;
+
+/** Headers that belong to one hop, not to the request. */
+const HOP_HEADERS = new Set(['host', 'connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection']);
+
+function forwardHeaders(request: FastifyRequest, replicaId: string): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [k, v] of Object.entries(request.headers))
+    if (v !== undefined && !HOP_HEADERS.has(k.toLowerCase())) out[k] = v;
+  out[FORWARDED_HEADER] = replicaId;
+  return out;
+}
+
+/**
+ * Sends `request` to the replica at `base` and streams its answer back: 'done', or
+ * 'unreachable' when no byte of the request was sent (the caller may route it again).
+ */
+function forward(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  base: string,
+  replicaId: string,
+): Promise<'done' | 'unreachable'> {
+  return new Promise((resolve) => {
+    const target = new URL(request.url, base);
+    const https = target.protocol === 'https:';
+    const bodiless = request.method === 'GET' || request.method === 'HEAD' || request.method === 'DELETE';
+    const upstream = (https ? httpsRequest : httpRequest)(target, {
+      method: request.method,
+      headers: forwardHeaders(request, replicaId),
+      agent: https ? agents.https : agents.http,
+    });
+    let sent = false;
+    const start = (): void => {
+      sent = !bodiless;
+      if (bodiless) upstream.end();
+      else request.raw.pipe(upstream);
+    };
+    upstream.on('socket', (socket) => {
+      if (socket.connecting) socket.once('connect', start);
+      else start();
+    });
+    upstream.on('response', (res: IncomingMessage) => {
+      void reply.hijack();
+      const headers = { ...res.headers };
+      for (const h of HOP_HEADERS) delete headers[h];
+      reply.raw.writeHead(res.statusCode ?? 502, headers);
+      res.pipe(reply.raw);
+      res.on('error', () => reply.raw.destroy());
+      reply.raw.on('close', () => res.destroy());
+      res.on('end', () => resolve('done'));
+      res.on('close', () => resolve('done'));
+    });
+    upstream.on('error', (err) => {
+      if (reply.sent || reply.raw.headersSent) {
+        reply.raw.destroy();
+        resolve('done');
+      } else if (!sent) resolve('unreachable');
+      else {
+        const e = execError('EXEC_ERR_BACKEND_UNAVAILABLE', `the replica serving this session failed: ${err.message}`);
+        void reply.code(e.statusCode).send(httpErrorBody(e));
+        resolve('done');
+      }
+    });
+  });
+}
+
+/**
+ * Session tokens in a fleet: a token's revocations live with its session, on the owner. A
+ * request with a well-signed session token whose session another live replica owns is let
+ * through authentication here (`elsewhere`) and forwarded; the owner checks the token fully.
+ * Registered before the authentication hook; undefined without a fleet.
+ */
+export function registerFleetTokenRouting(
+  app: FastifyInstance,
+  signer: SessionTokenSigner,
+): ((request: FastifyRequest, sessionId: string) => boolean) | undefined {
+  if (app.sessions.backend.fleet === undefined) return undefined;
+  const remote = new WeakMap<FastifyRequest, string>();
+  app.addHook('onRequest', async (request) => {
+    const upgrade = request.headers.upgrade?.toLowerCase() === 'websocket';
+    const bearer = bearerOf(
+      request.headers.authorization ??
+        (upgrade ? bearerFromProtocols(request.headers['sec-websocket-protocol']) : undefined),
+    );
+    if (bearer === undefined || !isSessionToken(bearer)) return;
+    const scope = signer.verify(bearer);
+    if (!('tokenId' in scope) || app.sessions.find(scope.sessionId) !== undefined) return;
+    // An orphan is taken over here (then checked here); a live owner's session goes there.
+    const route = await app.sessions.route(scope.sessionId, asTenantId(scope.tenant)).catch(() => undefined);
+    if (route?.kind === 'remote') remote.set(request, scope.sessionId);
+  });
+  return (request, sessionId) => remote.get(request) === sessionId;
+}
+
+/**
+ * Where a request for another replica goes, if it does: a session route to the session's owner;
+ * MCP (`/mcp`) to the replica that holds the MCP connection (named in its id), or at initialize
+ * to the owner of the session it binds (`x-exec-session`).
+ */
+async function targetOf(request: FastifyRequest, fleet: FleetBackend): Promise<Target | undefined> {
+  const sessions = request.server.sessions;
+  const path = request.url.split('?')[0] ?? '';
+  const sessionRoute = (id: string): Target => ({
+    route: () => sessions.route(id, request.tenant),
+    reroute: (url) => sessions.rerouteAfterFailure(id, request.tenant, url),
+  });
+  const m = SESSION_PATH.exec(path);
+  if (m?.[1] !== undefined) return sessionRoute(decodeURIComponent(m[1]));
+  if (path !== MCP_PATH) return undefined;
+  const mcpId = request.headers['mcp-session-id'];
+  if (typeof mcpId === 'string') {
+    const replicaId = mcpId.split(MCP_REPLICA_SEPARATOR)[0] ?? '';
+    if (!mcpId.includes(MCP_REPLICA_SEPARATOR) || replicaId === fleet.replicaId) return undefined;
+    const route = async (): Promise<SessionRoute> => {
+      const url = await fleet.replicaUrl(replicaId);
+      return url === undefined ? { kind: 'absent' } : { kind: 'remote', url, replicaId };
+    };
+    return { route, reroute: () => Promise.resolve({ kind: 'absent' }) };
+  }
+  const bound = request.headers[SESSION_HEADER];
+  return typeof bound === 'string' ? sessionRoute(bound) : undefined;
+}
+
+interface Target {
+  route(): Promise<SessionRoute>;
+  reroute(url: string): Promise<SessionRoute>;
+}
+
+/** The session routes (and MCP) of a fleet go to the replica that serves them (this hook runs after authentication). */
+export function registerFleetForwarding(app: FastifyInstance): void {
+  const fleet = app.sessions.backend.fleet;
+  if (fleet === undefined) return;
+  app.addHook('onRequest', async (request, reply) => {
+    if (request.principal === undefined || request.headers.upgrade !== undefined) return;
+    const target = await targetOf(request, fleet);
+    if (target === undefined) return;
+    let route = await target.route();
+    for (let hop = 0; route.kind === 'remote' && hop < 3; hop++) {
+      if (request.headers[FORWARDED_HEADER] !== undefined) {
+        const e = execError(
+          'EXEC_ERR_BACKEND_UNAVAILABLE',
+          `${request.url.split('?')[0]} is moving between replicas (now at ${route.replicaId}): try again`,
+        );
+        return reply.code(e.statusCode).send(httpErrorBody(e));
+      }
+      if ((await forward(request, reply, route.url, fleet.replicaId)) === 'done') return reply;
+      route = await target.reroute(route.url);
+    }
+    if (route.kind === 'remote') {
+      const e = execError('EXEC_ERR_BACKEND_UNAVAILABLE', `the replica ${route.replicaId} does not answer`);
+      return reply.code(e.statusCode).send(httpErrorBody(e));
+    }
+    return undefined;
+  });
+}
+
+/** The infos of another replica's sessions of this tenant, asked with the caller's own token. */
+async function remoteInfos(request: FastifyRequest, url: string, replicaId: string): Promise<SessionInfo[]> {
+  const query = new URL(request.url, 'http://x').search;
+  const headers: Record<string, string> = { [LOCAL_ONLY_HEADER]: '1', [FORWARDED_HEADER]: replicaId };
+  if (request.headers.authorization !== undefined) headers.authorization = request.headers.authorization;
+  const res = await fetch(new URL(`/v1/sessions${query}`, url), { headers, signal: AbortSignal.timeout(10_000) });
+  if (!res.ok) throw execError('EXEC_ERR_BACKEND_UNAVAILABLE', `replica at ${url} answered ${res.status}`);
+  return ((await res.json()) as { sessions: SessionInfo[] }).sessions;
+}
+
+/**
+ * The tenant's sessions across the fleet: which ones, from the engine's labels; their details
+ * from the replica that owns each (sessions whose owner is gone are taken over here first).
+ * Undefined without a fleet, or when the caller asked for this replica's own.
+ */
+export async function fleetSessionInfos(
+  request: FastifyRequest,
+  tenant: TenantId,
+  infoOf: (route: Extract<SessionRoute, { kind: 'local' }>) => Promise<SessionInfo>,
+): Promise<SessionInfo[] | undefined> {
+  const sessions = request.server.sessions;
+  const fleet = sessions.backend.fleet;
+  if (fleet === undefined || request.headers[LOCAL_ONLY_HEADER] !== undefined) return undefined;
+  const ids = (await sessions.fleetSessions(tenant)) ?? [];
+  const routes = await Promise.all(ids.map(({ id }) => sessions.route(id, tenant).catch(() => undefined)));
+  const local: Promise<SessionInfo>[] = [];
+  const remote = new Map<string, Set<string>>();
+  routes.forEach((r, i) => {
+    if (r?.kind === 'local') local.push(infoOf(r));
+    else if (r?.kind === 'remote') remote.set(r.url, (remote.get(r.url) ?? new Set()).add(ids[i]?.id ?? ''));
+  });
+  const fromOthers = await Promise.all(
+    [...remote].map(async ([url, wanted]) =>
+      (await remoteInfos(request, url, fleet.replicaId).catch(() => [])).filter((s) => wanted.has(s.sessionId)),
+    ),
+  );
+  return [...(await Promise.all(local)), ...fromOthers.flat()];
+}

@@ -1,0 +1,218 @@
+/**
+ * Forks with memory against a real engine (runsc registered, experimental mode): a source
+ * session with a counter loop and a PTY shell holding a variable is forked 3 ways; in each
+ * fork the counter goes on from the fork point, the shell still has its variable and answers
+ * through stdin, writes stay in their own session, and the source never stopped for long. A
+ * live template starts a session with its server answering; runc and too-large sessions are
+ * refused; deleting the template removes its checkpoint.
+ */
+import assert from 'node:assert/strict';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { dockerTestOptions } from '../docker/engine.ts';
+import { sleep } from '../docker/helpers.ts';
+import { startServer, TestSession, type TestServer } from '../support/harness.ts';
+
+const COUNTER =
+  "setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.05; done' </dev/null >/dev/null 2>&1 &";
+const GVISOR = { runtime: 'runsc', sandbox: { type: 'danger-full-access' }, approvalPolicy: 'never' };
+const b64 = (s: string): string => Buffer.from(s).toString('base64');
+
+async function http(server: TestServer, method: string, path: string, body?: unknown) {
+  const res = await fetch(`${server.httpUrl}${path}`, {
+    method,
+    ...(body === undefined ? {} : { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
+  });
+  const text = await res.text();
+  return { status: res.status, body: (text === '' ? {} : JSON.parse(text)) as Record<string, unknown> };
+}
+
+async function counter(s: TestSession, id: string): Promise<number> {
+  const r = await s.run(id, [
+    'sh',
+    '-c',
+    'for n in 1 2 3; do v=$(cat /tmp/count); [ -n "$v" ] && { echo "$v"; exit 0; }; sleep 0.02; done; exit 1',
+  ]);
+  assert.equal(r.exited['exitCode'], 0, r.stderr);
+  return Number(r.stdout.trim());
+}
+
+/** The PTY output of `processId` after `afterSeq`, read until `pattern` shows (process/read, long poll). */
+async function readUntil(
+  s: TestSession,
+  processId: string,
+  pattern: RegExp,
+  afterSeq = 0,
+): Promise<{ text: string; seqs: number[] }> {
+  let text = '';
+  const seqs: number[] = [];
+  let next = afterSeq;
+  const deadline = Date.now() + 20_000;
+  while (!pattern.test(text)) {
+    assert.ok(Date.now() < deadline, `${processId}: ${pattern} not seen in ${JSON.stringify(text)}`);
+    const r = await s.request<{ chunks: Array<{ seq: number; chunk: string }> }>('process/read', {
+      processId,
+      afterSeq: next,
+      waitMs: 2000,
+    });
+    for (const c of r.chunks) {
+      text += Buffer.from(c.chunk, 'base64').toString('utf8');
+      seqs.push(c.seq);
+      next = Math.max(next, c.seq);
+    }
+  }
+  return { text, seqs };
+}
+
+test(
+  'a session forked 3 ways with its memory: processes go on in each, writes stay apart',
+  dockerTestOptions,
+  async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'exec-server-checkpoints-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const server = await startServer({
+      backend: 'docker',
+      flags: ['--allowed-runtimes', 'runsc', '--checkpoint-dir', dir, '--checkpoint-max-mb', '512'],
+    });
+    t.after(() => server.close());
+    const s = await TestSession.open(server.url, { session: GVISOR });
+    t.after(() => s.close());
+    assert.equal((await s.run('loop', ['sh', '-c', COUNTER])).exited['exitCode'], 0);
+    await s.start('shell', ['sh'], { tty: true });
+    await readUntil(s, 'shell', /# /);
+    await s.request('process/write', { processId: 'shell', chunk: b64('x=forty-two; echo ready-$x\n') });
+    const before = await readUntil(s, 'shell', /ready-forty-two/);
+    await sleep(300);
+    const atFork = await counter(s, 'c0');
+
+    const forked = await http(server, 'POST', `/v1/sessions/${s.sessionId}/fork`, { count: 3, memory: true });
+    assert.equal(forked.status, 201, JSON.stringify(forked.body));
+    const snapshot = forked.body['snapshot'] as Record<string, unknown>;
+    const sessions = forked.body['sessions'] as Array<Record<string, unknown>>;
+    assert.equal(sessions.length, 3);
+    assert.equal(snapshot['memory'], true);
+    const pauseMs = Number(snapshot['pauseMs']);
+    assert.ok(pauseMs > 0 && pauseMs < 30_000, `the source paused ${pauseMs} ms`);
+    assert.equal(new Set(sessions.map((f) => f['containerId'])).size, 3, 'a container each');
+
+    const metrics = async (): Promise<string> => (await fetch(`${server.httpUrl}/metrics`)).text();
+    assert.match(await metrics(), /exec_server_memory_checkpoints 1\n/);
+    assert.match(await metrics(), /exec_server_forks_total\{memory="true",result="ok"\} 1\n/);
+
+    const forks = await Promise.all(
+      sessions.map((f) => TestSession.open(server.url, { resumeSessionId: f['sessionId'] })),
+    );
+    t.after(() => Promise.all(forks.map((f) => f.close())));
+    const lastSeq = Math.max(...before.seqs);
+    for (const [i, f] of forks.entries()) {
+      const n = await counter(f, `fc${i}`);
+      assert.ok(n >= atFork, `fork ${i}: the counter goes on from the fork point (${atFork}), read ${n}`);
+      await sleep(200);
+      assert.ok((await counter(f, `fd${i}`)) > n, `fork ${i}: and keeps counting`);
+      // The same shell, by its id: the variable is still there and stdin answers.
+      assert.equal(
+        (await f.request('process/write', { processId: 'shell', chunk: b64(`echo got-$x-${i}\n`) }))['status'],
+        'accepted',
+      );
+      const out = await readUntil(f, 'shell', new RegExp(`got-forty-two-${i}`), lastSeq);
+      assert.ok(
+        out.seqs.every((q) => q > lastSeq),
+        `fork ${i}: seq continues past ${lastSeq}: ${out.seqs}`,
+      );
+      assert.equal((await f.run(`fw${i}`, ['sh', '-c', `echo fork-${i} > /workspace/mine`])).exited['exitCode'], 0);
+      const host = (await f.run(`fh${i}`, ['hostname'])).stdout.trim();
+      assert.equal(host, String(sessions[i]?.['containerId']).slice(0, 12), `fork ${i}: a hostname of its own`);
+    }
+    for (const [i, f] of forks.entries()) {
+      const r = await f.run(`fr${i}`, ['cat', '/workspace/mine']);
+      assert.equal(r.stdout, `fork-${i}\n`, `fork ${i} sees only its own write`);
+    }
+    assert.notEqual(
+      (await s.run('r', ['sh', '-c', 'cat /workspace/mine 2>/dev/null || echo none'])).stdout,
+      'fork-0\n',
+    );
+    // The source: its counter went on; its shell answers as before.
+    const now = await counter(s, 'c1');
+    assert.ok(now > atFork, `the source's counter went on (${atFork} -> ${now})`);
+    await s.request('process/write', { processId: 'shell', chunk: b64('echo source-$x\n') });
+    await readUntil(s, 'shell', /source-forty-two/, lastSeq);
+
+    // Deleting the template: refused while forks use it; once they are gone, its checkpoint goes too.
+    assert.equal((await readdir(dir)).length, 1, 'one checkpoint kept');
+    for (const f of sessions)
+      assert.equal((await http(server, 'DELETE', `/v1/sessions/${f['sessionId']}`)).status, 204);
+    const del = await http(server, 'DELETE', `/v1/snapshots/${snapshot['snapshotId']}`);
+    assert.equal(del.status, 204, JSON.stringify(del.body));
+    assert.deepEqual(await readdir(dir), [], 'the checkpoint went with its snapshot');
+    assert.match(await metrics(), /exec_server_memory_checkpoints 0\n/);
+  },
+);
+
+test(
+  'a live template starts sessions with their server answering; runc and too-large sessions are refused',
+  dockerTestOptions,
+  async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'exec-server-checkpoints-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const server = await startServer({
+      backend: 'docker',
+      flags: ['--allowed-runtimes', 'runsc,runc', '--checkpoint-dir', dir, '--checkpoint-max-mb', '40'],
+    });
+    t.after(() => server.close());
+    const s = await TestSession.open(server.url, { session: GVISOR });
+    t.after(() => s.close());
+    // A "server": a loop answering each request written to its fifo (warmed once, before the snapshot).
+    const SERVER =
+      'mkfifo /tmp/req; setsid sh -c \'warm=$(date +%s); while :; do read q </tmp/req; echo "answer-$q-warm-$warm" > /tmp/ans; done\' </dev/null >/dev/null 2>&1 &';
+    assert.equal((await s.run('srv', ['sh', '-c', SERVER])).exited['exitCode'], 0);
+    const snap = await http(server, 'POST', `/v1/sessions/${s.sessionId}/snapshots`, { memory: true, name: 'warm' });
+    assert.equal(snap.status, 201, JSON.stringify(snap.body));
+    assert.equal(snap.body['memory'], true);
+    assert.ok(Number(snap.body['checkpointBytes']) > 0);
+
+    const made = await TestSession.open(server.url, { session: { ...GVISOR, snapshot: snap.body['snapshotId'] } });
+    t.after(() => made.close());
+    const first = await made.run('q', ['sh', '-c', 'echo hello > /tmp/req; sleep 0.3; cat /tmp/ans']);
+    assert.match(
+      first.stdout,
+      /^answer-hello-warm-\d+/,
+      `the first command finds the server answering: ${first.stdout}${first.stderr}`,
+    );
+
+    // runc: a clear error naming the runtime, at once; a filesystem fork works as today.
+    const runc = await TestSession.open(server.url, { session: { ...GVISOR, runtime: 'runc' } });
+    t.after(() => runc.close());
+    const t0 = Date.now();
+    const refused = await http(server, 'POST', `/v1/sessions/${runc.sessionId}/fork`, { count: 2, memory: true });
+    assert.equal(refused.status, 501, JSON.stringify(refused.body));
+    assert.equal(refused.body['code'], 'EXEC_ERR_UNSUPPORTED');
+    assert.match(String(refused.body['message']), /runtime runc/);
+    assert.ok(Date.now() - t0 < 3000, 'refused at once');
+    await runc.run('w', ['sh', '-c', 'echo files > /workspace/f']);
+    const fsFork = await http(server, 'POST', `/v1/sessions/${runc.sessionId}/fork`, { count: 1 });
+    assert.equal(fsFork.status, 201, JSON.stringify(fsFork.body));
+    const copy = await TestSession.open(server.url, {
+      resumeSessionId: (fsFork.body['sessions'] as Array<Record<string, unknown>>)[0]?.['sessionId'],
+    });
+    t.after(() => copy.close());
+    assert.equal((await copy.run('r', ['cat', '/workspace/f'])).stdout, 'files\n');
+
+    // Above --checkpoint-max-mb (40): refused with a clear error, the session untouched.
+    // 48 MiB on the session's tmpfs (in the sandbox's memory under gVisor).
+    await s.run('big', ['dd', 'if=/dev/zero', 'of=/dev/shm/big', 'bs=1M', 'count=48']);
+    const big = await http(server, 'POST', `/v1/sessions/${s.sessionId}/fork`, { memory: true });
+    assert.equal(big.status, 413, JSON.stringify(big.body));
+    assert.match(String(big.body['message']), /above the 40 MiB/);
+    assert.equal((await s.run('alive', ['echo', 'ok'])).stdout, 'ok\n');
+
+    // The sessions made from the snapshots go, then the snapshots (and the template's checkpoint).
+    for (const id of [made.sessionId, copy.sessionId])
+      assert.equal((await http(server, 'DELETE', `/v1/sessions/${id}`)).status, 204);
+    const fsSnapshot = (fsFork.body['snapshot'] as Record<string, unknown>)['snapshotId'];
+    for (const id of [snap.body['snapshotId'], fsSnapshot])
+      assert.equal((await http(server, 'DELETE', `/v1/snapshots/${id}`)).status, 204);
+    assert.deepEqual(await readdir(dir), []);
+  },
+);
