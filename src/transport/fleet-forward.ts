@@ -27,8 +27,11 @@ const agents = { http: new HttpAgent({ keepAlive: true }), https: new HttpsAgent
 
 const SESSION_PATH = /^\/v1\/sessions\/([^/?#]+)/;
 
-/** Headers that belong to one hop, not to the request. */
-const HOP_HEADERS = new Set(['host', 'connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection']);
+/**
+ * Headers that belong to one hop, not to the request. `Host` is kept: the owner's Origin check
+ * and preview host compare against the host the caller used, as this replica would.
+ */
+const HOP_HEADERS = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection']);
 
 function forwardHeaders(request: FastifyRequest, replicaId: string): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};

@@ -24,6 +24,16 @@ function resumeTarget(text: string): string | undefined {
   }
 }
 
+/** The caller's headers the owner needs: its token, and the host it used (the owner's Origin check). */
+function relayHeaders(request: FastifyRequest, replicaId: string): Record<string, string> {
+  const headers: Record<string, string> = { [FORWARDED_HEADER]: replicaId };
+  for (const h of ['authorization', 'host', 'x-forwarded-proto', 'x-forwarded-host'] as const) {
+    const v = request.headers[h];
+    if (typeof v === 'string') headers[h] = v;
+  }
+  return headers;
+}
+
 /**
  * The message handler of one connection: `deliver` serves a frame here; frames of a connection
  * that resumes a session owned elsewhere go to the owner instead.
@@ -51,8 +61,7 @@ export function fleetMessageGate(
       .split(',')
       .map((p) => p.trim())
       .filter((p) => p !== '');
-    const headers: Record<string, string> = { [FORWARDED_HEADER]: fleet.replicaId };
-    if (request.headers.authorization !== undefined) headers.authorization = request.headers.authorization;
+    const headers = relayHeaders(request, fleet.replicaId);
     const ws = new WebSocket(target, protocols, {
       headers,
       ...(request.headers.origin === undefined ? {} : { origin: request.headers.origin }),

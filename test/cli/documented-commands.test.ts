@@ -16,6 +16,7 @@ import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { HttpFiles } from '../../src/client/files.ts';
 import { engineReady } from '../docker/engine.ts';
+import { freePort } from '../support/free-port.ts';
 import { startServer, type TestServer } from '../support/harness.ts';
 import { requireTmux, Tmux } from './tmux.ts';
 
@@ -132,6 +133,13 @@ const RUNNERS: Record<string, Runner> = {
     const r = await sh(line);
     assert.equal(r.code, 2);
     assert.match(r.stderr, /^exec-server: no Docker engine answers/);
+  },
+  // A fleet replica needs a fixed port (the others reach it there): a free one, not 0.
+  'npm start -- --backend docker --fleet --instance-id dev': async (line) => {
+    const listen = `ws://127.0.0.1:${await freePort()}`;
+    const r = await sh(line, { EXEC_SERVER_LISTEN: listen }, engineReady ? { untilStdout: WS_LINE } : {});
+    if (engineReady) assert.ok(r.stdout.endsWith(`${listen}\n`), `${r.stdout}\n${r.stderr}`);
+    else assert.equal(r.code, 2);
   },
   'npx exec-server serve --listen ws://0.0.0.0:8765 --backend docker --token "$TOKEN"': async (line, ctx) => {
     if (engineReady) return server(line, ctx);

@@ -72,6 +72,8 @@ async function replica(name: string, extra: readonly string[] = []): Promise<Rep
 }
 
 async function cleanUp(): Promise<void> {
+  // FLEET_TEST_LOGS=1: every replica's log, to see why a case failed.
+  if (process.env.FLEET_TEST_LOGS) for (const r of replicas) console.error(`--- replica ${r.name}\n${r.stderr()}`);
   for (const r of replicas) r.child.kill('SIGKILL');
   await sleep(500);
   for (const label of [`exec-server.instance=${instanceId}`, `exec-server.claim-instance=${instanceId}`]) {

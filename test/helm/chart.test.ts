@@ -312,6 +312,8 @@ test('dind is the only privileged container and listens only on the shared unix 
   const helpers = template('_helpers.tpl');
   const dindBody = defineBody(helpers, 'exec-server.dindContainer');
   for (const [file, text] of templates) {
+    // The fleet's engines (engines.yaml) are dind too: their own pods, TLS only (below).
+    if (file === 'engines.yaml') continue;
     const outside = file === '_helpers.tpl' ? text.replace(dindBody, '') : text;
     assert.doesNotMatch(outside, /privileged:\s*true/, `${file}: privileged outside the dind container`);
     assert.doesNotMatch(
@@ -342,7 +344,14 @@ test('dind is the only privileged container and listens only on the shared unix 
   const agentMount = dind.volumeMounts?.find((m) => m.name === 'agent-sockets')?.mountPath;
   assert.equal(agentMount, '/run/exec-server-agents');
   assert.equal(serverContainer().volumeMounts?.find((m) => m.name === 'agent-sockets')?.mountPath, agentMount);
-  assert.equal(serverContainer().env?.find((e) => e.name === 'EXEC_SERVER_DOCKER_AGENT_SOCKET_DIR')?.value, agentMount);
+  // dind's (a fleet's engines are across the network: `off`, through the engine).
+  assert.deepEqual(
+    serverContainer()
+      .env?.filter((e) => e.name === 'EXEC_SERVER_DOCKER_AGENT_SOCKET_DIR')
+      .map((e) => e.value)
+      .sort(),
+    [agentMount, 'off'],
+  );
   assert.match(defineBody(helpers, 'exec-server.dockerSocketDir').trim(), /^\/run\/docker$/);
   const deployment = template('deployment.yaml');
   assert.match(
@@ -398,8 +407,8 @@ test('NetworkPolicy: off by default, the release pods, the server port only, egr
   );
   assert.deepEqual(
     [...text.matchAll(/- port: (\S+)/g)].map((m) => m[1]),
-    ['http', '53', '53', '{{'],
-    'ports: the server port; DNS; the engine port',
+    ['http', '53', '53', '{{', '{{'],
+    'ports: the server port; DNS; the external engine port; the fleet engines port',
   );
   assert.match(text, /concat \.Values\.networkPolicy\.ingressFrom \.Values\.networkPolicy\.metricsFrom/);
   assert.match(text, /ingress: \[\]/, 'no peers named: no ingress');

@@ -18,6 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { parseAllDocuments, parse } from 'yaml';
 import { Deployment, type IDeployment } from 'kubernetes-models/apps/v1/Deployment';
+import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet';
 import { NetworkPolicy, type INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { Secret, type ISecret } from 'kubernetes-models/v1/Secret';
@@ -46,6 +47,7 @@ const MODELS: Record<string, (o: Obj) => void> = {
   'v1/Secret': (o) => new Secret(o as never).validate(),
   'v1/Service': (o) => new Service(o as never).validate(),
   'apps/v1/Deployment': (o) => new Deployment(o as never).validate(),
+  'apps/v1/StatefulSet': (o) => new StatefulSet(o as never).validate(),
   'policy/v1/PodDisruptionBudget': (o) => new PodDisruptionBudget(o as never).validate(),
   'networking.k8s.io/v1/NetworkPolicy': (o) => new NetworkPolicy(o as never).validate(),
   'monitoring.coreos.com/v1/ServiceMonitor': (o) => new ServiceMonitor(o as never).validate(),
@@ -181,13 +183,17 @@ function checkSecurity(objects: Obj[], values: Values): void {
     );
     assert.ok(pod.securityContext?.supplementalGroups?.includes(Number(get(values, 'docker.socketGid'))));
   } else {
-    assert.equal(dep.spec?.strategy?.type, 'Recreate');
+    // A fleet (docs/kubernetes.md): the engines across the network, the first for the CLI's variable.
     const env = new Map(server.env?.map((e) => [e.name, e.value]));
-    assert.equal(env.get('DOCKER_HOST'), get(values, 'docker.host'));
+    const first =
+      get(values, 'docker.mode') === 'external' ? String(get(values, 'docker.host')).split(',')[0] : undefined;
+    assert.equal(env.get('DOCKER_HOST'), first ?? `tcp://${RELEASE}-engine-0.${RELEASE}-engine.${NAMESPACE}.svc:2376`);
+    assert.equal(env.get('EXEC_SERVER_FLEET'), 'true');
   }
+  assert.deepEqual(dep.spec?.strategy, get(values, 'updateStrategy'));
   assert.equal(dep.spec?.replicas, get(values, 'replicaCount'));
 
-  const svc = one<IService>(objects, 'Service');
+  const svc = objects.find((o) => o.kind === 'Service' && o.metadata.name === dep.metadata?.name) as IService;
   assert.deepEqual(
     svc.spec?.ports?.map((p) => [p.name, p.targetPort]),
     [['http', 'http']],
@@ -239,7 +245,9 @@ function checkNetworkPolicy(objects: Obj[], values: Values): void {
     assert.deepEqual(egress[1], { to: get(values, 'networkPolicy.egress.engine'), ports: [{ port, protocol: 'TCP' }] });
     assert.deepEqual(egress.slice(2), extra);
   } else {
-    assert.deepEqual(egress.slice(1), extra, 'dind: DNS and the configured rules only');
+    const engines = get(values, 'docker.mode') === 'engines' ? 1 : 0;
+    assert.equal(egress.slice(1, 1 + engines)[0]?.ports?.[0]?.port, engines ? get(values, 'engines.port') : undefined);
+    assert.deepEqual(egress.slice(1 + engines), extra, 'DNS, the fleet engines, and the configured rules only');
   }
   for (const rule of egress) assert.ok((rule.to ?? []).length > 0, 'no egress rule open to every destination');
 }
@@ -387,6 +395,8 @@ for (const release of HELM_RELEASES) {
         const scraper = /Prometheus can scrape only if ingressFrom lets it in/;
         const closed = await notes([
           '--set',
+          'docker.mode=dind',
+          '--set',
           'networkPolicy.enabled=true',
           '-f',
           join(ciDir, 'servicemonitor-values.yaml'),
@@ -405,10 +415,9 @@ for (const release of HELM_RELEASES) {
       const refused: Array<[string[], RegExp]> = [
         [['--set', 'iamge.tag=x'], /iamge/],
         [
-          ['--set', 'docker.mode=external', '--set', 'docker.host=tcp://e:2375', '--set', 'replicaCount=2'],
-          /replicaCount 1 only/,
+          ['--set', 'terminationGracePeriodSeconds=5'],
+          /must exceed server\.preStopSeconds plus server\.shutdownGraceMs/,
         ],
-        [['--set', 'terminationGracePeriodSeconds=5'], /must exceed server\.shutdownGraceMs/],
         [
           ['--set', 'docker.mode=external', '--set', 'docker.host=tcp://e:2375', '--set', 'networkPolicy.enabled=true'],
           /engine/,

@@ -74,12 +74,53 @@ the same id re-adopts its running sessions. Stable per release, never the pod na
 /run/docker
 {{- end }}
 
-{{/* Engine address the server uses. */}}
+{{/* Engine address(es) the server uses: the dind socket, every engine of the StatefulSet, or docker.host. */}}
 {{- define "exec-server.dockerHost" -}}
 {{- if eq .Values.docker.mode "dind" }}
 {{- printf "unix://%s/docker.sock" (include "exec-server.dockerSocketDir" .) }}
+{{- else if eq .Values.docker.mode "engines" }}
+{{- $name := include "exec-server.engineName" . }}
+{{- $hosts := list }}
+{{- range $i := until (.Values.engines.replicas | int) }}
+{{- $hosts = append $hosts (printf "tcp://%s-%d.%s.%s.svc:%d" $name $i $name $.Release.Namespace ($.Values.engines.port | int)) }}
+{{- end }}
+{{- join "," $hosts }}
 {{- else }}
-{{- required "docker.host is required when docker.mode is external (tcp://HOST:PORT or https://HOST:PORT)" .Values.docker.host }}
+{{- required "docker.host is required when docker.mode is external (tcp://HOST:PORT or https://HOST:PORT, comma-separated for several)" .Values.docker.host }}
+{{- end }}
+{{- end }}
+
+{{/* True ("true") when the replicas form a fleet: they share engines (engines, external), not one dind each. */}}
+{{- define "exec-server.fleet" -}}
+{{- if ne .Values.docker.mode "dind" }}true{{ end }}
+{{- end }}
+
+{{/*
+Labels of the engine pods. Their own app.kubernetes.io/name: the server's Deployment, Service and
+policies select the server's labels, which must never match an engine pod.
+*/}}
+{{- define "exec-server.engineSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "exec-server.name" . }}-engine
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "exec-server.engineLabels" -}}
+helm.sh/chart: {{ include "exec-server.chart" . }}
+{{ include "exec-server.engineSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: engine
+{{- end }}
+
+{{/* The engines' StatefulSet and its headless Service. */}}
+{{- define "exec-server.engineName" -}}
+{{- printf "%s-engine" (include "exec-server.fullname" . | trunc 56 | trimSuffix "-") }}
+{{- end }}
+
+{{/* Secret of the TLS between the server and the engines ("" for external engines without TLS). */}}
+{{- define "exec-server.tlsSecretName" -}}
+{{- if .Values.docker.tls.secretName }}{{ .Values.docker.tls.secretName }}
+{{- else if eq .Values.docker.mode "engines" }}{{ include "exec-server.engineName" . }}-tls
 {{- end }}
 {{- end }}
 
@@ -88,15 +129,15 @@ the same id re-adopts its running sessions. Stable per release, never the pod na
 {{- div (add (.Values.server.shutdownGraceMs | int64) 999) 1000 }}
 {{- end }}
 
-{{/* terminationGracePeriodSeconds: explicit, or the shutdown grace plus 20 s. */}}
+{{/* terminationGracePeriodSeconds: explicit, or the preStop pause and the shutdown grace plus 20 s. */}}
 {{- define "exec-server.terminationGracePeriodSeconds" -}}
-{{- $grace := include "exec-server.shutdownGraceSeconds" . | int64 }}
+{{- $grace := add (include "exec-server.shutdownGraceSeconds" . | int64) (.Values.server.preStopSeconds | int64) }}
 {{- if kindIs "invalid" .Values.terminationGracePeriodSeconds }}
 {{- add $grace 20 }}
 {{- else }}
 {{- $t := .Values.terminationGracePeriodSeconds | int64 }}
 {{- if le $t $grace }}
-{{- fail (printf "terminationGracePeriodSeconds (%d) must exceed server.shutdownGraceMs (%d s)" $t $grace) }}
+{{- fail (printf "terminationGracePeriodSeconds (%d) must exceed server.preStopSeconds plus server.shutdownGraceMs (%d s)" $t $grace) }}
 {{- end }}
 {{- $t }}
 {{- end }}

@@ -226,7 +226,16 @@ export async function startAgent(
     log,
   });
   try {
-    await agent.connection();
+    try {
+      await agent.connection();
+    } catch (err) {
+      // A running agent that was dialling the link again (its server died) may reach a listener
+      // just reopened here before `start` tells it to dial anew, and drop that first connection
+      // for the next one: one more attempt takes the next one.
+      if (socket.link === undefined) throw err;
+      log.info({ containerId: container.id, err: (err as Error).message }, 'agent link: attaching once more');
+      await agent.connection();
+    }
     return { agent };
   } catch (err) {
     agent.close('agent did not start');
