@@ -38,10 +38,15 @@ interface McpConnection {
   closed: boolean;
 }
 
+/** A new MCP session id: a UUID, after the id of the replica that holds it in a fleet. */
+function mcpSessionId(replicaId: string | undefined): string {
+  return replicaId === undefined ? randomUUID() : `${replicaId}${MCP_REPLICA_SEPARATOR}${randomUUID()}`;
+}
+
 /**
  * The MCP SDK (and the schema library under it), loaded at the first `/mcp` request rather than
  * with the server: tens of MB of an idle server's memory that a server nobody reaches over MCP
- * never needs (docs/benchmarks.md, "Server memory").
+ * never needs (docs/benchmarks.md, "Many sessions and server memory").
  */
 let runtime:
   | Promise<{
@@ -63,16 +68,57 @@ function mcpRuntime(): NonNullable<typeof runtime> {
   return runtime;
 }
 
-/** A new MCP session id: a UUID, after the id of the replica that holds it in a fleet. */
-function mcpSessionId(replicaId: string | undefined): string {
-  return replicaId === undefined ? randomUUID() : `${replicaId}${MCP_REPLICA_SEPARATOR}${randomUUID()}`;
-}
-
 function rpcError(reply: FastifyReply, status: number, code: number, message: string): FastifyReply {
   return reply
     .code(status)
     .header('content-type', 'application/json')
     .send({ jsonrpc: '2.0', error: { code, message }, id: null });
+}
+
+/** A new MCP connection of `tenant` (bound to `sessionId` if given), kept in `connections` once initialized. */
+async function openConnection(
+  on: {
+    app: FastifyInstance;
+    opts: { config: Config; signer: PreviewSigner };
+    connections: Map<string, McpConnection>;
+    close: (conn: McpConnection) => Promise<void>;
+  },
+  tenant: TenantId,
+  sessionId: string | undefined,
+  origin: string | undefined,
+): Promise<McpConnection> {
+  const { app, opts, connections, close } = on;
+  const { Transport, createMcpServer } = await mcpRuntime();
+  const binding = new SessionBinding(sessionId);
+  const server = createMcpServer({
+    sessions: app.sessions,
+    config: opts.config,
+    tenant,
+    binding,
+    signer: opts.signer,
+    origin,
+  });
+  const conn: McpConnection = {
+    tenant,
+    binding,
+    server,
+    id: undefined,
+    inFlight: 0,
+    lastSeen: Date.now(),
+    closed: false,
+    transport: new Transport({
+      // In a fleet the id names the replica that holds the connection: any replica forwards to it.
+      sessionIdGenerator: () => mcpSessionId(app.sessions.backend.fleet?.replicaId),
+      onsessioninitialized: (id) => {
+        conn.id = id;
+        connections.set(id, conn);
+      },
+      // Awaited by the SDK: DELETE /mcp answers once the implicit sessions are destroyed.
+      onsessionclosed: () => close(conn),
+    }),
+  };
+  conn.transport.onclose = () => void close(conn);
+  return conn;
 }
 
 export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config; signer: PreviewSigner }): void {
@@ -100,43 +146,8 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
     await Promise.all([...connections.values()].map((conn) => close(conn, true)));
   });
 
-  const open = async (
-    tenant: TenantId,
-    sessionId: string | undefined,
-    origin: string | undefined,
-  ): Promise<McpConnection> => {
-    const { Transport, createMcpServer } = await mcpRuntime();
-    const binding = new SessionBinding(sessionId);
-    const server = createMcpServer({
-      sessions: app.sessions,
-      config: opts.config,
-      tenant,
-      binding,
-      signer: opts.signer,
-      origin,
-    });
-    const conn: McpConnection = {
-      tenant,
-      binding,
-      server,
-      id: undefined,
-      inFlight: 0,
-      lastSeen: Date.now(),
-      closed: false,
-      transport: new Transport({
-        // In a fleet the id names the replica that holds the connection: any replica forwards to it.
-        sessionIdGenerator: () => mcpSessionId(app.sessions.backend.fleet?.replicaId),
-        onsessioninitialized: (id) => {
-          conn.id = id;
-          connections.set(id, conn);
-        },
-        // Awaited by the SDK: DELETE /mcp answers once the implicit sessions are destroyed.
-        onsessionclosed: () => close(conn),
-      }),
-    };
-    conn.transport.onclose = () => void close(conn);
-    return conn;
-  };
+  const open = (tenant: TenantId, sessionId: string | undefined, origin: string | undefined): Promise<McpConnection> =>
+    openConnection({ app, opts, connections, close }, tenant, sessionId, origin);
 
   const handle = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
     const header = request.headers['mcp-session-id'];
