@@ -3,12 +3,10 @@
  * startup recovery of this instance's containers, the events watcher that turns a dead
  * container into `lost`, snapshots and the warm pool.
  */
-import { randomUUID } from 'node:crypto';
 import type Docker from 'dockerode';
 import { ExecServerError, execError } from '../../errors.ts';
-import { asContainerId, asSessionId, asTenantId, type SessionId, type TenantId } from '../../ids.ts';
+import type { SessionId, TenantId } from '../../ids.ts';
 import type {
-  Backend,
   BackendSession,
   BackendSessionSpec,
   FleetBackend,
@@ -16,60 +14,31 @@ import type {
   RecoveredSession,
   SnapshotInfo,
 } from '../types.ts';
-import { DockerSession } from './docker-session.ts';
+import type { DockerSession } from './docker-session.ts';
+import type { DockerBackend } from './docker-backend-types.ts';
+import { SessionFactory } from './session-factory.ts';
+import { onEvent, reconcile, recover, type RecoveryHost } from './recovery-events.ts';
 import { createDockerClient, withDeadline } from './engine/engine-client.ts';
 import { EventWatcher, type ContainerEvent } from './engine/event-watcher.ts';
 import { DefaultImage, ImagePulls } from './engine/image-pull.ts';
 import { AgentLinks } from './agent/agent-links.ts';
 import { InstanceLease, REPLICA_LABEL } from './engine/instance-lease.ts';
-import { DockerFleet, linkDirsOf, sessionOfContainer } from './fleet.ts';
+import { DockerFleet } from './fleet.ts';
 import { quotaSlots } from './container/quota-slots.ts';
-import { type AdoptHost, adoptHibernated, adoptRunning } from './container/recovery.ts';
-import { DiskAwareSession, StorageOptSupport } from './container/disk.ts';
+import { StorageOptSupport } from './container/disk.ts';
 import { CheckpointStore } from './checkpoints/checkpoint-store.ts';
-import { templateRestorer } from './checkpoints/memory-snapshot.ts';
 import type { HibernatableSession } from './checkpoints/hibernation.ts';
-import { LABEL, userLabels } from './container/labels.ts';
+import { LABEL } from './container/labels.ts';
 import { resolveOptions, type DockerBackendOptions, type DockerLogger, type ResolvedDockerOptions } from './options.ts';
-import { provisionContainer, removeContainer, type ProvisionInput } from './container/provision.ts';
-import { checkpointUnsupportedReason, GVISOR_PIDS_ALLOWANCE, isGvisor, RuntimeResolver } from './engine/runtimes.ts';
+import { removeContainer } from './container/provision.ts';
+import { RuntimeResolver } from './engine/runtimes.ts';
 import { deleteSnapshot, findSnapshot, listSnapshots } from './checkpoints/snapshots.ts';
-import { claimedName, WarmPool, type PoolEntry } from './container/warm-pool.ts';
+import { WarmPool } from './container/warm-pool.ts';
 import { CreateGate } from './container/create-gate.ts';
 import { ImageFacts } from './container/image-facts.ts';
 import { AgentVolume } from './agent/agent-volume.ts';
 
-/** In a fleet, link directories younger than this are not swept (another replica may be making its container). */
-const FLEET_SWEEP_MIN_AGE_MS = 10 * 60_000;
-
-/** The docker backend, with a few extras beyond `Backend` for the server and tests. */
-export interface DockerBackend extends Backend {
-  readonly kind: 'docker';
-  /** The dockerode client (tests, diagnostics). */
-  readonly docker: Docker;
-  readonly options: ResolvedDockerOptions;
-  /** Containers ready in the warm pool right now (of one runtime, or of all). */
-  poolReady(runtime?: string): number;
-  /** Resolves once every runtime's warm pool is full or `timeoutMs` passed; true when full. */
-  poolFull(timeoutMs: number): Promise<boolean>;
-  /** The size each runtime's warm pool aims at now, and its creates under way (tests, metrics). */
-  poolState(runtime?: string): { ready: number; target: number; creating: number };
-  /** Which runtimes sessions get and may ask for (runtimes.ts). */
-  readonly runtimes: RuntimeResolver;
-  /**
-   * Stops acting for the instance and gives its lease up, leaving every container and process
-   * running for the next server with the same instance id (a hand-over); the backend is closed.
-   */
-  handOver(): Promise<void>;
-  /** Sessions this backend holds now (placement over a pool of engines). */
-  readonly sessionCount: number;
-  /** Re-adopts one running container of the instance as a session (recovery, a fleet take-over). */
-  adoptRunning(c: Docker.ContainerInfo, sessionId: SessionId, tenant: TenantId): Promise<RecoveredSession | undefined>;
-  /** Whether this engine has the snapshot `tenant` may use (placement of sessions made from it). */
-  hasSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<boolean>;
-  /** The memory checkpoints of live templates this backend keeps. */
-  memoryCheckpoints(): { count: number; bytes: number };
-}
+export type { DockerBackend } from './docker-backend-types.ts';
 
 /**
  * Creates the docker backend. Nothing is contacted until the first call; the events watcher
@@ -111,6 +80,8 @@ class DockerBackendImpl implements DockerBackend {
   readonly #checkpoints: CheckpointStore;
   /** With `--fleet`: the other replicas and who owns which session (fleet.ts). */
   readonly #fleet: DockerFleet | undefined;
+  /** The creation pipeline: sessions' and pool containers (session-factory.ts). */
+  readonly #factory: SessionFactory;
   #poolsStarted: Promise<void> | undefined;
   /** When the engine last answered a ping for `createSession`. */
   #pingedAt = 0;
@@ -161,6 +132,15 @@ class DockerBackendImpl implements DockerBackend {
       () => void this.#reconcile(),
     );
     this.runtimes = new RuntimeResolver(this.docker, options.runtime, options.allowedRuntimes, options.engineTimeoutMs);
+    this.#factory = new SessionFactory({
+      ...{ docker: this.docker, options, log, runtimes: this.runtimes, pulls: this.#pulls, pools: this.#pools },
+      ...{ storage: this.#storage, agentLinks: this.#agentLinks, agentVolume: this.#agentVolume },
+      ...{ imageFacts: this.#imageFacts, checkpoints: this.#checkpoints, gate: this.#gate, lease: this.#lease },
+      ...{ fleet: this.#fleet, sessions: this.#sessions, gated: this.#gated },
+      ownLabels: () => this.#ownLabels(),
+      removeContainer: (id) => this.#removeContainer(id),
+      deleteSnapshot: (snapshotId, tenant) => this.deleteSnapshot(snapshotId, tenant),
+    });
   }
 
   get fleet(): FleetBackend | undefined {
@@ -197,7 +177,7 @@ class DockerBackendImpl implements DockerBackend {
       await this.runtimes.resolve(runtime);
       const pool = new WarmPool({
         sizing: { ...size, idleMs: o.warmPoolIdleMs },
-        create: () => this.#createPoolEntry(runtime),
+        create: () => this.#factory.createPoolEntry(runtime),
         remove: (id) => this.#removeContainer(id),
         gate: this.#gate,
         log: this.#log,
@@ -260,239 +240,16 @@ class DockerBackendImpl implements DockerBackend {
       this.#pingedAt = Date.now();
     }
     this.#start();
-    const runtime = await this.runtimes.resolve(spec.runtime);
-    const workdir = spec.workdir ?? this.options.defaultWorkdir;
-    if (this.#poolMatches(spec, workdir)) {
-      const pool = this.#pools.get(runtime);
-      pool?.noteDemand();
-      const entry = pool?.take();
-      if (entry !== undefined) {
-        const taken = await this.#claim(entry, spec, runtime).catch((err: unknown) => {
-          this.#log.warn({ err: (err as Error).message }, 'warm pool: claim failed, creating a container');
-          return undefined;
-        });
-        if (taken !== undefined) return taken;
-      }
-    }
-    let image = spec.image ?? this.options.defaultImage;
-    if (spec.snapshot !== undefined)
-      image = (await findSnapshot(this.docker, spec.snapshot, spec.tenant, this.options.engineTimeoutMs)).snapshotId;
-    const restore =
-      spec.snapshot !== undefined && (await this.#checkpoints.has(image))
-        ? templateRestorer({
-            store: this.#checkpoints,
-            engine: await this.runtimes.engine(),
-            runtime,
-            snapshotId: image,
-            sessionId: spec.id,
-            timeoutMs: this.options.engineTimeoutMs,
-            log: this.#log,
-          })
-        : undefined;
-    const created = await this.#gate.run('live', () => this.#provisionSession(spec, image, workdir, runtime, restore));
-    return this.#adopt(spec.id, spec.tenant, created, image, workdir, runtime, undefined, restore !== undefined);
-  }
-
-  #provisionSession(
-    spec: BackendSessionSpec,
-    image: string,
-    workdir: string,
-    runtime: string,
-    restore: ProvisionInput['restore'],
-  ): Promise<PoolEntry> {
-    return this.#provision({
-      restore,
-      name: `exec-server-${spec.id}`,
-      image,
-      pull:
-        spec.snapshot === undefined
-          ? () => this.#pulls.pull(image, { tenant: spec.tenant, onProgress: spec.onImagePull })
-          : undefined,
-      labels: {
-        ...userLabels(spec.labels),
-        ...this.#ownLabels(),
-        [LABEL.sessionId]: spec.id,
-        [LABEL.tenant]: spec.tenant,
-        [LABEL.created]: new Date().toISOString(),
-        [LABEL.workdir]: workdir,
-        [LABEL.pool]: 'false',
-      },
-      resources: spec.resources,
-      network: spec.network,
-      workdir,
-      runtime,
-    });
-  }
-
-  #poolMatches(spec: BackendSessionSpec, workdir: string): boolean {
-    const d = this.options.defaultResources;
-    return (
-      spec.snapshot === undefined &&
-      (spec.image ?? this.options.defaultImage) === this.options.defaultImage &&
-      !spec.network &&
-      workdir === this.options.defaultWorkdir &&
-      Object.keys(spec.labels).length === 0 &&
-      spec.resources.memoryMb === d.memoryMb &&
-      spec.resources.cpus === d.cpus &&
-      spec.resources.pids === d.pids &&
-      // Pool containers carry the default disk limit in the engine, where it enforces one.
-      ((spec.resources.diskMb ?? d.diskMb) === d.diskMb || !this.#storage.wanted)
-    );
-  }
-
-  async #claim(entry: PoolEntry, spec: BackendSessionSpec, runtime: string): Promise<HibernatableSession> {
-    const container = this.docker.getContainer(entry.containerId);
-    await withDeadline('container rename', this.options.engineTimeoutMs, (abortSignal) =>
-      container.rename({ name: claimedName(spec.id, spec.tenant), abortSignal }),
-    );
-    return this.#adopt(spec.id, spec.tenant, entry, this.options.defaultImage, this.options.defaultWorkdir, runtime);
-  }
-
-  async #adopt(
-    id: SessionId,
-    tenant: TenantId,
-    c: PoolEntry,
-    image: string,
-    workdir: string,
-    runtime: string,
-    hibernated?: { at: Date; checkpoint: string },
-    restored?: boolean,
-  ): Promise<HibernatableSession> {
-    const engine = await this.runtimes.engine().catch(() => undefined);
-    const session = new DockerSession({
-      id,
-      tenant,
-      docker: this.docker,
-      containerId: asContainerId(c.containerId),
-      image,
-      workdir,
-      shellPath: c.shellPath,
-      baseEnv: c.baseEnv,
-      agent: c.agent,
-      agentUnavailable: c.agentUnavailable,
-      options: this.options,
-      log: this.#log,
-      movedTo: this.#fleet === undefined ? undefined : () => this.#fleet?.movedFrom(id) ?? Promise.resolve(undefined),
-      forget: (s) => {
-        if (this.#sessions.get(s.containerId) === s) {
-          this.#sessions.delete(s.containerId);
-          this.#gated.delete(s.containerId);
-        }
-      },
-    });
-    const gated = new DiskAwareSession(
-      {
-        inner: session,
-        runtime,
-        unsupportedReason:
-          engine === undefined
-            ? 'the engine did not say which runtimes can checkpoint'
-            : checkpointUnsupportedReason(engine, runtime),
-        timeoutMs: this.options.engineTimeoutMs,
-        log: this.#log,
-        hibernated,
-        restored,
-        memory: {
-          store: this.#checkpoints,
-          maxBytes: this.options.checkpointMaxMb * 1024 * 1024,
-          removeImage: (snapshotId) => this.deleteSnapshot(snapshotId, tenant),
-          log: this.#log,
-        },
-      },
-      c.diskEnforcement ?? 'watch',
-      this.options.engineTimeoutMs,
-    );
-    this.#sessions.set(c.containerId, session);
-    this.#gated.set(c.containerId, gated);
-    return gated;
-  }
-
-  async #createPoolEntry(runtime: string): Promise<PoolEntry> {
-    return this.#provision({
-      name: `exec-server-pool-${randomUUID()}`,
-      image: this.options.defaultImage,
-      pull: () => this.#pulls.pull(this.options.defaultImage),
-      labels: {
-        ...this.#ownLabels(),
-        [LABEL.pool]: 'true',
-        [LABEL.created]: new Date().toISOString(),
-      },
-      resources: this.options.defaultResources,
-      network: false,
-      workdir: this.options.defaultWorkdir,
-      runtime,
-    });
-  }
-
-  async #provision(p: ProvisionInput): Promise<PoolEntry> {
-    const engine = p.runtime === undefined ? undefined : await this.runtimes.engine().catch(() => undefined);
-    const gvisor = p.runtime !== undefined && isGvisor(engine?.paths[p.runtime]);
-    // gVisor lets nothing inside connect to a host socket (no --host-uds): its agents are reached through the engine.
-    const input = {
-      ...p,
-      pull: p.pull && (() => p.pull!().finally(() => this.#imageFacts.forget(p.image))),
-      storage: this.#storage,
-      agentLinks: gvisor ? undefined : this.#agentLinks,
-      agentVolume: (image: string) => this.#agentVolume.get(image),
-      imageFacts: this.#imageFacts,
-    };
-    const entry = await provisionContainer(
-      this.docker,
-      this.options,
-      this.#log,
-      gvisor ? { ...input, resources: { ...p.resources, pids: p.resources.pids + GVISOR_PIDS_ALLOWANCE } } : input,
-    );
-    // Recovery found no image to hold the lease with: take it now, before this container can be found.
-    await this.#lease.ensure(p.image).catch(async (err: unknown) => {
-      await this.#removeContainer(entry.containerId).catch(() => undefined);
-      throw err;
-    });
-    return entry;
+    return this.#factory.createSession(spec);
   }
 
   #removeContainer(containerId: string): Promise<void> {
     return removeContainer(this.docker, containerId);
   }
 
+  /** Startup recovery of the instance's containers: recovery-events.ts. */
   async recover(): Promise<RecoveredSession[]> {
-    // A default runtime the engine lacks is a configuration error, reported at startup.
-    await this.runtimes.check();
-    // Nothing is adopted or removed before this server holds the instance: another live server
-    // with the same id keeps its sessions (it is waited for, then this one fails to start).
-    await this.#lease.acquireForRecovery(this.options.defaultImage, await this.#listOwn());
-    const list = await this.#listOwn();
-    // A replica of a fleet leaves the containers of live replicas alone and claims the others.
-    const owners = this.#fleet === undefined ? undefined : await this.#fleet.recoveryOwners();
-    const recovered: RecoveredSession[] = [];
-    const keepDirs = new Set<string>();
-    for (const c of list) {
-      const { sessionId, tenant } = sessionOfContainer(c);
-      if (owners !== undefined && !(await owners(c, sessionId))) {
-        for (const dir of linkDirsOf(c)) keepDirs.add(dir);
-        continue;
-      }
-      if (c.State === 'exited' && sessionId !== undefined && tenant !== undefined && !this.#sessions.has(c.Id)) {
-        const hibernated = await this.adoptHibernated(c, asSessionId(sessionId), asTenantId(tenant));
-        if (hibernated !== undefined) {
-          recovered.push(hibernated);
-          continue;
-        }
-      }
-      if (c.State !== 'running' || sessionId === undefined || tenant === undefined || this.#sessions.has(c.Id)) {
-        if (this.#sessions.has(c.Id)) continue;
-        this.#log.info({ containerId: c.Id, state: c.State }, 'recover: removing orphan container');
-        await this.#removeContainer(c.Id).catch((err: unknown) =>
-          this.#log.warn({ err: (err as Error).message }, 'recover: remove failed'),
-        );
-        continue;
-      }
-      const adopted = await this.adoptRunning(c, asSessionId(sessionId), asTenantId(tenant));
-      if (adopted !== undefined) recovered.push(adopted);
-    }
-    if (this.#fleet !== undefined)
-      for (const c of await this.#listOwn()) for (const d of linkDirsOf(c)) keepDirs.add(d);
-    await this.#agentLinks.sweep(keepDirs, this.#fleet === undefined ? 0 : FLEET_SWEEP_MIN_AGE_MS);
-    await this.#fleet?.sweepClaims().catch(() => undefined);
+    const recovered = await recover(this.#recoveryHost);
     this.#start();
     return recovered;
   }
@@ -509,7 +266,7 @@ class DockerBackendImpl implements DockerBackend {
 
   /** Re-adopts one running container (recovery, a fleet take-over): container/recovery.ts. */
   adoptRunning(c: Docker.ContainerInfo, sessionId: SessionId, tenant: TenantId): Promise<RecoveredSession | undefined> {
-    return adoptRunning(this.#adoptHost, c, sessionId, tenant);
+    return this.#factory.adoptRunning(c, sessionId, tenant);
   }
 
   /** Re-adopts a hibernated (stopped, checkpointed) container: container/recovery.ts. */
@@ -518,50 +275,29 @@ class DockerBackendImpl implements DockerBackend {
     sessionId: SessionId,
     tenant: TenantId,
   ): Promise<RecoveredSession | undefined> {
-    return adoptHibernated(this.#adoptHost, c, sessionId, tenant);
+    return this.#factory.adoptHibernated(c, sessionId, tenant);
   }
 
-  get #adoptHost(): AdoptHost {
+  /** Engine events: recovery-events.ts. */
+  #onEvent(e: ContainerEvent): void {
+    onEvent(this.#recoveryHost, e);
+  }
+
+  /** After an events gap: anything that died meanwhile is lost (recovery-events.ts). */
+  #reconcile(): Promise<void> {
+    return reconcile(this.#recoveryHost);
+  }
+
+  get #recoveryHost(): RecoveryHost {
     return {
-      docker: this.docker,
-      options: this.options,
-      log: this.#log,
-      agentLinks: this.#agentLinks,
-      runtimes: this.runtimes,
-      adopt: (...args) => this.#adopt(...args),
+      ...{ options: this.options, log: this.#log, runtimes: this.runtimes, lease: this.#lease },
+      ...{ agentLinks: this.#agentLinks, fleet: this.#fleet, sessions: this.#sessions, gated: this.#gated },
+      pools: this.#pools,
+      listOwn: () => this.#listOwn(),
+      adoptRunning: (c, id, tenant) => this.adoptRunning(c, id, tenant),
+      adoptHibernated: (c, id, tenant) => this.adoptHibernated(c, id, tenant),
       removeContainer: (id) => this.#removeContainer(id),
     };
-  }
-
-  #onEvent(e: ContainerEvent): void {
-    if (e.action === 'oom') {
-      this.#log.warn({ containerId: e.containerId }, 'session container hit its memory limit');
-      return;
-    }
-    // A checkpoint stops the container on purpose.
-    if (e.action === 'die' && this.#gated.get(e.containerId)?.expectsStop === true) return;
-    for (const pool of this.#pools.values()) pool.forget(e.containerId);
-    if (e.action === 'destroy') this.#agentLinks.release(e.containerId);
-    const session = this.#sessions.get(e.containerId);
-    // The owner of a deleted session removes its claims (recovery sweeps what is left).
-    if (e.action === 'destroy' && session !== undefined)
-      void this.#fleet?.registry.removeClaims(session.id).catch(() => undefined);
-    if (session === undefined || session.destroying) return;
-    const code = e.attributes.exitCode;
-    session.markLost(
-      e.action === 'destroy'
-        ? 'container was removed'
-        : `container died${code === undefined ? '' : ` (exit code ${code})`}`,
-    );
-  }
-
-  /** After an events gap: anything that died meanwhile is lost. */
-  async #reconcile(): Promise<void> {
-    for (const s of [...this.#sessions.values()]) {
-      if (s.destroying || s.lostReason !== undefined || this.#gated.get(s.containerId)?.expectsStop === true) continue;
-      const running = await s.containerRunning();
-      if (running === false) s.markLost('container is not running');
-    }
   }
 
   get sessionCount(): number {
