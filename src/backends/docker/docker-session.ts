@@ -26,7 +26,8 @@ import { closeExecStreams, runControl } from './exec/exec-runner.ts';
 import { type DockerProcess, spawnDockerProcess, type ProcessHost } from './exec/docker-process.ts';
 import { connectContainerPort } from './container/port-forward.ts';
 import type { DockerLogger, ResolvedDockerOptions } from './options.ts';
-import { CLEANUP_SCRIPT, PREPARE_SANDBOX_SCRIPT, RECORD_FILE, SHARED_TMP_DIRS } from './exec/scripts.ts';
+import { CLEANUP_SCRIPT, RECORD_FILE } from './exec/scripts.ts';
+import { SandboxLayout } from './exec/sandbox-layout.ts';
 import { recoverExecCommands } from './exec/exec-recovery.ts';
 import { ControlGate, killAllProcesses } from './exec/kill-all.ts';
 import { commitSnapshot } from './checkpoints/snapshots.ts';
@@ -91,11 +92,8 @@ export class DockerSession implements BackendSession {
   readonly #lostListeners: Array<(reason: string) => void> = [];
   #lost: string | undefined;
   #destroying = false;
-  /** Key of the sandbox layout last applied, and whether root changed files since. */
-  #preparedKey: string | undefined;
-  #dirty = true;
-  #ownedRoots = new Set<string>();
-  #prepareChain: Promise<void> = Promise.resolve();
+  /** The container-user sandbox's layout (sandbox-layout.ts). */
+  readonly #layout: SandboxLayout;
   #finishedPidFiles: string[] = [];
   readonly #host: ProcessHost;
   readonly #agent: AgentChannel | undefined;
@@ -125,13 +123,16 @@ export class DockerSession implements BackendSession {
     this.#agent = init.agent;
     const runner = this.#agent ? agentRunner(this.#agent, init.baseEnv) : execRunner(this.container);
     this.#runner = { run: (o) => this.#gate.run(() => runner.run(o)), stream: (o) => runner.stream(o) };
+    this.#layout = new SandboxLayout({
+      runner: this.#runner,
+      sandboxUser: init.options.sandboxUser,
+      timeoutMs: init.options.engineTimeoutMs,
+    });
     this.fs = createContainerFs({
       container: this.container,
       runner: this.#runner,
       timeoutMs: init.options.engineTimeoutMs,
-      mutated: () => {
-        this.#dirty = true;
-      },
+      mutated: () => this.#layout.markDirty(),
     });
     this.#host = {
       container: this.container,
@@ -182,12 +183,12 @@ export class DockerSession implements BackendSession {
     let user = '0:0';
     let sandboxType: SandboxType = 'none';
     if (request.sandbox.kind === 'restricted') {
-      await this.#prepareSandbox(request.sandbox);
+      await this.#layout.prepareSandbox(request.sandbox);
       user = this.#init.options.sandboxUser;
       sandboxType = 'container-user';
     } else {
       // Root may create files in the writable roots that the sandbox user must own later.
-      this.#dirty = true;
+      this.#layout.markDirty();
     }
     if (this.#agent) {
       const [uid, gid] = user.split(':').map(Number);
@@ -205,7 +206,7 @@ export class DockerSession implements BackendSession {
   /** Session creation: the default sandbox's layout is made before the first command needs it. */
   async prepareSandbox(sandbox: ResolvedSandbox): Promise<void> {
     if (sandbox.kind === 'restricted' && this.#lost === undefined && !this.#destroying)
-      await this.#prepareSandbox(sandbox);
+      await this.#layout.prepareSandbox(sandbox);
   }
 
   /** Preview ports: a relay in the container, started through the engine (port-forward.ts). */
@@ -248,54 +249,6 @@ export class DockerSession implements BackendSession {
         'cannot link the client path to the workspace',
       );
     return result.exitCode === 0;
-  }
-
-  /**
-   * Makes the container match `sandbox` for the sandbox user: writable roots owned by it,
-   * shared tmp dirs open only when inside a writable root, deny-read paths closed. Skipped
-   * when the same layout was applied and root changed nothing since. Serialized.
-   */
-  #prepareSandbox(sandbox: Extract<ResolvedSandbox, { kind: 'restricted' }>): Promise<void> {
-    const roots = [...new Set(sandbox.writableRoots)].sort();
-    const deny = [...new Set(sandbox.denyRead)].sort();
-    const key = JSON.stringify([roots, deny]);
-    const run = async (): Promise<void> => {
-      if (!this.#dirty && this.#preparedKey === key) return;
-      const covered = (d: string): boolean => roots.some((r) => d === r || d.startsWith(r.endsWith('/') ? r : `${r}/`));
-      const lock = SHARED_TMP_DIRS.filter((d) => !covered(d));
-      const unlock = SHARED_TMP_DIRS.filter((d) => covered(d));
-      // Roots the sandbox user owned under an earlier layout: back to root, or they stay writable.
-      const revoked = [...this.#ownedRoots].filter((r) => !covered(r));
-      this.#dirty = false;
-      const result = await this.#runner.run({
-        cmd: [
-          '/bin/sh',
-          '-c',
-          PREPARE_SANDBOX_SCRIPT,
-          'sh',
-          this.#init.options.sandboxUser,
-          ...roots,
-          '--',
-          ...revoked,
-          '--',
-          ...lock,
-          '--',
-          ...unlock,
-          '--',
-          ...deny,
-        ],
-        timeoutMs: this.#init.options.engineTimeoutMs,
-      });
-      if (result.exitCode !== 0) {
-        this.#dirty = true;
-        throw execError('EXEC_ERR_BACKEND', `cannot prepare the container-user sandbox: ${result.stderr.trim()}`);
-      }
-      this.#preparedKey = key;
-      this.#ownedRoots = new Set(roots);
-    };
-    const next = this.#prepareChain.then(run, run);
-    this.#prepareChain = next.catch(() => undefined);
-    return next;
   }
 
   #processFinished(proc: DockerProcess, pidFile: string): void {
