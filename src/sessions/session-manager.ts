@@ -25,6 +25,8 @@ import { type ForkResult, forkSession } from './session-fork.ts';
 import { Session, type SessionDeps } from './session.ts';
 
 const REAP_INTERVAL_MS = 5_000;
+/** How often a fleet replica looks for sessions whose owner is gone. */
+const ORPHAN_SWEEP_MS = 15_000;
 
 /** Disk measurements (a `du`, an engine walk of a layer) in flight at once across all sessions. */
 const DISK_MEASUREMENTS = 4;
@@ -54,6 +56,7 @@ export class SessionManager {
   readonly #takingOver = new Map<string, Promise<Session | undefined>>();
   #reaper: NodeJS.Timeout | undefined;
   #closing = false;
+  #orphanSweep = 0;
 
   constructor(backend: Backend, config: Config, metrics: Metrics, log: Logger, audit: Auditor = NO_AUDIT) {
     this.#backend = backend;
@@ -404,6 +407,7 @@ export class SessionManager {
    * hibernated session is not reaped for idleness (only for its lifetime).
    */
   async reap(now = Date.now()): Promise<void> {
+    await this.#adoptOrphans(now);
     const hibernateAfterMs = this.#config.idleHibernateSeconds * 1000;
     for (const session of [...this.#sessions.values()]) {
       const idleFor = now - session.lastActivity;
@@ -420,6 +424,22 @@ export class SessionManager {
         await this.#remove(session, 'idle timeout');
       else if (session.status.status === 'dead' && !session.client && idleFor >= this.#config.exitedRetentionMs)
         await this.#remove(session, 'dead');
+    }
+  }
+
+  /**
+   * In a fleet, sessions whose owner is gone and that nobody calls would never be reaped: every
+   * ORPHAN_SWEEP_MS a replica takes them over (one claim wins per session), and its reaper then
+   * applies their idle timeout and lifetime, the idle clock counting from the take-over.
+   */
+  async #adoptOrphans(now: number): Promise<void> {
+    const fleet = this.#backend.fleet;
+    if (fleet?.orphans === undefined || this.#closing || now - this.#orphanSweep < ORPHAN_SWEEP_MS) return;
+    this.#orphanSweep = now;
+    try {
+      for (const o of await fleet.orphans()) await this.route(o.id, o.tenant);
+    } catch (err) {
+      this.#log.warn({ err: (err as Error).message }, 'fleet: taking over orphaned sessions failed');
     }
   }
 

@@ -72,6 +72,17 @@ export class DockerFleet implements FleetBackend {
     return out;
   }
 
+  async orphans(): Promise<Array<{ id: SessionId; tenant: TenantId }>> {
+    const out: Array<{ id: SessionId; tenant: TenantId }> = [];
+    for (const c of await this.#host.listOwn()) {
+      const { sessionId, tenant } = sessionOfContainer(c);
+      if (sessionId === undefined || tenant === undefined) continue;
+      const where = await this.#where(await this.registry.owner(sessionId, c.Labels ?? {}), false);
+      if (where.kind === 'orphan') out.push({ id: asSessionId(sessionId), tenant: asTenantId(tenant) });
+    }
+    return out;
+  }
+
   async replicaUrl(replicaId: string): Promise<string | undefined> {
     return (await this.registry.replicas()).get(replicaId);
   }
