@@ -138,3 +138,42 @@ export class SessionEgress {
     this.proxy.close();
   }
 }
+
+/** What the helpers below need of a session (src/sessions/session.ts). */
+interface EgressSession {
+  readonly id: string;
+  readonly egress: SessionEgress | undefined;
+  onDestroy(cleanup: () => void): () => void;
+  destroy(): Promise<void>;
+}
+
+/**
+ * A new session's egress, before the session is known to anyone: a session that asked for
+ * `network` never runs without its proxy (on failure it is destroyed and the error thrown).
+ */
+export async function startEgress(session: EgressSession, backend: BackendSession): Promise<void> {
+  const egress = session.egress;
+  if (egress === undefined) return;
+  session.onDestroy(() => egress.close());
+  await egress.start(backend).catch(async (err: unknown) => {
+    await session.destroy().catch(() => undefined);
+    throw err;
+  });
+}
+
+/**
+ * A re-adopted session's egress: its agent is asked again (its listener survived; tunnels now
+ * come to this server). A failure is logged; the session stays, without its proxy.
+ */
+export async function restoreEgress(
+  session: EgressSession,
+  backend: BackendSession,
+  log: { warn(obj: object, msg: string): void },
+): Promise<void> {
+  const egress = session.egress;
+  if (egress === undefined) return;
+  session.onDestroy(() => egress.close());
+  await egress
+    .start(backend)
+    .catch((err: unknown) => log.warn({ sessionId: session.id, err }, 'egress proxy not restored'));
+}

@@ -22,6 +22,7 @@ import {
 import { NO_AUDIT, redactEnv, type Auditor } from '../audit/auditor.ts';
 import { MeasureSlots } from './disk-watch.ts';
 import { type ForkResult, forkSession } from './session-fork.ts';
+import { restoreEgress, startEgress } from '../egress/session-egress.ts';
 import { Session, type SessionDeps } from './session.ts';
 
 const REAP_INTERVAL_MS = 5_000;
@@ -122,10 +123,7 @@ export class SessionManager {
       recovered.createdAt,
     );
     session.tokens.restore(revokedTokensOf(recovered.record));
-    // The agent of a re-adopted container is asked again (its listener survived; tunnels now come here).
-    await session.egress
-      ?.start(recovered.session)
-      .catch((err: unknown) => this.#log.warn({ sessionId: session.id, err }, 'egress proxy not restored'));
+    await restoreEgress(session, recovered.session, this.#log);
     this.#sessions.set(session.id, session);
     // Running and ended processes the backend kept (docker's exec agent): seqs continue.
     session.processes.adopting = true;
@@ -263,13 +261,7 @@ export class SessionManager {
       });
       await this.#takeFleetSlot(backendSession, options.tenant);
       const session = new Session(id, options.tenant, resolved, backendSession, this.#deps);
-      if (session.egress !== undefined) {
-        // Before the session is known: a session asked for `network` never runs without its proxy.
-        await session.egress.start(backendSession).catch(async (err: unknown) => {
-          await session.destroy().catch(() => undefined);
-          throw err;
-        });
-      }
+      await startEgress(session, backendSession);
       this.#sessions.set(id, session);
       await this.#adoptRestored(session);
       // Not awaited: creation answers at once, and the first sandboxed command waits only for

@@ -396,7 +396,6 @@ export class Session {
     for (const cleanup of this.#onDestroy) cleanup();
     this.#onDestroy.clear();
     this.ports.closeAll();
-    this.egress?.close();
     this.files.close();
     this.unifiedExec.approvals.close();
     this.#client?.evict('session was deleted');

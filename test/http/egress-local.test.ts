@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
+import { ExecServerClient } from '../../src/client/index.ts';
 import type { SessionInfo } from '../../src/protocol/index.ts';
 import { type ExecAnswer, newSession, serverWithApi } from './helpers.ts';
 
@@ -47,4 +48,17 @@ test('local backend: egress through the sandbox namespace, refusals, and what ca
   const info = (await api<SessionInfo>('GET', `/v1/sessions/${id}`)).body;
   assert.equal(info.egress?.connections, 1);
   assert.equal(info.egress?.refused, 1);
+
+  // The same through the WebSocket `initialize` session options and the TypeScript SDK.
+  const client = await ExecServerClient.connect(api.server.url, {
+    session: { network: { allow: [`127.0.0.2:${port}`] } },
+  });
+  try {
+    const result = await (await client.exec(['wget', '-q', '-O', '-', `http://127.0.0.2:${port}/`])).wait();
+    assert.equal(result.stdout, BODY);
+    const wsInfo = (await api<SessionInfo>('GET', `/v1/sessions/${client.sessionId}`)).body;
+    assert.equal(wsInfo.egress?.proxy, 'http://127.0.0.1:3128');
+  } finally {
+    await client.deleteSession();
+  }
 });
