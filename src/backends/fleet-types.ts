@@ -37,8 +37,8 @@ export interface FleetBackend {
   sessions(tenant: TenantId): Promise<FleetSession[]>;
   /** The advertised URL of a live replica of the fleet, if it is alive. */
   replicaUrl(replicaId: string): Promise<string | undefined>;
-  /** Sessions of the fleet whose owner is gone (nobody reaps them until one is taken over). */
-  orphans?(): Promise<Array<{ readonly id: SessionId; readonly tenant: TenantId }>>;
+  /** Sessions of every tenant whose owner's lease is gone (candidates for `takeOver`). */
+  orphans(): Promise<{ readonly id: SessionId; readonly tenant: TenantId }[]>;
   /** Who serves session `id` of `tenant` now. */
   locate(id: string, tenant: TenantId): Promise<FleetLocation>;
   /**

@@ -21,13 +21,12 @@ import {
 } from './session-spec.ts';
 import { NO_AUDIT, redactEnv, type Auditor } from '../audit/auditor.ts';
 import { MeasureSlots } from './disk-watch.ts';
+import { FleetRouter, type SessionRoute } from './fleet-router.ts';
 import { type ForkResult, forkSession } from './session-fork.ts';
 import { restoreEgress, startEgress } from '../egress/session-egress.ts';
 import { Session, type SessionDeps } from './session.ts';
 
 const REAP_INTERVAL_MS = 5_000;
-/** How often a fleet replica looks for sessions whose owner is gone. */
-const ORPHAN_SWEEP_MS = 15_000;
 
 /** Disk measurements (a `du`, an engine walk of a layer) in flight at once across all sessions. */
 const DISK_MEASUREMENTS = 4;
@@ -40,11 +39,7 @@ export interface CreateOptions {
   readonly onImagePull?: BackendSessionSpec['onImagePull'];
 }
 
-/** Where a session is served (`SessionManager.route`). */
-export type SessionRoute =
-  | { readonly kind: 'local'; readonly session: Session }
-  | { readonly kind: 'remote'; readonly url: string; readonly replicaId: string }
-  | { readonly kind: 'absent' };
+export type { SessionRoute } from './fleet-router.ts';
 
 export class SessionManager {
   readonly #sessions = new Map<SessionId, Session>();
@@ -54,16 +49,27 @@ export class SessionManager {
   readonly #log: Logger;
   readonly #deps: SessionDeps;
   #creating = 0;
-  readonly #takingOver = new Map<string, Promise<Session | undefined>>();
+  /** Where a session of a fleet is served, and the take-over of orphans (fleet-router.ts). */
+  readonly #router: FleetRouter;
   #reaper: NodeJS.Timeout | undefined;
   #closing = false;
-  #orphanSweep = 0;
 
   constructor(backend: Backend, config: Config, metrics: Metrics, log: Logger, audit: Auditor = NO_AUDIT) {
     this.#backend = backend;
     this.#config = config;
     this.#metrics = metrics;
     this.#log = log;
+    this.#router = new FleetRouter({
+      fleet: backend.fleet,
+      local: (id) => this.#sessions.get(id as SessionId),
+      closing: () => this.#closing,
+      adopt: async (id, tenant) => {
+        const recovered = await backend.fleet?.takeOver(id, tenant);
+        const session = recovered === undefined ? undefined : await this.#adoptRecovered(recovered);
+        this.#metrics.sessionsActive.set(this.#sessions.size);
+        return session;
+      },
+    });
     const sessions = this.#sessions;
     const sandboxRules = sandboxTypeRules(config.allowedSandboxTypes);
     metrics.watchEgress(function* (this: void) {
@@ -100,6 +106,7 @@ export class SessionManager {
     this.#metrics.sessionsActive.set(this.#sessions.size);
     this.#reaper = setInterval(() => void this.reap(), REAP_INTERVAL_MS);
     this.#reaper.unref();
+    this.#router.startScan();
   }
 
   /** Makes a session of what the backend kept (recovery, or a fleet take-over); undefined when it had to go. */
@@ -138,52 +145,14 @@ export class SessionManager {
     return session;
   }
 
-  /**
-   * Where session `id` of `tenant` is served in a fleet (docs/architecture.md, "Fleet"): here
-   * (on this server already, or taken over now because its owner's lease is gone), at another
-   * live replica's URL, or nowhere. Without a fleet: here or nowhere.
-   */
-  async route(id: string, tenant: TenantId): Promise<SessionRoute> {
-    const fleet = this.#backend.fleet;
-    const local = this.#sessions.get(id as SessionId);
-    if (local !== undefined) return local.tenant === tenant ? { kind: 'local', session: local } : { kind: 'absent' };
-    if (fleet === undefined || this.#closing) return { kind: 'absent' };
-    const where = await fleet.locate(id, tenant);
-    if (where.kind === 'absent') return where;
-    if (where.kind === 'remote') return { kind: 'remote', url: where.url, replicaId: where.replicaId };
-    // Two requests for one orphan at once take it over once.
-    let taking = this.#takingOver.get(id);
-    if (taking === undefined) {
-      taking = fleet
-        .takeOver(id, tenant)
-        .then((r) => (r === undefined ? undefined : this.#adoptRecovered(r)))
-        .finally(() => {
-          this.#takingOver.delete(id);
-          this.#metrics.sessionsActive.set(this.#sessions.size);
-        });
-      this.#takingOver.set(id, taking);
-    }
-    const session = await taking;
-    if (session !== undefined) return { kind: 'local', session };
-    // Another replica claimed it first: it serves it now.
-    const again = await fleet.locate(id, tenant);
-    return again.kind === 'remote'
-      ? { kind: 'remote', url: again.url, replicaId: again.replicaId }
-      : { kind: 'absent' };
+  /** Where session `id` of `tenant` is served (fleet-router.ts): here, at another replica, or nowhere. */
+  route(id: string, tenant: TenantId): Promise<SessionRoute> {
+    return this.#router.route(id, tenant);
   }
 
-  /**
-   * After the owner at `url` did not answer: waits (up to `waitMs`) for its lease to end or for
-   * the session to move, then routes again. Its lease ends with its engine connection, a moment
-   * after the process died.
-   */
-  async rerouteAfterFailure(id: string, tenant: TenantId, url: string, waitMs = 10_000): Promise<SessionRoute> {
-    const deadline = Date.now() + waitMs;
-    for (;;) {
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      const route = await this.route(id, tenant);
-      if (route.kind !== 'remote' || route.url !== url || Date.now() >= deadline) return route;
-    }
+  /** After the replica at `url` did not answer: routes again once its lease ends (fleet-router.ts). */
+  rerouteAfterFailure(id: string, tenant: TenantId, url: string): Promise<SessionRoute> {
+    return this.#router.rerouteAfterFailure(id, tenant, url);
   }
 
   /** Sessions of `tenant` across the fleet: ids from the engine's labels (undefined without a fleet). */
@@ -399,7 +368,6 @@ export class SessionManager {
    * hibernated session is not reaped for idleness (only for its lifetime).
    */
   async reap(now = Date.now()): Promise<void> {
-    await this.#adoptOrphans(now);
     const hibernateAfterMs = this.#config.idleHibernateSeconds * 1000;
     for (const session of [...this.#sessions.values()]) {
       const idleFor = now - session.lastActivity;
@@ -416,22 +384,6 @@ export class SessionManager {
         await this.#remove(session, 'idle timeout');
       else if (session.status.status === 'dead' && !session.client && idleFor >= this.#config.exitedRetentionMs)
         await this.#remove(session, 'dead');
-    }
-  }
-
-  /**
-   * In a fleet, sessions whose owner is gone and that nobody calls would never be reaped: every
-   * ORPHAN_SWEEP_MS a replica takes them over (one claim wins per session), and its reaper then
-   * applies their idle timeout and lifetime, the idle clock counting from the take-over.
-   */
-  async #adoptOrphans(now: number): Promise<void> {
-    const fleet = this.#backend.fleet;
-    if (fleet?.orphans === undefined || this.#closing || now - this.#orphanSweep < ORPHAN_SWEEP_MS) return;
-    this.#orphanSweep = now;
-    try {
-      for (const o of await fleet.orphans()) await this.route(o.id, o.tenant);
-    } catch (err) {
-      this.#log.warn({ err: (err as Error).message }, 'fleet: taking over orphaned sessions failed');
     }
   }
 
@@ -454,6 +406,7 @@ export class SessionManager {
   async close(opts: { keep?: boolean } = {}): Promise<void> {
     this.#closing = true;
     if (this.#reaper) clearInterval(this.#reaper);
+    this.#router.stop();
     if (opts.keep) {
       this.#log.info({ sessions: this.#sessions.size }, 'sessions kept for the next server');
       for (const s of this.#sessions.values()) {

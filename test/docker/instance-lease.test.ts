@@ -108,7 +108,22 @@ test(
       return true;
     });
     assert.ok(await running(s.containerId!));
-    await a.close();
+
+    // A's lease gone (a hand-over keeps its containers): its session is an orphan, taken over once.
+    assert.deepEqual(await b.fleet!.orphans(), [], "a live replica's session is nobody's orphan");
+    await a.handOver();
+    assert.deepEqual(
+      (await b.fleet!.orphans()).map((o) => o.id),
+      [s.id],
+    );
+    const taken = await b.fleet!.takeOver(s.id, asTenantId('alice'));
+    assert.ok(taken, 'b claims and adopts it');
+    const c = replica('c');
+    t.after(() => c.close());
+    assert.deepEqual(await c.recover(), [], 'a replica that starts now finds it owned by b');
+    assert.equal(await c.fleet!.takeOver(s.id, asTenantId('alice')), undefined, 'nor can it claim it');
+    assert.deepEqual(await b.fleet!.orphans(), []);
+    await taken.session.destroy();
   },
 );
 

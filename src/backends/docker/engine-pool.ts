@@ -240,8 +240,7 @@ export class EnginePool implements Backend {
         for (const { fleet } of healthy()) return fleet.replicaUrl(replicaId);
         return undefined;
       },
-      orphans: async () =>
-        (await Promise.all(healthy().map(({ fleet }) => fleet.orphans?.().catch(() => []) ?? []))).flat(),
+      orphans: async () => (await Promise.all(healthy().map(({ fleet }) => fleet.orphans().catch(() => [])))).flat(),
       locate: async (id, tenant) => (await where(id, tenant))?.location ?? { kind: 'absent' },
       takeOver: async (id, tenant) => (await where(id, tenant))?.fleet.takeOver(id, tenant),
     };

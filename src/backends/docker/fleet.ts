@@ -72,19 +72,25 @@ export class DockerFleet implements FleetBackend {
     return out;
   }
 
-  async orphans(): Promise<Array<{ id: SessionId; tenant: TenantId }>> {
-    const out: Array<{ id: SessionId; tenant: TenantId }> = [];
-    for (const c of await this.#host.listOwn()) {
-      const { sessionId, tenant } = sessionOfContainer(c);
-      if (sessionId === undefined || tenant === undefined) continue;
-      const where = await this.#where(await this.registry.owner(sessionId, c.Labels ?? {}), false);
-      if (where.kind === 'orphan') out.push({ id: asSessionId(sessionId), tenant: asTenantId(tenant) });
-    }
-    return out;
-  }
-
   async replicaUrl(replicaId: string): Promise<string | undefined> {
     return (await this.registry.replicas()).get(replicaId);
+  }
+
+  async orphans(): Promise<{ id: SessionId; tenant: TenantId }[]> {
+    const [list, replicas, claims] = await Promise.all([
+      this.#host.listOwn(),
+      this.registry.replicas(true),
+      this.registry.claims(),
+    ]);
+    const out: { id: SessionId; tenant: TenantId }[] = [];
+    for (const c of list) {
+      const { sessionId, tenant } = sessionOfContainer(c);
+      if (sessionId === undefined || tenant === undefined) continue;
+      const owner = claims.get(sessionId)?.replicaId ?? c.Labels?.[REPLICA_LABEL];
+      if (owner !== this.replicaId && (owner === undefined || !replicas.has(owner)))
+        out.push({ id: asSessionId(sessionId), tenant: asTenantId(tenant) });
+    }
+    return out;
   }
 
   async #find(id: string, tenant: TenantId): Promise<Docker.ContainerInfo | undefined> {

@@ -1,0 +1,90 @@
+/**
+ * Where a session of a fleet is served (docs/architecture.md, "Fleet"): on this replica, at the
+ * live replica that owns it, or here after a take-over when its owner's lease is gone; and the
+ * scan that takes over such sessions even when nobody uses them (so they are reaped).
+ */
+import type { FleetBackend } from '../backends/types.ts';
+import type { TenantId } from '../ids.ts';
+import type { Session } from './session.ts';
+
+/** Where a session is served (`SessionManager.route`). */
+export type SessionRoute =
+  | { readonly kind: 'local'; readonly session: Session }
+  | { readonly kind: 'remote'; readonly url: string; readonly replicaId: string }
+  | { readonly kind: 'absent' };
+
+/** How often a replica looks for sessions whose owner is gone (plus up to 5 s, so replicas spread). */
+const ORPHAN_SCAN_MS = 30_000;
+
+export interface FleetRouterDeps {
+  /** Undefined without a fleet: a session is here or nowhere. */
+  readonly fleet: FleetBackend | undefined;
+  /** The session of this id on this replica, if any. */
+  local(id: string): Session | undefined;
+  /** Claims and adopts session `id` (its owner is gone): undefined when another replica got it first. */
+  adopt(id: string, tenant: TenantId): Promise<Session | undefined>;
+  /** The server is shutting down: nothing is taken over any more. */
+  closing(): boolean;
+}
+
+export class FleetRouter {
+  readonly #deps: FleetRouterDeps;
+  /** Take-overs in flight: two requests for one orphan take it over once. */
+  readonly #takingOver = new Map<string, Promise<Session | undefined>>();
+  #scan: NodeJS.Timeout | undefined;
+
+  constructor(deps: FleetRouterDeps) {
+    this.#deps = deps;
+  }
+
+  async route(id: string, tenant: TenantId): Promise<SessionRoute> {
+    const { fleet } = this.#deps;
+    const local = this.#deps.local(id);
+    if (local !== undefined) return local.tenant === tenant ? { kind: 'local', session: local } : { kind: 'absent' };
+    if (fleet === undefined || this.#deps.closing()) return { kind: 'absent' };
+    const where = await fleet.locate(id, tenant);
+    if (where.kind === 'absent') return where;
+    if (where.kind === 'remote') return { kind: 'remote', url: where.url, replicaId: where.replicaId };
+    let taking = this.#takingOver.get(id);
+    if (taking === undefined) {
+      taking = this.#deps.adopt(id, tenant).finally(() => this.#takingOver.delete(id));
+      this.#takingOver.set(id, taking);
+    }
+    const session = await taking;
+    if (session !== undefined) return { kind: 'local', session };
+    // Another replica claimed it first: it serves it now.
+    const again = await fleet.locate(id, tenant);
+    return again.kind === 'remote'
+      ? { kind: 'remote', url: again.url, replicaId: again.replicaId }
+      : { kind: 'absent' };
+  }
+
+  /**
+   * After the owner at `url` did not answer: waits (up to `waitMs`) for its lease to end or for
+   * the session to move, then routes again. Its lease ends with its engine connection, a moment
+   * after the process died.
+   */
+  async rerouteAfterFailure(id: string, tenant: TenantId, url: string, waitMs = 10_000): Promise<SessionRoute> {
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const route = await this.route(id, tenant);
+      if (route.kind !== 'remote' || route.url !== url || Date.now() >= deadline) return route;
+    }
+  }
+
+  /** In a fleet: sessions whose owner is gone are taken over (then reaped) even when unused. */
+  startScan(): void {
+    if (this.#deps.fleet === undefined || this.#scan !== undefined) return;
+    this.#scan = setInterval(() => void this.#takeOrphans(), ORPHAN_SCAN_MS + Math.random() * 5000).unref();
+  }
+
+  stop(): void {
+    clearInterval(this.#scan);
+  }
+
+  async #takeOrphans(): Promise<void> {
+    const orphans = (await this.#deps.fleet?.orphans().catch(() => undefined)) ?? [];
+    for (const o of orphans) if (!this.#deps.closing()) await this.route(o.id, o.tenant).catch(() => undefined);
+  }
+}
