@@ -186,7 +186,8 @@ test(
     assert.equal(await containers(), 1, 'the session outlived its replica');
     // B's scan (every 30-35 s) takes the orphan over, its reaper ends it once idle: container and slot go.
     const deadline = Date.now() + 90_000;
-    while ((await containers()) > 0 && Date.now() < deadline) await sleep(500);
+    // The slot goes right after the container: both are waited for.
+    while ((await containers()) + (await slotCount(instanceId)) > 0 && Date.now() < deadline) await sleep(500);
     assert.equal(await containers(), 0, 'reaped by the replica that took it over');
     assert.equal(await slotCount(instanceId), 0, 'its quota slot given back');
     assert.equal(b.child.exitCode, null);
