@@ -12,7 +12,7 @@ import type {
   SnapshotInfo,
   WriteStdinArgs,
 } from '../protocol/index.ts';
-import { ExecServerHttpError } from './errors.ts';
+import { ExecServerHttpError, jsonOrUndefined } from './errors.ts';
 
 export type { SessionInfo, SessionSpec, SnapshotInfo } from '../protocol/index.ts';
 
@@ -50,12 +50,7 @@ export class HttpApi {
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     });
     const text = await res.text();
-    let json: unknown;
-    try {
-      json = text === '' ? undefined : JSON.parse(text);
-    } catch {
-      json = undefined;
-    }
+    const json = jsonOrUndefined(text);
     if (!res.ok) throw ExecServerHttpError.of(res.status, json, text || res.statusText);
     return json as T;
   }

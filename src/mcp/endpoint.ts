@@ -52,6 +52,51 @@ function rpcError(reply: FastifyReply, status: number, code: number, message: st
     .send({ jsonrpc: '2.0', error: { code, message }, id: null });
 }
 
+/** A new MCP connection of `tenant` (bound to `sessionId` if given), kept in `connections` once initialized. */
+function openConnection(
+  on: {
+    app: FastifyInstance;
+    opts: { config: Config; signer: PreviewSigner };
+    connections: Map<string, McpConnection>;
+    close: (conn: McpConnection) => Promise<void>;
+  },
+  tenant: TenantId,
+  sessionId: string | undefined,
+  origin: string | undefined,
+): McpConnection {
+  const { app, opts, connections, close } = on;
+  const binding = new SessionBinding(sessionId);
+  const server = createMcpServer({
+    sessions: app.sessions,
+    config: opts.config,
+    tenant,
+    binding,
+    signer: opts.signer,
+    origin,
+  });
+  const conn: McpConnection = {
+    tenant,
+    binding,
+    server,
+    id: undefined,
+    inFlight: 0,
+    lastSeen: Date.now(),
+    closed: false,
+    transport: new StreamableHTTPServerTransport({
+      // In a fleet the id names the replica that holds the connection: any replica forwards to it.
+      sessionIdGenerator: () => mcpSessionId(app.sessions.backend.fleet?.replicaId),
+      onsessioninitialized: (id) => {
+        conn.id = id;
+        connections.set(id, conn);
+      },
+      // Awaited by the SDK: DELETE /mcp answers once the implicit sessions are destroyed.
+      onsessionclosed: () => close(conn),
+    }),
+  };
+  conn.transport.onclose = () => void close(conn);
+  return conn;
+}
+
 export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config; signer: PreviewSigner }): void {
   const connections = new Map<string, McpConnection>();
 
@@ -77,38 +122,8 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
     await Promise.all([...connections.values()].map((conn) => close(conn, true)));
   });
 
-  const open = (tenant: TenantId, sessionId: string | undefined, origin: string | undefined): McpConnection => {
-    const binding = new SessionBinding(sessionId);
-    const server = createMcpServer({
-      sessions: app.sessions,
-      config: opts.config,
-      tenant,
-      binding,
-      signer: opts.signer,
-      origin,
-    });
-    const conn: McpConnection = {
-      tenant,
-      binding,
-      server,
-      id: undefined,
-      inFlight: 0,
-      lastSeen: Date.now(),
-      closed: false,
-      transport: new StreamableHTTPServerTransport({
-        // In a fleet the id names the replica that holds the connection: any replica forwards to it.
-        sessionIdGenerator: () => mcpSessionId(app.sessions.backend.fleet?.replicaId),
-        onsessioninitialized: (id) => {
-          conn.id = id;
-          connections.set(id, conn);
-        },
-        // Awaited by the SDK: DELETE /mcp answers once the implicit sessions are destroyed.
-        onsessionclosed: () => close(conn),
-      }),
-    };
-    conn.transport.onclose = () => void close(conn);
-    return conn;
-  };
+  const open = (tenant: TenantId, sessionId: string | undefined, origin: string | undefined): McpConnection =>
+    openConnection({ app, opts, connections, close }, tenant, sessionId, origin);
 
   const handle = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
     const header = request.headers['mcp-session-id'];

@@ -43,14 +43,21 @@ export interface ProvisionInput {
   readonly restore?: ((container: Docker.Container) => Promise<void>) | undefined;
 }
 
-export async function provisionContainer(
+type Link = Awaited<ReturnType<AgentLinks['make']>>;
+
+/**
+ * The container, made with what the engine can do: without the agent link's bind (a host that
+ * lacks its source) or without a disk limit (a storage driver that cannot), and after pulling a
+ * missing image. `box.link` is dropped where the link could not be had.
+ */
+async function createSessionContainer(
   docker: Docker,
   options: ResolvedDockerOptions,
   log: DockerLogger,
   p: ProvisionInput,
-): Promise<PoolEntry> {
+  box: { link: Link },
+): Promise<{ container: Docker.Container; engineLimit: boolean }> {
   const diskMb = p.resources.diskMb ?? options.defaultResources.diskMb;
-  let link = options.execPath === 'agent' ? await p.agentLinks?.make() : undefined;
   const configOf = (engineLimit: boolean): Docker.ContainerCreateOptions =>
     buildContainerConfig({
       name: p.name,
@@ -64,21 +71,21 @@ export async function provisionContainer(
       controlTmpfsSize: options.controlTmpfsSize,
       runtime: p.runtime,
       diskMb: engineLimit ? diskMb : undefined,
-      agentLinkDir: link?.mountSource,
+      agentLinkDir: box.link?.mountSource,
     });
   const createOnce = (config: Docker.ContainerCreateOptions): Promise<Docker.Container> =>
     withDeadline('container create', PROVISION_TIMEOUT_MS, (abortSignal) =>
       docker.createContainer({ ...config, abortSignal }),
     );
-  // The engine refuses a bind source its host lacks: the link directory is not shared, and
+  // The engine refuses a bind source its host lacks: the box.link directory is not shared, and
   // this container (and every later one) is made without it (agent-links.ts).
   const create = async (config: Docker.ContainerCreateOptions): Promise<Docker.Container> => {
     try {
       return await createOnce(config);
     } catch (err) {
-      if (link === undefined || !isBindSourceMissing(err)) throw err;
-      p.agentLinks?.refuse(link, (err as Error).message);
-      link = undefined;
+      if (box.link === undefined || !isBindSourceMissing(err)) throw err;
+      p.agentLinks?.refuse(box.link, (err as Error).message);
+      box.link = undefined;
       return createOnce({ ...config, HostConfig: { ...config.HostConfig, Mounts: [] } });
     }
   };
@@ -98,21 +105,29 @@ export async function provisionContainer(
       return { container: await create(configOf(false)), engineLimit: false };
     }
   };
-  let created: { container: Docker.Container; engineLimit: boolean };
   try {
     try {
-      created = await createLimited();
+      return await createLimited();
     } catch (err) {
       if (p.pull === undefined || statusOf((err as { cause?: unknown }).cause) !== 404) throw err;
       await p.pull();
-      created = await createLimited();
+      return await createLimited();
     }
   } catch (err) {
-    if (link !== undefined) p.agentLinks?.discard(link);
+    if (box.link !== undefined) p.agentLinks?.discard(box.link);
     throw err;
   }
-  const { container } = created;
-  if (link !== undefined) p.agentLinks?.track(container.id, link);
+}
+
+/** The made container started and set up, with its agent; removed again when that fails. */
+async function startSessionContainer(
+  docker: Docker,
+  options: ResolvedDockerOptions,
+  log: DockerLogger,
+  p: ProvisionInput,
+  created: { container: Docker.Container; engineLimit: boolean; link: Link },
+): Promise<PoolEntry> {
+  const { container, link } = created;
   try {
     const installed = await startOrRestore(container, options, p.restore);
     const setup = await runControl(container, {
@@ -139,6 +154,18 @@ export async function provisionContainer(
     await removeContainer(docker, container.id).catch(() => undefined);
     throw err;
   }
+}
+
+export async function provisionContainer(
+  docker: Docker,
+  options: ResolvedDockerOptions,
+  log: DockerLogger,
+  p: ProvisionInput,
+): Promise<PoolEntry> {
+  const box: { link: Link } = { link: options.execPath === 'agent' ? await p.agentLinks?.make() : undefined };
+  const created = await createSessionContainer(docker, options, log, p, box);
+  if (box.link !== undefined) p.agentLinks?.track(created.container.id, box.link);
+  return startSessionContainer(docker, options, log, p, { ...created, link: box.link });
 }
 
 /**
