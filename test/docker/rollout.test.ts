@@ -100,7 +100,8 @@ function track(t: TestContext, instanceId: string): (child: ChildProcess) => Chi
   t.after(async () => {
     for (const c of children) if (c.exitCode === null) c.kill('SIGTERM');
     await Promise.all(children.map((c) => (c.exitCode === null ? new Promise((r) => c.once('exit', r)) : undefined)));
-    for (const label of [`exec-server.instance=${instanceId}`, `exec-server.claim-instance=${instanceId}`]) {
+    const labels = ['instance', 'claim-instance', 'quota-instance'].map((l) => `exec-server.${l}=${instanceId}`);
+    for (const label of labels) {
       const left = await engine().listContainers({ all: true, filters: { label: [label] } });
       await Promise.all(
         left.map((c) =>
