@@ -26,6 +26,7 @@ import { type ForkResult, forkSession } from './session-fork.ts';
 import { checkLimits, takeFleetSlot } from './session-limits.ts';
 import { restoreEgress, startEgress } from '../egress/session-egress.ts';
 import { Session, type SessionDeps } from './session.ts';
+import { createBatch } from './batch-create.ts';
 
 const REAP_INTERVAL_MS = 5_000;
 
@@ -263,6 +264,24 @@ export class SessionManager {
     }
   }
 
+  /**
+   * Makes `count` sessions of one spec at once: all of them, or none (those made before a
+   * failure are destroyed again, and the first failure is thrown). The limits are checked for
+   * the whole batch before any is made. See batch-create.ts.
+   */
+  createMany(spec: SessionSpec, count: number, options: CreateOptions): Promise<Session[]> {
+    const owned = [...this.#sessions.values()].filter((s) => s.tenant === options.tenant).length;
+    const room = Math.min(
+      this.#config.maxSessions - this.#sessions.size - this.#creating,
+      this.#config.maxSessionsPerTenant - owned,
+    );
+    return createBatch(count, room, {
+      create: () => this.create(spec, options),
+      destroy: (s) => this.#remove(s, 'batch create failed'),
+    });
+  }
+
+  /** Refuses `count` more sessions past the server's or the tenant's limit (session-limits.ts). */
   #checkLimits(tenant: TenantId, count = 1): void {
     const state = {
       tenants: [...this.#sessions.values()].map((s) => s.tenant),
