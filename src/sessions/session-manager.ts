@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { resolveSandbox } from '../policy/sandbox-policy.ts';
-import type { Backend, BackendSession, BackendSessionSpec } from '../backends/types.ts';
+import type { Backend, BackendSessionSpec } from '../backends/types.ts';
 import { allowedSandboxTypes, sandboxTypeRules, type Config } from '../config.ts';
 import { execError, toExecError } from '../errors.ts';
 import { asSessionId, type SessionId, type TenantId } from '../ids.ts';
@@ -16,6 +16,7 @@ import { NO_AUDIT, redactEnv, type Auditor } from '../audit/auditor.ts';
 import { MeasureSlots } from './disk-watch.ts';
 import { FleetRouter, type SessionRoute } from './fleet-router.ts';
 import { type ForkResult, forkSession } from './session-fork.ts';
+import { checkLimits, takeFleetSlot } from './session-limits.ts';
 import { startEgress } from '../egress/session-egress.ts';
 import { Session, type SessionDeps } from './session.ts';
 import { createBatch } from './batch-create.ts';
@@ -204,7 +205,7 @@ export class SessionManager {
         sandboxed: resolved.policy.sandbox.type !== 'danger-full-access',
         onImagePull: options.onImagePull,
       });
-      await this.#takeFleetSlot(backendSession, options.tenant);
+      await takeFleetSlot(this.#backend.fleet, backendSession, options.tenant, this.#config.maxSessionsPerTenant);
       const session = new Session(id, options.tenant, resolved, backendSession, this.#deps);
       await startEgress(session, backendSession);
       this.#sessions.set(id, session);
@@ -255,36 +256,14 @@ export class SessionManager {
     });
   }
 
-  /** Refuses `count` more sessions past the server's or the tenant's limit. */
+  /** Refuses `count` more sessions past the server's or the tenant's limit (session-limits.ts). */
   #checkLimits(tenant: TenantId, count = 1): void {
-    if (this.#sessions.size + this.#creating + count > this.#config.maxSessions) {
-      this.#metrics.sessionsCreated.inc({ result: 'limit' });
-      throw execError('EXEC_ERR_SESSION_LIMIT', `server session limit reached (${this.#config.maxSessions})`);
-    }
-    const owned = [...this.#sessions.values()].filter((s) => s.tenant === tenant).length;
-    if (owned + count > this.#config.maxSessionsPerTenant) {
-      this.#metrics.sessionsCreated.inc({ result: 'limit' });
-      throw execError(
-        'EXEC_ERR_SESSION_LIMIT',
-        `session quota reached: ${owned} of ${this.#config.maxSessionsPerTenant} sessions for this tenant`,
-      );
-    }
-  }
-
-  /**
-   * In a fleet the tenant's quota counts every replica's sessions: the new session takes a slot
-   * (an atomic engine operation, docker/container/quota-slots.ts) once its container exists, or
-   * is removed again and the create refused, so concurrent creates never overshoot.
-   */
-  async #takeFleetSlot(backendSession: BackendSession, tenant: TenantId): Promise<void> {
-    const quota = this.#backend.fleet?.quota;
-    if (quota === undefined) return;
-    try {
-      await quota.take(tenant, backendSession.id, this.#config.maxSessionsPerTenant);
-    } catch (err) {
-      await backendSession.destroy().catch(() => undefined);
-      throw err;
-    }
+    const state = {
+      tenants: [...this.#sessions.values()].map((s) => s.tenant),
+      size: this.#sessions.size,
+      creating: this.#creating,
+    };
+    checkLimits(state, this.#config, this.#metrics, tenant, count);
   }
 
   /** The session, if it exists and belongs to `tenant`; otherwise not found (never "forbidden"). */
