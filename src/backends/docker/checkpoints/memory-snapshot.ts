@@ -3,7 +3,7 @@
  * session container is checkpointed, its filesystem committed while it is stopped (so files and
  * memory are of one instant), and it is restored at once; the checkpoint goes to the server's
  * store (checkpoint-store.ts) under the snapshot's id. A session made from the snapshot is
- * restored from it (docker-backend.ts), its processes running.
+ * restored from it (session-factory.ts), its processes running.
  */
 import type Docker from 'dockerode';
 import { execError } from '../../../errors.ts';
