@@ -1,7 +1,8 @@
 /**
  * The docker `Backend`: one hardened container per session (see container-config.ts),
  * startup recovery of this instance's containers, the events watcher that turns a dead
- * container into `lost`, snapshots and the warm pool.
+ * container into `lost`, snapshots and the warm pool. It keeps the engine-wide state; the
+ * creation pipeline is session-factory.ts, recovery and the events' handling recovery-events.ts.
  */
 import type Docker from 'dockerode';
 import { ExecServerError, execError } from '../../errors.ts';
