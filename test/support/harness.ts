@@ -262,14 +262,15 @@ export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeou
 
 /**
  * Reads a process's output with `process/read` from `afterSeq` until it has exited and is closed
- * (long polls of a second each, for at most `timeoutMs`): its text, the seqs read and its exit code.
+ * (long polls of a second each, for at most `timeoutMs`): its text, the seqs read, its exit code
+ * and signal.
  */
 export async function readToEnd(
   s: TestSession,
   processId: string,
   afterSeq = 0,
   timeoutMs = 60_000,
-): Promise<{ text: string; seqs: number[]; exitCode: unknown }> {
+): Promise<{ text: string; seqs: number[]; exitCode: unknown; signal: unknown }> {
   let text = '';
   const seqs: number[] = [];
   let after = afterSeq;
@@ -280,6 +281,7 @@ export async function readToEnd(
       nextSeq: number;
       exited: boolean;
       exitCode: unknown;
+      signal: unknown;
       closed: boolean;
     }>('process/read', { processId, afterSeq: after, waitMs: 1000 });
     for (const c of r.chunks) {
@@ -287,7 +289,7 @@ export async function readToEnd(
       text += Buffer.from(c.chunk, 'base64').toString('utf8');
     }
     after = Math.max(after, r.nextSeq - 1);
-    if (r.exited && r.closed) return { text, seqs, exitCode: r.exitCode };
+    if (r.exited && r.closed) return { text, seqs, exitCode: r.exitCode, signal: r.signal };
   }
   throw new Error(`process ${processId} did not end within ${timeoutMs} ms`);
 }
