@@ -5,6 +5,7 @@
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { TestContext } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.ts';
 import type { Backend } from '../../src/backends/types.ts';
@@ -259,6 +260,25 @@ export class TestSession {
 export const b64 = (s: string | Buffer): string => Buffer.from(s).toString('base64');
 export const unb64 = (s: unknown): string => Buffer.from(String(s), 'base64').toString('utf8');
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** `startServer` for one test: closed when the test ends. */
+export async function serverFor(t: TestContext, opts: ServerOptions = {}): Promise<TestServer> {
+  const server = await startServer(opts);
+  t.after(() => server.close());
+  return server;
+}
+
+/** `TestSession.open` for one test: closed when the test ends. */
+export async function sessionFor(
+  t: TestContext,
+  url: string,
+  init: Record<string, unknown> = {},
+  opts: RpcConnectionOptions = {},
+): Promise<TestSession> {
+  const s = await TestSession.open(url, init, opts);
+  t.after(() => s.close());
+  return s;
+}
 
 /**
  * Reads a process's output with `process/read` from `afterSeq` until it has exited and is closed
