@@ -488,20 +488,11 @@ async function main(): Promise<void> {
       for (let rep = 0; rep < REPEAT; rep++) {
         for (const side of rep % 2 === 0 ? sides : [...sides].reverse()) {
           const c = await connect(side, mode);
-          if (cases.has('pipe'))
-            record(
-              side,
-              mode,
-              'pipe',
-              await settled(() => throughput(c, side, cwd, mode, false, `${side.name}-${mode}`)),
-            );
-          if (cases.has('pty'))
-            record(
-              side,
-              mode,
-              'pty',
-              await settled(() => throughput(c, side, cwd, mode, true, `${side.name}-${mode}`)),
-            );
+          for (const what of ['pipe', 'pty'] as const) {
+            if (!cases.has(what)) continue;
+            const tty = what === 'pty';
+            record(side, mode, what, await settled(() => throughput(c, side, cwd, mode, tty, `${side.name}-${mode}`)));
+          }
           c.close();
         }
         if (cases.has('pty')) bare.push(await settled(() => bareTerminal()));
