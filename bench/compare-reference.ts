@@ -518,22 +518,19 @@ async function main(): Promise<void> {
       rows.push(
         { what: `${mode}: round trip p50`, unit: 'ms', ours: o.p50, reference: r.p50, better: 'lower' },
         { what: `${mode}: round trip p90`, unit: 'ms', ours: o.p90, reference: r.p90, better: 'lower' },
-        {
-          what: `${mode}: pipe ${MB} MB`,
-          unit: 'MB/s',
-          ours: o.pipe,
-          reference: r.pipe,
-          better: 'higher',
-          ranges: [ranges.get(`${key(ours, mode)}/pipe`) ?? '', ranges.get(`${key(reference, mode)}/pipe`) ?? ''],
-        },
-        {
-          what: `${mode}: PTY ${MB} MB`,
-          unit: 'MB/s',
-          ours: o.pty,
-          reference: r.pty,
-          better: 'higher',
-          ranges: [ranges.get(`${key(ours, mode)}/pty`) ?? '', ranges.get(`${key(reference, mode)}/pty`) ?? ''],
-        },
+        ...(['pipe', 'pty'] as const).map(
+          (what): Row => ({
+            what: `${mode}: ${what === 'pty' ? 'PTY' : 'pipe'} ${MB} MB`,
+            unit: 'MB/s',
+            ours: o[what],
+            reference: r[what],
+            better: 'higher',
+            ranges: [
+              ranges.get(`${key(ours, mode)}/${what}`) ?? '',
+              ranges.get(`${key(reference, mode)}/${what}`) ?? '',
+            ],
+          }),
+        ),
       );
     }
     const fmt = (n: number): string => (n >= 100 ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.toFixed(2));
