@@ -60,6 +60,15 @@ export class HttpApi {
   }
 
   /**
+   * `count` sessions of one spec at once (best-of-N, rollouts; at most 256): all of them, or an
+   * `ExecServerHttpError` with none left behind.
+   */
+  async createSessions(count: number, spec: SessionSpec = {}): Promise<SessionInfo[]> {
+    const path = `/v1/sessions?count=${encodeURIComponent(String(count))}`;
+    return (await this.request<{ sessions: SessionInfo[] }>('POST', path, spec)).sessions;
+  }
+
+  /**
    * The image pulls in flight that this tenant's session creations wait for: a `createSession`
    * blocks until its pull ends, so another request can follow the pull here.
    */

@@ -14,6 +14,8 @@ import {
   ForkBodySchema,
   HibernationAnswerSchema,
   ImagePullListSchema,
+  SessionCreateQuerySchema,
+  SessionCreateResultSchema,
   SessionInfoSchema,
   SessionListQuerySchema,
   SessionListSchema,
@@ -51,18 +53,23 @@ function sessionRoutes(api: TypedApi, app: FastifyInstance) {
       schema: {
         operationId: 'createSession',
         tags: ['sessions'],
-        summary: 'Create a session (same spec as initialize.session)',
+        summary:
+          'Create a session (same spec as initialize.session); `?count=N`: N sessions of that spec, all or none, as a list',
         body: SessionSpecSchema,
-        response: { 201: SessionInfoSchema, ...errors },
+        querystring: SessionCreateQuerySchema,
+        response: { 201: SessionCreateResultSchema, ...errors },
       },
       // An empty body means "all defaults".
       preValidation: bodyOptional,
     },
     async (request, reply) => {
-      const session = await app.sessions.create(request.body, {
-        tenant: request.tenant,
-        clientName: request.headers['x-client-name']?.toString(),
-      });
+      const options = { tenant: request.tenant, clientName: request.headers['x-client-name']?.toString() };
+      const count = request.query.count;
+      if (count !== undefined) {
+        const sessions = await app.sessions.createMany(request.body, count, options);
+        return reply.code(201).send({ sessions: sessions.map((s) => s.info()) });
+      }
+      const session = await app.sessions.create(request.body, options);
       return reply.code(201).send(session.info());
     },
   );

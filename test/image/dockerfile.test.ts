@@ -5,7 +5,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
@@ -47,11 +47,13 @@ test('the builder installs production dependencies and fails on a missing native
   assert.match(text, /npm ci --omit=dev\b/);
   assert.match(text, /sh scripts\/build-native\.sh/);
   assert.match(text, /for src in native\/\*\.c[^\n]*exit 1/, 'every native/*.c must give a build/ binary');
+  assert.match(text, /grep -q '\^int main\(' "\$src" \|\| continue/, 'sources without main() are included, not built');
   assert.match(
     text,
     /node web\/build\.mjs && test -f build\/console\/index\.html/,
     'the console bundle, or a failed build',
   );
+  assert.match(text, /node scripts\/build-dist-strip\.mjs && test -f dist\/main\.js/, 'the server JavaScript');
   // package*.json before the sources, so a source change reuses the dependency layer.
   const copyLock = builder.findIndex((l) => /^COPY package\.json package-lock\.json/.test(l));
   const npmCi = builder.findIndex((l) => /npm ci/.test(l));
@@ -65,6 +67,9 @@ test('the runtime stage: sandbox and init packages, the builder output, no build
   assert.doesNotMatch(text, /\b(gcc|g\+\+|make|python3)\b/);
   assert.match(text, /COPY --from=builder \/app\/node_modules/);
   assert.match(text, /COPY --from=builder \/app\/build/);
+  // The built JavaScript, which bin/exec-server.js runs under NODE_ENV=production.
+  assert.match(text, /COPY --from=builder \/app\/dist/);
+  assert.match(text, /ENV NODE_ENV=production/);
   assert.doesNotMatch(text, /npm (ci|install)/);
 });
 
@@ -88,6 +93,7 @@ test("non-root user, the chart's uid, tini as PID 1, the serve command", () => {
     '/usr/bin/tini',
     '--',
     'node',
+    '--max-semi-space-size=2',
     'bin/exec-server.js',
   ]);
   const cmd = runtime.find((l) => /^CMD\s/i.test(l)) ?? '';
@@ -137,5 +143,22 @@ test(".dockerignore keeps the repository's large and private parts out of the co
   for (const path of copied) {
     const top = path.split('/')[0] ?? '';
     assert.ok(!ignored.has(path) && !ignored.has(top), `${path} is copied but ignored`);
+  }
+});
+
+test('every native source is a helper that build-native.sh builds, or is included by one', () => {
+  const buildScript = read('scripts/build-native.sh');
+  const sources = readdirSync(join(root, 'native')).filter((f) => f.endsWith('.c'));
+  const texts = new Map(sources.map((f) => [f, read(`native/${f}`)]));
+  for (const [file, text] of texts) {
+    if (/^int main\(/m.test(text)) {
+      assert.ok(
+        buildScript.includes(file.replace(/\.c$/, '')),
+        `${file} has a main() but build-native.sh does not build it`,
+      );
+    } else {
+      const includers = [...texts].filter(([, t]) => t.includes(`#include "${file}"`)).map(([f]) => f);
+      assert.ok(includers.length > 0, `${file} has no main() and no native source includes it`);
+    }
   }
 });

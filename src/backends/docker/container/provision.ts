@@ -12,10 +12,12 @@ import { runControl } from '../exec/exec-runner.ts';
 import type { DockerLogger, ResolvedDockerOptions } from '../options.ts';
 import { SETUP_SCRIPT } from '../exec/scripts.ts';
 import type { PoolEntry } from './warm-pool.ts';
+import type { ImageFacts } from './image-facts.ts';
 import { AgentChannel } from '../agent/agent-channel.ts';
 import { agentBinary, agentPresent, installAgent } from '../agent/agent-install.ts';
-import { AGENT_SOCKET } from '../agent/agent-channel.ts';
+import { AGENT_SOCKET } from '../exec/scripts.ts';
 import { type AgentLinks, type AgentSocket, isBindSourceMissing } from '../agent/agent-links.ts';
+import type { AgentLink } from '../agent/agent-link.ts';
 
 /** Create and start can be slow on busy hosts (vfs storage); a dead engine still fails at once. */
 const PROVISION_TIMEOUT_MS = 60_000;
@@ -36,6 +38,10 @@ export interface ProvisionInput {
   readonly storage?: StorageOptSupport | undefined;
   /** Agent links (the server's listeners); undefined: the agent is reached through the engine. */
   readonly agentLinks?: AgentLinks | undefined;
+  /** The engine's agent volume for this image (agent-volume.ts); undefined: upload the agent. */
+  readonly agentVolume?: ((image: string) => Promise<string | undefined>) | undefined;
+  /** Shell and environment of images already seen (image-facts.ts): no setup exec nor inspect. */
+  readonly imageFacts?: ImageFacts | undefined;
   /**
    * Starts the created container from a memory checkpoint instead of afresh (a live template,
    * a fork): the agent is in its image and running in its memory already.
@@ -43,21 +49,42 @@ export interface ProvisionInput {
   readonly restore?: ((container: Docker.Container) => Promise<void>) | undefined;
 }
 
-type Link = Awaited<ReturnType<AgentLinks['make']>>;
-
-/**
- * The container, made with what the engine can do: without the agent link's bind (a host that
- * lacks its source) or without a disk limit (a storage driver that cannot), and after pulling a
- * missing image. `box.link` is dropped where the link could not be had.
- */
-async function createSessionContainer(
+export async function provisionContainer(
   docker: Docker,
   options: ResolvedDockerOptions,
   log: DockerLogger,
   p: ProvisionInput,
-  box: { link: Link },
-): Promise<{ container: Docker.Container; engineLimit: boolean }> {
+): Promise<PoolEntry> {
+  const agentVolume = options.execPath === 'agent' ? await p.agentVolume?.(p.image) : undefined;
+  const { container, engineLimit, link } = await createContainer(docker, options, log, p, agentVolume);
+  try {
+    const installed = await startOrRestore(container, options, p.restore, agentVolume);
+    const facts = p.imageFacts?.get(p.image) ?? (await learnImage(container, options, p));
+    const agent =
+      installed === true
+        ? await startAgent(container, options, log, { path: AGENT_SOCKET, link })
+        : { agentUnavailable: installed };
+    return { containerId: container.id, ...facts, diskEnforcement: engineLimit ? 'engine' : 'watch', ...agent };
+  } catch (err) {
+    await removeContainer(docker, container.id).catch(() => undefined);
+    throw err;
+  }
+}
+
+/**
+ * The container create, with what the engine may refuse at it handled: a missing image (pulled,
+ * then created again), a link directory its host lacks, a disk limit its storage cannot apply.
+ * Returns the agent link the container got (undefined when none).
+ */
+async function createContainer(
+  docker: Docker,
+  options: ResolvedDockerOptions,
+  log: DockerLogger,
+  p: ProvisionInput,
+  agentVolume: string | undefined,
+): Promise<{ container: Docker.Container; engineLimit: boolean; link: AgentLink | undefined }> {
   const diskMb = p.resources.diskMb ?? options.defaultResources.diskMb;
+  let link = options.execPath === 'agent' ? await p.agentLinks?.make() : undefined;
   const configOf = (engineLimit: boolean): Docker.ContainerCreateOptions =>
     buildContainerConfig({
       name: p.name,
@@ -71,22 +98,24 @@ async function createSessionContainer(
       controlTmpfsSize: options.controlTmpfsSize,
       runtime: p.runtime,
       diskMb: engineLimit ? diskMb : undefined,
-      agentLinkDir: box.link?.mountSource,
+      agentLinkDir: link?.mountSource,
+      agentVolume,
     });
   const createOnce = (config: Docker.ContainerCreateOptions): Promise<Docker.Container> =>
     withDeadline('container create', PROVISION_TIMEOUT_MS, (abortSignal) =>
       docker.createContainer({ ...config, abortSignal }),
     );
-  // The engine refuses a bind source its host lacks: the box.link directory is not shared, and
+  // The engine refuses a bind source its host lacks: the link directory is not shared, and
   // this container (and every later one) is made without it (agent-links.ts).
   const create = async (config: Docker.ContainerCreateOptions): Promise<Docker.Container> => {
     try {
       return await createOnce(config);
     } catch (err) {
-      if (box.link === undefined || !isBindSourceMissing(err)) throw err;
-      p.agentLinks?.refuse(box.link, (err as Error).message);
-      box.link = undefined;
-      return createOnce({ ...config, HostConfig: { ...config.HostConfig, Mounts: [] } });
+      if (link === undefined || !isBindSourceMissing(err)) throw err;
+      p.agentLinks?.refuse(link, (err as Error).message);
+      link = undefined;
+      const Mounts = config.HostConfig?.Mounts?.filter((m) => m.Type !== 'bind');
+      return createOnce({ ...config, HostConfig: { ...config.HostConfig, Mounts } });
     }
   };
   // The engine refuses StorageOpt at create when its storage driver cannot apply it: the
@@ -106,66 +135,39 @@ async function createSessionContainer(
     }
   };
   try {
+    let created: { container: Docker.Container; engineLimit: boolean };
     try {
-      return await createLimited();
+      created = await createLimited();
     } catch (err) {
       if (p.pull === undefined || statusOf((err as { cause?: unknown }).cause) !== 404) throw err;
       await p.pull();
-      return await createLimited();
+      created = await createLimited();
     }
+    if (link !== undefined) p.agentLinks?.track(created.container.id, link);
+    return { ...created, link };
   } catch (err) {
-    if (box.link !== undefined) p.agentLinks?.discard(box.link);
+    if (link !== undefined) p.agentLinks?.discard(link);
     throw err;
   }
 }
 
-/** The made container started and set up, with its agent; removed again when that fails. */
-async function startSessionContainer(
-  docker: Docker,
-  options: ResolvedDockerOptions,
-  log: DockerLogger,
-  p: ProvisionInput,
-  created: { container: Docker.Container; engineLimit: boolean; link: Link },
-): Promise<PoolEntry> {
-  const { container, link } = created;
-  try {
-    const installed = await startOrRestore(container, options, p.restore);
-    const setup = await runControl(container, {
-      cmd: ['/bin/sh', '-c', SETUP_SCRIPT, 'sh', p.workdir],
-      timeoutMs: PROVISION_TIMEOUT_MS,
-    });
-    if (setup.exitCode !== 0)
-      throw execError('EXEC_ERR_BACKEND', `session container setup failed: ${setup.stderr.trim()}`);
-    const info = await withDeadline('container inspect', options.engineTimeoutMs, (abortSignal) =>
-      container.inspect({ abortSignal }),
-    );
-    const agent =
-      installed === true
-        ? await startAgent(container, options, log, { path: AGENT_SOCKET, link })
-        : { agentUnavailable: installed };
-    return {
-      containerId: container.id,
-      shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh',
-      baseEnv: envOf(info.Config.Env),
-      diskEnforcement: created.engineLimit ? 'engine' : 'watch',
-      ...agent,
-    };
-  } catch (err) {
-    await removeContainer(docker, container.id).catch(() => undefined);
-    throw err;
-  }
-}
-
-export async function provisionContainer(
-  docker: Docker,
-  options: ResolvedDockerOptions,
-  log: DockerLogger,
-  p: ProvisionInput,
-): Promise<PoolEntry> {
-  const box: { link: Link } = { link: options.execPath === 'agent' ? await p.agentLinks?.make() : undefined };
-  const created = await createSessionContainer(docker, options, log, p, box);
-  if (box.link !== undefined) p.agentLinks?.track(created.container.id, box.link);
-  return startSessionContainer(docker, options, log, p, { ...created, link: box.link });
+/**
+ * The first container of an image: the setup exec (the layout, made at create since, again,
+ * and the shell) and its environment, remembered for the next containers of the image.
+ */
+async function learnImage(container: Docker.Container, options: ResolvedDockerOptions, p: ProvisionInput) {
+  const setup = await runControl(container, {
+    cmd: ['/bin/sh', '-c', SETUP_SCRIPT, 'sh', p.workdir],
+    timeoutMs: PROVISION_TIMEOUT_MS,
+  });
+  if (setup.exitCode !== 0)
+    throw execError('EXEC_ERR_BACKEND', `session container setup failed: ${setup.stderr.trim()}`);
+  const info = await withDeadline('container inspect', options.engineTimeoutMs, (abortSignal) =>
+    container.inspect({ abortSignal }),
+  );
+  const facts = { shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh', baseEnv: envOf(info.Config.Env) };
+  p.imageFacts?.set(p.image, facts);
+  return facts;
 }
 
 /**
@@ -177,12 +179,18 @@ async function startOrRestore(
   container: Docker.Container,
   options: ResolvedDockerOptions,
   restore: ProvisionInput['restore'],
+  agentVolume: string | undefined,
 ): Promise<true | string> {
   if (restore !== undefined) {
     await restore(container);
     return options.execPath === 'exec' ? 'the server runs with one engine exec per command (execPath exec)' : true;
   }
-  const installed = await installIfWanted(container, options);
+  // Before the start: the archive API writes into the container's own filesystem then; with the
+  // engine's agent volume mounted there is nothing to write.
+  const installed =
+    agentVolume !== undefined && (await agentBinary(options.agentBinary)) !== undefined
+      ? true
+      : await installIfWanted(container, options);
   await withDeadline('container start', PROVISION_TIMEOUT_MS, (abortSignal) => container.start({ abortSignal }));
   return installed;
 }
