@@ -213,6 +213,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
       `--sandbox ${config.sandbox} (the default of new sessions) is not among --allowed-sandbox-types for every tenant (${everyone.join(', ')})`,
     );
   if (config.warmPoolRuntimes !== undefined) warmPoolRuntimes(config.warmPoolRuntimes);
+  if (config.warmPoolTemplates !== undefined) warmPoolTemplates(config.warmPoolTemplates);
   fleetIdentity(config);
   const hasAuth = config.token !== undefined || config.tokens !== undefined || config.tokensFile !== undefined;
   if (!isLoopback(listen.host) && !hasAuth && !config.insecureNoAuth) {
@@ -312,14 +313,23 @@ export function allowedSandboxTypes(rules: SandboxTypeRules | undefined, tenant:
 
 /** `--warm-pool-runtimes` as sizes by runtime (`runsc=2,runc=1`). */
 export function warmPoolRuntimes(value: string): Record<string, number> {
+  return poolSizes(value, 'warm-pool-runtimes', 'RUNTIME', /^([A-Za-z0-9][A-Za-z0-9_.-]{0,127})=(\d{1,3})$/);
+}
+
+/** `--warm-pool-templates` as sizes by live template, named or by id (`warm-repl=2`). */
+export function warmPoolTemplates(value: string): Record<string, number> {
+  return poolSizes(value, 'warm-pool-templates', 'NAME', /^([A-Za-z0-9][A-Za-z0-9_.:-]{0,127})=(\d{1,3})$/);
+}
+
+function poolSizes(value: string, flag: string, what: string, pattern: RegExp): Record<string, number> {
   const out: Record<string, number> = {};
   for (const part of value
     .split(',')
     .map((p) => p.trim())
     .filter((p) => p !== '')) {
-    const m = /^([A-Za-z0-9][A-Za-z0-9_.-]{0,127})=(\d{1,3})$/.exec(part);
+    const m = pattern.exec(part);
     if (m === null || Number(m[2]) > 256)
-      throw new ConfigError(`--warm-pool-runtimes: expected RUNTIME=N (N at most 256), got ${JSON.stringify(part)}`);
+      throw new ConfigError(`--${flag}: expected ${what}=N (N at most 256), got ${JSON.stringify(part)}`);
     out[m[1]!] = Number(m[2]);
   }
   return out;

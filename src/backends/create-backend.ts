@@ -2,7 +2,7 @@
  * Picks and builds the backend from config. Docker is imported lazily so the local backend
  * (the default) never loads dockerode.
  */
-import { runtimeList, warmPoolRuntimes, type Config } from '../config.ts';
+import { runtimeList, warmPoolRuntimes, warmPoolTemplates, type Config } from '../config.ts';
 import { fleetIdentity } from '../config/fleet.ts';
 import type { Logger } from '../logger.ts';
 import { createLocalBackend } from './local/local-backend.ts';
@@ -26,6 +26,8 @@ async function createDocker(config: Config, log: Logger): Promise<Backend> {
       runtime: config.runtime,
       allowedRuntimes: config.allowedRuntimes === undefined ? undefined : runtimeList(config.allowedRuntimes),
       warmPoolRuntimes: config.warmPoolRuntimes === undefined ? undefined : warmPoolRuntimes(config.warmPoolRuntimes),
+      warmPoolTemplates:
+        config.warmPoolTemplates === undefined ? undefined : warmPoolTemplates(config.warmPoolTemplates),
       checkpointDir: config.checkpointDir,
       checkpointMaxMb: config.checkpointMaxMb,
     },

@@ -17,7 +17,7 @@ import type {
 } from '../../types.ts';
 import { execError } from '../../../errors.ts';
 import { spawnFailure } from '../../spawn-failure.ts';
-import { encodeSpawn, frame, FromAgent, ToAgent } from './agent-protocol.ts';
+import { encodeAck, encodeSpawn, frame, FromAgent, ToAgent } from './agent-protocol.ts';
 import { AgentConnection, type AgentTransport, type ListedProcess } from './agent-connection.ts';
 import { AgentProcess } from './agent-process.ts';
 import type { AgentSocket } from './agent-links.ts';
@@ -60,6 +60,9 @@ export interface AgentOwner {
    */
   movedTo?(): Promise<string | undefined>;
 }
+
+/** Acknowledgement marks ([seq, end offset], oldest first) by process handle. */
+export type AckMarks = Readonly<Record<number, ReadonlyArray<readonly [number, number]>>>;
 
 export interface AgentSpawnOptions {
   readonly uid: number;
@@ -264,9 +267,14 @@ export class AgentChannel {
   /**
    * Server restart: hands every process the agent kept (running or ended) to `adopt`, which
    * runs synchronously for each, before any later frame is routed, and returns the sink the
-   * process reports to from now on (or undefined: the agent kills and forgets it).
+   * process reports to from now on (or undefined: the agent kills and forgets it). `marks`: per
+   * handle, acknowledgements the agent never read (a fork: the source's `unsentMarks` at its
+   * checkpoint), so output the source published keeps its seqs.
    */
-  async recover(adopt: (p: RecoveredProcess, process: BackendProcess) => ProcessSink | undefined): Promise<number> {
+  async recover(
+    adopt: (p: RecoveredProcess, process: BackendProcess) => ProcessSink | undefined,
+    marks?: AckMarks,
+  ): Promise<number> {
     let adopted = 0;
     const conn = await this.connection();
     // Listed again on the live connection: what arrived before anyone listened is replayed.
@@ -274,7 +282,7 @@ export class AgentChannel {
       for (const l of listed) {
         if (this.#procs.has(l.handle)) continue;
         this.#nextHandle = Math.max(this.#nextHandle, l.handle + 1);
-        const kept = keptProcess(l);
+        const kept = keptProcess(withMarks(l, marks?.[l.handle]));
         let target: ProcessSink | undefined;
         const proc = new AgentProcess({
           handle: l.handle,
@@ -287,6 +295,9 @@ export class AgentChannel {
         this.#track(proc, conn);
         proc.bind(conn);
         target = adopt(kept, proc);
+        // The fork's agent learns them too (a later restart of this server rebuilds the same seqs).
+        const extra = marks?.[l.handle];
+        if (target && extra !== undefined && extra.length > 0) conn.send(encodeAck(l.handle, extra));
         if (!target) {
           conn.send(frame(ToAgent.FORGET, l.handle));
           proc.lose('not adopted');
@@ -311,6 +322,16 @@ export class AgentChannel {
     // Running processes stay in #procs: the next use attaches again and rebinds them.
   }
 
+  /**
+   * Per process handle, the acknowledgement marks its agent never read (published after a
+   * detach): a fork of a checkpoint taken now gets them from the server (`recover`'s `marks`).
+   */
+  unsentMarks(): AckMarks {
+    const out: Record<number, ReadonlyArray<readonly [number, number]>> = {};
+    for (const p of this.#procs.values()) if (p.unsentMarks.length > 0) out[p.handle] = [...p.unsentMarks];
+    return out;
+  }
+
   get attachedProcesses(): number {
     return this.#procs.size;
   }
@@ -327,6 +348,14 @@ export class AgentChannel {
     this.#conn = undefined;
     conn?.close(reason);
   }
+}
+
+/** `l` with `extra` marks merged in (by end offset; the agent's own win on a tie). */
+function withMarks(l: ListedProcess, extra: ReadonlyArray<readonly [number, number]> | undefined): ListedProcess {
+  if (extra === undefined || extra.length === 0) return l;
+  const last = l.record.marks.at(-1)?.[1] ?? -1;
+  const marks = [...l.record.marks, ...extra.filter(([, end]) => end > last)];
+  return { ...l, record: { ...l.record, marks } };
 }
 
 function outputFrame(handle: number, o: ListedProcess['output'][number]): Parameters<AgentProcess['frame']>[0] {
