@@ -28,6 +28,7 @@ import { type AdoptHost, adoptHibernated, adoptRunning } from './container/recov
 import { DiskAwareSession, StorageOptSupport } from './container/disk.ts';
 import { CheckpointStore } from './checkpoints/checkpoint-store.ts';
 import { type TemplateRestore, templateRestorer } from './checkpoints/memory-snapshot.ts';
+import { TemplatePools } from './checkpoints/template-pool.ts';
 import type { HibernatableSession } from './checkpoints/hibernation.ts';
 import { LABEL, userLabels } from './container/labels.ts';
 import { resolveOptions, type DockerBackendOptions, type DockerLogger, type ResolvedDockerOptions } from './options.ts';
@@ -35,7 +36,6 @@ import { provisionContainer, removeContainer, type ProvisionInput } from './cont
 import { checkpointUnsupportedReason, GVISOR_PIDS_ALLOWANCE, isGvisor, RuntimeResolver } from './engine/runtimes.ts';
 import { deleteSnapshot, findSnapshot, listSnapshots } from './checkpoints/snapshots.ts';
 import { claimedName, WarmPool, type PoolEntry } from './container/warm-pool.ts';
-import { TemplatePools, templatePoolMatches } from './checkpoints/template-pool.ts';
 
 /** In a fleet, link directories younger than this are not swept (another replica may be making its container). */
 const FLEET_SWEEP_MIN_AGE_MS = 10 * 60_000;
@@ -63,7 +63,7 @@ export interface DockerBackend extends Backend {
   adoptRunning(c: Docker.ContainerInfo, sessionId: SessionId, tenant: TenantId): Promise<RecoveredSession | undefined>;
   /** Whether this engine has the snapshot `tenant` may use (placement of sessions made from it). */
   hasSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<boolean>;
-  /** Containers restored from a live template waiting in its pool (`warmPoolTemplates`), of one template or all. */
+  /** Containers restored from a live template ready in its pool (`warmPoolTemplates`), of one or all. */
   templatePoolReady(template?: string): string[];
   /** The memory checkpoints of live templates this backend keeps. */
   memoryCheckpoints(): { count: number; bytes: number };
@@ -104,9 +104,8 @@ class DockerBackendImpl implements DockerBackend {
   /** With `--fleet`: the other replicas and who owns which session (fleet.ts). */
   readonly #fleet: DockerFleet | undefined;
   #poolsStarted: Promise<void> | undefined;
-  /** Pools of containers restored from live templates (template-pool.ts), on a checkpointing runtime. */
-  #templates: TemplatePools | undefined;
-  #templateRuntime: string | undefined;
+  /** Pools of containers restored from live templates (template-pool.ts). */
+  readonly #templates: TemplatePools;
   #started = false;
   #closed = false;
 
@@ -152,6 +151,16 @@ class DockerBackendImpl implements DockerBackend {
       () => void this.#reconcile(),
     );
     this.runtimes = new RuntimeResolver(this.docker, options.runtime, options.allowedRuntimes, options.engineTimeoutMs);
+    this.#templates = new TemplatePools(options.warmPoolTemplates, {
+      ...{ docker: this.docker, options, runtimes: this.runtimes, store: this.#checkpoints, log },
+      listSnapshots: () => this.listSnapshots(undefined),
+      provision: (p) => this.#provision({ ...p, labels: { ...this.#ownLabels(), ...p.labels } }),
+      remove: (id) => this.#removeContainer(id),
+      rename: (id, name) =>
+        withDeadline('container rename', options.engineTimeoutMs, (abortSignal) =>
+          this.docker.getContainer(id).rename({ name, abortSignal }),
+        ),
+    });
   }
 
   get fleet(): FleetBackend | undefined {
@@ -170,10 +179,11 @@ class DockerBackendImpl implements DockerBackend {
     if (this.#started || this.#closed) return;
     this.#started = true;
     this.#watcher.start();
-    this.#poolsStarted = Promise.all([this.#startPools(), this.#startTemplatePools()]).then(
-      () => undefined,
-      (err: unknown) =>
-        this.#log.warn({ err: (err as Error).message }, 'warm pool: cannot resolve the runtimes; no pool'),
+    this.#templates
+      .start()
+      .catch((err: unknown) => this.#log.warn({ err: (err as Error).message }, 'no template pool'));
+    this.#poolsStarted = this.#startPools().catch((err: unknown) =>
+      this.#log.warn({ err: (err as Error).message }, 'warm pool: cannot resolve the runtimes; no pool'),
     );
   }
 
@@ -194,37 +204,6 @@ class DockerBackendImpl implements DockerBackend {
       this.#pools.set(runtime, pool);
       pool.refill();
     }
-  }
-
-  async #startTemplatePools(): Promise<void> {
-    if (Object.keys(this.options.warmPoolTemplates).length === 0 || this.#closed) return;
-    const engine = await this.runtimes.engine();
-    const runtime = (await this.runtimes.allowed()).find((r) => checkpointUnsupportedReason(engine, r) === undefined);
-    if (runtime === undefined) throw new Error('no runtime of this server can restore a live template');
-    this.#templateRuntime = runtime;
-    this.#templates = new TemplatePools(this.options.warmPoolTemplates, {
-      resolve: async (name) => {
-        const found = (await this.listSnapshots(undefined)).filter(
-          (t) => t.memory === true && (t.name === name || t.snapshotId === name || t.snapshotId === `sha256:${name}`),
-        );
-        const id = found.at(-1)?.snapshotId;
-        return id !== undefined && (await this.#checkpoints.has(id)) ? id : undefined;
-      },
-      create: async (snapshotId) =>
-        this.#provision({
-          network: (await this.#checkpoints.meta(snapshotId)).network === true,
-          restore: templateRestorer({
-            ...{ store: this.#checkpoints, engine, runtime, snapshotId, sessionId: 'template-pool' },
-            ...{ timeoutMs: this.options.engineTimeoutMs, log: this.#log },
-          }),
-          ...{ name: `exec-server-pool-${randomUUID()}`, image: snapshotId, pull: undefined, runtime },
-          labels: { ...this.#ownLabels(), [LABEL.pool]: 'true', [LABEL.created]: new Date().toISOString() },
-          ...{ resources: this.options.defaultResources, workdir: this.options.defaultWorkdir },
-        }),
-      remove: (id) => this.#removeContainer(id),
-      log: this.#log,
-    });
-    this.#templates.start();
   }
 
   async ping(): Promise<void> {
@@ -280,12 +259,9 @@ class DockerBackendImpl implements DockerBackend {
     let image = spec.image ?? this.options.defaultImage;
     if (spec.snapshot !== undefined)
       image = (await findSnapshot(this.docker, spec.snapshot, spec.tenant, this.options.engineTimeoutMs)).snapshotId;
-    const fromPool = runtime === this.#templateRuntime && templatePoolMatches(spec, workdir, this.options);
-    const pooled =
-      fromPool && (await this.#checkpoints.meta(image)).network === (spec.network === true)
-        ? await this.#claimTemplate(spec, image, runtime)
-        : undefined;
-    if (pooled !== undefined) return pooled;
+    const claimed = spec.snapshot === undefined ? undefined : await this.#templates.claim(spec, image, runtime);
+    if (claimed)
+      return this.#adopt(spec.id, spec.tenant, claimed, image, workdir, runtime, undefined, claimed.restored);
     const restore =
       spec.snapshot !== undefined && (await this.#checkpoints.has(image))
         ? templateRestorer({
@@ -347,31 +323,6 @@ class DockerBackendImpl implements DockerBackend {
     return this.#adopt(spec.id, spec.tenant, entry, this.options.defaultImage, this.options.defaultWorkdir, runtime);
   }
 
-  /** A container of `snapshotId`'s template pool, claimed for `spec` (undefined: none ready, or the claim failed). */
-  async #claimTemplate(
-    spec: BackendSessionSpec,
-    snapshotId: string,
-    runtime: string,
-  ): Promise<BackendSession | undefined> {
-    const entry = this.#templates?.take(snapshotId);
-    if (entry === undefined) return undefined;
-    const container = this.docker.getContainer(entry.containerId);
-    const marks = async () => (await this.#checkpoints.meta(snapshotId)).marks;
-    return withDeadline('container rename', this.options.engineTimeoutMs, (abortSignal) =>
-      container.rename({ name: claimedName(spec.id, spec.tenant), abortSignal }),
-    ).then(
-      () =>
-        this.#adopt(spec.id, spec.tenant, entry, snapshotId, this.options.defaultWorkdir, runtime, undefined, {
-          marks,
-        }),
-      async (err: unknown) => {
-        this.#log.warn({ err: (err as Error).message }, 'template pool: claim failed, restoring a container');
-        await this.#removeContainer(entry.containerId).catch(() => undefined);
-        return undefined;
-      },
-    );
-  }
-
   async #adopt(
     id: SessionId,
     tenant: TenantId,
@@ -420,7 +371,7 @@ class DockerBackendImpl implements DockerBackend {
           store: this.#checkpoints,
           maxBytes: this.options.checkpointMaxMb * 1024 * 1024,
           removeImage: (snapshotId) => this.deleteSnapshot(snapshotId, tenant),
-          taken: () => this.#templates?.refill(),
+          taken: () => this.#templates.refill(),
           log: this.#log,
         },
       },
@@ -559,7 +510,7 @@ class DockerBackendImpl implements DockerBackend {
     // A checkpoint stops the container on purpose.
     if (e.action === 'die' && this.#gated.get(e.containerId)?.expectsStop === true) return;
     for (const pool of this.#pools.values()) pool.forget(e.containerId);
-    this.#templates?.forget(e.containerId);
+    this.#templates.forget(e.containerId);
     if (e.action === 'destroy') this.#agentLinks.release(e.containerId);
     const session = this.#sessions.get(e.containerId);
     // The owner of a deleted session removes its claims (recovery sweeps what is left).
@@ -602,22 +553,16 @@ class DockerBackendImpl implements DockerBackend {
   }
 
   async deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void> {
-    // A template pool's containers use the image: they go first (and come back if it stays).
-    const t = this.options.engineTimeoutMs;
-    const id = this.#templates && (await findSnapshot(this.docker, snapshotId, tenant, t)).snapshotId;
-    if (id !== undefined) await this.#templates?.release(id);
-    const deleted = await deleteSnapshot(this.docker, snapshotId, tenant, this.options.engineTimeoutMs).catch(
-      async (err: unknown) => {
-        if (id !== undefined) await this.#templates?.release(id, true);
-        throw err;
-      },
+    // A template pool's containers use the image: they go first (template-pool.ts).
+    const deleted = await this.#templates.whileReleased(snapshotId, tenant, () =>
+      deleteSnapshot(this.docker, snapshotId, tenant, this.options.engineTimeoutMs),
     );
     // A live template's memory goes with it.
     await this.#checkpoints.remove(deleted);
   }
 
   templatePoolReady(template?: string): string[] {
-    return this.#templates?.readyContainers(template) ?? [];
+    return this.#templates.readyContainers(template);
   }
 
   memoryCheckpoints(): { count: number; bytes: number } {
@@ -629,7 +574,7 @@ class DockerBackendImpl implements DockerBackend {
     this.#closed = true;
     this.#watcher.stop();
     await this.#poolsStarted;
-    await Promise.all([...this.#pools.values(), ...(this.#templates ? [this.#templates] : [])].map((p) => p.close()));
+    await Promise.all([...this.#pools.values(), this.#templates].map((p) => p.close()));
     await Promise.all([...this.#sessions.values()].map((s) => s.destroy().catch(() => undefined)));
     this.#agentLinks.closeAll();
     await this.#lease.release();
@@ -640,7 +585,7 @@ class DockerBackendImpl implements DockerBackend {
     this.#closed = true;
     this.#watcher.stop();
     await this.#poolsStarted;
-    await Promise.all([...this.#pools.values(), ...(this.#templates ? [this.#templates] : [])].map((p) => p.close()));
+    await Promise.all([...this.#pools.values(), this.#templates].map((p) => p.close()));
     // The agents keep their processes and output for the next server, as when this one dies.
     await Promise.all([...this.#sessions.values()].map((s) => s.agent?.detach().catch(() => undefined)));
     // The listeners go too: the next server opens them again at the same paths.
