@@ -19,13 +19,13 @@
  *   EXEC_SERVER_DOCKER_AGENT_SOCKET_DIR=off (in the environment) has our server reach the agents
  *   through attached engine execs instead of their sockets (docs/docker-backend.md).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { parseArgs } from 'node:util';
 import type { Duplex } from 'node:stream';
 import Docker from 'dockerode';
 import { ExecServerClient } from '../src/client/index.ts';
+import { type DevServer, startDevServer } from '../test/support/dev-server.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -56,61 +56,15 @@ const row = (...cells: string[]): void => {
   console.log(cells.join(' | '));
 };
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
-    });
+/** A server of this checkout on its own process, ready (test/support/dev-server.ts). */
+function startServer(extra: string[]): Promise<DevServer> {
+  return startDevServer({
+    image: IMAGE,
+    instanceId: `bench-${randomUUID().slice(0, 8)}`,
+    flags: ['--cpus', '1', ...extra],
+    env: { ...process.env, EXEC_SERVER_DOCKER_EXEC_PATH: args['exec-path'] },
+    stdout: 'inherit',
   });
-}
-
-async function startServer(extra: string[]): Promise<{ url: string; child: ChildProcess }> {
-  const port = await freePort();
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      'src/main.ts',
-      'serve',
-      '--backend',
-      'docker',
-      '--image',
-      IMAGE,
-      '--listen',
-      `ws://127.0.0.1:${port}`,
-      '--log-level',
-      'warn',
-      '--instance-id',
-      `bench-${port}`,
-      '--cpus',
-      '1',
-      ...extra,
-    ],
-    {
-      stdio: ['ignore', 'inherit', 'inherit'],
-      env: { ...process.env, EXEC_SERVER_DOCKER_EXEC_PATH: args['exec-path'] },
-    },
-  );
-  const url = `ws://127.0.0.1:${port}`;
-  for (let i = 0; i < 1200; i++) {
-    if (child.exitCode !== null) throw new Error(`server exited with code ${child.exitCode} before it was ready`);
-    const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (ok) return { url, child };
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  child.kill('SIGKILL');
-  throw new Error('server did not become ready within 120 s');
-}
-
-async function stopServer(child: ChildProcess): Promise<void> {
-  const gone = new Promise((r) => child.once('exit', r));
-  child.kill('SIGTERM');
-  await gone;
 }
 
 // --- raw dockerode --------------------------------------------------------------------------
@@ -298,7 +252,8 @@ async function signals(url: string): Promise<void> {
 }
 
 async function pool(): Promise<void> {
-  const { url, child } = await startServer(['--warm-pool', '2']);
+  const server = await startServer(['--warm-pool', '2']);
+  const { url } = server;
   const ours: number[] = [];
   const rawTimes: number[] = [];
   try {
@@ -318,7 +273,7 @@ async function pool(): Promise<void> {
       await remove(c);
     }
   } finally {
-    await stopServer(child);
+    await server.stop();
   }
   row(
     'warm-pool session + first command',
@@ -374,7 +329,8 @@ async function main(): Promise<void> {
   const raw = await rawContainer();
   try {
     if (needsServer) {
-      const { url, child } = await startServer([]);
+      const server = await startServer([]);
+      const { url, child } = server;
       try {
         if (CASES.has('rt')) await roundTrips(url, raw);
         if (CASES.has('pipe')) await streams(url, raw, false, child.pid);
@@ -382,7 +338,7 @@ async function main(): Promise<void> {
         if (CASES.has('signal')) await signals(url);
         if (CASES.has('burst')) await burst(url);
       } finally {
-        await stopServer(child);
+        await server.stop();
       }
     }
     if (CASES.has('pool')) await pool();

@@ -13,6 +13,7 @@ import { createDockerEngines } from '../src/backends/docker/index.ts';
 import type { Backend, BackendSession, ProcessSink } from '../src/backends/types.ts';
 import { asSessionId, asTenantId } from '../src/ids.ts';
 import { silentLogger } from '../src/logger.ts';
+import { spawnRequest } from '../test/docker/helpers.ts';
 import { SECOND_ENGINE_HOST, startSecondEngine } from '../test/support/second-engine.ts';
 
 const sessions = Number(process.argv[2] ?? 32);
@@ -27,17 +28,7 @@ function firstCommand(s: BackendSession): Promise<void> {
       output: () => {},
       exit: (e) => (e.kind === 'exited' && e.code === 0 ? resolve() : reject(new Error(`true ended ${e.kind}`))),
     };
-    s.spawn(
-      {
-        argv: ['true'],
-        cwd: '/workspace',
-        env: { PATH: '/usr/bin:/bin' },
-        mode: 'pipe-no-stdin',
-        size: { cols: 80, rows: 24 },
-        sandbox: { kind: 'unrestricted' },
-      },
-      sink,
-    ).catch(reject);
+    s.spawn(spawnRequest(['true']), sink).catch(reject);
   });
 }
 

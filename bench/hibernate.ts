@@ -14,6 +14,7 @@ import { createDockerBackend } from '../src/backends/docker/index.ts';
 import type { BackendSession, ProcessSink } from '../src/backends/types.ts';
 import { asSessionId, asTenantId } from '../src/ids.ts';
 import { silentLogger } from '../src/logger.ts';
+import { spawnRequest } from '../test/docker/helpers.ts';
 
 const rounds = Number(process.argv[2] ?? 10);
 const execs = Number(process.argv[3] ?? 30);
@@ -37,17 +38,7 @@ async function run(s: BackendSession, argv: string[]): Promise<{ ms: number; out
     exit: (e) => done(e.kind === 'exited' ? e.code : -1),
   };
   const t0 = performance.now();
-  await s.spawn(
-    {
-      argv,
-      cwd: '/workspace',
-      env: { PATH: '/usr/bin:/bin' },
-      mode: 'pipe-no-stdin',
-      size: { cols: 80, rows: 24 },
-      sandbox: { kind: 'unrestricted' },
-    },
-    sink,
-  );
+  await s.spawn(spawnRequest(argv), sink);
   const code = await exited;
   return { ms: performance.now() - t0, out, code };
 }

@@ -70,6 +70,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cloexec.h"
+
 #define CTL_FD 3
 #define OUT_CAP (256 * 1024)
 #define IN_CAP (64 * 1024)
@@ -384,40 +386,36 @@ static void report_close_writer(void) {
   report_pipe[1] = -1;
 }
 
-/* Every descriptor from `low` up closes at the next exec: a command gets fds 0-2 and nothing the
- * server was started with (a descriptor its parent leaked to it) or opened without CLOEXEC. */
-static void cloexec_from(int low) {
-#ifdef SYS_close_range
-  if (syscall(SYS_close_range, (unsigned)low, ~0U, 4U /* CLOSE_RANGE_CLOEXEC, Linux 5.11 */) == 0) return;
-#endif
-  long max = sysconf(_SC_OPEN_MAX);
-  if (max < 0 || max > 1 << 20) max = 1 << 20;
-  for (int fd = low; fd < max; fd++) fcntl(fd, F_SETFD, FD_CLOEXEC);
+/* In the command's process after the fork: the relay's signal mask undone, fds from 3 closed at
+ * exec (the report pipe's end is made inheritable again by report_pass). */
+static void child_prepare(const sigset_t *old) {
+  sigprocmask(SIG_SETMASK, old, NULL);
+  signal(SIGPIPE, SIG_DFL);
+  cloexec_from(3);
+  report_pass();
 }
 
-/* Pipe mode: the command runs on the relay's own fd 0-2; the relay only keeps it. */
-static int run_pipe(char **cmd, int sigfd, const sigset_t *old) {
-  const char *file = cmd[0];
-  if (strcmp(cmd[0], "--arg0") == 0 && cmd[1] && cmd[2]) { /* --arg0 NAME FILE ARG...: NAME as argv[0] */
-    file = cmd[2];
-    cmd[2] = cmd[1];
-    cmd += 2;
-  }
-  int errpipe[2];
+/* Forks the command's process (prepared by child_prepare) with the pipe its exec errno comes
+ * back through; 0 in the child, its pid in the relay. */
+static pid_t fork_command(int errpipe[2], const sigset_t *old) {
   if (pipe2(errpipe, O_CLOEXEC) < 0) die("pipe2");
   report_prepare();
   pid_t pid = fork();
   if (pid < 0) die("fork");
-  if (pid == 0) {
-    sigprocmask(SIG_SETMASK, old, NULL);
-    signal(SIGPIPE, SIG_DFL);
-    cloexec_from(3); /* the report pipe's end is made inheritable again just below */
-    report_pass();
-    if (setsid() >= 0) execvp(file, cmd);
-    int e = errno;
-    (void)!write(errpipe[1], &e, sizeof e);
-    _exit(127);
-  }
+  if (pid == 0) child_prepare(old);
+  return pid;
+}
+
+/* In the command's process: its start failed; the errno goes to the relay through `fd`. */
+__attribute__((noreturn)) static void child_failed(int fd) {
+  int e = errno;
+  (void)!write(fd, &e, sizeof e);
+  _exit(127);
+}
+
+/* In the relay after the fork: whether the command started (its errno pipe closed empty, and
+ * the launcher, with --exec-report, reported 0). Says "pid N" or "error ERRNO TEXT" on fd 3. */
+static int exec_started(int errpipe[2], pid_t pid) {
   close(errpipe[1]);
   report_close_writer();
   int exec_errno = 0;
@@ -431,6 +429,24 @@ static int run_pipe(char **cmd, int sigfd, const sigset_t *old) {
     return 0;
   }
   ctl_say("pid %ld\n", pid, NULL);
+  return 1;
+}
+
+/* Pipe mode: the command runs on the relay's own fd 0-2; the relay only keeps it. */
+static int run_pipe(char **cmd, int sigfd, const sigset_t *old) {
+  const char *file = cmd[0];
+  if (strcmp(cmd[0], "--arg0") == 0 && cmd[1] && cmd[2]) { /* --arg0 NAME FILE ARG...: NAME as argv[0] */
+    file = cmd[2];
+    cmd[2] = cmd[1];
+    cmd += 2;
+  }
+  int errpipe[2];
+  pid_t pid = fork_command(errpipe, old);
+  if (pid == 0) {
+    if (setsid() >= 0) execvp(file, cmd);
+    child_failed(errpipe[1]);
+  }
+  if (!exec_started(errpipe, pid)) return 0;
   int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
   for (int fd = 0; fd <= 2 && devnull >= 0; fd++) dup2(devnull, fd);
   set_nonblock(CTL_FD);
@@ -483,41 +499,18 @@ int main(int argc, char **argv) {
   init_termios(slave, cols, rows);
 
   int errpipe[2];
-  if (pipe2(errpipe, O_CLOEXEC) < 0) die("pipe2");
-  report_prepare();
-
-  pid_t pid = fork();
-  if (pid < 0) die("fork");
+  pid_t pid = fork_command(errpipe, &old);
   if (pid == 0) {
-    sigprocmask(SIG_SETMASK, &old, NULL);
-    signal(SIGPIPE, SIG_DFL);
-    cloexec_from(3); /* the report pipe's end is made inheritable again just below */
-    report_pass();
     if (setsid() < 0 || ioctl(slave, TIOCSCTTY, 0) < 0 || dup2(slave, 0) < 0 || dup2(slave, 1) < 0 || dup2(slave, 2) < 0) {
-      int e = errno;
-      (void)!write(errpipe[1], &e, sizeof e);
-      _exit(127);
+      child_failed(errpipe[1]);
     }
     execvp(argv[3], argv + 3);
-    int e = errno;
-    (void)!write(errpipe[1], &e, sizeof e);
-    _exit(127);
+    child_failed(errpipe[1]);
   }
   /* Only the command holds the slave from here on, so EIO on the master means it is all read. */
   close(slave);
-  close(errpipe[1]);
-  report_close_writer();
-  int exec_errno = 0;
+  if (!exec_started(errpipe, pid)) return 0;
   ssize_t n;
-  while ((n = read(errpipe[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {}
-  close(errpipe[0]);
-  if (n <= 0 && (exec_errno = report_wait()) != 0) n = 1;
-  if (n > 0) {
-    waitpid(pid, NULL, 0);
-    ctl_say("error %ld %s\n", exec_errno, strerror(exec_errno));
-    return 0;
-  }
-  ctl_say("pid %ld\n", pid, NULL);
 
   set_nonblock(master);
   set_nonblock(0);

@@ -55,6 +55,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cloexec.h"
+
 #define EXIT_SETUP 125
 
 /* Where to say whether the program can be run (pty-relay --exec-report), or -1. */
@@ -194,17 +196,6 @@ static int exec_problem(const char *file) {
     p = colon + 1;
   }
   return denied ? EACCES : ENOENT;
-}
-
-/* Every descriptor from `low` up closes at the next exec: a command gets fds 0-2 and nothing the
- * server was started with (a descriptor its parent leaked to it) or opened without CLOEXEC. */
-static void cloexec_from(int low) {
-#ifdef SYS_close_range
-  if (syscall(SYS_close_range, (unsigned)low, ~0U, 4U /* CLOSE_RANGE_CLOEXEC, Linux 5.11 */) == 0) return;
-#endif
-  long max = sysconf(_SC_OPEN_MAX);
-  if (max < 0 || max > 1 << 20) max = 1 << 20;
-  for (int fd = low; fd < max; fd++) fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
 /* Becomes the session's user (if any) with no capability and no way to gain one, changes to

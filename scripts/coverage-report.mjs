@@ -93,25 +93,31 @@ export function codeLines(text) {
 
 const BASE64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
 
+/** The fields of one source-map segment (base64 VLQ): generated column, source, line, column... as deltas. */
+export function vlqFields(segment) {
+  const fields = [];
+  let value = 0;
+  let shift = 0;
+  for (const ch of segment) {
+    const digit = BASE64.indexOf(ch);
+    value += (digit & 31) << shift;
+    if (digit & 32) shift += 5;
+    else {
+      fields.push(value & 1 ? -(value >>> 1) : value >>> 1);
+      value = 0;
+      shift = 0;
+    }
+  }
+  return fields;
+}
+
 /** 1-based lines of the original that a source map's mappings point into (the lines that compile to code). */
 export function mappedLines(mappings) {
   const lines = new Set();
   let sourceLine = 0;
   for (const segment of mappings.split(/[;,]/)) {
     if (segment === '') continue;
-    const fields = [];
-    let value = 0;
-    let shift = 0;
-    for (const ch of segment) {
-      const digit = BASE64.indexOf(ch);
-      value += (digit & 31) << shift;
-      if (digit & 32) shift += 5;
-      else {
-        fields.push(value & 1 ? -(value >>> 1) : value >>> 1);
-        value = 0;
-        shift = 0;
-      }
-    }
+    const fields = vlqFields(segment);
     if (fields.length >= 4) {
       sourceLine += fields[2];
       lines.add(sourceLine + 1);

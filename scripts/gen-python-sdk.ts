@@ -8,7 +8,7 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { ERROR_REGISTRY, RETRYABLE_CODES } from '../src/errors.ts';
-import { ExecCommandBodySchema, SIGNAL_NAMES, WriteStdinBodySchema } from '../src/protocol/index.ts';
+import { ExecCommandBodySchema, MAX_SESSION_BATCH, SIGNAL_NAMES, WriteStdinBodySchema } from '../src/protocol/index.ts';
 
 const TARGET = new URL('../clients/python/exec_server/_generated.py', import.meta.url);
 
@@ -73,6 +73,9 @@ function render(): string {
     '',
     '# src/protocol/common.ts SIGNAL_NAMES.',
     `SIGNAL_NAMES: tuple[str, ...] = (${SIGNAL_NAMES.map((s) => JSON.stringify(s)).join(', ')})`,
+    '',
+    '# src/protocol/session.ts MAX_SESSION_BATCH: sessions one batch create makes at most.',
+    `MAX_SESSION_BATCH: int = ${MAX_SESSION_BATCH}`,
     '',
     '# The tool facade (src/protocol/tools.ts): function-tool definitions for a model.',
     `TOOL_DEFINITIONS: list[dict[str, Any]] = ${py(TOOLS, '')}`,

@@ -84,6 +84,11 @@ function withRewrite(rewrite: ((req: IncomingMessage) => string) | undefined): {
  * Origin tells whose page it is. A preview application's own requests are its business, its
  * WebSockets not.
  */
+/** `/readyz`'s answer when not ready: 503, with EXEC_ERR_BACKEND_UNAVAILABLE (whose status that is). */
+function notReady(reply: FastifyReply, e: ExecServerError): FastifyReply {
+  return reply.code(e.statusCode).send(httpErrorBody(e));
+}
+
 function originGate(
   origins: OriginCheck,
 ): (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply | undefined> {
@@ -99,19 +104,130 @@ function originGate(
   };
 }
 
+/** One line per request, at debug: at info the log would be mostly requests within minutes. */
+function logRequests(app: FastifyInstance): void {
+  app.addHook('onResponse', async (request, reply) => {
+    request.log.debug(
+      {
+        method: request.method,
+        url: request.url.split('?')[0],
+        statusCode: reply.statusCode,
+        ms: Math.round(reply.elapsedTime),
+      },
+      'request',
+    );
+  });
+}
+
+/** Every error leaves as the registry has it: `{code, message}` with the code's one status. */
+function setErrorHandlers(app: FastifyInstance): void {
+  app.setErrorHandler((error, request, reply) => {
+    if (error instanceof ExecServerError) {
+      if (error.statusCode >= 500) request.log.error({ err: error }, 'request failed');
+      return reply.code(error.statusCode).send(httpErrorBody(error));
+    }
+    const err = error as Error & { validation?: unknown; statusCode?: number };
+    if (err.validation) return reply.code(400).send(httpErrorBody(execError('EXEC_ERR_INVALID_PARAMS', err.message)));
+    // The framework's own 4xx (body too large, malformed JSON, wrong content type): our code, and
+    // that code's one status (a 415 of the framework is answered 400 EXEC_ERR_INVALID_REQUEST).
+    const status = err.statusCode;
+    if (status !== undefined && status >= 400 && status < 500) {
+      const e = execError(codeOfHttpStatus(status), err.message, { cause: err });
+      return reply.code(e.statusCode).send(httpErrorBody(e));
+    }
+    request.log.error({ err: error }, 'request failed');
+    const e = toExecError(error);
+    return reply.code(e.statusCode).send(httpErrorBody(e));
+  });
+}
+
+/** `/healthz` (the process is up), `/readyz` (the backend answers, the audit log can be written), `/metrics`. */
+function registerProbes(app: FastifyInstance, backend: Backend, audit: Auditor, metrics: Metrics): void {
+  app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
+  app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
+    try {
+      await backend.ping();
+      const reason =
+        (audit instanceof AuditLog ? audit.notReadyReason() : undefined) ?? (await backend.notReadyReason?.());
+      if (reason !== undefined) return notReady(reply, execError('EXEC_ERR_BACKEND_UNAVAILABLE', reason));
+      const engines = backend.engines?.();
+      return { status: 'ready', backend: backend.kind, ...(engines === undefined ? {} : { engines }) };
+    } catch (err) {
+      // Not ready, whatever the engine said: 503 with the code of that status, the failure as its cause.
+      const e = toExecError(err);
+      return notReady(
+        reply,
+        e.code === 'EXEC_ERR_BACKEND_UNAVAILABLE'
+          ? e
+          : execError('EXEC_ERR_BACKEND_UNAVAILABLE', e.message, { cause: err }),
+      );
+    }
+  });
+  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
+    return reply.header('content-type', metrics.registry.contentType).send(await metrics.registry.metrics());
+  });
+}
+
+/** The WebSocket protocol, the REST API, the files, the console, MCP and the preview routes. */
+async function registerRoutes(
+  app: FastifyInstance,
+  deps: { config: Config; sessions: SessionManager; metrics: Metrics; tokenSigner: SessionTokenSigner; drain: Drain },
+): Promise<void> {
+  const { config, sessions, metrics, tokenSigner, drain } = deps;
+  const table = new MethodTable<Connection>();
+  registerSessionMethods(table);
+  registerProcessMethods(table);
+  registerFsMethods(table);
+  const signer = new PreviewSigner(config.previewSecret);
+  registerPreviewMethods(table, { config, signer });
+  registerWebSocketRoute(app, {
+    table,
+    metrics,
+    bufferLimitBytes: config.wsBufferLimitBytes,
+    drain,
+    deps: { sessions, config, metrics, version: VERSION },
+  });
+  await registerTokenRoutes(app, { signer: tokenSigner, maxTtlSeconds: config.sessionTokenMaxTtlSeconds });
+  await registerHttpApi(app);
+  await registerFileRoutes(app);
+  registerConsole(app);
+  // Loaded on first use: the MCP SDK and its dependencies take a while to evaluate, which every
+  // importer of this module (CLI client commands, tests) would otherwise pay at load time.
+  const { registerMcpEndpoint } = await import('./mcp/endpoint.ts');
+  registerMcpEndpoint(app, { config, signer });
+  await registerPreviewRoutes(app, { config, signer, sessionTokens: tokenSigner });
+}
+
+/**
+ * Startup re-adopts the sessions; shutdown ends them, then the backend and the audit log the app
+ * opened. `keep` (a fleet, or `--shutdown-sessions keep`): the sessions stay in the engine for the
+ * next server; the backend hands them over as a killed server would, instead of removing them.
+ */
+function addLifecycleHooks(
+  app: FastifyInstance,
+  o: { config: Config; sessions: SessionManager; backend: Backend; ownAudit: Auditor | undefined },
+): void {
+  const { sessions, backend } = o;
+  app.addHook('onReady', async () => {
+    await sessions.start();
+  });
+  const keep = keepsSessions(o.config, backend);
+  app.addHook('preClose', async () => {
+    await sessions.close({ keep });
+  });
+  app.addHook('onClose', async () => {
+    await (keep && backend.handOver ? backend.handOver() : backend.close());
+    if (o.ownAudit instanceof AuditLog) await o.ownAudit.close();
+  });
+}
+
 /** How long startup (recovery included) may take before the server gives up. */
 const STARTUP_TIMEOUT_MS = 10 * 60_000;
 
-export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
-  const { config, backend } = deps;
-  const auth = createAuthenticator(config);
-  const origins = new OriginCheck(config.allowedOrigins);
-  const metrics = deps.metrics ?? new Metrics();
-  const engines = backend.engines?.bind(backend);
-  if (engines !== undefined) metrics.watchEngines(engines);
-  const checkpoints = backend.memoryCheckpoints?.bind(backend);
-  if (checkpoints !== undefined) metrics.watchCheckpoints(checkpoints);
-  const app = Fastify({
+/** The Fastify instance: the app's logger, body limit and startup bound, preview hosts rewritten. */
+function createFastify(deps: AppDeps): FastifyInstance {
+  const { config } = deps;
+  return Fastify({
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
     bodyLimit: config.maxMessageBytes,
     return503OnClosing: true,
@@ -123,19 +239,39 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     logController: new LogController({ disableRequestLogging: true }),
     ...withRewrite(previewRewriter(config.previewHost)),
   });
+}
+
+/** The audit log `--audit-log` names, or none. */
+async function openAudit(
+  config: Config,
+  holdStdout: boolean | undefined,
+  metrics: Metrics,
+  log: Logger,
+): Promise<Auditor> {
+  return config.auditLog === undefined
+    ? NO_AUDIT
+    : await AuditLog.open(config.auditLog, {
+        server: `${hostname()}/${config.instanceId}`,
+        version: VERSION,
+        maxQueueLines: config.auditQueueLines,
+        holdStdout,
+        metrics,
+        log,
+      });
+}
+
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const { config, backend } = deps;
+  const auth = createAuthenticator(config);
+  const origins = new OriginCheck(config.allowedOrigins);
+  const metrics = deps.metrics ?? new Metrics();
+  const engines = backend.engines?.bind(backend);
+  if (engines !== undefined) metrics.watchEngines(engines);
+  const checkpoints = backend.memoryCheckpoints?.bind(backend);
+  if (checkpoints !== undefined) metrics.watchCheckpoints(checkpoints);
+  const app = createFastify(deps);
   const log = app.log as unknown as Logger;
-  const audit =
-    deps.audit ??
-    (config.auditLog === undefined
-      ? NO_AUDIT
-      : await AuditLog.open(config.auditLog, {
-          server: `${hostname()}/${config.instanceId}`,
-          version: VERSION,
-          maxQueueLines: config.auditQueueLines,
-          holdStdout: deps.holdAuditStdout,
-          metrics,
-          log,
-        }));
+  const audit = deps.audit ?? (await openAudit(config, deps.holdAuditStdout, metrics, log));
   const sessions = new SessionManager(backend, config, metrics, log, audit);
   // Session tokens outlive a restart and reach every replica when the key does: an explicit
   // secret, else one derived from the tenant tokens every replica is configured with.
@@ -176,92 +312,18 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // A replica of a fleet sends the requests for another live replica's sessions there.
   registerFleetForwarding(app);
 
-  // One line per request, at debug: at info the log would be mostly requests within minutes.
-  app.addHook('onResponse', async (request, reply) => {
-    request.log.debug(
-      {
-        method: request.method,
-        url: request.url.split('?')[0],
-        statusCode: reply.statusCode,
-        ms: Math.round(reply.elapsedTime),
-      },
-      'request',
-    );
-  });
+  logRequests(app);
 
-  app.setErrorHandler((error, request, reply) => {
-    if (error instanceof ExecServerError) {
-      if (error.statusCode >= 500) request.log.error({ err: error }, 'request failed');
-      return reply.code(error.statusCode).send(httpErrorBody(error));
-    }
-    const err = error as Error & { validation?: unknown; statusCode?: number };
-    if (err.validation) return reply.code(400).send(httpErrorBody(execError('EXEC_ERR_INVALID_PARAMS', err.message)));
-    // The framework's own 4xx (body too large, malformed JSON, wrong content type): its status, our code.
-    const status = err.statusCode;
-    if (status !== undefined && status >= 400 && status < 500)
-      return reply.code(status).send(httpErrorBody(execError(codeOfHttpStatus(status), err.message)));
-    request.log.error({ err: error }, 'request failed');
-    const e = toExecError(error);
-    return reply.code(e.statusCode).send(httpErrorBody(e));
-  });
+  setErrorHandlers(app);
   app.setNotFoundHandler((request, reply) => {
     const e = execError('EXEC_ERR_NOT_FOUND', `no route ${request.method} ${request.url}`);
     return reply.code(e.statusCode).send(httpErrorBody(e));
   });
 
-  app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
-  app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
-    try {
-      await backend.ping();
-      const reason =
-        (audit instanceof AuditLog ? audit.notReadyReason() : undefined) ?? (await backend.notReadyReason?.());
-      if (reason !== undefined)
-        return reply.code(503).send(httpErrorBody(execError('EXEC_ERR_BACKEND_UNAVAILABLE', reason)));
-      const engines = backend.engines?.();
-      return { status: 'ready', backend: backend.kind, ...(engines === undefined ? {} : { engines }) };
-    } catch (err) {
-      return reply.code(503).send(httpErrorBody(toExecError(err)));
-    }
-  });
-  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
-    return reply.header('content-type', metrics.registry.contentType).send(await metrics.registry.metrics());
-  });
+  registerProbes(app, backend, audit, metrics);
 
-  const table = new MethodTable<Connection>();
-  registerSessionMethods(table);
-  registerProcessMethods(table);
-  registerFsMethods(table);
-  const signer = new PreviewSigner(config.previewSecret);
-  registerPreviewMethods(table, { config, signer });
-  registerWebSocketRoute(app, {
-    table,
-    metrics,
-    bufferLimitBytes: config.wsBufferLimitBytes,
-    drain,
-    deps: { sessions, config, metrics, version: VERSION },
-  });
-  await registerTokenRoutes(app, { signer: tokenSigner, maxTtlSeconds: config.sessionTokenMaxTtlSeconds });
-  await registerHttpApi(app);
-  await registerFileRoutes(app);
-  registerConsole(app);
-  // Loaded on first use: the MCP SDK and its dependencies take a while to evaluate, which every
-  // importer of this module (CLI client commands, tests) would otherwise pay at load time.
-  const { registerMcpEndpoint } = await import('./mcp/endpoint.ts');
-  registerMcpEndpoint(app, { config, signer });
-  await registerPreviewRoutes(app, { config, signer, sessionTokens: tokenSigner });
+  await registerRoutes(app, { config, sessions, metrics, tokenSigner, drain });
 
-  app.addHook('onReady', async () => {
-    await sessions.start();
-  });
-  // `keep` (a fleet, or `--shutdown-sessions keep`): the sessions stay in the engine for the next server; the backend
-  // hands them over as a killed server would, instead of removing them.
-  const keep = keepsSessions(config, backend);
-  app.addHook('preClose', async () => {
-    await sessions.close({ keep });
-  });
-  app.addHook('onClose', async () => {
-    await (keep && backend.handOver ? backend.handOver() : backend.close());
-    if (audit instanceof AuditLog && deps.audit === undefined) await audit.close();
-  });
+  addLifecycleHooks(app, { config, sessions, backend, ownAudit: deps.audit === undefined ? audit : undefined });
   return app;
 }

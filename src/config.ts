@@ -12,6 +12,24 @@ import { fleetIdentity } from './config/fleet.ts';
 import { LIMIT_OPTIONS } from './config/options-limits.ts';
 import { POLICY_OPTIONS } from './config/options-policy.ts';
 import { SERVER_OPTIONS } from './config/options-server.ts';
+import { ConfigError } from './config/config-error.ts';
+import { dockerHostList, parseDockerHost } from './config/docker-host.ts';
+import { commaEntries } from './config/lists.ts';
+import { isLoopback, parseListen } from './config/listen.ts';
+import { checkRuntimeName, runtimeList, warmPoolRuntimes } from './config/runtimes.ts';
+import { warmPoolTemplates } from './config/template-pools.ts';
+
+// The grammars live in src/config/, one module each; re-exported for the server's callers.
+export { ConfigError } from './config/config-error.ts';
+export { dockerHostList, parseDockerHost, type DockerHostAddress } from './config/docker-host.ts';
+export { isLoopback, parseListen, type ListenAddress } from './config/listen.ts';
+export { runtimeList, warmPoolRuntimes } from './config/runtimes.ts';
+export { warmPoolTemplates } from './config/template-pools.ts';
+
+/** Checks one Docker engine address (src/config/docker-host.ts), so a typo stops the server at boot. */
+export function checkDockerHost(value: string, where: string): void {
+  parseDockerHost(value, where);
+}
 
 /**
  * Longest `--docker-agent-socket-dir`: the agent's socket sits two short directories below it
@@ -34,11 +52,6 @@ type WithDefault<D> = D extends { default: undefined } ? ValueOf<D> | undefined 
 
 /** The validated configuration. */
 export type Config = { -readonly [K in keyof Options]: WithDefault<Options[K]> };
-
-/** A configuration error: the message names the option and what was wrong. */
-export class ConfigError extends Error {
-  override readonly name = 'ConfigError';
-}
 
 function coerce(name: string, def: OptionDef, raw: string | boolean): string | number | boolean {
   const where = `--${def.flag} / ${def.env}`;
@@ -74,33 +87,6 @@ function coerce(name: string, def: OptionDef, raw: string | boolean): string | n
 }
 
 /**
- * Checks a Docker engine address the way the docker backend reads it (`unix:///path`, a bare
- * socket path, `tcp://`, `http://`, `https://`), so a typo stops the server at boot.
- */
-/** Engines one server may pool (`--docker-host a,b,...`). */
-const MAX_ENGINES = 64;
-
-export function checkDockerHost(value: string, where: string): void {
-  if (value.startsWith('/')) return;
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    throw new ConfigError(
-      `${where}: ${JSON.stringify(value)} is not an address; expected unix:///path/to/docker.sock or tcp://HOST:PORT`,
-    );
-  }
-  const ok =
-    url.protocol === 'unix:'
-      ? url.pathname.length > 1
-      : ['tcp:', 'http:', 'https:'].includes(url.protocol) && url.hostname !== '';
-  if (!ok)
-    throw new ConfigError(
-      `${where}: unsupported docker host ${JSON.stringify(value)}; expected unix:///path/to/docker.sock or tcp://HOST:PORT`,
-    );
-}
-
-/**
  * `--flag VALUE` becomes `--flag=VALUE` for every option that takes a value, so a value that
  * starts with `-` (`--max-sessions -3`) reaches validation instead of parseArgs' "ambiguous".
  */
@@ -120,30 +106,6 @@ function joinValues(argv: readonly string[]): string[] {
     }
   }
   return out;
-}
-
-/** Parsed `--listen` value. */
-export interface ListenAddress {
-  readonly host: string;
-  readonly port: number;
-}
-
-/** Parses `ws://HOST:PORT` (IPv6 in brackets); anything else is a clear error. */
-export function parseListen(value: string): ListenAddress {
-  const m = /^ws:\/\/(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})\/?$/.exec(value);
-  if (!m || m[1] === undefined || m[2] === undefined) {
-    throw new ConfigError(
-      `--listen / EXEC_SERVER_LISTEN: unsupported address ${JSON.stringify(value)}; expected ws://HOST:PORT`,
-    );
-  }
-  const port = Number(m[2]);
-  if (port > 65535) throw new ConfigError(`--listen: port ${port} is out of range`);
-  return { host: m[1].replace(/^\[|\]$/g, ''), port };
-}
-
-/** True for addresses only this machine can reach. */
-export function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || /^127\./.test(host);
 }
 
 /**
@@ -181,13 +143,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
         : env['EXEC_SERVER_DOCKER_HOST'] !== undefined
           ? 'EXEC_SERVER_DOCKER_HOST'
           : 'DOCKER_HOST';
-    const engines = config.dockerHost.split(',').map((e) => e.trim());
-    if (engines.some((e) => e === ''))
-      throw new ConfigError(`${where}: ${JSON.stringify(config.dockerHost)} has an empty engine address`);
-    if (new Set(engines).size !== engines.length)
-      throw new ConfigError(`${where}: ${JSON.stringify(config.dockerHost)} names an engine twice`);
-    if (engines.length > MAX_ENGINES) throw new ConfigError(`${where}: at most ${MAX_ENGINES} engines`);
-    for (const engine of engines) checkDockerHost(engine, where);
+    dockerHostList(config.dockerHost, where);
   }
   const listen = parseListen(config.listen);
   if (config.maxMemoryMb < config.memoryMb)
@@ -203,8 +159,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
     throw new ConfigError(
       `--docker-agent-socket-dir: expected \`off\` or an absolute path of at most ${MAX_SOCKET_DIR_LENGTH} characters (a socket's path is limited to 108 bytes), got ${JSON.stringify(socketDir)}`,
     );
-  if (config.runtime !== undefined && !RUNTIME_NAME.test(config.runtime))
-    throw new ConfigError(`--runtime: ${JSON.stringify(config.runtime)} is not a runtime name`);
+  if (config.runtime !== undefined) checkRuntimeName(config.runtime);
   if (config.allowedRuntimes !== undefined) runtimeList(config.allowedRuntimes);
   allowedOriginList(config.allowedOrigins);
   const everyone = sandboxTypeRules(config.allowedSandboxTypes)?.everyone ?? [];
@@ -224,26 +179,13 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
   return config;
 }
 
-const RUNTIME_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
-
-/** `--allowed-runtimes` as a list (`runc,runsc`). */
-export function runtimeList(value: string): string[] {
-  const names = value
-    .split(',')
-    .map((n) => n.trim())
-    .filter((n) => n !== '');
-  for (const n of names)
-    if (!RUNTIME_NAME.test(n)) throw new ConfigError(`--allowed-runtimes: ${JSON.stringify(n)} is not a runtime name`);
-  return names;
-}
-
 /**
  * `--allowed-origins` as a set of serialized origins: comma-separated `scheme://host[:port]`
  * (http or https), nothing else (no path, no wildcard).
  */
 export function allowedOriginList(value: string | undefined): ReadonlySet<string> {
   const out = new Set<string>();
-  for (const entry of (value ?? '').split(',').map((e) => e.trim())) {
+  for (const entry of commaEntries(value ?? '')) {
     if (entry === '') continue;
     let url: URL | undefined;
     try {
@@ -283,7 +225,7 @@ export function sandboxTypeRules(value: string | undefined): SandboxTypeRules | 
   if (value === undefined) return undefined;
   const everyone = new Set<string>();
   const byTenant = new Map<string, Set<string>>();
-  for (const entry of value.split(',').map((e) => e.trim())) {
+  for (const entry of commaEntries(value)) {
     if (entry === '') continue;
     const i = entry.lastIndexOf(':');
     const tenant = i < 0 ? undefined : entry.slice(0, i).trim();
@@ -309,30 +251,6 @@ export function allowedSandboxTypes(rules: SandboxTypeRules | undefined, tenant:
   if (rules === undefined) return SANDBOX_TYPES;
   const own = rules.byTenant.get(tenant) ?? [];
   return SANDBOX_TYPES.filter((t) => rules.everyone.includes(t) || own.includes(t));
-}
-
-/** `--warm-pool-runtimes` as sizes by runtime (`runsc=2,runc=1`). */
-export function warmPoolRuntimes(value: string): Record<string, number> {
-  return poolSizes(value, 'warm-pool-runtimes', 'RUNTIME', /^([A-Za-z0-9][A-Za-z0-9_.-]{0,127})=(\d{1,3})$/);
-}
-
-/** `--warm-pool-templates` as sizes by live template, named or by id (`warm-repl=2`). */
-export function warmPoolTemplates(value: string): Record<string, number> {
-  return poolSizes(value, 'warm-pool-templates', 'NAME', /^([A-Za-z0-9][A-Za-z0-9_.:-]{0,127})=(\d{1,3})$/);
-}
-
-function poolSizes(value: string, flag: string, what: string, pattern: RegExp): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const part of value
-    .split(',')
-    .map((p) => p.trim())
-    .filter((p) => p !== '')) {
-    const m = pattern.exec(part);
-    if (m === null || Number(m[2]) > 256)
-      throw new ConfigError(`--${flag}: expected ${what}=N (N at most 256), got ${JSON.stringify(part)}`);
-    out[m[1]!] = Number(m[2]);
-  }
-  return out;
 }
 
 /**

@@ -90,7 +90,7 @@ export const ERROR_STATUSES: readonly ErrorStatus[] = [
  * `switch`; `cause` keeps the underlying error (a docker-modem error, an errno) for logs.
  */
 export class ExecServerError<C extends ErrorCode = ErrorCode> extends Error {
-  override readonly name = 'ExecServerError';
+  override readonly name: string = 'ExecServerError';
   readonly code: C;
   readonly statusCode: ErrorStatus;
   readonly rpcCode: number;

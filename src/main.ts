@@ -13,6 +13,7 @@ import { createBackend } from './backends/create-backend.ts';
 import type { Backend } from './backends/types.ts';
 import { describeBootError } from './cli/boot-errors.ts';
 import { helpText, loadConfig, parseListen, redactSecretFlags, type Config } from './config.ts';
+import { DEFAULT_LISTEN } from './config/listen.ts';
 import type { Logger } from './logger.ts';
 import { createLogger } from './logging.ts';
 import { keepsSessions } from './transport/drain.ts';
@@ -69,7 +70,7 @@ async function serve(argv: string[]): Promise<number> {
     app.log.info({ address, backend: backend.kind, version: VERSION }, 'exec-server listening');
   } catch (err) {
     const failure = describeBootError(err, {
-      listen: config?.listen ?? 'ws://127.0.0.1:8765',
+      listen: config?.listen ?? DEFAULT_LISTEN,
       dockerHost: config?.dockerHost,
     });
     if (failure.exitCode === 1) logger?.debug({ err }, 'start failed');

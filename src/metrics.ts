@@ -17,121 +17,104 @@ export interface EgressCountsView {
 
 export class Metrics {
   readonly registry = new Registry();
-  readonly sessionsActive: Gauge;
-  readonly sessionsCreated: Counter<'result'>;
-  readonly processesStarted: Counter<'mode' | 'sandbox'>;
-  readonly processExits: Counter<'terminal'>;
-  readonly policyDecisions: Counter<'outcome'>;
-  readonly approvals: Counter<'purpose' | 'decision'>;
-  readonly streamBytes: Counter<'stream'>;
-  readonly wsConnections: Gauge;
-  readonly wsSlowConsumers: Counter;
-  readonly rpcRequests: Counter<'method' | 'result'>;
-  readonly startLatency: Histogram<'sandbox'>;
-  readonly backendErrors: Counter<'operation'>;
-  readonly diskLimitExceeded: Counter<'backend'>;
-  readonly forks: Counter<'memory' | 'result'>;
-  readonly egressConnections: Counter<'result'>;
-  readonly egressBytes: Counter<'direction'>;
+  readonly sessionsActive: Gauge = new Gauge({
+    name: 'exec_server_sessions_active',
+    help: 'Sessions currently alive',
+    registers: [this.registry],
+  });
+  readonly sessionsCreated: Counter<'result'> = new Counter({
+    name: 'exec_server_sessions_created_total',
+    help: 'Session creations by result',
+    labelNames: ['result'],
+    registers: [this.registry],
+  });
+  readonly processesStarted: Counter<'mode' | 'sandbox'> = new Counter({
+    name: 'exec_server_processes_started_total',
+    help: 'Processes started',
+    labelNames: ['mode', 'sandbox'],
+    registers: [this.registry],
+  });
+  readonly processExits: Counter<'terminal'> = new Counter({
+    name: 'exec_server_process_exits_total',
+    help: 'Processes ended, by terminal state',
+    labelNames: ['terminal'],
+    registers: [this.registry],
+  });
+  readonly policyDecisions: Counter<'outcome'> = new Counter({
+    name: 'exec_server_policy_decisions_total',
+    help: 'Policy gate decisions, by outcome',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+  readonly approvals: Counter<'purpose' | 'decision'> = new Counter({
+    name: 'exec_server_approvals_total',
+    help: 'Approval requests, by purpose and decision',
+    labelNames: ['purpose', 'decision'],
+    registers: [this.registry],
+  });
+  readonly streamBytes: Counter<'stream'> = new Counter({
+    name: 'exec_server_stream_bytes_total',
+    help: 'Bytes moved through process streams',
+    labelNames: ['stream'],
+    registers: [this.registry],
+  });
+  readonly wsConnections: Gauge = new Gauge({
+    name: 'exec_server_websocket_connections_active',
+    help: 'Open WebSocket connections',
+    registers: [this.registry],
+  });
+  readonly wsSlowConsumers: Counter = new Counter({
+    name: 'exec_server_websocket_slow_consumer_disconnects_total',
+    help: 'Clients disconnected for not reading fast enough',
+    registers: [this.registry],
+  });
+  readonly rpcRequests: Counter<'method' | 'result'> = new Counter({
+    name: 'exec_server_rpc_requests_total',
+    help: 'JSON-RPC requests by method and result',
+    labelNames: ['method', 'result'],
+    registers: [this.registry],
+  });
+  readonly startLatency: Histogram<'sandbox'> = new Histogram({
+    name: 'exec_server_process_start_duration_seconds',
+    help: 'process/start until the process runs',
+    labelNames: ['sandbox'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5],
+    registers: [this.registry],
+  });
+  readonly backendErrors: Counter<'operation'> = new Counter({
+    name: 'exec_server_backend_errors_total',
+    help: 'Backend operation failures',
+    labelNames: ['operation'],
+    registers: [this.registry],
+  });
+  readonly diskLimitExceeded: Counter<'backend'> = new Counter({
+    name: 'exec_server_disk_limit_exceeded_total',
+    help: 'Sessions found past their disk limit by the disk watch (their processes were ended)',
+    labelNames: ['backend'],
+    registers: [this.registry],
+  });
+  readonly forks: Counter<'memory' | 'result'> = new Counter({
+    name: 'exec_server_forks_total',
+    help: 'Fork requests (POST /v1/sessions/{id}/fork, session/fork), with or without memory, by result',
+    labelNames: ['memory', 'result'],
+    registers: [this.registry],
+  });
+  readonly egressConnections: Counter<'result'> = new Counter({
+    name: 'exec_server_egress_connections_total',
+    help: 'Connections through session egress proxies, by result (allowed, refused)',
+    labelNames: ['result'],
+    registers: [this.registry],
+  });
+  readonly egressBytes: Counter<'direction'> = new Counter({
+    name: 'exec_server_egress_bytes_total',
+    help: 'Bytes through session egress proxies (out: sent by sessions, in: received)',
+    labelNames: ['direction'],
+    registers: [this.registry],
+  });
   readonly #egressSources: Array<() => Iterable<{ id: string; counts: Readonly<EgressCountsView> }>> = [];
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
-    const registers = [this.registry];
     if (options.defaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'exec_server_' });
-    this.sessionsActive = new Gauge({
-      name: 'exec_server_sessions_active',
-      help: 'Sessions currently alive',
-      registers,
-    });
-    this.sessionsCreated = new Counter({
-      name: 'exec_server_sessions_created_total',
-      help: 'Session creations by result',
-      labelNames: ['result'],
-      registers,
-    });
-    this.processesStarted = new Counter({
-      name: 'exec_server_processes_started_total',
-      help: 'Processes started',
-      labelNames: ['mode', 'sandbox'],
-      registers,
-    });
-    this.processExits = new Counter({
-      name: 'exec_server_process_exits_total',
-      help: 'Processes ended, by terminal state',
-      labelNames: ['terminal'],
-      registers,
-    });
-    this.policyDecisions = new Counter({
-      name: 'exec_server_policy_decisions_total',
-      help: 'Policy gate decisions, by outcome',
-      labelNames: ['outcome'],
-      registers,
-    });
-    this.approvals = new Counter({
-      name: 'exec_server_approvals_total',
-      help: 'Approval requests, by purpose and decision',
-      labelNames: ['purpose', 'decision'],
-      registers,
-    });
-    this.streamBytes = new Counter({
-      name: 'exec_server_stream_bytes_total',
-      help: 'Bytes moved through process streams',
-      labelNames: ['stream'],
-      registers,
-    });
-    this.wsConnections = new Gauge({
-      name: 'exec_server_websocket_connections_active',
-      help: 'Open WebSocket connections',
-      registers,
-    });
-    this.wsSlowConsumers = new Counter({
-      name: 'exec_server_websocket_slow_consumer_disconnects_total',
-      help: 'Clients disconnected for not reading fast enough',
-      registers,
-    });
-    this.rpcRequests = new Counter({
-      name: 'exec_server_rpc_requests_total',
-      help: 'JSON-RPC requests by method and result',
-      labelNames: ['method', 'result'],
-      registers,
-    });
-    this.startLatency = new Histogram({
-      name: 'exec_server_process_start_duration_seconds',
-      help: 'process/start until the process runs',
-      labelNames: ['sandbox'],
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5],
-      registers,
-    });
-    this.backendErrors = new Counter({
-      name: 'exec_server_backend_errors_total',
-      help: 'Backend operation failures',
-      labelNames: ['operation'],
-      registers,
-    });
-    this.forks = new Counter({
-      name: 'exec_server_forks_total',
-      help: 'Fork requests (POST /v1/sessions/{id}/fork, session/fork), with or without memory, by result',
-      labelNames: ['memory', 'result'],
-      registers,
-    });
-    this.egressConnections = new Counter({
-      name: 'exec_server_egress_connections_total',
-      help: 'Connections through session egress proxies, by result (allowed, refused)',
-      labelNames: ['result'],
-      registers,
-    });
-    this.egressBytes = new Counter({
-      name: 'exec_server_egress_bytes_total',
-      help: 'Bytes through session egress proxies (out: sent by sessions, in: received)',
-      labelNames: ['direction'],
-      registers,
-    });
-    this.diskLimitExceeded = new Counter({
-      name: 'exec_server_disk_limit_exceeded_total',
-      help: 'Sessions found past their disk limit by the disk watch (their processes were ended)',
-      labelNames: ['backend'],
-      registers,
-    });
   }
 
   /** Memory checkpoints kept (live templates, forks) and their bytes, read at scrape time. */

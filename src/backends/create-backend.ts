@@ -18,16 +18,24 @@ async function createDocker(config: Config, log: Logger): Promise<Backend> {
       instanceId: config.instanceId,
       fleet: fleetIdentity(config),
       defaultResources: { memoryMb: config.memoryMb, cpus: config.cpus, pids: config.pids, diskMb: config.diskMb },
-      warmPoolSize: config.warmPool,
+      // A replica's pool containers are not handed over when it dies (their takers see them as
+      // the dead replica's leftovers): a fleet runs without a pool for now.
+      warmPoolSize: config.fleet ? 0 : config.warmPool,
+      warmPoolMax: config.warmPoolMax,
+      warmPoolIdleMs: config.warmPoolIdleSeconds * 1000,
+      createConcurrency: config.dockerCreateConcurrency,
       retentionBytes: config.outputRetentionBytes,
       execPath: config.dockerExecPath,
       agentWindowBytes: agentWindowFor(config.wsBufferLimitBytes),
       agentSocketDir: config.dockerAgentSocketDir === 'off' ? undefined : config.dockerAgentSocketDir,
       runtime: config.runtime,
       allowedRuntimes: config.allowedRuntimes === undefined ? undefined : runtimeList(config.allowedRuntimes),
-      warmPoolRuntimes: config.warmPoolRuntimes === undefined ? undefined : warmPoolRuntimes(config.warmPoolRuntimes),
+      warmPoolRuntimes:
+        config.warmPoolRuntimes === undefined || config.fleet ? undefined : warmPoolRuntimes(config.warmPoolRuntimes),
       warmPoolTemplates:
-        config.warmPoolTemplates === undefined ? undefined : warmPoolTemplates(config.warmPoolTemplates),
+        config.warmPoolTemplates === undefined || config.fleet
+          ? undefined
+          : warmPoolTemplates(config.warmPoolTemplates),
       checkpointDir: config.checkpointDir,
       checkpointMaxMb: config.checkpointMaxMb,
     },

@@ -5,6 +5,7 @@
  */
 import { Duplex } from 'node:stream';
 import type { BackendProcess, ProcessSink, SpawnRequest } from './types.ts';
+import { execError } from '../errors.ts';
 
 /** The relay's stderr kept for the error message (its last bytes). */
 const STDERR_KEEP = 2048;
@@ -25,7 +26,7 @@ export async function processStream(spawn: Spawner, request: SpawnRequest): Prom
       proc?.resumeOutput();
     },
     write(chunk: Buffer, _encoding, callback) {
-      if (!proc) return callback(new Error('relay not started'));
+      if (!proc) return callback(execError('EXEC_ERR_BACKEND', 'port relay not started'));
       proc.write(chunk).then(() => callback(), callback);
     },
     final(callback) {
@@ -57,7 +58,7 @@ export async function processStream(spawn: Spawner, request: SpawnRequest): Prom
           : result.kind === 'signaled'
             ? `killed by ${result.signal}`
             : `lost: ${result.reason}`;
-      stream.destroy(new Error(stderr.trim() || `port relay ${how}`));
+      stream.destroy(execError('EXEC_ERR_BACKEND', stderr.trim() || `port relay ${how}`));
     },
   };
   proc = await spawn(request, sink);

@@ -3,7 +3,9 @@
  * Expected failures (configuration, a port in use, no Docker engine) exit 2; anything else is
  * a bug and exits 1, still as one line (its stack goes to the log at debug level).
  */
-import { ConfigError } from '../config.ts';
+import { ConfigError } from '../config/config-error.ts';
+import { DEFAULT_DOCKER_SOCKET } from '../config/docker-host.ts';
+import { listenPort } from '../config/listen.ts';
 import { ExecServerError } from '../errors.ts';
 
 export interface BootContext {
@@ -22,7 +24,7 @@ export interface BootFailure {
 export function describeBootError(err: unknown, ctx: BootContext): BootFailure {
   if (err instanceof ConfigError) return { message: `invalid configuration: ${err.message}`, exitCode: 2 };
   const e = err as NodeJS.ErrnoException;
-  const port = /:(\d+)\/?$/.exec(ctx.listen)?.[1] ?? 'PORT';
+  const port = listenPort(ctx.listen) ?? 'PORT';
   const other = `choose another address with --listen ws://127.0.0.1:PORT (port 0 picks a free one)`;
   switch (e?.code) {
     case 'EADDRINUSE':
@@ -46,7 +48,7 @@ export function describeBootError(err: unknown, ctx: BootContext): BootFailure {
   }
   if (err instanceof ExecServerError) {
     if (err.code === 'EXEC_ERR_BACKEND_UNAVAILABLE') {
-      const where = ctx.dockerHost ?? 'unix:///var/run/docker.sock';
+      const where = ctx.dockerHost ?? `unix://${DEFAULT_DOCKER_SOCKET}`;
       return {
         message: `no Docker engine answers at ${where} (${err.message}); start one (bash scripts/start-dockerd.sh, or systemctl start docker), point --docker-host or DOCKER_HOST at it, or use --backend local`,
         exitCode: 2,

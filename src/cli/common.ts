@@ -3,8 +3,10 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ExecServerHttpError } from '../client/errors.ts';
 import { RpcError } from '../client/rpc-connection.ts';
 import { describeImagePull, type ImagePull } from '../protocol/index.ts';
+import { DEFAULT_LISTEN } from '../config/listen.ts';
 
-export const DEFAULT_URL = 'ws://127.0.0.1:8765';
+/** Where the client commands look for the server: where it listens by default. */
+export const DEFAULT_URL = DEFAULT_LISTEN;
 
 /** Exit code for failures of exec-server itself (not of the command), as `docker run` uses 125. */
 export const EXIT_CLI_ERROR = 125;

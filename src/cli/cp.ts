@@ -12,6 +12,7 @@ import { basename, dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ExecServerHttpError } from '../client/errors.ts';
 import { HttpFiles } from '../client/files.ts';
+import { DEFAULT_URL } from './common.ts';
 
 const USAGE = `Usage:
   exec-server cp [--url URL] [--token TOKEN] SESSION:REMOTE LOCAL   download
@@ -61,7 +62,7 @@ export async function cpCommand(args: string[]): Promise<number> {
     process.stderr.write(`exec-server cp: exactly one of the two must be SESSION:/absolute/path\n${USAGE}\n`);
     return 2;
   }
-  const url = values.url ?? process.env['EXEC_SERVER_URL'] ?? 'ws://127.0.0.1:8765';
+  const url = values.url ?? process.env['EXEC_SERVER_URL'] ?? DEFAULT_URL;
   const token = values.token ?? process.env['EXEC_SERVER_TOKEN'] ?? process.env['CODEX_EXEC_SERVER_CONNECTION_TOKEN'];
   try {
     if (ra) {

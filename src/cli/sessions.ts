@@ -16,6 +16,28 @@ function table(rows: string[][]): string {
   return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n');
 }
 
+/** `sessions list`: a table, or JSON. */
+function printSessions(sessions: Awaited<ReturnType<HttpApi['listSessions']>>, json: boolean): void {
+  if (json) {
+    process.stdout.write(`${JSON.stringify(sessions)}\n`);
+  } else if (sessions.length === 0) {
+    process.stdout.write('no sessions\n');
+  } else {
+    const rows = [['SESSION', 'STATUS', 'BACKEND', 'SANDBOX', 'RUNNING', 'ATTACHED', 'CREATED']];
+    for (const s of sessions)
+      rows.push([
+        s.sessionId,
+        s.status,
+        s.backend,
+        s.sandboxType,
+        String(s.runningProcesses),
+        s.attached ? 'yes' : 'no',
+        s.createdAt,
+      ]);
+    process.stdout.write(`${table(rows)}\n`);
+  }
+}
+
 export async function sessionsCommand(args: string[]): Promise<number> {
   let json = false;
   try {
@@ -35,25 +57,7 @@ export async function sessionsCommand(args: string[]): Promise<number> {
     switch (sub) {
       case 'list':
       case 'ls': {
-        const sessions = await api.listSessions();
-        if (json) {
-          process.stdout.write(`${JSON.stringify(sessions)}\n`);
-        } else if (sessions.length === 0) {
-          process.stdout.write('no sessions\n');
-        } else {
-          const rows = [['SESSION', 'STATUS', 'BACKEND', 'SANDBOX', 'RUNNING', 'ATTACHED', 'CREATED']];
-          for (const s of sessions)
-            rows.push([
-              s.sessionId,
-              s.status,
-              s.backend,
-              s.sandboxType,
-              String(s.runningProcesses),
-              s.attached ? 'yes' : 'no',
-              s.createdAt,
-            ]);
-          process.stdout.write(`${table(rows)}\n`);
-        }
+        printSessions(await api.listSessions(), json);
         return 0;
       }
       case 'show':

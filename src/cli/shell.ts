@@ -17,6 +17,7 @@ import {
   shellExitCode,
   UsageError,
 } from './common.ts';
+import { execError } from '../errors.ts';
 
 const ESCAPE = 0x1d; // Ctrl-]
 
@@ -82,7 +83,7 @@ export async function shellCommand(args: string[]): Promise<number> {
       const target = shells[shells.length - 1];
       if (!target) {
         await client.disconnect();
-        throw new Error(`session ${values.attach} has no running shell to attach to`);
+        throw execError('EXEC_ERR_PROCESS_NOT_FOUND', `session ${values.attach} has no running shell to attach to`);
       }
       handle = await client.attach(target.processId, { collect: false });
       await handle.resize(cols, rows).catch(() => undefined);

@@ -5,7 +5,7 @@
  * `ExecServerClient`, the streaming WebSocket client, and the file helpers need Node (`ws`,
  * streams, Buffer) and are only in the Node entry.
  */
-export { CommandExitError, ExecServerHttpError } from './errors.ts';
+export { CommandExitError, ExecServerConnectionError, ExecServerHttpError } from './errors.ts';
 export { HttpApi, httpBaseOf, wsUrlOf, type SessionInfo, type SessionSpec, type SnapshotInfo } from './http.ts';
 export type { ProcessId, SessionId } from '../ids.ts';
 export { asProcessId, asSessionId } from '../ids.ts';

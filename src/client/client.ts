@@ -129,6 +129,7 @@ export class ExecServerClient {
     const conn = await RpcConnection.open(url, {
       token: opts.token,
       onServerRequest: async (method, params) => {
+        // Answered to the server as an error (the server then denies): the caller never sees it.
         if (method !== 'approval/request') throw new Error(`unsupported server request ${method}`);
         const decision = opts.onApproval ? await opts.onApproval(params as ApprovalRequest) : 'denied';
         return { decision };

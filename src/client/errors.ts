@@ -47,3 +47,17 @@ export class CommandExitError extends Error {
     return this.result.exitCode;
   }
 }
+
+/** The WebSocket connection closed (or was never open) while a request waited for its answer. */
+export class ExecServerConnectionError extends Error {
+  override readonly name = 'ExecServerConnectionError';
+}
+
+/** An answer's body as JSON; undefined when it is empty or not JSON (a proxy's page, say). */
+export function jsonOrUndefined(text: string): unknown {
+  try {
+    return text === '' ? undefined : JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}

@@ -12,7 +12,7 @@ import type {
   SnapshotInfo,
   WriteStdinArgs,
 } from '../protocol/index.ts';
-import { ExecServerHttpError } from './errors.ts';
+import { ExecServerHttpError, jsonOrUndefined } from './errors.ts';
 
 export type { SessionInfo, SessionSpec, SnapshotInfo } from '../protocol/index.ts';
 
@@ -50,18 +50,22 @@ export class HttpApi {
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     });
     const text = await res.text();
-    let json: unknown;
-    try {
-      json = text === '' ? undefined : JSON.parse(text);
-    } catch {
-      json = undefined;
-    }
+    const json = jsonOrUndefined(text);
     if (!res.ok) throw ExecServerHttpError.of(res.status, json, text || res.statusText);
     return json as T;
   }
 
   createSession(spec: SessionSpec = {}): Promise<SessionInfo> {
     return this.request('POST', '/v1/sessions', spec);
+  }
+
+  /**
+   * `count` sessions of one spec at once (best-of-N, rollouts; at most 256): all of them, or an
+   * `ExecServerHttpError` with none left behind.
+   */
+  async createSessions(count: number, spec: SessionSpec = {}): Promise<SessionInfo[]> {
+    const path = `/v1/sessions?count=${encodeURIComponent(String(count))}`;
+    return (await this.request<{ sessions: SessionInfo[] }>('POST', path, spec)).sessions;
   }
 
   /**

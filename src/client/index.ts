@@ -10,7 +10,7 @@ export {
   type ProcessSummary,
 } from './client.ts';
 export { ExecHandle, type ExecResult, type OutputChunk, type StreamName } from './process-handle.ts';
-export { CommandExitError, ExecServerHttpError } from './errors.ts';
+export { CommandExitError, ExecServerConnectionError, ExecServerHttpError } from './errors.ts';
 export { HttpApi, httpBaseOf, wsUrlOf, type SessionInfo, type SessionSpec, type SnapshotInfo } from './http.ts';
 export { RpcConnection, RpcError, type Notification } from './rpc-connection.ts';
 export type { ProcessId, SessionId } from '../ids.ts';

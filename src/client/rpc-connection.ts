@@ -3,7 +3,7 @@
  * notifications, and answers to server-to-client requests (approvals).
  */
 import WebSocket from 'ws';
-import { ExecServerHttpError } from './errors.ts';
+import { ExecServerConnectionError, ExecServerHttpError } from './errors.ts';
 import {
   decodeBinaryOutput,
   isNotificationName,
@@ -121,7 +121,8 @@ export class RpcConnection {
     socket.on('close', (code, reason) => {
       this.closeCode = code;
       this.closeReason = reason.toString();
-      for (const w of this.#pending.values()) w.reject(new Error(`connection closed (${code} ${this.closeReason})`));
+      for (const w of this.#pending.values())
+        w.reject(new ExecServerConnectionError(`connection closed (${code} ${this.closeReason})`));
       this.#pending.clear();
       for (const l of this.#closeListeners) l(code, this.closeReason);
     });
@@ -223,6 +224,7 @@ export class RpcConnection {
   async #answer(id: string | number, method: string, params: Record<string, unknown>): Promise<void> {
     const handler = this.#opts.onServerRequest;
     try {
+      // Sent back to the server as the answer's error, never thrown at the caller.
       if (!handler) throw new Error(`no handler for ${method}`);
       const result = await handler(method, params);
       if (this.socket.readyState === WebSocket.OPEN) this.#send({ id, result });
@@ -240,7 +242,7 @@ export class RpcConnection {
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
       if (this.socket.readyState !== WebSocket.OPEN) {
-        reject(new Error('connection is not open'));
+        reject(new ExecServerConnectionError('connection is not open'));
         return;
       }
       this.#pending.set(id, { resolve, reject });

@@ -51,10 +51,40 @@ export const DOCKER_OPTIONS = {
     flag: 'warm-pool',
     env: 'EXEC_SERVER_WARM_POOL',
     kind: 'int',
-    default: 0,
+    default: 2,
     min: 0,
     max: 256,
-    description: 'Started containers of the default image kept ready (docker).',
+    description:
+      'Started containers of the default image kept ready at least (docker); the pool grows with demand up to `--warm-pool-max` and shrinks back after `--warm-pool-idle-seconds`. 0 turns the pool off, as does `--fleet` (for now).',
+  },
+  warmPoolMax: {
+    flag: 'warm-pool-max',
+    env: 'EXEC_SERVER_WARM_POOL_MAX',
+    kind: 'int',
+    default: 64,
+    min: 0,
+    max: 1024,
+    description:
+      'Containers a warm pool holds at most when sized by demand: the most sessions it could serve asked for within 10 s (per runtime and per engine).',
+  },
+  warmPoolIdleSeconds: {
+    flag: 'warm-pool-idle-seconds',
+    env: 'EXEC_SERVER_WARM_POOL_IDLE_SECONDS',
+    kind: 'int',
+    default: 300,
+    min: 1,
+    max: 86_400,
+    description: 'How long a burst keeps a warm pool sized for it; then it shrinks back toward `--warm-pool`.',
+  },
+  dockerCreateConcurrency: {
+    flag: 'docker-create-concurrency',
+    env: 'EXEC_SERVER_DOCKER_CREATE_CONCURRENCY',
+    kind: 'int',
+    default: 16,
+    min: 1,
+    max: 256,
+    description:
+      'Container creates one engine runs at once; sessions asked for go first, warm-pool refills take at most half and only while none waits.',
   },
   runtime: {
     flag: 'runtime',
@@ -84,7 +114,7 @@ export const DOCKER_OPTIONS = {
     kind: 'string',
     default: undefined,
     description:
-      'Docker: containers kept restored from live templates (memory snapshots), by name or id: `warm-repl=2`. A session made from the template with default resources claims one, its processes running, instead of waiting for a restore. On the first runtime that can checkpoint (gVisor).',
+      'Docker: containers kept restored from live templates (memory snapshots), by name or id: `warm-repl=2`. A session made from the template with default resources claims one, its processes running, instead of waiting for a restore. On the first runtime that can checkpoint (gVisor); off with `--fleet` (for now).',
   },
   idleHibernateSeconds: {
     flag: 'idle-hibernate-seconds',

@@ -7,6 +7,7 @@ import { accessSync, constants as fsConstants } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { OptionDef } from './option-def.ts';
+import { DEFAULT_LISTEN } from './listen.ts';
 
 /** Whether `dir` could be made: its nearest existing ancestor is a directory we may write. */
 function canMake(dir: string): boolean {
@@ -38,7 +39,7 @@ export const SERVER_OPTIONS = {
     flag: 'listen',
     env: 'EXEC_SERVER_LISTEN',
     kind: 'string',
-    default: 'ws://127.0.0.1:8765',
+    default: DEFAULT_LISTEN,
     description: 'Address to serve WebSocket and HTTP on, `ws://HOST:PORT` (port 0 = any free port).',
   },
   backend: {

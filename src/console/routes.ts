@@ -80,7 +80,10 @@ function loadAssets(dir: string): Map<string, Asset> | undefined {
       if (!entry.isFile() || type === undefined) continue;
       total += statSync(full).size;
       if (assets.size >= MAX_FILES || total > MAX_TOTAL_BYTES)
-        throw new Error(`${dir} holds more than ${MAX_FILES} files or ${MAX_TOTAL_BYTES} bytes: not a console build`);
+        throw execError(
+          'EXEC_ERR_CONFIG',
+          `${dir} holds more than ${MAX_FILES} files or ${MAX_TOTAL_BYTES} bytes: not a console build`,
+        );
       const body = readFileSync(full);
       assets.set(`/${relative(dir, full).split('\\').join('/')}`, {
         body,

@@ -71,6 +71,7 @@ interface Target {
 async function systemResolve(host: string): Promise<string[]> {
   const timeout = new Promise<never>((_, reject) =>
     setTimeout(
+      // Not a registry error: the client of the egress proxy gets it as its 502 text.
       () => reject(new Error(`no answer for ${host} within ${LOOKUP_TIMEOUT_MS} ms`)),
       LOOKUP_TIMEOUT_MS,
     ).unref(),
@@ -229,6 +230,7 @@ export class EgressProxy {
       this.counts.active--;
       this.#record(target, { allowed: true, address, reason, bytesOut, bytesIn });
     };
+    // Not a registry error: the client of the egress proxy gets it as its 502 text.
     upstream.setTimeout(CONNECT_TIMEOUT_MS, () => upstream.destroy(new Error('connect timed out')));
     upstream.on('error', (err) => {
       if (!connected)

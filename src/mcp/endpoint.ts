@@ -10,16 +10,14 @@
  * created implicitly (tools.ts).
  */
 import { randomUUID } from 'node:crypto';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config.ts';
 import { toExecError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
 import type { PreviewSigner } from '../preview/signing.ts';
 import { originOf } from '../transport/origin.ts';
-import { createMcpServer } from './mcp-server.ts';
 import { MCP_PATH, MCP_REPLICA_SEPARATOR, SESSION_HEADER } from './names.ts';
 import { SessionBinding } from './tool-context.ts';
 
@@ -45,11 +43,82 @@ function mcpSessionId(replicaId: string | undefined): string {
   return replicaId === undefined ? randomUUID() : `${replicaId}${MCP_REPLICA_SEPARATOR}${randomUUID()}`;
 }
 
+/**
+ * The MCP SDK (and the schema library under it), loaded at the first `/mcp` request rather than
+ * with the server: tens of MB of an idle server's memory that a server nobody reaches over MCP
+ * never needs (docs/benchmarks.md, "Many sessions and server memory").
+ */
+let runtime:
+  | Promise<{
+      Transport: typeof StreamableHTTPServerTransport;
+      isInitializeRequest: (body: unknown) => boolean;
+      createMcpServer: typeof import('./mcp-server.ts').createMcpServer;
+    }>
+  | undefined;
+function mcpRuntime(): NonNullable<typeof runtime> {
+  runtime ??= Promise.all([
+    import('@modelcontextprotocol/sdk/server/streamableHttp.js'),
+    import('@modelcontextprotocol/sdk/types.js'),
+    import('./mcp-server.ts'),
+  ]).then(([t, types, server]) => ({
+    Transport: t.StreamableHTTPServerTransport,
+    isInitializeRequest: types.isInitializeRequest,
+    createMcpServer: server.createMcpServer,
+  }));
+  return runtime;
+}
+
 function rpcError(reply: FastifyReply, status: number, code: number, message: string): FastifyReply {
   return reply
     .code(status)
     .header('content-type', 'application/json')
     .send({ jsonrpc: '2.0', error: { code, message }, id: null });
+}
+
+/** A new MCP connection of `tenant` (bound to `sessionId` if given), kept in `connections` once initialized. */
+async function openConnection(
+  on: {
+    app: FastifyInstance;
+    opts: { config: Config; signer: PreviewSigner };
+    connections: Map<string, McpConnection>;
+    close: (conn: McpConnection) => Promise<void>;
+  },
+  tenant: TenantId,
+  sessionId: string | undefined,
+  origin: string | undefined,
+): Promise<McpConnection> {
+  const { app, opts, connections, close } = on;
+  const { Transport, createMcpServer } = await mcpRuntime();
+  const binding = new SessionBinding(sessionId);
+  const server = createMcpServer({
+    sessions: app.sessions,
+    config: opts.config,
+    tenant,
+    binding,
+    signer: opts.signer,
+    origin,
+  });
+  const conn: McpConnection = {
+    tenant,
+    binding,
+    server,
+    id: undefined,
+    inFlight: 0,
+    lastSeen: Date.now(),
+    closed: false,
+    transport: new Transport({
+      // In a fleet the id names the replica that holds the connection: any replica forwards to it.
+      sessionIdGenerator: () => mcpSessionId(app.sessions.backend.fleet?.replicaId),
+      onsessioninitialized: (id) => {
+        conn.id = id;
+        connections.set(id, conn);
+      },
+      // Awaited by the SDK: DELETE /mcp answers once the implicit sessions are destroyed.
+      onsessionclosed: () => close(conn),
+    }),
+  };
+  conn.transport.onclose = () => void close(conn);
+  return conn;
 }
 
 export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config; signer: PreviewSigner }): void {
@@ -77,42 +146,13 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
     await Promise.all([...connections.values()].map((conn) => close(conn, true)));
   });
 
-  const open = (tenant: TenantId, sessionId: string | undefined, origin: string | undefined): McpConnection => {
-    const binding = new SessionBinding(sessionId);
-    const server = createMcpServer({
-      sessions: app.sessions,
-      config: opts.config,
-      tenant,
-      binding,
-      signer: opts.signer,
-      origin,
-    });
-    const conn: McpConnection = {
-      tenant,
-      binding,
-      server,
-      id: undefined,
-      inFlight: 0,
-      lastSeen: Date.now(),
-      closed: false,
-      transport: new StreamableHTTPServerTransport({
-        // In a fleet the id names the replica that holds the connection: any replica forwards to it.
-        sessionIdGenerator: () => mcpSessionId(app.sessions.backend.fleet?.replicaId),
-        onsessioninitialized: (id) => {
-          conn.id = id;
-          connections.set(id, conn);
-        },
-        // Awaited by the SDK: DELETE /mcp answers once the implicit sessions are destroyed.
-        onsessionclosed: () => close(conn),
-      }),
-    };
-    conn.transport.onclose = () => void close(conn);
-    return conn;
-  };
+  const open = (tenant: TenantId, sessionId: string | undefined, origin: string | undefined): Promise<McpConnection> =>
+    openConnection({ app, opts, connections, close }, tenant, sessionId, origin);
 
   const handle = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
     const header = request.headers['mcp-session-id'];
     let conn: McpConnection | undefined;
+    const { isInitializeRequest } = await mcpRuntime();
     if (typeof header === 'string') {
       conn = connections.get(header);
       if (!conn || conn.tenant !== request.tenant) return rpcError(reply, 404, -32001, 'MCP session not found');
@@ -133,7 +173,7 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
       } catch (err) {
         return rpcError(reply, 404, -32602, `${SESSION_HEADER}: ${toExecError(err).message}`);
       }
-      conn = open(request.tenant, bound, originOf(request.raw));
+      conn = await open(request.tenant, bound, originOf(request.raw));
       await conn.server.connect(conn.transport);
     } else {
       return rpcError(reply, 400, -32600, 'no Mcp-Session-Id header: initialize first');

@@ -11,6 +11,7 @@ import {
   ExecCommandBodySchema,
   ForkBodySchema,
   PortBodySchema,
+  MAX_SESSION_BATCH,
   SessionSpecSchema,
   SnapshotNameSchema,
   WriteStdinBodySchema,
@@ -84,6 +85,14 @@ export const CreateSessionArgsSchema = Type.Object(
   {
     ...SessionSpecSchema.properties,
     bind: Type.Optional(Type.Boolean({ description: 'Make it the session of this MCP connection (default true)' })),
+    count: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: MAX_SESSION_BATCH,
+        description:
+          'Make this many sessions of the spec at once (best-of-N): all or none; with more than one, none is bound',
+      }),
+    ),
   },
   { additionalProperties: false },
 );

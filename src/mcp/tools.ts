@@ -107,12 +107,17 @@ const createSessionTool = defineTool({
   schema: CreateSessionArgsSchema,
   annotations: { openWorldHint: true },
   async run(args: CreateSessionToolArgs, ctx) {
-    const { bind, ...spec } = args;
-    const session = await ctx.sessions.create(spec as SessionSpec, {
+    const { bind, count, ...spec } = args;
+    const options = {
       tenant: ctx.tenant,
       clientName: ctx.clientName,
       onImagePull: ctx.progress && pullProgress(ctx.progress),
-    });
+    };
+    if (count !== undefined && count > 1) {
+      const infos = (await ctx.sessions.createMany(spec as SessionSpec, count, options)).map((s) => s.info());
+      return textResult(`created ${count} sessions: ${infos.map((i) => i.sessionId).join(' ')}`, { sessions: infos });
+    }
+    const session = await ctx.sessions.create(spec as SessionSpec, options);
     if (bind !== false) ctx.binding.sessionId = session.id;
     const info = session.info();
     return textResult(

@@ -15,7 +15,7 @@ import {
   type ServerResponse,
 } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { execError, httpErrorBody, toExecError, type ExecServerError } from '../errors.ts';
+import { execError, ExecServerError, httpErrorBody } from '../errors.ts';
 
 const IDLE_MS = 10 * 60_000;
 
@@ -91,14 +91,14 @@ function forwardHeaders(headers: IncomingHttpHeaders): OutgoingHttpHeaders {
   return out;
 }
 
-/** Why the port could not be reached, as the registry has it (a failure of no known kind is the backend's, 502). */
+/**
+ * Why the port could not be reached: a registry error keeps its code (and so its one status); a
+ * socket's own failure (ECONNREFUSED, a reset...) is the backend's, EXEC_ERR_BACKEND (502).
+ */
 function unreachable(err: unknown): ExecServerError {
-  const e = toExecError(err);
-  return execError(
-    e.code === 'EXEC_ERR_INTERNAL' ? 'EXEC_ERR_BACKEND' : e.code,
-    `preview port unreachable: ${e.message}`,
-    { cause: err },
-  );
+  const code = err instanceof ExecServerError ? err.code : 'EXEC_ERR_BACKEND';
+  const message = err instanceof Error ? err.message : String(err);
+  return execError(code, `preview port unreachable: ${message}`, { cause: err });
 }
 
 function badGateway(res: ServerResponse, err: unknown): void {

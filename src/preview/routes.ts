@@ -110,20 +110,35 @@ function withoutOurCookie(header: string | undefined): string | undefined {
   return kept.length > 0 ? kept.join('; ') : undefined;
 }
 
+/** The proxy: bodies are streamed to the application, never parsed here. */
+async function registerProxy(scope: FastifyInstance, ctx: PreviewContext): Promise<void> {
+  await scope.register(async (proxy) => {
+    proxy.removeAllContentTypeParsers();
+    proxy.addContentTypeParser('*', (_request, _payload, done) => done(null));
+    proxy.route({
+      method: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
+      url: '/v1/sessions/:id/ports/:port/*',
+      schema: { hide: true },
+      preHandler: (request, reply) => handleProxy(ctx, request, reply),
+      handler: async () => undefined,
+    });
+  });
+}
+
+/** What the preview proxy authenticates with. */
+interface PreviewContext {
+  readonly app: FastifyInstance;
+  readonly signer: PreviewSigner;
+  readonly auth: ReturnType<typeof createAuthenticator>;
+  readonly sessionTokens: SessionTokenSigner | undefined;
+}
+
 export async function registerPreviewRoutes(
   app: FastifyInstance,
   opts: { config: Config; signer: PreviewSigner; sessionTokens?: SessionTokenSigner },
 ): Promise<void> {
   const { config, signer } = opts;
-  const auth = createAuthenticator(config);
-
-  /** A session token's tenant and expiry when it opens `sessionId` now (any access: viewing a preview). */
-  function sessionTokenOpens(token: string, sessionId: string): { tenant: TenantId; expiresAt: number } | undefined {
-    const scope = opts.sessionTokens?.verify(token);
-    if (scope === undefined || !('tokenId' in scope) || scope.sessionId !== sessionId) return undefined;
-    if (scopeProblem(scope, { findSession: (id) => app.sessions.find(id) }) !== undefined) return undefined;
-    return scope;
-  }
+  const ctx: PreviewContext = { app, signer, auth: createAuthenticator(config), sessionTokens: opts.sessionTokens };
 
   await app.register(async (scope) => {
     scope.setValidatorCompiler(TypeBoxValidatorCompiler);
@@ -188,130 +203,142 @@ export async function registerPreviewRoutes(
       return reply.redirect(`${path}/${query}`, 308);
     });
 
-    // The proxy: bodies are streamed to the application, never parsed here.
-    await scope.register(async (proxy) => {
-      proxy.removeAllContentTypeParsers();
-      proxy.addContentTypeParser('*', (_request, _payload, done) => done(null));
-      proxy.route({
-        method: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
-        url: '/v1/sessions/:id/ports/:port/*',
-        schema: { hide: true },
-        preHandler: (request, reply) => handleProxy(request, reply),
-        handler: async () => undefined,
-      });
-    });
+    await registerProxy(scope, ctx);
   });
+}
 
-  function splitUrl(url: string): [string, string] {
-    const i = url.indexOf('?');
-    return i < 0 ? [url, ''] : [url.slice(0, i), url.slice(i)];
-  }
+function splitUrl(url: string): [string, string] {
+  const i = url.indexOf('?');
+  return i < 0 ? [url, ''] : [url.slice(0, i), url.slice(i)];
+}
 
-  /** The caller's tenant by signed token (query or cookie) or bearer token; and what to strip. */
-  function authenticate(
-    request: FastifyRequest,
-    sessionId: string,
-    port: number,
-  ): { tenant: TenantId; fromQuery: boolean; bearer: boolean; expiresAt?: number } | undefined {
-    const query = new URLSearchParams(splitUrl(request.url)[1]);
-    const fromQuery = query.get(TOKEN_PARAM);
-    const token = fromQuery ?? cookieToken(request.headers.cookie);
-    if (token !== undefined) {
-      const scoped = isSessionToken(token) ? sessionTokenOpens(token, sessionId) : undefined;
-      if (scoped !== undefined) return { ...scoped, fromQuery: fromQuery !== null, bearer: false };
-      const tenant = signer.verify(sessionId, port, token);
-      if (tenant !== undefined) return { tenant, fromQuery: fromQuery !== null, bearer: false };
-    }
-    const bearer = bearerOf(request.headers.authorization);
-    if (bearer !== undefined && isSessionToken(bearer)) {
-      const scoped = sessionTokenOpens(bearer, sessionId);
-      return scoped === undefined ? undefined : { ...scoped, fromQuery: false, bearer: true };
-    }
-    const tenant = auth.authenticate(request.headers.authorization);
-    if (tenant !== undefined) return { tenant, fromQuery: false, bearer: auth.enabled };
-    return undefined;
-  }
+/** A session token's tenant and expiry when it opens `sessionId` now (any access: viewing a preview). */
+function sessionTokenOpens(
+  ctx: PreviewContext,
+  token: string,
+  sessionId: string,
+): { tenant: TenantId; expiresAt: number } | undefined {
+  const scope = ctx.sessionTokens?.verify(token);
+  if (scope === undefined || !('tokenId' in scope) || scope.sessionId !== sessionId) return undefined;
+  if (scopeProblem(scope, { findSession: (id) => ctx.app.sessions.find(id) }) !== undefined) return undefined;
+  return scope;
+}
 
-  async function handleProxy(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
-    const m = PROXY_PATH.exec(splitUrl(request.url)[0]);
-    const sessionId = m?.[1] ?? '';
-    const port = Number(m?.[2]);
-    if (!m || !(port >= 1 && port <= 65535))
-      return reply.code(404).send(httpErrorBody(execError('EXEC_ERR_NOT_FOUND', 'no such preview port')));
-    const who = authenticate(request, sessionId, port);
-    if (!who) {
-      app.audit.record({
-        action: 'auth.failure',
-        session: sessionId,
-        actor: { principal: 'anonymous', remote: request.ip },
-        detail: {
-          method: request.method,
-          path: `/v1/sessions/${sessionId}/ports/${port}/`,
-          code: 'EXEC_ERR_UNAUTHORIZED',
-        },
-      });
-      return reply
-        .code(401)
-        .header('www-authenticate', 'Bearer')
-        .send(
-          httpErrorBody(
-            execError(
-              'EXEC_ERR_UNAUTHORIZED',
-              "a preview port needs the tenant's bearer token, a session token or a signed preview URL",
-            ),
-          ),
-        );
-    }
-    let session: Session;
-    try {
-      session = app.sessions.get(sessionId, who.tenant);
-      if (!session.ports.has(port))
-        throw execError('EXEC_ERR_NOT_FOUND', `port ${port} of session ${sessionId} is not exposed`);
-    } catch (err) {
-      const e = toExecError(err);
-      return reply.code(e.statusCode).send(httpErrorBody(e));
-    }
-    const viaHost = (request.raw as IncomingMessage & { [VIA_HOST]?: boolean })[VIA_HOST] === true;
-    const prefix = viaHost ? '/' : `/v1/sessions/${sessionId}/ports/${port}/`;
-    const [path, rawQuery] = splitUrl(request.url);
-    const query = new URLSearchParams(rawQuery);
-    const token = query.get(TOKEN_PARAM);
-    query.delete(TOKEN_PARAM);
-    // Rebuilt only when our parameter was in it: the application gets its query as it was sent.
-    const cleanQuery = token === null ? rawQuery : query.size > 0 ? `?${query.toString()}` : '';
-    if (
-      who.fromQuery &&
-      token !== null &&
-      (request.method === 'GET' || request.method === 'HEAD') &&
-      request.headers.upgrade === undefined
-    ) {
-      // Trade the token for a cookie scoped to this port, then load the page without it.
-      const expiresAt = who.expiresAt ?? Number(token.split('.')[0]);
-      const maxAge = Math.max(0, expiresAt - Math.floor(Date.now() / 1000));
-      return reply
-        .header('set-cookie', `${COOKIE}=${token}; Path=${prefix}; Max-Age=${maxAge}; HttpOnly; SameSite=Lax`)
-        .redirect(`${splitUrl(request.originalUrl)[0]}${cleanQuery}`, 302);
-    }
-    const headers: IncomingHttpHeaders = { ...request.headers };
-    const cookie = withoutOurCookie(headers.cookie);
-    if (cookie === undefined) delete headers.cookie;
-    else headers.cookie = cookie;
-    if (who.bearer) delete headers.authorization;
-    headers['x-forwarded-prefix'] = prefix.replace(/\/$/, '') || '/';
-    const target: ProxyTarget = {
-      open: () => session.ports.open(port),
-      path: `/${path.slice(`/v1/sessions/${m[1]}/ports/${port}/`.length)}${cleanQuery}`,
-      headers,
-      responseHeaders: viaHost ? undefined : PREVIEW_SANDBOX_HEADERS,
-    };
-    reply.hijack();
-    if (request.headers.upgrade !== undefined) {
-      proxyUpgrade(request.raw, request.raw.socket as Duplex, upgradeHeadOf(request.raw), target);
-    } else {
-      proxyHttp(request.raw, reply.raw, target);
-    }
-    return reply;
+/** The caller's tenant by signed token (query or cookie) or bearer token; and what to strip. */
+function authenticate(
+  ctx: PreviewContext,
+  request: FastifyRequest,
+  sessionId: string,
+  port: number,
+): { tenant: TenantId; fromQuery: boolean; bearer: boolean; expiresAt?: number } | undefined {
+  const query = new URLSearchParams(splitUrl(request.url)[1]);
+  const fromQuery = query.get(TOKEN_PARAM);
+  const token = fromQuery ?? cookieToken(request.headers.cookie);
+  if (token !== undefined) {
+    const scoped = isSessionToken(token) ? sessionTokenOpens(ctx, token, sessionId) : undefined;
+    if (scoped !== undefined) return { ...scoped, fromQuery: fromQuery !== null, bearer: false };
+    const tenant = ctx.signer.verify(sessionId, port, token);
+    if (tenant !== undefined) return { tenant, fromQuery: fromQuery !== null, bearer: false };
   }
+  const bearer = bearerOf(request.headers.authorization);
+  if (bearer !== undefined && isSessionToken(bearer)) {
+    const scoped = sessionTokenOpens(ctx, bearer, sessionId);
+    return scoped === undefined ? undefined : { ...scoped, fromQuery: false, bearer: true };
+  }
+  const tenant = ctx.auth.authenticate(request.headers.authorization);
+  if (tenant !== undefined) return { tenant, fromQuery: false, bearer: ctx.auth.enabled };
+  return undefined;
+}
+
+/** 401 to a caller with no credential that opens the port, recorded as an authentication failure. */
+function refuse(
+  app: FastifyInstance,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  sessionId: string,
+  port: number,
+): FastifyReply {
+  app.audit.record({
+    action: 'auth.failure',
+    session: sessionId,
+    actor: { principal: 'anonymous', remote: request.ip },
+    detail: {
+      method: request.method,
+      path: `/v1/sessions/${sessionId}/ports/${port}/`,
+      code: 'EXEC_ERR_UNAUTHORIZED',
+    },
+  });
+  return reply
+    .code(401)
+    .header('www-authenticate', 'Bearer')
+    .send(
+      httpErrorBody(
+        execError(
+          'EXEC_ERR_UNAUTHORIZED',
+          "a preview port needs the tenant's bearer token, a session token or a signed preview URL",
+        ),
+      ),
+    );
+}
+
+async function handleProxy(ctx: PreviewContext, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const { app } = ctx;
+  const m = PROXY_PATH.exec(splitUrl(request.url)[0]);
+  const sessionId = m?.[1] ?? '';
+  const port = Number(m?.[2]);
+  if (!m || !(port >= 1 && port <= 65535))
+    return reply.code(404).send(httpErrorBody(execError('EXEC_ERR_NOT_FOUND', 'no such preview port')));
+  const who = authenticate(ctx, request, sessionId, port);
+  if (!who) return refuse(app, request, reply, sessionId, port);
+  let session: Session;
+  try {
+    session = app.sessions.get(sessionId, who.tenant);
+    if (!session.ports.has(port))
+      throw execError('EXEC_ERR_NOT_FOUND', `port ${port} of session ${sessionId} is not exposed`);
+  } catch (err) {
+    const e = toExecError(err);
+    return reply.code(e.statusCode).send(httpErrorBody(e));
+  }
+  const viaHost = (request.raw as IncomingMessage & { [VIA_HOST]?: boolean })[VIA_HOST] === true;
+  const prefix = viaHost ? '/' : `/v1/sessions/${sessionId}/ports/${port}/`;
+  const [path, rawQuery] = splitUrl(request.url);
+  const query = new URLSearchParams(rawQuery);
+  const token = query.get(TOKEN_PARAM);
+  query.delete(TOKEN_PARAM);
+  // Rebuilt only when our parameter was in it: the application gets its query as it was sent.
+  const cleanQuery = token === null ? rawQuery : query.size > 0 ? `?${query.toString()}` : '';
+  if (
+    who.fromQuery &&
+    token !== null &&
+    (request.method === 'GET' || request.method === 'HEAD') &&
+    request.headers.upgrade === undefined
+  ) {
+    // Trade the token for a cookie scoped to this port, then load the page without it.
+    const expiresAt = who.expiresAt ?? Number(token.split('.')[0]);
+    const maxAge = Math.max(0, expiresAt - Math.floor(Date.now() / 1000));
+    return reply
+      .header('set-cookie', `${COOKIE}=${token}; Path=${prefix}; Max-Age=${maxAge}; HttpOnly; SameSite=Lax`)
+      .redirect(`${splitUrl(request.originalUrl)[0]}${cleanQuery}`, 302);
+  }
+  const headers: IncomingHttpHeaders = { ...request.headers };
+  const cookie = withoutOurCookie(headers.cookie);
+  if (cookie === undefined) delete headers.cookie;
+  else headers.cookie = cookie;
+  if (who.bearer) delete headers.authorization;
+  headers['x-forwarded-prefix'] = prefix.replace(/\/$/, '') || '/';
+  const target: ProxyTarget = {
+    open: () => session.ports.open(port),
+    path: `/${path.slice(`/v1/sessions/${m[1]}/ports/${port}/`.length)}${cleanQuery}`,
+    headers,
+    responseHeaders: viaHost ? undefined : PREVIEW_SANDBOX_HEADERS,
+  };
+  reply.hijack();
+  if (request.headers.upgrade !== undefined) {
+    proxyUpgrade(request.raw, request.raw.socket as Duplex, upgradeHeadOf(request.raw), target);
+  } else {
+    proxyHttp(request.raw, reply.raw, target);
+  }
+  return reply;
 }
 
 /** Bytes a client sent after its upgrade request (kept by @fastify/websocket on the request). */

@@ -62,9 +62,7 @@ export function OneOf<const T extends readonly string[]>(values: T, options?: TS
   return Type.Union(literals(values), options) as TUnion<Literals<T>>;
 }
 
-/** Signals a client may send; they go to the command's whole process group. */
-export const SIGNAL_NAMES = ['SIGINT', 'SIGTERM', 'SIGKILL', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2'] as const;
-export type SignalName = (typeof SIGNAL_NAMES)[number];
+export { SIGNAL_NAMES, type SignalName } from './signals.ts';
 
 /** Output stream label; a PTY merges both streams into `pty`. */
 export const StreamNameSchema = OneOf(['stdout', 'stderr', 'pty']);

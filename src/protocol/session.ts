@@ -201,6 +201,20 @@ export const SessionListQuerySchema = Type.Object({ usage: Type.Optional(Type.Bo
 
 export const SessionListSchema = Type.Object({ sessions: Type.Array(SessionInfoSchema) });
 
+/** Sessions one `POST /v1/sessions?count=N` makes at most. */
+export const MAX_SESSION_BATCH = 256;
+
+/**
+ * `?count=N` makes N sessions of the same spec at once (best-of-N, rollouts), answered as a
+ * list; all of them or none (a failure removes the ones already made).
+ */
+export const SessionCreateQuerySchema = Type.Object({
+  count: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_SESSION_BATCH })),
+});
+
+/** `POST /v1/sessions` answers one session, or `{sessions}` when `count` was given. */
+export const SessionCreateResultSchema = Type.Union([SessionInfoSchema, SessionListSchema]);
+
 export const SnapshotNameSchema = Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_.-]+$' });
 export const SnapshotBodySchema = Type.Object(
   {

@@ -200,7 +200,7 @@ export class Connection implements SessionClient {
   }
 
   request(method: string, params: unknown, timeoutMs: number): Promise<unknown> {
-    if (!this.#peer) return Promise.reject(new Error('not connected'));
+    if (!this.#peer) return Promise.reject(execError('EXEC_ERR_REJECTED', 'not connected'));
     return this.#peer.request(method, params, timeoutMs);
   }
 

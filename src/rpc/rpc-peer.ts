@@ -126,12 +126,12 @@ export class RpcPeer<Ctx> {
 
   /** Server-to-client request; rejects on timeout, on an error answer and on close. */
   request(method: string, params: unknown, timeoutMs: number): Promise<unknown> {
-    if (this.#closed) return Promise.reject(new Error('connection closed'));
+    if (this.#closed) return Promise.reject(execError('EXEC_ERR_REJECTED', 'connection closed'));
     const id = `srv-${this.#nextId++}`;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#pending.delete(id);
-        reject(new Error(`no answer to ${method} within ${timeoutMs} ms`));
+        reject(execError('EXEC_ERR_REJECTED', `no answer to ${method} within ${timeoutMs} ms`));
       }, timeoutMs);
       this.#pending.set(id, { resolve, reject, timer });
       this.#send(this.#envelope({ id, method, params }));
@@ -228,7 +228,8 @@ export class RpcPeer<Ctx> {
     if (!pending) return;
     this.#pending.delete(id);
     clearTimeout(pending.timer);
-    if ('error' in m) pending.reject(new Error(`client answered with an error: ${JSON.stringify(m['error'])}`));
+    if ('error' in m)
+      pending.reject(execError('EXEC_ERR_REJECTED', `client answered with an error: ${JSON.stringify(m['error'])}`));
     else pending.resolve(m['result']);
   }
 
@@ -239,7 +240,7 @@ export class RpcPeer<Ctx> {
     this.#inflight.abort();
     for (const [id, p] of this.#pending) {
       clearTimeout(p.timer);
-      p.reject(new Error('connection closed'));
+      p.reject(execError('EXEC_ERR_REJECTED', 'connection closed'));
       this.#pending.delete(id);
     }
   }

@@ -25,6 +25,7 @@ import { FleetRouter, type SessionRoute } from './fleet-router.ts';
 import { type ForkResult, forkSession } from './session-fork.ts';
 import { restoreEgress, startEgress } from '../egress/session-egress.ts';
 import { Session, type SessionDeps } from './session.ts';
+import { createBatch } from './batch-create.ts';
 
 const REAP_INTERVAL_MS = 5_000;
 
@@ -260,6 +261,23 @@ export class SessionManager {
     } finally {
       this.#creating--;
     }
+  }
+
+  /**
+   * Makes `count` sessions of one spec at once: all of them, or none (those made before a
+   * failure are destroyed again, and the first failure is thrown). The limits are checked for
+   * the whole batch before any is made. See batch-create.ts.
+   */
+  createMany(spec: SessionSpec, count: number, options: CreateOptions): Promise<Session[]> {
+    const owned = [...this.#sessions.values()].filter((s) => s.tenant === options.tenant).length;
+    const room = Math.min(
+      this.#config.maxSessions - this.#sessions.size - this.#creating,
+      this.#config.maxSessionsPerTenant - owned,
+    );
+    return createBatch(count, room, {
+      create: () => this.create(spec, options),
+      destroy: (s) => this.#remove(s, 'batch create failed'),
+    });
   }
 
   /** This server's session limit, and the tenant's quota among this server's sessions. */

@@ -145,10 +145,11 @@ export class HttpApprovalQueue {
   }
 
   request(method: string, params: unknown, timeoutMs: number): Promise<unknown> {
-    if (method !== 'approval/request') return Promise.reject(new Error(`unsupported request ${method}`));
+    if (method !== 'approval/request')
+      return Promise.reject(execError('EXEC_ERR_UNSUPPORTED', `unsupported request ${method}`));
     const request = params as ApprovalRequest;
     const run = this.#owners.get(asProcessId(request.processId));
-    if (!run) return Promise.reject(new Error('no client is attached to answer the approval'));
+    if (!run) return Promise.reject(execError('EXEC_ERR_REJECTED', 'no client is attached to answer the approval'));
     return new Promise((resolve, reject) => {
       const id = `appr_${randomUUID().replace(/-/g, '').slice(0, 20)}`;
       const now = Date.now();
@@ -162,7 +163,7 @@ export class HttpApprovalQueue {
       const timer = setTimeout(() => {
         if (!this.#pending.delete(id)) return;
         run.approvalSettled();
-        reject(new Error('approval timed out'));
+        reject(execError('EXEC_ERR_REJECTED', 'approval timed out'));
       }, timeoutMs);
       timer.unref();
       this.#pending.set(id, {

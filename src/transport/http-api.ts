@@ -14,6 +14,8 @@ import {
   ForkBodySchema,
   HibernationAnswerSchema,
   ImagePullListSchema,
+  SessionCreateQuerySchema,
+  SessionCreateResultSchema,
   SessionInfoSchema,
   SessionListQuerySchema,
   SessionListSchema,
@@ -25,6 +27,7 @@ import {
   SnapshotParamsSchema,
 } from '../protocol/index.ts';
 import { registerToolRoutes } from './tool-routes.ts';
+import type { TypedApi } from './typed-api.ts';
 
 const errors = ERROR_RESPONSES;
 
@@ -34,210 +37,230 @@ export async function registerHttpApi(app: FastifyInstance): Promise<void> {
   await app.register(async (scope) => {
     scope.setValidatorCompiler(TypeBoxValidatorCompiler);
     const api = scope.withTypeProvider<TypeBoxTypeProvider>();
-
-    api.post(
-      '/v1/sessions',
-      {
-        schema: {
-          operationId: 'createSession',
-          tags: ['sessions'],
-          summary: 'Create a session (same spec as initialize.session)',
-          body: SessionSpecSchema,
-          response: { 201: SessionInfoSchema, ...errors },
-        },
-        // An empty body means "all defaults".
-        preValidation: async (request) => {
-          if (request.body === undefined || request.body === null) request.body = {};
-        },
-      },
-      async (request, reply) => {
-        const session = await app.sessions.create(request.body, {
-          tenant: request.tenant,
-          clientName: request.headers['x-client-name']?.toString(),
-        });
-        return reply.code(201).send(session.info());
-      },
-    );
-
-    api.get(
-      '/v1/sessions',
-      {
-        schema: {
-          operationId: 'listSessions',
-          tags: ['sessions'],
-          summary: "The caller's sessions",
-          querystring: SessionListQuerySchema,
-          response: { 200: SessionListSchema, ...errors },
-        },
-      },
-      async (request) => {
-        const usage = request.query.usage === true;
-        // A replica of a fleet lists the tenant's sessions of every replica (fleet-forward.ts).
-        const fleet = await fleetSessionInfos(request, request.tenant, async ({ session: s }) =>
-          usage ? { ...s.info(), usage: await s.usage.sample() } : s.info(),
-        );
-        if (fleet !== undefined) return { sessions: fleet };
-        const sessions = app.sessions.list(request.tenant);
-        if (!usage) return { sessions: sessions.map((s) => s.info()) };
-        return {
-          sessions: await Promise.all(sessions.map(async (s) => ({ ...s.info(), usage: await s.usage.sample() }))),
-        };
-      },
-    );
-
-    api.get(
-      '/v1/sessions/:id',
-      {
-        schema: {
-          operationId: 'getSession',
-          tags: ['sessions'],
-          summary: 'One session, with its resource use',
-          params: SessionParamsSchema,
-          response: { 200: SessionInfoSchema, ...errors },
-        },
-      },
-      async (request) => {
-        const session = app.sessions.get(request.params.id, request.tenant);
-        return { ...session.info(), usage: await session.usage.sample() };
-      },
-    );
-
-    api.delete(
-      '/v1/sessions/:id',
-      {
-        schema: {
-          operationId: 'deleteSession',
-          tags: ['sessions'],
-          summary: 'Delete a session: its processes are killed and its workspace or container removed',
-          params: SessionParamsSchema,
-          response: { 204: { type: 'null', description: 'Deleted' }, ...errors },
-        },
-      },
-      async (request, reply) => {
-        await app.sessions.destroy(request.params.id, request.tenant);
-        return reply.code(204).send(null);
-      },
-    );
-
-    // Hibernation: the session's own transition, answered with its state.
-    const hibernation = [
-      [
-        'hibernate',
-        'hibernateSession',
-        "Checkpoint the session's container with its memory and stop it (docker, gVisor runtime); the next call that needs it wakes it",
-      ],
-      ['wake', 'wakeSession', 'Restore a hibernated session: what ran in it goes on where it was'],
-    ] as const;
-    for (const [action, operationId, summary] of hibernation) {
-      api.post(
-        `/v1/sessions/:id/${action}`,
-        {
-          schema: {
-            operationId,
-            tags: ['sessions'],
-            summary,
-            params: SessionParamsSchema,
-            response: { 200: HibernationAnswerSchema, ...errors },
-          },
-        },
-        async (request) => app.sessions.get(request.params.id, request.tenant)[action](),
-      );
-    }
-
-    api.post(
-      '/v1/sessions/:id/snapshots',
-      {
-        schema: {
-          operationId: 'snapshotSession',
-          tags: ['snapshots'],
-          summary: "Commit the session's filesystem to a snapshot (docker backend)",
-          params: SessionParamsSchema,
-          body: SnapshotBodySchema,
-          response: { 201: SnapshotInfoSchema, ...errors },
-        },
-        preValidation: async (request) => {
-          if (request.body === undefined || request.body === null) request.body = {};
-        },
-      },
-      async (request, reply) => {
-        const session = app.sessions.get(request.params.id, request.tenant);
-        const snapshot = await session.snapshot(request.body.name, request.body.memory === true);
-        return reply.code(201).send(snapshot);
-      },
-    );
-
-    api.post(
-      '/v1/sessions/:id/fork',
-      {
-        schema: {
-          operationId: 'forkSession',
-          tags: ['snapshots'],
-          summary:
-            'Fork the session `count` ways: new sessions from a snapshot of it; with `memory` (gVisor) its processes run on in each',
-          params: SessionParamsSchema,
-          body: ForkBodySchema,
-          response: { 201: ForkAnswerSchema, ...errors },
-        },
-        preValidation: async (request) => {
-          if (request.body === undefined || request.body === null) request.body = {};
-        },
-      },
-      async (request, reply) => {
-        const source = app.sessions.get(request.params.id, request.tenant);
-        const b = request.body;
-        const forked = await app.sessions.fork(source, {
-          count: b.count ?? 1,
-          memory: b.memory === true,
-          name: b.name,
-        });
-        return reply.code(201).send({ snapshot: forked.snapshot, sessions: forked.sessions.map((s) => s.info()) });
-      },
-    );
-
-    api.get(
-      '/v1/snapshots',
-      {
-        schema: {
-          operationId: 'listSnapshots',
-          tags: ['snapshots'],
-          summary: "The caller's snapshots",
-          response: { 200: SnapshotListSchema, ...errors },
-        },
-      },
-      async (request) => ({ snapshots: await app.sessions.backend.listSnapshots(request.tenant) }),
-    );
-
-    api.delete(
-      '/v1/snapshots/:id',
-      {
-        schema: {
-          operationId: 'deleteSnapshot',
-          tags: ['snapshots'],
-          summary: 'Delete a snapshot',
-          params: SnapshotParamsSchema,
-          response: { 204: { type: 'null', description: 'Deleted' }, ...errors },
-        },
-      },
-      async (request, reply) => {
-        await app.sessions.backend.deleteSnapshot(request.params.id, request.tenant);
-        return reply.code(204).send(null);
-      },
-    );
-
-    api.get(
-      '/v1/images/pulls',
-      {
-        schema: {
-          operationId: 'listImagePulls',
-          tags: ['sessions'],
-          summary:
-            "Image pulls in flight that the caller's session creations wait for (a POST /v1/sessions blocks until its pull ends)",
-          response: { 200: ImagePullListSchema, ...errors },
-        },
-      },
-      async (request) => ({ pulls: app.sessions.backend.imagePulls?.(request.tenant) ?? [] }),
-    );
-
+    sessionRoutes(api, app);
+    oneSessionRoutes(api, app);
+    snapshotRoutes(api, app);
+    snapshotListRoutes(api, app);
     registerToolRoutes(scope);
   });
+}
+
+/** Sessions: create and list. */
+function sessionRoutes(api: TypedApi, app: FastifyInstance) {
+  api.post(
+    '/v1/sessions',
+    {
+      schema: {
+        operationId: 'createSession',
+        tags: ['sessions'],
+        summary:
+          'Create a session (same spec as initialize.session); `?count=N`: N sessions of that spec, all or none, as a list',
+        body: SessionSpecSchema,
+        querystring: SessionCreateQuerySchema,
+        response: { 201: SessionCreateResultSchema, ...errors },
+      },
+      // An empty body means "all defaults".
+      preValidation: async (request) => {
+        if (request.body === undefined || request.body === null) request.body = {};
+      },
+    },
+    async (request, reply) => {
+      const options = { tenant: request.tenant, clientName: request.headers['x-client-name']?.toString() };
+      const count = request.query.count;
+      if (count !== undefined) {
+        const sessions = await app.sessions.createMany(request.body, count, options);
+        return reply.code(201).send({ sessions: sessions.map((s) => s.info()) });
+      }
+      const session = await app.sessions.create(request.body, options);
+      return reply.code(201).send(session.info());
+    },
+  );
+
+  api.get(
+    '/v1/sessions',
+    {
+      schema: {
+        operationId: 'listSessions',
+        tags: ['sessions'],
+        summary: "The caller's sessions",
+        querystring: SessionListQuerySchema,
+        response: { 200: SessionListSchema, ...errors },
+      },
+    },
+    async (request) => {
+      const usage = request.query.usage === true;
+      // A replica of a fleet lists the tenant's sessions of every replica (fleet-forward.ts).
+      const fleet = await fleetSessionInfos(request, request.tenant, async ({ session: s }) =>
+        usage ? { ...s.info(), usage: await s.usage.sample() } : s.info(),
+      );
+      if (fleet !== undefined) return { sessions: fleet };
+      const sessions = app.sessions.list(request.tenant);
+      if (!usage) return { sessions: sessions.map((s) => s.info()) };
+      return {
+        sessions: await Promise.all(sessions.map(async (s) => ({ ...s.info(), usage: await s.usage.sample() }))),
+      };
+    },
+  );
+}
+
+/** One session: read, delete, hibernate and wake. */
+function oneSessionRoutes(api: TypedApi, app: FastifyInstance) {
+  api.get(
+    '/v1/sessions/:id',
+    {
+      schema: {
+        operationId: 'getSession',
+        tags: ['sessions'],
+        summary: 'One session, with its resource use',
+        params: SessionParamsSchema,
+        response: { 200: SessionInfoSchema, ...errors },
+      },
+    },
+    async (request) => {
+      const session = app.sessions.get(request.params.id, request.tenant);
+      return { ...session.info(), usage: await session.usage.sample() };
+    },
+  );
+
+  api.delete(
+    '/v1/sessions/:id',
+    {
+      schema: {
+        operationId: 'deleteSession',
+        tags: ['sessions'],
+        summary: 'Delete a session: its processes are killed and its workspace or container removed',
+        params: SessionParamsSchema,
+        response: { 204: { type: 'null', description: 'Deleted' }, ...errors },
+      },
+    },
+    async (request, reply) => {
+      await app.sessions.destroy(request.params.id, request.tenant);
+      return reply.code(204).send(null);
+    },
+  );
+
+  // Hibernation: the session's own transition, answered with its state.
+  const hibernation = [
+    [
+      'hibernate',
+      'hibernateSession',
+      "Checkpoint the session's container with its memory and stop it (docker, gVisor runtime); the next call that needs it wakes it",
+    ],
+    ['wake', 'wakeSession', 'Restore a hibernated session: what ran in it goes on where it was'],
+  ] as const;
+  for (const [action, operationId, summary] of hibernation) {
+    api.post(
+      `/v1/sessions/:id/${action}`,
+      {
+        schema: {
+          operationId,
+          tags: ['sessions'],
+          summary,
+          params: SessionParamsSchema,
+          response: { 200: HibernationAnswerSchema, ...errors },
+        },
+      },
+      async (request) => app.sessions.get(request.params.id, request.tenant)[action](),
+    );
+  }
+}
+
+/** Snapshots and forks. */
+function snapshotRoutes(api: TypedApi, app: FastifyInstance) {
+  api.post(
+    '/v1/sessions/:id/snapshots',
+    {
+      schema: {
+        operationId: 'snapshotSession',
+        tags: ['snapshots'],
+        summary: "Commit the session's filesystem to a snapshot (docker backend)",
+        params: SessionParamsSchema,
+        body: SnapshotBodySchema,
+        response: { 201: SnapshotInfoSchema, ...errors },
+      },
+      preValidation: async (request) => {
+        if (request.body === undefined || request.body === null) request.body = {};
+      },
+    },
+    async (request, reply) => {
+      const session = app.sessions.get(request.params.id, request.tenant);
+      const snapshot = await session.snapshot(request.body.name, request.body.memory === true);
+      return reply.code(201).send(snapshot);
+    },
+  );
+
+  api.post(
+    '/v1/sessions/:id/fork',
+    {
+      schema: {
+        operationId: 'forkSession',
+        tags: ['snapshots'],
+        summary:
+          'Fork the session `count` ways: new sessions from a snapshot of it; with `memory` (gVisor) its processes run on in each',
+        params: SessionParamsSchema,
+        body: ForkBodySchema,
+        response: { 201: ForkAnswerSchema, ...errors },
+      },
+      preValidation: async (request) => {
+        if (request.body === undefined || request.body === null) request.body = {};
+      },
+    },
+    async (request, reply) => {
+      const source = app.sessions.get(request.params.id, request.tenant);
+      const b = request.body;
+      const forked = await app.sessions.fork(source, {
+        count: b.count ?? 1,
+        memory: b.memory === true,
+        name: b.name,
+      });
+      return reply.code(201).send({ snapshot: forked.snapshot, sessions: forked.sessions.map((s) => s.info()) });
+    },
+  );
+}
+
+/** Snapshots: list and delete; the image pulls under way. */
+function snapshotListRoutes(api: TypedApi, app: FastifyInstance) {
+  api.get(
+    '/v1/snapshots',
+    {
+      schema: {
+        operationId: 'listSnapshots',
+        tags: ['snapshots'],
+        summary: "The caller's snapshots",
+        response: { 200: SnapshotListSchema, ...errors },
+      },
+    },
+    async (request) => ({ snapshots: await app.sessions.backend.listSnapshots(request.tenant) }),
+  );
+
+  api.delete(
+    '/v1/snapshots/:id',
+    {
+      schema: {
+        operationId: 'deleteSnapshot',
+        tags: ['snapshots'],
+        summary: 'Delete a snapshot',
+        params: SnapshotParamsSchema,
+        response: { 204: { type: 'null', description: 'Deleted' }, ...errors },
+      },
+    },
+    async (request, reply) => {
+      await app.sessions.backend.deleteSnapshot(request.params.id, request.tenant);
+      return reply.code(204).send(null);
+    },
+  );
+
+  api.get(
+    '/v1/images/pulls',
+    {
+      schema: {
+        operationId: 'listImagePulls',
+        tags: ['sessions'],
+        summary:
+          "Image pulls in flight that the caller's session creations wait for (a POST /v1/sessions blocks until its pull ends)",
+        response: { 200: ImagePullListSchema, ...errors },
+      },
+    },
+    async (request) => ({ pulls: app.sessions.backend.imagePulls?.(request.tenant) ?? [] }),
+  );
 }

@@ -27,9 +27,20 @@ import {
 } from '../protocol/index.ts';
 import type { Session } from '../sessions/session.ts';
 import type { SessionFiles } from '../sessions/files/session-files.ts';
+import type { TypedApi } from './typed-api.ts';
 
 const errors = ERROR_RESPONSES;
 const TAGS = ['files'];
+
+/** The session a file route names (kept alive by the call) and its files. */
+function filesOf(
+  scope: FastifyInstance,
+  request: FastifyRequest<{ Params: { id: string } }>,
+): { files: SessionFiles; session: Session } {
+  const session = scope.sessions.get(request.params.id, request.tenant);
+  session.touch();
+  return { session, files: session.files };
+}
 
 /** Registers the file routes in their own scope (its octet-stream parser stays local to them). */
 export async function registerFileRoutes(app: FastifyInstance): Promise<void> {
@@ -37,177 +48,186 @@ export async function registerFileRoutes(app: FastifyInstance): Promise<void> {
     // Uploads: hand the raw request stream to the handler, unbuffered and unparsed.
     scope.addContentTypeParser('application/octet-stream', (_request, payload, done) => done(null, payload));
     const r = scope.withTypeProvider<TypeBoxTypeProvider>();
-    const filesOf = (
-      request: FastifyRequest<{ Params: { id: string } }>,
-    ): { files: SessionFiles; session: Session } => {
-      const session = scope.sessions.get(request.params.id, request.tenant);
-      session.touch();
-      return { session, files: session.files };
-    };
-
-    // The answer is a stream, which the typed reply (a string, as OpenAPI says) cannot take:
-    // this one route names its request types itself.
-    scope.get<{ Params: Static<typeof SessionParamsSchema>; Querystring: Static<typeof DownloadQuerySchema> }>(
-      '/v1/sessions/:id/files/content',
-      {
-        schema: {
-          tags: TAGS,
-          summary: 'Download a file (streamed)',
-          params: SessionParamsSchema,
-          querystring: DownloadQuerySchema,
-          response: { 200: DownloadBodySchema, ...errors },
-        },
-      },
-      async (request, reply) => {
-        const { files } = filesOf(request);
-        const offset = request.query.offset ?? 0;
-        const { stream, size, path } = await files.openDownload(files.resolvePath(request.query.path), offset);
-        return reply
-          .header('content-type', 'application/octet-stream')
-          .header('content-length', String(Math.max(0, size - offset)))
-          .header('content-disposition', `attachment; filename="${encodeURIComponent(posix.basename(path))}"`)
-          .send(stream);
-      },
-    );
-
-    r.put(
-      '/v1/sessions/:id/files/content',
-      {
-        schema: {
-          tags: TAGS,
-          summary: 'Upload a file (request body streamed, application/octet-stream); creates or truncates it',
-          params: SessionParamsSchema,
-          querystring: FilePathQuerySchema,
-          response: { 200: UploadResultSchema, ...errors },
-        },
-      },
-      async (request) => {
-        const { files, session } = filesOf(request);
-        const body = request.body as NodeJS.ReadableStream | undefined;
-        if (!body || typeof body.pipe !== 'function')
-          throw execError(
-            'EXEC_ERR_INVALID_REQUEST',
-            'send the file as the request body with content-type application/octet-stream',
-          );
-        const { bytes } = await files.upload(files.resolvePath(request.query.path), body);
-        session.touch();
-        return { path: request.query.path, bytesWritten: bytes };
-      },
-    );
-
-    r.get(
-      '/v1/sessions/:id/files/metadata',
-      {
-        schema: {
-          tags: TAGS,
-          summary: 'Metadata of a path (fs/getMetadata)',
-          params: SessionParamsSchema,
-          querystring: FilePathQuerySchema,
-          response: { 200: FileMetadataSchema, ...errors },
-        },
-      },
-      async (request) => {
-        const { files } = filesOf(request);
-        return files.getMetadata(files.resolvePath(request.query.path));
-      },
-    );
-
-    r.get(
-      '/v1/sessions/:id/files/list',
-      {
-        schema: {
-          tags: TAGS,
-          summary: 'List a directory (fs/readDirectory)',
-          params: SessionParamsSchema,
-          querystring: FilePathQuerySchema,
-          response: { 200: FsReadDirectoryResult, ...errors },
-        },
-      },
-      async (request) => {
-        const { files } = filesOf(request);
-        return { entries: await files.readDirectory(files.resolvePath(request.query.path)) };
-      },
-    );
-
-    r.get(
-      '/v1/sessions/:id/files/canonical',
-      {
-        schema: {
-          tags: TAGS,
-          summary: 'Canonical path (fs/canonicalize)',
-          params: SessionParamsSchema,
-          querystring: FilePathQuerySchema,
-          response: { 200: FsCanonicalizeResult, ...errors },
-        },
-      },
-      async (request) => {
-        const { files } = filesOf(request);
-        const path = files.resolvePath(request.query.path);
-        return { path: files.clientPath(request.query.path, await files.canonicalize(path)) };
-      },
-    );
-
-    r.delete(
-      '/v1/sessions/:id/files',
-      {
-        schema: {
-          tags: TAGS,
-          summary: 'Remove a file or directory (fs/remove)',
-          params: SessionParamsSchema,
-          querystring: RemoveQuerySchema,
-          response: { 200: EmptyResult, ...errors },
-        },
-      },
-      async (request) => {
-        const { files } = filesOf(request);
-        await files.remove(
-          files.resolvePath(request.query.path),
-          request.query.recursive === true,
-          request.query.force === true,
-        );
-        return {};
-      },
-    );
-
-    r.post(
-      '/v1/sessions/:id/files/copy',
-      {
-        schema: {
-          tags: TAGS,
-          summary: 'Copy a file or (recursive) a directory to a new path (fs/copy)',
-          params: SessionParamsSchema,
-          body: CopyBodySchema,
-          response: { 200: EmptyResult, ...errors },
-        },
-      },
-      async (request) => {
-        const { files } = filesOf(request);
-        const b = request.body;
-        await files.copy(
-          files.resolvePath(b.sourcePath, 'sourcePath'),
-          files.resolvePath(b.destinationPath, 'destinationPath'),
-          b.recursive === true,
-        );
-        return {};
-      },
-    );
-
-    r.post(
-      '/v1/sessions/:id/files/mkdir',
-      {
-        schema: {
-          tags: TAGS,
-          summary: 'Create a directory (fs/createDirectory)',
-          params: SessionParamsSchema,
-          body: MkdirBodySchema,
-          response: { 200: EmptyResult, ...errors },
-        },
-      },
-      async (request) => {
-        const { files } = filesOf(request);
-        await files.createDirectory(files.resolvePath(request.body.path), request.body.recursive === true);
-        return {};
-      },
-    );
+    transferRoutes(scope, r);
+    listingRoutes(scope, r);
+    changeRoutes(scope, r);
+    directoryRoutes(scope, r);
   });
+}
+
+/** Downloads and uploads. */
+function transferRoutes(scope: FastifyInstance, r: TypedApi) {
+  // The answer is a stream, which the typed reply (a string, as OpenAPI says) cannot take:
+  // this one route names its request types itself.
+  scope.get<{ Params: Static<typeof SessionParamsSchema>; Querystring: Static<typeof DownloadQuerySchema> }>(
+    '/v1/sessions/:id/files/content',
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'Download a file (streamed)',
+        params: SessionParamsSchema,
+        querystring: DownloadQuerySchema,
+        response: { 200: DownloadBodySchema, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const { files } = filesOf(scope, request);
+      const offset = request.query.offset ?? 0;
+      const { stream, size, path } = await files.openDownload(files.resolvePath(request.query.path), offset);
+      return reply
+        .header('content-type', 'application/octet-stream')
+        .header('content-length', String(Math.max(0, size - offset)))
+        .header('content-disposition', `attachment; filename="${encodeURIComponent(posix.basename(path))}"`)
+        .send(stream);
+    },
+  );
+
+  r.put(
+    '/v1/sessions/:id/files/content',
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'Upload a file (request body streamed, application/octet-stream); creates or truncates it',
+        params: SessionParamsSchema,
+        querystring: FilePathQuerySchema,
+        response: { 200: UploadResultSchema, ...errors },
+      },
+    },
+    async (request) => {
+      const { files, session } = filesOf(scope, request);
+      const body = request.body as NodeJS.ReadableStream | undefined;
+      if (!body || typeof body.pipe !== 'function')
+        throw execError(
+          'EXEC_ERR_INVALID_REQUEST',
+          'send the file as the request body with content-type application/octet-stream',
+        );
+      const { bytes } = await files.upload(files.resolvePath(request.query.path), body);
+      session.touch();
+      return { path: request.query.path, bytesWritten: bytes };
+    },
+  );
+}
+
+/** Metadata and directory listings. */
+function listingRoutes(scope: FastifyInstance, r: TypedApi) {
+  r.get(
+    '/v1/sessions/:id/files/metadata',
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'Metadata of a path (fs/getMetadata)',
+        params: SessionParamsSchema,
+        querystring: FilePathQuerySchema,
+        response: { 200: FileMetadataSchema, ...errors },
+      },
+    },
+    async (request) => {
+      const { files } = filesOf(scope, request);
+      return files.getMetadata(files.resolvePath(request.query.path));
+    },
+  );
+
+  r.get(
+    '/v1/sessions/:id/files/list',
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'List a directory (fs/readDirectory)',
+        params: SessionParamsSchema,
+        querystring: FilePathQuerySchema,
+        response: { 200: FsReadDirectoryResult, ...errors },
+      },
+    },
+    async (request) => {
+      const { files } = filesOf(scope, request);
+      return { entries: await files.readDirectory(files.resolvePath(request.query.path)) };
+    },
+  );
+
+  r.get(
+    '/v1/sessions/:id/files/canonical',
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'Canonical path (fs/canonicalize)',
+        params: SessionParamsSchema,
+        querystring: FilePathQuerySchema,
+        response: { 200: FsCanonicalizeResult, ...errors },
+      },
+    },
+    async (request) => {
+      const { files } = filesOf(scope, request);
+      const path = files.resolvePath(request.query.path);
+      return { path: files.clientPath(request.query.path, await files.canonicalize(path)) };
+    },
+  );
+}
+
+/** Changes: remove, copy. */
+function changeRoutes(scope: FastifyInstance, r: TypedApi) {
+  r.delete(
+    '/v1/sessions/:id/files',
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'Remove a file or directory (fs/remove)',
+        params: SessionParamsSchema,
+        querystring: RemoveQuerySchema,
+        response: { 200: EmptyResult, ...errors },
+      },
+    },
+    async (request) => {
+      const { files } = filesOf(scope, request);
+      await files.remove(
+        files.resolvePath(request.query.path),
+        request.query.recursive === true,
+        request.query.force === true,
+      );
+      return {};
+    },
+  );
+
+  r.post(
+    '/v1/sessions/:id/files/copy',
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'Copy a file or (recursive) a directory to a new path (fs/copy)',
+        params: SessionParamsSchema,
+        body: CopyBodySchema,
+        response: { 200: EmptyResult, ...errors },
+      },
+    },
+    async (request) => {
+      const { files } = filesOf(scope, request);
+      const b = request.body;
+      await files.copy(
+        files.resolvePath(b.sourcePath, 'sourcePath'),
+        files.resolvePath(b.destinationPath, 'destinationPath'),
+        b.recursive === true,
+      );
+      return {};
+    },
+  );
+}
+
+/** A new directory. */
+function directoryRoutes(scope: FastifyInstance, r: TypedApi) {
+  r.post(
+    '/v1/sessions/:id/files/mkdir',
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'Create a directory (fs/createDirectory)',
+        params: SessionParamsSchema,
+        body: MkdirBodySchema,
+        response: { 200: EmptyResult, ...errors },
+      },
+    },
+    async (request) => {
+      const { files } = filesOf(scope, request);
+      await files.createDirectory(files.resolvePath(request.body.path), request.body.recursive === true);
+      return {};
+    },
+  );
 }

@@ -22,6 +22,7 @@ import {
   ToolCallItemSchema,
   WriteStdinBodySchema,
 } from '../protocol/index.ts';
+import type { TypedApi } from './typed-api.ts';
 import { routeToolCall } from '../tools/tool-calls.ts';
 import type { UnifiedExec } from '../tools/unified-exec.ts';
 
@@ -36,35 +37,45 @@ type BodyOf<S extends TSchema> = FastifyRequest<
   TypeBoxTypeProvider
 >['body'];
 
+/** `exec_command` and `write_stdin`: the call on the session's unified exec; its result, or 202 and an approval a person must give first. */
+function facadeRoute<S extends TSchema>(
+  app: FastifyInstance,
+  api: TypedApi,
+  tool: string,
+  doc: { readonly operationId: string; readonly summary: string; readonly description?: string },
+  body: S,
+  work: (ue: UnifiedExec, body: BodyOf<S>, run: ToolRun<ExecToolResult>) => Promise<ExecToolResult>,
+): void {
+  api.post(
+    `/v1/sessions/:id/${tool}`,
+    {
+      schema: {
+        ...doc,
+        tags: ['tools'],
+        params: SessionParamsSchema,
+        body,
+        response: { 200: ExecResultSchema, 202: ApprovalRequiredSchema, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const ue = app.sessions.get(request.params.id, request.tenant).unifiedExec;
+      const out = outcomeReply(await runFacadeCall((r) => work(ue, request.body, r)), undefined);
+      return reply.code(out.statusCode).send(out.body);
+    },
+  );
+}
+
 export function registerToolRoutes(app: FastifyInstance): void {
   const api = app.withTypeProvider<TypeBoxTypeProvider>();
+  facadeRoutes(app, api);
+  decisionRoutes(app, api);
+}
 
-  /** `exec_command` and `write_stdin`: the call on the session's unified exec; its result, or 202 and an approval a person must give first. */
-  const facadeRoute = <S extends TSchema>(
-    tool: string,
-    doc: { readonly operationId: string; readonly summary: string; readonly description?: string },
-    body: S,
-    work: (ue: UnifiedExec, body: BodyOf<S>, run: ToolRun<ExecToolResult>) => Promise<ExecToolResult>,
-  ): void => {
-    api.post(
-      `/v1/sessions/:id/${tool}`,
-      {
-        schema: {
-          ...doc,
-          tags: ['tools'],
-          params: SessionParamsSchema,
-          body,
-          response: { 200: ExecResultSchema, 202: ApprovalRequiredSchema, ...errors },
-        },
-      },
-      async (request, reply) => {
-        const ue = app.sessions.get(request.params.id, request.tenant).unifiedExec;
-        const out = outcomeReply(await runFacadeCall((r) => work(ue, request.body, r)), undefined);
-        return reply.code(out.statusCode).send(out.body);
-      },
-    );
-  };
+/** The unified-exec facade (`exec_command`, `write_stdin`) and the pending approvals it asks for. */
+function facadeRoutes(app: FastifyInstance, api: TypedApi) {
   facadeRoute(
+    app,
+    api,
     'exec_command',
     {
       operationId: 'execCommand',
@@ -76,6 +87,8 @@ export function registerToolRoutes(app: FastifyInstance): void {
     (ue, body, r) => ue.execCommand(body, r),
   );
   facadeRoute(
+    app,
+    api,
     'write_stdin',
     { operationId: 'writeStdin', summary: 'Write to (or, with empty chars, poll) a running exec_command process' },
     WriteStdinBodySchema,
@@ -108,7 +121,10 @@ export function registerToolRoutes(app: FastifyInstance): void {
       };
     },
   );
+}
 
+/** Deciding an approval, and tool calls as the Responses API hands them over. */
+function decisionRoutes(app: FastifyInstance, api: TypedApi) {
   api.post(
     '/v1/sessions/:id/approvals/:approvalId',
     {

@@ -35,6 +35,14 @@ export interface WebSocketRouteOptions {
   readonly drain?: Drain | undefined;
 }
 
+/** The answer to a binary frame from a client: the protocol is JSON text frames. */
+const BINARY_REFUSED = JSON.stringify({
+  id: null,
+  error: rpcErrorBody(
+    execError('EXEC_ERR_INVALID_REQUEST', 'invalid request: binary frames are not supported; send JSON text frames'),
+  ),
+});
+
 export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRouteOptions): void {
   const wsHandler = (socket: WebSocket, request: FastifyRequest): void => {
     const log = request.log.child({ tenant: request.tenant });
@@ -93,20 +101,7 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
     );
     // Listeners attach synchronously, before any await, or early frames would be lost.
     socket.on('message', (data, isBinary) => {
-      if (isBinary) {
-        socket.send(
-          JSON.stringify({
-            id: null,
-            error: rpcErrorBody(
-              execError(
-                'EXEC_ERR_INVALID_REQUEST',
-                'invalid request: binary frames are not supported; send JSON text frames',
-              ),
-            ),
-          }),
-        );
-        return;
-      }
+      if (isBinary) return void socket.send(BINARY_REFUSED);
       const text = Array.isArray(data) ? Buffer.concat(data).toString('utf8') : data.toString('utf8');
       // Everything the message does is this caller's, for the audit log.
       handle(text);
@@ -119,13 +114,11 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
     });
     socket.on('error', (err) => log.debug({ err }, 'websocket error'));
   };
-  for (const url of ['/', '/v1/ws']) {
-    app.route({
-      method: 'GET',
-      url,
-      schema: { hide: true },
-      handler: async () => ({ name: 'exec-server', websocket: true, docs: '/docs/openapi.json' }),
-      wsHandler,
-    });
-  }
+  for (const url of ['/', '/v1/ws'])
+    app.route({ method: 'GET', url, schema: { hide: true }, handler: hello, wsHandler });
+}
+
+/** What a plain GET of the WebSocket URLs answers. */
+async function hello(): Promise<{ name: string; websocket: boolean; docs: string }> {
+  return { name: 'exec-server', websocket: true, docs: '/docs/openapi.json' };
 }

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { test } from 'node:test';
-import { startServer } from '../support/harness.ts';
+import { type TestContext, test } from 'node:test';
+import { startServer, type TestServer } from '../support/harness.ts';
 import { requireTmux, Tmux } from './tmux.ts';
 
 const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
@@ -93,13 +93,19 @@ test("run: streams output and exits with the command's code; --json; sessions li
   assert.match(down.stderr, /cannot connect to the server/);
 });
 
-test("run in a real terminal (tmux): exit codes and a PTY of the terminal's size", { timeout: 180_000 }, async (t) => {
-  if (!requireTmux(t)) return;
+/** A server, and a 100x30 tmux terminal in the checkout whose commands reach it; both end with the test. */
+async function serverInTmux(t: TestContext): Promise<{ server: TestServer; term: Tmux }> {
   const server = await startServer();
   t.after(() => server.close());
   const term = new Tmux({ EXEC_SERVER_URL: server.url, PS1: '$ ' }, 100, 30);
   t.after(() => term.kill());
   term.line(`cd ${CWD}`);
+  return { server, term };
+}
+
+test("run in a real terminal (tmux): exit codes and a PTY of the terminal's size", { timeout: 180_000 }, async (t) => {
+  if (!requireTmux(t)) return;
+  const { term } = await serverInTmux(t);
   term.line(`${CLI} run -- sh -c 'echo run-says-$((40+2)); exit 3'; echo "EXIT=$?"`);
   await term.waitFor(/run-says-42\s*\n(?:.*\n)*?EXIT=3/, 60_000);
   term.line(`${CLI} run -- false; echo "EXIT=$?"`);
@@ -113,11 +119,7 @@ test('shell in a real terminal (tmux): interactive use, resize, detach and re-at
   timeout: 240_000,
 }, async (t) => {
   if (!requireTmux(t)) return;
-  const server = await startServer();
-  t.after(() => server.close());
-  const term = new Tmux({ EXEC_SERVER_URL: server.url, PS1: '$ ' }, 100, 30);
-  t.after(() => term.kill());
-  term.line(`cd ${CWD}`);
+  const { server, term } = await serverInTmux(t);
   term.line(`${CLI} shell; echo "SHELL-EXIT=$?"`);
   const id = (await term.waitFor(/shell in session ([0-9a-f-]{36})/, 60_000))[1]!;
   term.line('echo "inside-$((6*7))"');

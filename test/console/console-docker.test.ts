@@ -1,44 +1,7 @@
-/** The console end to end on the docker backend (scenario.ts, scenario-edges.ts). */
-import { after, before, describe, test } from 'node:test';
+/** The console end to end on the docker backend (suite.ts: scenario.ts, scenario-edges.ts). */
 import { dockerTestOptions } from '../docker/engine.ts';
-import { browserTestOptions } from './browser.ts';
-import type { Fixture } from './scenario.ts';
 
 // Loaded after the engine check (see usage.test.ts).
-const {
-  approveSandboxRetry,
-  otherTenantSeesNothing,
-  ptyTypeAndResize,
-  setUp,
-  signInAndList,
-  snapshotAndDelete,
-  streamAndResume,
-  tearDown,
-} = await import('./scenario.ts');
-const { denyAndDeletedElsewhere, longOutputAndExitWhileAttached } = await import('./scenario-edges.ts');
+const { consoleSuite } = await import('./suite.ts');
 
-const opts = browserTestOptions(120_000, dockerTestOptions.skip);
-
-describe('console on the docker backend', { skip: opts.skip }, () => {
-  let f: Fixture | undefined;
-  before(async () => {
-    f = await setUp('docker');
-  });
-  after(() => tearDown(f));
-  const fx = (): Fixture => f as Fixture;
-
-  test('sign in (a wrong token is refused), sessions with live resource use', opts, (t) => signInAndList(t, fx()));
-  test('a streaming command, a dropped socket, output continues without a gap', opts, (t) => streamAndResume(t, fx()));
-  test('PTY: read-only by default, start a shell, type and see the echo, resize follows the window', opts, (t) =>
-    ptyTypeAndResize(t, fx()),
-  );
-  test('a pending sandbox retry approved from the console', opts, (t) => approveSandboxRetry(t, fx()));
-  test('snapshot and delete', opts, (t) => snapshotAndDelete(t, fx()));
-  test('a pending approval denied from the console; a session deleted elsewhere while shown', opts, (t) =>
-    denyAndDeletedElsewhere(t, fx()),
-  );
-  test('long output in one burst, followed to the end; a PTY that exits while attached', opts, (t) =>
-    longOutputAndExitWhileAttached(t, fx()),
-  );
-  test("another tenant's token sees nothing", opts, (t) => otherTenantSeesNothing(t, fx()));
-});
+consoleSuite('docker', 120_000, dockerTestOptions.skip);

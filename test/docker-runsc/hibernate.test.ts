@@ -5,10 +5,10 @@
  * re-adopts a hibernated session without waking it.
  */
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { type TestContext, test } from 'node:test';
 import { dockerTestOptions } from '../docker/engine.ts';
 import { docker, sleep } from '../docker/helpers.ts';
-import { abandon, startServer, TestSession, type TestServer } from '../support/harness.ts';
+import { abandon, readToEnd, startServer, TestSession, type TestServer } from '../support/harness.ts';
 
 /** A counter loop in its own session (`setsid`: detached from the command's exec, which ends at once). */
 const COUNTER =
@@ -52,6 +52,29 @@ async function pidsOf(s: TestSession, id: string): Promise<string> {
   return r.stdout.trim().split(/\s+/)[0] ?? '';
 }
 
+/** A server that allows runsc, and a gVisor session on it; both end with the test. */
+async function gvisorSession(t: TestContext): Promise<{ server: TestServer; s: TestSession }> {
+  const server = await startServer({ backend: 'docker', flags: ['--allowed-runtimes', 'runsc'] });
+  t.after(() => server.close());
+  const s = await TestSession.open(server.url, { session: GVISOR });
+  t.after(() => s.close());
+  return { server, s };
+}
+
+/** The first server "crashes" (abandoned without shutdown); its successor of the same instance id starts. */
+async function successor(
+  t: TestContext,
+  first: TestServer,
+  instanceId: string,
+  flags: readonly string[],
+): Promise<TestServer> {
+  await abandon(first);
+  const second = await startServer({ backend: 'docker', instanceId, flags: [...flags] });
+  t.after(() => second.close());
+  t.after(() => first.app.close().catch(() => undefined));
+  return second;
+}
+
 const PTY_OUT = (s: TestSession, id: string): string =>
   Buffer.concat(
     s
@@ -64,10 +87,7 @@ test(
   'hibernate stops the container with its memory; on wake the counter and a running PTY shell go on',
   dockerTestOptions,
   async (t) => {
-    const server = await startServer({ backend: 'docker', flags: ['--allowed-runtimes', 'runsc'] });
-    t.after(() => server.close());
-    const s = await TestSession.open(server.url, { session: GVISOR });
-    t.after(() => s.close());
+    const { s } = await gvisorSession(t);
     const info = await s.request('session/info', {});
     const containerId = String(info['containerId']);
     assert.equal(
@@ -153,10 +173,7 @@ test(
   'a session hibernates and wakes again and again: three cycles, the counter going on each time',
   dockerTestOptions,
   async (t) => {
-    const server = await startServer({ backend: 'docker', flags: ['--allowed-runtimes', 'runsc'] });
-    t.after(() => server.close());
-    const s = await TestSession.open(server.url, { session: GVISOR });
-    t.after(() => s.close());
+    const { s } = await gvisorSession(t);
     const containerId = String((await s.request('session/info', {}))['containerId']);
     assert.equal((await s.run('loop', ['sh', '-c', COUNTER])).exited['exitCode'], 0);
     await sleep(300);
@@ -210,10 +227,7 @@ test('on the exec path, hibernate refuses while a command holds an attached exec
 });
 
 test('HTTP hibernate, then the next request that needs the container wakes it', dockerTestOptions, async (t) => {
-  const server = await startServer({ backend: 'docker', flags: ['--allowed-runtimes', 'runsc'] });
-  t.after(() => server.close());
-  const s = await TestSession.open(server.url, { session: GVISOR });
-  t.after(() => s.close());
+  const { server, s } = await gvisorSession(t);
   const id = s.sessionId;
   await s.request('fs/writeFile', {
     path: '/workspace/note.txt',
@@ -325,10 +339,7 @@ test(
     await s.close();
 
     // The first server "crashes": abandoned without shutdown; the container stays checkpointed.
-    await abandon(first);
-    const second = await startServer({ backend: 'docker', instanceId, flags });
-    t.after(() => second.close());
-    t.after(() => first.app.close().catch(() => undefined));
+    const second = await successor(t, first, instanceId, flags);
     const listed = await http(second, 'GET', `/v1/sessions/${s.sessionId}`);
     assert.equal(listed.status, 200, 're-adopted');
     assert.equal(listed.body['hibernation'], 'hibernated', 'without waking it');
@@ -372,38 +383,13 @@ test(
     await s.request('session/hibernate', {});
     await s.close();
 
-    await abandon(first);
-    const second = await startServer({ backend: 'docker', instanceId, flags });
-    t.after(() => second.close());
-    t.after(() => first.app.close().catch(() => undefined));
+    const second = await successor(t, first, instanceId, flags);
     const listed = await http(second, 'GET', `/v1/sessions/${s.sessionId}`);
     assert.equal(listed.status, 200);
     assert.equal(listed.body['hibernation'], 'awake', 'woken at startup to hand its running command over');
     const again = await TestSession.open(second.url, { resumeSessionId: s.sessionId });
     t.after(() => again.close());
-    let text = '';
-    let after = 0;
-    const seqs: number[] = [];
-    const deadline = Date.now() + 60_000;
-    let exitCode: unknown;
-    while (Date.now() < deadline) {
-      const r = await again.request<{
-        chunks: Array<{ seq: number; chunk: string }>;
-        nextSeq: number;
-        exited: boolean;
-        exitCode: unknown;
-        closed: boolean;
-      }>('process/read', { processId: 'ticker', afterSeq: after, waitMs: 1000 });
-      for (const c of r.chunks) {
-        text += Buffer.from(c.chunk, 'base64').toString('utf8');
-        seqs.push(c.seq);
-      }
-      after = Math.max(after, r.nextSeq - 1);
-      if (r.exited && r.closed) {
-        exitCode = r.exitCode;
-        break;
-      }
-    }
+    const { text, seqs, exitCode } = await readToEnd(again, 'ticker', 0, 60_000);
     assert.equal(exitCode, 4, 'the real exit code');
     assert.equal(text, Array.from({ length: 40 }, (_, i) => `tick-${i}\n`).join(''), 'every line once, in order');
     assert.deepEqual(

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import type { BackendSession } from '../../src/backends/types.ts';
 import { dockerTestOptions } from './engine.ts';
 import { docker, makeBackend, RecordingSink, sessionSpec, sleep, spawnRequest } from './helpers.ts';
-import { startServer, TestSession } from '../support/harness.ts';
+import { startServer, stopAndGoBurst, TestSession } from '../support/harness.ts';
 
 const execPathOf = (s: BackendSession): string | undefined => s.execPath;
 
@@ -157,20 +157,12 @@ test('a 32 MB burst to a stop-and-go client arrives whole through the agent', do
   t.after(() => server.close());
   const s = await TestSession.open(server.url, { session: { sandbox: { type: 'danger-full-access' } } });
   t.after(() => s.close());
-  let closed = false;
-  s.conn.onClose(() => (closed = true));
   const info = await s.request<Record<string, unknown>>('session/info', {});
   assert.equal(info['execPath'], 'agent', 'session/info says which path the session uses');
   assert.equal(info['execPathReason'], undefined);
-  await s.start('burst', ['sh', '-c', 'head -c 33554432 /dev/zero | tr "\\0" z; echo end']);
-  for (let i = 0; i < 6; i++) {
-    s.conn.socket.pause();
-    await sleep(150);
-    s.conn.socket.resume();
-    await sleep(50);
-  }
+  const burst = await stopAndGoBurst(s);
   const r = await s.result('burst', 90_000);
-  assert.equal(closed, false);
+  assert.equal(burst.closed(), false);
   assert.equal(r.stdout.length, 33554432 + 4);
   assert.ok(/^z+end\n$/.test(r.stdout), 'only the bytes the command wrote, in order');
   const seqs = r.events.map((e) => e.params['seq'] as number);

@@ -8,7 +8,6 @@
  * servers.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,60 +15,16 @@ import { test } from 'node:test';
 import { verifyText } from '../../src/audit/verify.ts';
 import type { SessionToken } from '../../src/protocol/index.ts';
 import { requestJson } from '../http/helpers.ts';
-import { freePort } from '../support/free-port.ts';
-import { sleep, TestSession } from '../support/harness.ts';
+import { type DevServer, startDevServer } from '../support/dev-server.ts';
+import { readToEnd, sleep, TestSession } from '../support/harness.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
 
 const TENANT = 'guard-tenant-secret';
 
-async function serve(
-  instanceId: string,
-  auditLog: string,
-): Promise<{ http: string; url: string; child: ChildProcess }> {
-  const port = await freePort();
-  const child = spawn(
-    process.execPath,
-    [
-      ...['--import', 'tsx', 'src/main.ts', 'serve', '--backend', 'docker', '--image', TEST_IMAGE],
-      ...['--instance-id', instanceId, '--listen', `ws://127.0.0.1:${port}`, '--log-level', 'warn'],
-      ...['--audit-log', auditLog],
-    ],
-    {
-      stdio: ['ignore', 'ignore', 'inherit'],
-      cwd: new URL('../..', import.meta.url).pathname,
-      env: { ...process.env, EXEC_SERVER_TOKENS: `acme:${TENANT}` },
-    },
-  );
-  for (let i = 0; i < 1200; i++) {
-    if (
-      await fetch(`http://127.0.0.1:${port}/readyz`).then(
-        (r) => r.ok,
-        () => false,
-      )
-    )
-      return { http: `http://127.0.0.1:${port}`, url: `ws://127.0.0.1:${port}`, child };
-    await sleep(100);
-  }
-  child.kill('SIGKILL');
-  throw new Error('server did not become ready');
-}
-
-async function readUntilExit(s: TestSession, processId: string): Promise<{ text: string; exitCode: unknown }> {
-  let text = '';
-  let after = 0;
-  for (let i = 0; i < 120; i++) {
-    const r = await s.request<{
-      chunks: Array<{ seq: number; chunk: string }>;
-      nextSeq: number;
-      exited: boolean;
-      exitCode: unknown;
-      closed: boolean;
-    }>('process/read', { processId, afterSeq: after, waitMs: 1000 });
-    for (const c of r.chunks) text += Buffer.from(c.chunk, 'base64').toString('utf8');
-    after = Math.max(after, r.nextSeq - 1);
-    if (r.exited && r.closed) return { text, exitCode: r.exitCode };
-  }
-  throw new Error(`${processId} did not end`);
+/** A server of `instanceId` with the tenant's token and `auditLog`, ready. */
+function serve(instanceId: string, auditLog: string): Promise<DevServer> {
+  const env = { ...process.env, EXEC_SERVER_TOKENS: `acme:${TENANT}` };
+  return startDevServer({ image: TEST_IMAGE, instanceId, flags: ['--audit-log', auditLog], env });
 }
 
 test('session tokens survive a restart, revocations too; docker processes are audited once', {
@@ -80,7 +35,7 @@ test('session tokens survive a restart, revocations too; docker processes are au
   const auditLog = join(dir, 'audit.jsonl');
   const instanceId = `guard-${process.pid}-${Date.now()}`;
   const first = await serve(instanceId, auditLog);
-  let second: { http: string; url: string; child: ChildProcess } | undefined;
+  let second: DevServer | undefined;
   let snapshotId: string | undefined;
   let forkId: string | undefined;
   // Registered first, so it runs while a server is still up: the fork, then its snapshot image.
@@ -93,12 +48,8 @@ test('session tokens survive a restart, revocations too; docker processes are au
     if ((gone as { status?: number }).status !== 204) console.error('snapshot not deleted', gone);
   });
   t.after(async () => {
-    first.child.kill('SIGKILL');
-    if (second) {
-      const gone = new Promise((r) => second!.child.once('exit', r));
-      second.child.kill('SIGTERM');
-      await gone;
-    }
+    await first.kill();
+    await second?.stop();
   });
   const created = await requestJson<{ sessionId: string }>(`${first.http}/v1/sessions`, 'POST', {}, TENANT);
   assert.equal(created.status, 201, JSON.stringify(created.body));
@@ -114,7 +65,7 @@ test('session tokens survive a restart, revocations too; docker processes are au
 
   const s = await TestSession.open(first.url, { resumeSessionId: id }, { token: full.token });
   await s.request('process/start', { processId: 'audited', argv: ['sh', '-c', 'echo in-container; exit 3'] });
-  const ran = await readUntilExit(s, 'audited');
+  const ran = await readToEnd(s, 'audited', 0, 120_000);
   assert.equal(ran.text, 'in-container\n');
   assert.equal(ran.exitCode, 3);
   // A snapshot by the session token and a fork of it by the tenant.
@@ -137,8 +88,7 @@ test('session tokens survive a restart, revocations too; docker processes are au
   await s.close();
   await sleep(300); // the exit's audit line is written
 
-  first.child.kill('SIGKILL');
-  await new Promise((r) => first.child.once('exit', r));
+  await first.kill();
   second = await serve(instanceId, auditLog);
 
   const info = await requestJson<{ sessionId: string }>(

@@ -5,7 +5,7 @@
  * is gone (SIGKILL included: the engine drops the lease with the holder's connection).
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawnDevServer } from '../support/dev-server.ts';
 import { randomUUID } from 'node:crypto';
 import { test } from 'node:test';
 import { leaseName } from '../../src/backends/docker/engine/instance-lease.ts';
@@ -172,45 +172,11 @@ test(
   dockerTestOptions,
   async (t) => {
     const instanceId = `lease-${randomUUID().slice(0, 8)}`;
-    const root = new URL('../..', import.meta.url).pathname;
-    const serve = () => {
-      const child = spawn(
-        process.execPath,
-        [
-          '--import',
-          'tsx',
-          'src/main.ts',
-          'serve',
-          '--backend',
-          'docker',
-          '--image',
-          TEST_IMAGE,
-          '--instance-id',
-          instanceId,
-          '--listen',
-          'ws://127.0.0.1:0',
-          '--log-level',
-          'warn',
-        ],
-        { stdio: ['ignore', 'pipe', 'pipe'], cwd: root },
-      );
-      let out = '';
-      let err = '';
-      child.stdout.on('data', (d) => (out += String(d)));
-      child.stderr.on('data', (d) => (err += String(d)));
-      t.after(() => child.kill('SIGKILL'));
-      const url = async (): Promise<string> => {
-        for (let i = 0; i < 1200 && child.exitCode === null; i++) {
-          const m = /^ws:\/\/(\S+)$/m.exec(out);
-          if (m) return `http://${m[1]}`;
-          await sleep(100);
-        }
-        throw new Error(`server did not start: ${err}`);
-      };
-      return { child, url, stderr: () => err };
-    };
-    const a = serve();
-    const base = await a.url();
+    const serve = () => spawnDevServer({ image: TEST_IMAGE, instanceId, stderr: 'capture' });
+    const a = await serve();
+    t.after(() => a.kill());
+    await a.ready();
+    const base = a.http;
     const created = await fetch(`${base}/v1/sessions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -219,7 +185,8 @@ test(
     assert.equal(created.status, 201);
     const { sessionId, containerId } = (await created.json()) as { sessionId: string; containerId: string };
 
-    const b = serve();
+    const b = await serve();
+    t.after(() => b.kill());
     for (let i = 0; i < 600 && !/holds instance id/.test(b.stderr()); i++) await sleep(100);
     assert.match(b.stderr(), new RegExp(`another server holds instance id ${instanceId}`));
     await sleep(1000);
@@ -227,15 +194,14 @@ test(
     assert.ok(await running(containerId), "the first server's session is untouched");
     assert.equal((await fetch(`${base}/v1/sessions/${sessionId}`)).status, 200);
 
-    a.child.kill('SIGKILL');
-    const second = await b.url();
+    await a.kill();
+    await b.ready();
+    const second = b.http;
     const adopted = await fetch(`${second}/v1/sessions/${sessionId}`);
     assert.equal(adopted.status, 200, 'the successor adopted the session');
     const deleted = await fetch(`${second}/v1/sessions/${sessionId}`, { method: 'DELETE' });
     assert.ok(deleted.status < 300, `the successor acts for it (DELETE answered ${deleted.status})`);
     assert.equal((await docker('ps', '-aq', '--filter', `id=${containerId}`)).trim(), '');
-    const gone = new Promise((r) => b.child.once('exit', r));
-    b.child.kill('SIGTERM');
-    await gone;
+    await b.stop();
   },
 );

@@ -5,71 +5,28 @@
  * real exit codes (docs/docker-backend.md, "Processes that survive the server").
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { type TestContext, test } from 'node:test';
 import Docker from 'dockerode';
-import { sleep, TestSession } from '../support/harness.ts';
+import { type DevServer, startDevServer } from '../support/dev-server.ts';
+import { readToEnd, sleep, TestSession } from '../support/harness.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
-import { freePort } from '../support/free-port.ts';
-
-async function serve(instanceId: string, extra: readonly string[] = []): Promise<{ url: string; child: ChildProcess }> {
-  const port = await freePort();
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      'src/main.ts',
-      'serve',
-      '--backend',
-      'docker',
-      '--image',
-      TEST_IMAGE,
-      '--instance-id',
-      instanceId,
-      '--listen',
-      `ws://127.0.0.1:${port}`,
-      '--log-level',
-      'warn',
-      ...extra,
-    ],
-    { stdio: ['ignore', 'ignore', 'inherit'], cwd: new URL('../..', import.meta.url).pathname },
-  );
-  // Generous: on a loaded CI machine a server's boot (tsx, recovery of its containers) is slow.
-  for (let i = 0; i < 1200; i++) {
-    if (
-      await fetch(`http://127.0.0.1:${port}/readyz`).then(
-        (r) => r.ok,
-        () => false,
-      )
-    )
-      return { url: `ws://127.0.0.1:${port}`, child };
-    await sleep(100);
-  }
-  child.kill('SIGKILL');
-  throw new Error('server did not become ready');
-}
 
 /** The first server of `instanceId`, and `restart` to start its successor; both end with the test. */
 async function servers(
   t: TestContext,
   instanceId: string,
-  extra: readonly string[] = [],
-): Promise<{ first: { url: string; child: ChildProcess }; restart: () => Promise<{ url: string }> }> {
-  const first = await serve(instanceId, extra);
-  let second: { url: string; child: ChildProcess } | undefined;
+  flags: readonly string[] = [],
+): Promise<{ first: DevServer; restart: () => Promise<DevServer> }> {
+  const first = await startDevServer({ image: TEST_IMAGE, instanceId, flags });
+  let second: DevServer | undefined;
   t.after(async () => {
-    first.child.kill('SIGKILL');
-    if (second) {
-      const gone = new Promise((r) => second!.child.once('exit', r));
-      second.child.kill('SIGTERM');
-      await gone;
-    }
+    await first.kill();
+    await second?.stop();
   });
   return {
     first,
     restart: async () => {
-      second = await serve(instanceId, extra);
+      second = await startDevServer({ image: TEST_IMAGE, instanceId, flags });
       return second;
     },
   };
@@ -94,33 +51,6 @@ function follow(s: TestSession, processId: string): Seen {
   return seen;
 }
 
-/** Reads from `afterSeq` until the process is closed; returns the output and what ended it. */
-async function readRest(
-  s: TestSession,
-  processId: string,
-  afterSeq: number,
-): Promise<{ text: string; seqs: number[]; exitCode: unknown }> {
-  let text = '';
-  const seqs: number[] = [];
-  let after = afterSeq;
-  for (let i = 0; i < 600; i++) {
-    const r = await s.request<{
-      chunks: Array<{ seq: number; chunk: string }>;
-      nextSeq: number;
-      exited: boolean;
-      exitCode: unknown;
-      closed: boolean;
-    }>('process/read', { processId, afterSeq: after, waitMs: 1000 });
-    for (const c of r.chunks) {
-      seqs.push(c.seq);
-      text += Buffer.from(c.chunk, 'base64').toString('utf8');
-    }
-    after = Math.max(after, r.nextSeq - 1);
-    if (r.exited && r.closed) return { text, seqs, exitCode: r.exitCode };
-  }
-  throw new Error(`process ${processId} did not end`);
-}
-
 test('SIGKILL the server mid-stream and mid-sleep, restart it: every byte once, seqs continue, real exit codes', {
   ...dockerTestOptions,
   timeout: dockerTestOptions.skip ? 1000 : 300_000,
@@ -140,8 +70,7 @@ test('SIGKILL the server mid-stream and mid-sleep, restart it: every byte once, 
   });
   while (!streaming.text.includes('line-50\n') || !sleeping.text.includes('napping')) await sleep(20);
 
-  first.child.kill('SIGKILL');
-  await new Promise((r) => first.child.once('exit', r));
+  await first.kill();
   const before = { stream: { ...streaming }, nap: { ...sleeping } };
   const second = await restart();
   const again = await TestSession.open(second.url, { resumeSessionId: s.sessionId });
@@ -154,7 +83,7 @@ test('SIGKILL the server mid-stream and mid-sleep, restart it: every byte once, 
     'both processes are known to the new server',
   );
 
-  const stream = await readRest(again, 'stream', before.stream.lastSeq);
+  const stream = await readToEnd(again, 'stream', before.stream.lastSeq, 600_000);
   const expected = Array.from({ length: 400 }, (_, i) => `line-${i}\n`).join('');
   assert.equal(before.stream.text + stream.text, expected, 'every byte once, in order');
   assert.equal(stream.exitCode, 5);
@@ -164,7 +93,7 @@ test('SIGKILL the server mid-stream and mid-sleep, restart it: every byte once, 
     stream.seqs.map((_, i) => before.stream.lastSeq + 1 + i),
   );
 
-  const nap = await readRest(again, 'nap', before.nap.lastSeq);
+  const nap = await readToEnd(again, 'nap', before.nap.lastSeq, 600_000);
   assert.equal(before.nap.text + nap.text, 'napping\nwoke\n');
   assert.equal(nap.exitCode, 9);
   // The new server reached the surviving agent by its socket, as the first did (docs/docker-backend.md).
@@ -214,8 +143,7 @@ test('exec path: SIGKILL the server, restart it: the commands it left running ar
   }
   const before = seen.map((x) => x.lastSeq);
 
-  first.child.kill('SIGKILL');
-  await new Promise((r) => first.child.once('exit', r));
+  await first.kill();
   for (const [i, c] of containers.entries())
     assert.equal((await processesWith(c, marker)).length, 2, `session ${i}: the commands outlive the server`);
   const second = await restart();

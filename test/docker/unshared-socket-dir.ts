@@ -25,9 +25,12 @@ try {
   const sink = new RecordingSink();
   await first.spawn(spawnRequest(['echo', 'through the engine']), sink);
   await sink.exited;
-  const mounts = JSON.parse(
-    await docker('inspect', '--format', '{{json .Mounts}}', first.containerId ?? ''),
-  ) as unknown[];
+  // Binds only: the agent's own volume (agent-volume.ts) is there either way.
+  const mounts = (
+    JSON.parse(await docker('inspect', '--format', '{{json .Mounts}}', first.containerId ?? '')) as Array<{
+      Type: string;
+    }>
+  ).filter((m) => m.Type === 'bind');
   const second = await backend.createSession(spec());
   await second.spawn(spawnRequest(['true']), new RecordingSink());
   console.log(

@@ -143,25 +143,14 @@ for (const { kind, options } of BACKENDS) {
 
   test(`${kind}: exec-server cp copies both ways`, options, async (t) => {
     const e2 = await fsEnvWithToken(t, kind);
+    /** `exec-server cp` against this server, with its token. */
+    const cp = (args: string[]): Promise<number> => cpCommand(['--url', e2.url, '--token', 'tok', ...args]);
     const dir = await mkdtemp(join(tmpdir(), 'cp-local-'));
     t.after(() => rm(dir, { recursive: true, force: true }));
     const data = randomBytes(300_000);
     await writeFile(join(dir, 'up.bin'), data);
-    assert.equal(
-      await cpCommand(['--url', e2.url, '--token', 'tok', join(dir, 'up.bin'), `${e2.sessionId}:${e2.workdir}/`]),
-      0,
-    );
-    assert.equal(
-      await cpCommand([
-        '--url',
-        e2.url,
-        '--token',
-        'tok',
-        `${e2.sessionId}:${e2.workdir}/up.bin`,
-        join(dir, 'down.bin'),
-      ]),
-      0,
-    );
+    assert.equal(await cp([join(dir, 'up.bin'), `${e2.sessionId}:${e2.workdir}/`]), 0);
+    assert.equal(await cp([`${e2.sessionId}:${e2.workdir}/up.bin`, join(dir, 'down.bin')]), 0);
     assert.ok((await readFile(join(dir, 'down.bin'))).equals(data));
     // Into a directory keeps the name; a file:// remote works.
     await mkdtemp(join(dir, 'sub-'));
@@ -178,19 +167,9 @@ for (const { kind, options } of BACKENDS) {
     );
     assert.ok((await readFile(join(dir, 'up.bin'))).equals(data));
     // Failures: missing remote (no partial file left), bad usage, wrong token.
-    assert.equal(
-      await cpCommand([
-        '--url',
-        e2.url,
-        '--token',
-        'tok',
-        `${e2.sessionId}:${e2.workdir}/missing`,
-        join(dir, 'missing.bin'),
-      ]),
-      1,
-    );
+    assert.equal(await cp([`${e2.sessionId}:${e2.workdir}/missing`, join(dir, 'missing.bin')]), 1);
     await assert.rejects(stat(join(dir, 'missing.bin')));
-    assert.equal(await cpCommand(['--url', e2.url, '--token', 'tok', join(dir, 'a'), join(dir, 'b')]), 2);
+    assert.equal(await cp([join(dir, 'a'), join(dir, 'b')]), 2);
     assert.equal(await cpCommand(['--url', e2.url]), 2);
     assert.equal(
       await cpCommand(['--url', e2.url, '--token', 'wrong', join(dir, 'up.bin'), `${e2.sessionId}:${e2.workdir}/x`]),

@@ -11,7 +11,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
-import { OPTIONS } from '../../src/config.ts';
+import { loadConfig, OPTIONS, parseDockerHost, parseListen } from '../../src/config.ts';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const chartDir = join(root, 'helm', 'exec-server');
@@ -413,4 +413,28 @@ test('NetworkPolicy: off by default, the release pods, the server port only, egr
   assert.match(text, /concat \.Values\.networkPolicy\.ingressFrom \.Values\.networkPolicy\.metricsFrom/);
   assert.match(text, /ingress: \[\]/, 'no peers named: no ingress');
   assert.match(text, /egress:\n\s+- to:\n\s+\{\{- toYaml \.Values\.networkPolicy\.egress\.dns/);
+});
+
+test('the values the chart passes on parse by the grammars of the server (CLI, environment)', () => {
+  const deployment = template('deployment.yaml');
+  const lookup = (path: string): Json | undefined =>
+    path.split('.').reduce<Json | undefined>((o, k) => (o as Record<string, Json> | undefined)?.[k], values);
+  // `- name: EXEC_SERVER_X` / `value: {{ .Values.a.b ... }}`: the default value, as the variable.
+  const env: Record<string, string> = {};
+  for (const m of deployment.matchAll(/- name: (EXEC_SERVER_[A-Z0-9_]+)\n\s+value: \{\{ \.Values\.([\w.]+)/g)) {
+    const value = lookup(m[2] ?? '');
+    if (value !== undefined && value !== null && value !== '') env[m[1] ?? ''] = String(value);
+  }
+  assert.ok(Object.keys(env).length >= 20, `found ${Object.keys(env).length} variables`);
+  const port = lookup('server.port');
+  const listen = `ws://0.0.0.0:${String(port)}`;
+  assert.deepEqual(parseListen(listen), { host: '0.0.0.0', port });
+  const config = loadConfig(['--listen', listen, '--token', 't'], env);
+  for (const [name, def] of Object.entries(OPTIONS))
+    if (env[def.env] !== undefined)
+      assert.equal(String(config[name as keyof typeof config]), env[def.env], `${def.env} parses as given`);
+  // The engine address the chart sets in dind mode, and the forms its external mode documents.
+  const socketDir = defineBody(template('_helpers.tpl'), 'exec-server.dockerSocketDir').trim();
+  for (const host of [`unix://${socketDir}/docker.sock`, 'tcp://docker:2375', 'https://docker:2376'])
+    assert.ok(parseDockerHost(host, 'docker.host'), host);
 });

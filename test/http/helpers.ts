@@ -1,6 +1,13 @@
 /** Real-HTTP helpers for the REST and tool facade tests. */
 import type { TestContext } from 'node:test';
-import type { ApprovalRequired, ErrorBody, ExecToolResult, SessionInfo } from '../../src/protocol/index.ts';
+import assert from 'node:assert/strict';
+import type {
+  ApprovalRequired,
+  ErrorBody,
+  ExecToolResult,
+  PreviewAnswer,
+  SessionInfo,
+} from '../../src/protocol/index.ts';
 import { startServer, type ServerOptions, type TestServer } from '../support/harness.ts';
 
 /**
@@ -68,3 +75,49 @@ export async function newSession(api: Api, spec: Record<string, unknown> = {}, t
 /** The Codex text block, parsed back into its parts. */
 export const TEXT_RE =
   /^Chunk ID: ([0-9a-f]{6})\nWall time: (\d+\.\d{4}) seconds\n(?:Process exited with code (-?\d+)|Process running with session ID (\d+))\nOriginal token count: (\d+)\nOutput:\n([\s\S]*)$/;
+
+/**
+ * An MCP `initialize` POSTed to `base`/mcp as client `client`: the bearer `token` if any, more
+ * `headers` (an origin), and `pad` in the client info to make the body as large as wanted.
+ */
+export function mcpInitialize(
+  base: string,
+  o: { client: string; token?: string | undefined; headers?: Record<string, string>; pad?: string },
+): Promise<Response> {
+  return fetch(`${base}/mcp`, {
+    method: 'POST',
+    headers: {
+      ...o.headers,
+      ...(o.token !== undefined ? { authorization: `Bearer ${o.token}` } : {}),
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: {
+        protocolVersion: '2025-03-26',
+        capabilities: {},
+        clientInfo: { name: o.client, version: '1', ...(o.pad === undefined ? {} : { pad: o.pad }) },
+      },
+    }),
+  });
+}
+
+/** Exposes `port` of session `sessionId` as a preview port (asserts 201): the answer. */
+export async function exposePort(
+  httpUrl: string,
+  sessionId: string,
+  port: number,
+  token: string,
+): Promise<PreviewAnswer> {
+  const exposed = await requestJson<PreviewAnswer>(
+    `${httpUrl}/v1/sessions/${sessionId}/ports`,
+    'POST',
+    { port },
+    token,
+  );
+  assert.equal(exposed.status, 201);
+  return exposed.body;
+}

@@ -8,9 +8,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import WebSocket from 'ws';
-import type { PreviewAnswer } from '../../src/protocol/index.ts';
 import { loadConfig } from '../../src/config.ts';
-import { requestJson } from './helpers.ts';
+import { exposePort, mcpInitialize } from './helpers.ts';
 import { startServer, TestSession, type TestServer } from '../support/harness.ts';
 
 const TOKEN = 'origin-test-token';
@@ -157,13 +156,7 @@ test('origin: a preview WebSocket opens from its own wildcard host and from no O
     20_000,
     'greeter listening',
   );
-  const exposed = await requestJson<PreviewAnswer>(
-    `${server.httpUrl}/v1/sessions/${session.sessionId}/ports`,
-    'POST',
-    { port },
-    TOKEN,
-  );
-  assert.equal(exposed.status, 201);
+  const exposed = { body: await exposePort(server.httpUrl, session.sessionId, port, TOKEN) };
   const host = exposed.body.host ?? '';
   const bearer = { authorization: `Bearer ${TOKEN}` };
   const path = `${server.url}${exposed.body.path}`;
@@ -197,21 +190,7 @@ function greeting(url: string, headers: Record<string, string>): Promise<string>
 }
 
 async function mcpStatus(base: string, origin: string, token?: string): Promise<{ status: number; text: string }> {
-  const r = await fetch(`${base}/mcp`, {
-    method: 'POST',
-    headers: {
-      origin,
-      ...(token !== undefined ? { authorization: `Bearer ${token}` } : {}),
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-    },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'initialize',
-      params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'origin-test', version: '1' } },
-    }),
-  });
+  const r = await mcpInitialize(base, { client: 'origin-test', token, headers: { origin } });
   return { status: r.status, text: await r.text() };
 }
 

@@ -52,6 +52,7 @@ test('the builder installs production dependencies and fails on a missing native
     /node web\/build\.mjs && test -f build\/console\/index\.html/,
     'the console bundle, or a failed build',
   );
+  assert.match(text, /node scripts\/build-dist-strip\.mjs && test -f dist\/main\.js/, 'the server JavaScript');
   // package*.json before the sources, so a source change reuses the dependency layer.
   const copyLock = builder.findIndex((l) => /^COPY package\.json package-lock\.json/.test(l));
   const npmCi = builder.findIndex((l) => /npm ci/.test(l));
@@ -65,6 +66,9 @@ test('the runtime stage: sandbox and init packages, the builder output, no build
   assert.doesNotMatch(text, /\b(gcc|g\+\+|make|python3)\b/);
   assert.match(text, /COPY --from=builder \/app\/node_modules/);
   assert.match(text, /COPY --from=builder \/app\/build/);
+  // The built JavaScript, which bin/exec-server.js runs under NODE_ENV=production.
+  assert.match(text, /COPY --from=builder \/app\/dist/);
+  assert.match(text, /ENV NODE_ENV=production/);
   assert.doesNotMatch(text, /npm (ci|install)/);
 });
 
@@ -88,6 +92,7 @@ test("non-root user, the chart's uid, tini as PID 1, the serve command", () => {
     '/usr/bin/tini',
     '--',
     'node',
+    '--max-semi-space-size=2',
     'bin/exec-server.js',
   ]);
   const cmd = runtime.find((l) => /^CMD\s/i.test(l)) ?? '';

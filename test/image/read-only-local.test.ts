@@ -8,39 +8,13 @@
  * Under CI=true a missing engine or image fails; elsewhere the tests are skipped with the reason.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { after, test } from 'node:test';
-import { promisify } from 'node:util';
-import { engineReady, IN_CI } from '../docker/engine.ts';
+import { docker, imageMissingReason as reason, run, SERVER_IMAGE, serverImageTestOptions } from './server-image.ts';
 
-const run = promisify(execFile);
-const SERVER_IMAGE = process.env.EXEC_SERVER_SERVER_IMAGE ?? 'exec-server:ci';
 const name = `exec-server-ro-test-${randomBytes(4).toString('hex')}`;
 
-async function docker(...args: string[]): Promise<string> {
-  const { stdout } = await run('docker', args, { timeout: 60_000, maxBuffer: 16 * 1024 * 1024 });
-  return stdout.trim();
-}
-
-async function imageMissing(): Promise<string | undefined> {
-  if (!engineReady) return 'no Docker engine (see test/docker/engine.ts)';
-  return docker('image', 'inspect', SERVER_IMAGE).then(
-    () => undefined,
-    () => `image ${SERVER_IMAGE} missing: run scripts/build-server-image.sh`,
-  );
-}
-
-const reason = await imageMissing();
-if (reason !== undefined && IN_CI) {
-  test('the server image is available (required under CI=true)', () => {
-    throw new Error(reason);
-  });
-}
-const opts = {
-  skip: reason === undefined ? false : IN_CI ? 'server image missing: see the failing test' : reason,
-  timeout: 150_000,
-};
+const opts = serverImageTestOptions(150_000);
 
 after(async () => {
   if (reason === undefined) await run('docker', ['rm', '-f', name]).catch(() => undefined);

@@ -9,44 +9,17 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
-import { promisify } from 'node:util';
-import { engineReady, IN_CI, TEST_IMAGE } from '../docker/engine.ts';
+import { IN_CI, TEST_IMAGE } from '../docker/engine.ts';
+import { docker, imageMissingReason as reason, run, SERVER_IMAGE, serverImageTestOptions } from './server-image.ts';
 import { freePort } from '../support/free-port.ts';
 
-const run = promisify(execFile);
-const SERVER_IMAGE = process.env.EXEC_SERVER_SERVER_IMAGE ?? 'exec-server:ci';
 const SOCKET = '/var/run/docker.sock';
 const GRACE_MS = 8000;
 const UID = '10001';
 
-async function docker(...args: string[]): Promise<string> {
-  const { stdout } = await run('docker', args, { timeout: 60_000, maxBuffer: 16 * 1024 * 1024 });
-  return stdout.trim();
-}
-
-async function imageMissing(): Promise<string | undefined> {
-  if (!engineReady) return 'no Docker engine (see test/docker/engine.ts)';
-  try {
-    await docker('image', 'inspect', SERVER_IMAGE);
-    return undefined;
-  } catch {
-    return `image ${SERVER_IMAGE} missing: run scripts/build-server-image.sh`;
-  }
-}
-
-const reason = await imageMissing();
-if (reason !== undefined && IN_CI) {
-  test('the server image is available (required under CI=true)', () => {
-    throw new Error(reason);
-  });
-}
-const opts = {
-  skip: reason === undefined ? false : IN_CI ? 'server image missing: see the failing test' : reason,
-  timeout: 120_000,
-};
+const opts = serverImageTestOptions(120_000);
 
 const suffix = randomBytes(4).toString('hex');
 const name = `exec-server-image-test-${suffix}`;

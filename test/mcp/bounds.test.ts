@@ -5,29 +5,13 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { mcpInitialize } from '../http/helpers.ts';
 import { startServer } from '../support/harness.ts';
 
 const TOKEN = 'mcp-bounds-token';
 
 function initialize(base: string, token: string | undefined, pad = ''): Promise<Response> {
-  return fetch(`${base}/mcp`, {
-    method: 'POST',
-    headers: {
-      ...(token !== undefined ? { authorization: `Bearer ${token}` } : {}),
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-    },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'initialize',
-      params: {
-        protocolVersion: '2025-03-26',
-        capabilities: {},
-        clientInfo: { name: 'bounds-test', version: '1', pad },
-      },
-    }),
-  });
+  return mcpInitialize(base, { client: 'bounds-test', token, pad });
 }
 
 for (const token of [undefined, TOKEN]) {

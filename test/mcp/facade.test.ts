@@ -125,17 +125,24 @@ for (const backend of BACKENDS) {
 test('mcp: the command tools and create_session are listed with the schemas of the protocol module', async () => {
   const { toolList } = await import('../../src/mcp/tools.ts');
   const { jsonSchema } = await import('../../src/mcp/schemas.ts');
-  const { ExecCommandBodySchema, PortBodySchema, SessionSpecSchema, WriteStdinBodySchema } = await import(
-    '../../src/protocol/index.ts'
-  );
+  const { ExecCommandBodySchema, MAX_SESSION_BATCH, PortBodySchema, SessionSpecSchema, WriteStdinBodySchema } =
+    await import('../../src/protocol/index.ts');
   const listed = new Map(toolList().map((tool) => [tool.name, tool.inputSchema]));
   const propertiesOf = (name: string) => {
-    const { session: _s, bind: _b, ...rest } = (listed.get(name)?.['properties'] ?? {}) as Record<string, unknown>;
+    const {
+      session: _s,
+      bind: _b,
+      count: _c,
+      ...rest
+    } = (listed.get(name)?.['properties'] ?? {}) as Record<string, unknown>;
     return rest;
   };
   assert.deepEqual(propertiesOf('exec_command'), jsonSchema(ExecCommandBodySchema)['properties']);
   assert.deepEqual(propertiesOf('write_stdin'), jsonSchema(WriteStdinBodySchema)['properties']);
   assert.deepEqual(propertiesOf('create_session'), jsonSchema(SessionSpecSchema)['properties']);
+  // A batch (best-of-N) is bounded as the HTTP route's `?count=`.
+  const count = ((listed.get('create_session')?.['properties'] ?? {}) as Record<string, { maximum?: number }>)['count'];
+  assert.equal(count?.maximum, MAX_SESSION_BATCH);
   assert.deepEqual(listed.get('exec_command')?.['required'], jsonSchema(ExecCommandBodySchema)['required']);
   // expose_port: the route's bounds, described for a model.
   const port = propertiesOf('expose_port')['port'] as Record<string, unknown>;

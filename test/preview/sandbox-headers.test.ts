@@ -8,9 +8,8 @@
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { test } from 'node:test';
-import type { PreviewAnswer } from '../../src/protocol/index.ts';
 import { dockerTestOptions } from '../docker/engine.ts';
-import { requestJson } from '../http/helpers.ts';
+import { exposePort } from '../http/helpers.ts';
 import { BACKENDS } from '../support/backends.ts';
 import type { BackendKind } from '../support/harness.ts';
 
@@ -98,13 +97,7 @@ for (const backend of BACKENDS) {
       });
       const port = 22_000 + Math.floor(Math.random() * 1000);
       await session.start('httpd', ['busybox', 'httpd', '-f', '-p', `127.0.0.1:${port}`, '-h', `${root}/www`]);
-      const exposed = await requestJson<PreviewAnswer>(
-        `${server.httpUrl}/v1/sessions/${session.sessionId}/ports`,
-        'POST',
-        { port },
-        TOKEN,
-      );
-      assert.equal(exposed.status, 201);
+      const exposed = { body: await exposePort(server.httpUrl, session.sessionId, port, TOKEN) };
       const auth = { authorization: `Bearer ${TOKEN}` };
 
       const viaPath = await until200(server.httpUrl, `${exposed.body.path}index.html`, auth);
@@ -143,12 +136,7 @@ test("preview (local): the application's own CSP is kept beside the sandbox, its
   const port = 23_000 + Math.floor(Math.random() * 1000);
   const app = `require('node:http').createServer((q, r) => { r.setHeader('content-security-policy', "default-src 'self'"); r.setHeader('x-content-type-options', 'sniff-please'); r.setHeader('content-type', 'text/html'); r.end('<p>app</p>'); }).listen(${port}, '127.0.0.1');`;
   await session.start('app', [process.execPath, '-e', app]);
-  const exposed = await requestJson<PreviewAnswer>(
-    `${server.httpUrl}/v1/sessions/${session.sessionId}/ports`,
-    'POST',
-    { port },
-    TOKEN,
-  );
+  const exposed = { body: await exposePort(server.httpUrl, session.sessionId, port, TOKEN) };
   const r = await until200(server.httpUrl, exposed.body.path, { authorization: `Bearer ${TOKEN}` });
   assert.deepEqual(csps(r.headers).sort(), ["default-src 'self'", SANDBOX].sort());
   assert.equal(r.headers['x-content-type-options'], 'nosniff');

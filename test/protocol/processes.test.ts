@@ -4,7 +4,7 @@ import { describe, test } from 'node:test';
 import type { RpcError } from '../../src/client/rpc-connection.ts';
 import { assertSameText } from '../support/assert-text.ts';
 import { BACKENDS } from '../support/backends.ts';
-import { b64, sleep, startServer, TestSession, unb64, type TestServer } from '../support/harness.ts';
+import { b64, sleep, startServer, stopAndGoBurst, TestSession, unb64, type TestServer } from '../support/harness.ts';
 
 for (const backend of BACKENDS) {
   describe(`processes [${backend}]`, { timeout: 300_000 }, () => {
@@ -316,18 +316,10 @@ describe('limits', { timeout: 120_000 }, () => {
     t.after(() => server.close());
     const s = await TestSession.open(server.url, { session: { sandbox: { type: 'danger-full-access' } } });
     t.after(() => s.close());
-    let closed = false;
-    s.conn.onClose(() => (closed = true));
-    await s.start('burst', ['sh', '-c', 'head -c 33554432 /dev/zero | tr "\\0" z; echo end']);
     // Read in fits and starts, far slower than `head` writes.
-    for (let i = 0; i < 6; i++) {
-      s.conn.socket.pause();
-      await sleep(150);
-      s.conn.socket.resume();
-      await sleep(50);
-    }
+    const burst = await stopAndGoBurst(s);
     const r = await s.result('burst', 60_000);
-    assert.equal(closed, false);
+    assert.equal(burst.closed(), false);
     assert.equal(r.stdout.length, 33554432 + 4);
     assert.ok(r.stdout.endsWith('zend\n'));
     const seqs = r.events.map((e) => e.params['seq'] as number);

@@ -261,3 +261,52 @@ export class TestSession {
 export const b64 = (s: string | Buffer): string => Buffer.from(s).toString('base64');
 export const unb64 = (s: unknown): string => Buffer.from(String(s), 'base64').toString('utf8');
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Reads a process's output with `process/read` from `afterSeq` until it has exited and is closed
+ * (long polls of a second each, for at most `timeoutMs`): its text, the seqs read and its exit code.
+ */
+export async function readToEnd(
+  s: TestSession,
+  processId: string,
+  afterSeq = 0,
+  timeoutMs = 60_000,
+): Promise<{ text: string; seqs: number[]; exitCode: unknown }> {
+  let text = '';
+  const seqs: number[] = [];
+  let after = afterSeq;
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const r = await s.request<{
+      chunks: Array<{ seq: number; chunk: string }>;
+      nextSeq: number;
+      exited: boolean;
+      exitCode: unknown;
+      closed: boolean;
+    }>('process/read', { processId, afterSeq: after, waitMs: 1000 });
+    for (const c of r.chunks) {
+      seqs.push(c.seq);
+      text += Buffer.from(c.chunk, 'base64').toString('utf8');
+    }
+    after = Math.max(after, r.nextSeq - 1);
+    if (r.exited && r.closed) return { text, seqs, exitCode: r.exitCode };
+  }
+  throw new Error(`process ${processId} did not end within ${timeoutMs} ms`);
+}
+
+/**
+ * Starts `burst`, 32 MiB of `z` then `end`, and reads it in fits and starts, far slower than it
+ * is written (the socket paused and resumed); `closed()` says whether the connection closed.
+ */
+export async function stopAndGoBurst(s: TestSession): Promise<{ closed: () => boolean }> {
+  let closed = false;
+  s.conn.onClose(() => (closed = true));
+  await s.start('burst', ['sh', '-c', 'head -c 33554432 /dev/zero | tr "\\0" z; echo end']);
+  for (let i = 0; i < 6; i++) {
+    s.conn.socket.pause();
+    await sleep(150);
+    s.conn.socket.resume();
+    await sleep(50);
+  }
+  return { closed: () => closed };
+}

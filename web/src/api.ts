@@ -1,5 +1,6 @@
 /** The REST API as the console uses it: bearer token on every call, errors as `ApiError`. */
 import type { Static } from 'typebox';
+import { ExecServerHttpError as ApiError, jsonOrUndefined } from '../../src/client/errors.ts';
 import type { ErrorBody } from '../../src/protocol/common.ts';
 import type { ResourceUsage, SessionInfo, SessionSpec, SnapshotInfo } from '../../src/protocol/session.ts';
 import type { SessionToken } from '../../src/protocol/tokens.ts';
@@ -16,16 +17,8 @@ export function isSessionToken(token: string): boolean {
 export type Approval = Static<typeof ApprovalSchema>;
 type Decision = Static<typeof DecisionBodySchema>['decision'];
 
-export class ApiError extends Error {
-  override readonly name = 'ApiError';
-  readonly status: number;
-  readonly code: string;
-  constructor(status: number, code: string, message: string) {
-    super(message);
-    this.status = status;
-    this.code = code;
-  }
-}
+/** An error answer (status 0: the server could not be reached): the SDK's error class, one for both. */
+export { ExecServerHttpError as ApiError } from '../../src/client/errors.ts';
 
 export class Api {
   readonly token: string;
@@ -51,13 +44,7 @@ export class Api {
     } catch (err) {
       throw new ApiError(0, 'EXEC_ERR_UNREACHABLE', `the server cannot be reached (${(err as Error).message})`);
     }
-    const text = await res.text();
-    let parsed: unknown;
-    try {
-      parsed = text === '' ? undefined : JSON.parse(text);
-    } catch {
-      parsed = undefined;
-    }
+    const parsed = jsonOrUndefined(await res.text());
     if (res.status === 401) this.#onUnauthorized?.();
     if (!res.ok && res.status !== 202) {
       const e = (parsed ?? {}) as Partial<ErrorBody>;

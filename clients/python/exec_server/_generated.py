@@ -56,6 +56,9 @@ RETRYABLE: frozenset[str] = frozenset({
 # src/protocol/common.ts SIGNAL_NAMES.
 SIGNAL_NAMES: tuple[str, ...] = ("SIGINT", "SIGTERM", "SIGKILL", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 
+# src/protocol/session.ts MAX_SESSION_BATCH: sessions one batch create makes at most.
+MAX_SESSION_BATCH: int = 256
+
 # The tool facade (src/protocol/tools.ts): function-tool definitions for a model.
 TOOL_DEFINITIONS: list[dict[str, Any]] = [
     {

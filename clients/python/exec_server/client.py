@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Generator, Mapping
 from typing import Any
 
 from . import _validate as v
+from ._generated import MAX_SESSION_BATCH
 from ._http import HttpApi, seg, ws_url_of
 from ._tools import HttpSession
 from .session import ApprovalCallback, ImagePullCallback, Session
@@ -137,6 +138,16 @@ class AsyncClient:
         await session._open(session_id, None)
         self._sessions.append(session)
         return session
+
+    async def create_sessions(self, count: int, **spec: Any) -> list[dict[str, Any]]:
+        """``count`` sessions of one spec at once (``POST /v1/sessions?count=N``; best-of-N, rollouts),
+        as their infos: all of them, or an error with none left behind. The spec is the raw one
+        (``approvalPolicy=...``); attach with ``resume_session(info["sessionId"])`` or
+        ``http_session(...)``."""
+        if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_SESSION_BATCH:
+            raise v.fail(f"count must be an integer from 1 to {MAX_SESSION_BATCH}")
+        answer = await self.http.request("POST", f"/v1/sessions?count={count}", spec)
+        return list(answer["sessions"])
 
     async def list_sessions(self) -> list[dict[str, Any]]:
         return list((await self.http.request("GET", "/v1/sessions"))["sessions"])

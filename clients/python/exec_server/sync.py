@@ -176,6 +176,10 @@ class Client:
     def resume_session(self, session_id: str, **kw: Any) -> SyncSession:
         return SyncSession(self._loop, self._loop.run(self.aio.resume_session(session_id, **kw)))
 
+    def create_sessions(self, count: int, **spec: Any) -> list[dict[str, Any]]:
+        """``count`` sessions of one spec at once, as their infos (see ``AsyncClient.create_sessions``)."""
+        return self._loop.run(self.aio.create_sessions(count, **spec))
+
     def list_sessions(self) -> list[dict[str, Any]]:
         return self._loop.run(self.aio.list_sessions())
 

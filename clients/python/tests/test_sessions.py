@@ -93,6 +93,23 @@ async def test_an_evicted_connection_fails_its_waits(local_server: Server) -> No
 
 
 @aio
+async def test_batch_create_all_or_none(server: Server) -> None:
+    client = AsyncClient(server.url, server.token)
+    infos = await client.create_sessions(3, labels={"run": "best-of-3"})
+    assert len({i["sessionId"] for i in infos}) == 3
+    listed = {x["sessionId"] for x in await client.list_sessions()}
+    assert all(i["sessionId"] in listed and i["labels"] == {"run": "best-of-3"} for i in infos)
+    s = await client.resume_session(infos[0]["sessionId"])
+    assert (await s.run("echo one")).stdout == "one\n"
+    await s.disconnect()
+    for i in infos:
+        await client.delete_session(i["sessionId"])
+    from exec_server import InvalidArgumentError
+    with pytest.raises(InvalidArgumentError):
+        await client.create_sessions(0)
+
+
+@aio
 async def test_allow_network_reaches_the_spec(local_server: Server) -> None:
     async with AsyncClient(local_server.url, local_server.token) as client:
         with pytest.raises(InvalidArgumentError):

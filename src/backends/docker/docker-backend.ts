@@ -36,6 +36,9 @@ import { provisionContainer, removeContainer, type ProvisionInput } from './cont
 import { checkpointUnsupportedReason, GVISOR_PIDS_ALLOWANCE, isGvisor, RuntimeResolver } from './engine/runtimes.ts';
 import { deleteSnapshot, findSnapshot, listSnapshots } from './checkpoints/snapshots.ts';
 import { claimedName, WarmPool, type PoolEntry } from './container/warm-pool.ts';
+import { CreateGate } from './container/create-gate.ts';
+import { ImageFacts } from './container/image-facts.ts';
+import { AgentVolume } from './agent/agent-volume.ts';
 
 /** In a fleet, link directories younger than this are not swept (another replica may be making its container). */
 const FLEET_SWEEP_MIN_AGE_MS = 10 * 60_000;
@@ -50,6 +53,8 @@ export interface DockerBackend extends Backend {
   poolReady(runtime?: string): number;
   /** Resolves once every runtime's warm pool is full or `timeoutMs` passed; true when full. */
   poolFull(timeoutMs: number): Promise<boolean>;
+  /** The size each runtime's warm pool aims at now, and its creates under way (tests, metrics). */
+  poolState(runtime?: string): { ready: number; target: number; creating: number };
   /** Which runtimes sessions get and may ask for (runtimes.ts). */
   readonly runtimes: RuntimeResolver;
   /**
@@ -99,6 +104,12 @@ class DockerBackendImpl implements DockerBackend {
   readonly #agentLinks: AgentLinks;
   /** One live server per instance id on the engine, or one lease per replica (instance-lease.ts). */
   readonly #lease: InstanceLease;
+  /** Bounds the creates this engine runs at once, sessions before pool refills. */
+  readonly #gate: CreateGate;
+  /** The exec agent as a volume of the engine's (agent-volume.ts). */
+  readonly #agentVolume: AgentVolume;
+  /** Shell and environment of the images this engine made containers of (image-facts.ts). */
+  readonly #imageFacts = new ImageFacts();
   /** Memory checkpoints of live templates and forks (checkpoint-store.ts). */
   readonly #checkpoints: CheckpointStore;
   /** With `--fleet`: the other replicas and who owns which session (fleet.ts). */
@@ -106,6 +117,8 @@ class DockerBackendImpl implements DockerBackend {
   #poolsStarted: Promise<void> | undefined;
   /** Pools of containers restored from live templates (template-pool.ts). */
   readonly #templates: TemplatePools;
+  /** When the engine last answered a ping for `createSession`. */
+  #pingedAt = 0;
   #started = false;
   #closed = false;
 
@@ -115,6 +128,8 @@ class DockerBackendImpl implements DockerBackend {
     this.docker = createDockerClient(options.dockerHost);
     this.#agentLinks = new AgentLinks(options.agentSocketDir, options.instanceId, log);
     this.#pulls = new ImagePulls(this.docker, log);
+    this.#gate = new CreateGate(options.createConcurrency);
+    this.#agentVolume = new AgentVolume(this.docker, options.agentBinary, options.engineTimeoutMs, log);
     this.#checkpoints = new CheckpointStore(options.checkpointDir, this.docker, options.engineTimeoutMs);
     this.#lease = new InstanceLease(
       this.docker,
@@ -154,7 +169,8 @@ class DockerBackendImpl implements DockerBackend {
     this.#templates = new TemplatePools(options.warmPoolTemplates, {
       ...{ docker: this.docker, options, runtimes: this.runtimes, store: this.#checkpoints, log },
       listSnapshots: () => this.listSnapshots(undefined),
-      provision: (p) => this.#provision({ ...p, labels: { ...this.#ownLabels(), ...p.labels } }),
+      provision: (p) =>
+        this.#gate.run('background', () => this.#provision({ ...p, labels: { ...this.#ownLabels(), ...p.labels } })),
       remove: (id) => this.#removeContainer(id),
       rename: (id, name) =>
         withDeadline('container rename', options.engineTimeoutMs, (abortSignal) =>
@@ -188,19 +204,23 @@ class DockerBackendImpl implements DockerBackend {
   }
 
   async #startPools(): Promise<void> {
-    const sizes = new Map<string, number>([
-      [await this.runtimes.defaultRuntime(), this.options.warmPoolSize],
-      ...Object.entries(this.options.warmPoolRuntimes),
+    const o = this.options;
+    const sizes = new Map<string, { min: number; max: number }>([
+      [await this.runtimes.defaultRuntime(), { min: o.warmPoolSize, max: o.warmPoolMax }],
+      ...Object.entries(o.warmPoolRuntimes).map(
+        ([r, n]) => [r, { min: n, max: n <= 0 ? 0 : Math.max(n, o.warmPoolMax) }] as const,
+      ),
     ]);
     for (const [runtime, size] of sizes) {
-      if (size <= 0 || this.#closed) continue;
+      if (size.max <= 0 || this.#closed) continue;
       await this.runtimes.resolve(runtime);
-      const pool = new WarmPool(
-        size,
-        () => this.#createPoolEntry(runtime),
-        (id) => this.#removeContainer(id),
-        this.#log,
-      );
+      const pool = new WarmPool({
+        sizing: { ...size, idleMs: o.warmPoolIdleMs },
+        create: () => this.#createPoolEntry(runtime),
+        remove: (id) => this.#removeContainer(id),
+        gate: this.#gate,
+        log: this.#log,
+      });
       this.#pools.set(runtime, pool);
       pool.refill();
     }
@@ -229,6 +249,17 @@ class DockerBackendImpl implements DockerBackend {
     return n;
   }
 
+  poolState(runtime?: string): { ready: number; target: number; creating: number } {
+    const pools = runtime === undefined ? [...this.#pools.values()] : [this.#pools.get(runtime)];
+    const state = { ready: 0, target: 0, creating: 0 };
+    for (const p of pools) {
+      state.ready += p?.readyCount ?? 0;
+      state.target += p?.target ?? 0;
+      state.creating += p?.creating ?? 0;
+    }
+    return state;
+  }
+
   async poolFull(timeoutMs: number): Promise<boolean> {
     this.#start();
     const deadline = Date.now() + timeoutMs;
@@ -241,13 +272,19 @@ class DockerBackendImpl implements DockerBackend {
 
   async createSession(spec: BackendSessionSpec): Promise<BackendSession> {
     if (this.#closed) throw execError('EXEC_ERR_SHUTTING_DOWN', 'docker backend is closed');
-    // Fail fast (pingTimeoutMs) when the engine is down, before any slower step.
-    await this.ping();
+    // Fail fast (pingTimeoutMs) when the engine is down, before any slower step; within a
+    // burst one answer a second is enough (each ping is an engine call the create waits for).
+    if (Date.now() - this.#pingedAt > 1000) {
+      await this.ping();
+      this.#pingedAt = Date.now();
+    }
     this.#start();
     const runtime = await this.runtimes.resolve(spec.runtime);
     const workdir = spec.workdir ?? this.options.defaultWorkdir;
     if (this.#poolMatches(spec, workdir)) {
-      const entry = this.#pools.get(runtime)?.take();
+      const pool = this.#pools.get(runtime);
+      pool?.noteDemand();
+      const entry = pool?.take();
       if (entry !== undefined) {
         const taken = await this.#claim(entry, spec, runtime).catch((err: unknown) => {
           this.#log.warn({ err: (err as Error).message }, 'warm pool: claim failed, creating a container');
@@ -274,7 +311,18 @@ class DockerBackendImpl implements DockerBackend {
             log: this.#log,
           })
         : undefined;
-    const created = await this.#provision({
+    const created = await this.#gate.run('live', () => this.#provisionSession(spec, image, workdir, runtime, restore));
+    return this.#adopt(spec.id, spec.tenant, created, image, workdir, runtime, undefined, restore);
+  }
+
+  #provisionSession(
+    spec: BackendSessionSpec,
+    image: string,
+    workdir: string,
+    runtime: string,
+    restore: ProvisionInput['restore'],
+  ): Promise<PoolEntry> {
+    return this.#provision({
       restore,
       name: `exec-server-${spec.id}`,
       image,
@@ -296,7 +344,6 @@ class DockerBackendImpl implements DockerBackend {
       workdir,
       runtime,
     });
-    return this.#adopt(spec.id, spec.tenant, created, image, workdir, runtime, undefined, restore);
   }
 
   #poolMatches(spec: BackendSessionSpec, workdir: string): boolean {
@@ -404,7 +451,14 @@ class DockerBackendImpl implements DockerBackend {
     const engine = p.runtime === undefined ? undefined : await this.runtimes.engine().catch(() => undefined);
     const gvisor = p.runtime !== undefined && isGvisor(engine?.paths[p.runtime]);
     // gVisor lets nothing inside connect to a host socket (no --host-uds): its agents are reached through the engine.
-    const input = { ...p, storage: this.#storage, agentLinks: gvisor ? undefined : this.#agentLinks };
+    const input = {
+      ...p,
+      pull: p.pull && (() => p.pull!().finally(() => this.#imageFacts.forget(p.image))),
+      storage: this.#storage,
+      agentLinks: gvisor ? undefined : this.#agentLinks,
+      agentVolume: (image: string) => this.#agentVolume.get(image),
+      imageFacts: this.#imageFacts,
+    };
     const entry = await provisionContainer(
       this.docker,
       this.options,

@@ -229,7 +229,8 @@ export class DockerSession implements BackendSession {
       stdin: Buffer.from(record),
       timeoutMs: this.#init.options.engineTimeoutMs,
     });
-    if (result.exitCode !== 0) throw new Error(`cannot store the session record: ${String(result.stderr).trim()}`);
+    if (result.exitCode !== 0)
+      throw execError('EXEC_ERR_BACKEND', `cannot store the session record: ${String(result.stderr).trim()}`);
   }
 
   /** A symlink at `path` to the workspace (parents created, root-owned, world-traversable). */

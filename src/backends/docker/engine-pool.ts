@@ -24,6 +24,7 @@ import type {
 } from '../types.ts';
 import { createDockerBackend, type DockerBackend } from './docker-backend.ts';
 import type { DockerBackendOptions, DockerLogger } from './options.ts';
+import { commaList } from '../../config/lists.ts';
 import { quotaSlots } from './container/quota-slots.ts';
 import type { SessionQuota } from '../fleet-types.ts';
 
@@ -40,11 +41,7 @@ export interface Member {
 
 /** Splits a `--docker-host` value into its engines (comma-separated, blanks dropped). */
 export function engineList(value: string | undefined): string[] {
-  if (value === undefined) return [];
-  return value
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s !== '');
+  return commaList(value);
 }
 
 /**

@@ -43,8 +43,17 @@ export interface DockerBackendOptions {
   readonly defaultResources?:
     | { readonly memoryMb: number; readonly cpus: number; readonly pids: number; readonly diskMb?: number | undefined }
     | undefined;
-  /** Pre-started containers of the default image/policy. Default 0 (no pool). */
+  /** Pre-started containers of the default image/policy kept ready at least. Default 0. */
   readonly warmPoolSize?: number | undefined;
+  /**
+   * Containers a warm pool holds at most once demand has sized it (pool-sizing.ts); 0 (or a
+   * `warmPoolSize` of 0) turns the default runtime's pool off. Default `warmPoolSize` (a fixed pool).
+   */
+  readonly warmPoolMax?: number | undefined;
+  /** How long a burst of demand keeps a pool sized for it before it shrinks toward its minimum. Default 300000 ms. */
+  readonly warmPoolIdleMs?: number | undefined;
+  /** Container creates this engine runs at once (sessions first, then pool refills). Default 16. */
+  readonly createConcurrency?: number | undefined;
   /** Deadline for engine calls that must not hang (ping, create, inspect...). Default 5000 ms. */
   readonly engineTimeoutMs?: number | undefined;
   /** Deadline for `ping()` (readyz, fast failure). Default 2000 ms. */
@@ -117,6 +126,9 @@ export interface ResolvedDockerOptions {
     readonly diskMb: number;
   };
   readonly warmPoolSize: number;
+  readonly warmPoolMax: number;
+  readonly warmPoolIdleMs: number;
+  readonly createConcurrency: number;
   readonly engineTimeoutMs: number;
   readonly pingTimeoutMs: number;
   readonly controlTmpfsSize: string;
@@ -152,6 +164,9 @@ export function resolveOptions(o: DockerBackendOptions): ResolvedDockerOptions {
       diskMb: o.defaultResources?.diskMb ?? 10_240,
     },
     warmPoolSize: Math.max(0, o.warmPoolSize ?? 0),
+    warmPoolMax: (o.warmPoolSize ?? 0) <= 0 ? 0 : Math.max(o.warmPoolSize ?? 0, o.warmPoolMax ?? 0),
+    warmPoolIdleMs: Math.max(1000, o.warmPoolIdleMs ?? 300_000),
+    createConcurrency: Math.max(1, o.createConcurrency ?? 16),
     engineTimeoutMs: o.engineTimeoutMs ?? 5000,
     pingTimeoutMs: o.pingTimeoutMs ?? 2000,
     controlTmpfsSize: o.controlTmpfsSize ?? '16m',

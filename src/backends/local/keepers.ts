@@ -8,8 +8,9 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import type { Duplex } from 'node:stream';
-import type { SandboxType } from '../types.ts';
+import type { BackendExit, SandboxType } from '../types.ts';
 import type { OutputChannels } from './output-channels.ts';
+import { signalNumber } from './signals.ts';
 
 /** What a command is spawned with under its relay, in PTY and pipe mode alike. */
 export interface RelaySpawn {
@@ -99,5 +100,34 @@ export function onControlLines(control: Duplex, handle: (word: string, n: number
     }
     // The relay's lines are short; anything longer is not from it.
     if (lines.length > 4096) lines = '';
+  });
+}
+
+/**
+ * The end of the relay: without a control socket its exit is the command's; with one, a relay
+ * gone and its socket closed with no exit reported means the command is lost. Whatever the relay
+ * reported reaches us before its control socket closes.
+ */
+export function watchRelayEnd(
+  relay: ChildProcess,
+  control: Duplex | undefined,
+  on: { exited: (s: BackendExit) => void; lost: (why: string) => void; done: () => boolean },
+): void {
+  let relayEnd: string | undefined;
+  let controlClosed = false;
+  const gone = (): void => {
+    if (controlClosed && relayEnd !== undefined && !on.done()) on.lost(relayEnd);
+  };
+  relay.once('exit', (code, signal) => {
+    relayEnd = signal ? `killed by ${signal}` : `exit code ${String(code)}`;
+    if (!control)
+      on.exited(
+        signal ? { kind: 'signaled', signal, signo: signalNumber(signal) } : { kind: 'exited', code: code ?? -1 },
+      );
+    gone();
+  });
+  control?.once('close', () => {
+    controlClosed = true;
+    gone();
   });
 }

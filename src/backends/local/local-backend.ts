@@ -80,7 +80,20 @@ async function makeWorkspaceRoot(root: string, tmpRoot: string): Promise<void> {
   }
 }
 
-export async function createLocalBackend(options: LocalBackendOptions, log: Logger): Promise<Backend> {
+/** What every local session of this server shares, made once at start. */
+interface LocalHost {
+  readonly options: LocalBackendOptions;
+  readonly tmpRoot: string;
+  readonly probe: BubblewrapProbe;
+  readonly placeholders: DenyPlaceholders;
+  readonly channels: OutputChannels | undefined;
+  readonly users: WorkspaceUsers;
+  readonly setup: SpawnSetup;
+  readonly sessions: Set<LocalSession>;
+}
+
+/** The workspace root, the sandbox probes, the placeholders and channels; what is missing is said once. */
+async function prepareHost(options: LocalBackendOptions, log: Logger): Promise<LocalHost> {
   // First: a root that cannot be made fails the start before anything is left open.
   const tmpRoot = join(options.workspaceRoot, '.tmp');
   await makeWorkspaceRoot(options.workspaceRoot, tmpRoot);
@@ -124,50 +137,68 @@ export async function createLocalBackend(options: LocalBackendOptions, log: Logg
       { workspaceRoot: options.workspaceRoot, closed },
       'sandboxed commands run as users of their own, which cannot search this ancestor of the workspace root: choose a --workspace-root they can reach',
     );
-  const sessions = new Set<LocalSession>();
+  return { options, tmpRoot, probe, placeholders, channels, users, setup, sessions: new Set() };
+}
+
+/** A session in its own workspace (made unless given), with its sandbox user and private /tmp. */
+async function createLocalSession(
+  host: LocalHost,
+  spec: Parameters<Backend['createSession']>[0],
+): Promise<LocalSession> {
+  if (spec.snapshot !== undefined)
+    throw execError('EXEC_ERR_UNSUPPORTED', 'sessions from snapshots need the docker backend');
+  const ownsWorkdir = spec.workdir === undefined;
+  const workdir = spec.workdir ?? join(host.options.workspaceRoot, spec.id);
+  await mkdir(workdir, { recursive: true, mode: ownsWorkdir ? 0o700 : 0o755 });
+  const user = await host.users.acquire(workdir, ownsWorkdir);
+  try {
+    if (ownsWorkdir && user) await chown(workdir, user.uid, user.gid);
+    // File operations of a sandboxed session act as its sandbox user from the start.
+    if (user && spec.sandboxed !== false && host.probe.available) await user.lend([], true);
+    const privateTmp = join(host.tmpRoot, spec.id);
+    await makePrivateTmp(privateTmp, user);
+    const accounts =
+      user && host.probe.available
+        ? await writeSandboxAccounts(`${privateTmp}.accounts`, user, workdir, sandboxShell())
+        : undefined;
+    // Sessions' own directories are never a client's (another session's workspace would be lent).
+    const clientDirs = new ClientDirectories([host.options.workspaceRoot, workdir]);
+    const session: LocalSession = new LocalSession(
+      spec,
+      {
+        workdir,
+        ownsWorkdir,
+        layout: {
+          privateTmp,
+          placeholders: host.placeholders,
+          workdir,
+          hostTerminals: user !== undefined,
+          accounts,
+          clientDirs,
+        },
+        user,
+        clientDirs,
+        ended: () => host.sessions.delete(session),
+      },
+      host.setup,
+    );
+    host.sessions.add(session);
+    return session;
+  } catch (err) {
+    if (user) await host.users.release(user);
+    throw err;
+  }
+}
+
+export async function createLocalBackend(options: LocalBackendOptions, log: Logger): Promise<Backend> {
+  const host = await prepareHost(options, log);
+  const { sessions, channels, placeholders } = host;
   return {
     kind: 'local',
     async ping() {
       // The host is always there.
     },
-    async createSession(spec) {
-      if (spec.snapshot !== undefined)
-        throw execError('EXEC_ERR_UNSUPPORTED', 'sessions from snapshots need the docker backend');
-      const ownsWorkdir = spec.workdir === undefined;
-      const workdir = spec.workdir ?? join(options.workspaceRoot, spec.id);
-      await mkdir(workdir, { recursive: true, mode: ownsWorkdir ? 0o700 : 0o755 });
-      const user = await users.acquire(workdir, ownsWorkdir);
-      try {
-        if (ownsWorkdir && user) await chown(workdir, user.uid, user.gid);
-        // File operations of a sandboxed session act as its sandbox user from the start.
-        if (user && spec.sandboxed !== false && probe.available) await user.lend([], true);
-        const privateTmp = join(tmpRoot, spec.id);
-        await makePrivateTmp(privateTmp, user);
-        const accounts =
-          user && probe.available
-            ? await writeSandboxAccounts(`${privateTmp}.accounts`, user, workdir, sandboxShell())
-            : undefined;
-        // Sessions' own directories are never a client's (another session's workspace would be lent).
-        const clientDirs = new ClientDirectories([options.workspaceRoot, workdir]);
-        const session: LocalSession = new LocalSession(
-          spec,
-          {
-            workdir,
-            ownsWorkdir,
-            layout: { privateTmp, placeholders, workdir, hostTerminals: user !== undefined, accounts, clientDirs },
-            user,
-            clientDirs,
-            ended: () => sessions.delete(session),
-          },
-          setup,
-        );
-        sessions.add(session);
-        return session;
-      } catch (err) {
-        if (user) await users.release(user);
-        throw err;
-      }
-    },
+    createSession: (spec) => createLocalSession(host, spec),
     async recover() {
       return [];
     },

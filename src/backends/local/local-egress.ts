@@ -14,6 +14,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { fileURLToPath } from 'node:url';
+import { execError } from '../../errors.ts';
 
 const TUNNEL_MAGIC = Buffer.from('EXAGTUN1');
 const SOCKET_NAME = '.exec-server-egress.sock';
@@ -39,7 +40,8 @@ export class LocalEgress {
     user: { uid: number; gid: number } | undefined,
     accept: (conn: Duplex) => void,
   ): Promise<LocalEgress> {
-    if (!existsSync(WRAPPER)) throw new Error(`${WRAPPER} is missing (native helpers not built)`);
+    if (!existsSync(WRAPPER))
+      throw execError('EXEC_ERR_UNSUPPORTED', `${WRAPPER} is missing (native helpers not built)`);
     const egress = new LocalEgress(port, accept);
     const path = join(privateTmp, SOCKET_NAME);
     await unlink(path).catch(() => undefined);

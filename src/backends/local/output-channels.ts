@@ -16,6 +16,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { execError } from '../../errors.ts';
 
 const TOKEN_BYTES = 16;
 /** A connection that has not sent its token by then is dropped; an open waits as long at most. */
@@ -122,7 +123,10 @@ export class OutputChannels {
           },
         },
       });
-      const timer = setTimeout(() => fail(new Error('output channel: no answer from the listener')), HANDSHAKE_MS);
+      const timer = setTimeout(
+        () => fail(execError('EXEC_ERR_BACKEND', 'output channel: no answer from the listener')),
+        HANDSHAKE_MS,
+      );
       const fail = (err: Error): void => {
         clearTimeout(timer);
         this.#waiting.delete(key);

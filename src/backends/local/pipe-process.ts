@@ -6,14 +6,15 @@
  * The exit is reported after stdout and stderr have ended, or shortly after the exit when a
  * background grandchild keeps the pipes open.
  */
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
+import type { Socket } from 'node:net';
 import type { Duplex, Readable } from 'node:stream';
 import { execError } from '../../errors.ts';
 import type { BackendExit, BackendProcess, ProcessSink, SignalName, TerminalSize } from '../types.ts';
 import { spawnFailure } from '../spawn-failure.ts';
-import { keptRelay, onControlLines, type RelaySpawn } from './keepers.ts';
+import { keptRelay, onControlLines, type RelaySpawn, watchRelayEnd } from './keepers.ts';
 import { ptyRelayPath, ptyRelayProblem } from './pty-process.ts';
-import { signalGroup, signalName, signalNumber } from './signals.ts';
+import { signalGroup, signalName } from './signals.ts';
 
 /** After the exit, how long to wait for pipes held open by leftover grandchildren. */
 const PIPE_CLOSE_GRACE_MS = 250;
@@ -29,6 +30,96 @@ export interface PipeSpawn extends RelaySpawn {
   readonly stdin: boolean;
 }
 
+/** What a pipe process and its relay's handlers share: the command's pid once known, its exit, paused output. */
+interface PipeState {
+  pid: number | undefined;
+  status: BackendExit | undefined;
+  paused: boolean;
+}
+
+/** The relay (or, without one, the command itself) started with the command's stdio. */
+function startRelay(opts: PipeSpawn, viaRelay: boolean, childEnd: Socket | undefined): ChildProcess {
+  const arg0 = opts.argv0 !== undefined ? ['--arg0', opts.argv0] : [];
+  return spawn(
+    viaRelay ? ptyRelayPath() : opts.file,
+    viaRelay
+      ? [...(opts.reportExec ? ['--exec-report'] : []), '--pipe', ...arg0, opts.file, ...opts.args]
+      : [...opts.args],
+    {
+      cwd: opts.cwd,
+      env: opts.env,
+      argv0: viaRelay ? undefined : opts.argv0,
+      detached: true,
+      stdio: [opts.stdin ? 'pipe' : 'ignore', childEnd ?? 'pipe', 'pipe', viaRelay ? 'pipe' : 'ignore'],
+    },
+  );
+}
+
+/** The process as the backend hands it out: stdin, signals to its group, output flow. */
+function pipeProcess(
+  opts: PipeSpawn,
+  relay: ChildProcess,
+  stdout: Readable | null,
+  stderr: Readable | null,
+  st: PipeState,
+): BackendProcess & { readonly pid: number | undefined } {
+  return {
+    /** The command's (its process group's) pid, known once it runs. */
+    get pid(): number | undefined {
+      return st.pid;
+    },
+    sandboxType: opts.sandboxType,
+    async write(data: Buffer) {
+      const stdin = relay.stdin;
+      if (!stdin || stdin.destroyed || stdin.writableEnded) return;
+      if (stdin.writableLength + data.length > STDIN_BUFFER_LIMIT) {
+        throw execError(
+          'EXEC_ERR_TOO_LARGE',
+          `stdin buffer full (${STDIN_BUFFER_LIMIT} bytes not yet read by the process)`,
+        );
+      }
+      stdin.write(data);
+    },
+    async closeStdin() {
+      relay.stdin?.end();
+    },
+    async resize(_size: TerminalSize) {
+      // Pipes have no terminal size; the engine rejects resize for them before this point.
+    },
+    async signal(sig: SignalName) {
+      // Once the exit is known, the group may be gone and its id reused.
+      if (st.pid !== undefined && !st.status) signalGroup(st.pid, sig);
+    },
+    pauseOutput() {
+      st.paused = true;
+      stdout?.pause();
+      stderr?.pause();
+    },
+    resumeOutput() {
+      st.paused = false;
+      stdout?.resume();
+      if (st.pid !== undefined) stderr?.resume();
+    },
+  } satisfies BackendProcess & { readonly pid: number | undefined };
+}
+
+/** Output to the sink: stdout unless a channel carries it; stderr paused until the pid is known. */
+function readOutput(sink: ProcessSink, stdout: Readable | null, stderr: Readable | null): void {
+  stdout?.on('data', (d: Buffer) => sink.output('stdout', d));
+  // stderr and the control socket are read apart: nothing of stderr before the pid is known.
+  stderr?.pause();
+  stderr?.on('data', (d: Buffer) => sink.output('stderr', d));
+}
+
+/** Why the relay (or the command itself) could not be started: the program missing or not executable, or ours. */
+function startError(opts: PipeSpawn, err: NodeJS.ErrnoException): Error {
+  if (err.code === 'ENOENT' || err.code === 'EACCES') {
+    const why = err.code === 'ENOENT' ? 'No such file or directory' : 'Permission denied';
+    return spawnFailure(opts.program ?? opts.file, err.code, why);
+  }
+  return execError('EXEC_ERR_INTERNAL', `failed to start ${opts.file}: ${err.message}`, { cause: err });
+}
+
 export async function spawnPipe(
   opts: PipeSpawn,
   sink: ProcessSink,
@@ -38,133 +129,58 @@ export async function spawnPipe(
   const viaRelay = ptyRelayProblem() === undefined;
   const channel = await opts.channels?.open((d) => sink.output('stdout', d)).catch(() => undefined);
   return new Promise((resolve, reject) => {
-    const arg0 = opts.argv0 !== undefined ? ['--arg0', opts.argv0] : [];
-    const relay = spawn(
-      viaRelay ? ptyRelayPath() : opts.file,
-      viaRelay
-        ? [...(opts.reportExec ? ['--exec-report'] : []), '--pipe', ...arg0, opts.file, ...opts.args]
-        : [...opts.args],
-      {
-        cwd: opts.cwd,
-        env: opts.env,
-        argv0: viaRelay ? undefined : opts.argv0,
-        detached: true,
-        stdio: [opts.stdin ? 'pipe' : 'ignore', channel?.childEnd ?? 'pipe', 'pipe', viaRelay ? 'pipe' : 'ignore'],
-      },
-    );
+    const relay = startRelay(opts, viaRelay, channel?.childEnd);
     channel?.childEnd.destroy(); // the relay has its own copy now (or never will)
     const stdout: Readable | null = channel?.reader ?? relay.stdout;
     const stderr = relay.stderr;
     const control = (relay.stdio[3] as Duplex | null) ?? undefined;
     let open = 2;
-    let pid: number | undefined;
-    let status: BackendExit | undefined;
     let reported = false;
-    let paused = false;
-    const report = (): void => {
-      if (reported || !status) return;
-      reported = true;
+    const st: PipeState = { pid: undefined, status: undefined, paused: false };
+    const drop = (): void => {
       stdout?.destroy();
       stderr?.destroy();
-      sink.exit(status);
+    };
+    const report = (): void => {
+      if (reported || !st.status) return;
+      reported = true;
+      drop();
+      sink.exit(st.status);
     };
     const ended = (): void => {
       if (--open === 0) report();
     };
     const exited = (s: BackendExit): void => {
-      if (status) return;
-      status = s;
+      if (st.status) return;
+      st.status = s;
       if (open === 0) report();
       else setTimeout(report, PIPE_CLOSE_GRACE_MS).unref();
     };
-    if (!channel) stdout?.on('data', (d: Buffer) => sink.output('stdout', d));
-    // stderr and the control socket are read apart: nothing of stderr before the pid is known.
-    stderr?.pause();
-    stderr?.on('data', (d: Buffer) => sink.output('stderr', d));
+    readOutput(sink, channel ? null : stdout, stderr);
     stdout?.on('end', ended).on('error', ended);
     stderr?.on('end', ended).on('error', ended);
     relay.stdin?.on('error', () => undefined); // EPIPE when the child stops reading: not our failure
     control?.on('error', () => undefined);
     const fail = (why: string): void => {
-      if (pid === undefined) {
-        stdout?.destroy();
-        stderr?.destroy();
+      if (st.pid === undefined) {
+        drop();
         reject(execError('EXEC_ERR_INTERNAL', `the process relay failed: ${why}`));
       } else {
         exited({ kind: 'lost', reason: `the process relay ended without reporting the exit: ${why}` });
       }
     };
     relay.once('error', (err: NodeJS.ErrnoException) => {
-      if (relay.pid === undefined) {
-        stdout?.destroy();
-        stderr?.destroy();
-        if (err.code === 'ENOENT' || err.code === 'EACCES') {
-          const why = err.code === 'ENOENT' ? 'No such file or directory' : 'Permission denied';
-          reject(spawnFailure(opts.program ?? opts.file, err.code, why));
-        } else reject(execError('EXEC_ERR_INTERNAL', `failed to start ${opts.file}: ${err.message}`, { cause: err }));
-      } else fail(err.message);
+      if (relay.pid !== undefined) return fail(err.message);
+      drop();
+      reject(startError(opts, err));
     });
-    // Whatever the relay reported reaches us before its control socket closes.
-    let relayEnd: string | undefined;
-    let controlClosed = false;
-    const gone = (): void => {
-      if (controlClosed && relayEnd !== undefined && !status) fail(relayEnd);
-    };
-    relay.once('exit', (code, signal) => {
-      relayEnd = signal ? `killed by ${signal}` : `exit code ${String(code)}`;
-      if (!control)
-        exited(
-          signal ? { kind: 'signaled', signal, signo: signalNumber(signal) } : { kind: 'exited', code: code ?? -1 },
-        );
-      gone();
-    });
-    control?.once('close', () => {
-      controlClosed = true;
-      gone();
-    });
+    watchRelayEnd(relay, control, { exited, lost: fail, done: () => st.status !== undefined });
     if (relay.pid !== undefined && control) opts.keepers?.add(keptRelay(relay));
 
-    const proc = {
-      /** The command's (its process group's) pid, known once it runs. */
-      get pid(): number | undefined {
-        return pid;
-      },
-      sandboxType: opts.sandboxType,
-      async write(data: Buffer) {
-        const stdin = relay.stdin;
-        if (!stdin || stdin.destroyed || stdin.writableEnded) return;
-        if (stdin.writableLength + data.length > STDIN_BUFFER_LIMIT) {
-          throw execError(
-            'EXEC_ERR_TOO_LARGE',
-            `stdin buffer full (${STDIN_BUFFER_LIMIT} bytes not yet read by the process)`,
-          );
-        }
-        stdin.write(data);
-      },
-      async closeStdin() {
-        relay.stdin?.end();
-      },
-      async resize(_size: TerminalSize) {
-        // Pipes have no terminal size; the engine rejects resize for them before this point.
-      },
-      async signal(sig: SignalName) {
-        // Once the exit is known, the group may be gone and its id reused.
-        if (pid !== undefined && !status) signalGroup(pid, sig);
-      },
-      pauseOutput() {
-        paused = true;
-        stdout?.pause();
-        stderr?.pause();
-      },
-      resumeOutput() {
-        paused = false;
-        stdout?.resume();
-        if (pid !== undefined) stderr?.resume();
-      },
-    } satisfies BackendProcess & { readonly pid: number | undefined };
+    const proc = pipeProcess(opts, relay, stdout, stderr, st);
     const started = (n: number): void => {
-      pid = n;
-      if (!paused) stderr?.resume();
+      st.pid = n;
+      if (!st.paused) stderr?.resume();
       resolve(proc);
     };
     if (!control) {
@@ -175,8 +191,7 @@ export async function spawnPipe(
       if (word === 'pid') {
         started(n);
       } else if (word === 'error') {
-        stdout?.destroy();
-        stderr?.destroy();
+        drop();
         reject(spawnFailure(opts.program ?? opts.file, n, rest));
       } else if (word === 'exit' || word === 'signal') {
         exited(word === 'exit' ? { kind: 'exited', code: n } : { kind: 'signaled', signal: signalName(n), signo: n });

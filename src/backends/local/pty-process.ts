@@ -11,15 +11,16 @@
  * output has ended (the master reads EIO once every holder of the terminal is gone, with a bound
  * for background processes that keep it open), which node-pty got wrong on fast exits.
  */
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import type { Socket } from 'node:net';
 import type { Duplex, Writable } from 'node:stream';
 import { execError } from '../../errors.ts';
 import type { BackendExit, BackendProcess, ProcessSink, SignalName, TerminalSize } from '../types.ts';
 import { PTY_EOF } from '../stdin.ts';
 import { nativeHelperPath } from './native-helpers.ts';
 import { spawnFailure } from '../spawn-failure.ts';
-import { keptRelay, onControlLines, type RelaySpawn } from './keepers.ts';
+import { keptRelay, onControlLines, type RelaySpawn, watchRelayEnd } from './keepers.ts';
 import { signalGroup, signalName } from './signals.ts';
 
 const PTY_RELAY = nativeHelperPath('pty-relay');
@@ -46,6 +47,85 @@ export function ptyRelayProblem(): string | undefined {
     : `the PTY helper ${PTY_RELAY} is missing (it is built by \`npm install\`; needs a C compiler): run \`sh scripts/build-native.sh\``;
 }
 
+/** What the PTY process and the relay's handlers share. */
+interface PtyState {
+  pid: number | undefined;
+  status: BackendExit | undefined;
+  reported: boolean;
+  paused: boolean;
+}
+
+/** The relay, running the command on a new terminal of the asked size. */
+function startPtyRelay(opts: PtySpawn, childEnd: Socket | undefined): ChildProcess {
+  return spawn(
+    PTY_RELAY,
+    [
+      ...(opts.reportExec ? ['--exec-report'] : []),
+      ...(opts.pinning === false ? ['--no-pin'] : []),
+      String(opts.size.cols),
+      String(opts.size.rows),
+      opts.file,
+      ...opts.args,
+    ],
+    {
+      cwd: opts.cwd,
+      env: { TERM: 'xterm-256color', ...opts.env },
+      // A session of its own: a Ctrl-C or SIGTERM meant for the server's terminal or group must
+      // not end the relay before it has ended what it keeps.
+      detached: true,
+      stdio: ['pipe', childEnd ?? 'pipe', 'pipe', 'pipe'],
+    },
+  );
+}
+
+/** The process as the backend hands it out: keys to the terminal, its size, signals, output flow. */
+function ptyProcess(
+  opts: PtySpawn,
+  keys: Writable,
+  control: Duplex,
+  output: Duplex,
+  st: PtyState,
+): BackendProcess & { readonly pid: number | undefined } {
+  const proc = {
+    /** The command's (its process group's) pid, known once the relay reported it. */
+    get pid(): number | undefined {
+      return st.pid;
+    },
+    sandboxType: opts.sandboxType,
+    async write(data) {
+      if (st.status || keys.destroyed) return;
+      if (keys.writableLength + data.length > STDIN_BUFFER_LIMIT) {
+        throw execError(
+          'EXEC_ERR_TOO_LARGE',
+          `terminal input buffer full (${STDIN_BUFFER_LIMIT} bytes not yet read by the process)`,
+        );
+      }
+      keys.write(data);
+    },
+    async closeStdin() {
+      await proc.write(PTY_EOF);
+    },
+    async resize(size) {
+      if (!st.status && !control.destroyed) control.write(`resize ${size.cols} ${size.rows}\n`);
+    },
+    async signal(sig: SignalName) {
+      // Once reported, the group may be gone and its id reused.
+      if (st.pid !== undefined && !st.reported) signalGroup(st.pid, sig);
+    },
+    pauseOutput() {
+      if (st.status || st.paused) return;
+      st.paused = true;
+      output.pause();
+    },
+    resumeOutput() {
+      if (!st.paused) return;
+      st.paused = false;
+      output.resume();
+    },
+  } satisfies BackendProcess & { readonly pid: number | undefined };
+  return proc;
+}
+
 export async function spawnPty(
   opts: PtySpawn,
   sink: ProcessSink,
@@ -54,48 +134,27 @@ export async function spawnPty(
   if (problem) throw execError('EXEC_ERR_UNSUPPORTED', `PTY mode is unavailable: ${problem}`);
   const channel = await opts.channels?.open((d) => sink.output('pty', d)).catch(() => undefined);
   return new Promise((resolve, reject) => {
-    const relay = spawn(
-      PTY_RELAY,
-      [
-        ...(opts.reportExec ? ['--exec-report'] : []),
-        ...(opts.pinning === false ? ['--no-pin'] : []),
-        String(opts.size.cols),
-        String(opts.size.rows),
-        opts.file,
-        ...opts.args,
-      ],
-      {
-        cwd: opts.cwd,
-        env: { TERM: 'xterm-256color', ...opts.env },
-        // A session of its own: a Ctrl-C or SIGTERM meant for the server's terminal or group must
-        // not end the relay before it has ended what it keeps.
-        detached: true,
-        stdio: ['pipe', channel?.childEnd ?? 'pipe', 'pipe', 'pipe'],
-      },
-    );
+    const relay = startPtyRelay(opts, channel?.childEnd);
     channel?.childEnd.destroy(); // the relay has its own copy now (or never will)
     const keys = relay.stdin as Writable;
     const output = (channel?.reader ?? relay.stdout) as Duplex;
     const control = relay.stdio[3] as Duplex;
     let stderr = '';
-    let pid: number | undefined;
-    let status: BackendExit | undefined;
     let outputEnded = false;
-    let reported = false;
-    let paused = false;
+    const st: PtyState = { pid: undefined, status: undefined, reported: false, paused: false };
 
     const report = (): void => {
-      if (reported || !status || !outputEnded) return;
-      reported = true;
+      if (st.reported || !st.status || !outputEnded) return;
+      st.reported = true;
       // The control socket stays open: the relay keeps what the command left running in the
       // background until the session ends it (keepers.ts), and leaves at once if there is none.
-      sink.exit(status);
+      sink.exit(st.status);
     };
     const fail = (why: string): void => {
-      if (pid === undefined) {
+      if (st.pid === undefined) {
         reject(execError('EXEC_ERR_INTERNAL', `PTY helper failed: ${why}${stderr ? ` (${stderr.trim()})` : ''}`));
-      } else if (!status) {
-        status = { kind: 'lost', reason: `PTY helper ended without reporting the exit: ${why}` };
+      } else if (!st.status) {
+        st.status = { kind: 'lost', reason: `PTY helper ended without reporting the exit: ${why}` };
         outputEnded = true;
         report();
       }
@@ -115,71 +174,24 @@ export async function spawnPty(
     relay.once('error', (err) => fail(err.message));
     // Whatever the relay reported reaches us before its control socket closes, whereas its exit
     // may be seen first: a relay counts as gone without a report only once both have happened.
-    let relayEnd: string | undefined;
-    let controlClosed = false;
-    const ended = (): void => {
-      if (controlClosed && relayEnd !== undefined) fail(relayEnd);
-    };
-    relay.once('exit', (code, signal) => {
-      relayEnd = signal ? `killed by ${signal}` : `exit code ${String(code)}`;
-      ended();
-    });
-    control.once('close', () => {
-      controlClosed = true;
-      ended();
-    });
+    watchRelayEnd(relay, control, { exited: () => undefined, lost: fail, done: () => false });
 
     if (relay.pid !== undefined) opts.keepers?.add(keptRelay(relay));
     onControlLines(control, (word, n, rest) => {
       if (word === 'pid') {
-        pid = n;
+        st.pid = n;
         resolve(proc);
       } else if (word === 'error') {
         reject(spawnFailure(opts.program ?? opts.file, n, rest));
       } else if (word === 'exit' || word === 'signal') {
-        status = word === 'exit' ? { kind: 'exited', code: n } : { kind: 'signaled', signal: signalName(n), signo: n };
+        st.status =
+          word === 'exit' ? { kind: 'exited', code: n } : { kind: 'signaled', signal: signalName(n), signo: n };
         // What is left in the terminal is bounded: read it whatever the flow control says.
-        if (paused) output.resume();
+        if (st.paused) output.resume();
         report();
       }
     });
 
-    const proc = {
-      /** The command's (its process group's) pid, known once the relay reported it. */
-      get pid(): number | undefined {
-        return pid;
-      },
-      sandboxType: opts.sandboxType,
-      async write(data) {
-        if (status || keys.destroyed) return;
-        if (keys.writableLength + data.length > STDIN_BUFFER_LIMIT) {
-          throw execError(
-            'EXEC_ERR_TOO_LARGE',
-            `terminal input buffer full (${STDIN_BUFFER_LIMIT} bytes not yet read by the process)`,
-          );
-        }
-        keys.write(data);
-      },
-      async closeStdin() {
-        await proc.write(PTY_EOF);
-      },
-      async resize(size) {
-        if (!status && !control.destroyed) control.write(`resize ${size.cols} ${size.rows}\n`);
-      },
-      async signal(sig: SignalName) {
-        // Once reported, the group may be gone and its id reused.
-        if (pid !== undefined && !reported) signalGroup(pid, sig);
-      },
-      pauseOutput() {
-        if (status || paused) return;
-        paused = true;
-        output.pause();
-      },
-      resumeOutput() {
-        if (!paused) return;
-        paused = false;
-        output.resume();
-      },
-    } satisfies BackendProcess & { readonly pid: number | undefined };
+    const proc = ptyProcess(opts, keys, control, output, st);
   });
 }

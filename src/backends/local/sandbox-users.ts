@@ -14,6 +14,7 @@
  */
 import { mkdir, open, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { execError } from '../../errors.ts';
 
 export interface SandboxUser {
   readonly uid: number;
@@ -57,7 +58,7 @@ export class SandboxUsers {
       const uid = this.#base + (this.#next++ % UID_COUNT);
       if (await this.#take(join(this.#dir, String(uid)))) return { uid, gid: uid };
     }
-    throw new Error('no sandbox user is free');
+    throw execError('EXEC_ERR_SESSION_LIMIT', 'no sandbox user is free');
   }
 
   async #take(path: string): Promise<boolean> {

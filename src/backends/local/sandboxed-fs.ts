@@ -46,103 +46,105 @@ function mayAccess(
   return (st.mode & bit) !== 0;
 }
 
-export function sandboxedFs(base: SessionFs, view: SandboxView): SessionFs {
-  const toHost = (p: string): string => {
-    if (!isWithin(p, '/tmp') || isWithin(p, view.workdir) || view.clientDirs?.covers(p)) return p;
-    return posix.join(view.privateTmp, posix.relative('/tmp', p));
-  };
-  const fromHost = (p: string): string =>
-    isWithin(p, view.privateTmp) ? posix.join('/tmp', posix.relative(view.privateTmp, p)) : p;
+/** The host path of a path as the sandbox sees it: its /tmp is the session's private one. */
+function toHost(view: SandboxView, p: string): string {
+  if (!isWithin(p, '/tmp') || isWithin(p, view.workdir) || view.clientDirs?.covers(p)) return p;
+  return posix.join(view.privateTmp, posix.relative('/tmp', p));
+}
 
-  /** Refuses `path` unless the sandbox user could open it for reading (every parent searchable). */
-  const checkRead = async (host: string, shown: string): Promise<void> => {
-    const user = view.user;
-    if (!user) return;
-    const denied = (): never => {
-      throw execError(
-        'EXEC_ERR_FS_DENIED',
-        `${shown}: permission denied (not readable by the session's sandbox user)`,
-        { detail: { path: shown } },
-      );
-    };
-    for (let dir = dirname(host); ; dir = dirname(dir)) {
-      const st = await stat(dir).catch(() => undefined);
-      if (st && !mayAccess(st, user, 1)) denied();
-      if (dir === '/') break;
-    }
-    const st = await stat(host).catch(() => undefined);
-    if (st && !mayAccess(st, user, st.isDirectory() ? 5 : 4)) denied();
-  };
+/** The path the sandbox sees for a host path (the inverse of toHost). */
+function fromHost(view: SandboxView, p: string): string {
+  return isWithin(p, view.privateTmp) ? posix.join('/tmp', posix.relative(view.privateTmp, p)) : p;
+}
 
-  /** Whether what the server makes at `host` must be the sandbox user's: in the workspace, the
-   * private /tmp, or a client directory lent to that user (its parent is the user's). */
-  const owned = async (host: string): Promise<boolean> => {
-    if (!view.handOver || view.user === undefined) return false;
-    if (isWithin(host, view.workdir) || isWithin(host, view.privateTmp)) return true;
-    if (!view.clientDirs?.covers(host)) return false;
-    for (let dir = dirname(host); ; dir = dirname(dir)) {
-      const st = await stat(dir).catch(() => undefined);
-      if (st) return st.uid === view.user.uid;
-      if (dir === dirname(dir)) return false;
-    }
+/** Refuses `path` unless the sandbox user could open it for reading (every parent searchable). */
+async function checkRead(view: SandboxView, host: string, shown: string): Promise<void> {
+  const user = view.user;
+  if (!user) return;
+  const denied = (): never => {
+    throw execError('EXEC_ERR_FS_DENIED', `${shown}: permission denied (not readable by the session's sandbox user)`, {
+      detail: { path: shown },
+    });
   };
-  const handOver = async (host: string): Promise<void> => {
-    if (await owned(host)) await lchown(host, view.user!.uid, view.user!.gid).catch(() => undefined);
-  };
-  /** The directories `mkdir -p host` is about to create, outermost first. */
-  const missingDirs = async (host: string): Promise<string[]> => {
-    const missing: string[] = [];
-    for (let dir = host; dir !== dirname(dir); dir = dirname(dir)) {
-      if (
-        await lstat(dir).then(
-          () => true,
-          () => false,
-        )
+  for (let dir = dirname(host); ; dir = dirname(dir)) {
+    const st = await stat(dir).catch(() => undefined);
+    if (st && !mayAccess(st, user, 1)) denied();
+    if (dir === '/') break;
+  }
+  const st = await stat(host).catch(() => undefined);
+  if (st && !mayAccess(st, user, st.isDirectory() ? 5 : 4)) denied();
+}
+
+/** Whether what the server makes at `host` must be the sandbox user's: in the workspace, the
+ * private /tmp, or a client directory lent to that user (its parent is the user's). */
+async function owned(view: SandboxView, host: string): Promise<boolean> {
+  if (!view.handOver || view.user === undefined) return false;
+  if (isWithin(host, view.workdir) || isWithin(host, view.privateTmp)) return true;
+  if (!view.clientDirs?.covers(host)) return false;
+  for (let dir = dirname(host); ; dir = dirname(dir)) {
+    const st = await stat(dir).catch(() => undefined);
+    if (st) return st.uid === view.user.uid;
+    if (dir === dirname(dir)) return false;
+  }
+}
+async function handOver(view: SandboxView, host: string): Promise<void> {
+  if (await owned(view, host)) await lchown(host, view.user!.uid, view.user!.gid).catch(() => undefined);
+}
+/** The directories `mkdir -p host` is about to create, outermost first. */
+async function missingDirs(host: string): Promise<string[]> {
+  const missing: string[] = [];
+  for (let dir = host; dir !== dirname(dir); dir = dirname(dir)) {
+    if (
+      await lstat(dir).then(
+        () => true,
+        () => false,
       )
-        break;
-      missing.unshift(dir);
-    }
-    return missing;
-  };
+    )
+      break;
+    missing.unshift(dir);
+  }
+  return missing;
+}
 
+export function sandboxedFs(base: SessionFs, view: SandboxView): SessionFs {
   return {
     async realpath(path) {
-      return fromHost(await base.realpath(toHost(path)));
+      return fromHost(view, await base.realpath(toHost(view, path)));
     },
-    stat: (path) => base.stat(toHost(path)),
+    stat: (path) => base.stat(toHost(view, path)),
     async readFile(path, maxBytes) {
-      await checkRead(toHost(path), path);
-      return base.readFile(toHost(path), maxBytes);
+      await checkRead(view, toHost(view, path), path);
+      return base.readFile(toHost(view, path), maxBytes);
     },
     async openRead(path, offset) {
-      await checkRead(toHost(path), path);
-      return base.openRead(toHost(path), offset);
+      await checkRead(view, toHost(view, path), path);
+      return base.openRead(toHost(view, path), offset);
     },
     async writeFile(path, data) {
-      await base.writeFile(toHost(path), data);
-      await handOver(toHost(path));
+      await base.writeFile(toHost(view, path), data);
+      await handOver(view, toHost(view, path));
     },
     async writeStream(path, source) {
-      const n = await base.writeStream(toHost(path), source);
-      await handOver(toHost(path));
+      const n = await base.writeStream(toHost(view, path), source);
+      await handOver(view, toHost(view, path));
       return n;
     },
     async createDirectory(path, recursive) {
-      const host = toHost(path);
-      const made = (await owned(host)) ? await missingDirs(host) : [];
+      const host = toHost(view, path);
+      const made = (await owned(view, host)) ? await missingDirs(host) : [];
       await base.createDirectory(host, recursive);
-      for (const dir of made) await handOver(dir);
+      for (const dir of made) await handOver(view, dir);
     },
     async readDirectory(path) {
-      await checkRead(toHost(path), path);
-      return base.readDirectory(toHost(path));
+      await checkRead(view, toHost(view, path), path);
+      return base.readDirectory(toHost(view, path));
     },
-    remove: (path, recursive, force) => base.remove(toHost(path), recursive, force),
+    remove: (path, recursive, force) => base.remove(toHost(view, path), recursive, force),
     async copy(source, destination, recursive) {
-      await checkRead(toHost(source), source);
-      const dest = toHost(destination);
-      await base.copy(toHost(source), dest, recursive);
-      if (await owned(dest))
+      await checkRead(view, toHost(view, source), source);
+      const dest = toHost(view, destination);
+      await base.copy(toHost(view, source), dest, recursive);
+      if (await owned(view, dest))
         await run('chown', ['-Rh', `${view.user!.uid}:${view.user!.gid}`, '--', dest]).catch(() => undefined);
     },
   };

@@ -1,5 +1,5 @@
 /** Signal delivery to a host process group. */
-import { constants } from 'node:os';
+import { signalName as nameOf, signalNumber as numberOf } from '../../protocol/signals.ts';
 import type { SignalName } from '../types.ts';
 
 /** Sends `sig` to the process group led by `pid`; a group that is already gone is not an error. */
@@ -11,11 +11,12 @@ export function signalGroup(pid: number, sig: SignalName): void {
   }
 }
 
+/** The number of `name` from the one signal table (src/protocol/signals.ts); 0 for an unknown name. */
 export function signalNumber(name: string): number {
-  return (constants.signals as Record<string, number>)[name] ?? 0;
+  return numberOf(name) ?? 0;
 }
 
 /** `SIGTERM` for 15; `SIG<n>` for numbers without a name. */
 export function signalName(signo: number): string {
-  return Object.entries(constants.signals as Record<string, number>).find(([, n]) => n === signo)?.[0] ?? `SIG${signo}`;
+  return nameOf(signo);
 }

@@ -32,6 +32,7 @@ import type { Readable } from 'node:stream';
 import type { Logger } from '../../logger.ts';
 import { sandboxJoinPath } from './native-helpers.ts';
 import { SANDBOX_BASE } from './bubblewrap.ts';
+import { execError } from '../../errors.ts';
 
 /** Distinct argument sets kept warm per session (a narrowing client can vary them). */
 const MAX_HOLDERS = 4;
@@ -133,7 +134,10 @@ function startHolder(tools: WarmSandboxTools, sandboxArgs: readonly string[]): P
     let info = '';
     let ready = false;
     let stderr = '';
-    const timer = setTimeout(() => fail(new Error('the sandbox did not start in time')), HOLDER_START_TIMEOUT_MS);
+    const timer = setTimeout(
+      () => fail(execError('EXEC_ERR_BACKEND', 'the sandbox did not start in time')),
+      HOLDER_START_TIMEOUT_MS,
+    );
     const fail = (err: Error): void => {
       clearTimeout(timer);
       child.kill('SIGKILL');
@@ -147,7 +151,9 @@ function startHolder(tools: WarmSandboxTools, sandboxArgs: readonly string[]): P
       const mntNs = field('mnt-namespace');
       const pidNs = field('pid-namespace');
       if (!pid || !mntNs || !pidNs) {
-        fail(new Error(`bwrap reported no sandbox: ${stderr.trim() || info.trim() || 'no output'}`));
+        fail(
+          execError('EXEC_ERR_BACKEND', `bwrap reported no sandbox: ${stderr.trim() || info.trim() || 'no output'}`),
+        );
         return;
       }
       child.stdout!.resume();
@@ -156,7 +162,9 @@ function startHolder(tools: WarmSandboxTools, sandboxArgs: readonly string[]): P
     };
     let infoEnded = false;
     child.once('error', fail);
-    child.once('exit', () => fail(new Error(`the sandbox ended at start: ${stderr.trim() || 'no output'}`)));
+    child.once('exit', () =>
+      fail(execError('EXEC_ERR_BACKEND', `the sandbox ended at start: ${stderr.trim() || 'no output'}`)),
+    );
     child.stderr!.setEncoding('utf8').on('data', (s: string) => {
       if (stderr.length < 4096) stderr += s;
     });
@@ -223,7 +231,7 @@ export class WarmSandboxes {
       if (holder.child.exitCode === null && holder.child.signalCode === null) return holder;
       if (this.#holders.get(key) === existing) this.#holders.delete(key);
     }
-    if (this.#closed) throw new Error('session closed');
+    if (this.#closed) throw execError('EXEC_ERR_SESSION_DEAD', 'session closed');
     const starting = startHolder(this.#tools, sandboxArgs);
     this.#holders.set(key, starting);
     starting.catch(() => this.#holders.delete(key));

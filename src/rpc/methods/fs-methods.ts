@@ -81,6 +81,12 @@ function openHandle(open: 'openRead' | 'openWrite'): MethodHandler<'fs/open' | '
 }
 
 export function registerFsMethods(table: MethodTable<Connection>): void {
+  pathMethods(table);
+  handleMethods(table);
+}
+
+/** The methods that name a path (`fs/copy` is with the handles, for length). */
+function pathMethods(table: MethodTable<Connection>) {
   fsMethod(table, 'fs/readFile', byPath, async (p, conn) => {
     const f = files(conn);
     const data = await f.readFile(f.resolvePath(p.path), narrowing(conn, p.sandbox));
@@ -131,7 +137,10 @@ export function registerFsMethods(table: MethodTable<Connection>): void {
     await f.remove(f.resolvePath(p.path), p.recursive === true, p.force === true, narrowing(conn, p.sandbox));
     return {};
   });
+}
 
+/** `fs/copy`, the chunked reads and writes of open handles, and the watches of missing paths. */
+function handleMethods(table: MethodTable<Connection>) {
   fsMethod(
     table,
     'fs/copy',

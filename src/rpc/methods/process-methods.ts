@@ -22,6 +22,12 @@ function bytesOf(argv: readonly string[], env: Record<string, string> | null | u
 }
 
 export function registerProcessMethods(table: MethodTable<Connection>): void {
+  startMethod(table);
+  runningMethods(table);
+}
+
+/** `process/start`. */
+function startMethod(table: MethodTable<Connection>) {
   table.add('process/start', async (p, conn) => {
     if (p.argv.length === 0)
       throw execError('EXEC_ERR_INVALID_PARAMS', 'argv must not be empty', { detail: { field: 'argv' } });
@@ -67,7 +73,10 @@ export function registerProcessMethods(table: MethodTable<Connection>): void {
       sandbox: proc.sandboxType,
     };
   });
+}
 
+/** Reading, writing, signals, sizes, stdin and the list. */
+function runningMethods(table: MethodTable<Connection>) {
   table.add('process/read', async (p, conn, signal) => {
     const table = conn.session.processes;
     const id = asProcessId(p.processId);

@@ -64,6 +64,12 @@ function serverCapabilities(session: Session): Record<string, boolean> {
 }
 
 export function registerSessionMethods(table: MethodTable<Connection>): void {
+  initializeMethods(table);
+  sessionMethods(table);
+}
+
+/** `initialize` and the environment queries. */
+function initializeMethods(table: MethodTable<Connection>) {
   table.add(
     'initialize',
     async (params, conn) => {
@@ -108,6 +114,10 @@ export function registerSessionMethods(table: MethodTable<Connection>): void {
     'none',
   );
   table.add('environment/info', (_p, conn) => environmentInfo(conn.session, conn.deps.version));
+}
+
+/** The environment configuration and the `session/*` methods. */
+function sessionMethods(table: MethodTable<Connection>) {
   table.add('environmentConfig/read', async (p, conn) => {
     // Codex names its working directory here before its first command: map it now (docker:
     // a workspace alias; local: a workspace of the session at its own path), so the fs calls

@@ -5,7 +5,7 @@
  */
 import { PassThrough } from 'node:stream';
 import type { SessionFs } from '../../backends/types.ts';
-import { execError } from '../../errors.ts';
+import { execError, toExecError } from '../../errors.ts';
 import type { FileLimits } from './file-limits.ts';
 import { guardedWrite } from './guarded-write.ts';
 
@@ -204,7 +204,7 @@ export class FileHandles {
     };
     const done = guardedWrite(this.#fs, target, input);
     done.catch((err: unknown) => {
-      handle.error ??= err instanceof Error ? err : new Error(String(err));
+      handle.error ??= toExecError(err);
       input.destroy();
     });
     (handle as { done: Promise<number> }).done = done;
@@ -274,7 +274,7 @@ export class FileHandles {
       handle.reader?.destroy();
       handle.reader = undefined;
     } else {
-      handle.error ??= new Error('write handle aborted');
+      handle.error ??= execError('EXEC_ERR_FS', 'write handle aborted');
       handle.input.destroy(handle.error);
       handle.done.catch(() => undefined);
     }

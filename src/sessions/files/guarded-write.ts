@@ -29,13 +29,14 @@ export async function guardedWrite(
   };
   source.on('error', fail);
   source.on('end', () => (ended = true));
+  // Plain errors here never leave: the failure is reported below as EXEC_ERR_FS, with them as its cause.
   source.on('close', () => fail(new Error('the upload ended before its last byte')));
   source.pipe(feed);
   let bytes = 0;
   try {
     bytes = await backend.writeStream(target, feed);
   } catch (err) {
-    failure ??= err instanceof Error ? err : new Error(String(err));
+    failure ??= err instanceof Error ? err : new Error(String(err)); // reported as EXEC_ERR_FS below
     source.unpipe(feed);
     (source as NodeJS.ReadableStream & { resume(): void }).resume();
   }

@@ -22,6 +22,106 @@ export function endText(end: {
   return parts.join(' · ');
 }
 
+type Chunk = Uint8Array | string;
+type Decoders = { stdout: TextDecoder; stderr: TextDecoder };
+type Ref<T> = { current: T };
+
+/** A piece of pipe output into the pipe view: a note as it is, bytes decoded per stream. */
+function appendPipe(h: PipeHandle, decoders: Decoders, stream: string, data: Chunk): void {
+  if (typeof data === 'string') h.append('note', data);
+  else {
+    const kind = stream === 'stderr' ? 'stderr' : 'stdout';
+    h.append(kind, decoders[kind].decode(data, { stream: true }));
+  }
+}
+
+/** Follows one process's output into `write` over `socket`, resyncing on every (re)open; returns the stop. */
+function follow(o: {
+  socket: SessionSocket;
+  events: SessionEvents;
+  processId: string;
+  isPty: boolean;
+  write: (stream: string, data: Chunk) => void;
+  setEnd: (e: ProcessEnd) => void;
+  setStatus: (s: string) => void;
+  setLastSeq: (n: number) => void;
+}): () => void {
+  const { socket, events, processId, isPty, setStatus } = o;
+  const note = (text: string): void => o.write('note', isPty ? `\r\n\x1b[2m${text}\x1b[0m\r\n` : `\n${text}\n`);
+  const follower = new ProcessFollower(
+    (afterSeq, maxBytes) => socket.request('process/read', { processId, afterSeq, maxBytes }),
+    {
+      output: (stream, data) => o.write(stream, data),
+      dropped: (n) => note(`[${n} bytes of earlier output are no longer retained by the server]`),
+      escalated: (reason) => note(`[sandbox denied (${reason}); running again without the sandbox]`),
+      ended: (e) => o.setEnd(e),
+    },
+  );
+  const sync = (reconnected: boolean): void => {
+    setStatus(reconnected ? 'reconnected: resuming…' : 'reading output…');
+    const from = follower.lastSeq;
+    follower
+      .sync()
+      .then(() => setStatus(reconnected ? `live · resumed after seq ${from}` : 'live'))
+      .catch((err: Error & { code?: string }) => {
+        // A process still waiting for its approval has no output yet: try again shortly.
+        if (err.code === 'EXEC_ERR_PROCESS_STARTING') {
+          setStatus('waiting for approval…');
+          setTimeout(() => socket.ready && sync(false), 500);
+        } else setStatus(`output unavailable: ${err.message}`);
+      })
+      .finally(() => o.setLastSeq(follower.lastSeq));
+  };
+  const offEvent = events.subscribe(processId, (e: ProcessEvent) => {
+    follower.notify(e);
+    o.setLastSeq(follower.lastSeq);
+  });
+  const offOpen = events.onOpen((reconnected) => sync(reconnected));
+  const offDrop = events.onDrop(() => setStatus(`connection lost: output resumes from seq ${follower.lastSeq}`));
+  if (socket.ready) sync(false);
+  return () => {
+    follower.stop();
+    offEvent();
+    offOpen();
+    offDrop();
+  };
+}
+
+/** The output of `proc` as it arrives, and the views' attach points (output before a view exists waits). */
+function useProcessOutput(socket: SessionSocket, events: SessionEvents, proc: ProcessSummary) {
+  const isPty = proc.mode === 'pty';
+  const [end, setEnd] = useState<ProcessEnd | undefined>();
+  const [status, setStatus] = useState<string>('loading output…');
+  const [lastSeq, setLastSeq] = useState(0);
+  const term = useRef<TerminalHandle | undefined>(undefined);
+  const pipe = useRef<PipeHandle | undefined>(undefined);
+  const decoders = useRef<Decoders>({ stdout: new TextDecoder(), stderr: new TextDecoder() });
+  /** Output that arrived before the view's element existed. */
+  const early = useRef<Array<[string, Chunk]>>([]);
+  useEffect(() => {
+    const write = (stream: string, data: Chunk): void => {
+      const view: Ref<TerminalHandle | PipeHandle | undefined> = isPty ? term : pipe;
+      if (!view.current) early.current.push([stream, data]);
+      else if (isPty) term.current?.write(data);
+      else if (pipe.current) appendPipe(pipe.current, decoders.current, stream, data);
+    };
+    return follow({ socket, events, processId: proc.processId, isPty, write, setEnd, setStatus, setLastSeq });
+  }, [socket, proc.processId]);
+  return {
+    end,
+    status,
+    lastSeq,
+    attachTerminal: (h: TerminalHandle | undefined): void => {
+      term.current = h;
+      if (h) for (const [, d] of early.current.splice(0)) h.write(d);
+    },
+    attachPipe: (h: PipeHandle | undefined): void => {
+      pipe.current = h;
+      if (h) for (const [stream, d] of early.current.splice(0)) appendPipe(h, decoders.current, stream, d);
+    },
+  };
+}
+
 export function ProcessPanel({
   socket,
   events,
@@ -35,89 +135,8 @@ export function ProcessPanel({
 }) {
   const isPty = proc.mode === 'pty';
   const [interactive, setInteractive] = useState(startInteractive && isPty);
-  const [end, setEnd] = useState<ProcessEnd | undefined>();
-  const [status, setStatus] = useState<string>('loading output…');
-  const [lastSeq, setLastSeq] = useState(0);
-  const term = useRef<TerminalHandle | undefined>(undefined);
-  const pipe = useRef<PipeHandle | undefined>(undefined);
-  const decoders = useRef({ stdout: new TextDecoder(), stderr: new TextDecoder() });
-  /** Output that arrived before the view's element existed. */
-  const early = useRef<Array<[string, Uint8Array | string]>>([]);
+  const { end, status, lastSeq, attachTerminal, attachPipe } = useProcessOutput(socket, events, proc);
   const lastSize = useRef<string>('');
-
-  useEffect(() => {
-    const write = (stream: string, data: Uint8Array | string): void => {
-      if (isPty) {
-        if (term.current) term.current.write(data);
-        else early.current.push([stream, data]);
-        return;
-      }
-      if (!pipe.current) {
-        early.current.push([stream, data]);
-        return;
-      }
-      if (typeof data === 'string') pipe.current.append('note', data);
-      else {
-        const kind = stream === 'stderr' ? 'stderr' : 'stdout';
-        pipe.current.append(kind, decoders.current[kind].decode(data, { stream: true }));
-      }
-    };
-    const note = (text: string): void => write('note', isPty ? `\r\n\x1b[2m${text}\x1b[0m\r\n` : `\n${text}\n`);
-    const follower = new ProcessFollower(
-      (afterSeq, maxBytes) => socket.request('process/read', { processId: proc.processId, afterSeq, maxBytes }),
-      {
-        output: (stream, data) => write(stream, data),
-        dropped: (n) => note(`[${n} bytes of earlier output are no longer retained by the server]`),
-        escalated: (reason) => note(`[sandbox denied (${reason}); running again without the sandbox]`),
-        ended: (e) => setEnd(e),
-      },
-    );
-    const sync = (reconnected: boolean): void => {
-      setStatus(reconnected ? 'reconnected: resuming…' : 'reading output…');
-      const from = follower.lastSeq;
-      follower
-        .sync()
-        .then(() => setStatus(reconnected ? `live · resumed after seq ${from}` : 'live'))
-        .catch((err: Error & { code?: string }) => {
-          // A process still waiting for its approval has no output yet: try again shortly.
-          if (err.code === 'EXEC_ERR_PROCESS_STARTING') {
-            setStatus('waiting for approval…');
-            setTimeout(() => socket.ready && sync(false), 500);
-          } else setStatus(`output unavailable: ${err.message}`);
-        })
-        .finally(() => setLastSeq(follower.lastSeq));
-    };
-    const offEvent = events.subscribe(proc.processId, (e: ProcessEvent) => {
-      follower.notify(e);
-      setLastSeq(follower.lastSeq);
-    });
-    const offOpen = events.onOpen((reconnected) => sync(reconnected));
-    const offDrop = events.onDrop(() => setStatus(`connection lost: output resumes from seq ${follower.lastSeq}`));
-    if (socket.ready) sync(false);
-    return () => {
-      follower.stop();
-      offEvent();
-      offOpen();
-      offDrop();
-    };
-  }, [socket, proc.processId]);
-
-  const attachTerminal = (h: TerminalHandle | undefined): void => {
-    term.current = h;
-    if (h) for (const [, d] of early.current.splice(0)) h.write(d);
-  };
-  const attachPipe = (h: PipeHandle | undefined): void => {
-    pipe.current = h;
-    if (h)
-      for (const [s, d] of early.current.splice(0)) {
-        if (typeof d === 'string') h.append('note', d);
-        else {
-          const kind = s === 'stderr' ? 'stderr' : 'stdout';
-          h.append(kind, decoders.current[kind].decode(d, { stream: true }));
-        }
-      }
-  };
-
   const send = (data: string): void => {
     void socket.request('process/write', { processId: proc.processId, chunk: utf8Base64(data) }).catch(() => undefined);
   };

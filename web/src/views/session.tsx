@@ -3,113 +3,36 @@
  * its processes, pending approvals, the actions (start a shell, terminate, snapshot, delete),
  * and the output of the selected process.
  */
+import type { RefObject } from 'preact';
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import type { InitializeResult, ProcessNotification } from '../../../src/protocol/methods.ts';
-import type { ProcessSummary } from '../../../src/protocol/process.ts';
+import type { InitializeResult } from '../../../src/protocol/methods.ts';
+import type { Static } from 'typebox';
+import type { ProcessListResult, ProcessSummary } from '../../../src/protocol/process.ts';
 import { type Api, isSessionToken, type SessionInfo } from '../api.ts';
-import { approvalPolicy, bytes, cpu, duration, shortId, since, time } from '../format.ts';
-import { useNow, usePoll } from '../hooks.ts';
-import type { ProcessEvent } from '../process-stream.ts';
-import { SessionSocket, type Notification, type SocketState } from '../socket.ts';
+import { shortId } from '../format.ts';
+import { type Loaded, useNow, usePoll } from '../hooks.ts';
+import { SessionSocket, type SocketState } from '../socket.ts';
 import { Approvals } from './approvals.tsx';
-import { endText, ProcessPanel } from './process-panel.tsx';
+import { ProcessPanel } from './process-panel.tsx';
+import { ProcessTable } from './process-table.tsx';
+import { createEvents, type SessionEvents, SocketBadge } from './session-events.tsx';
+import { SessionFacts } from './session-facts.tsx';
 import { StatusBadge } from './sessions.tsx';
 import { ShareButton } from './share.tsx';
 import { Empty, ErrorState, Loading, Notice } from './states.tsx';
 
-export type { ProcessSummary };
-
-/** How process panels hear about the socket: per-process notifications, (re)opens and drops. */
-export interface SessionEvents {
-  subscribe(processId: string, fn: (e: ProcessEvent) => void): () => void;
-  onOpen(fn: (reconnected: boolean) => void): () => void;
-  onDrop(fn: () => void): () => void;
-}
-
-function isProcessNotification(n: Notification): n is ProcessNotification {
-  return n.method.startsWith('process/');
-}
-
-function createEvents(): SessionEvents & {
-  emit(n: Notification): void;
-  opened(reconnected: boolean): void;
-  dropped(): void;
-} {
-  const byProcess = new Map<string, Set<(e: ProcessEvent) => void>>();
-  const opens = new Set<(reconnected: boolean) => void>();
-  const drops = new Set<() => void>();
-  const add = <T,>(set: Set<T>, fn: T): (() => void) => {
-    set.add(fn);
-    return () => void set.delete(fn);
-  };
-  return {
-    subscribe(processId, fn) {
-      let set = byProcess.get(processId);
-      if (!set) {
-        set = new Set();
-        byProcess.set(processId, set);
-      }
-      return add(set, fn);
-    },
-    onOpen: (fn) => add(opens, fn),
-    onDrop: (fn) => add(drops, fn),
-    emit(n) {
-      if (!isProcessNotification(n)) return;
-      const event = { method: n.method, ...n.params } as ProcessEvent;
-      for (const fn of byProcess.get(n.params.processId) ?? []) fn(event);
-    },
-    opened(r) {
-      for (const fn of [...opens]) fn(r);
-    },
-    dropped() {
-      for (const fn of [...drops]) fn();
-    },
-  };
-}
-
-function SocketBadge({ state }: { state: SocketState }) {
-  switch (state.kind) {
-    case 'connecting':
-      return (
-        <span class="badge badge-idle" data-testid="socket">
-          connecting…
-        </span>
-      );
-    case 'open':
-      return (
-        <span class="badge badge-good" data-testid="socket">
-          live{state.reconnects > 0 ? ` · reconnected ${state.reconnects}×` : ''}
-        </span>
-      );
-    case 'reconnecting':
-      return (
-        <span class="badge badge-warn" data-testid="socket">
-          reconnecting ({state.why})…
-        </span>
-      );
-    case 'closed':
-      return (
-        <span class="badge badge-bad" data-testid="socket">
-          disconnected
-        </span>
-      );
-  }
-}
+export type { ProcessSummary, SessionEvents };
 
 let shellCounter = 0;
 
-export function SessionView({ api, sessionId }: { api: Api; sessionId: string }) {
-  const events = useMemo(createEvents, [sessionId]);
+type Events = ReturnType<typeof createEvents>;
+
+/** The observer socket of the session: its state, the `initialize` answer, and how often it opened. */
+function useSessionSocket(api: Api, sessionId: string, events: Events, onProcessEnd: () => void) {
   const [socket, setSocket] = useState<SessionSocket | undefined>();
   const [sockState, setSockState] = useState<SocketState>({ kind: 'connecting' });
   const [init, setInit] = useState<InitializeResult | undefined>();
   const [opens, setOpens] = useState(0);
-  const [selected, setSelected] = useState<{ id: string; interactive: boolean } | undefined>();
-  const [notice, setNotice] = useState<{ tone: 'info' | 'error'; text: string } | undefined>();
-  const [busy, setBusy] = useState(false);
-  const dialog = useRef<HTMLDialogElement>(null);
-  const now = useNow();
-
   useEffect(() => {
     const s = new SessionSocket({
       sessionId,
@@ -120,7 +43,7 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
       },
       onNotification: (n) => {
         events.emit(n);
-        if (n.method === 'process/exited' || n.method === 'process/escalated') reloadProcs();
+        if (n.method === 'process/exited' || n.method === 'process/escalated') onProcessEnd();
       },
       onOpen: (i, reconnected) => {
         setInit(i);
@@ -131,8 +54,86 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
     setSocket(s);
     return () => s.close();
   }, [sessionId, api]);
+  return { socket, sockState, init, opens };
+}
 
-  const ready = socket !== undefined && sockState.kind === 'open';
+type ActionNotice = { tone: 'info' | 'error'; text: string };
+
+/** The page's actions, each telling what it did (or why it failed) in one notice. */
+function useSessionActions(o: {
+  api: Api;
+  sessionId: string;
+  socket: SessionSocket | undefined;
+  shellPath: string;
+  select: (s: { id: string; interactive: boolean }) => void;
+  reload: () => void;
+}) {
+  const [notice, setNotice] = useState<ActionNotice | undefined>();
+  const [busy, setBusy] = useState(false);
+  const act = async (what: string, work: () => Promise<string>): Promise<void> => {
+    setBusy(true);
+    setNotice(undefined);
+    try {
+      setNotice({ tone: 'info', text: await work() });
+    } catch (err) {
+      setNotice({ tone: 'error', text: `${what} failed: ${(err as Error).message}` });
+    } finally {
+      setBusy(false);
+      o.reload();
+    }
+  };
+  const connected = (): SessionSocket => {
+    if (!o.socket) throw new Error('not connected');
+    return o.socket;
+  };
+  return {
+    notice,
+    busy,
+    startShell: (): Promise<void> =>
+      act('Starting a shell', async () => {
+        const processId = `shell-${(Date.now() % 1_000_000).toString(36)}${++shellCounter}`;
+        // The person pressing the button is the approval of this start.
+        await connected().request('process/start', {
+          processId,
+          argv: [o.shellPath, '-i'],
+          tty: true,
+          size: { cols: 100, rows: 30 },
+          envPolicy: { inherit: 'core' },
+          env: { TERM: 'xterm-256color' },
+          approval: 'approved',
+        });
+        o.select({ id: processId, interactive: true });
+        return `Started ${o.shellPath} as ${processId}.`;
+      }),
+    terminate: (processId: string): Promise<void> =>
+      act('Terminating', async () => {
+        const r = await connected().request('process/terminate', { processId });
+        return r.running
+          ? `Terminating ${processId} (SIGTERM, then SIGKILL after the grace period).`
+          : `${processId} had already ended.`;
+      }),
+    snapshot: (): Promise<void> =>
+      act('The snapshot', async () => {
+        const snap = await o.api.snapshot(o.sessionId);
+        return `Snapshot ${snap.snapshotId}${snap.name ? ` (${snap.name})` : ''} created.`;
+      }),
+    remove: (): Promise<void> =>
+      act('Deleting the session', async () => {
+        await o.api.deleteSession(o.sessionId);
+        location.hash = '#/';
+        return 'Session deleted.';
+      }),
+  };
+}
+
+type Actions = ReturnType<typeof useSessionActions>;
+
+export function SessionView({ api, sessionId }: { api: Api; sessionId: string }) {
+  const events = useMemo(createEvents, [sessionId]);
+  const [selected, setSelected] = useState<{ id: string; interactive: boolean } | undefined>();
+  const dialog = useRef<HTMLDialogElement>(null);
+  const now = useNow();
+  const { socket, sockState, init, opens } = useSessionSocket(api, sessionId, events, () => reloadProcs());
   const [info, reloadInfo] = usePoll<SessionInfo>(
     () => (socket?.ready ? socket.request('session/info', {}) : api.session(sessionId)),
     2000,
@@ -145,63 +146,18 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
     1500,
     [socket, opens],
   );
-
-  const capabilities = init?.capabilities ?? {};
-  const shellPath = init?.environmentInfo.shell.path ?? '/bin/sh';
-
-  const act = async (what: string, work: () => Promise<string>): Promise<void> => {
-    setBusy(true);
-    setNotice(undefined);
-    try {
-      setNotice({ tone: 'info', text: await work() });
-    } catch (err) {
-      setNotice({ tone: 'error', text: `${what} failed: ${(err as Error).message}` });
-    } finally {
-      setBusy(false);
+  const actions = useSessionActions({
+    api,
+    sessionId,
+    socket,
+    shellPath: init?.environmentInfo.shell.path ?? '/bin/sh',
+    select: setSelected,
+    reload: () => {
       reloadProcs();
       reloadInfo();
-    }
-  };
-
-  const startShell = (): Promise<void> =>
-    act('Starting a shell', async () => {
-      if (!socket) throw new Error('not connected');
-      const processId = `shell-${(Date.now() % 1_000_000).toString(36)}${++shellCounter}`;
-      // The person pressing the button is the approval of this start.
-      await socket.request('process/start', {
-        processId,
-        argv: [shellPath, '-i'],
-        tty: true,
-        size: { cols: 100, rows: 30 },
-        envPolicy: { inherit: 'core' },
-        env: { TERM: 'xterm-256color' },
-        approval: 'approved',
-      });
-      setSelected({ id: processId, interactive: true });
-      return `Started ${shellPath} as ${processId}.`;
-    });
-  const terminate = (processId: string): Promise<void> =>
-    act('Terminating', async () => {
-      if (!socket) throw new Error('not connected');
-      const r = await socket.request('process/terminate', { processId });
-      return r.running
-        ? `Terminating ${processId} (SIGTERM, then SIGKILL after the grace period).`
-        : `${processId} had already ended.`;
-    });
-  const snapshot = (): Promise<void> =>
-    act('The snapshot', async () => {
-      const snap = await api.snapshot(sessionId);
-      return `Snapshot ${snap.snapshotId}${snap.name ? ` (${snap.name})` : ''} created.`;
-    });
-  const remove = async (): Promise<void> => {
-    dialog.current?.close();
-    await act('Deleting the session', async () => {
-      await api.deleteSession(sessionId);
-      location.hash = '#/';
-      return 'Session deleted.';
-    });
-  };
-
+    },
+  });
+  const ready = socket !== undefined && sockState.kind === 'open';
   const processes =
     procs.kind === 'ready' ? [...procs.data.processes].sort((a, b) => b.createdAtMs - a.createdAtMs) : [];
   const current = selected ? processes.find((p) => p.processId === selected.id) : undefined;
@@ -211,252 +167,168 @@ export function SessionView({ api, sessionId }: { api: Api; sessionId: string })
   // Deleted elsewhere while shown: the last answer is no longer true, so it is not kept on screen.
   if (info.error && isNotFound(info.error)) return <SessionFailed error={info.error} onRetry={reloadInfo} />;
   const s = info.data;
-  const u = s.usage;
   return (
     <section class="page session" aria-labelledby="session-title">
       <p class="crumbs">
         <a href="#/">← Sessions</a>
       </p>
-      <div class="page-head">
-        <h1 id="session-title">
-          Session{' '}
-          <span class="mono" title={s.sessionId}>
-            {shortId(s.sessionId)}
-          </span>{' '}
-          <StatusBadge s={s} /> <SocketBadge state={sockState} />
-        </h1>
-        <div class="actions">
-          <button
-            type="button"
-            class="btn btn-primary"
-            onClick={() => void startShell()}
-            disabled={!ready || busy || s.status === 'dead'}
-          >
-            Start shell
-          </button>
-          <button
-            type="button"
-            class="btn"
-            onClick={() => void snapshot()}
-            disabled={busy || !capabilities['snapshots'] || s.status === 'dead'}
-            title={
-              capabilities['snapshots'] ? 'Commit the filesystem to an image' : 'Snapshots need the docker backend'
-            }
-          >
-            Snapshot
-          </button>
-          <ShareButton api={api} sessionId={s.sessionId} disabled={isSessionToken(api.token)} />
-          <button type="button" class="btn btn-danger" onClick={() => dialog.current?.showModal()} disabled={busy}>
-            Delete
-          </button>
-        </div>
-      </div>
-      {notice ? <Notice tone={notice.tone}>{notice.text}</Notice> : null}
-      {info.error ? <Notice tone="warn">Refresh failed ({info.error.message}); showing the last answer.</Notice> : null}
-      {sockState.kind === 'closed' ? <Notice tone="error">The live connection ended: {sockState.why}</Notice> : null}
+      <SessionHead
+        s={s}
+        api={api}
+        sockState={sockState}
+        ready={ready}
+        snapshots={Boolean(init?.capabilities['snapshots'])}
+        actions={actions}
+        dialog={dialog}
+      />
+      <PageNotices action={actions.notice} refresh={info.error} sockState={sockState} />
 
       <div class="grid">
         <div class="col">
-          <section class="card" aria-labelledby="facts-title">
-            <h2 id="facts-title">Session</h2>
-            <dl class="facts">
-              <dt>Id</dt>
-              <dd class="mono">{s.sessionId}</dd>
-              <dt>Image · runtime</dt>
-              <dd>
-                {s.image ?? 'host (local backend)'} · {s.runtime ?? s.backend}
-              </dd>
-              <dt>Sandbox</dt>
-              <dd>
-                {s.sandbox.type}
-                {'networkAccess' in s.sandbox && s.sandbox.networkAccess ? ' + network' : ''}{' '}
-                <span class="muted">({s.sandboxType})</span>
-                {s.sandboxUnavailableReason ? <div class="muted small">{s.sandboxUnavailableReason}</div> : null}
-              </dd>
-              <dt>Approvals</dt>
-              <dd>
-                {approvalPolicy(s.approvalPolicy)} <span class="muted">· denials handled by {s.denialHandling}</span>
-              </dd>
-              {s.execPath ? (
-                <>
-                  <dt>Commands run</dt>
-                  <dd>
-                    {s.execPath === 'agent' ? 'through the exec agent' : 'one engine exec each'}
-                    {s.execPathReason ? <span class="muted"> ({s.execPathReason})</span> : null}
-                  </dd>
-                </>
-              ) : null}
-              <dt>Workspace</dt>
-              <dd class="mono">{s.workdir}</dd>
-              {Object.keys(s.labels).length > 0 ? (
-                <>
-                  <dt>Labels</dt>
-                  <dd>
-                    {Object.entries(s.labels).map(([k, v]) => (
-                      <span key={k} class="badge badge-idle">
-                        {k}={v}
-                      </span>
-                    ))}
-                  </dd>
-                </>
-              ) : null}
-              <dt>Age</dt>
-              <dd>
-                {since(s.createdAt, now)}{' '}
-                <span class="muted">· expires in {duration(Date.parse(s.expiresAt) - now)}</span>
-              </dd>
-            </dl>
-            <section class="usage" aria-label="Resource use" data-testid="usage">
-              <div class="meter">
-                <span class="meter-label">CPU</span>
-                <span class="meter-value" data-col="cpu">
-                  {u ? cpu(u.cpuPercent) : '—'}
-                </span>
-                <Bar value={u?.cpuPercent ?? 0} max={100} />
-              </div>
-              <div class="meter">
-                <span class="meter-label">Memory</span>
-                <span class="meter-value" data-col="memory">
-                  {u ? bytes(u.memoryBytes) : '—'}
-                  {u?.memoryLimitBytes ? <span class="muted"> / {bytes(u.memoryLimitBytes)}</span> : null}
-                </span>
-                <Bar value={u?.memoryBytes ?? 0} max={u?.memoryLimitBytes ?? 0} />
-              </div>
-              <div class="meter">
-                <span class="meter-label">Pids</span>
-                <span class="meter-value" data-col="pids">
-                  {u ? u.pids : '—'}
-                  {u?.pidsLimit ? <span class="muted"> / {u.pidsLimit}</span> : null}
-                </span>
-                <Bar value={u?.pids ?? 0} max={u?.pidsLimit ?? 0} />
-              </div>
-              {!u ? (
-                <p class="muted small">
-                  {s.status === 'dead' ? 'The session is dead.' : 'This backend reports no resource use.'}
-                </p>
-              ) : null}
-            </section>
-          </section>
-
+          <SessionFacts s={s} now={now} />
           <Approvals api={api} sessionId={sessionId} onDecided={reloadProcs} />
-
           <section class="card" aria-labelledby="procs-title">
             <h2 id="procs-title">Processes</h2>
-            {procs.kind === 'loading' ? <Loading what="processes" /> : null}
-            {procs.kind === 'failed' ? (
-              <Notice tone="warn">Processes are shown once the live connection is up ({procs.error.message}).</Notice>
-            ) : null}
-            {procs.kind === 'ready' && processes.length === 0 ? (
-              <Empty title="No processes yet">Commands the agent starts appear here; or press Start shell.</Empty>
-            ) : null}
-            {processes.length > 0 ? (
-              <div class="table-wrap">
-                <table class="table" aria-label="Processes">
-                  <thead>
-                    <tr>
-                      <th scope="col">Process</th>
-                      <th scope="col">Command</th>
-                      <th scope="col">State</th>
-                      <th scope="col">Started · duration</th>
-                      <th scope="col">
-                        <span class="sr-only">Actions</span>
-                      </th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {processes.map((p) => {
-                      const running = p.status === 'running' || p.status === 'starting';
-                      const isSelected = selected?.id === p.processId;
-                      return (
-                        <tr key={p.processId} data-process={p.processId} class={isSelected ? 'selected' : ''}>
-                          <td>
-                            <button
-                              type="button"
-                              class="link mono"
-                              title={p.processId}
-                              onClick={() => setSelected({ id: p.processId, interactive: false })}
-                              aria-pressed={isSelected}
-                            >
-                              {p.processId}
-                            </button>
-                            <div class="muted small">{p.mode === 'pty' ? 'pty' : 'pipe'}</div>
-                          </td>
-                          <td>
-                            <code class="argv" title={p.argv.join(' ')}>
-                              {p.argv.join(' ')}
-                            </code>
-                          </td>
-                          <td data-col="state">
-                            <span
-                              class={`badge ${running ? 'badge-good' : p.exitCode === 0 ? 'badge-idle' : 'badge-bad'}`}
-                            >
-                              {running
-                                ? p.status
-                                : endText({
-                                    exitCode: p.exitCode,
-                                    terminal: p.status,
-                                    sandboxDenied: p.sandboxDenied ?? false,
-                                  })}
-                            </span>
-                          </td>
-                          <td class="nowrap">
-                            {time(p.createdAtMs)}{' '}
-                            <span class="muted">· {duration((p.endedAtMs ?? now) - p.createdAtMs)}</span>
-                          </td>
-                          <td>
-                            {running ? (
-                              <button
-                                type="button"
-                                class="btn btn-small btn-danger"
-                                onClick={() => void terminate(p.processId)}
-                                disabled={!ready || busy}
-                              >
-                                Terminate
-                              </button>
-                            ) : null}
-                          </td>
-                        </tr>
-                      );
-                    })}
-                  </tbody>
-                </table>
-              </div>
-            ) : null}
+            <ProcessesState procs={procs} empty={processes.length === 0} />
+            <ProcessTable
+              processes={processes}
+              selectedId={selected?.id}
+              now={now}
+              canAct={ready && !actions.busy}
+              onSelect={(id) => setSelected({ id, interactive: false })}
+              onTerminate={(id) => void actions.terminate(id)}
+            />
           </section>
         </div>
         <div class="col col-wide">
-          {socket && current ? (
-            <ProcessPanel
-              key={current.processId}
-              socket={socket}
-              events={events}
-              proc={current}
-              startInteractive={selected?.interactive ?? false}
-            />
-          ) : (
-            <section class="card panel">
-              <Empty title="No process selected">Pick a process to follow its output, or start a shell.</Empty>
-            </section>
-          )}
+          <ProcessColumn socket={socket} events={events} proc={current} interactive={selected?.interactive ?? false} />
         </div>
       </div>
-
-      <dialog ref={dialog} class="dialog" aria-labelledby="delete-title">
-        <h2 id="delete-title">Delete this session?</h2>
-        <p>
-          Its processes are killed and its workspace{s.containerId ? ' and container are' : ' is'} removed. This cannot
-          be undone.
-        </p>
-        <div class="actions">
-          <button type="button" class="btn" onClick={() => dialog.current?.close()}>
-            Cancel
-          </button>
-          <button type="button" class="btn btn-danger" onClick={() => void remove()}>
-            Delete session
-          </button>
-        </div>
-      </dialog>
+      <DeleteDialog dialog={dialog} s={s} onDelete={() => void actions.remove()} />
     </section>
+  );
+}
+
+/** The title (id, status, socket) and the action buttons. */
+function SessionHead(props: {
+  s: SessionInfo;
+  api: Api;
+  sockState: SocketState;
+  ready: boolean;
+  snapshots: boolean;
+  actions: Actions;
+  dialog: RefObject<HTMLDialogElement | null>;
+}) {
+  const { s, api, actions } = props;
+  const busy = actions.busy;
+  return (
+    <div class="page-head">
+      <h1 id="session-title">
+        Session{' '}
+        <span class="mono" title={s.sessionId}>
+          {shortId(s.sessionId)}
+        </span>{' '}
+        <StatusBadge s={s} /> <SocketBadge state={props.sockState} />
+      </h1>
+      <div class="actions">
+        <button
+          type="button"
+          class="btn btn-primary"
+          onClick={() => void actions.startShell()}
+          disabled={!props.ready || busy || s.status === 'dead'}
+        >
+          Start shell
+        </button>
+        <button
+          type="button"
+          class="btn"
+          onClick={() => void actions.snapshot()}
+          disabled={busy || !props.snapshots || s.status === 'dead'}
+          title={props.snapshots ? 'Commit the filesystem to an image' : 'Snapshots need the docker backend'}
+        >
+          Snapshot
+        </button>
+        <ShareButton api={api} sessionId={s.sessionId} disabled={isSessionToken(api.token)} />
+        <button type="button" class="btn btn-danger" onClick={() => props.dialog.current?.showModal()} disabled={busy}>
+          Delete
+        </button>
+      </div>
+    </div>
+  );
+}
+
+/** What the last action did, a failed refresh, a connection that ended. */
+function PageNotices(props: { action: ActionNotice | undefined; refresh: Error | undefined; sockState: SocketState }) {
+  const { action, refresh, sockState } = props;
+  return (
+    <>
+      {action ? <Notice tone={action.tone}>{action.text}</Notice> : null}
+      {refresh ? <Notice tone="warn">Refresh failed ({refresh.message}); showing the last answer.</Notice> : null}
+      {sockState.kind === 'closed' ? <Notice tone="error">The live connection ended: {sockState.why}</Notice> : null}
+    </>
+  );
+}
+
+/** The selected process's panel, or a hint to pick one. */
+function ProcessColumn(props: {
+  socket: SessionSocket | undefined;
+  events: Events;
+  proc: ProcessSummary | undefined;
+  interactive: boolean;
+}) {
+  const { socket, proc } = props;
+  if (socket && proc)
+    return (
+      <ProcessPanel
+        key={proc.processId}
+        socket={socket}
+        events={props.events}
+        proc={proc}
+        startInteractive={props.interactive}
+      />
+    );
+  return (
+    <section class="card panel">
+      <Empty title="No process selected">Pick a process to follow its output, or start a shell.</Empty>
+    </section>
+  );
+}
+
+/** What the processes card says before it has a table: loading, waiting for the socket, none yet. */
+function ProcessesState({ procs, empty }: { procs: Loaded<Static<typeof ProcessListResult>>; empty: boolean }) {
+  if (procs.kind === 'loading') return <Loading what="processes" />;
+  if (procs.kind === 'failed')
+    return <Notice tone="warn">Processes are shown once the live connection is up ({procs.error.message}).</Notice>;
+  if (empty)
+    return <Empty title="No processes yet">Commands the agent starts appear here; or press Start shell.</Empty>;
+  return null;
+}
+
+function DeleteDialog(props: { dialog: RefObject<HTMLDialogElement | null>; s: SessionInfo; onDelete: () => void }) {
+  const close = () => props.dialog.current?.close();
+  return (
+    <dialog ref={props.dialog} class="dialog" aria-labelledby="delete-title">
+      <h2 id="delete-title">Delete this session?</h2>
+      <p>
+        Its processes are killed and its workspace{props.s.containerId ? ' and container are' : ' is'} removed. This
+        cannot be undone.
+      </p>
+      <div class="actions">
+        <button type="button" class="btn" onClick={close}>
+          Cancel
+        </button>
+        <button
+          type="button"
+          class="btn btn-danger"
+          onClick={() => {
+            close();
+            props.onDelete();
+          }}
+        >
+          Delete session
+        </button>
+      </div>
+    </dialog>
   );
 }
 
@@ -483,13 +355,4 @@ function SessionFailed({ error, onRetry }: { error: Error; onRetry: () => void }
 function isNotFound(error: Error): boolean {
   const e = error as { code?: string; status?: number };
   return e.code === 'EXEC_ERR_SESSION_NOT_FOUND' || e.status === 404;
-}
-
-function Bar({ value, max }: { value: number; max: number }) {
-  const pct = max > 0 ? Math.min(100, (value / max) * 100) : 0;
-  return (
-    <span class="meter-bar" aria-hidden="true">
-      <span class="meter-fill" style={{ width: `${pct}%` }} />
-    </span>
-  );
 }

@@ -3,6 +3,7 @@ import { useState } from 'preact/hooks';
 import type { Api, SessionInfo } from '../api.ts';
 import { approvalPolicy, bytes, cpu, shortId, since } from '../format.ts';
 import { useNow, usePoll } from '../hooks.ts';
+import { type Column, DataTable } from './data-table.tsx';
 import { Empty, ErrorState, Loading, Notice } from './states.tsx';
 
 export function UsageCells({ s }: { s: SessionInfo }) {
@@ -77,62 +78,54 @@ export function Sessions({ api }: { api: Api }) {
               <code>exec-server run</code> makes one too. Or press <em>New session</em>.
             </Empty>
           ) : (
-            <div class="table-wrap">
-              <table class="table" aria-label="Sessions">
-                <thead>
-                  <tr>
-                    <th scope="col">Session</th>
-                    <th scope="col">State</th>
-                    <th scope="col">Image · runtime</th>
-                    <th scope="col">Sandbox</th>
-                    <th scope="col">Approvals</th>
-                    <th scope="col">Age</th>
-                    <th scope="col" class="num">
-                      CPU
-                    </th>
-                    <th scope="col" class="num">
-                      Memory
-                    </th>
-                    <th scope="col" class="num">
-                      Pids
-                    </th>
-                    <th scope="col" class="num">
-                      Processes
-                    </th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {state.data.sessions.map((s) => (
-                    <tr key={s.sessionId} data-session={s.sessionId}>
-                      <td>
-                        <a href={`#/sessions/${encodeURIComponent(s.sessionId)}`} class="mono" title={s.sessionId}>
-                          {shortId(s.sessionId)}
-                        </a>
-                      </td>
-                      <td>
-                        <StatusBadge s={s} />
-                      </td>
-                      <td>
-                        {s.image ?? <span class="muted">host</span>}{' '}
-                        <span class="muted">· {s.runtime ?? s.backend}</span>
-                      </td>
-                      <td>
-                        {s.sandbox.type} <span class="muted">({s.sandboxType})</span>
-                      </td>
-                      <td>{approvalPolicy(s.approvalPolicy)}</td>
-                      <td>{since(s.createdAt, now)}</td>
-                      <UsageCells s={s} />
-                      <td class="num">
-                        {s.runningProcesses} <span class="muted">/ {s.processes}</span>
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <SessionTable sessions={state.data.sessions} now={now} />
           )}
         </>
       ) : null}
     </section>
+  );
+}
+
+const SESSION_COLUMNS: readonly Column[] = [
+  { title: 'Session' },
+  { title: 'State' },
+  { title: 'Image · runtime' },
+  { title: 'Sandbox' },
+  { title: 'Approvals' },
+  { title: 'Age' },
+  { title: 'CPU', num: true },
+  { title: 'Memory', num: true },
+  { title: 'Pids', num: true },
+  { title: 'Processes', num: true },
+];
+
+function SessionTable({ sessions, now }: { sessions: readonly SessionInfo[]; now: number }) {
+  return (
+    <DataTable label="Sessions" columns={SESSION_COLUMNS}>
+      {sessions.map((s) => (
+        <tr key={s.sessionId} data-session={s.sessionId}>
+          <td>
+            <a href={`#/sessions/${encodeURIComponent(s.sessionId)}`} class="mono" title={s.sessionId}>
+              {shortId(s.sessionId)}
+            </a>
+          </td>
+          <td>
+            <StatusBadge s={s} />
+          </td>
+          <td>
+            {s.image ?? <span class="muted">host</span>} <span class="muted">· {s.runtime ?? s.backend}</span>
+          </td>
+          <td>
+            {s.sandbox.type} <span class="muted">({s.sandboxType})</span>
+          </td>
+          <td>{approvalPolicy(s.approvalPolicy)}</td>
+          <td>{since(s.createdAt, now)}</td>
+          <UsageCells s={s} />
+          <td class="num">
+            {s.runningProcesses} <span class="muted">/ {s.processes}</span>
+          </td>
+        </tr>
+      ))}
+    </DataTable>
   );
 }

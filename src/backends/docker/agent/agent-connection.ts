@@ -20,11 +20,12 @@ import {
   type ProcRecord,
 } from './agent-protocol.ts';
 import { LINK_IN_CONTAINER, type AgentLink } from './agent-link.ts';
+import { AGENT_DIR } from '../container/container-config.ts';
 import { runControl, startExec } from '../exec/exec-runner.ts';
 import type { DockerLogger } from '../options.ts';
 
 /** Where the agent lives in a session container (root-only; see docs/docker-backend.md). */
-export const AGENT_DIR = '/.exec-server';
+export { AGENT_DIR };
 export const AGENT_PATH = `${AGENT_DIR}/exec-agent`;
 
 /** What a process handle receives. */

@@ -26,7 +26,7 @@ export function agentBinary(path = AGENT_BINARY): Promise<Buffer | undefined> {
 }
 
 /** A tar holding the agent's directory and binary, root-owned and closed to everyone else. */
-async function agentArchive(binary: Buffer): Promise<Buffer> {
+export async function agentArchive(binary: Buffer): Promise<Buffer> {
   const tar = pack();
   const chunks: Buffer[] = [];
   tar.on('data', (c: unknown) => {

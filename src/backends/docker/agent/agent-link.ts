@@ -25,6 +25,7 @@ import type { Duplex } from 'node:stream';
 import { dirname, join } from 'node:path';
 import { LINK_MOUNT } from '../container/container-config.ts';
 import type { DockerLogger } from '../options.ts';
+import { execError } from '../../../errors.ts';
 
 /** What the agent sends first on a link: this magic, then the 32-byte secret. */
 export const LINK_MAGIC = Buffer.from('EXAGLNK1');
@@ -111,12 +112,15 @@ export class AgentLink {
       const st = await lstat(path);
       const isKind = kind === 'dir' ? st.isDirectory() : st.isFile();
       if (!isKind || (uid !== undefined && st.uid !== uid) || (st.mode & 0o077) !== 0)
-        throw new Error(`${path} is not the server's private ${kind === 'dir' ? 'directory' : 'file'}`);
+        throw execError(
+          'EXEC_ERR_CONFIG',
+          `${path} is not the server's private ${kind === 'dir' ? 'directory' : 'file'}`,
+        );
     }
     // O_NOFOLLOW: checked above, and never a link at the moment it is read either.
     const fh = await open(join(dir, 'secret'), constants.O_RDONLY | constants.O_NOFOLLOW);
     const hex = (await fh.readFile('utf8').finally(() => fh.close())).trim();
-    if (!/^[0-9a-f]{64}$/.test(hex)) throw new Error(`${dir}/secret is not a link secret`);
+    if (!/^[0-9a-f]{64}$/.test(hex)) throw execError('EXEC_ERR_CONFIG', `${dir}/secret is not a link secret`);
     const link = new AgentLink(dir, Buffer.from(hex, 'hex'), log);
     // The previous server's socket is left behind in our own directory: replaced.
     await unlink(join(dir, LINK_SUBDIR, LINK_SOCKET)).catch(() => undefined);

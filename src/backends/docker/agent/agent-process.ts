@@ -7,6 +7,7 @@
  */
 import { execError } from '../../../errors.ts';
 import { endInput } from '../../stdin.ts';
+import { signalName, signalNumber } from '../../../protocol/signals.ts';
 import type {
   BackendExit,
   BackendProcess,
@@ -27,17 +28,6 @@ import {
   type AgentFrame,
 } from './agent-protocol.ts';
 import type { AgentConnection, HandleListener } from './agent-connection.ts';
-
-export const SIGNO: Readonly<Record<string, number>> = {
-  SIGHUP: 1,
-  SIGINT: 2,
-  SIGQUIT: 3,
-  SIGKILL: 9,
-  SIGUSR1: 10,
-  SIGUSR2: 12,
-  SIGTERM: 15,
-};
-const SIGNAL_NAME: Readonly<Record<number, string>> = Object.fromEntries(Object.entries(SIGNO).map(([k, v]) => [v, k]));
 
 /** Unread stdin the server lets a command have in flight (as the local backend). */
 const STDIN_LIMIT = 8 * 1024 * 1024;
@@ -126,7 +116,7 @@ export class AgentProcess implements BackendProcess, HandleListener {
         const e = parseExit(f.payload);
         this.#finish(
           e.kind === 'signaled'
-            ? { kind: 'signaled', signo: e.signo, signal: SIGNAL_NAME[e.signo] ?? `SIG${e.signo}` }
+            ? { kind: 'signaled', signo: e.signo, signal: signalName(e.signo) }
             : { kind: 'exited', code: e.code },
         );
         return;
@@ -228,7 +218,7 @@ export class AgentProcess implements BackendProcess, HandleListener {
   }
 
   async signal(signal: SignalName): Promise<void> {
-    const signo = SIGNO[signal];
+    const signo = signalNumber(signal);
     // SIGKILL goes out even after the exit: it also sweeps what the command left in its session.
     if (signo !== undefined && (!this.#exited || signo === 9)) this.#conn?.send(encodeSignal(this.handle, signo));
   }

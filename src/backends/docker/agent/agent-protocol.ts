@@ -31,6 +31,7 @@
  * under the same seqs (docs/docker-backend.md, "Processes that survive the server").
  */
 import type { SpawnMode, StreamName, TerminalSize } from '../../types.ts';
+import { execError } from '../../../errors.ts';
 
 export const AGENT_PROTOCOL_VERSION = 1;
 export const AGENT_HEADER_BYTES = 12;
@@ -308,6 +309,6 @@ export class AgentStreamParser {
 
   #fail(message: string): void {
     this.#failed = true;
-    this.#onError(new Error(message));
+    this.#onError(execError('EXEC_ERR_BACKEND', message));
   }
 }

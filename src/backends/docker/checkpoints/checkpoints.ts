@@ -7,6 +7,7 @@
 import type Docker from 'dockerode';
 import { extract } from 'tar-stream';
 import { statusOf, withDeadline } from '../engine/engine-client.ts';
+import { execError } from '../../../errors.ts';
 
 /**
  * Prefix of the checkpoint a hibernated container has. Each hibernation takes a name of its own
@@ -86,7 +87,7 @@ export async function readHibernatedFacts(
     let size = 0;
     for await (const chunk of stream) {
       size += (chunk as Buffer).length;
-      if (size > 1024 * 1024) throw new Error('hibernation facts larger than 1 MiB');
+      if (size > 1024 * 1024) throw execError('EXEC_ERR_BACKEND', 'hibernation facts larger than 1 MiB');
       parts.push(chunk as Buffer);
     }
     return Buffer.concat(parts);
@@ -120,9 +121,11 @@ async function firstTarEntry(tar: Buffer): Promise<Buffer> {
       });
     });
     reader.on('finish', () =>
-      first === undefined ? reject(new Error('hibernation facts: empty archive')) : resolve(first),
+      first === undefined ? reject(execError('EXEC_ERR_BACKEND', 'hibernation facts: empty archive')) : resolve(first),
     );
-    reader.on('error', (err: Error) => reject(new Error(`hibernation facts: bad archive (${err.message})`)));
+    reader.on('error', (err: Error) =>
+      reject(execError('EXEC_ERR_BACKEND', `hibernation facts: bad archive (${err.message})`, { cause: err })),
+    );
   });
   reader.end(tar);
   return done;

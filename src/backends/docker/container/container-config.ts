@@ -14,6 +14,9 @@ import type Docker from 'dockerode';
  */
 export const KEPT_CAPABILITIES = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'KILL', 'SETUID', 'SETGID'] as const;
 
+/** The exec agent's directory in every container: root's only (the volume of agent-volume.ts, or an upload). */
+export const AGENT_DIR = '/.exec-server';
+
 /** tmpfs inside every container for pid files (not committed into snapshots, gone with the container). */
 export const CONTROL_DIR = '/run/exec-server';
 
@@ -45,6 +48,8 @@ export interface ContainerConfigInput {
   readonly diskMb?: number | undefined;
   /** The server's agent link directory, bind-mounted read-only at LINK_MOUNT (agent-link.ts). */
   readonly agentLinkDir?: string | undefined;
+  /** The engine's exec-agent volume, mounted read-only at the agent's directory (agent-volume.ts). */
+  readonly agentVolume?: string | undefined;
 }
 
 /**
@@ -61,7 +66,8 @@ export function buildContainerConfig(input: ContainerConfigInput): Docker.Contai
     Image: input.image,
     Cmd: KEEPALIVE_CMD,
     Entrypoint: [],
-    WorkingDir: '/',
+    // The engine makes the workdir (root's, 0755, as `mkdir -p` would) at create: no setup exec for it.
+    WorkingDir: input.workdir,
     User: '0:0',
     Labels: input.labels,
     Tty: false,
@@ -92,11 +98,21 @@ export function buildContainerConfig(input: ContainerConfigInput): Docker.Contai
       // A bind that the engine refuses when its host lacks the source (a `Binds` entry would
       // create it there instead, hiding that the directory is not shared). Read-only: the
       // server listens there, and the container must never be able to replace what it opens.
-      Mounts:
-        input.agentLinkDir === undefined
+      Mounts: [
+        ...(input.agentLinkDir === undefined
           ? []
-          : [{ Type: 'bind', Source: input.agentLinkDir, Target: LINK_MOUNT, ReadOnly: true }],
-      Tmpfs: { [CONTROL_DIR]: `rw,nosuid,nodev,noexec,mode=755,size=${input.controlTmpfsSize}` },
+          : [{ Type: 'bind' as const, Source: input.agentLinkDir, Target: LINK_MOUNT, ReadOnly: true }]),
+        ...(input.agentVolume === undefined
+          ? []
+          : [{ Type: 'volume' as const, Source: input.agentVolume, Target: AGENT_DIR, ReadOnly: true }]),
+      ],
+      // The pid directories as tmpfs of their own, with their modes, made with the container
+      // (the layout SETUP_SCRIPT would make: root-only, and sticky and unlistable for the sandbox user).
+      Tmpfs: {
+        [CONTROL_DIR]: `rw,nosuid,nodev,noexec,mode=755,size=${input.controlTmpfsSize}`,
+        [`${CONTROL_DIR}/r`]: `rw,nosuid,nodev,noexec,mode=700,size=${input.controlTmpfsSize}`,
+        [`${CONTROL_DIR}/u`]: `rw,nosuid,nodev,noexec,mode=1733,size=${input.controlTmpfsSize}`,
+      },
       RestartPolicy: { Name: 'no' },
       AutoRemove: false,
       ReadonlyRootfs: false,

@@ -34,6 +34,7 @@ export function scriptError(result: ControlResult, what: string): ExecServerErro
   const match = ERRNO_BY_TEXT.find(([re]) => re.test(text));
   const code = match?.[1];
   if (code === 'EISDIR') return execError('EXEC_ERR_FS', `${what}: Is a directory`);
+  // Errno-shaped on purpose (not shown as is): fromErrno turns it into the registry's error.
   const err = Object.assign(new Error(text.replace(/^E[A-Z]+\s*/, '') || `exit ${result.exitCode}`), { code });
   return fromErrno(err, what);
 }
@@ -148,53 +149,88 @@ export interface ContainerFsHost {
   mutated(): void;
 }
 
-export function createContainerFs(host: ContainerFsHost): SessionFs {
-  const run = async (
-    what: string,
-    script: string,
-    args: string[],
-    extra?: { stdin?: NodeJS.ReadableStream; maxStdout?: number },
-  ): Promise<Buffer> => {
-    const result = await host.runner.run({
-      cmd: ['/bin/sh', '-c', script, 'sh', ...args],
+/** Runs one of the filesystem's scripts; its stdout, or its failure mapped to the registry. */
+async function runScript(
+  host: ContainerFsHost,
+  what: string,
+  script: string,
+  args: string[],
+  extra?: { stdin?: NodeJS.ReadableStream; maxStdout?: number },
+): Promise<Buffer> {
+  const result = await host.runner.run({
+    cmd: ['/bin/sh', '-c', script, 'sh', ...args],
+    timeoutMs: host.timeoutMs,
+    stdin: extra?.stdin,
+    maxStdout: extra?.maxStdout,
+  });
+  if (result.exitCode !== 0) throw scriptError(result, what);
+  return result.stdout;
+}
+
+/** The engine's stat of `path` (not following a last link); in a tmpfs, which the engine cannot see, by a script. */
+async function pathStat(host: ContainerFsHost, path: string): Promise<PathStat> {
+  const res = await withDeadline(
+    `stat ${path}`,
+    host.timeoutMs,
+    (abortSignal) => host.container.infoArchive({ path, abortSignal }) as Promise<unknown>,
+  ).catch(async (err: unknown) => {
+    if (statusOf((err as ExecServerError).cause) !== 404) throw err;
+    if (inTmpfs(posix.normalize(path)))
+      return { fromExec: parseLstat(path, (await runScript(host, path, S.lstat, [path])).toString('utf8')) };
+    throw execError('EXEC_ERR_NOT_FOUND', `${path}: No such file or directory`, { cause: err });
+  });
+  if ((res as { fromExec?: PathStat }).fromExec !== undefined) return (res as { fromExec: PathStat }).fromExec;
+  const msg = res as NodeJS.ReadableStream & { headers?: Record<string, string> };
+  msg.resume?.();
+  const header = msg.headers?.['x-docker-container-path-stat'];
+  if (header === undefined) throw execError('EXEC_ERR_BACKEND', `stat ${path}: engine sent no path stat`);
+  return JSON.parse(Buffer.from(header, 'base64').toString('utf8')) as PathStat;
+}
+
+/** A whole file, refused past `maxBytes`. */
+async function readFileIn(host: ContainerFsHost, path: string, maxBytes: number): Promise<Buffer> {
+  const result = await host.runner
+    .run({
+      cmd: ['/bin/sh', '-c', S.readFile, 'sh', path, String(maxBytes)],
       timeoutMs: host.timeoutMs,
-      stdin: extra?.stdin,
-      maxStdout: extra?.maxStdout,
+      maxStdout: maxBytes + 1,
+    })
+    .catch((err: unknown) => {
+      if (err instanceof ExecServerError && err.code === 'EXEC_ERR_TOO_LARGE') throw tooLarge(path, maxBytes);
+      throw err;
     });
-    if (result.exitCode !== 0) throw scriptError(result, what);
-    return result.stdout;
-  };
+  if (result.exitCode === 3) throw tooLarge(path, maxBytes);
+  if (result.exitCode === 2 && /^EISDIR/.test(result.stderr))
+    throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`);
+  if (result.exitCode !== 0) throw scriptError(result, path);
+  if (result.stdout.length > maxBytes) throw tooLarge(path, maxBytes);
+  return result.stdout;
+}
 
-  const pathStat = async (path: string): Promise<PathStat> => {
-    const res = await withDeadline(
-      `stat ${path}`,
-      host.timeoutMs,
-      (abortSignal) => host.container.infoArchive({ path, abortSignal }) as Promise<unknown>,
-    ).catch(async (err: unknown) => {
-      if (statusOf((err as ExecServerError).cause) !== 404) throw err;
-      if (inTmpfs(posix.normalize(path)))
-        return { fromExec: parseLstat(path, (await run(path, S.lstat, [path])).toString('utf8')) };
-      throw fromErrno(Object.assign(new Error('not found'), { code: 'ENOENT' }), path);
-    });
-    if ((res as { fromExec?: PathStat }).fromExec !== undefined) return (res as { fromExec: PathStat }).fromExec;
-    const msg = res as NodeJS.ReadableStream & { headers?: Record<string, string> };
-    msg.resume?.();
-    const header = msg.headers?.['x-docker-container-path-stat'];
-    if (header === undefined) throw execError('EXEC_ERR_BACKEND', `stat ${path}: engine sent no path stat`);
-    return JSON.parse(Buffer.from(header, 'base64').toString('utf8')) as PathStat;
-  };
+/** The readdir script's records: a type letter, a space, the name; NUL-separated. */
+function directoryEntries(out: Buffer): DirectoryEntry[] {
+  const entries: DirectoryEntry[] = [];
+  for (const rec of out.toString('utf8').split('\0')) {
+    if (rec.length < 3) continue;
+    const type = rec[0];
+    entries.push({ fileName: rec.slice(2), isDirectory: type === 'd', isFile: type === 'f' });
+  }
+  return entries;
+}
 
+export function createContainerFs(host: ContainerFsHost): SessionFs {
   return {
     async realpath(path) {
-      const out = await run(path, S.realpath, [posix.normalize(path)]);
+      const out = await runScript(host, path, S.realpath, [posix.normalize(path)]);
       return posix.normalize(out.toString('utf8'));
     },
 
     async stat(path): Promise<FileMetadata> {
-      const link = await pathStat(path);
+      const link = await pathStat(host, path);
       const isSymlink = (link.mode & MODE_SYMLINK) !== 0;
       // Like stat(2) for type and size; a dangling link reports itself.
-      const target = isSymlink && link.linkTarget !== '' ? await pathStat(link.linkTarget).catch(() => link) : link;
+      const target =
+        isSymlink && link.linkTarget !== '' ? await pathStat(host, link.linkTarget).catch(() => link) : link;
       const mtime = Date.parse(target.mtime);
       return {
         isDirectory: (target.mode & MODE_DIR) !== 0,
@@ -206,24 +242,7 @@ export function createContainerFs(host: ContainerFsHost): SessionFs {
       };
     },
 
-    async readFile(path, maxBytes) {
-      const result = await host.runner
-        .run({
-          cmd: ['/bin/sh', '-c', S.readFile, 'sh', path, String(maxBytes)],
-          timeoutMs: host.timeoutMs,
-          maxStdout: maxBytes + 1,
-        })
-        .catch((err: unknown) => {
-          if (err instanceof ExecServerError && err.code === 'EXEC_ERR_TOO_LARGE') throw tooLarge(path, maxBytes);
-          throw err;
-        });
-      if (result.exitCode === 3) throw tooLarge(path, maxBytes);
-      if (result.exitCode === 2 && /^EISDIR/.test(result.stderr))
-        throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`);
-      if (result.exitCode !== 0) throw scriptError(result, path);
-      if (result.stdout.length > maxBytes) throw tooLarge(path, maxBytes);
-      return result.stdout;
-    },
+    readFile: (path, maxBytes) => readFileIn(host, path, maxBytes),
 
     async openRead(path, offset) {
       // Checked first so that open errors are thrown here, not as a broken stream later.
@@ -239,7 +258,7 @@ export function createContainerFs(host: ContainerFsHost): SessionFs {
 
     async writeFile(path, data) {
       host.mutated();
-      await run(path, S.write, [path], { stdin: bufferStream(data) });
+      await runScript(host, path, S.write, [path], { stdin: bufferStream(data) });
     },
 
     async writeStream(path, source) {
@@ -252,34 +271,28 @@ export function createContainerFs(host: ContainerFsHost): SessionFs {
         },
       });
       source.on('error', (err: Error) => counter.destroy(err));
-      await run(path, S.write, [path], { stdin: source.pipe(counter) });
+      await runScript(host, path, S.write, [path], { stdin: source.pipe(counter) });
       return bytes;
     },
 
     async createDirectory(path, recursive) {
       host.mutated();
-      await run(path, S.mkdir, [path, recursive ? '1' : '0']);
+      await runScript(host, path, S.mkdir, [path, recursive ? '1' : '0']);
     },
 
     async readDirectory(path): Promise<DirectoryEntry[]> {
-      const out = await run(path, S.readdir, [path], { maxStdout: 64 * 1024 * 1024 });
-      const entries: DirectoryEntry[] = [];
-      for (const rec of out.toString('utf8').split('\0')) {
-        if (rec.length < 3) continue;
-        const type = rec[0];
-        entries.push({ fileName: rec.slice(2), isDirectory: type === 'd', isFile: type === 'f' });
-      }
-      return entries;
+      const out = await runScript(host, path, S.readdir, [path], { maxStdout: 64 * 1024 * 1024 });
+      return directoryEntries(out);
     },
 
     async remove(path, recursive, force) {
       host.mutated();
-      await run(path, S.remove, [path, recursive ? '1' : '0', force ? '1' : '0']);
+      await runScript(host, path, S.remove, [path, recursive ? '1' : '0', force ? '1' : '0']);
     },
 
     async copy(source, destination, recursive) {
       host.mutated();
-      await run(source, S.copy, [source, destination, recursive ? '1' : '0']);
+      await runScript(host, source, S.copy, [source, destination, recursive ? '1' : '0']);
     },
   };
 }

@@ -12,10 +12,12 @@ import { runControl } from '../exec/exec-runner.ts';
 import type { DockerLogger, ResolvedDockerOptions } from '../options.ts';
 import { SETUP_SCRIPT } from '../exec/scripts.ts';
 import type { PoolEntry } from './warm-pool.ts';
+import type { ImageFacts } from './image-facts.ts';
 import { AgentChannel } from '../agent/agent-channel.ts';
 import { agentBinary, agentPresent, installAgent } from '../agent/agent-install.ts';
 import { AGENT_SOCKET } from '../agent/agent-channel.ts';
 import { type AgentLinks, type AgentSocket, isBindSourceMissing } from '../agent/agent-links.ts';
+import type { AgentLink } from '../agent/agent-link.ts';
 
 /** Create and start can be slow on busy hosts (vfs storage); a dead engine still fails at once. */
 const PROVISION_TIMEOUT_MS = 60_000;
@@ -36,6 +38,10 @@ export interface ProvisionInput {
   readonly storage?: StorageOptSupport | undefined;
   /** Agent links (the server's listeners); undefined: the agent is reached through the engine. */
   readonly agentLinks?: AgentLinks | undefined;
+  /** The engine's agent volume for this image (agent-volume.ts); undefined: upload the agent. */
+  readonly agentVolume?: ((image: string) => Promise<string | undefined>) | undefined;
+  /** Shell and environment of images already seen (image-facts.ts): no setup exec nor inspect. */
+  readonly imageFacts?: ImageFacts | undefined;
   /**
    * Starts the created container from a memory checkpoint instead of afresh (a live template,
    * a fork): the agent is in its image and running in its memory already.
@@ -49,6 +55,34 @@ export async function provisionContainer(
   log: DockerLogger,
   p: ProvisionInput,
 ): Promise<PoolEntry> {
+  const agentVolume = options.execPath === 'agent' ? await p.agentVolume?.(p.image) : undefined;
+  const { container, engineLimit, link } = await createContainer(docker, options, log, p, agentVolume);
+  try {
+    const installed = await startOrRestore(container, options, p.restore, agentVolume);
+    const facts = p.imageFacts?.get(p.image) ?? (await learnImage(container, options, p));
+    const agent =
+      installed === true
+        ? await startAgent(container, options, log, { path: AGENT_SOCKET, link })
+        : { agentUnavailable: installed };
+    return { containerId: container.id, ...facts, diskEnforcement: engineLimit ? 'engine' : 'watch', ...agent };
+  } catch (err) {
+    await removeContainer(docker, container.id).catch(() => undefined);
+    throw err;
+  }
+}
+
+/**
+ * The container create, with what the engine may refuse at it handled: a missing image (pulled,
+ * then created again), a link directory its host lacks, a disk limit its storage cannot apply.
+ * Returns the agent link the container got (undefined when none).
+ */
+async function createContainer(
+  docker: Docker,
+  options: ResolvedDockerOptions,
+  log: DockerLogger,
+  p: ProvisionInput,
+  agentVolume: string | undefined,
+): Promise<{ container: Docker.Container; engineLimit: boolean; link: AgentLink | undefined }> {
   const diskMb = p.resources.diskMb ?? options.defaultResources.diskMb;
   let link = options.execPath === 'agent' ? await p.agentLinks?.make() : undefined;
   const configOf = (engineLimit: boolean): Docker.ContainerCreateOptions =>
@@ -65,6 +99,7 @@ export async function provisionContainer(
       runtime: p.runtime,
       diskMb: engineLimit ? diskMb : undefined,
       agentLinkDir: link?.mountSource,
+      agentVolume,
     });
   const createOnce = (config: Docker.ContainerCreateOptions): Promise<Docker.Container> =>
     withDeadline('container create', PROVISION_TIMEOUT_MS, (abortSignal) =>
@@ -79,7 +114,8 @@ export async function provisionContainer(
       if (link === undefined || !isBindSourceMissing(err)) throw err;
       p.agentLinks?.refuse(link, (err as Error).message);
       link = undefined;
-      return createOnce({ ...config, HostConfig: { ...config.HostConfig, Mounts: [] } });
+      const Mounts = config.HostConfig?.Mounts?.filter((m) => m.Type !== 'bind');
+      return createOnce({ ...config, HostConfig: { ...config.HostConfig, Mounts } });
     }
   };
   // The engine refuses StorageOpt at create when its storage driver cannot apply it: the
@@ -98,8 +134,8 @@ export async function provisionContainer(
       return { container: await create(configOf(false)), engineLimit: false };
     }
   };
-  let created: { container: Docker.Container; engineLimit: boolean };
   try {
+    let created: { container: Docker.Container; engineLimit: boolean };
     try {
       created = await createLimited();
     } catch (err) {
@@ -107,38 +143,31 @@ export async function provisionContainer(
       await p.pull();
       created = await createLimited();
     }
+    if (link !== undefined) p.agentLinks?.track(created.container.id, link);
+    return { ...created, link };
   } catch (err) {
     if (link !== undefined) p.agentLinks?.discard(link);
     throw err;
   }
-  const { container } = created;
-  if (link !== undefined) p.agentLinks?.track(container.id, link);
-  try {
-    const installed = await startOrRestore(container, options, p.restore);
-    const setup = await runControl(container, {
-      cmd: ['/bin/sh', '-c', SETUP_SCRIPT, 'sh', p.workdir],
-      timeoutMs: PROVISION_TIMEOUT_MS,
-    });
-    if (setup.exitCode !== 0)
-      throw execError('EXEC_ERR_BACKEND', `session container setup failed: ${setup.stderr.trim()}`);
-    const info = await withDeadline('container inspect', options.engineTimeoutMs, (abortSignal) =>
-      container.inspect({ abortSignal }),
-    );
-    const agent =
-      installed === true
-        ? await startAgent(container, options, log, { path: AGENT_SOCKET, link })
-        : { agentUnavailable: installed };
-    return {
-      containerId: container.id,
-      shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh',
-      baseEnv: envOf(info.Config.Env),
-      diskEnforcement: created.engineLimit ? 'engine' : 'watch',
-      ...agent,
-    };
-  } catch (err) {
-    await removeContainer(docker, container.id).catch(() => undefined);
-    throw err;
-  }
+}
+
+/**
+ * The first container of an image: the setup exec (the layout, made at create since, again,
+ * and the shell) and its environment, remembered for the next containers of the image.
+ */
+async function learnImage(container: Docker.Container, options: ResolvedDockerOptions, p: ProvisionInput) {
+  const setup = await runControl(container, {
+    cmd: ['/bin/sh', '-c', SETUP_SCRIPT, 'sh', p.workdir],
+    timeoutMs: PROVISION_TIMEOUT_MS,
+  });
+  if (setup.exitCode !== 0)
+    throw execError('EXEC_ERR_BACKEND', `session container setup failed: ${setup.stderr.trim()}`);
+  const info = await withDeadline('container inspect', options.engineTimeoutMs, (abortSignal) =>
+    container.inspect({ abortSignal }),
+  );
+  const facts = { shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh', baseEnv: envOf(info.Config.Env) };
+  p.imageFacts?.set(p.image, facts);
+  return facts;
 }
 
 /**
@@ -150,12 +179,18 @@ async function startOrRestore(
   container: Docker.Container,
   options: ResolvedDockerOptions,
   restore: ProvisionInput['restore'],
+  agentVolume: string | undefined,
 ): Promise<true | string> {
   if (restore !== undefined) {
     await restore(container);
     return options.execPath === 'exec' ? 'the server runs with one engine exec per command (execPath exec)' : true;
   }
-  const installed = await installIfWanted(container, options);
+  // Before the start: the archive API writes into the container's own filesystem then; with the
+  // engine's agent volume mounted there is nothing to write.
+  const installed =
+    agentVolume !== undefined && (await agentBinary(options.agentBinary)) !== undefined
+      ? true
+      : await installIfWanted(container, options);
   await withDeadline('container start', PROVISION_TIMEOUT_MS, (abortSignal) => container.start({ abortSignal }));
   return installed;
 }

@@ -145,6 +145,7 @@ export function quotaSlots(
   o: { readonly instanceId: string; readonly defaultImage: string; readonly engineTimeoutMs: number },
 ): QuotaSlots {
   const [slots] = engines;
+  // A programmer error: the backend always has an engine.
   if (slots === undefined) throw new Error('quotaSlots: no engine');
   return new QuotaSlots({
     instanceId: o.instanceId,

@@ -19,6 +19,7 @@ import { enforcementOf } from './disk.ts';
 import { LABEL, readUserLabels } from './labels.ts';
 import { envOf, installIfWanted, startAgent } from './provision.ts';
 import type { PoolEntry } from './warm-pool.ts';
+import { execError } from '../../../errors.ts';
 
 /** What re-adoption needs of the docker backend. */
 export interface AdoptHost {
@@ -59,7 +60,7 @@ export async function adoptRunning(
       cmd: ['/bin/sh', '-c', SETUP_SCRIPT, 'sh', workdir],
       timeoutMs: host.options.engineTimeoutMs,
     });
-    if (setup.exitCode !== 0) throw new Error(setup.stderr.trim());
+    if (setup.exitCode !== 0) throw execError('EXEC_ERR_BACKEND', setup.stderr.trim());
     const info = await withDeadline('container inspect', host.options.engineTimeoutMs, (abortSignal) =>
       container.inspect({ abortSignal }),
     );

@@ -1,12 +1,16 @@
 /**
  * Pre-started containers of the default image and policy (no network, default resources,
- * default workdir), so a matching `createSession` skips create + start + setup. Pool
+ * default workdir), so a matching `createSession` skips create + start + setup. The pool sizes
+ * itself from demand between a minimum and a maximum (pool-sizing.ts) and refills in the
+ * background through the engine's create gate, below live creates (create-gate.ts). Pool
  * containers carry the `exec-server.pool=true` and instance labels, so recovery and reaping
  * treat them like any other; since labels cannot change after creation, a taken container is
  * renamed to carry its session (see `claimedName`).
  */
 import type { AgentChannel } from '../agent/agent-channel.ts';
 import type { DockerLogger } from '../options.ts';
+import type { CreateGate } from './create-gate.ts';
+import { PoolDemand, type PoolSizing, refillStep, shrinkStep } from './pool-sizing.ts';
 
 export interface PoolEntry {
   readonly containerId: string;
@@ -32,30 +36,60 @@ export function parseClaimedName(name: string): { sessionId: string; tenant: str
   return { sessionId: m[1]!, tenant: Buffer.from(m[2]!, 'hex').toString('utf8') };
 }
 
-export class WarmPool {
-  readonly #size: number;
-  readonly #create: () => Promise<PoolEntry>;
-  readonly #remove: (containerId: string) => Promise<void>;
-  readonly #log: DockerLogger;
-  readonly #ready: PoolEntry[] = [];
-  #filling: Promise<void> | undefined;
-  #closed = false;
-  #retryTimer: NodeJS.Timeout | undefined;
+/** How often a pool looks at its size (refill after a failure, shrink when idle). */
+const TICK_MS = 1000;
+/** Wait after a failed create before the next one (engine down, image missing). */
+const RETRY_MS = 5000;
 
-  constructor(
-    size: number,
-    create: () => Promise<PoolEntry>,
-    remove: (containerId: string) => Promise<void>,
-    log: DockerLogger,
-  ) {
-    this.#size = size;
-    this.#create = create;
-    this.#remove = remove;
-    this.#log = log;
+export interface WarmPoolInput {
+  readonly sizing: PoolSizing;
+  readonly create: () => Promise<PoolEntry>;
+  readonly remove: (containerId: string) => Promise<void>;
+  /** The engine's create gate: refills run as its background work. */
+  readonly gate: CreateGate;
+  readonly log: DockerLogger;
+  /** Refills one pool runs at once (within the gate's background share). Default 4. */
+  readonly parallel?: number | undefined;
+  /** The clock (tests). */
+  readonly now?: (() => number) | undefined;
+}
+
+export class WarmPool {
+  readonly #in: WarmPoolInput;
+  readonly #demand: PoolDemand;
+  readonly #now: () => number;
+  readonly #ready: PoolEntry[] = [];
+  readonly #creating = new Set<Promise<void>>();
+  #retryAt = 0;
+  #closed = false;
+  readonly #timer: NodeJS.Timeout;
+
+  constructor(input: WarmPoolInput) {
+    this.#in = input;
+    this.#demand = new PoolDemand(input.sizing);
+    this.#now = input.now ?? Date.now;
+    this.#timer = setInterval(() => this.#tick(), TICK_MS);
+    this.#timer.unref();
   }
 
   get readyCount(): number {
     return this.#ready.length;
+  }
+
+  /** Containers the pool wants ready now (its minimum, or more after demand). */
+  get target(): number {
+    return this.#demand.target(this.#now());
+  }
+
+  /** Creates of the pool under way. */
+  get creating(): number {
+    return this.#creating.size;
+  }
+
+  /** `n` sessions the pool could serve were asked for (sizes the pool for the next such burst). */
+  noteDemand(n = 1): void {
+    this.#demand.record(this.#now(), n);
+    this.refill();
   }
 
   /** Takes a ready container (and starts a refill), or undefined when none is ready. */
@@ -65,36 +99,52 @@ export class WarmPool {
     return entry;
   }
 
-  /** Fills the pool up to its size in the background, one container at a time. */
+  /** Starts the creates the pool lacks (in the background, below live creates). */
   refill(): void {
-    if (this.#closed || this.#filling !== undefined || this.#size === 0) return;
-    this.#filling = (async () => {
-      try {
-        while (!this.#closed && this.#ready.length < this.#size) {
-          const entry = await this.#create();
-          if (this.#closed) {
-            await this.#remove(entry.containerId).catch(() => undefined);
-            return;
-          }
-          this.#ready.push(entry);
-        }
-      } catch (err) {
-        // Engine down or image missing: try again later rather than spin.
-        this.#log.warn({ err: (err as Error).message }, 'warm pool: cannot start a container; retrying in 5 s');
-        clearTimeout(this.#retryTimer);
-        this.#retryTimer = setTimeout(() => this.refill(), 5000);
-        this.#retryTimer.unref();
-      } finally {
-        this.#filling = undefined;
-      }
-    })();
+    if (this.#closed || this.#now() < this.#retryAt) return;
+    const n = refillStep(this.#ready.length, this.#creating.size, this.target, this.#in.parallel ?? 4);
+    for (let i = 0; i < n; i++) this.#startOne();
   }
 
-  /** Resolves once the pool is full (tests, startup), or after `timeoutMs`. */
+  #startOne(): void {
+    const done: Promise<void> = this.#in.gate
+      .run('background', async () => {
+        // Waited behind live work: the pool may be full (or closed) by now.
+        if (this.#closed || this.#ready.length >= this.target) return;
+        const entry = await this.#in.create();
+        if (this.#closed) await this.#in.remove(entry.containerId).catch(() => undefined);
+        else this.#ready.push(entry);
+      })
+      .catch((err: unknown) => {
+        this.#retryAt = this.#now() + RETRY_MS;
+        this.#in.log.warn({ err: (err as Error).message }, 'warm pool: cannot start a container; retrying in 5 s');
+      })
+      .finally(() => {
+        this.#creating.delete(done);
+        this.refill();
+      });
+    this.#creating.add(done);
+  }
+
+  #tick(): void {
+    if (this.#closed) return;
+    const now = this.#now();
+    const surplus = shrinkStep(this.#ready.length, this.#demand.target(now));
+    // The oldest first: the newest ones have been waiting the least.
+    for (const e of this.#ready.splice(0, surplus))
+      this.#in
+        .remove(e.containerId)
+        .catch((err: unknown) =>
+          this.#in.log.warn({ err: (err as Error).message }, 'warm pool: cannot remove a surplus container'),
+        );
+    this.refill();
+  }
+
+  /** Resolves once the pool holds its target (tests, startup), or after `timeoutMs`. */
   async whenFull(timeoutMs: number): Promise<boolean> {
     const deadline = Date.now() + timeoutMs;
-    while (this.#ready.length < this.#size && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    return this.#ready.length >= this.#size;
+    while (this.#ready.length < this.target && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    return this.#ready.length >= this.target;
   }
 
   /** A container vanished (events): drop it if it was waiting in the pool. */
@@ -108,10 +158,10 @@ export class WarmPool {
 
   async close(): Promise<void> {
     this.#closed = true;
-    clearTimeout(this.#retryTimer);
-    // A container being created right now is removed by the fill loop itself once it sees #closed.
-    await this.#filling;
+    clearInterval(this.#timer);
+    // A container being created right now is removed by its create once it sees #closed.
+    await Promise.all([...this.#creating]);
     const entries = this.#ready.splice(0);
-    await Promise.all(entries.map((e) => this.#remove(e.containerId).catch(() => undefined)));
+    await Promise.all(entries.map((e) => this.#in.remove(e.containerId).catch(() => undefined)));
   }
 }

@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { execError, ExecServerError } from '../../../errors.ts';
+import { DEFAULT_DOCKER_SOCKET, type DockerHostAddress, parseDockerHost } from '../../../config/docker-host.ts';
 
 /**
  * Builds a dockerode client for `dockerHost` (see `DockerBackendOptions.dockerHost`).
@@ -15,24 +16,19 @@ import { execError, ExecServerError } from '../../../errors.ts';
  */
 export function createDockerClient(dockerHost: string | undefined, env: NodeJS.ProcessEnv = process.env): Docker {
   const host = dockerHost ?? env.DOCKER_HOST;
-  if (host === undefined || host === '') return new Docker({ socketPath: '/var/run/docker.sock' });
-  if (host.startsWith('/')) return new Docker({ socketPath: host });
-  const url = new URL(host);
-  const tls = clientTls(env);
-  switch (url.protocol) {
-    case 'unix:':
-      return new Docker({ socketPath: url.pathname });
-    case 'tcp:':
-    case 'http:':
-      // As the docker CLI: tcp:// is TLS when DOCKER_TLS_VERIFY=1 or client certificates are given.
-      if (tls === undefined && env.DOCKER_TLS_VERIFY !== '1')
-        return new Docker({ host: url.hostname, port: url.port || '2375', protocol: 'http' });
-      return new Docker({ host: url.hostname, port: url.port || '2376', protocol: 'https', ...tls });
-    case 'https:':
-      return new Docker({ host: url.hostname, port: url.port || '2376', protocol: 'https', ...tls });
-    default:
-      throw execError('EXEC_ERR_CONFIG', `unsupported docker host ${host}`);
+  if (host === undefined || host === '') return new Docker({ socketPath: DEFAULT_DOCKER_SOCKET });
+  let address: DockerHostAddress;
+  try {
+    address = parseDockerHost(host, 'docker host');
+  } catch (err) {
+    throw execError('EXEC_ERR_CONFIG', `unsupported docker host ${host}`, { cause: err });
   }
+  if (address.kind === 'socket') return new Docker({ socketPath: address.path });
+  const tls = clientTls(env);
+  // As the docker CLI: tcp:// is TLS when DOCKER_TLS_VERIFY=1 or client certificates are given.
+  if (address.protocol === 'http' && tls === undefined && env.DOCKER_TLS_VERIFY !== '1')
+    return new Docker({ host: address.host, port: address.port ?? '2375', protocol: 'http' });
+  return new Docker({ host: address.host, port: address.port ?? '2376', protocol: 'https', ...tls });
 }
 
 /**

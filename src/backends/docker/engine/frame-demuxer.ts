@@ -12,6 +12,7 @@
  * ended when the source ends.
  */
 import { Writable } from 'node:stream';
+import { execError } from '../../../errors.ts';
 
 const HEADER = 8;
 
@@ -61,7 +62,7 @@ export class FrameDemuxer extends Writable {
         const type = this.#header[0];
         // Type 0 (stdin echo) never happens on exec streams; anything unknown is a protocol error.
         if (type !== 1 && type !== 2) {
-          callback(new Error(`docker stream: unexpected frame type ${String(type)}`));
+          callback(execError('EXEC_ERR_BACKEND', `docker stream: unexpected frame type ${String(type)}`));
           return;
         }
         this.#target = type === 1 ? 'stdout' : 'stderr';
@@ -93,7 +94,7 @@ export class FrameDemuxer extends Writable {
     let open = 2;
     const onEnd = (): void => {
       open -= 1;
-      if (open === 0) callback(truncated ? new Error('docker stream ended inside a frame') : null);
+      if (open === 0) callback(truncated ? execError('EXEC_ERR_BACKEND', 'docker stream ended inside a frame') : null);
     };
     this.#stdout.end(onEnd);
     this.#stderr.end(onEnd);

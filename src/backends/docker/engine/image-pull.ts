@@ -91,7 +91,8 @@ async function pullImage(
       docker.modem.followProgress(
         stream,
         // The engine reports a failure after the pull began (a blob it cannot fetch) as an event.
-        (err) => (err ? reject(err) : failure !== undefined ? reject(new Error(failure)) : resolve()),
+        (err) =>
+          err ? reject(err) : failure !== undefined ? reject(execError('EXEC_ERR_BACKEND', failure)) : resolve(),
         (event: PullEvent) => {
           if (typeof event.error === 'string') failure ??= event.error;
           progress.add(event);

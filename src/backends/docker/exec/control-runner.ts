@@ -38,8 +38,16 @@ function exitCodeOf(exit: BackendExit, what: string): number {
   return exit.kind === 'exited' ? exit.code : 128 + exit.signo;
 }
 
-export function agentRunner(channel: AgentChannel, env: Readonly<Record<string, string>>): ControlRunner {
-  const start = async (
+type Start = (
+  o: { cmd: string[]; user?: string | undefined; stdin: boolean },
+  sink: ProcessSink,
+) => Promise<AgentProcess>;
+type RunOptions = Parameters<ControlRunner['run']>[0];
+type StreamOptions = Parameters<ControlRunner['stream']>[0];
+
+/** Starts a control command through the agent: as `user` (root by default), unsandboxed, in `/`. */
+function controlStarter(channel: AgentChannel, env: Readonly<Record<string, string>>): Start {
+  return async (
     o: { cmd: string[]; user?: string | undefined; stdin: boolean },
     sink: ProcessSink,
   ): Promise<AgentProcess> => {
@@ -57,97 +65,105 @@ export function agentRunner(channel: AgentChannel, env: Readonly<Record<string, 
       { uid: uid ?? 0, gid: gid ?? uid ?? 0, sandboxType: 'none' },
     );
   };
+}
 
-  return {
-    async run(o) {
-      const max = o.maxStdout ?? 1024 * 1024;
-      const out: Buffer[] = [];
-      const err: Buffer[] = [];
-      let outLen = 0;
-      let errLen = 0;
-      let overflow = false;
-      let resolveExit!: (e: BackendExit) => void;
-      const exited = new Promise<BackendExit>((r) => (resolveExit = r));
-      const proc = await start(
-        { cmd: o.cmd, user: o.user, stdin: o.stdin !== undefined },
-        {
-          output(stream, data) {
-            if (stream === 'stderr') {
-              if (errLen < STDERR_LIMIT) err.push(Buffer.from(data));
-              errLen += data.length;
-              return;
-            }
-            outLen += data.length;
-            if (outLen > max) overflow = true;
-            else out.push(Buffer.from(data));
-          },
-          exit: resolveExit,
-        },
-      );
-      try {
-        if (o.stdin !== undefined) await feed(proc, Buffer.isBuffer(o.stdin) ? Readable.from([o.stdin]) : o.stdin);
-        const watch = setInterval(() => {
-          if (overflow) void proc.signal('SIGKILL');
-        }, 10);
-        const exit = await exited.finally(() => clearInterval(watch));
-        if (overflow) throw execError('EXEC_ERR_TOO_LARGE', `control command output exceeds ${max} bytes`);
-        return {
-          exitCode: exitCodeOf(exit, 'control command'),
-          stdout: Buffer.concat(out),
-          stderr: Buffer.concat(err).toString('utf8'),
-        };
-      } catch (e) {
-        await proc.signal('SIGKILL');
-        throw e;
-      } finally {
-        proc.dispose();
-      }
-    },
-
-    async stream(o) {
-      const stdout = new PassThrough({ highWaterMark: 256 * 1024 });
-      const err: Buffer[] = [];
-      let proc: AgentProcess | undefined;
-      let resolveExit!: (e: BackendExit) => void;
-      const exited = new Promise<BackendExit>((r) => (resolveExit = r));
-      proc = await start(
-        { cmd: o.cmd, user: o.user, stdin: o.stdin !== undefined },
-        {
-          output(stream, data) {
-            if (stream === 'stderr') {
-              if (err.length < 64) err.push(Buffer.from(data));
-              return;
-            }
-            if (stdout.destroyed) return;
-            // Backpressure: the agent stops reading the command while the reader is behind.
-            if (!stdout.write(Buffer.from(data))) {
-              proc?.pauseOutput();
-              stdout.once('drain', () => proc?.resumeOutput());
-            }
-          },
-          exit: resolveExit,
-        },
-      );
-      stdout.once('close', () => {
-        if (!stdout.readableEnded) void proc?.signal('SIGKILL');
-      });
-      if (o.stdin !== undefined) void feed(proc, o.stdin).catch(() => proc?.signal('SIGKILL'));
-      const done = (async (): Promise<ControlResult> => {
-        try {
-          const exit = await exited;
-          return {
-            exitCode: exitCodeOf(exit, 'command'),
-            stdout: Buffer.alloc(0),
-            stderr: Buffer.concat(err).toString('utf8'),
-          };
-        } finally {
-          proc?.dispose();
+/** A control command run to its end: its exit code and output (at most `maxStdout` bytes of stdout). */
+async function agentRun(start: Start, o: RunOptions): Promise<ControlResult> {
+  const max = o.maxStdout ?? 1024 * 1024;
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  let outLen = 0;
+  let errLen = 0;
+  let overflow = false;
+  let resolveExit!: (e: BackendExit) => void;
+  const exited = new Promise<BackendExit>((r) => (resolveExit = r));
+  const proc = await start(
+    { cmd: o.cmd, user: o.user, stdin: o.stdin !== undefined },
+    {
+      output(stream, data) {
+        if (stream === 'stderr') {
+          if (errLen < STDERR_LIMIT) err.push(Buffer.from(data));
+          errLen += data.length;
+          return;
         }
-      })();
-      endWithResult(stdout, done, o.failure);
-      return { stdout, done };
+        outLen += data.length;
+        if (outLen > max) overflow = true;
+        else out.push(Buffer.from(data));
+      },
+      exit: resolveExit,
     },
-  };
+  );
+  try {
+    if (o.stdin !== undefined) await feed(proc, Buffer.isBuffer(o.stdin) ? Readable.from([o.stdin]) : o.stdin);
+    const watch = setInterval(() => {
+      if (overflow) void proc.signal('SIGKILL');
+    }, 10);
+    const exit = await exited.finally(() => clearInterval(watch));
+    if (overflow) throw execError('EXEC_ERR_TOO_LARGE', `control command output exceeds ${max} bytes`);
+    return {
+      exitCode: exitCodeOf(exit, 'control command'),
+      stdout: Buffer.concat(out),
+      stderr: Buffer.concat(err).toString('utf8'),
+    };
+  } catch (e) {
+    await proc.signal('SIGKILL');
+    throw e;
+  } finally {
+    proc.dispose();
+  }
+}
+
+/** A control command whose stdout is read as a stream, with backpressure to the agent. */
+async function agentStream(
+  start: Start,
+  o: StreamOptions,
+): Promise<{ stdout: PassThrough; done: Promise<ControlResult> }> {
+  const stdout = new PassThrough({ highWaterMark: 256 * 1024 });
+  const err: Buffer[] = [];
+  let proc: AgentProcess | undefined;
+  let resolveExit!: (e: BackendExit) => void;
+  const exited = new Promise<BackendExit>((r) => (resolveExit = r));
+  proc = await start(
+    { cmd: o.cmd, user: o.user, stdin: o.stdin !== undefined },
+    {
+      output(stream, data) {
+        if (stream === 'stderr') {
+          if (err.length < 64) err.push(Buffer.from(data));
+          return;
+        }
+        if (stdout.destroyed) return;
+        // Backpressure: the agent stops reading the command while the reader is behind.
+        if (!stdout.write(Buffer.from(data))) {
+          proc?.pauseOutput();
+          stdout.once('drain', () => proc?.resumeOutput());
+        }
+      },
+      exit: resolveExit,
+    },
+  );
+  stdout.once('close', () => {
+    if (!stdout.readableEnded) void proc?.signal('SIGKILL');
+  });
+  if (o.stdin !== undefined) void feed(proc, o.stdin).catch(() => proc?.signal('SIGKILL'));
+  const done = (async (): Promise<ControlResult> => {
+    try {
+      const exit = await exited;
+      return {
+        exitCode: exitCodeOf(exit, 'command'),
+        stdout: Buffer.alloc(0),
+        stderr: Buffer.concat(err).toString('utf8'),
+      };
+    } finally {
+      proc?.dispose();
+    }
+  })();
+  endWithResult(stdout, done, o.failure);
+  return { stdout, done };
+}
+
+export function agentRunner(channel: AgentChannel, env: Readonly<Record<string, string>>): ControlRunner {
+  const start = controlStarter(channel, env);
+  return { run: (o) => agentRun(start, o), stream: (o) => agentStream(start, o) };
 }
 
 /** Feeds `source` to the command's stdin, never more than the agent's stdin budget ahead, then closes it. */

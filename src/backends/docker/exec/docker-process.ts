@@ -22,20 +22,11 @@ import { demuxDone, runControl, socketClosed, startExec, waitExecExit } from './
 import type { DockerLogger } from '../options.ts';
 import { ROOT_PID_DIR, SIGNAL_SCRIPT, USER_PID_DIR, WAIT_PID_FILE_SCRIPT, WRAPPER_SCRIPT } from './scripts.ts';
 import { tagArguments } from './exec-recovery.ts';
+import { signalName, signalNumber } from '../../../protocol/signals.ts';
 
 /** Resize attempts while the exec runs, RESIZE_RETRY_MS apart (see `resize`). */
 const RESIZE_ATTEMPTS = 10;
 const RESIZE_RETRY_MS = 25;
-
-const SIGNO: Readonly<Record<string, number>> = {
-  SIGHUP: 1,
-  SIGINT: 2,
-  SIGQUIT: 3,
-  SIGKILL: 9,
-  SIGUSR1: 10,
-  SIGUSR2: 12,
-  SIGTERM: 15,
-};
 
 /** What a process needs from its session. */
 export interface ProcessHost {
@@ -187,7 +178,7 @@ export class DockerProcess implements BackendProcess {
     if (code > 128 && code < 160) {
       const signo = code - 128;
       if (this.#signalsSent.has(signo)) {
-        const name = Object.keys(SIGNO).find((k) => SIGNO[k] === signo) ?? `SIG${signo}`;
+        const name = signalName(signo);
         return { kind: 'signaled', signal: name, signo };
       }
       // Killed by a signal we did not send: maybe the whole container is being killed. The
@@ -293,7 +284,7 @@ export class DockerProcess implements BackendProcess {
 
   async signal(signal: SignalName): Promise<void> {
     if (this.#exited) return;
-    const signo = SIGNO[signal];
+    const signo = signalNumber(signal);
     if (signo !== undefined) this.#signalsSent.add(signo);
     await runControl(this.#host.container, {
       cmd: ['/bin/sh', '-c', SIGNAL_SCRIPT, 'sh', this.#pidFile, signal.replace(/^SIG/, '')],

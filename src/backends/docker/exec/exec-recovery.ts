@@ -13,6 +13,7 @@ import { withDeadline } from '../engine/engine-client.ts';
 import { runControl } from './exec-runner.ts';
 import type { DockerLogger } from '../options.ts';
 import { KILL_PID_FILES_SCRIPT, ROOT_PID_DIR, SIGNAL_SCRIPT, USER_PID_DIR, WAIT_PID_FILE_SCRIPT } from './scripts.ts';
+import { execError } from '../../../errors.ts';
 
 /** Why such a command ends `lost`. */
 export const EXEC_RECOVERY_REASON = 'server restarted; the command ran as a docker exec and could not be re-attached';
@@ -121,7 +122,8 @@ export async function recoverExecCommands(
       user,
       timeoutMs: o.timeoutMs,
     });
-    if (result.exitCode !== 0) throw new Error(`cannot kill the commands left running: ${result.stderr.trim()}`);
+    if (result.exitCode !== 0)
+      throw execError('EXEC_ERR_BACKEND', `cannot kill the commands left running: ${result.stderr.trim()}`);
   }
   let adopted = 0;
   for (const c of commands) {

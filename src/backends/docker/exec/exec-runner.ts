@@ -166,25 +166,31 @@ export interface ControlOptions {
   readonly timeoutMs: number;
 }
 
+/** The engine exec of a control command: as `user` (root by default), stdout and stderr apart. */
+function controlExec(o: {
+  cmd: string[];
+  user?: string | undefined;
+  privileged?: boolean | undefined;
+  stdin?: unknown;
+}): Docker.ExecCreateOptions {
+  return {
+    Cmd: o.cmd,
+    User: o.user ?? '0:0',
+    ...(o.privileged === true ? { Privileged: true } : {}),
+    AttachStdin: o.stdin !== undefined,
+    AttachStdout: true,
+    AttachStderr: true,
+    Tty: false,
+  };
+}
+
 /**
  * Runs a short control command to completion and returns its (bounded) output. Used for
  * signals, sandbox preparation and filesystem metadata; never for user commands.
  */
 export async function runControl(container: Docker.Container, o: ControlOptions): Promise<ControlResult> {
   const max = o.maxStdout ?? 1024 * 1024;
-  const { exec, socket } = await startExec(
-    container,
-    {
-      Cmd: o.cmd,
-      User: o.user ?? '0:0',
-      ...(o.privileged === true ? { Privileged: true } : {}),
-      AttachStdin: o.stdin !== undefined,
-      AttachStdout: true,
-      AttachStderr: true,
-      Tty: false,
-    },
-    o.timeoutMs,
-  );
+  const { exec, socket } = await startExec(container, controlExec(o), o.timeoutMs);
   const out: Buffer[] = [];
   let outLen = 0;
   let overflow = false;
@@ -241,18 +247,7 @@ export async function streamControl(
     failure: (result: ControlResult) => Error | undefined;
   },
 ): Promise<{ stdout: Readable; done: Promise<ControlResult> }> {
-  const { exec, socket } = await startExec(
-    container,
-    {
-      Cmd: o.cmd,
-      User: o.user ?? '0:0',
-      AttachStdin: o.stdin !== undefined,
-      AttachStdout: true,
-      AttachStderr: true,
-      Tty: false,
-    },
-    o.timeoutMs,
-  );
+  const { exec, socket } = await startExec(container, controlExec(o), o.timeoutMs);
   const stdout = new PassThrough({ highWaterMark: 256 * 1024 });
   const err: Buffer[] = [];
   // Forwards into `stdout` with backpressure but does not end it (the exit decides that).
