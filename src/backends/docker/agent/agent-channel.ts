@@ -351,7 +351,10 @@ export class AgentChannel {
 }
 
 /** `l` with `extra` marks merged in (by end offset; the agent's own win on a tie). */
-function withMarks(l: ListedProcess, extra: ReadonlyArray<readonly [number, number]> | undefined): ListedProcess {
+export function withMarks(
+  l: ListedProcess,
+  extra: ReadonlyArray<readonly [number, number]> | undefined,
+): ListedProcess {
   if (extra === undefined || extra.length === 0) return l;
   const last = l.record.marks.at(-1)?.[1] ?? -1;
   const marks = [...l.record.marks, ...extra.filter(([, end]) => end > last)];
