@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { keptProcess, withMarks } from '../../src/backends/docker/agent/agent-channel.ts';
+import { keptProcess, withMarks } from '../../src/backends/docker/agent/kept-process.ts';
 import type { AgentConnection, ListedProcess } from '../../src/backends/docker/agent/agent-connection.ts';
 import { AgentProcess } from '../../src/backends/docker/agent/agent-process.ts';
 
