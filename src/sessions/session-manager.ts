@@ -4,28 +4,24 @@
  */
 import { randomUUID } from 'node:crypto';
 import { resolveSandbox } from '../policy/sandbox-policy.ts';
-import type { Backend, BackendSession, BackendSessionSpec, RecoveredSession } from '../backends/types.ts';
+import type { Backend, BackendSessionSpec } from '../backends/types.ts';
 import { allowedSandboxTypes, sandboxTypeRules, type Config } from '../config.ts';
 import { execError, toExecError } from '../errors.ts';
 import { asSessionId, type SessionId, type TenantId } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import { DEFAULT_FILE_LIMITS } from './files/file-limits.ts';
-import {
-  checkSandboxType,
-  fromSessionRecord,
-  resolveSessionSpec,
-  type ResolvedSessionSpec,
-  revokedTokensOf,
-  type SessionSpec,
-} from './session-spec.ts';
+import { checkSandboxType, resolveSessionSpec, type ResolvedSessionSpec, type SessionSpec } from './session-spec.ts';
 import { NO_AUDIT, redactEnv, type Auditor } from '../audit/auditor.ts';
 import { MeasureSlots } from './disk-watch.ts';
 import { FleetRouter, type SessionRoute } from './fleet-router.ts';
 import { type ForkResult, forkSession } from './session-fork.ts';
-import { restoreEgress, startEgress } from '../egress/session-egress.ts';
+import { checkLimits, takeFleetSlot } from './session-limits.ts';
+import { startEgress } from '../egress/session-egress.ts';
 import { Session, type SessionDeps } from './session.ts';
 import { createBatch } from './batch-create.ts';
+import { type AdoptionHost, adoptRecovered, adoptRestored } from './session-adoption.ts';
+import { type ReapHost, reapSessions } from './session-reaper.ts';
 
 const REAP_INTERVAL_MS = 5_000;
 
@@ -54,6 +50,10 @@ export class SessionManager {
   readonly #router: FleetRouter;
   #reaper: NodeJS.Timeout | undefined;
   #closing = false;
+  /** What re-adopting a kept session needs (session-adoption.ts). */
+  readonly #adoption: AdoptionHost;
+  /** What the reaper needs (session-reaper.ts). */
+  readonly #reapHost: ReapHost;
 
   constructor(backend: Backend, config: Config, metrics: Metrics, log: Logger, audit: Auditor = NO_AUDIT) {
     this.#backend = backend;
@@ -66,7 +66,7 @@ export class SessionManager {
       closing: () => this.#closing,
       adopt: async (id, tenant) => {
         const recovered = await backend.fleet?.takeOver(id, tenant);
-        const session = recovered === undefined ? undefined : await this.#adoptRecovered(recovered);
+        const session = recovered === undefined ? undefined : await adoptRecovered(recovered, this.#adoption);
         this.#metrics.sessionsActive.set(this.#sessions.size);
         return session;
       },
@@ -95,6 +95,18 @@ export class SessionManager {
         terminateGraceMs: config.terminateGraceMs,
       },
     };
+    this.#adoption = {
+      config,
+      deps: this.#deps,
+      log,
+      register: (session) => this.#sessions.set(session.id, session),
+    };
+    this.#reapHost = {
+      hibernateAfterMs: config.idleHibernateSeconds * 1000,
+      exitedRetentionMs: config.exitedRetentionMs,
+      log,
+      remove: (session, why) => this.#remove(session, why),
+    };
   }
 
   get backend(): Backend {
@@ -103,47 +115,11 @@ export class SessionManager {
 
   /** Re-adopts sessions the backend kept (docker containers of this instance) and starts reaping. */
   async start(): Promise<void> {
-    for (const recovered of await this.#backend.recover()) await this.#adoptRecovered(recovered);
+    for (const recovered of await this.#backend.recover()) await adoptRecovered(recovered, this.#adoption);
     this.#metrics.sessionsActive.set(this.#sessions.size);
     this.#reaper = setInterval(() => void this.reap(), REAP_INTERVAL_MS);
     this.#reaper.unref();
     this.#router.startScan();
-  }
-
-  /** Makes a session of what the backend kept (recovery, or a fleet take-over); undefined when it had to go. */
-  async #adoptRecovered(recovered: RecoveredSession): Promise<Session | undefined> {
-    const spec = fromSessionRecord(recovered.record, this.#config);
-    if (spec === undefined) {
-      // Without its record the session's policy is unknown; re-adopting it under defaults
-      // could widen its sandbox or drop its deny-read list. It goes instead.
-      this.#log.warn({ sessionId: recovered.session.id }, 'recovered session has no readable record: removing it');
-      await recovered.session
-        .destroy()
-        .catch((err: unknown) => this.#log.warn({ err }, 'removing an unrecoverable session failed'));
-      return undefined;
-    }
-    const session = new Session(
-      recovered.session.id,
-      recovered.tenant,
-      spec,
-      recovered.session,
-      this.#deps,
-      recovered.createdAt,
-    );
-    session.tokens.restore(revokedTokensOf(recovered.record));
-    await restoreEgress(session, recovered.session, this.#log);
-    this.#sessions.set(session.id, session);
-    // Running and ended processes the backend kept (docker's exec agent): seqs continue.
-    session.processes.adopting = true;
-    const processes = await recovered
-      .adoptProcesses?.((kept, process) => session.processes.adopt(kept, process))
-      .catch((err: unknown) => {
-        this.#log.warn({ sessionId: session.id, err }, 'cannot re-adopt the processes of a recovered session');
-        return 0;
-      });
-    session.processes.adopting = false;
-    this.#log.info({ sessionId: session.id, processes: processes ?? 0 }, 're-adopted session');
-    return session;
   }
 
   /** Where session `id` of `tenant` is served (fleet-router.ts): here, at another replica, or nowhere. */
@@ -229,11 +205,11 @@ export class SessionManager {
         sandboxed: resolved.policy.sandbox.type !== 'danger-full-access',
         onImagePull: options.onImagePull,
       });
-      await this.#takeFleetSlot(backendSession, options.tenant);
+      await takeFleetSlot(this.#backend.fleet, backendSession, options.tenant, this.#config.maxSessionsPerTenant);
       const session = new Session(id, options.tenant, resolved, backendSession, this.#deps);
       await startEgress(session, backendSession);
       this.#sessions.set(id, session);
-      await this.#adoptRestored(session);
+      await adoptRestored(session, this.#log);
       // Not awaited: creation answers at once, and the first sandboxed command waits only for
       // what is left of it.
       if (resolved.policy.sandbox.type !== 'danger-full-access' && backendSession.prepareSandbox) {
@@ -280,37 +256,14 @@ export class SessionManager {
     });
   }
 
-  /** This server's session limit, and the tenant's quota among this server's sessions. */
-  /** Refuses `count` more sessions past the server's or the tenant's limit. */
+  /** Refuses `count` more sessions past the server's or the tenant's limit (session-limits.ts). */
   #checkLimits(tenant: TenantId, count = 1): void {
-    if (this.#sessions.size + this.#creating + count > this.#config.maxSessions) {
-      this.#metrics.sessionsCreated.inc({ result: 'limit' });
-      throw execError('EXEC_ERR_SESSION_LIMIT', `server session limit reached (${this.#config.maxSessions})`);
-    }
-    const owned = [...this.#sessions.values()].filter((s) => s.tenant === tenant).length;
-    if (owned + count > this.#config.maxSessionsPerTenant) {
-      this.#metrics.sessionsCreated.inc({ result: 'limit' });
-      throw execError(
-        'EXEC_ERR_SESSION_LIMIT',
-        `session quota reached: ${owned} of ${this.#config.maxSessionsPerTenant} sessions for this tenant`,
-      );
-    }
-  }
-
-  /**
-   * In a fleet the tenant's quota counts every replica's sessions: the new session takes a slot
-   * (an atomic engine operation, docker/container/quota-slots.ts) once its container exists, or
-   * is removed again and the create refused, so concurrent creates never overshoot.
-   */
-  async #takeFleetSlot(backendSession: BackendSession, tenant: TenantId): Promise<void> {
-    const quota = this.#backend.fleet?.quota;
-    if (quota === undefined) return;
-    try {
-      await quota.take(tenant, backendSession.id, this.#config.maxSessionsPerTenant);
-    } catch (err) {
-      await backendSession.destroy().catch(() => undefined);
-      throw err;
-    }
+    const state = {
+      tenants: [...this.#sessions.values()].map((s) => s.tenant),
+      size: this.#sessions.size,
+      creating: this.#creating,
+    };
+    checkLimits(state, this.#config, this.#metrics, tenant, count);
   }
 
   /** The session, if it exists and belongs to `tenant`; otherwise not found (never "forbidden"). */
@@ -368,53 +321,12 @@ export class SessionManager {
     });
   }
 
-  /** Restored from a live template (or a fork): its processes run on, with their ids and seqs. */
-  async #adoptRestored(session: Session): Promise<void> {
-    const restored = session.backend.adoptRestored?.bind(session.backend);
-    if (restored === undefined) return;
-    session.processes.adopting = true;
-    await restored((kept, process) => session.processes.adopt(kept, process))
-      .catch((err: unknown) =>
-        this.#log.warn({ sessionId: session.id, err }, 'cannot adopt the processes of a restored session'),
-      )
-      .finally(() => (session.processes.adopting = false));
-  }
-
   /**
-   * Ends sessions past their lifetime, idle ones (no client, nothing running) and dead ones.
-   * With `--idle-hibernate-seconds`, an idle session that can hibernate does so instead, and a
-   * hibernated session is not reaped for idleness (only for its lifetime).
+   * Ends sessions past their lifetime, idle ones (no client, nothing running) and dead ones;
+   * idle ones that can hibernate hibernate instead (session-reaper.ts).
    */
-  async reap(now = Date.now()): Promise<void> {
-    const hibernateAfterMs = this.#config.idleHibernateSeconds * 1000;
-    for (const session of [...this.#sessions.values()]) {
-      const idleFor = now - session.lastActivity;
-      const hibernation = session.backend.hibernation;
-      const idle = !session.client && session.processes.runningCount === 0;
-      const hibernates =
-        hibernateAfterMs > 0 && hibernation !== undefined && hibernation.unsupportedReason === undefined;
-      if (now >= session.expiresAt.getTime()) await this.#remove(session, 'max lifetime reached');
-      else if (session.status.status === 'alive' && hibernation !== undefined && hibernation.state !== 'awake')
-        continue;
-      else if (hibernates && idle && session.status.status === 'alive' && idleFor >= hibernateAfterMs)
-        await this.#hibernateIdle(session);
-      else if (!hibernates && idle && idleFor >= session.spec.idleTimeoutSeconds * 1000)
-        await this.#remove(session, 'idle timeout');
-      else if (session.status.status === 'dead' && !session.client && idleFor >= this.#config.exitedRetentionMs)
-        await this.#remove(session, 'dead');
-    }
-  }
-
-  async #hibernateIdle(session: Session): Promise<void> {
-    try {
-      await session.backend.hibernation?.hibernate();
-      session.audit({ action: 'session.hibernate', detail: { why: 'idle' }, actor: { principal: 'system' } });
-      this.#log.info({ sessionId: session.id }, 'idle session hibernated');
-    } catch (err) {
-      // Tried again at the next idle check; the session stays as it was.
-      session.touch();
-      this.#log.warn({ sessionId: session.id, err: (err as Error).message }, 'idle session could not hibernate');
-    }
+  reap(now = Date.now()): Promise<void> {
+    return reapSessions([...this.#sessions.values()], this.#reapHost, now);
   }
 
   /**

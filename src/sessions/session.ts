@@ -26,6 +26,7 @@ import { DiskWatch, type MeasureSlots } from './disk-watch.ts';
 import { UsageSampler } from './resource-usage.ts';
 import { sessionRecord, type ResolvedSessionSpec } from './session-spec.ts';
 import type { AuditEvent, Auditor } from '../audit/auditor.ts';
+import { WorkspaceAliases } from './workspace-aliases.ts';
 import { TokenRevocations } from '../transport/session-tokens.ts';
 import { SessionEgress, withEgressEnvironment } from '../egress/session-egress.ts';
 
@@ -39,9 +40,6 @@ export interface SessionClient {
 }
 
 export type SessionStatus = { readonly status: 'alive' } | { readonly status: 'dead'; readonly reason: string };
-
-/** Client working directories a session maps onto its workspace, at most. */
-const MAX_WORKSPACE_ALIASES = 16;
 
 export interface SessionDeps {
   readonly metrics: Metrics;
@@ -86,12 +84,8 @@ export class Session {
   readonly approvalCache = new Set<string>();
   /** Session tokens revoked before their expiry; stored with the session's record. */
   readonly tokens = new TokenRevocations();
-  /** Client paths that stand for the workspace (longest first is not needed: aliases never nest). */
-  readonly workspaceAliases: string[] = [];
-  /** Aliases that also exist as a symlink to the workspace inside the session. */
-  readonly #linkedAliases = new Set<string>();
-  /** Alias creations in flight, by path (concurrent starts in one new cwd make one alias). */
-  readonly #aliasing = new Map<string, Promise<string>>();
+  /** Client paths that stand for the workspace (workspace-aliases.ts). */
+  readonly #aliases: WorkspaceAliases;
   lastActivity = Date.now();
   status: SessionStatus = { status: 'alive' };
   #client: SessionClient | undefined;
@@ -116,6 +110,7 @@ export class Session {
     this.createdAt = createdAt;
     this.#deps = deps;
     this.#log = deps.log.child({ sessionId: id });
+    this.#aliases = new WorkspaceAliases(backend, this.#log);
     this.egress = SessionEgress.of(spec.network, deps.metrics, (event) => this.audit(event));
     this.processes = new ProcessTable(
       {
@@ -168,79 +163,26 @@ export class Session {
   }
 
   /**
-   * Where a path the client names lives in this session. Codex sends its own local working
-   * directory; `workspaceAliases` map such paths onto the session workspace (see
-   * docs/protocol.md, "Working directories").
+   * Where a path the client names lives in this session: Codex sends its own local working
+   * directory, and aliases map such paths onto the workspace (workspace-aliases.ts).
    */
   mapClientPath(path: string): string {
-    for (const alias of this.workspaceAliases) {
-      if (path === alias) return this.backend.workdir;
-      if (path.startsWith(`${alias}/`)) return `${this.backend.workdir}${path.slice(alias.length)}`;
-    }
-    return path;
+    return this.#aliases.map(path);
   }
 
-  /** Whether `path` is an alias of the workspace, or lies under one. */
-  #aliasOf(path: string): string | undefined {
-    return this.workspaceAliases.find((alias) => path === alias || path.startsWith(`${alias}/`));
-  }
-
-  /**
-   * Maps a working directory the client names (a start's `cwd`, `environmentConfig/read`'s
-   * `cwd`). On the docker backend a path that does not exist in the container becomes an alias
-   * of the workspace, and the container gets a symlink there (`BackendSession.aliasPath`), so
-   * `cd`, `pwd` and absolute paths under the client's directory all reach the workspace; the
-   * path is then used as it is (the link resolves it). Without a link the workspace path is
-   * used. The local backend runs on the client's own filesystem view: paths stay as they are.
-   */
-  async resolveCwd(path: string): Promise<string> {
-    const alias = this.#aliasOf(path);
-    if (alias !== undefined) return this.#linkedAliases.has(alias) ? path : this.mapClientPath(path);
-    if (this.backend.containerId === undefined) {
-      await this.backend.clientDirectory?.(path, false);
-      return path;
-    }
-    let pending = this.#aliasing.get(path);
-    if (pending === undefined) {
-      pending = this.#makeAlias(path);
-      this.#aliasing.set(path, pending);
-      const done = (): void => void this.#aliasing.delete(path);
-      pending.then(done, done);
-    }
-    return pending;
+  /** Maps a working directory the client names (a start's `cwd`), making an alias where needed. */
+  resolveCwd(path: string): Promise<string> {
+    return this.#aliases.resolveCwd(path);
   }
 
   /** Whether commands started in `cwd` run in a linked alias of the workspace (their `PWD` should say so). */
   isLinkedAlias(cwd: string): boolean {
-    const alias = this.#aliasOf(cwd);
-    return alias !== undefined && this.#linkedAliases.has(alias);
+    return this.#aliases.isLinked(cwd);
   }
 
-  async #makeAlias(path: string): Promise<string> {
-    const exists = await this.backend.fs.stat(path).then(
-      () => true,
-      () => false,
-    );
-    // A missing directory inside the workspace is a mistake to report (the start fails on its
-    // cwd), not a client directory to map; and aliases are bounded per session.
-    const workdir = this.backend.workdir;
-    if (
-      exists ||
-      path === workdir ||
-      path.startsWith(`${workdir}/`) ||
-      this.workspaceAliases.length >= MAX_WORKSPACE_ALIASES
-    )
-      return path;
-    // Another start may have made an alias above this path meanwhile.
-    if (this.#aliasOf(path) !== undefined) return this.resolveCwd(path);
-    this.workspaceAliases.push(path);
-    const linked = (await this.backend.aliasPath?.(path).catch(() => false)) ?? false;
-    if (linked) this.#linkedAliases.add(path);
-    this.#log.info(
-      { alias: path, workdir: this.backend.workdir, linked },
-      'client working directory mapped onto the session workspace',
-    );
-    return linked ? path : this.backend.workdir;
+  /** Client paths that stand for the workspace. */
+  get workspaceAliases(): readonly string[] {
+    return this.#aliases.paths;
   }
 
   get client(): SessionClient | undefined {

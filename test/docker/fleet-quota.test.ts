@@ -18,7 +18,7 @@ import { sleep } from '../support/harness.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
 
 const docker = new Docker(process.env.DOCKER_HOST ? undefined : { socketPath: '/var/run/docker.sock' });
-const options = { ...dockerTestOptions, timeout: dockerTestOptions.skip ? 1000 : 120_000 };
+const options = { ...dockerTestOptions, timeout: dockerTestOptions.skip ? 1000 : 180_000 };
 
 async function removeInstance(instanceId: string): Promise<void> {
   const labels = [
@@ -155,3 +155,41 @@ test('two replicas, quota 2, three creates on each at once: two sessions, no ove
   assert.equal(again.status, 201, 'the freed slot is taken by the next create');
   assert.equal((await create(b)).status, 429, 'and the quota holds again');
 });
+
+test(
+  'the idle timeout holds for a session whose replica stopped: another one takes it over and reaps it once',
+  options,
+  async (t) => {
+    const instanceId = `idle-fleet-${randomUUID().slice(0, 8)}`;
+    const replicas: Replica[] = [];
+    t.after(async () => {
+      for (const r of replicas) r.child.kill('SIGKILL');
+      await sleep(300);
+      await removeInstance(instanceId);
+    });
+    replicas.push(...(await Promise.all([replica(instanceId, 'a'), replica(instanceId, 'b')])));
+    const [a, b] = replicas as [Replica, Replica];
+    const res = await fetch(`${a.http}/v1/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ idleTimeoutSeconds: 2 }),
+    });
+    assert.equal(res.status, 201);
+    const id = String(((await res.json()) as { sessionId: string }).sessionId);
+    const containers = async () =>
+      (await docker.listContainers({ all: true, filters: { label: [`exec-server.session-id=${id}`] } })).length;
+    assert.equal(await containers(), 1);
+    // A stops (SIGTERM in a fleet keeps its sessions); nobody calls the session again.
+    const gone = new Promise((r) => a.child.once('exit', r));
+    a.child.kill('SIGTERM');
+    await gone;
+    assert.equal(await containers(), 1, 'the session outlived its replica');
+    // B's scan (every 30-35 s) takes the orphan over, its reaper ends it once idle: container and slot go.
+    const deadline = Date.now() + 90_000;
+    // The slot goes right after the container: both are waited for.
+    while ((await containers()) + (await slotCount(instanceId)) > 0 && Date.now() < deadline) await sleep(500);
+    assert.equal(await containers(), 0, 'reaped by the replica that took it over');
+    assert.equal(await slotCount(instanceId), 0, 'its quota slot given back');
+    assert.equal(b.child.exitCode, null);
+  },
+);

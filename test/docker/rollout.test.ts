@@ -100,7 +100,8 @@ function track(t: TestContext, instanceId: string): (child: ChildProcess) => Chi
   t.after(async () => {
     for (const c of children) if (c.exitCode === null) c.kill('SIGTERM');
     await Promise.all(children.map((c) => (c.exitCode === null ? new Promise((r) => c.once('exit', r)) : undefined)));
-    for (const label of [`exec-server.instance=${instanceId}`, `exec-server.claim-instance=${instanceId}`]) {
+    const labels = ['instance', 'claim-instance', 'quota-instance'].map((l) => `exec-server.${l}=${instanceId}`);
+    for (const label of labels) {
       const left = await engine().listContainers({ all: true, filters: { label: [label] } });
       await Promise.all(
         left.map((c) =>
@@ -228,3 +229,33 @@ test(
     assert.equal(b.exitCode, null, 'B served the session throughout');
   },
 );
+
+test('the CLI: `exec-server run` rides through a rollout, output whole, exit code passed on', options, async (t) => {
+  const instanceId = `rollout-cli-${process.pid}-${Date.now()}`;
+  const port = await freePort();
+  const started = track(t, instanceId);
+  const first = started(spawnServer(instanceId, port));
+  await untilReady(port, first);
+  const cli = started(
+    spawn(
+      process.execPath,
+      ['--import', 'tsx', 'src/main.ts', 'run', '--url', `ws://127.0.0.1:${port}`, '--', 'sh', '-c', SCRIPT],
+      {
+        cwd: ROOT,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    ),
+  );
+  let out = '';
+  let err = '';
+  cli.stdout!.setEncoding('utf8').on('data', (s: string) => (out += s));
+  cli.stderr!.setEncoding('utf8').on('data', (s: string) => (err += s));
+  const exited = new Promise<number | null>((r) => cli.once('exit', (code) => r(code)));
+  while (!out.includes('line-10\n')) await sleep(20);
+  const gone = new Promise((r) => first.once('exit', r));
+  first.kill('SIGTERM');
+  await gone;
+  started(spawnServer(instanceId, port));
+  assert.equal(await exited, 7, `the command's exit code\n${err}`);
+  assert.equal(out, EXPECTED, 'every line once');
+});

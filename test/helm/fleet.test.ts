@@ -122,10 +122,19 @@ for (const [name, args] of [
     assert.ok(!matches(engines.spec!.selector.matchLabels!, dep.spec!.template.metadata!.labels));
     assert.ok(!pod.containers.some((c) => c.securityContext?.privileged), 'the server pods are unprivileged');
 
-    const np = objects.find((o) => o.kind === 'NetworkPolicy') as INetworkPolicy | undefined;
+    const np = objects.find((o) => o.kind === 'NetworkPolicy' && o.metadata.name === 'fx-exec-server') as
+      | INetworkPolicy
+      | undefined;
     if (np !== undefined) {
       const toEngines = np.spec?.egress?.find((r) => matches(r.to?.[0]?.podSelector?.matchLabels ?? {}, engineLabels));
       assert.deepEqual(toEngines?.ports, [{ port: 2376, protocol: 'TCP' }], 'egress to the engines, TLS port only');
+      // And the engines take connections from the server pods alone.
+      const engineNp = find<INetworkPolicy>(objects, 'NetworkPolicy', 'fx-exec-server-engine').spec;
+      assert.deepEqual(engineNp?.podSelector?.matchLabels, engines.spec!.selector.matchLabels);
+      assert.deepEqual(engineNp?.ingress?.[0]?.from, [
+        { podSelector: { matchLabels: dep.spec!.selector.matchLabels } },
+      ]);
+      assert.deepEqual(engineNp?.ingress?.[0]?.ports, [{ port: 'docker-tls', protocol: 'TCP' }]);
     }
   });
 }

@@ -25,10 +25,12 @@ def free_port() -> int:
 class Server:
     """One server process on 127.0.0.1 with a token; ``stop()`` ends it and removes its workspaces."""
 
-    def __init__(self, backend: str = "local", flags: list[str] | None = None) -> None:
+    def __init__(self, backend: str = "local", flags: list[str] | None = None,
+                 succeeds: Server | None = None) -> None:
+        """``succeeds``: the next server at that server's address, token and instance id (a rollout)."""
         self.backend = backend
-        self.token = secrets.token_hex(16)
-        self.port = free_port()
+        self.token: str = succeeds.token if succeeds else secrets.token_hex(16)
+        self.port: int = succeeds.port if succeeds else free_port()
         self.url = f"ws://127.0.0.1:{self.port}"
         self.http_url = f"http://127.0.0.1:{self.port}"
         self.workspaces = tempfile.mkdtemp(prefix="exec-server-pytest-")

@@ -1,0 +1,61 @@
+/**
+ * The session limits a create checks: this server's cap and the tenant's quota among its
+ * sessions, and in a fleet the tenant's quota across every replica (a slot per session, taken
+ * with an atomic engine operation: docker/container/quota-slots.ts).
+ */
+import type { BackendSession, FleetBackend } from '../backends/types.ts';
+import type { Config } from '../config.ts';
+import { execError } from '../errors.ts';
+import type { TenantId } from '../ids.ts';
+import type { Metrics } from '../metrics.ts';
+
+export interface LimitState {
+  /** Tenants of this server's sessions. */
+  readonly tenants: Iterable<TenantId>;
+  readonly size: number;
+  /** Creations under way. */
+  readonly creating: number;
+}
+
+/** Refuses `count` more sessions past the server's or the tenant's limit (among this server's). */
+export function checkLimits(
+  state: LimitState,
+  config: Pick<Config, 'maxSessions' | 'maxSessionsPerTenant'>,
+  metrics: Metrics,
+  tenant: TenantId,
+  count = 1,
+): void {
+  if (state.size + state.creating + count > config.maxSessions) {
+    metrics.sessionsCreated.inc({ result: 'limit' });
+    throw execError('EXEC_ERR_SESSION_LIMIT', `server session limit reached (${config.maxSessions})`);
+  }
+  let owned = 0;
+  for (const t of state.tenants) if (t === tenant) owned++;
+  if (owned + count > config.maxSessionsPerTenant) {
+    metrics.sessionsCreated.inc({ result: 'limit' });
+    throw execError(
+      'EXEC_ERR_SESSION_LIMIT',
+      `session quota reached: ${owned} of ${config.maxSessionsPerTenant} sessions for this tenant`,
+    );
+  }
+}
+
+/**
+ * In a fleet the tenant's quota counts every replica's sessions: the new session takes a slot
+ * once its container exists, or is removed again and the create refused, so concurrent creates
+ * on several replicas never overshoot.
+ */
+export async function takeFleetSlot(
+  fleet: FleetBackend | undefined,
+  backendSession: BackendSession,
+  tenant: TenantId,
+  limit: number,
+): Promise<void> {
+  if (fleet?.quota === undefined) return;
+  try {
+    await fleet.quota.take(tenant, backendSession.id, limit);
+  } catch (err) {
+    await backendSession.destroy().catch(() => undefined);
+    throw err;
+  }
+}
