@@ -49,6 +49,8 @@ interface Pool {
   released: string | undefined;
   readonly ready: PoolEntry[];
   filling: Promise<void> | undefined;
+  /** A refill was asked for while filling (the template may have changed meanwhile): look again after. */
+  again: boolean;
 }
 
 export class TemplatePools {
@@ -70,6 +72,7 @@ export class TemplatePools {
         released: undefined,
         ready: [],
         filling: undefined,
+        again: false,
       }));
   }
 
@@ -139,12 +142,22 @@ export class TemplatePools {
   /** Looks every template up again and fills what is short (a memory snapshot was just taken, say). */
   refill(): void {
     for (const pool of this.#pools) {
-      if (this.#closed || pool.filling !== undefined) continue;
+      if (this.#closed) continue;
+      if (pool.filling !== undefined) {
+        pool.again = true;
+        continue;
+      }
       pool.filling = this.#fill(pool)
         .catch((err: unknown) =>
           this.#host.log.warn({ template: pool.name, err: (err as Error).message }, 'template pool: cannot fill'),
         )
-        .finally(() => (pool.filling = undefined));
+        .finally(() => {
+          pool.filling = undefined;
+          if (pool.again) {
+            pool.again = false;
+            this.refill();
+          }
+        });
     }
   }
 
