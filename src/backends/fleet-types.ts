@@ -1,6 +1,6 @@
 /** What a backend that is one replica of a fleet offers (docs/architecture.md, "Fleet"). */
 import type { SessionId, TenantId } from '../ids.ts';
-import type { RecoveredSession } from './types.ts';
+import type { RecoveredSession } from './recovery-types.ts';
 
 /** A session of the fleet as the engine's container labels describe it (docs/architecture.md, "Fleet"). */
 export interface FleetSession {

@@ -1,36 +1,10 @@
 /**
  * What a backend hands back of sessions it kept across a server restart or a fleet take-over
- * (`Backend.recover`, `FleetBackend.takeOver`): the sessions and the processes still in them.
+ * (`Backend.recover`, `FleetBackend.takeOver`).
  */
 import type { TenantId } from '../ids.ts';
-import type { StreamName } from '../protocol/index.ts';
-import type { BackendProcess, BackendSession, ProcessSink, SandboxType } from './types.ts';
-
-/** A process a recovered session still has (its backend kept it running, or its exit). */
-export interface RecoveredProcess {
-  /** What `SpawnRequest.recoveryTag` carried. */
-  readonly tag: string;
-  /**
-   * Output the backend kept, oldest first. `seq`: the log event the previous server published
-   * the chunk as (`BackendProcess.acknowledge`); absent for output it never published.
-   */
-  readonly chunks: ReadonlyArray<{
-    readonly stream: StreamName;
-    readonly data: Buffer;
-    readonly seq?: number | undefined;
-  }>;
-  /** Output dropped before the first chunk (past the backend's retention). */
-  readonly droppedBytes: number;
-  /** Offset after the last chunk, counted like `acknowledge`'s. */
-  readonly endOffset: number;
-  /** The sandbox mechanism the attempt ran under. */
-  readonly sandboxType: SandboxType;
-  /**
-   * True when the backend kept no record of what the previous server published (docker's exec
-   * path): the seqs it numbered are unknown, so the next ones must lie past any it could have used.
-   */
-  readonly seqsUnknown?: boolean | undefined;
-}
+import type { BackendProcess, ProcessSink, RecoveredProcess } from './process-types.ts';
+import type { BackendSession } from './session-types.ts';
 
 export interface RecoveredSession {
   readonly session: BackendSession;

@@ -1,5 +1,5 @@
 /** Errors the SDK throws. */
-import type { ExecResult } from './process-handle.ts';
+import type { ExecResult } from './exec-result.ts';
 
 /**
  * An HTTP error answer: the status and the server's stable `EXEC_ERR_*` code (`HTTP_<status>`

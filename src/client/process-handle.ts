@@ -17,6 +17,7 @@ import type {
 } from '../protocol/index.ts';
 import type { BinaryOutputParams } from './rpc-connection.ts';
 import { CommandExitError } from './errors.ts';
+import type { ExecResult } from './exec-result.ts';
 
 export type { StreamName } from '../protocol/index.ts';
 
@@ -33,19 +34,7 @@ export interface OutputChunk {
   readonly text: string;
 }
 
-export interface ExecResult {
-  readonly processId: ProcessId;
-  readonly argv: readonly string[];
-  readonly exitCode: number;
-  /** `exited`, `signaled`, `timed-out`, `terminated` or `lost`. */
-  readonly terminal: string;
-  readonly signal?: string | undefined;
-  readonly sandboxDenied: boolean;
-  readonly stdout: string;
-  readonly stderr: string;
-  /** PTY output (tty processes). */
-  readonly pty: string;
-}
+export type { ExecResult } from './exec-result.ts';
 
 /** What the handle needs from its client. */
 export interface HandleTransport {

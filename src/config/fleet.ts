@@ -4,7 +4,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { ConfigError, parseListen } from '../config.ts';
+import { ConfigError } from './config-error.ts';
+import { parseListen } from './listen.ts';
 
 /** What the other replicas know of this one (kept in its replica lease). */
 export interface FleetIdentity {

@@ -5,7 +5,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
@@ -47,6 +47,7 @@ test('the builder installs production dependencies and fails on a missing native
   assert.match(text, /npm ci --omit=dev\b/);
   assert.match(text, /sh scripts\/build-native\.sh/);
   assert.match(text, /for src in native\/\*\.c[^\n]*exit 1/, 'every native/*.c must give a build/ binary');
+  assert.match(text, /grep -q '\^int main\(' "\$src" \|\| continue/, 'sources without main() are included, not built');
   assert.match(
     text,
     /node web\/build\.mjs && test -f build\/console\/index\.html/,
@@ -142,5 +143,22 @@ test(".dockerignore keeps the repository's large and private parts out of the co
   for (const path of copied) {
     const top = path.split('/')[0] ?? '';
     assert.ok(!ignored.has(path) && !ignored.has(top), `${path} is copied but ignored`);
+  }
+});
+
+test('every native source is a helper that build-native.sh builds, or is included by one', () => {
+  const buildScript = read('scripts/build-native.sh');
+  const sources = readdirSync(join(root, 'native')).filter((f) => f.endsWith('.c'));
+  const texts = new Map(sources.map((f) => [f, read(`native/${f}`)]));
+  for (const [file, text] of texts) {
+    if (/^int main\(/m.test(text)) {
+      assert.ok(
+        buildScript.includes(file.replace(/\.c$/, '')),
+        `${file} has a main() but build-native.sh does not build it`,
+      );
+    } else {
+      const includers = [...texts].filter(([, t]) => t.includes(`#include "${file}"`)).map(([f]) => f);
+      assert.ok(includers.length > 0, `${file} has no main() and no native source includes it`);
+    }
   }
 });

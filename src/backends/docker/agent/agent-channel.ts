@@ -15,7 +15,6 @@ import { AgentConnection, type AgentTransport, type ListedProcess } from './agen
 import { AgentProcess } from './agent-process.ts';
 import type { AgentSocket } from './agent-links.ts';
 import type { DockerLogger } from '../options.ts';
-import { ROOT_PID_DIR } from '../exec/scripts.ts';
 import { processStream } from '../../process-stream.ts';
 import { AGENT_PATH } from './agent-connection.ts';
 import { keptProcess, withMarks } from './kept-process.ts';
@@ -23,12 +22,6 @@ import { keptProcess, withMarks } from './kept-process.ts';
 /** A tunnel process runs as root, unsandboxed: it only relays the socket the daemon hands it. */
 const ROOT_TUNNEL: AgentSpawnOptions = { uid: 0, gid: 0, sandboxType: 'none' };
 
-/**
- * The agent daemon's own socket: on the control tmpfs, in the root-only directory. Only
- * `exec-agent attach` and `start` inside the container use it; the server never opens it (its
- * direct way is the agent link, agent-link.ts, where the agent connects to the server).
- */
-export const AGENT_SOCKET = `${ROOT_PID_DIR}/agent.sock`;
 const AGENT_DIED = 'the exec agent died (killed, or out of memory): its processes went with it';
 
 export interface AgentChannelInit {

@@ -13,7 +13,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { lstat, mkdir, readdir, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type Docker from 'dockerode';
-import { AGENT_SOCKET } from './agent-channel.ts';
+import { AGENT_SOCKET } from '../exec/scripts.ts';
 import { AgentLink, removeLinkDir } from './agent-link.ts';
 import { LEGACY_AGENT_MOUNT, LINK_MOUNT } from '../container/container-config.ts';
 import type { DockerLogger } from '../options.ts';

@@ -7,13 +7,29 @@
  */
 import type Docker from 'dockerode';
 import { execError } from '../../../errors.ts';
-import type { BackendSession, SnapshotInfo } from '../../types.ts';
+import type { BackendSession, SessionStats, SnapshotInfo, SnapshotOptions } from '../../types.ts';
 import type { AckMarks, AgentChannel } from '../agent/agent-channel.ts';
 import type { DockerLogger } from '../options.ts';
 import type { CheckpointStore } from './checkpoint-store.ts';
 import { checkpointUnsupportedReason, type EngineRuntimes } from '../engine/runtimes.ts';
 import { clearAfterRestore, renewHostname, restoreContainer } from './checkpoint-restore.ts';
-import type { HibernatableSession } from './hibernation.ts';
+
+/** What a memory snapshot uses of the session it checkpoints (hibernation.ts's HibernatableSession). */
+export interface CheckpointableSession {
+  readonly id: string;
+  readonly runtime: string;
+  /** Why this runtime cannot checkpoint here, or undefined. */
+  readonly unsupportedReason: string | undefined;
+  readonly inner: {
+    readonly container: Docker.Container;
+    stats(): Promise<SessionStats>;
+    snapshot(name: string | undefined, options?: SnapshotOptions): Promise<SnapshotInfo>;
+    /** The exec agent: the marks it never read go with the checkpoint. */
+    readonly agent: Pick<AgentChannel, 'unsentMarks'> | undefined;
+  };
+  /** Runs `fn` with the session checkpointed (stopped for its length); the pause is measured. */
+  whileCheckpointed<T>(fn: (checkpoint: string) => Promise<T>): Promise<{ value: T; pauseMs: number }>;
+}
 
 const MiB = 1024 * 1024;
 
@@ -29,7 +45,7 @@ export interface MemorySnapshots {
 }
 
 /** Why a session cannot have its memory snapshotted now, before anything is stopped. */
-async function refusal(m: MemorySnapshots, session: HibernatableSession): Promise<void> {
+async function refusal(m: MemorySnapshots, session: CheckpointableSession): Promise<void> {
   if (session.unsupportedReason !== undefined)
     throw execError(
       'EXEC_ERR_UNSUPPORTED',
@@ -53,7 +69,7 @@ function tooLarge(what: string, maxBytes: number): Error {
 /** Checkpoints, commits and restores `session`; the snapshot's memory is in the store. */
 export async function takeMemorySnapshot(
   m: MemorySnapshots | undefined,
-  session: HibernatableSession,
+  session: CheckpointableSession,
   name: string | undefined,
 ): Promise<SnapshotInfo> {
   if (m === undefined) throw execError('EXEC_ERR_UNSUPPORTED', 'memory snapshots are off on this server');

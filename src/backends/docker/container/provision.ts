@@ -15,7 +15,7 @@ import type { PoolEntry } from './warm-pool.ts';
 import type { ImageFacts } from './image-facts.ts';
 import { AgentChannel } from '../agent/agent-channel.ts';
 import { agentBinary, agentPresent, installAgent } from '../agent/agent-install.ts';
-import { AGENT_SOCKET } from '../agent/agent-channel.ts';
+import { AGENT_SOCKET } from '../exec/scripts.ts';
 import { type AgentLinks, type AgentSocket, isBindSourceMissing } from '../agent/agent-links.ts';
 import type { AgentLink } from '../agent/agent-link.ts';
 

@@ -13,6 +13,12 @@ import { CONTROL_DIR } from '../container/container-config.ts';
 
 /** Pid files of root execs: readable and writable by root only. */
 export const ROOT_PID_DIR = `${CONTROL_DIR}/r`;
+/**
+ * The agent daemon's own socket: on the control tmpfs, in the root-only directory. Only
+ * `exec-agent attach` and `start` inside the container use it; the server never opens it (its
+ * direct way is the agent link, agent-link.ts, where the agent connects to the server).
+ */
+export const AGENT_SOCKET = `${ROOT_PID_DIR}/agent.sock`;
 /** Pid files of sandbox-user execs: sticky, writable, not listable (mode 1733). */
 export const USER_PID_DIR = `${CONTROL_DIR}/u`;
 /** The session record (policy) for recovery: root-only, on the control tmpfs. */
