@@ -10,7 +10,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.ts';
 import type { Backend } from '../../src/backends/types.ts';
 import { createLocalBackend } from '../../src/backends/local/local-backend.ts';
-import { loadConfig, runtimeList, type Config } from '../../src/config.ts';
+import { loadConfig, runtimeList, warmPoolTemplates, type Config } from '../../src/config.ts';
 import { silentLogger } from '../../src/logger.ts';
 import { RpcConnection, type RpcConnectionOptions } from '../../src/client/rpc-connection.ts';
 
@@ -95,6 +95,8 @@ export async function startServer(opts: ServerOptions = {}): Promise<TestServer>
         allowedRuntimes: config.allowedRuntimes === undefined ? undefined : runtimeList(config.allowedRuntimes),
         checkpointDir: config.checkpointDir,
         checkpointMaxMb: config.checkpointMaxMb,
+        warmPoolTemplates:
+          config.warmPoolTemplates === undefined ? undefined : warmPoolTemplates(config.warmPoolTemplates),
       },
       silentLogger,
     );

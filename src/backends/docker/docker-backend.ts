@@ -27,7 +27,8 @@ import { quotaSlots } from './container/quota-slots.ts';
 import { type AdoptHost, adoptHibernated, adoptRunning } from './container/recovery.ts';
 import { DiskAwareSession, StorageOptSupport } from './container/disk.ts';
 import { CheckpointStore } from './checkpoints/checkpoint-store.ts';
-import { templateRestorer } from './checkpoints/memory-snapshot.ts';
+import { type TemplateRestore, templateRestorer } from './checkpoints/memory-snapshot.ts';
+import { TemplatePools } from './checkpoints/template-pool.ts';
 import type { HibernatableSession } from './checkpoints/hibernation.ts';
 import { LABEL, userLabels } from './container/labels.ts';
 import { resolveOptions, type DockerBackendOptions, type DockerLogger, type ResolvedDockerOptions } from './options.ts';
@@ -67,6 +68,8 @@ export interface DockerBackend extends Backend {
   adoptRunning(c: Docker.ContainerInfo, sessionId: SessionId, tenant: TenantId): Promise<RecoveredSession | undefined>;
   /** Whether this engine has the snapshot `tenant` may use (placement of sessions made from it). */
   hasSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<boolean>;
+  /** Containers restored from a live template ready in its pool (`warmPoolTemplates`), of one or all. */
+  templatePoolReady(template?: string): string[];
   /** The memory checkpoints of live templates this backend keeps. */
   memoryCheckpoints(): { count: number; bytes: number };
 }
@@ -112,6 +115,8 @@ class DockerBackendImpl implements DockerBackend {
   /** With `--fleet`: the other replicas and who owns which session (fleet.ts). */
   readonly #fleet: DockerFleet | undefined;
   #poolsStarted: Promise<void> | undefined;
+  /** Pools of containers restored from live templates (template-pool.ts). */
+  readonly #templates: TemplatePools;
   /** When the engine last answered a ping for `createSession`. */
   #pingedAt = 0;
   #started = false;
@@ -161,6 +166,17 @@ class DockerBackendImpl implements DockerBackend {
       () => void this.#reconcile(),
     );
     this.runtimes = new RuntimeResolver(this.docker, options.runtime, options.allowedRuntimes, options.engineTimeoutMs);
+    this.#templates = new TemplatePools(options.warmPoolTemplates, {
+      ...{ docker: this.docker, options, runtimes: this.runtimes, store: this.#checkpoints, log },
+      listSnapshots: () => this.listSnapshots(undefined),
+      provision: (p) =>
+        this.#gate.run('background', () => this.#provision({ ...p, labels: { ...this.#ownLabels(), ...p.labels } })),
+      remove: (id) => this.#removeContainer(id),
+      rename: (id, name) =>
+        withDeadline('container rename', options.engineTimeoutMs, (abortSignal) =>
+          this.docker.getContainer(id).rename({ name, abortSignal }),
+        ),
+    });
   }
 
   get fleet(): FleetBackend | undefined {
@@ -179,6 +195,9 @@ class DockerBackendImpl implements DockerBackend {
     if (this.#started || this.#closed) return;
     this.#started = true;
     this.#watcher.start();
+    this.#templates
+      .start()
+      .catch((err: unknown) => this.#log.warn({ err: (err as Error).message }, 'no template pool'));
     this.#poolsStarted = this.#startPools().catch((err: unknown) =>
       this.#log.warn({ err: (err as Error).message }, 'warm pool: cannot resolve the runtimes; no pool'),
     );
@@ -277,6 +296,9 @@ class DockerBackendImpl implements DockerBackend {
     let image = spec.image ?? this.options.defaultImage;
     if (spec.snapshot !== undefined)
       image = (await findSnapshot(this.docker, spec.snapshot, spec.tenant, this.options.engineTimeoutMs)).snapshotId;
+    const claimed = spec.snapshot === undefined ? undefined : await this.#templates.claim(spec, image, runtime);
+    if (claimed)
+      return this.#adopt(spec.id, spec.tenant, claimed, image, workdir, runtime, undefined, claimed.restored);
     const restore =
       spec.snapshot !== undefined && (await this.#checkpoints.has(image))
         ? templateRestorer({
@@ -290,7 +312,7 @@ class DockerBackendImpl implements DockerBackend {
           })
         : undefined;
     const created = await this.#gate.run('live', () => this.#provisionSession(spec, image, workdir, runtime, restore));
-    return this.#adopt(spec.id, spec.tenant, created, image, workdir, runtime, undefined, restore !== undefined);
+    return this.#adopt(spec.id, spec.tenant, created, image, workdir, runtime, undefined, restore);
   }
 
   #provisionSession(
@@ -356,7 +378,7 @@ class DockerBackendImpl implements DockerBackend {
     workdir: string,
     runtime: string,
     hibernated?: { at: Date; checkpoint: string },
-    restored?: boolean,
+    restored?: Pick<TemplateRestore, 'marks'> | boolean,
   ): Promise<HibernatableSession> {
     const engine = await this.runtimes.engine().catch(() => undefined);
     const session = new DockerSession({
@@ -396,6 +418,7 @@ class DockerBackendImpl implements DockerBackend {
           store: this.#checkpoints,
           maxBytes: this.options.checkpointMaxMb * 1024 * 1024,
           removeImage: (snapshotId) => this.deleteSnapshot(snapshotId, tenant),
+          taken: () => this.#templates.refill(),
           log: this.#log,
         },
       },
@@ -541,6 +564,7 @@ class DockerBackendImpl implements DockerBackend {
     // A checkpoint stops the container on purpose.
     if (e.action === 'die' && this.#gated.get(e.containerId)?.expectsStop === true) return;
     for (const pool of this.#pools.values()) pool.forget(e.containerId);
+    this.#templates.forget(e.containerId);
     if (e.action === 'destroy') this.#agentLinks.release(e.containerId);
     const session = this.#sessions.get(e.containerId);
     // The owner of a deleted session removes its claims (recovery sweeps what is left).
@@ -583,9 +607,16 @@ class DockerBackendImpl implements DockerBackend {
   }
 
   async deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void> {
-    const deleted = await deleteSnapshot(this.docker, snapshotId, tenant, this.options.engineTimeoutMs);
+    // A template pool's containers use the image: they go first (template-pool.ts).
+    const deleted = await this.#templates.whileReleased(snapshotId, tenant, () =>
+      deleteSnapshot(this.docker, snapshotId, tenant, this.options.engineTimeoutMs),
+    );
     // A live template's memory goes with it.
     await this.#checkpoints.remove(deleted);
+  }
+
+  templatePoolReady(template?: string): string[] {
+    return this.#templates.readyContainers(template);
   }
 
   memoryCheckpoints(): { count: number; bytes: number } {
@@ -597,7 +628,7 @@ class DockerBackendImpl implements DockerBackend {
     this.#closed = true;
     this.#watcher.stop();
     await this.#poolsStarted;
-    await Promise.all([...this.#pools.values()].map((p) => p.close()));
+    await Promise.all([...this.#pools.values(), this.#templates].map((p) => p.close()));
     await Promise.all([...this.#sessions.values()].map((s) => s.destroy().catch(() => undefined)));
     this.#agentLinks.closeAll();
     await this.#lease.release();
@@ -608,7 +639,7 @@ class DockerBackendImpl implements DockerBackend {
     this.#closed = true;
     this.#watcher.stop();
     await this.#poolsStarted;
-    await Promise.all([...this.#pools.values()].map((p) => p.close()));
+    await Promise.all([...this.#pools.values(), this.#templates].map((p) => p.close()));
     // The agents keep their processes and output for the next server, as when this one dies.
     await Promise.all([...this.#sessions.values()].map((s) => s.agent?.detach().catch(() => undefined)));
     // The listeners go too: the next server opens them again at the same paths.
