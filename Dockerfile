@@ -39,12 +39,13 @@ RUN sh scripts/build-native.sh \
       helper="build/$(basename "$src" .c)"; \
       [ -x "$helper" ] || { echo "missing $helper" >&2; exit 1; }; \
     done
+# The server's sources: the console bundles the wire types and the SDK's error classes from them.
+COPY src ./src
 # The web console's bundle (build/console/, served at /console/); its sources stay here.
 COPY web ./web
 RUN node web/build.mjs && test -f build/console/index.html
 # The server's JavaScript (dist/): the sources with their types stripped, so production starts
 # without a TypeScript loader (bin/exec-server.js runs dist/ under NODE_ENV=production).
-COPY src ./src
 COPY scripts/build-dist-strip.mjs ./scripts/
 RUN node scripts/build-dist-strip.mjs && test -f dist/main.js
 

@@ -488,20 +488,11 @@ async function main(): Promise<void> {
       for (let rep = 0; rep < REPEAT; rep++) {
         for (const side of rep % 2 === 0 ? sides : [...sides].reverse()) {
           const c = await connect(side, mode);
-          if (cases.has('pipe'))
-            record(
-              side,
-              mode,
-              'pipe',
-              await settled(() => throughput(c, side, cwd, mode, false, `${side.name}-${mode}`)),
-            );
-          if (cases.has('pty'))
-            record(
-              side,
-              mode,
-              'pty',
-              await settled(() => throughput(c, side, cwd, mode, true, `${side.name}-${mode}`)),
-            );
+          for (const what of ['pipe', 'pty'] as const) {
+            if (!cases.has(what)) continue;
+            const tty = what === 'pty';
+            record(side, mode, what, await settled(() => throughput(c, side, cwd, mode, tty, `${side.name}-${mode}`)));
+          }
           c.close();
         }
         if (cases.has('pty')) bare.push(await settled(() => bareTerminal()));
@@ -527,22 +518,19 @@ async function main(): Promise<void> {
       rows.push(
         { what: `${mode}: round trip p50`, unit: 'ms', ours: o.p50, reference: r.p50, better: 'lower' },
         { what: `${mode}: round trip p90`, unit: 'ms', ours: o.p90, reference: r.p90, better: 'lower' },
-        {
-          what: `${mode}: pipe ${MB} MB`,
-          unit: 'MB/s',
-          ours: o.pipe,
-          reference: r.pipe,
-          better: 'higher',
-          ranges: [ranges.get(`${key(ours, mode)}/pipe`) ?? '', ranges.get(`${key(reference, mode)}/pipe`) ?? ''],
-        },
-        {
-          what: `${mode}: PTY ${MB} MB`,
-          unit: 'MB/s',
-          ours: o.pty,
-          reference: r.pty,
-          better: 'higher',
-          ranges: [ranges.get(`${key(ours, mode)}/pty`) ?? '', ranges.get(`${key(reference, mode)}/pty`) ?? ''],
-        },
+        ...(['pipe', 'pty'] as const).map(
+          (what): Row => ({
+            what: `${mode}: ${what === 'pty' ? 'PTY' : 'pipe'} ${MB} MB`,
+            unit: 'MB/s',
+            ours: o[what],
+            reference: r[what],
+            better: 'higher',
+            ranges: [
+              ranges.get(`${key(ours, mode)}/${what}`) ?? '',
+              ranges.get(`${key(reference, mode)}/${what}`) ?? '',
+            ],
+          }),
+        ),
       );
     }
     const fmt = (n: number): string => (n >= 100 ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.toFixed(2));

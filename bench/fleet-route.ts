@@ -9,10 +9,9 @@
  * whose agent it reaches through the engine's exec stream; its round trips are the third column.
  * Usage: node --import tsx bench/fleet-route.ts [commands=200] [rounds=3]
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { availableParallelism, cpus, loadavg } from 'node:os';
-import { freePort } from '../test/support/free-port.ts';
+import { type DevServer, startDevServer } from '../test/support/dev-server.ts';
 import { sleep, TestSession } from '../test/support/harness.ts';
 
 const commands = Number(process.argv[2] ?? 200);
@@ -20,43 +19,13 @@ const rounds = Number(process.argv[3] ?? 3);
 const IMAGE = process.env.EXEC_SERVER_TEST_IMAGE ?? 'exec-server-test:latest';
 const instanceId = `bench-fleet-${randomUUID().slice(0, 8)}`;
 
-async function replica(name: string, extra: readonly string[] = []): Promise<{ url: string; child: ChildProcess }> {
-  const port = await freePort();
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      'src/main.ts',
-      'serve',
-      '--backend',
-      'docker',
-      '--image',
-      IMAGE,
-      '--instance-id',
-      instanceId,
-      '--fleet',
-      '--replica-id',
-      name,
-      '--listen',
-      `ws://127.0.0.1:${port}`,
-      '--log-level',
-      'warn',
-      ...extra,
-    ],
-    { stdio: ['ignore', 'ignore', 'inherit'], cwd: new URL('..', import.meta.url).pathname },
-  );
-  for (let i = 0; i < 1200; i++) {
-    if (
-      await fetch(`http://127.0.0.1:${port}/readyz`).then(
-        (r) => r.ok,
-        () => false,
-      )
-    )
-      return { url: `ws://127.0.0.1:${port}`, child };
-    await sleep(100);
-  }
-  throw new Error(`replica ${name} did not start`);
+function replica(name: string, extra: readonly string[] = []): Promise<DevServer> {
+  return startDevServer({
+    image: IMAGE,
+    instanceId,
+    flags: ['--fleet', '--replica-id', name, ...extra],
+    stderr: 'inherit',
+  });
 }
 
 /** Milliseconds of each of `commands` round trips of `true` through `url`, resuming `sessionId`. */

@@ -5,13 +5,17 @@
  *   session image: fork it 1 and 4 ways with memory (from the request until every fork's REPL
  *   answered a statement through stdin) against a cold start (a new session plus the same REPL's
  *   start-up, until it answers), and their ratio; the source's pause (`pauseMs`);
- *   the checkpoint size of an idle shell session and of a REPL holding 100 MB of random data.
+ *   the checkpoint size of an idle shell session and of a REPL holding 100 MB of random data;
+ *   a session from a live template of the REPL (`--warm-pool-templates`) until its REPL answers:
+ *   claimed from the template's pool against restored on demand (the same spec plus a label,
+ *   which no pool container matches), once the pool is full.
  * Usage: node --import tsx bench/fork-memory.ts
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { DockerBackend } from '../src/backends/docker/docker-backend.ts';
 import { startServer, TestSession, type TestServer } from '../test/support/harness.ts';
 
 const IMAGE = process.env.EXEC_SERVER_SESSION_IMAGE ?? 'exec-server-session:latest';
@@ -85,11 +89,40 @@ async function fork(server: TestServer, source: TestSession, count: number, afte
   return { ms, forks, snapshot, ids };
 }
 
+/** A session from the REPL's live template until its REPL answers: restored on demand, then claimed. */
+async function fromTemplate(server: TestServer, source: TestSession, afterSeq: number): Promise<void> {
+  const template = await http(server, `/v1/sessions/${source.sessionId}/snapshots`, { memory: true, name: 'repl' });
+  const backend = server.backend as DockerBackend;
+  for (const until = Date.now() + 120_000; backend.templatePoolReady('repl').length === 0; ) {
+    if (Date.now() > until) throw new Error('the template pool did not fill');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const timed = async (labels: Record<string, string>): Promise<number> => {
+    const t0 = performance.now();
+    const session = { ...SESSION, snapshot: template['snapshotId'], labels };
+    const s = await TestSession.open(server.url, { session });
+    await ask(s, 'made', afterSeq);
+    const ms = performance.now() - t0;
+    await s.close();
+    await fetch(`${server.httpUrl}/v1/sessions/${s.sessionId}`, { method: 'DELETE' });
+    return ms;
+  };
+  const restored = await timed({ bench: 'on-demand' });
+  const claimed = await timed({});
+  console.log('\n| session from a live template, until its REPL answers | time | / restored |');
+  console.log('|---|---:|---:|');
+  console.log(`| restored on demand | ${restored.toFixed(0)} ms | 1.00x |`);
+  console.log(`| claimed from the template's pool | ${claimed.toFixed(0)} ms | ${(claimed / restored).toFixed(2)}x |`);
+}
+
 async function main(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'exec-server-bench-checkpoints-'));
   const server = await startServer({
     backend: 'docker',
-    flags: ['--allowed-runtimes', 'runsc', '--checkpoint-dir', dir, '--max-sessions-per-tenant', '64'],
+    flags: [
+      ...['--allowed-runtimes', 'runsc', '--checkpoint-dir', dir, '--max-sessions-per-tenant', '64'],
+      ...['--warm-pool-templates', 'repl=1'],
+    ],
   });
   const cleanup: Array<() => Promise<unknown>> = [];
   try {
@@ -111,6 +144,8 @@ async function main(): Promise<void> {
       `\nsource pause: ${one.snapshot['pauseMs']} ms (1 way), ${four.snapshot['pauseMs']} ms (4 ways); ` +
         `REPL checkpoint ${mb(one.snapshot['checkpointBytes'])}`,
     );
+
+    await fromTemplate(server, source, seq);
 
     const idle = await TestSession.open(server.url, { session: SESSION });
     cleanup.push(() => idle.close());

@@ -100,15 +100,8 @@ static void egress_accept(void) {
       send_ctl(A_TUNNEL, 0, b, 4);
       continue;
     }
-    unsigned char greeting[sizeof TUNNEL_MAGIC - 1 + SECRET_LEN];
-    memcpy(greeting, TUNNEL_MAGIC, sizeof TUNNEL_MAGIC - 1);
-    memcpy(greeting + sizeof TUNNEL_MAGIC - 1, link_secret, SECRET_LEN);
-    struct sockaddr_un a = { .sun_family = AF_UNIX };
-    snprintf(a.sun_path, sizeof a.sun_path, "%s", link_path);
-    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof a) < 0 ||
-        send(s, greeting, sizeof greeting, MSG_NOSIGNAL) != (ssize_t)sizeof greeting) {
-      if (s >= 0) close(s);
+    int s = dial_greeted(TUNNEL_MAGIC);
+    if (s < 0) {
       close(c);
       continue;
     }

@@ -223,24 +223,36 @@ static void link_grow_backoff(void) {
 }
 
 /*
+ * A non-blocking connection to the server's link socket that has sent the greeting: `magic`
+ * (LINK_MAGIC for the link, TUNNEL_MAGIC for one egress tunnel), then the link secret. -1 when
+ * the server is not there or did not take the whole greeting at once.
+ */
+static int dial_greeted(const char *magic) {
+  struct sockaddr_un a = { .sun_family = AF_UNIX };
+  snprintf(a.sun_path, sizeof a.sun_path, "%s", link_path);
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (s < 0) return -1;
+  struct iovec iov[2] = { { (void *)magic, strlen(magic) }, { link_secret, SECRET_LEN } };
+  struct msghdr m = { .msg_iov = iov, .msg_iovlen = 2 };
+  if (connect(s, (struct sockaddr *)&a, sizeof a) == 0 &&
+      sendmsg(s, &m, MSG_NOSIGNAL) == (ssize_t)(iov[0].iov_len + iov[1].iov_len))
+    return s;
+  close(s);
+  return -1;
+}
+
+/*
  * Connects out to the server's link and sends the greeting (magic, then the secret). A server
  * that is not there (restarting) is tried again later: 50 ms, doubling up to 1 s, reset once a
  * server answers the hello. Non-blocking: a server that does not accept never stalls the loop.
  */
 static void dial_link(void) {
-  unsigned char greeting[sizeof LINK_MAGIC - 1 + SECRET_LEN];
-  memcpy(greeting, LINK_MAGIC, sizeof LINK_MAGIC - 1);
-  memcpy(greeting + sizeof LINK_MAGIC - 1, link_secret, SECRET_LEN);
-  struct sockaddr_un a = { .sun_family = AF_UNIX };
-  snprintf(a.sun_path, sizeof a.sun_path, "%s", link_path);
-  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   link_grow_backoff(); /* undone by the hello; a server that drops us at once is tried later */
-  if (s >= 0 && connect(s, (struct sockaddr *)&a, sizeof a) == 0 &&
-      send(s, greeting, sizeof greeting, MSG_NOSIGNAL) == (ssize_t)sizeof greeting) {
+  int s = dial_greeted(LINK_MAGIC);
+  if (s >= 0) {
     conn_in = conn_out = s;
     return;
   }
-  if (s >= 0) close(s);
   link_next_dial = now_ms() + link_backoff_ms;
 }
 

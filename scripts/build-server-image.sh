@@ -30,11 +30,13 @@ cd "$(dirname "$0")/.."
 IMAGE="${IMAGE:-exec-server:ci}"
 BASE_CACHE="${BASE_CACHE-/var/cache/exec-server-base-debs}"
 
-die() { echo "build-server-image: $*" >&2; exit 1; }
+NAME=build-server-image
+# shellcheck source=lib/image.sh
+. scripts/lib/image.sh
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
-timeout 10 docker info >/dev/null 2>&1 || die "no Docker engine answers (run scripts/start-dockerd.sh)"
+require_docker
 
 # --- 1. the local base image -------------------------------------------------------------------
 build_base() {

@@ -9,27 +9,25 @@
 # no apt lists, no man pages or docs.
 #
 # Idempotent and cache-friendly: the image carries a label with a hash of its inputs (this
-# script, the package list, the suite); when an image with that hash exists nothing is done
-# (FORCE=1 rebuilds). Downloaded packages are kept in $CACHE (default
+# script and scripts/lib/image.sh, the package list, the suite); when an image with that hash
+# exists nothing is done (FORCE=1 rebuilds). Downloaded packages are kept in $CACHE (default
 # /var/cache/exec-server/session-debs), so a rebuild downloads only what changed.
 #
 # Needs: root (or a user who may run mmdebstrap's unshare mode), mmdebstrap, a Docker engine, and
 # a Debian mirror: MIRROR (a URL or a sources file) or, by default, this machine's apt sources.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+NAME=build-session-image
+# shellcheck source=lib/image.sh
+. scripts/lib/image.sh
 
 IMAGE="${IMAGE:-exec-server-session:latest}"
 SUITE="${SUITE:-bookworm}"
 CACHE="${CACHE:-/var/cache/exec-server/session-debs}"
 PACKAGES_FILE=docker/session-packages.txt
 
-die() {
-  echo "build-session-image: $*" >&2
-  exit 1
-}
-
 command -v mmdebstrap >/dev/null 2>&1 || die "mmdebstrap is missing (apt-get install -y mmdebstrap)"
-timeout 10 docker info >/dev/null 2>&1 || die "no Docker engine answers (run scripts/start-dockerd.sh)"
+require_docker
 packages="$(grep -v '^\s*#' "$PACKAGES_FILE" | grep -v '^\s*$' | paste -sd, -)"
 [ -n "$packages" ] || die "$PACKAGES_FILE lists no packages"
 
@@ -44,14 +42,8 @@ else
 fi
 [ "${#mirrors[@]}" -gt 0 ] || die "no Debian mirror: set MIRROR (e.g. http://deb.debian.org/debian) or configure apt"
 
-HASH="$(cat "$0" "$PACKAGES_FILE" <(echo "$SUITE") | sha256sum | cut -c1-16)"
-if [ "${FORCE:-0}" != 1 ]; then
-  have="$(docker image inspect -f '{{ index .Config.Labels "exec-server.session-image-hash" }}' "$IMAGE" 2>/dev/null || true)"
-  if [ "$have" = "$HASH" ]; then
-    echo "build-session-image: $IMAGE is up to date ($HASH)" >&2
-    exit 0
-  fi
-fi
+HASH="$(cat "$0" scripts/lib/image.sh "$PACKAGES_FILE" <(echo "$SUITE") | sha256sum | cut -c1-16)"
+image_current "$IMAGE" exec-server.session-image-hash "$HASH" && exit 0
 
 mkdir -p "$CACHE"
 started=$(date +%s)

@@ -10,29 +10,23 @@
 # Idempotent and fast: the image carries a label with a hash of its inputs; when an image with
 # the same hash exists nothing is rebuilt. FORCE=1 rebuilds anyway.
 set -euo pipefail
+NAME=build-test-image
+LIB="$(dirname "$0")/lib/image.sh"
+# shellcheck source=lib/image.sh
+. "$LIB"
 
 IMAGE="${IMAGE:-exec-server-test:latest}"
 BUSYBOX="${BUSYBOX:-/bin/busybox}"
 BASH_BIN="${BASH_BIN:-/bin/bash}"
 
 if [ ! -x "$BUSYBOX" ] || ! "$BUSYBOX" --list >/dev/null 2>&1; then
-  echo "build-test-image: $BUSYBOX missing (apt-get install -y busybox-static)" >&2
-  exit 1
+  die "$BUSYBOX missing (apt-get install -y busybox-static)"
 fi
-if ! timeout 10 docker info >/dev/null 2>&1; then
-  echo "build-test-image: no Docker engine answers (run scripts/start-dockerd.sh)" >&2
-  exit 1
-fi
+require_docker
 
-# The inputs hash: this script, busybox and bash binaries.
-HASH="$(cat "$0" "$BUSYBOX" "$BASH_BIN" | sha256sum | cut -c1-16)"
-if [ "${FORCE:-0}" != 1 ]; then
-  have="$(docker image inspect -f '{{ index .Config.Labels "exec-server.test-image-hash" }}' "$IMAGE" 2>/dev/null || true)"
-  if [ "$have" = "$HASH" ]; then
-    echo "build-test-image: $IMAGE is up to date ($HASH)" >&2
-    exit 0
-  fi
-fi
+# The inputs hash: this script, its library, busybox and bash binaries.
+HASH="$(cat "$0" "$LIB" "$BUSYBOX" "$BASH_BIN" | sha256sum | cut -c1-16)"
+image_current "$IMAGE" exec-server.test-image-hash "$HASH" && exit 0
 
 ROOT="$(mktemp -d /tmp/exec-server-rootfs.XXXXXX)"
 trap 'rm -rf "$ROOT"' EXIT

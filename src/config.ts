@@ -17,12 +17,14 @@ import { dockerHostList, parseDockerHost } from './config/docker-host.ts';
 import { commaEntries } from './config/lists.ts';
 import { isLoopback, parseListen } from './config/listen.ts';
 import { checkRuntimeName, runtimeList, warmPoolRuntimes } from './config/runtimes.ts';
+import { warmPoolTemplates } from './config/template-pools.ts';
 
 // The grammars live in src/config/, one module each; re-exported for the server's callers.
 export { ConfigError } from './config/config-error.ts';
 export { dockerHostList, parseDockerHost, type DockerHostAddress } from './config/docker-host.ts';
 export { isLoopback, parseListen, type ListenAddress } from './config/listen.ts';
 export { runtimeList, warmPoolRuntimes } from './config/runtimes.ts';
+export { warmPoolTemplates } from './config/template-pools.ts';
 
 /** Checks one Docker engine address (src/config/docker-host.ts), so a typo stops the server at boot. */
 export function checkDockerHost(value: string, where: string): void {
@@ -166,6 +168,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
       `--sandbox ${config.sandbox} (the default of new sessions) is not among --allowed-sandbox-types for every tenant (${everyone.join(', ')})`,
     );
   if (config.warmPoolRuntimes !== undefined) warmPoolRuntimes(config.warmPoolRuntimes);
+  if (config.warmPoolTemplates !== undefined) warmPoolTemplates(config.warmPoolTemplates);
   fleetIdentity(config);
   const hasAuth = config.token !== undefined || config.tokens !== undefined || config.tokensFile !== undefined;
   if (!isLoopback(listen.host) && !hasAuth && !config.insecureNoAuth) {

@@ -17,63 +17,47 @@ export interface EgressCountsView {
 
 export class Metrics {
   readonly registry = new Registry();
-  readonly sessionsActive: Gauge = new Gauge({
-    name: 'exec_server_sessions_active',
-    help: 'Sessions currently alive',
-    registers: [this.registry],
-  });
-  readonly sessionsCreated: Counter<'result'> = new Counter({
-    name: 'exec_server_sessions_created_total',
-    help: 'Session creations by result',
-    labelNames: ['result'],
-    registers: [this.registry],
-  });
-  readonly processesStarted: Counter<'mode' | 'sandbox'> = new Counter({
-    name: 'exec_server_processes_started_total',
-    help: 'Processes started',
-    labelNames: ['mode', 'sandbox'],
-    registers: [this.registry],
-  });
-  readonly processExits: Counter<'terminal'> = new Counter({
-    name: 'exec_server_process_exits_total',
-    help: 'Processes ended, by terminal state',
-    labelNames: ['terminal'],
-    registers: [this.registry],
-  });
-  readonly policyDecisions: Counter<'outcome'> = new Counter({
-    name: 'exec_server_policy_decisions_total',
-    help: 'Policy gate decisions, by outcome',
-    labelNames: ['outcome'],
-    registers: [this.registry],
-  });
-  readonly approvals: Counter<'purpose' | 'decision'> = new Counter({
-    name: 'exec_server_approvals_total',
-    help: 'Approval requests, by purpose and decision',
-    labelNames: ['purpose', 'decision'],
-    registers: [this.registry],
-  });
-  readonly streamBytes: Counter<'stream'> = new Counter({
-    name: 'exec_server_stream_bytes_total',
-    help: 'Bytes moved through process streams',
-    labelNames: ['stream'],
-    registers: [this.registry],
-  });
-  readonly wsConnections: Gauge = new Gauge({
-    name: 'exec_server_websocket_connections_active',
-    help: 'Open WebSocket connections',
-    registers: [this.registry],
-  });
-  readonly wsSlowConsumers: Counter = new Counter({
-    name: 'exec_server_websocket_slow_consumer_disconnects_total',
-    help: 'Clients disconnected for not reading fast enough',
-    registers: [this.registry],
-  });
-  readonly rpcRequests: Counter<'method' | 'result'> = new Counter({
-    name: 'exec_server_rpc_requests_total',
-    help: 'JSON-RPC requests by method and result',
-    labelNames: ['method', 'result'],
-    registers: [this.registry],
-  });
+  readonly sessionsActive: Gauge = this.#gauge('exec_server_sessions_active', 'Sessions currently alive');
+  readonly sessionsCreated: Counter<'result'> = this.#counter(
+    'exec_server_sessions_created_total',
+    'Session creations by result',
+    ['result'],
+  );
+  readonly processesStarted: Counter<'mode' | 'sandbox'> = this.#counter(
+    'exec_server_processes_started_total',
+    'Processes started',
+    ['mode', 'sandbox'],
+  );
+  readonly processExits: Counter<'terminal'> = this.#counter(
+    'exec_server_process_exits_total',
+    'Processes ended, by terminal state',
+    ['terminal'],
+  );
+  readonly policyDecisions: Counter<'outcome'> = this.#counter(
+    'exec_server_policy_decisions_total',
+    'Policy gate decisions, by outcome',
+    ['outcome'],
+  );
+  readonly approvals: Counter<'purpose' | 'decision'> = this.#counter(
+    'exec_server_approvals_total',
+    'Approval requests, by purpose and decision',
+    ['purpose', 'decision'],
+  );
+  readonly streamBytes: Counter<'stream'> = this.#counter(
+    'exec_server_stream_bytes_total',
+    'Bytes moved through process streams',
+    ['stream'],
+  );
+  readonly wsConnections: Gauge = this.#gauge('exec_server_websocket_connections_active', 'Open WebSocket connections');
+  readonly wsSlowConsumers: Counter = this.#counter(
+    'exec_server_websocket_slow_consumer_disconnects_total',
+    'Clients disconnected for not reading fast enough',
+  );
+  readonly rpcRequests: Counter<'method' | 'result'> = this.#counter(
+    'exec_server_rpc_requests_total',
+    'JSON-RPC requests by method and result',
+    ['method', 'result'],
+  );
   readonly startLatency: Histogram<'sandbox'> = new Histogram({
     name: 'exec_server_process_start_duration_seconds',
     help: 'process/start until the process runs',
@@ -81,40 +65,43 @@ export class Metrics {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5],
     registers: [this.registry],
   });
-  readonly backendErrors: Counter<'operation'> = new Counter({
-    name: 'exec_server_backend_errors_total',
-    help: 'Backend operation failures',
-    labelNames: ['operation'],
-    registers: [this.registry],
-  });
-  readonly diskLimitExceeded: Counter<'backend'> = new Counter({
-    name: 'exec_server_disk_limit_exceeded_total',
-    help: 'Sessions found past their disk limit by the disk watch (their processes were ended)',
-    labelNames: ['backend'],
-    registers: [this.registry],
-  });
-  readonly forks: Counter<'memory' | 'result'> = new Counter({
-    name: 'exec_server_forks_total',
-    help: 'Fork requests (POST /v1/sessions/{id}/fork, session/fork), with or without memory, by result',
-    labelNames: ['memory', 'result'],
-    registers: [this.registry],
-  });
-  readonly egressConnections: Counter<'result'> = new Counter({
-    name: 'exec_server_egress_connections_total',
-    help: 'Connections through session egress proxies, by result (allowed, refused)',
-    labelNames: ['result'],
-    registers: [this.registry],
-  });
-  readonly egressBytes: Counter<'direction'> = new Counter({
-    name: 'exec_server_egress_bytes_total',
-    help: 'Bytes through session egress proxies (out: sent by sessions, in: received)',
-    labelNames: ['direction'],
-    registers: [this.registry],
-  });
+  readonly backendErrors: Counter<'operation'> = this.#counter(
+    'exec_server_backend_errors_total',
+    'Backend operation failures',
+    ['operation'],
+  );
+  readonly diskLimitExceeded: Counter<'backend'> = this.#counter(
+    'exec_server_disk_limit_exceeded_total',
+    'Sessions found past their disk limit by the disk watch (their processes were ended)',
+    ['backend'],
+  );
+  readonly forks: Counter<'memory' | 'result'> = this.#counter(
+    'exec_server_forks_total',
+    'Fork requests (POST /v1/sessions/{id}/fork, session/fork), with or without memory, by result',
+    ['memory', 'result'],
+  );
+  readonly egressConnections: Counter<'result'> = this.#counter(
+    'exec_server_egress_connections_total',
+    'Connections through session egress proxies, by result (allowed, refused)',
+    ['result'],
+  );
+  readonly egressBytes: Counter<'direction'> = this.#counter(
+    'exec_server_egress_bytes_total',
+    'Bytes through session egress proxies (out: sent by sessions, in: received)',
+    ['direction'],
+  );
   readonly #egressSources: Array<() => Iterable<{ id: string; counts: Readonly<EgressCountsView> }>> = [];
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'exec_server_' });
+  }
+
+  #counter<L extends string = string>(name: string, help: string, labelNames: readonly L[] = []): Counter<L> {
+    return new Counter({ name, help, labelNames, registers: [this.registry] });
+  }
+
+  #gauge(name: string, help: string): Gauge {
+    return new Gauge({ name, help, registers: [this.registry] });
   }
 
   /** Memory checkpoints kept (live templates, forks) and their bytes, read at scrape time. */

@@ -2,7 +2,7 @@
  * Picks and builds the backend from config. Docker is imported lazily so the local backend
  * (the default) never loads dockerode.
  */
-import { runtimeList, warmPoolRuntimes, type Config } from '../config.ts';
+import { runtimeList, warmPoolRuntimes, warmPoolTemplates, type Config } from '../config.ts';
 import { fleetIdentity } from '../config/fleet.ts';
 import type { Logger } from '../logger.ts';
 import { createLocalBackend } from './local/local-backend.ts';
@@ -32,6 +32,10 @@ async function createDocker(config: Config, log: Logger): Promise<Backend> {
       allowedRuntimes: config.allowedRuntimes === undefined ? undefined : runtimeList(config.allowedRuntimes),
       warmPoolRuntimes:
         config.warmPoolRuntimes === undefined || config.fleet ? undefined : warmPoolRuntimes(config.warmPoolRuntimes),
+      warmPoolTemplates:
+        config.warmPoolTemplates === undefined || config.fleet
+          ? undefined
+          : warmPoolTemplates(config.warmPoolTemplates),
       checkpointDir: config.checkpointDir,
       checkpointMaxMb: config.checkpointMaxMb,
     },

@@ -80,6 +80,12 @@ export function shellExitCode(code: number): number {
 /** On a pipe or file, a waiting pull prints a line at most this often (a terminal's line is rewritten). */
 const PULL_LINE_EVERY_MS = 5000;
 
+/** The flags of a command that creates a session (`run`, `shell`): read by `sessionOptions`. */
+export const sessionCreationOptions = {
+  image: { type: 'string' },
+  'allow-network': { type: 'string', multiple: true },
+} as const satisfies ParseArgsConfig['options'];
+
 /**
  * The session a `run` or `shell` creates: its image, and with `--allow-network` the destinations
  * its egress proxy lets through (`network.allow`); undefined: the server's defaults.

@@ -8,6 +8,7 @@ import { ExecServerClient } from '../client/client.ts';
 import {
   connectionOf,
   connectionOptions,
+  sessionCreationOptions,
   imagePullPrinter,
   sessionOptions,
   EXIT_USAGE,
@@ -41,8 +42,7 @@ export async function runCommand(args: string[]): Promise<number> {
   try {
     const { values, positionals } = parse(args, {
       ...connectionOptions,
-      image: { type: 'string' },
-      'allow-network': { type: 'string', multiple: true },
+      ...sessionCreationOptions,
       tty: { type: 'boolean', default: false },
       cwd: { type: 'string' },
       env: { type: 'string', multiple: true },

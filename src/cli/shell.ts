@@ -10,6 +10,7 @@ import type { ExecHandle } from '../client/process-handle.ts';
 import {
   connectionOf,
   connectionOptions,
+  sessionCreationOptions,
   imagePullPrinter,
   sessionOptions,
   parse,
@@ -54,8 +55,7 @@ export async function shellCommand(args: string[]): Promise<number> {
   try {
     const { values, positionals } = parse(args, {
       ...connectionOptions,
-      image: { type: 'string' },
-      'allow-network': { type: 'string', multiple: true },
+      ...sessionCreationOptions,
       attach: { type: 'string' },
     });
     json = values.json === true;

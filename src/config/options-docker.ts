@@ -108,6 +108,14 @@ export const DOCKER_OPTIONS = {
     default: undefined,
     description: "Warm pools of other runtimes: `runsc=2,runc=1` (`--warm-pool` is the default runtime's).",
   },
+  warmPoolTemplates: {
+    flag: 'warm-pool-templates',
+    env: 'EXEC_SERVER_WARM_POOL_TEMPLATES',
+    kind: 'string',
+    default: undefined,
+    description:
+      'Docker: containers kept restored from live templates (memory snapshots), by name or id: `warm-repl=2`. A session made from the template with default resources claims one, its processes running, instead of waiting for a restore. On the first runtime that can checkpoint (gVisor); off with `--fleet` (for now).',
+  },
   idleHibernateSeconds: {
     flag: 'idle-hibernate-seconds',
     env: 'EXEC_SERVER_IDLE_HIBERNATE_SECONDS',

@@ -9,7 +9,7 @@ import { execError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { SessionInfo } from '../protocol/index.ts';
-import type { Session } from './session.ts';
+import type { SessionCore } from './session-view.ts';
 
 /**
  * Measurements in flight across all sessions of a server: each is a `du` process or an engine
@@ -59,7 +59,10 @@ export type DiskInfo = Pick<
   'diskLimitBytes' | 'diskEnforcement' | 'diskUsedBytes' | 'diskMeasuredAt' | 'diskExceeded'
 >;
 
-type Watched = Pick<Session, 'backend' | 'status' | 'spec' | 'processes' | 'terminateAll'>;
+/** What the disk watch uses of its session. */
+interface Watched extends SessionCore {
+  terminateAll(): Promise<number>;
+}
 
 const MIB = 1024 * 1024;
 

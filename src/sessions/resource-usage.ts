@@ -5,7 +5,7 @@
  */
 import type { SessionStats } from '../backends/types.ts';
 import type { ResourceUsage } from '../protocol/index.ts';
-import type { Session } from './session.ts';
+import type { SessionCore } from './session-view.ts';
 
 /** A sample younger than this answers again instead of asking the backend (and makes no noisy rate). */
 const REUSE_MS = 250;
@@ -34,11 +34,11 @@ function toUsage(stats: SessionStats, atMs: number, previous: Sample | undefined
 
 /** The resource use of one session, sampled on demand (the session owns one: `Session.usage`). */
 export class UsageSampler {
-  readonly #session: Pick<Session, 'backend' | 'status'>;
+  readonly #session: Pick<SessionCore, 'backend' | 'status'>;
   #last: Sample | undefined;
   #inflight: Promise<ResourceUsage | null> | undefined;
 
-  constructor(session: Pick<Session, 'backend' | 'status'>) {
+  constructor(session: Pick<SessionCore, 'backend' | 'status'>) {
     this.#session = session;
   }
 

@@ -27,6 +27,7 @@ import { UsageSampler } from './resource-usage.ts';
 import { sessionRecord, type ResolvedSessionSpec } from './session-spec.ts';
 import type { AuditEvent, Auditor } from '../audit/auditor.ts';
 import { WorkspaceAliases } from './workspace-aliases.ts';
+import type { FilesSession, SessionStatus } from './session-view.ts';
 import { TokenRevocations } from '../transport/session-tokens.ts';
 import { SessionEgress, withEgressEnvironment } from '../egress/session-egress.ts';
 
@@ -39,7 +40,7 @@ export interface SessionClient {
   evict(reason: string): void;
 }
 
-export type SessionStatus = { readonly status: 'alive' } | { readonly status: 'dead'; readonly reason: string };
+export type { SessionStatus } from './session-view.ts';
 
 export interface SessionDeps {
   readonly metrics: Metrics;
@@ -62,7 +63,7 @@ export interface SessionDeps {
 
 const isApprovalAnswer = Compile(ApprovalAnswerSchema);
 
-export class Session {
+export class Session implements FilesSession {
   readonly id: SessionId;
   readonly tenant: TenantId;
   readonly spec: ResolvedSessionSpec;

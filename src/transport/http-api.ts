@@ -27,7 +27,7 @@ import {
   SnapshotParamsSchema,
 } from '../protocol/index.ts';
 import { registerToolRoutes } from './tool-routes.ts';
-import type { TypedApi } from './typed-api.ts';
+import { bodyOptional, type TypedApi } from './typed-api.ts';
 
 const errors = ERROR_RESPONSES;
 
@@ -60,9 +60,7 @@ function sessionRoutes(api: TypedApi, app: FastifyInstance) {
         response: { 201: SessionCreateResultSchema, ...errors },
       },
       // An empty body means "all defaults".
-      preValidation: async (request) => {
-        if (request.body === undefined || request.body === null) request.body = {};
-      },
+      preValidation: bodyOptional,
     },
     async (request, reply) => {
       const options = { tenant: request.tenant, clientName: request.headers['x-client-name']?.toString() };
@@ -178,9 +176,7 @@ function snapshotRoutes(api: TypedApi, app: FastifyInstance) {
         body: SnapshotBodySchema,
         response: { 201: SnapshotInfoSchema, ...errors },
       },
-      preValidation: async (request) => {
-        if (request.body === undefined || request.body === null) request.body = {};
-      },
+      preValidation: bodyOptional,
     },
     async (request, reply) => {
       const session = app.sessions.get(request.params.id, request.tenant);
@@ -201,9 +197,7 @@ function snapshotRoutes(api: TypedApi, app: FastifyInstance) {
         body: ForkBodySchema,
         response: { 201: ForkAnswerSchema, ...errors },
       },
-      preValidation: async (request) => {
-        if (request.body === undefined || request.body === null) request.body = {};
-      },
+      preValidation: bodyOptional,
     },
     async (request, reply) => {
       const source = app.sessions.get(request.params.id, request.tenant);

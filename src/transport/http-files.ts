@@ -8,7 +8,7 @@
 import { posix } from 'node:path';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { Static } from 'typebox';
+import type { Static, TSchema } from 'typebox';
 import { execError } from '../errors.ts';
 import {
   CopyBodySchema,
@@ -31,6 +31,19 @@ import type { TypedApi } from './typed-api.ts';
 
 const errors = ERROR_RESPONSES;
 const TAGS = ['files'];
+
+/** The options of a route on a session's path (`?path=`) answering `result`. */
+function onPath<R extends TSchema>(summary: string, result: R) {
+  return {
+    schema: {
+      tags: TAGS,
+      summary,
+      params: SessionParamsSchema,
+      querystring: FilePathQuerySchema,
+      response: { 200: result, ...errors },
+    },
+  };
+}
 
 /** The session a file route names (kept alive by the call) and its files. */
 function filesOf(
@@ -84,15 +97,10 @@ function transferRoutes(scope: FastifyInstance, r: TypedApi) {
 
   r.put(
     '/v1/sessions/:id/files/content',
-    {
-      schema: {
-        tags: TAGS,
-        summary: 'Upload a file (request body streamed, application/octet-stream); creates or truncates it',
-        params: SessionParamsSchema,
-        querystring: FilePathQuerySchema,
-        response: { 200: UploadResultSchema, ...errors },
-      },
-    },
+    onPath(
+      'Upload a file (request body streamed, application/octet-stream); creates or truncates it',
+      UploadResultSchema,
+    ),
     async (request) => {
       const { files, session } = filesOf(scope, request);
       const body = request.body as NodeJS.ReadableStream | undefined;
@@ -112,15 +120,7 @@ function transferRoutes(scope: FastifyInstance, r: TypedApi) {
 function listingRoutes(scope: FastifyInstance, r: TypedApi) {
   r.get(
     '/v1/sessions/:id/files/metadata',
-    {
-      schema: {
-        tags: TAGS,
-        summary: 'Metadata of a path (fs/getMetadata)',
-        params: SessionParamsSchema,
-        querystring: FilePathQuerySchema,
-        response: { 200: FileMetadataSchema, ...errors },
-      },
-    },
+    onPath('Metadata of a path (fs/getMetadata)', FileMetadataSchema),
     async (request) => {
       const { files } = filesOf(scope, request);
       return files.getMetadata(files.resolvePath(request.query.path));
@@ -129,15 +129,7 @@ function listingRoutes(scope: FastifyInstance, r: TypedApi) {
 
   r.get(
     '/v1/sessions/:id/files/list',
-    {
-      schema: {
-        tags: TAGS,
-        summary: 'List a directory (fs/readDirectory)',
-        params: SessionParamsSchema,
-        querystring: FilePathQuerySchema,
-        response: { 200: FsReadDirectoryResult, ...errors },
-      },
-    },
+    onPath('List a directory (fs/readDirectory)', FsReadDirectoryResult),
     async (request) => {
       const { files } = filesOf(scope, request);
       return { entries: await files.readDirectory(files.resolvePath(request.query.path)) };
@@ -146,15 +138,7 @@ function listingRoutes(scope: FastifyInstance, r: TypedApi) {
 
   r.get(
     '/v1/sessions/:id/files/canonical',
-    {
-      schema: {
-        tags: TAGS,
-        summary: 'Canonical path (fs/canonicalize)',
-        params: SessionParamsSchema,
-        querystring: FilePathQuerySchema,
-        response: { 200: FsCanonicalizeResult, ...errors },
-      },
-    },
+    onPath('Canonical path (fs/canonicalize)', FsCanonicalizeResult),
     async (request) => {
       const { files } = filesOf(scope, request);
       const path = files.resolvePath(request.query.path);

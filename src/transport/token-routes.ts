@@ -14,6 +14,7 @@ import {
   SessionTokenSchema,
 } from '../protocol/index.ts';
 import { DEFAULT_TOKEN_TTL_SECONDS, type SessionTokenSigner } from './session-tokens.ts';
+import { bodyOptional } from './typed-api.ts';
 
 export interface TokenRouteOptions {
   readonly signer: SessionTokenSigner;
@@ -35,9 +36,7 @@ export async function registerTokenRoutes(app: FastifyInstance, opts: TokenRoute
           body: CreateSessionTokenSchema,
           response: { 201: SessionTokenSchema, ...ERROR_RESPONSES },
         },
-        preValidation: async (request) => {
-          if (request.body === undefined || request.body === null) request.body = {};
-        },
+        preValidation: bodyOptional,
       },
       async (request, reply) => {
         const session = app.sessions.get(request.params.id, request.tenant);

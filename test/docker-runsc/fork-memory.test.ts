@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { dockerTestOptions } from '../docker/engine.ts';
 import { sleep } from '../docker/helpers.ts';
+import type { DockerBackend } from '../../src/backends/docker/docker-backend.ts';
 import { startServer, TestSession, type TestServer } from '../support/harness.ts';
 
 const COUNTER =
@@ -39,15 +40,23 @@ async function counter(s: TestSession, id: string): Promise<number> {
   return Number(r.stdout.trim());
 }
 
-/** The PTY output of `processId` after `afterSeq`, read until `pattern` shows (process/read, long poll). */
+interface Chunk {
+  readonly seq: number;
+  readonly text: string;
+  /** When the client got it. */
+  readonly at: number;
+}
+
+/** The output of `processId` after `afterSeq`, read until `pattern` shows (process/read, long poll). */
 async function readUntil(
   s: TestSession,
   processId: string,
   pattern: RegExp,
   afterSeq = 0,
-): Promise<{ text: string; seqs: number[] }> {
+): Promise<{ text: string; seqs: number[]; chunks: Chunk[] }> {
   let text = '';
   const seqs: number[] = [];
+  const chunks: Chunk[] = [];
   let next = afterSeq;
   const deadline = Date.now() + 20_000;
   while (!pattern.test(text)) {
@@ -58,12 +67,30 @@ async function readUntil(
       waitMs: 2000,
     });
     for (const c of r.chunks) {
-      text += Buffer.from(c.chunk, 'base64').toString('utf8');
+      const piece = Buffer.from(c.chunk, 'base64').toString('utf8');
+      text += piece;
       seqs.push(c.seq);
+      chunks.push({ seq: c.seq, text: piece, at: Date.now() });
       next = Math.max(next, c.seq);
     }
   }
-  return { text, seqs };
+  return { text, seqs, chunks };
+}
+
+/**
+ * Numbered lines in bursts of 20 writes every 20 ms, on a pipe: output flowing while the fork is
+ * made, several writes of it merged into one chunk by the server.
+ */
+const LINES = 'i=0; while :; do j=0; while [ $j -lt 20 ]; do i=$((i+1)); j=$((j+1)); echo L$i; done; sleep 0.02; done';
+
+/** Asserts the line numbers of `text` go up by one each (nothing twice, nothing skipped). */
+function assertConsecutive(text: string, what: string): void {
+  const numbers = text
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => Number(/^L(\d+)$/.exec(l)?.[1]));
+  for (let i = 1; i < numbers.length; i++)
+    assert.equal(numbers[i], Number(numbers[i - 1]) + 1, `${what}: line ${numbers[i]} after ${numbers[i - 1]}`);
 }
 
 test(
@@ -84,10 +111,19 @@ test(
     await readUntil(s, 'shell', /# /);
     await s.request('process/write', { processId: 'shell', chunk: b64('x=forty-two; echo ready-$x\n') });
     const before = await readUntil(s, 'shell', /ready-forty-two/);
+    // A client reads `lines` in the source all through the fork (long polls).
+    await s.start('lines', ['sh', '-c', LINES]);
+    let reading = true;
+    const reader = (async () => {
+      const got: Chunk[] = [];
+      while (reading) got.push(...(await readUntil(s, 'lines', /L/, got.at(-1)?.seq ?? 0)).chunks);
+      return got;
+    })();
     await sleep(300);
     const atFork = await counter(s, 'c0');
 
     const forked = await http(server, 'POST', `/v1/sessions/${s.sessionId}/fork`, { count: 3, memory: true });
+    reading = false;
     assert.equal(forked.status, 201, JSON.stringify(forked.body));
     const snapshot = forked.body['snapshot'] as Record<string, unknown>;
     const sessions = forked.body['sessions'] as Array<Record<string, unknown>>;
@@ -106,6 +142,37 @@ test(
     );
     t.after(() => Promise.all(forks.map((f) => f.close())));
     const lastSeq = Math.max(...before.seqs);
+    // The fork point: the source's last chunk before its pause (the longest silence the client saw).
+    const read = await reader;
+    const silence = (k: number): number => (read[k]?.at ?? 0) - (read[k - 1]?.at ?? Infinity);
+    let gap = 1;
+    for (let k = 2; k < read.length; k++) if (silence(k) > silence(gap)) gap = k;
+    assert.ok(silence(gap) > 300, `the client saw the source pause (${silence(gap)} ms)`);
+    const published = read.slice(0, gap);
+    const forkPoint = published.at(-1)!.seq;
+    for (const [i, f] of forks.entries()) {
+      // Everything the source had published keeps its seq in the fork; what follows goes on from it.
+      const mine = (await readUntil(f, 'lines', /(L\d+\n){3}/, forkPoint)).chunks;
+      const all = (
+        await f.request<{ chunks: Array<{ seq: number; chunk: string }> }>('process/read', {
+          processId: 'lines',
+          afterSeq: 0,
+        })
+      ).chunks;
+      const seqs = all.map((c) => c.seq);
+      assert.ok(
+        seqs.every((q, k) => k === 0 || q > seqs[k - 1]!),
+        `fork ${i}: seqs strictly increase: ${seqs}`,
+      );
+      const upTo = all.filter((c) => c.seq <= forkPoint).map((c) => [c.seq, Buffer.from(c.chunk, 'base64').toString()]);
+      assert.deepEqual(
+        upTo,
+        published.map((c) => [c.seq, c.text]),
+        `fork ${i}: the source's chunks, under their seqs`,
+      );
+      assert.ok(mine[0]!.seq === forkPoint + 1, `fork ${i}: new output from seq ${forkPoint + 1}, got ${mine[0]?.seq}`);
+      assertConsecutive(published.map((c) => c.text).join('') + mine.map((c) => c.text).join(''), `fork ${i}`);
+    }
     for (const [i, f] of forks.entries()) {
       const n = await counter(f, `fc${i}`);
       assert.ok(n >= atFork, `fork ${i}: the counter goes on from the fork point (${atFork}), read ${n}`);
@@ -158,7 +225,10 @@ test(
     t.after(() => rm(dir, { recursive: true, force: true }));
     const server = await startServer({
       backend: 'docker',
-      flags: ['--allowed-runtimes', 'runsc,runc', '--checkpoint-dir', dir, '--checkpoint-max-mb', '40'],
+      flags: [
+        ...['--allowed-runtimes', 'runsc,runc', '--checkpoint-dir', dir, '--checkpoint-max-mb', '40'],
+        ...['--warm-pool-templates', 'warm=1'],
+      ],
     });
     t.after(() => server.close());
     const s = await TestSession.open(server.url, { session: GVISOR });
@@ -172,7 +242,10 @@ test(
     assert.equal(snap.body['memory'], true);
     assert.ok(Number(snap.body['checkpointBytes']) > 0);
 
-    const made = await TestSession.open(server.url, { session: { ...GVISOR, snapshot: snap.body['snapshotId'] } });
+    const fromTemplate = { session: { ...GVISOR, snapshot: snap.body['snapshotId'] } };
+    const t0 = Date.now();
+    const made = await TestSession.open(server.url, fromTemplate);
+    const restoreMs = Date.now() - t0;
     t.after(() => made.close());
     const first = await made.run('q', ['sh', '-c', 'echo hello > /tmp/req; sleep 0.3; cat /tmp/ans']);
     assert.match(
@@ -181,15 +254,32 @@ test(
       `the first command finds the server answering: ${first.stdout}${first.stderr}`,
     );
 
+    // The template's pool (--warm-pool-templates warm=1): a session made from it claims a
+    // container restored ahead of time, its server answering on the first command.
+    const backend = server.backend as DockerBackend;
+    let ready: string[] = [];
+    for (const until = Date.now() + 30_000; ready.length === 0 && Date.now() < until; await sleep(100))
+      ready = backend.templatePoolReady('warm');
+    assert.equal(ready.length, 1, 'the template pool filled');
+    const t1 = Date.now();
+    const pooled = await TestSession.open(server.url, fromTemplate);
+    const claimMs = Date.now() - t1;
+    t.after(() => pooled.close());
+    const info = await http(server, 'GET', `/v1/sessions/${pooled.sessionId}`);
+    assert.ok(ready[0]?.startsWith(String(info.body['containerId'])), 'claimed from the pool, not restored on demand');
+    const answer = await pooled.run('q', ['sh', '-c', 'echo pooled > /tmp/req; sleep 0.3; cat /tmp/ans']);
+    assert.match(answer.stdout, /^answer-pooled-warm-\d+/, `${answer.stdout}${answer.stderr}`);
+    t.diagnostic(`from a live template: restored on demand ${restoreMs} ms, claimed from its pool ${claimMs} ms`);
+
     // runc: a clear error naming the runtime, at once; a filesystem fork works as today.
     const runc = await TestSession.open(server.url, { session: { ...GVISOR, runtime: 'runc' } });
     t.after(() => runc.close());
-    const t0 = Date.now();
+    const tRunc = Date.now();
     const refused = await http(server, 'POST', `/v1/sessions/${runc.sessionId}/fork`, { count: 2, memory: true });
     assert.equal(refused.status, 501, JSON.stringify(refused.body));
     assert.equal(refused.body['code'], 'EXEC_ERR_UNSUPPORTED');
     assert.match(String(refused.body['message']), /runtime runc/);
-    assert.ok(Date.now() - t0 < 3000, 'refused at once');
+    assert.ok(Date.now() - tRunc < 3000, 'refused at once');
     await runc.run('w', ['sh', '-c', 'echo files > /workspace/f']);
     const fsFork = await http(server, 'POST', `/v1/sessions/${runc.sessionId}/fork`, { count: 1 });
     assert.equal(fsFork.status, 201, JSON.stringify(fsFork.body));
@@ -208,7 +298,7 @@ test(
     assert.equal((await s.run('alive', ['echo', 'ok'])).stdout, 'ok\n');
 
     // The sessions made from the snapshots go, then the snapshots (and the template's checkpoint).
-    for (const id of [made.sessionId, copy.sessionId])
+    for (const id of [made.sessionId, pooled.sessionId, copy.sessionId])
       assert.equal((await http(server, 'DELETE', `/v1/sessions/${id}`)).status, 204);
     const fsSnapshot = (fsFork.body['snapshot'] as Record<string, unknown>)['snapshotId'];
     for (const id of [snap.body['snapshotId'], fsSnapshot])

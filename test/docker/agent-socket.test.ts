@@ -15,6 +15,7 @@ import { promisify } from 'node:util';
 import type { BackendSession } from '../../src/backends/types.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
 import { docker, makeBackend, RecordingSink, sessionSpec, sleep, spawnRequest } from './helpers.ts';
+import { tempDirFor } from '../support/temp-dir.ts';
 
 const execFileP = promisify(execFile);
 
@@ -38,8 +39,7 @@ test(
   'agent link: output read through the server-owned socket, read-only and root-only in the container, replaced agent connects again, gone with the container',
   dockerTestOptions,
   async (t) => {
-    const root = await mkdtemp(join(tmpdir(), 'exec-server-sockets-'));
-    t.after(() => rm(root, { recursive: true, force: true }));
+    const root = await tempDirFor(t, 'exec-server-sockets-');
     const backend = makeBackend({ agentSocketDir: root });
     t.after(() => backend.close());
     const session = await backend.createSession(sessionSpec());

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BackendSession } from '../../src/backends/types.ts';
 import { dockerTestOptions } from './engine.ts';
-import { docker, makeBackend, RecordingSink, sessionSpec, sleep, spawnRequest } from './helpers.ts';
+import { docker, RecordingSink, sleep, spawnRequest, testSession } from './helpers.ts';
 import { startServer, stopAndGoBurst, TestSession } from '../support/harness.ts';
 
 const execPathOf = (s: BackendSession): string | undefined => s.execPath;
@@ -39,9 +39,7 @@ test(
   'commands go through the agent: one attach for many commands, root-only binary, sandbox user with no_new_privs',
   dockerTestOptions,
   async (t) => {
-    const backend = makeBackend();
-    t.after(() => backend.close());
-    const session = await backend.createSession(sessionSpec());
+    const session = await testSession(t);
     assert.equal(execPathOf(session), 'agent');
     for (let i = 0; i < 5; i++) assert.equal((await run(session, ['sh', '-c', `echo ${i}`])).text(), `${i}\n`);
     // Daemon + the attacher of the one connection: commands did not each cost an exec.
@@ -65,9 +63,7 @@ test(
   'the agent killed mid-command: its commands end lost naming the agent; the next command gets a new agent',
   dockerTestOptions,
   async (t) => {
-    const backend = makeBackend();
-    t.after(() => backend.close());
-    const session = await backend.createSession(sessionSpec());
+    const session = await testSession(t);
     const sleeping = new RecordingSink();
     await session.spawn(spawnRequest(['sh', '-c', 'echo started; sleep 300']), sleeping);
     while (!sleeping.text().includes('started')) await sleep(10);
@@ -97,9 +93,7 @@ test(
   'a broken agent connection: running commands go on, every byte once and in order, real exit codes',
   dockerTestOptions,
   async (t) => {
-    const backend = makeBackend();
-    t.after(() => backend.close());
-    const session = await backend.createSession(sessionSpec());
+    const session = await testSession(t);
     const sink = new RecordingSink();
     await session.spawn(
       spawnRequest(['sh', '-c', 'i=0; while [ $i -lt 400 ]; do echo line-$i; i=$((i+1)); sleep 0.005; done; exit 7']),
@@ -133,17 +127,13 @@ test(
   'fallback: forced per-command execs, and an agent that cannot run there, keep the contract',
   dockerTestOptions,
   async (t) => {
-    const forced = makeBackend({ execPath: 'exec' });
-    t.after(() => forced.close());
-    const a = await forced.createSession(sessionSpec());
+    const a = await testSession(t, { execPath: 'exec' });
     assert.equal(execPathOf(a), 'exec');
     assert.equal((await run(a, ['sh', '-c', 'echo via-exec'])).text(), 'via-exec\n');
 
     const notBinary = join(tmpdir(), `not-an-agent-${process.pid}`);
     await writeFile(notBinary, 'this is not an executable for this architecture\n');
-    const broken = makeBackend({ agentBinary: notBinary });
-    t.after(() => broken.close());
-    const b = await broken.createSession(sessionSpec());
+    const b = await testSession(t, { agentBinary: notBinary });
     assert.equal(execPathOf(b), 'exec');
     assert.match(b.execPathReason ?? '', /exec agent does not start/);
     const sink = await run(b, ['sh', '-c', 'echo still-works; exit 4']);

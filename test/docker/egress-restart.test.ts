@@ -5,55 +5,16 @@
  * on 127.0.0.2) is still reached and another port is still refused.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import type { SessionInfo } from '../../src/protocol/index.ts';
-import { freePort } from '../support/free-port.ts';
-import { sleep } from '../support/harness.ts';
+import { startDevServer } from '../support/dev-server.ts';
 import { type ExecAnswer, requestJson } from '../http/helpers.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
 
 const BODY = 'still reachable after the restart\n';
-
-async function serve(instanceId: string): Promise<{ base: string; child: ChildProcess }> {
-  const port = await freePort();
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      'src/main.ts',
-      'serve',
-      '--backend',
-      'docker',
-      '--image',
-      TEST_IMAGE,
-      '--instance-id',
-      instanceId,
-      '--listen',
-      `ws://127.0.0.1:${port}`,
-      '--log-level',
-      'warn',
-    ],
-    { stdio: ['ignore', 'ignore', 'inherit'], cwd: new URL('../..', import.meta.url).pathname },
-  );
-  const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 1200; i++) {
-    if (
-      await fetch(`${base}/readyz`).then(
-        (r) => r.ok,
-        () => false,
-      )
-    )
-      return { base, child };
-    await sleep(100);
-  }
-  child.kill('SIGKILL');
-  throw new Error('server did not become ready');
-}
 
 test(
   'egress survives a server restart: the successor serves the re-adopted session’s proxy',
@@ -64,9 +25,9 @@ test(
     t.after(() => origin.close());
     const port = (origin.address() as AddressInfo).port;
     const instanceId = `egress-restart-${randomUUID().slice(0, 8)}`;
-    const first = await serve(instanceId);
-    t.after(() => first.child.kill('SIGKILL'));
-    const created = await requestJson<SessionInfo>(`${first.base}/v1/sessions`, 'POST', {
+    const first = await startDevServer({ image: TEST_IMAGE, instanceId });
+    t.after(() => first.kill());
+    const created = await requestJson<SessionInfo>(`${first.http}/v1/sessions`, 'POST', {
       network: { allow: [`127.0.0.2:${port}`] },
     });
     assert.equal(created.status, 201, JSON.stringify(created.body));
@@ -79,21 +40,20 @@ test(
           yield_time_ms: 10000,
         })
       ).body.output;
-    assert.ok((await exec(first.base, `wget -q -O - http://127.0.0.2:${port}/`)).endsWith(BODY));
+    assert.ok((await exec(first.http, `wget -q -O - http://127.0.0.2:${port}/`)).endsWith(BODY));
 
-    first.child.kill('SIGKILL');
-    await new Promise((r) => first.child.once('exit', r));
-    const second = await serve(instanceId);
+    await first.kill();
+    const second = await startDevServer({ image: TEST_IMAGE, instanceId });
     t.after(async () => {
-      await requestJson(`${second.base}/v1/sessions/${id}`, 'DELETE');
-      second.child.kill('SIGTERM');
+      await requestJson(`${second.http}/v1/sessions/${id}`, 'DELETE');
+      await second.stop();
     });
-    const info = await requestJson<SessionInfo>(`${second.base}/v1/sessions/${id}`, 'GET');
+    const info = await requestJson<SessionInfo>(`${second.http}/v1/sessions/${id}`, 'GET');
     assert.equal(info.status, 200);
     assert.deepEqual(info.body.egress?.allow, [`127.0.0.2:${port}`]);
-    assert.ok((await exec(second.base, `wget -q -O - http://127.0.0.2:${port}/`)).endsWith(BODY));
-    assert.match(await exec(second.base, `wget -q -O - http://127.0.0.2:1/ 2>&1`), /403 Forbidden/);
-    const after = await requestJson<SessionInfo>(`${second.base}/v1/sessions/${id}`, 'GET');
+    assert.ok((await exec(second.http, `wget -q -O - http://127.0.0.2:${port}/`)).endsWith(BODY));
+    assert.match(await exec(second.http, `wget -q -O - http://127.0.0.2:1/ 2>&1`), /403 Forbidden/);
+    const after = await requestJson<SessionInfo>(`${second.http}/v1/sessions/${id}`, 'GET');
     assert.equal(after.body.egress?.connections, 1);
     assert.equal(after.body.egress?.refused, 1);
   },

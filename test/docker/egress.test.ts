@@ -5,10 +5,9 @@
  * (127.0.0.1 stays inside the session: NO_PROXY); nothing else is ever dialled.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import type { BackendSession } from '../../src/backends/types.ts';
@@ -19,6 +18,7 @@ import type { SessionInfo } from '../../src/protocol/index.ts';
 import { type ExecAnswer, newSession, serverWithApi } from '../http/helpers.ts';
 import { dockerTestOptions } from './engine.ts';
 import { docker, makeBackend, RecordingSink, sessionSpec, spawnRequest } from './helpers.ts';
+import { tempDirFor } from '../support/temp-dir.ts';
 
 const BODY = 'hello from the egress test\n';
 
@@ -49,8 +49,7 @@ test(
   'egress: allowed destination over HTTP and CONNECT; other port, loopback under *, a loopback name refused 403; no direct path; none without network',
   dockerTestOptions,
   async (t) => {
-    const root = await mkdtemp(join(tmpdir(), 'exec-server-egress-'));
-    t.after(() => rm(root, { recursive: true, force: true }));
+    const root = await tempDirFor(t, 'exec-server-egress-');
     const allowed = await listen('127.0.0.2');
     const other = await listen('127.0.0.2');
     t.after(() => {
@@ -135,8 +134,7 @@ test(
   async (t) => {
     const origin = await listen('127.0.0.2');
     t.after(() => origin.server.close());
-    const dir = await mkdtemp(join(tmpdir(), 'exec-server-egress-audit-'));
-    t.after(() => rm(dir, { recursive: true, force: true }));
+    const dir = await tempDirFor(t, 'exec-server-egress-audit-');
     const auditPath = join(dir, 'audit.jsonl');
     const api = await serverWithApi(t, { backend: 'docker', flags: ['--audit-log', auditPath] });
     const bad = await api('POST', '/v1/sessions', { network: { allow: ['example.com:99999'] } });

@@ -6,69 +6,33 @@
  * real exit codes; a replica that starts while the others run takes nothing of theirs.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { test } from 'node:test';
-import { freePort } from '../support/free-port.ts';
+import { type DevServer, spawnDevServer } from '../support/dev-server.ts';
 import { call, mcpClient, textOf } from '../mcp/helpers.ts';
-import { sleep, TestSession } from '../support/harness.ts';
+import { readToEnd, sleep, TestSession } from '../support/harness.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
 import { docker } from './helpers.ts';
 
-interface Replica {
+interface Replica extends DevServer {
   readonly name: string;
-  readonly url: string;
-  readonly http: string;
-  readonly child: ChildProcess;
-  stderr(): string;
 }
 
 const instanceId = `fleet-${randomUUID().slice(0, 8)}`;
 const replicas: Replica[] = [];
 
 async function replica(name: string, extra: readonly string[] = []): Promise<Replica> {
-  const port = await freePort();
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      'src/main.ts',
-      'serve',
-      '--backend',
-      'docker',
-      '--image',
-      TEST_IMAGE,
-      '--instance-id',
-      instanceId,
-      '--fleet',
-      '--session-token-secret',
-      instanceId,
-      '--replica-id',
-      name,
-      ...extra,
-      '--listen',
-      `ws://127.0.0.1:${port}`,
-      '--log-level',
-      'info',
-    ],
-    { stdio: ['ignore', 'ignore', 'pipe'], cwd: new URL('../..', import.meta.url).pathname },
-  );
-  let err = '';
-  child.stderr!.setEncoding('utf8').on('data', (s: string) => (err = (err + s).slice(-256 * 1024)));
-  const r = { name, url: `ws://127.0.0.1:${port}`, http: `http://127.0.0.1:${port}`, child, stderr: () => err };
+  const server = await spawnDevServer({
+    image: TEST_IMAGE,
+    instanceId,
+    flags: ['--fleet', '--session-token-secret', instanceId, '--replica-id', name, ...extra],
+    logLevel: 'info',
+    stderr: 'capture',
+  });
+  const r = Object.assign(server, { name });
   replicas.push(r);
-  for (let i = 0; i < 1200 && child.exitCode === null; i++) {
-    if (
-      await fetch(`${r.http}/readyz`).then(
-        (x) => x.ok,
-        () => false,
-      )
-    )
-      return r;
-    await sleep(100);
-  }
-  throw new Error(`replica ${name} did not become ready: ${err}`);
+  await r.ready();
+  return r;
 }
 
 async function cleanUp(): Promise<void> {
@@ -96,30 +60,6 @@ async function until(what: string, check: () => boolean, timeoutMs = 20_000): Pr
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await sleep(20);
   }
-}
-
-/** Reads `processId` from `afterSeq` until it is closed (process/read). */
-async function readRest(s: TestSession, processId: string, afterSeq: number) {
-  let text = '';
-  const seqs: number[] = [];
-  let after = afterSeq;
-  for (let i = 0; i < 600; i++) {
-    const r = await s.request<{
-      chunks: Array<{ seq: number; chunk: string }>;
-      nextSeq: number;
-      exited: boolean;
-      exitCode: unknown;
-      signal: unknown;
-      closed: boolean;
-    }>('process/read', { processId, afterSeq: after, waitMs: 1000 });
-    for (const c of r.chunks) {
-      seqs.push(c.seq);
-      text += Buffer.from(c.chunk, 'base64').toString('utf8');
-    }
-    after = Math.max(after, r.nextSeq - 1);
-    if (r.exited && r.closed) return { text, seqs, exitCode: r.exitCode, signal: r.signal };
-  }
-  throw new Error(`process ${processId} did not end`);
 }
 
 /** A replica's log line saying it took session `id` over. */
@@ -199,7 +139,7 @@ test('a fleet of three replicas serves every session through any of them', {
     await write('size\n');
     await until('the new size', () => outputOf(onB, 'repl').includes('33 101'));
     await onB.request('process/signal', { processId: 'repl', signal: 'SIGTERM' });
-    const rest = await readRest(onB, 'repl', 0);
+    const rest = await readToEnd(onB, 'repl', 0);
     assert.match(rest.text, /ready[\s\S]*echo:hello[\s\S]*33 101/, 'the whole output, from seq 1, through B');
     assert.equal(rest.signal, 'SIGTERM');
     assert.match(a.stderr(), /"msg":"session created"/);
@@ -227,7 +167,7 @@ test('a fleet of three replicas serves every session through any of them', {
 
     const onB = await TestSession.open(b.url, { resumeSessionId: id });
     movedOnB = { id, onB };
-    const stream = await readRest(onB, 'stream', last.stream);
+    const stream = await readToEnd(onB, 'stream', last.stream);
     const expected = Array.from({ length: 400 }, (_, i) => `line-${i}\n`).join('');
     assert.equal(before.stream + stream.text, expected, 'every byte once, in order');
     assert.equal(stream.exitCode, 5);
@@ -236,7 +176,7 @@ test('a fleet of three replicas serves every session through any of them', {
       stream.seqs.map((_, i) => last.stream + 1 + i),
       'seqs continue where the client left off',
     );
-    const nap = await readRest(onB, 'nap', last.nap);
+    const nap = await readToEnd(onB, 'nap', last.nap);
     assert.equal(before.nap + nap.text, 'napping\nwoke\n');
     assert.equal(nap.exitCode, 9);
     const info = await onB.request<{ agentTransport?: string }>('session/info', {});
@@ -275,7 +215,7 @@ test('a fleet of three replicas serves every session through any of them', {
     await new Promise((r) => b.child.once('exit', r));
     const onC = await TestSession.open(c.url, { resumeSessionId: id });
     t.after(() => onC.close());
-    const rest = await readRest(onC, 'again', last);
+    const rest = await readToEnd(onC, 'again', last);
     assert.equal(outputOf(onB, 'again') + rest.text, 'before\nafter\n');
     assert.equal(rest.exitCode, 4);
     const info = await onC.request<{ agentTransport?: string }>('session/info', {});

@@ -1,6 +1,6 @@
 /** Shared helpers of the docker tests: a backend per test file, specs, a recording sink. */
 import { randomUUID } from 'node:crypto';
-import { after, before } from 'node:test';
+import { after, before, type TestContext } from 'node:test';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { createDockerBackend, type DockerBackend, type DockerBackendOptions } from '../../src/backends/docker/index.ts';
@@ -119,6 +119,13 @@ export async function poolContainerIds(backend: DockerBackend): Promise<string[]
     .trim()
     .split('\n')
     .filter((id) => id !== '');
+}
+
+/** A backend of its own for the test `t` (closed when it ends) and a new session on it. */
+export async function testSession(t: TestContext, extra: Partial<DockerBackendOptions> = {}): Promise<BackendSession> {
+  const backend = makeBackend(extra);
+  t.after(() => backend.close());
+  return backend.createSession(sessionSpec());
 }
 
 /**

@@ -175,48 +175,17 @@ for (const { kind, options } of BACKENDS) {
     await rejectsRpc(session.request('fs/createDirectory', { path: `${workdir}/dir` }), -32603, 'EXEC_ERR_FS');
     assert.deepEqual(await session.request('fs/createDirectory', { path: `${workdir}/dir`, recursive: true }), {});
     // Bad params: relative path, bad base64, missing fields, wrong types.
-    await rejectsRpc(
-      session.request('fs/readFile', { path: 'relative/file' }),
-      -32602,
-      'EXEC_ERR_INVALID_PARAMS',
-      /path/,
-    );
-    await rejectsRpc(
-      session.request('fs/writeFile', { path: `${workdir}/b`, dataBase64: 'not base64!' }),
-      -32602,
-      'EXEC_ERR_INVALID_PARAMS',
-      /dataBase64/,
-    );
-    await rejectsRpc(
-      session.request('fs/writeFile', { path: `${workdir}/b`, dataBase64: 'abc' }),
-      -32602,
-      'EXEC_ERR_INVALID_PARAMS',
-      /dataBase64/,
-    );
-    await rejectsRpc(
-      session.request('fs/writeFile', { path: `${workdir}/b` }),
-      -32602,
-      'EXEC_ERR_INVALID_PARAMS',
-      /dataBase64/,
-    );
-    await rejectsRpc(
-      session.request('fs/copy', { sourcePath: `${workdir}/file`, destinationPath: `${workdir}/c` }),
-      -32602,
-      'EXEC_ERR_INVALID_PARAMS',
-      /recursive/,
-    );
-    await rejectsRpc(
-      session.request('fs/remove', { path: `${workdir}/file`, recursive: 'yes' }),
-      -32602,
-      'EXEC_ERR_INVALID_PARAMS',
-      /recursive/,
-    );
-    await rejectsRpc(
-      session.request('fs/getMetadata', { path: 'file://otherhost/etc/passwd' }),
-      -32602,
-      'EXEC_ERR_INVALID_PARAMS',
-      /host/,
-    );
+    const invalid: Array<[method: string, params: Record<string, unknown>, names: RegExp]> = [
+      ['fs/readFile', { path: 'relative/file' }, /path/],
+      ['fs/writeFile', { path: `${workdir}/b`, dataBase64: 'not base64!' }, /dataBase64/],
+      ['fs/writeFile', { path: `${workdir}/b`, dataBase64: 'abc' }, /dataBase64/],
+      ['fs/writeFile', { path: `${workdir}/b` }, /dataBase64/],
+      ['fs/copy', { sourcePath: `${workdir}/file`, destinationPath: `${workdir}/c` }, /recursive/],
+      ['fs/remove', { path: `${workdir}/file`, recursive: 'yes' }, /recursive/],
+      ['fs/getMetadata', { path: 'file://otherhost/etc/passwd' }, /host/],
+    ];
+    for (const [method, params, names] of invalid)
+      await rejectsRpc(session.request(method, params), -32602, 'EXEC_ERR_INVALID_PARAMS', names);
     // Nothing was written by the rejected calls.
     await rejectsRpc(session.request('fs/getMetadata', { path: `${workdir}/b` }), -32004);
   });

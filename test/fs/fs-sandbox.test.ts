@@ -240,32 +240,15 @@ for (const { kind, options } of BACKENDS) {
     });
     const { session, workdir, outside } = env;
     await env.sh(`printf p > ${workdir}/private.txt`);
+    /** fs/writeFile of `x` at `path` under a Codex sandbox of `mode`. */
+    const writeUnder = (path: string, mode: Parameters<typeof codexSandbox>[1]) =>
+      session.request('fs/writeFile', { path, dataBase64: b64('x'), sandbox: codexSandbox(workdir, mode) });
     // Codex read-only: no write even in the workspace.
-    await rejectsRpc(
-      session.request('fs/writeFile', {
-        path: `${workdir}/a.txt`,
-        dataBase64: b64('x'),
-        sandbox: codexSandbox(workdir, 'read-only'),
-      }),
-      DENIED,
-      'EXEC_ERR_FS_DENIED',
-    );
+    await rejectsRpc(writeUnder(`${workdir}/a.txt`, 'read-only'), DENIED, 'EXEC_ERR_FS_DENIED');
     // Codex workspace-write: the workspace is writable.
-    await session.request('fs/writeFile', {
-      path: `${workdir}/a.txt`,
-      dataBase64: b64('x'),
-      sandbox: codexSandbox(workdir, 'workspace-write'),
-    });
+    await writeUnder(`${workdir}/a.txt`, 'workspace-write');
     // Codex asking for write on / cannot widen the session policy.
-    await rejectsRpc(
-      session.request('fs/writeFile', {
-        path: `${outside}/a.txt`,
-        dataBase64: b64('x'),
-        sandbox: codexSandbox(workdir, 'full-write'),
-      }),
-      DENIED,
-      'EXEC_ERR_FS_DENIED',
-    );
+    await rejectsRpc(writeUnder(`${outside}/a.txt`, 'full-write'), DENIED, 'EXEC_ERR_FS_DENIED');
     // A Codex deny entry (`access: none`) denies reads.
     const deny = [{ path: { type: 'path', path: fileUri(`${workdir}/private.txt`) }, access: 'none' }];
     await rejectsRpc(

@@ -19,19 +19,12 @@ import type { IStatefulSet } from 'kubernetes-models/apps/v1/StatefulSet';
 import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import type { IPodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import type { IService } from 'kubernetes-models/v1/Service';
-import { HELM_RELEASES, helmBinary } from './helm-binary.ts';
+import { HELM_RELEASES, helmBinary, helmEnv } from './helm-binary.ts';
 
 const run = promisify(execFile);
 const IN_CI = process.env['CI'] === 'true' || process.env['CI'] === '1';
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const chart = join(root, 'helm', 'exec-server');
-const helmHome = join(root, 'node_modules', '.cache', 'exec-server-helm', 'home');
-const env = {
-  ...process.env,
-  HELM_CACHE_HOME: join(helmHome, 'cache'),
-  HELM_CONFIG_HOME: join(helmHome, 'config'),
-  HELM_DATA_HOME: join(helmHome, 'data'),
-};
 
 type Obj = { kind: string; metadata: { name: string; labels?: Record<string, string> } };
 let bin: string | undefined;
@@ -47,7 +40,10 @@ before(async () => {
 });
 
 async function render(args: string[]): Promise<Obj[]> {
-  const { stdout } = await run(bin!, ['template', 'fx', chart, '--namespace', 'ns', ...args], { env, timeout: 60_000 });
+  const { stdout } = await run(bin!, ['template', 'fx', chart, '--namespace', 'ns', ...args], {
+    env: helmEnv,
+    timeout: 60_000,
+  });
   return parseAllDocuments(stdout)
     .map((d) => d.toJS() as Obj | null)
     .filter((o): o is Obj => o !== null);

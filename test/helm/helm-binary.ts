@@ -27,6 +27,17 @@ const run = promisify(execFile);
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const cacheDir = join(root, 'node_modules', '.cache', 'exec-server-helm');
 
+// helm's own state (caches, repositories, plugins) stays out of the user's home.
+const helmHome = join(cacheDir, 'home');
+
+/** The environment to run helm in: this process's, with helm's state under node_modules/.cache. */
+export const helmEnv: NodeJS.ProcessEnv = {
+  ...process.env,
+  HELM_CACHE_HOME: join(helmHome, 'cache'),
+  HELM_CONFIG_HOME: join(helmHome, 'config'),
+  HELM_DATA_HOME: join(helmHome, 'data'),
+};
+
 export interface HelmRelease {
   /** `helm version --short` prefix this package must give. */
   readonly version: string;

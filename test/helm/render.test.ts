@@ -28,7 +28,7 @@ import {
   ServiceMonitor,
   type IServiceMonitor,
 } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor';
-import { HELM_RELEASES, helmBinary } from './helm-binary.ts';
+import { HELM_RELEASES, helmBinary, helmEnv } from './helm-binary.ts';
 
 const run = promisify(execFile);
 const IN_CI = process.env['CI'] === 'true' || process.env['CI'] === '1';
@@ -88,15 +88,6 @@ const cases: Case[] = [
       values: merge(defaults, parse(readFileSync(join(ciDir, f), 'utf8')) as Values),
     })),
 ];
-
-// helm's own state (caches, repositories, plugins) stays out of the user's home.
-const helmHome = join(root, 'node_modules', '.cache', 'exec-server-helm', 'home');
-const helmEnv = {
-  ...process.env,
-  HELM_CACHE_HOME: join(helmHome, 'cache'),
-  HELM_CONFIG_HOME: join(helmHome, 'config'),
-  HELM_DATA_HOME: join(helmHome, 'data'),
-};
 
 async function helm(bin: string, args: string[]): Promise<{ code: number; out: string }> {
   try {

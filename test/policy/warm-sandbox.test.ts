@@ -13,7 +13,7 @@ import { describe, test } from 'node:test';
 import { silentLogger } from '../../src/logger.ts';
 import { probeWarmSandbox, WarmSandboxes } from '../../src/backends/local/warm-sandbox.ts';
 import { SANDBOX_BASE } from '../../src/backends/local/bubblewrap.ts';
-import { startServer, TestSession } from '../support/harness.ts';
+import { serverFor, sessionFor, TestSession } from '../support/harness.ts';
 
 /**
  * bwrap holder processes (`... -- sandbox-join --hold`) whose arguments mention `path`: the
@@ -48,8 +48,7 @@ const CONFINEMENT = [
 for (const mode of ['warm', 'cold'] as const) {
   describe(`sandbox confinement [${mode}]`, { timeout: 120_000 }, () => {
     test('workspace writable, root read-only, no capabilities, own network, deny-read honoured', async (t) => {
-      const server = await startServer({ coldSandbox: mode === 'cold' });
-      t.after(() => server.close());
+      const server = await serverFor(t, { coldSandbox: mode === 'cold' });
       const s0 = await TestSession.open(server.url, { session: { sandbox: { type: 'workspace-write' } } });
       const workdir = String((await s0.request<Record<string, unknown>>('session/info', {}))['workdir']);
       await s0.close();
@@ -78,8 +77,7 @@ test(
   'one warm sandbox per argument set: reused, replaced when a deny-read path appears or is recreated, ended with the session',
   warmOnly,
   async (t) => {
-    const server = await startServer();
-    t.after(() => server.close());
+    const server = await serverFor(t);
     const workdir = await mkdtemp(join(tmpdir(), 'exec-server-warm-'));
     t.after(() => rm(workdir, { recursive: true, force: true }));
     const s = await TestSession.open(server.url, {
@@ -157,8 +155,7 @@ test('the native helper confines relative paths too, and a missing cwd fails cle
 });
 
 test('a writable root removed and created again is the new directory for the next command', warmOnly, async (t) => {
-  const server = await startServer();
-  t.after(() => server.close());
+  const server = await serverFor(t);
   // Outside /tmp: a root under a writable parent would be reached through the parent's bind anyway.
   const extra = await mkdtemp('/var/tmp/exec-server-extra-');
   t.after(() => rm(extra, { recursive: true, force: true }));
@@ -177,10 +174,8 @@ test(
   'a sandboxed command cannot reach into a warm holder (non-dumpable: no ptrace, no /proc root)',
   warmOnly,
   async (t) => {
-    const server = await startServer();
-    t.after(() => server.close());
-    const s = await TestSession.open(server.url, { session: { sandbox: { type: 'workspace-write' } } });
-    t.after(() => s.close());
+    const server = await serverFor(t);
+    const s = await sessionFor(t, server.url, { session: { sandbox: { type: 'workspace-write' } } });
     const workdir = String((await s.request<Record<string, unknown>>('session/info', {}))['workdir']);
     assert.equal((await s.run('warm', ['true'])).exited['exitCode'], 0);
     const ps = execFileSync('ps', ['-eo', 'pid,args'], { encoding: 'utf8' }).split('\n');

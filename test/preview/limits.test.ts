@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import type { PreviewAnswer, SessionInfo } from '../../src/protocol/index.ts';
 import { requestJson } from '../http/helpers.ts';
 import { call, mcpClient, textOf } from '../mcp/helpers.ts';
-import { sleep, startServer, TestSession } from '../support/harness.ts';
+import { serverFor, sessionFor, sleep } from '../support/harness.ts';
 
 const TOKEN = 'limits-token';
 
@@ -26,8 +26,7 @@ function rpcCode(code: string, message: RegExp): (err: unknown) => boolean {
 test('preview ports: bad ports, a port exposed twice and too many ports, over HTTP, JSON-RPC and MCP', {
   timeout: 60_000,
 }, async (t) => {
-  const server = await startServer({ flags: ['--token', TOKEN, '--preview-max-ports', '2'] });
-  t.after(() => server.close());
+  const server = await serverFor(t, { flags: ['--token', TOKEN, '--preview-max-ports', '2'] });
   const base = server.httpUrl;
   const post = (id: string, body: unknown) =>
     requestJson<PreviewAnswer>(`${base}/v1/sessions/${id}/ports`, 'POST', body, TOKEN);
@@ -70,8 +69,7 @@ test('preview ports: bad ports, a port exposed twice and too many ports, over HT
   assert.equal((await post(other, { port: 3003 })).status, 201);
 
   // JSON-RPC: the same checks, the registry's codes.
-  const session = await TestSession.open(server.url, { session: { previewPorts: true } }, { token: TOKEN });
-  t.after(() => session.close());
+  const session = await sessionFor(t, server.url, { session: { previewPorts: true } }, { token: TOKEN });
   const expose = (params: unknown) => session.request('session/exposePort', params);
   await assert.rejects(expose({ port: 0 }), rpcCode('EXEC_ERR_INVALID_PARAMS', /port: must be >= 1/));
   await assert.rejects(expose({ port: 70_000 }), rpcCode('EXEC_ERR_INVALID_PARAMS', /port: must be <= 65535/));
@@ -108,8 +106,7 @@ test('preview ports: bad ports, a port exposed twice and too many ports, over HT
 test('preview ports: a signed URL the server issued, and the cookie it gave, stop working when it expires', {
   timeout: 60_000,
 }, async (t) => {
-  const server = await startServer({ flags: ['--token', TOKEN] });
-  t.after(() => server.close());
+  const server = await serverFor(t, { flags: ['--token', TOKEN] });
   const base = server.httpUrl;
   const id = (await requestJson<SessionInfo>(`${base}/v1/sessions`, 'POST', { previewPorts: true }, TOKEN)).body
     .sessionId;

@@ -23,7 +23,7 @@ import type { BackendKind } from '../support/harness.ts';
 
 // Loaded once the engine check above is done: evaluating the server's modules takes seconds,
 // which must not run while that check waits for the engine's answer.
-const { sleep, startServer, TestSession } = await import('../support/harness.ts');
+const { serverFor, sessionFor, sleep, startServer } = await import('../support/harness.ts');
 const { PreviewSigner } = await import('../../src/preview/signing.ts');
 
 const run = promisify(execFile);
@@ -123,8 +123,7 @@ for (const backend of BACKENDS) {
       });
       t.after(() => server.close());
       const base = server.httpUrl;
-      const session = await TestSession.open(server.url, { session: { previewPorts: true } }, { token: ALICE });
-      t.after(() => session.close());
+      const session = await sessionFor(t, server.url, { session: { previewPorts: true } }, { token: ALICE });
       const id = session.sessionId;
       const workdir = String((session.initResult['environmentInfo'] as Record<string, unknown>)['cwd'] ?? '').replace(
         /^file:\/\//,
@@ -289,8 +288,7 @@ for (const backend of BACKENDS) {
 test('preview: a session that does not allow it cannot expose ports; closing a port refuses it from then on', {
   timeout: 60_000,
 }, async (t) => {
-  const server = await startServer({ flags: ['--token', ALICE] });
-  t.after(() => server.close());
+  const server = await serverFor(t, { flags: ['--token', ALICE] });
   const base = server.httpUrl;
   const plain = await api<SessionInfo>(base, 'POST', '/v1/sessions', ALICE, {});
   const refused = await api(base, 'POST', `/v1/sessions/${plain.body.sessionId}/ports`, ALICE, { port: 8080 });
@@ -332,11 +330,9 @@ test('preview signer: a token opens its own session, port and tenant until it ex
 test('preview (local): what authenticated the caller never reaches the application; bodies stream both ways', {
   timeout: 90_000,
 }, async (t) => {
-  const server = await startServer({ flags: ['--token', ALICE] });
-  t.after(() => server.close());
+  const server = await serverFor(t, { flags: ['--token', ALICE] });
   const base = server.httpUrl;
-  const session = await TestSession.open(server.url, { session: { previewPorts: true } }, { token: ALICE });
-  t.after(() => session.close());
+  const session = await sessionFor(t, server.url, { session: { previewPorts: true } }, { token: ALICE });
   const id = session.sessionId;
   const port = 19_000 + Math.floor(Math.random() * 500);
   // An application that answers what it received: method, path, headers, and the body's length.

@@ -8,17 +8,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import WebSocket from 'ws';
 import { startServer, TestSession } from '../support/harness.ts';
-
-/** Deterministic PRNG (mulberry32) so a failure can be replayed from its seed. */
-function rng(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { rng } from '../support/rng.ts';
 
 const METHODS = [
   'initialize',

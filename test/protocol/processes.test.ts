@@ -4,7 +4,17 @@ import { describe, test } from 'node:test';
 import type { RpcError } from '../../src/client/rpc-connection.ts';
 import { assertSameText } from '../support/assert-text.ts';
 import { BACKENDS } from '../support/backends.ts';
-import { b64, sleep, startServer, stopAndGoBurst, TestSession, unb64, type TestServer } from '../support/harness.ts';
+import {
+  b64,
+  serverFor,
+  sessionFor,
+  sleep,
+  startServer,
+  stopAndGoBurst,
+  type TestServer,
+  TestSession,
+  unb64,
+} from '../support/harness.ts';
 
 for (const backend of BACKENDS) {
   describe(`processes [${backend}]`, { timeout: 300_000 }, () => {
@@ -271,12 +281,20 @@ function unb64All(s: TestSession, id: string): string {
   ).toString();
 }
 
+/**
+ * process/start sent raw on the paused connection of `s` (a paused client cannot read the reply;
+ * the server streams on), then 1.5 s later the connection resumed.
+ */
+async function startRawThenResume(s: TestSession, id: number | string, params: Record<string, unknown>): Promise<void> {
+  s.conn.socket.send(JSON.stringify({ id, method: 'process/start', params }));
+  await sleep(1500);
+  s.conn.socket.resume();
+}
+
 describe('limits', { timeout: 120_000 }, () => {
   test('ended processes are dropped after the retention time', async (t) => {
-    const server = await startServer({ flags: ['--exited-retention-ms', '300'] });
-    t.after(() => server.close());
-    const s = await TestSession.open(server.url);
-    t.after(() => s.close());
+    const server = await serverFor(t, { flags: ['--exited-retention-ms', '300'] });
+    const s = await sessionFor(t, server.url);
     await s.run('short', ['true']);
     await sleep(700);
     await assert.rejects(
@@ -286,10 +304,8 @@ describe('limits', { timeout: 120_000 }, () => {
   });
 
   test('pruning protects the most recent and drops the least recently used ended process first', async (t) => {
-    const server = await startServer({ flags: ['--max-processes', '10'] });
-    t.after(() => server.close());
-    const s = await TestSession.open(server.url);
-    t.after(() => s.close());
+    const server = await serverFor(t, { flags: ['--max-processes', '10'] });
+    const s = await sessionFor(t, server.url);
     await s.run('done-0', ['true']);
     await sleep(5);
     await s.start('run-1', ['sleep', '30']);
@@ -312,10 +328,8 @@ describe('limits', { timeout: 120_000 }, () => {
   });
 
   test('a healthy client slower than its command gets every byte: the command waits, nobody is cut', async (t) => {
-    const server = await startServer({ flags: ['--ws-buffer-limit-bytes', '1048576'] });
-    t.after(() => server.close());
-    const s = await TestSession.open(server.url, { session: { sandbox: { type: 'danger-full-access' } } });
-    t.after(() => s.close());
+    const server = await serverFor(t, { flags: ['--ws-buffer-limit-bytes', '1048576'] });
+    const s = await sessionFor(t, server.url, { session: { sandbox: { type: 'danger-full-access' } } });
     // Read in fits and starts, far slower than `head` writes.
     const burst = await stopAndGoBurst(s);
     const r = await s.result('burst', 60_000);
@@ -331,8 +345,7 @@ describe('limits', { timeout: 120_000 }, () => {
   });
 
   test('a client that stays behind is disconnected after the stall timeout and can resume; its process keeps running', async (t) => {
-    const server = await startServer({ flags: ['--ws-buffer-limit-bytes', '65536', '--ws-stall-timeout-ms', '500'] });
-    t.after(() => server.close());
+    const server = await serverFor(t, { flags: ['--ws-buffer-limit-bytes', '65536', '--ws-stall-timeout-ms', '500'] });
     const s = await TestSession.open(server.url);
     const closed = new Promise<number>((resolve) => s.conn.onClose((code) => resolve(code)));
     s.conn.socket.pause();
@@ -341,23 +354,13 @@ describe('limits', { timeout: 120_000 }, () => {
       s.conn.socket.ping();
       setTimeout(resolve, 200);
     });
-    // Raw send: the paused client cannot read the reply; the server keeps streaming output.
-    s.conn.socket.send(
-      JSON.stringify({
-        id: 1,
-        method: 'process/start',
-        params: {
-          processId: 'firehose',
-          argv: ['sh', '-c', 'while :; do head -c 1048576 /dev/zero; sleep 0.05; done'],
-          tty: false,
-        },
-      }),
-    );
-    await sleep(1500);
-    s.conn.socket.resume();
+    await startRawThenResume(s, 1, {
+      processId: 'firehose',
+      argv: ['sh', '-c', 'while :; do head -c 1048576 /dev/zero; sleep 0.05; done'],
+      tty: false,
+    });
     assert.equal(await closed, 4001);
-    const again = await TestSession.open(server.url, { resumeSessionId: s.sessionId });
-    t.after(() => again.close());
+    const again = await sessionFor(t, server.url, { resumeSessionId: s.sessionId });
     const list = await again.request<{ processes: Array<Record<string, unknown>> }>('process/list', {});
     assert.equal(list.processes[0]?.['processId'], 'firehose');
     assert.equal(list.processes[0]?.['status'], 'running');
@@ -367,10 +370,8 @@ describe('limits', { timeout: 120_000 }, () => {
 
 describe('early-exit hold budget', () => {
   test('a sandboxed command printing more than the hold budget inside the window loses nothing', async (t) => {
-    const server = await startServer();
-    t.after(() => server.close());
-    const s = await TestSession.open(server.url);
-    t.after(() => s.close());
+    const server = await serverFor(t);
+    const s = await sessionFor(t, server.url);
     const r = await s.run('big', ['sh', '-c', 'head -c 4194304 /dev/zero | tr "\\0" c; echo; echo tail-marker']);
     assert.equal(r.stdout.length, 4194304 + 1 + 'tail-marker\n'.length);
     assert.equal(r.exited['exitCode'], 0);
@@ -381,24 +382,14 @@ describe('flow control and PTY teardown', () => {
   test('a PTY program streaming to a client that is behind delivers every byte, in order', {
     timeout: 120_000,
   }, async (t) => {
-    const server = await startServer({ flags: ['--ws-buffer-limit-bytes', '262144'] });
-    t.after(() => server.close());
-    const s = await TestSession.open(server.url, { session: { sandbox: { type: 'danger-full-access' } } });
-    t.after(() => s.close());
+    const server = await serverFor(t, { flags: ['--ws-buffer-limit-bytes', '262144'] });
+    const s = await sessionFor(t, server.url, { session: { sandbox: { type: 'danger-full-access' } } });
     s.conn.socket.pause();
-    s.conn.socket.send(
-      JSON.stringify({
-        id: 'x',
-        method: 'process/start',
-        params: {
-          processId: 'ptyburst',
-          argv: ['sh', '-c', 'head -c 4194304 /dev/zero | tr "\\0" p; echo done'],
-          tty: true,
-        },
-      }),
-    );
-    await sleep(1500);
-    s.conn.socket.resume();
+    await startRawThenResume(s, 'x', {
+      processId: 'ptyburst',
+      argv: ['sh', '-c', 'head -c 4194304 /dev/zero | tr "\\0" p; echo done'],
+      tty: true,
+    });
     const r = await s.result('ptyburst', 60_000);
     assertSameText(r.pty.replace(/\r\n/g, '\n'), `${'p'.repeat(4194304)}done\n`, 'PTY output');
     assert.equal(r.exited['exitCode'], 0);

@@ -15,6 +15,7 @@ import { dockerTestOptions } from '../docker/engine.ts';
 import { makeBackend } from '../docker/helpers.ts';
 import { EngineProxy } from '../docker/socket-proxy.ts';
 import { startServer, TestSession } from '../support/harness.ts';
+import { rng } from '../support/rng.ts';
 
 test('S1 disconnect storm: 20 clients streaming 5 MB, cut every 200 ms and resumed: every byte once, in order', {
   timeout: 900_000,
@@ -118,16 +119,6 @@ test('S2 the engine stops mid-stream: clear errors, /readyz false, nothing hangs
     `lost, 503 and clear errors within ${failMs.toFixed(0)} ms of the engine going away; a new session ran after it came back`,
   );
 });
-
-function rng(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let x = Math.imul(a ^ (a >>> 15), 1 | a);
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Collects garbage (the runner's node has no --expose-gc) and returns the heap in use. */
 function settledHeap(): number {

@@ -9,7 +9,7 @@ import { execFile } from 'node:child_process';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
 import { dockerTestOptions, engineReady, IN_CI } from '../docker/engine.ts';
-import { startServer, TestSession } from '../support/harness.ts';
+import { serverFor, sessionFor } from '../support/harness.ts';
 
 const SESSION_IMAGE = process.env['EXEC_SERVER_SESSION_IMAGE'] ?? 'exec-server-session:latest';
 
@@ -35,10 +35,8 @@ test(
   'session image: git clone of a local repository, python3, node, a C compiler, ripgrep, curl; a clean login shell as the sandbox user',
   options,
   async (t) => {
-    const server = await startServer({ backend: 'docker' });
-    t.after(() => server.close());
-    const s = await TestSession.open(server.url, { session: { image: SESSION_IMAGE } });
-    t.after(() => s.close());
+    const server = await serverFor(t, { backend: 'docker' });
+    const s = await sessionFor(t, server.url, { session: { image: SESSION_IMAGE } });
     const login = async (id: string, script: string): Promise<{ stdout: string; stderr: string; code: unknown }> => {
       await s.start(id, ['bash', '-lc', script]);
       const r = await s.result(id, 120_000);

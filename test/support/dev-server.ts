@@ -17,6 +17,8 @@ export interface DevServerOptions {
   readonly instanceId: string;
   /** More flags, after the common ones. */
   readonly flags?: readonly string[];
+  /** `--log-level`: `warn` unless a test reads the server's `info` lines. */
+  readonly logLevel?: 'warn' | 'info' | 'debug';
   readonly env?: NodeJS.ProcessEnv;
   /** The server's stdout: dropped unless `inherit`. */
   readonly stdout?: 'ignore' | 'inherit';
@@ -30,7 +32,7 @@ export interface DevServer {
   /** `http://127.0.0.1:PORT` */
   readonly http: string;
   readonly child: ChildProcess;
-  /** What the server wrote on stderr so far (`stderr: 'capture'`). */
+  /** What the server wrote on stderr so far, its last 256 KiB (`stderr: 'capture'`). */
   stderr(): string;
   /** Resolves once `/readyz` answers 200; rejects when the server exits first or takes too long. */
   ready(timeoutMs?: number): Promise<void>;
@@ -47,7 +49,7 @@ export async function spawnDevServer(o: DevServerOptions): Promise<DevServer> {
     process.execPath,
     [
       ...['--import', 'tsx', 'src/main.ts', 'serve', '--backend', 'docker', '--image', o.image],
-      ...['--instance-id', o.instanceId, '--listen', `ws://127.0.0.1:${port}`, '--log-level', 'warn'],
+      ...['--instance-id', o.instanceId, '--listen', `ws://127.0.0.1:${port}`, '--log-level', o.logLevel ?? 'warn'],
       ...(o.flags ?? []),
     ],
     {
@@ -58,7 +60,7 @@ export async function spawnDevServer(o: DevServerOptions): Promise<DevServer> {
   );
   let err = '';
   child.stderr?.setEncoding('utf8').on('data', (s: string) => {
-    if (err.length < 256 * 1024) err += s;
+    err = (err + s).slice(-256 * 1024);
   });
   const http = `http://127.0.0.1:${port}`;
   const end = async (signal: NodeJS.Signals): Promise<void> => {

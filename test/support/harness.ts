@@ -5,11 +5,12 @@
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { TestContext } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.ts';
 import type { Backend } from '../../src/backends/types.ts';
 import { createLocalBackend } from '../../src/backends/local/local-backend.ts';
-import { loadConfig, runtimeList, type Config } from '../../src/config.ts';
+import { loadConfig, runtimeList, warmPoolTemplates, type Config } from '../../src/config.ts';
 import { silentLogger } from '../../src/logger.ts';
 import { RpcConnection, type RpcConnectionOptions } from '../../src/client/rpc-connection.ts';
 
@@ -94,6 +95,8 @@ export async function startServer(opts: ServerOptions = {}): Promise<TestServer>
         allowedRuntimes: config.allowedRuntimes === undefined ? undefined : runtimeList(config.allowedRuntimes),
         checkpointDir: config.checkpointDir,
         checkpointMaxMb: config.checkpointMaxMb,
+        warmPoolTemplates:
+          config.warmPoolTemplates === undefined ? undefined : warmPoolTemplates(config.warmPoolTemplates),
       },
       silentLogger,
     );
@@ -260,16 +263,36 @@ export const b64 = (s: string | Buffer): string => Buffer.from(s).toString('base
 export const unb64 = (s: unknown): string => Buffer.from(String(s), 'base64').toString('utf8');
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/** `startServer` for one test: closed when the test ends. */
+export async function serverFor(t: TestContext, opts: ServerOptions = {}): Promise<TestServer> {
+  const server = await startServer(opts);
+  t.after(() => server.close());
+  return server;
+}
+
+/** `TestSession.open` for one test: closed when the test ends. */
+export async function sessionFor(
+  t: TestContext,
+  url: string,
+  init: Record<string, unknown> = {},
+  opts: RpcConnectionOptions = {},
+): Promise<TestSession> {
+  const s = await TestSession.open(url, init, opts);
+  t.after(() => s.close());
+  return s;
+}
+
 /**
  * Reads a process's output with `process/read` from `afterSeq` until it has exited and is closed
- * (long polls of a second each, for at most `timeoutMs`): its text, the seqs read and its exit code.
+ * (long polls of a second each, for at most `timeoutMs`): its text, the seqs read, its exit code
+ * and signal.
  */
 export async function readToEnd(
   s: TestSession,
   processId: string,
   afterSeq = 0,
   timeoutMs = 60_000,
-): Promise<{ text: string; seqs: number[]; exitCode: unknown }> {
+): Promise<{ text: string; seqs: number[]; exitCode: unknown; signal: unknown }> {
   let text = '';
   const seqs: number[] = [];
   let after = afterSeq;
@@ -280,6 +303,7 @@ export async function readToEnd(
       nextSeq: number;
       exited: boolean;
       exitCode: unknown;
+      signal: unknown;
       closed: boolean;
     }>('process/read', { processId, afterSeq: after, waitMs: 1000 });
     for (const c of r.chunks) {
@@ -287,7 +311,7 @@ export async function readToEnd(
       text += Buffer.from(c.chunk, 'base64').toString('utf8');
     }
     after = Math.max(after, r.nextSeq - 1);
-    if (r.exited && r.closed) return { text, seqs, exitCode: r.exitCode };
+    if (r.exited && r.closed) return { text, seqs, exitCode: r.exitCode, signal: r.signal };
   }
   throw new Error(`process ${processId} did not end within ${timeoutMs} ms`);
 }

@@ -28,13 +28,20 @@ test('a checkpoint is kept, installed per container with its own marker, counted
   const store = new CheckpointStore(join(root, 'store'), engine, 1000);
   await store.check();
   assert.equal(await store.has(SNAPSHOT), false);
-  const bytes = await store.keep('src', 'cp1', SNAPSHOT);
+  const meta = { network: true, marks: { 3: [[7, 100] as const] } };
+  const bytes = await store.keep('src', 'cp1', SNAPSHOT, meta);
   assert.ok(bytes >= 4096);
   assert.equal(await store.has(SNAPSHOT), true);
   assert.deepEqual(store.totals, { count: 1, bytes });
   assert.equal((await stat(join(root, 'store'))).mode & 0o777, 0o700, 'the store is root-only');
   const kept = join(root, 'store', 'ab'.repeat(32));
-  assert.deepEqual((await readdir(kept)).sort(), ['checkpoint.img', 'exec-server-checkpoint'], 'links are not taken');
+  assert.deepEqual(
+    (await readdir(kept)).sort(),
+    ['checkpoint.img', 'exec-server-checkpoint', 'exec-server-meta.json'],
+    'links are not taken; what is known of the source is kept beside',
+  );
+  assert.deepEqual(await store.meta(SNAPSHOT), meta);
+  assert.deepEqual(await store.meta(`sha256:${'cd'.repeat(32)}`), {}, 'none kept: nothing known');
 
   const names = [await store.install(SNAPSHOT, 'fork1'), await store.install(SNAPSHOT, 'fork2')];
   assert.match(names[0]!, /^exec-server-hibernation-/, 'a name of ours: deleted after the restore');
@@ -48,6 +55,11 @@ test('a checkpoint is kept, installed per container with its own marker, counted
   const img = await stat(join(root, 'containers', 'fork1', 'checkpoints', names[0]!, 'checkpoint.img'));
   assert.equal(img.size, 4096);
   assert.ok(img.nlink >= 2, 'the image is hard-linked, not copied');
+  assert.deepEqual(
+    (await readdir(join(root, 'containers', 'fork1', 'checkpoints', names[0]!))).sort(),
+    ['checkpoint.img', 'exec-server-checkpoint'],
+    'the meta file stays in the store',
+  );
 
   // A new store on the same directory finds what is kept (a restarted server).
   assert.deepEqual(new CheckpointStore(join(root, 'store'), engine, 1000).totals.count, 0);

@@ -11,6 +11,7 @@ import {
   redactSecretFlags,
   runtimeList,
   warmPoolRuntimes,
+  warmPoolTemplates,
 } from '../../src/config.ts';
 
 test('defaults: local backend on loopback, Codex-compatible limits', () => {
@@ -171,7 +172,7 @@ test('listen addresses and loopback', () => {
     assert.equal(isLoopback(h), false, h);
 });
 
-test('runtime lists and warm-pool sizes by runtime', () => {
+test('runtime lists and warm-pool sizes by runtime and by live template', () => {
   assert.deepEqual(runtimeList(' runc, runsc ,,kata-1.0 '), ['runc', 'runsc', 'kata-1.0']);
   assert.throws(() => runtimeList('runc,bad name'), /--allowed-runtimes: "bad name" is not a runtime name/);
   assert.deepEqual(warmPoolRuntimes('runsc=2, runc=0,'), { runsc: 2, runc: 0 });
@@ -179,6 +180,11 @@ test('runtime lists and warm-pool sizes by runtime', () => {
     assert.throws(() => warmPoolRuntimes(bad), /expected RUNTIME=N \(N at most 256\)/, bad);
   assert.throws(() => loadConfig(['--runtime', '-x'], {}), /--runtime: "-x" is not a runtime name/);
   assert.throws(() => loadConfig(['--warm-pool-runtimes', 'x'], {}), /--warm-pool-runtimes/);
+  // Template pools: by name or snapshot id.
+  assert.deepEqual(warmPoolTemplates('warm-repl=2, sha256:ab12=1'), { 'warm-repl': 2, 'sha256:ab12': 1 });
+  assert.throws(() => warmPoolTemplates('repl=300'), /--warm-pool-templates: expected NAME=N \(N at most 256\)/);
+  assert.throws(() => loadConfig(['--warm-pool-templates', 'x'], {}), /--warm-pool-templates/);
+  assert.equal(loadConfig(['--warm-pool-templates', 'repl=1'], {}).warmPoolTemplates, 'repl=1');
   assert.throws(() => loadConfig(['--max-cpus', '1', '--cpus', '2'], {}), /--max-cpus \(1\) is below --cpus \(2\)/);
   assert.throws(() => loadConfig(['--max-pids', '10', '--pids', '20'], {}), /--max-pids \(10\) is below --pids \(20\)/);
 });

@@ -65,6 +65,11 @@ function pool(...engines: Array<[string, FakeEngine]>): EnginePool {
   );
 }
 
+/** A fake engine call that fails with `code`, as an engine's client does. */
+const failing = (code: Parameters<typeof execError>[0], message: string) => async (): Promise<never> => {
+  throw execError(code, message);
+};
+
 test('engineList: comma-separated, trimmed, blanks dropped', () => {
   assert.deepEqual(engineList(undefined), []);
   assert.deepEqual(engineList(''), []);
@@ -92,9 +97,7 @@ test('a new session goes to the engine with the fewest sessions', async () => {
 test('an engine that does not answer a ping is skipped and reported, until it answers again', async () => {
   const a = fakeEngine('a', 0);
   const b = fakeEngine('b', 4);
-  a.ping = async () => {
-    throw execError('EXEC_ERR_BACKEND_UNAVAILABLE', 'connect ECONNREFUSED');
-  };
+  a.ping = failing('EXEC_ERR_BACKEND_UNAVAILABLE', 'connect ECONNREFUSED');
   const p = pool(['a', a], ['b', b]);
   await p.ping();
   assert.deepEqual(p.engines()[0], { engine: 'a', healthy: false, sessions: 0, reason: 'connect ECONNREFUSED' });
@@ -109,10 +112,7 @@ test('an engine that does not answer a ping is skipped and reported, until it an
 test('no engine answers: ping, readiness and placement say so, naming each engine', async () => {
   const a = fakeEngine('a', 0);
   const b = fakeEngine('b', 0);
-  for (const f of [a, b])
-    f.ping = async () => {
-      throw execError('EXEC_ERR_BACKEND_UNAVAILABLE', 'down');
-    };
+  for (const f of [a, b]) f.ping = failing('EXEC_ERR_BACKEND_UNAVAILABLE', 'down');
   const p = pool(['a', a], ['b', b]);
   await assert.rejects(p.ping(), { code: 'EXEC_ERR_BACKEND_UNAVAILABLE', message: /a \(down\), b \(down\)/ });
   assert.equal(await p.notReadyReason(), 'no engine of the pool is ready: a: down; b: down');
@@ -122,24 +122,18 @@ test('no engine answers: ping, readiness and placement say so, naming each engin
 test('an engine that fails a create as unavailable passes the session to the next; other errors stop', async () => {
   const a = fakeEngine('a', 0);
   const b = fakeEngine('b', 1);
-  a.create = async () => {
-    throw execError('EXEC_ERR_BACKEND_UNAVAILABLE', 'socket hang up');
-  };
+  a.create = failing('EXEC_ERR_BACKEND_UNAVAILABLE', 'socket hang up');
   const p = pool(['a', a], ['b', b]);
   assert.equal(placed(await p.createSession(spec())), 'b');
   assert.equal(p.engines()[0]?.healthy, false, 'marked down by the failed call');
 
   const c = fakeEngine('c', 0);
   const d = fakeEngine('d', 1);
-  c.create = async () => {
-    throw execError('EXEC_ERR_INVALID_PARAMS', 'bad image');
-  };
+  c.create = failing('EXEC_ERR_INVALID_PARAMS', 'bad image');
   await assert.rejects(pool(['c', c], ['d', d]).createSession(spec()), { code: 'EXEC_ERR_INVALID_PARAMS' });
 
   const e = fakeEngine('e', 0);
-  e.create = async () => {
-    throw execError('EXEC_ERR_BACKEND_UNAVAILABLE', 'gone');
-  };
+  e.create = failing('EXEC_ERR_BACKEND_UNAVAILABLE', 'gone');
   await assert.rejects(pool(['e', e]).createSession(spec()), { code: 'EXEC_ERR_BACKEND_UNAVAILABLE', message: 'gone' });
 });
 

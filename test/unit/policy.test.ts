@@ -2,16 +2,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { decideInitial, decideRetry } from '../../src/policy/approval-gate.ts';
 import { isLikelySandboxDenied } from '../../src/policy/denial-classifier.ts';
-import { canRead, canWrite, resolveSandbox, type SessionPolicy } from '../../src/policy/sandbox-policy.ts';
-
-const policy = (over: Partial<SessionPolicy> = {}): SessionPolicy => ({
-  sandbox: { type: 'workspace-write' },
-  denyRead: [],
-  approvalPolicy: 'on-failure',
-  strictAutoReview: false,
-  denialHandling: 'server',
-  ...over,
-});
+import { canRead, canWrite, resolveSandbox } from '../../src/policy/sandbox-policy.ts';
+import { sessionPolicy as policy } from '../support/session-policy.ts';
 
 test('classifier: keywords first, then 2/126/127, then SIGSYS under bubblewrap; never for none or exit 0', () => {
   const c = (exitCode: number, output: string, sandboxType: 'none' | 'bubblewrap' | 'container-user' = 'bubblewrap') =>

@@ -14,15 +14,10 @@ import {
   sandboxedEnvironment,
   writableRoots,
 } from '../../src/policy/sandbox-policy.ts';
+import { sessionPolicy } from '../support/session-policy.ts';
 
-const policy = (over: Partial<SessionPolicy> = {}): SessionPolicy => ({
-  sandbox: { type: 'workspace-write' },
-  denyRead: [],
-  approvalPolicy: 'on-request',
-  strictAutoReview: false,
-  denialHandling: 'server',
-  ...over,
-});
+const policy = (over: Partial<SessionPolicy> = {}): SessionPolicy =>
+  sessionPolicy({ approvalPolicy: 'on-request', ...over });
 const restricted = (writable: string[], denyRead: string[] = []): ResolvedSandbox => ({
   kind: 'restricted',
   writableRoots: writable,

@@ -7,11 +7,16 @@ import WebSocket from 'ws';
 
 const main = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
 
-function serve(
-  args: string[],
-  env: NodeJS.ProcessEnv = {},
-): { child: ReturnType<typeof spawn>; stdout: () => string; stderr: () => string; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', main, 'serve', ...args], {
+interface Spawned {
+  child: ReturnType<typeof spawn>;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<number | null>;
+}
+
+/** `src/main.ts ARGS...` as a process of its own, its stdout and stderr kept. */
+function spawnMain(args: string[], env: NodeJS.ProcessEnv = {}): Spawned {
+  const child = spawn(process.execPath, ['--import', 'tsx', main, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -22,6 +27,8 @@ function serve(
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   return { child, stdout: () => out, stderr: () => err, exited };
 }
+
+const serve = (args: string[], env: NodeJS.ProcessEnv = {}): Spawned => spawnMain(['serve', ...args], env);
 
 test('prints exactly one ws:// line once bound, serves it, shuts down on SIGTERM, never logs the token', {
   timeout: 180_000,
@@ -54,19 +61,13 @@ test('bad configuration exits 2 with a clear message', { timeout: 120_000 }, asy
   assert.match(t.stderr(), /--max-processes \/ EXEC_SERVER_MAX_PROCESSES: expected an integer/);
 });
 
-function run(
+async function run(
   args: string[],
   env: NodeJS.ProcessEnv = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', main, ...args], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d) => (stdout += String(d)));
-  child.stderr.on('data', (d) => (stderr += String(d)));
-  return new Promise((resolve) => child.once('exit', (code) => resolve({ code, stdout, stderr })));
+  const s = spawnMain(args, env);
+  const code = await s.exited;
+  return { code, stdout: s.stdout(), stderr: s.stderr() };
 }
 
 /** One line on stderr besides the log's JSON entries (info lines of the boot), no stack frame, exit 2. */

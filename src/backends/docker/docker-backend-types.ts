@@ -30,6 +30,8 @@ export interface DockerBackend extends Backend {
   adoptRunning(c: Docker.ContainerInfo, sessionId: SessionId, tenant: TenantId): Promise<RecoveredSession | undefined>;
   /** Whether this engine has the snapshot `tenant` may use (placement of sessions made from it). */
   hasSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<boolean>;
+  /** Containers restored from a live template ready in its pool (`warmPoolTemplates`), of one or all. */
+  templatePoolReady(template?: string): string[];
   /** The memory checkpoints of live templates this backend keeps. */
   memoryCheckpoints(): { count: number; bytes: number };
 }

@@ -28,6 +28,7 @@ import { DockerFleet } from './fleet.ts';
 import { quotaSlots } from './container/quota-slots.ts';
 import { StorageOptSupport } from './container/disk.ts';
 import { CheckpointStore } from './checkpoints/checkpoint-store.ts';
+import { TemplatePools } from './checkpoints/template-pool.ts';
 import type { HibernatableSession } from './checkpoints/hibernation.ts';
 import { LABEL } from './container/labels.ts';
 import { resolveOptions, type DockerBackendOptions, type DockerLogger, type ResolvedDockerOptions } from './options.ts';
@@ -84,6 +85,8 @@ class DockerBackendImpl implements DockerBackend {
   /** The creation pipeline: sessions' and pool containers (session-factory.ts). */
   readonly #factory: SessionFactory;
   #poolsStarted: Promise<void> | undefined;
+  /** Pools of containers restored from live templates (template-pool.ts). */
+  readonly #templates: TemplatePools;
   /** When the engine last answered a ping for `createSession`. */
   #pingedAt = 0;
   #started = false;
@@ -133,11 +136,24 @@ class DockerBackendImpl implements DockerBackend {
       () => void this.#reconcile(),
     );
     this.runtimes = new RuntimeResolver(this.docker, options.runtime, options.allowedRuntimes, options.engineTimeoutMs);
+    this.#templates = new TemplatePools(options.warmPoolTemplates, {
+      ...{ docker: this.docker, options, runtimes: this.runtimes, store: this.#checkpoints, log },
+      listSnapshots: () => this.listSnapshots(undefined),
+      provision: (p) =>
+        this.#gate.run('background', () =>
+          this.#factory.provision({ ...p, labels: { ...this.#ownLabels(), ...p.labels } }),
+        ),
+      remove: (id) => this.#removeContainer(id),
+      rename: (id, name) =>
+        withDeadline('container rename', options.engineTimeoutMs, (abortSignal) =>
+          this.docker.getContainer(id).rename({ name, abortSignal }),
+        ),
+    });
     this.#factory = new SessionFactory({
       ...{ docker: this.docker, options, log, runtimes: this.runtimes, pulls: this.#pulls, pools: this.#pools },
       ...{ storage: this.#storage, agentLinks: this.#agentLinks, agentVolume: this.#agentVolume },
       ...{ imageFacts: this.#imageFacts, checkpoints: this.#checkpoints, gate: this.#gate, lease: this.#lease },
-      ...{ fleet: this.#fleet, sessions: this.#sessions, gated: this.#gated },
+      ...{ fleet: this.#fleet, sessions: this.#sessions, gated: this.#gated, templates: this.#templates },
       ownLabels: () => this.#ownLabels(),
       removeContainer: (id) => this.#removeContainer(id),
       deleteSnapshot: (snapshotId, tenant) => this.deleteSnapshot(snapshotId, tenant),
@@ -160,6 +176,9 @@ class DockerBackendImpl implements DockerBackend {
     if (this.#started || this.#closed) return;
     this.#started = true;
     this.#watcher.start();
+    this.#templates
+      .start()
+      .catch((err: unknown) => this.#log.warn({ err: (err as Error).message }, 'no template pool'));
     this.#poolsStarted = this.#startPools().catch((err: unknown) =>
       this.#log.warn({ err: (err as Error).message }, 'warm pool: cannot resolve the runtimes; no pool'),
     );
@@ -293,7 +312,7 @@ class DockerBackendImpl implements DockerBackend {
     return {
       ...{ options: this.options, log: this.#log, runtimes: this.runtimes, lease: this.#lease },
       ...{ agentLinks: this.#agentLinks, fleet: this.#fleet, sessions: this.#sessions, gated: this.#gated },
-      pools: this.#pools,
+      ...{ pools: this.#pools, templates: this.#templates },
       listOwn: () => this.#listOwn(),
       adoptRunning: (c, id, tenant) => this.adoptRunning(c, id, tenant),
       adoptHibernated: (c, id, tenant) => this.adoptHibernated(c, id, tenant),
@@ -320,9 +339,16 @@ class DockerBackendImpl implements DockerBackend {
   }
 
   async deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void> {
-    const deleted = await deleteSnapshot(this.docker, snapshotId, tenant, this.options.engineTimeoutMs);
+    // A template pool's containers use the image: they go first (template-pool.ts).
+    const deleted = await this.#templates.whileReleased(snapshotId, tenant, () =>
+      deleteSnapshot(this.docker, snapshotId, tenant, this.options.engineTimeoutMs),
+    );
     // A live template's memory goes with it.
     await this.#checkpoints.remove(deleted);
+  }
+
+  templatePoolReady(template?: string): string[] {
+    return this.#templates.readyContainers(template);
   }
 
   memoryCheckpoints(): { count: number; bytes: number } {
@@ -334,7 +360,7 @@ class DockerBackendImpl implements DockerBackend {
     this.#closed = true;
     this.#watcher.stop();
     await this.#poolsStarted;
-    await Promise.all([...this.#pools.values()].map((p) => p.close()));
+    await Promise.all([...this.#pools.values(), this.#templates].map((p) => p.close()));
     await Promise.all([...this.#sessions.values()].map((s) => s.destroy().catch(() => undefined)));
     this.#agentLinks.closeAll();
     await this.#lease.release();
@@ -345,7 +371,7 @@ class DockerBackendImpl implements DockerBackend {
     this.#closed = true;
     this.#watcher.stop();
     await this.#poolsStarted;
-    await Promise.all([...this.#pools.values()].map((p) => p.close()));
+    await Promise.all([...this.#pools.values(), this.#templates].map((p) => p.close()));
     // The agents keep their processes and output for the next server, as when this one dies.
     await Promise.all([...this.#sessions.values()].map((s) => s.agent?.detach().catch(() => undefined)));
     // The listeners go too: the next server opens them again at the same paths.

@@ -93,6 +93,8 @@ export interface DockerBackendOptions {
   readonly allowedRuntimes?: readonly string[] | undefined;
   /** Warm-pool sizes of other runtimes than the default one (`warmPoolSize` is the default's). */
   readonly warmPoolRuntimes?: Readonly<Record<string, number>> | undefined;
+  /** Containers kept restored from live templates, by template name or id (template-pool.ts). Default none. */
+  readonly warmPoolTemplates?: Readonly<Record<string, number>> | undefined;
   /** Where memory checkpoints of live templates and forks are kept (root-only; docs/snapshots.md). */
   readonly checkpointDir?: string | undefined;
   /** The most memory (MiB) a session may use to be snapshotted or forked with it. */
@@ -138,6 +140,7 @@ export interface ResolvedDockerOptions {
   readonly runtime: string | undefined;
   readonly allowedRuntimes: readonly string[];
   readonly warmPoolRuntimes: Readonly<Record<string, number>>;
+  readonly warmPoolTemplates: Readonly<Record<string, number>>;
   readonly checkpointDir: string;
   readonly checkpointMaxMb: number;
 }
@@ -175,6 +178,7 @@ export function resolveOptions(o: DockerBackendOptions): ResolvedDockerOptions {
     runtime: o.runtime,
     allowedRuntimes: [...new Set(o.allowedRuntimes ?? [])],
     warmPoolRuntimes: o.warmPoolRuntimes ?? {},
+    warmPoolTemplates: o.warmPoolTemplates ?? {},
     checkpointDir: o.checkpointDir ?? '/var/lib/exec-server/checkpoints',
     checkpointMaxMb: o.checkpointMaxMb ?? 4096,
   };

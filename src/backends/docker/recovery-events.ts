@@ -15,6 +15,7 @@ import type { HibernatableSession } from './checkpoints/hibernation.ts';
 import type { DockerLogger, ResolvedDockerOptions } from './options.ts';
 import type { RuntimeResolver } from './engine/runtimes.ts';
 import type { WarmPool } from './container/warm-pool.ts';
+import type { TemplatePools } from './checkpoints/template-pool.ts';
 
 /** In a fleet, link directories younger than this are not swept (another replica may be making its container). */
 const FLEET_SWEEP_MIN_AGE_MS = 10 * 60_000;
@@ -31,6 +32,8 @@ export interface RecoveryHost {
   readonly sessions: ReadonlyMap<string, DockerSession>;
   readonly gated: ReadonlyMap<string, Pick<HibernatableSession, 'expectsStop'>>;
   readonly pools: ReadonlyMap<string, Pick<WarmPool, 'forget'>>;
+  /** Pools of containers restored from live templates (template-pool.ts). */
+  readonly templates: Pick<TemplatePools, 'forget'>;
   listOwn(): Promise<Docker.ContainerInfo[]>;
   adoptRunning(c: Docker.ContainerInfo, sessionId: SessionId, tenant: TenantId): Promise<RecoveredSession | undefined>;
   adoptHibernated(
@@ -88,7 +91,7 @@ export async function recover(host: RecoveryHost): Promise<RecoveredSession[]> {
 
 /** One event of the engine's about a container of the instance. */
 export function onEvent(
-  host: Pick<RecoveryHost, 'log' | 'gated' | 'pools' | 'agentLinks' | 'sessions' | 'fleet'>,
+  host: Pick<RecoveryHost, 'log' | 'gated' | 'pools' | 'templates' | 'agentLinks' | 'sessions' | 'fleet'>,
   e: ContainerEvent,
 ): void {
   if (e.action === 'oom') {
@@ -98,6 +101,7 @@ export function onEvent(
   // A checkpoint stops the container on purpose.
   if (e.action === 'die' && host.gated.get(e.containerId)?.expectsStop === true) return;
   for (const pool of host.pools.values()) pool.forget(e.containerId);
+  host.templates.forget(e.containerId);
   if (e.action === 'destroy') host.agentLinks.release(e.containerId);
   const session = host.sessions.get(e.containerId);
   // The owner of a deleted session removes its claims (recovery sweeps what is left).

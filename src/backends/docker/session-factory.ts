@@ -17,7 +17,8 @@ import type { InstanceLease } from './engine/instance-lease.ts';
 import type { DockerFleet } from './fleet.ts';
 import { DiskAwareSession, type StorageOptSupport } from './container/disk.ts';
 import type { CheckpointStore } from './checkpoints/checkpoint-store.ts';
-import { templateRestorer } from './checkpoints/memory-snapshot.ts';
+import { type TemplateRestore, templateRestorer } from './checkpoints/memory-snapshot.ts';
+import type { TemplatePools } from './checkpoints/template-pool.ts';
 import type { HibernatableSession } from './checkpoints/hibernation.ts';
 import { LABEL, userLabels } from './container/labels.ts';
 import type { DockerLogger, ResolvedDockerOptions } from './options.ts';
@@ -51,6 +52,8 @@ export interface SessionFactoryDeps {
   readonly gate: Pick<CreateGate, 'run'>;
   readonly lease: Pick<InstanceLease, 'ensure'>;
   readonly fleet: Pick<DockerFleet, 'movedFrom'> | undefined;
+  /** Pools of containers restored from live templates, asked first for a snapshot's session. */
+  readonly templates: Pick<TemplatePools, 'claim' | 'refill'>;
   /** The backend's sessions by container id, and the same as handed out (behind the hibernation gate). */
   readonly sessions: Map<string, DockerSession>;
   readonly gated: Map<string, HibernatableSession>;
@@ -88,6 +91,8 @@ export class SessionFactory {
     if (spec.snapshot !== undefined)
       image = (await findSnapshot(this.#d.docker, spec.snapshot, spec.tenant, this.#d.options.engineTimeoutMs))
         .snapshotId;
+    const claimed = spec.snapshot === undefined ? undefined : await this.#d.templates.claim(spec, image, runtime);
+    if (claimed) return this.adopt(spec.id, spec.tenant, claimed, image, workdir, runtime, undefined, claimed.restored);
     const restore =
       spec.snapshot !== undefined && (await this.#d.checkpoints.has(image))
         ? templateRestorer({
@@ -103,7 +108,7 @@ export class SessionFactory {
     const created = await this.#d.gate.run('live', () =>
       this.#provisionSession(spec, image, workdir, runtime, restore),
     );
-    return this.adopt(spec.id, spec.tenant, created, image, workdir, runtime, undefined, restore !== undefined);
+    return this.adopt(spec.id, spec.tenant, created, image, workdir, runtime, undefined, restore);
   }
 
   #provisionSession(
@@ -177,7 +182,7 @@ export class SessionFactory {
     workdir: string,
     runtime: string,
     hibernated?: { at: Date; checkpoint: string },
-    restored?: boolean,
+    restored?: Pick<TemplateRestore, 'marks'> | boolean,
   ): Promise<HibernatableSession> {
     const engine = await this.#d.runtimes.engine().catch(() => undefined);
     const session = new DockerSession({
@@ -218,6 +223,7 @@ export class SessionFactory {
           store: this.#d.checkpoints,
           maxBytes: this.#d.options.checkpointMaxMb * 1024 * 1024,
           removeImage: (snapshotId) => this.#d.deleteSnapshot(snapshotId, tenant),
+          taken: () => this.#d.templates.refill(),
           log: this.#d.log,
         },
       },

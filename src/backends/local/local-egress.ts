@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { execError } from '../../errors.ts';
+import { readHead } from './socket-head.ts';
 
 const TUNNEL_MAGIC = Buffer.from('EXAGTUN1');
 const SOCKET_NAME = '.exec-server-egress.sock';
@@ -69,26 +70,17 @@ export class LocalEgress {
   }
 
   #greet(s: Socket, accept: (conn: Duplex) => void): void {
-    const want = TUNNEL_MAGIC.length + this.#secret.length;
-    let got = Buffer.alloc(0);
-    const timer = setTimeout(() => s.destroy(), GREETING_MS);
     s.on('error', () => undefined);
-    const onData = (d: Buffer): void => {
-      got = Buffer.concat([got, d]);
-      if (got.length < want) return;
-      clearTimeout(timer);
-      s.off('data', onData);
-      s.pause();
+    readHead(s, TUNNEL_MAGIC.length + this.#secret.length, GREETING_MS, (head, rest) => {
       const ok =
-        got.subarray(0, TUNNEL_MAGIC.length).equals(TUNNEL_MAGIC) &&
-        timingSafeEqual(got.subarray(TUNNEL_MAGIC.length, want), this.#secret);
+        head.subarray(0, TUNNEL_MAGIC.length).equals(TUNNEL_MAGIC) &&
+        timingSafeEqual(head.subarray(TUNNEL_MAGIC.length), this.#secret);
       if (!ok) {
         s.destroy();
         return;
       }
-      if (got.length > want) s.unshift(got.subarray(want));
+      if (rest.length > 0) s.unshift(rest);
       accept(s);
-    };
-    s.on('data', onData);
+    });
   }
 }

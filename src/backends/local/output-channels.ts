@@ -17,6 +17,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execError } from '../../errors.ts';
+import { readHead } from './socket-head.ts';
 
 const TOKEN_BYTES = 16;
 /** A connection that has not sent its token by then is dropped; an open waits as long at most. */
@@ -145,27 +146,20 @@ export class OutputChannels {
   }
 
   #accept(socket: net.Socket): void {
-    let token = Buffer.alloc(0);
     const drop = (): void => {
       socket.destroy();
     };
-    const timer = setTimeout(drop, HANDSHAKE_MS);
     socket.on('error', drop);
-    const onData = (d: Buffer): void => {
-      token = Buffer.concat([token, d]);
-      if (token.length < TOKEN_BYTES) return;
-      clearTimeout(timer);
-      socket.off('data', onData);
-      socket.pause();
-      const claim = this.#waiting.get(token.subarray(0, TOKEN_BYTES).toString('hex'));
-      if (!claim || token.length > TOKEN_BYTES) {
+    readHead(socket, TOKEN_BYTES, HANDSHAKE_MS, (token, rest) => {
+      const key = token.toString('hex');
+      const claim = this.#waiting.get(key);
+      if (!claim || rest.length > 0) {
         drop();
         return;
       }
-      this.#waiting.delete(token.toString('hex'));
+      this.#waiting.delete(key);
       claim(socket);
-    };
-    socket.on('data', onData);
+    });
     socket.resume();
   }
 

@@ -20,10 +20,13 @@ export async function guardedWrite(
   const backend = fs();
   const feed = new PassThrough({ highWaterMark: 1024 * 1024 });
   let failure: Error | undefined;
+  /** The source failed or was aborted (not the backend): what was written is a partial file. */
+  let sourceFailed = false;
   let ended = false;
   const fail = (err: Error): void => {
     if (failure || ended) return;
     failure = err;
+    sourceFailed = true;
     source.unpipe(feed);
     feed.end();
   };
@@ -41,7 +44,8 @@ export async function guardedWrite(
     (source as NodeJS.ReadableStream & { resume(): void }).resume();
   }
   if (failure) {
-    if (!(failure instanceof ExecServerError)) await backend.remove(target, false, true).catch(() => undefined);
+    if (sourceFailed || !(failure instanceof ExecServerError))
+      await backend.remove(target, false, true).catch(() => undefined);
     throw failure instanceof ExecServerError
       ? failure
       : execError('EXEC_ERR_FS', `${target}: write aborted: ${failure.message}; the partial file was removed`, {

@@ -4,7 +4,7 @@
  */
 import { execError } from '../../errors.ts';
 import type { NotificationName, NotificationParams } from '../../protocol/index.ts';
-import type { Session } from '../session.ts';
+import type { SessionCore } from '../session-view.ts';
 import type { FileLimits } from './file-limits.ts';
 import { isNotFound, type Checker } from './path-checker.ts';
 
@@ -24,14 +24,14 @@ interface Watch {
 
 /** The watches of one session, and the poller that runs while there are any. */
 export class MissingWatches {
-  readonly #session: Session;
+  readonly #session: Pick<SessionCore, 'backend'>;
   readonly #limits: FileLimits;
   readonly #watches = new Map<string, Watch>();
   #poller: NodeJS.Timeout | undefined;
   #polling = false;
   #closed = false;
 
-  constructor(session: Session, limits: FileLimits) {
+  constructor(session: Pick<SessionCore, 'backend'>, limits: FileLimits) {
     this.#session = session;
     this.#limits = limits;
   }

@@ -16,7 +16,7 @@ import {
   sessionWorkspaces,
   type SandboxNarrowing,
 } from '../../policy/sandbox-policy.ts';
-import type { Session } from '../session.ts';
+import type { SessionCore } from '../session-view.ts';
 
 /** How long canonical forms of the policy's roots and deny-read paths are reused. */
 const ROOT_CACHE_MS = 5000;
@@ -70,12 +70,12 @@ export class Checker {
 
 /** Canonical paths and checkers for the file operations of one session. */
 export class SessionPaths {
-  readonly #session: Session;
+  readonly #session: Pick<SessionCore, 'backend' | 'spec'>;
   /** Taken anew on every use, so that each step fails once the session is gone. */
   readonly #fs: () => SessionFs;
   readonly #canonical = new Map<string, { path: string; at: number }>();
 
-  constructor(session: Session, fs: () => SessionFs) {
+  constructor(session: Pick<SessionCore, 'backend' | 'spec'>, fs: () => SessionFs) {
     this.#session = session;
     this.#fs = fs;
   }

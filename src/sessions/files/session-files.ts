@@ -18,7 +18,7 @@ import { posix } from 'node:path';
 import type { FileMetadata, SessionFs } from '../../backends/types.ts';
 import { execError, ExecServerError } from '../../errors.ts';
 import { containsDenied, type SandboxNarrowing } from '../../policy/sandbox-policy.ts';
-import type { Session } from '../session.ts';
+import type { FilesSession } from '../session-view.ts';
 import { toPath } from '../../protocol/index.ts';
 import { FileHandles } from './file-handles.ts';
 import type { FileLimits } from './file-limits.ts';
@@ -32,7 +32,7 @@ export type { WatchNotifier } from './missing-watches.ts';
 
 /** The file operations of one session, each checked against its sandbox (the session owns one: `Session.files`). */
 export class SessionFiles {
-  readonly session: Session;
+  readonly session: FilesSession;
   readonly limits: FileLimits;
   readonly #paths: SessionPaths;
   /** The path of each open write handle, for its audit line when it closes. */
@@ -42,7 +42,7 @@ export class SessionFiles {
   #closed = false;
 
   /** Made by the session itself, with the limits of the server's configuration; closed by its `destroy()`. */
-  constructor(session: Session, limits: FileLimits) {
+  constructor(session: FilesSession, limits: FileLimits) {
     this.session = session;
     this.limits = limits;
     const fs = (): SessionFs => this.#fs;

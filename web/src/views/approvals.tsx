@@ -5,6 +5,12 @@ import { since } from '../format.ts';
 import { useNow, usePoll } from '../hooks.ts';
 import { Notice } from './states.tsx';
 
+/** The answers a person can give, as buttons: the decision, its label, its style. */
+const DECISIONS = [
+  ['approved', 'Approve', 'btn-primary'],
+  ['denied', 'Deny', 'btn-danger'],
+] as const;
+
 export function Approvals({ api, sessionId, onDecided }: { api: Api; sessionId: string; onDecided: () => void }) {
   const [state, reload] = usePoll(() => api.approvals(sessionId), 1500, [api, sessionId]);
   const [busy, setBusy] = useState<string | undefined>();
@@ -62,22 +68,17 @@ export function Approvals({ api, sessionId, onDecided }: { api: Api; sessionId: 
               {a.reason} · in {a.cwd} · asked {since(a.createdAt, now)} ago
             </div>
             <div class="actions">
-              <button
-                type="button"
-                class="btn btn-primary"
-                disabled={busy !== undefined}
-                onClick={() => void decide(a, 'approved')}
-              >
-                Approve
-              </button>
-              <button
-                type="button"
-                class="btn btn-danger"
-                disabled={busy !== undefined}
-                onClick={() => void decide(a, 'denied')}
-              >
-                Deny
-              </button>
+              {DECISIONS.map(([decision, label, style]) => (
+                <button
+                  key={decision}
+                  type="button"
+                  class={`btn ${style}`}
+                  disabled={busy !== undefined}
+                  onClick={() => void decide(a, decision)}
+                >
+                  {label}
+                </button>
+              ))}
             </div>
           </li>
         ))}

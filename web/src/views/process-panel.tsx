@@ -6,7 +6,8 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { utf8Base64 } from '../bytes.ts';
 import { ProcessFollower, type ProcessEnd, type ProcessEvent } from '../process-stream.ts';
 import type { SessionSocket } from '../socket.ts';
-import type { ProcessSummary, SessionEvents } from './session.tsx';
+import type { ProcessSummary } from '../../../src/protocol/process.ts';
+import type { SessionEvents } from './session-events.tsx';
 import { PipeOutput, type PipeHandle } from './pipe-output.tsx';
 import { TerminalView, type TerminalHandle } from './terminal.tsx';
 

@@ -7,23 +7,17 @@
  */
 import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
-import type {
-  BackendProcess,
-  ProcessSink,
-  RecoveredProcess,
-  SandboxType,
-  SpawnRequest,
-  StreamName,
-} from '../../types.ts';
+import type { BackendProcess, ProcessSink, RecoveredProcess, SandboxType, SpawnRequest } from '../../types.ts';
 import { execError } from '../../../errors.ts';
 import { spawnFailure } from '../../spawn-failure.ts';
-import { encodeSpawn, frame, FromAgent, ToAgent } from './agent-protocol.ts';
+import { encodeAck, encodeSpawn, frame, FromAgent, ToAgent } from './agent-protocol.ts';
 import { AgentConnection, type AgentTransport, type ListedProcess } from './agent-connection.ts';
 import { AgentProcess } from './agent-process.ts';
 import type { AgentSocket } from './agent-links.ts';
 import type { DockerLogger } from '../options.ts';
 import { processStream } from '../../process-stream.ts';
 import { AGENT_PATH } from './agent-connection.ts';
+import { keptProcess, withMarks } from './kept-process.ts';
 
 /** A tunnel process runs as root, unsandboxed: it only relays the socket the daemon hands it. */
 const ROOT_TUNNEL: AgentSpawnOptions = { uid: 0, gid: 0, sandboxType: 'none' };
@@ -53,6 +47,9 @@ export interface AgentOwner {
    */
   movedTo?(): Promise<string | undefined>;
 }
+
+/** Acknowledgement marks ([seq, end offset], oldest first) by process handle. */
+export type AckMarks = Readonly<Record<number, ReadonlyArray<readonly [number, number]>>>;
 
 export interface AgentSpawnOptions {
   readonly uid: number;
@@ -257,9 +254,14 @@ export class AgentChannel {
   /**
    * Server restart: hands every process the agent kept (running or ended) to `adopt`, which
    * runs synchronously for each, before any later frame is routed, and returns the sink the
-   * process reports to from now on (or undefined: the agent kills and forgets it).
+   * process reports to from now on (or undefined: the agent kills and forgets it). `marks`: per
+   * handle, acknowledgements the agent never read (a fork: the source's `unsentMarks` at its
+   * checkpoint), so output the source published keeps its seqs.
    */
-  async recover(adopt: (p: RecoveredProcess, process: BackendProcess) => ProcessSink | undefined): Promise<number> {
+  async recover(
+    adopt: (p: RecoveredProcess, process: BackendProcess) => ProcessSink | undefined,
+    marks?: AckMarks,
+  ): Promise<number> {
     let adopted = 0;
     const conn = await this.connection();
     // Listed again on the live connection: what arrived before anyone listened is replayed.
@@ -267,7 +269,7 @@ export class AgentChannel {
       for (const l of listed) {
         if (this.#procs.has(l.handle)) continue;
         this.#nextHandle = Math.max(this.#nextHandle, l.handle + 1);
-        const kept = keptProcess(l);
+        const kept = keptProcess(withMarks(l, marks?.[l.handle]));
         let target: ProcessSink | undefined;
         const proc = new AgentProcess({
           handle: l.handle,
@@ -280,6 +282,9 @@ export class AgentChannel {
         this.#track(proc, conn);
         proc.bind(conn);
         target = adopt(kept, proc);
+        // The fork's agent learns them too (a later restart of this server rebuilds the same seqs).
+        const extra = marks?.[l.handle];
+        if (target && extra !== undefined && extra.length > 0) conn.send(encodeAck(l.handle, extra));
         if (!target) {
           conn.send(frame(ToAgent.FORGET, l.handle));
           proc.lose('not adopted');
@@ -302,6 +307,16 @@ export class AgentChannel {
       conn.detach();
     });
     // Running processes stay in #procs: the next use attaches again and rebinds them.
+  }
+
+  /**
+   * Per process handle, the acknowledgement marks its agent never read (published after a
+   * detach): a fork of a checkpoint taken now gets them from the server (`recover`'s `marks`).
+   */
+  unsentMarks(): AckMarks {
+    const out: Record<number, ReadonlyArray<readonly [number, number]>> = {};
+    for (const p of this.#procs.values()) if (p.unsentMarks.length > 0) out[p.handle] = [...p.unsentMarks];
+    return out;
   }
 
   get attachedProcesses(): number {
@@ -327,42 +342,4 @@ function outputFrame(handle: number, o: ListedProcess['output'][number]): Parame
   payload.writeBigUInt64LE(BigInt(o.offset), 0);
   o.data.copy(payload, 8);
   return { type: FromAgent.OUTPUT, stream: o.stream, handle, payload };
-}
-
-/**
- * What the agent kept of one process, as the engine rebuilds it: the retained output cut at the
- * previous server's acknowledgement marks (each piece under the seq it had), the rest after.
- */
-export function keptProcess(l: ListedProcess): RecoveredProcess {
-  const newline = l.record.tag.indexOf('\n');
-  const sandboxType: SandboxType = l.record.tag.startsWith('container-user\n') ? 'container-user' : 'none';
-  const tag = newline < 0 ? '' : l.record.tag.slice(newline + 1);
-  const chunks: Array<{ stream: StreamName; data: Buffer; seq?: number }> = [];
-  const first = l.output[0]?.offset ?? l.record.totalOffset;
-  let pos = first;
-  const bytesBetween = (from: number, to: number): { stream: StreamName; data: Buffer } => {
-    const parts: Buffer[] = [];
-    let stream: StreamName | undefined;
-    for (const o of l.output) {
-      const start = Math.max(from, o.offset);
-      const end = Math.min(to, o.offset + o.data.length);
-      if (start >= end) continue;
-      stream ??= o.stream ?? 'stdout';
-      parts.push(o.data.subarray(start - o.offset, end - o.offset));
-    }
-    return { stream: stream ?? 'stdout', data: Buffer.concat(parts) };
-  };
-  const end = l.output.length > 0 ? Math.max(...l.output.map((o) => o.offset + o.data.length)) : l.record.totalOffset;
-  for (const [seq, markEnd] of l.record.marks) {
-    if (markEnd <= pos) continue;
-    const piece = bytesBetween(pos, Math.min(markEnd, end));
-    if (piece.data.length > 0) chunks.push({ ...piece, seq });
-    pos = markEnd;
-  }
-  for (const o of l.output) {
-    const start = Math.max(pos, o.offset);
-    if (start >= o.offset + o.data.length) continue;
-    chunks.push({ stream: o.stream ?? 'stdout', data: o.data.subarray(start - o.offset) });
-  }
-  return { tag, chunks, droppedBytes: first, endOffset: end, sandboxType };
 }

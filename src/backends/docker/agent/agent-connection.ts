@@ -69,6 +69,7 @@ export class AgentConnection {
   #listing: { procs: Map<number, ListedProcess>; done: (l: ListedProcess[]) => void } | undefined;
   #closed = false;
   #closeReason = 'agent connection closed';
+  #detaching = false;
   readonly #closedListeners: Array<(reason: string) => void> = [];
   /** An egress client waits for its tunnel process (no link; exec-agent-egress.c): its id. */
   onTunnel: ((id: number) => void) | undefined;
@@ -133,6 +134,11 @@ export class AgentConnection {
     return this.#closed;
   }
 
+  /** A detach was asked: the agent reads nothing more from this connection (acknowledgements included). */
+  get detaching(): boolean {
+    return this.#detaching;
+  }
+
   onClose(listener: (reason: string) => void): void {
     if (this.#closed) queueMicrotask(() => listener(this.#closeReason));
     else this.#closedListeners.push(listener);
@@ -191,6 +197,7 @@ export class AgentConnection {
   /** Asks the agent to flush and let this connection go (its processes keep running). */
   detach(): void {
     this.send(frame(ToAgent.DETACH, 0));
+    this.#detaching = true;
   }
 
   close(reason = 'agent connection closed'): void {

@@ -55,6 +55,12 @@ export class AgentProcess implements BackendProcess, HandleListener {
   #received: number;
   #acked: number;
   #ackScheduled = false;
+  /**
+   * Marks the agent never read: published while its connection was detaching or gone (output
+   * the agent flushed after a detach). Sent on the next bind; a fork of a checkpoint taken
+   * meanwhile gets them from the server instead (`unsentMarks`, docs/snapshots.md).
+   */
+  #unsent: Array<readonly [number, number]> = [];
   #stdinSent = 0;
   #stdinWritten = 0;
   #stdinClosed: boolean;
@@ -80,6 +86,7 @@ export class AgentProcess implements BackendProcess, HandleListener {
   bind(conn: AgentConnection): void {
     this.#conn = conn;
     conn.listen(this.handle, this);
+    if (this.#unsent.length > 0) conn.send(encodeAck(this.handle, this.#unsent.splice(0)));
     if (this.#paused) conn.send(frame(ToAgent.PAUSE, this.handle));
   }
 
@@ -127,7 +134,16 @@ export class AgentProcess implements BackendProcess, HandleListener {
   acknowledge(seq: number, endOffset: number): void {
     // At once, not batched: the engine tells clients about the chunk right after this.
     this.#acked = Math.max(this.#acked, endOffset);
-    this.#conn?.send(encodeAck(this.handle, [[seq, endOffset]]));
+    const conn = this.#conn;
+    if (conn === undefined || conn.closed || conn.detaching) {
+      // Bounded as the agent bounds its own marks (MAX_MARKS in native/exec-agent.c).
+      if (this.#unsent.push([seq, endOffset]) > 4096) this.#unsent.shift();
+    } else conn.send(encodeAck(this.handle, [[seq, endOffset]]));
+  }
+
+  /** Marks published since the agent last read any (see `#unsent`), oldest first. */
+  get unsentMarks(): ReadonlyArray<readonly [number, number]> {
+    return this.#unsent;
   }
 
   get deliveredBytes(): number {

@@ -12,15 +12,26 @@
  * (runsc only reads them), and copied where not.
  */
 import { randomBytes } from 'node:crypto';
-import { copyFile, link, lstat, mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { copyFile, link, lstat, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type Docker from 'dockerode';
 import { execError } from '../../../errors.ts';
 import { withDeadline } from '../engine/engine-client.ts';
+import type { AckMarks } from '../agent/agent-channel.ts';
 import { CHECKPOINT_PREFIX } from './checkpoints.ts';
 
 /** The file scripts/runsc-runtime.sh adds to each checkpoint so no two are alike (rewritten per copy). */
 const MARKER = 'exec-server-checkpoint';
+/** `CheckpointMeta` of the checkpoint, kept beside it; never copied into a container. */
+const META_FILE = 'exec-server-meta.json';
+
+/** What a restore needs to know of the source besides its checkpoint. */
+export interface CheckpointMeta {
+  /** Acknowledgement marks the source's agent never read (agent-channel.ts `unsentMarks`). */
+  readonly marks?: AckMarks | undefined;
+  /** Whether the source had a network: a container restored from it must have the same mounts. */
+  readonly network?: boolean | undefined;
+}
 
 /** Totals for /metrics. */
 export interface CheckpointTotals {
@@ -98,13 +109,17 @@ export class CheckpointStore {
     return this.#sizes.has(snapshotId);
   }
 
-  /** Moves the checkpoint `name` of `containerId` into the store under `snapshotId`; returns its bytes. */
-  async keep(containerId: string, name: string, snapshotId: string): Promise<number> {
+  /**
+   * Moves the checkpoint `name` of `containerId` into the store under `snapshotId`, with what
+   * `meta` says of the source; returns its bytes.
+   */
+  async keep(containerId: string, name: string, snapshotId: string, meta: CheckpointMeta = {}): Promise<number> {
     await this.#load();
     const from = await this.#containerDir(containerId, name);
     const to = this.#entry(snapshotId);
     await rm(to, { recursive: true, force: true });
     await copyTree(from, to);
+    await writeFile(join(to, META_FILE), JSON.stringify(meta), { mode: 0o600 });
     const bytes = await dirBytes(to);
     this.#sizes.set(snapshotId, bytes);
     return bytes;
@@ -125,6 +140,12 @@ export class CheckpointStore {
     return name;
   }
 
+  /** What was kept of the source with the checkpoint of `snapshotId` (none: empty). */
+  async meta(snapshotId: string): Promise<CheckpointMeta> {
+    const text = await readFile(join(this.#entry(snapshotId), META_FILE), 'utf8').catch(() => undefined);
+    return text === undefined ? {} : (JSON.parse(text) as CheckpointMeta);
+  }
+
   /** Removes the checkpoint of `snapshotId` (none is fine). */
   async remove(snapshotId: string): Promise<void> {
     await this.#load();
@@ -143,7 +164,7 @@ async function copyTree(from: string, to: string): Promise<void> {
       await copyTree(src, join(to, name));
       continue;
     }
-    if (!s.isFile()) continue;
+    if (!s.isFile() || name === META_FILE) continue;
     if (name === MARKER) {
       await copyFile(src, join(to, name));
       continue;

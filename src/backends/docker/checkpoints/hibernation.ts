@@ -32,7 +32,7 @@ import { connectContainerPort } from '../container/port-forward.ts';
 import { CHECKPOINT_PREFIX } from './checkpoints.ts';
 import { checkpointContainer, clearAfterRestore, restoreContainer } from './checkpoint-restore.ts';
 import { attachedExecsError, gatedFs, gatedProcess, InFlight } from './session-gate.ts';
-import { type MemorySnapshots, takeMemorySnapshot } from './memory-snapshot.ts';
+import { type MemorySnapshots, restoredAdopter, takeMemorySnapshot } from './memory-snapshot.ts';
 
 /** How long a hibernation waits for calls already in the container to finish. */
 const DRAIN_TIMEOUT_MS = 30_000;
@@ -65,7 +65,7 @@ export interface HibernationInit {
   /** Re-adopted while hibernated (server restart): since when, and the checkpoint to wake from. */
   readonly hibernated?: { readonly at: Date; readonly checkpoint: string } | undefined;
   /** Restored from a memory snapshot: the agent's processes are handed over once (`adoptRestored`). */
-  readonly restored?: boolean | undefined;
+  readonly restored?: Parameters<typeof restoredAdopter>[0];
   /** Where memory snapshots go; undefined: none are taken. */
   readonly memory?: MemorySnapshots | undefined;
 }
@@ -98,8 +98,7 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
     this.#timeoutMs = init.timeoutMs;
     this.#log = init.log;
     this.#memory = init.memory;
-    const agent = init.inner.agent;
-    this.adoptRestored = init.restored === true && agent !== undefined ? (adopt) => agent.recover(adopt) : undefined;
+    this.adoptRestored = restoredAdopter(init.restored, init.inner.agent);
     this.#hibernatedAt = init.hibernated?.at;
     this.#checkpointName = init.hibernated?.checkpoint;
     this.#state = init.hibernated === undefined ? 'awake' : 'hibernated';

@@ -7,7 +7,8 @@
  */
 import type Docker from 'dockerode';
 import { execError } from '../../../errors.ts';
-import type { SessionStats, SnapshotInfo, SnapshotOptions } from '../../types.ts';
+import type { BackendSession, SessionStats, SnapshotInfo, SnapshotOptions } from '../../types.ts';
+import type { AckMarks, AgentChannel } from '../agent/agent-channel.ts';
 import type { DockerLogger } from '../options.ts';
 import type { CheckpointStore } from './checkpoint-store.ts';
 import { checkpointUnsupportedReason, type EngineRuntimes } from '../engine/runtimes.ts';
@@ -23,6 +24,8 @@ export interface CheckpointableSession {
     readonly container: Docker.Container;
     stats(): Promise<SessionStats>;
     snapshot(name: string | undefined, options?: SnapshotOptions): Promise<SnapshotInfo>;
+    /** The exec agent: the marks it never read go with the checkpoint. */
+    readonly agent: Pick<AgentChannel, 'unsentMarks'> | undefined;
   };
   /** Runs `fn` with the session checkpointed (stopped for its length); the pause is measured. */
   whileCheckpointed<T>(fn: (checkpoint: string) => Promise<T>): Promise<{ value: T; pauseMs: number }>;
@@ -36,6 +39,8 @@ export interface MemorySnapshots {
   readonly maxBytes: number;
   /** Removes a snapshot image again (a checkpoint that could not be kept). */
   readonly removeImage: (snapshotId: string) => Promise<void>;
+  /** A live template was made (template pools look theirs up again). */
+  readonly taken?: (() => void) | undefined;
   readonly log: DockerLogger;
 }
 
@@ -69,12 +74,16 @@ export async function takeMemorySnapshot(
 ): Promise<SnapshotInfo> {
   if (m === undefined) throw execError('EXEC_ERR_UNSUPPORTED', 'memory snapshots are off on this server');
   await refusal(m, session);
+  const inspect = await session.inner.container.inspect().catch(() => undefined);
+  const network = inspect === undefined ? undefined : inspect.HostConfig.NetworkMode !== 'none';
   const { value, pauseMs } = await session.whileCheckpointed(async (checkpoint) => {
     const t0 = Date.now();
     const info = await session.inner.snapshot(name, { memory: true });
     try {
       const t1 = Date.now();
-      const bytes = await m.store.keep(session.inner.container.id, checkpoint, info.snapshotId);
+      // Output the source published after its agent stopped reading: its forks keep those seqs.
+      const marks = session.inner.agent?.unsentMarks();
+      const bytes = await m.store.keep(session.inner.container.id, checkpoint, info.snapshotId, { marks, network });
       m.log.debug({ sessionId: session.id, commitMs: t1 - t0, keepMs: Date.now() - t1, bytes }, 'memory snapshot kept');
       if (bytes > m.maxBytes) throw tooLarge(`its checkpoint takes ${Math.ceil(bytes / MiB)} MiB`, m.maxBytes);
       return { ...info, memory: true, checkpointBytes: bytes };
@@ -84,7 +93,23 @@ export async function takeMemorySnapshot(
       throw err;
     }
   });
+  m.taken?.();
   return { ...value, pauseMs };
+}
+
+/** A container restored from a live template, and the source's marks for its processes. */
+export type TemplateRestore = ((container: Docker.Container) => Promise<void>) & {
+  readonly marks: () => Promise<AckMarks | undefined>;
+};
+
+/** `adoptRestored` of a session restored from a live template (`restored`: its `TemplateRestore`). */
+export function restoredAdopter(
+  restored: boolean | Pick<TemplateRestore, 'marks'> | undefined,
+  agent: AgentChannel | undefined,
+): BackendSession['adoptRestored'] {
+  if (restored === undefined || restored === false || agent === undefined) return undefined;
+  return async (adopt) =>
+    agent.recover(adopt, restored === true ? undefined : await restored.marks().catch(() => undefined));
 }
 
 /**
@@ -99,7 +124,7 @@ export function templateRestorer(o: {
   readonly sessionId: string;
   readonly timeoutMs: number;
   readonly log: DockerLogger;
-}): (container: Docker.Container) => Promise<void> {
+}): TemplateRestore {
   const reason = checkpointUnsupportedReason(o.engine, o.runtime);
   if (reason !== undefined)
     throw execError(
@@ -107,7 +132,7 @@ export function templateRestorer(o: {
       `snapshot ${o.snapshotId} holds memory, which the runtime ${o.runtime} cannot restore (${reason}): ask for a gVisor runtime (session.runtime)`,
       { detail: { runtime: o.runtime } },
     );
-  return async (container) => {
+  const restore = async (container: Docker.Container): Promise<void> => {
     const t0 = Date.now();
     const checkpoint = await o.store.install(o.snapshotId, container.id);
     const t1 = Date.now();
@@ -118,4 +143,5 @@ export function templateRestorer(o: {
     const timings = { installMs: t1 - t0, restoreMs: t2 - t1, clearMs: Date.now() - t2 };
     o.log.debug({ sessionId: o.sessionId, ...timings }, 'restored from a live template');
   };
+  return Object.assign(restore, { marks: async () => (await o.store.meta(o.snapshotId)).marks });
 }
