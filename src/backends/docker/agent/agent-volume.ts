@@ -50,6 +50,7 @@ export class AgentVolume {
 
   async #ensure(image: string): Promise<string> {
     const binary = await agentBinary(this.#binaryPath);
+    // Never leaves: caught above, logged, and the agent is copied into each container instead.
     if (binary === undefined) throw new Error('the exec agent is not built');
     const name = `exec-server-agent-${createHash('sha256').update(binary).digest('hex').slice(0, 24)}`;
     const marker = `${name}-complete`;

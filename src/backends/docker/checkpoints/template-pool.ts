@@ -8,6 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type Docker from 'dockerode';
+import { execError } from '../../../errors.ts';
 import type { TenantId } from '../../../ids.ts';
 import type { BackendSessionSpec, SnapshotInfo } from '../../types.ts';
 import type { ProvisionInput } from '../container/provision.ts';
@@ -82,7 +83,11 @@ export class TemplatePools {
     const engine = await this.#host.runtimes.engine();
     const runtimes = await this.#host.runtimes.allowed();
     this.#runtime = runtimes.find((r) => checkpointUnsupportedReason(engine, r) === undefined);
-    if (this.#runtime === undefined) throw new Error('template pools: no runtime of this server can checkpoint');
+    if (this.#runtime === undefined)
+      throw execError(
+        'EXEC_ERR_CONFIG',
+        '--warm-pool-templates: no runtime this server allows can checkpoint here (a gVisor runtime with checkpoints is needed)',
+      );
     this.#timer = setInterval(() => this.refill(), LOOKUP_INTERVAL_MS);
     this.#timer.unref();
     this.refill();
