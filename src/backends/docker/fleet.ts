@@ -5,6 +5,7 @@
  */
 import { dirname } from 'node:path';
 import type Docker from 'dockerode';
+import type { ContainerAdopter } from './container/recovery.ts';
 import type { FleetIdentity } from '../../config/fleet.ts';
 import { asSessionId, asTenantId, type SessionId, type TenantId } from '../../ids.ts';
 import type { FleetBackend, FleetLocation, FleetSession, RecoveredSession } from '../types.ts';
@@ -30,15 +31,8 @@ export function linkDirsOf(c: Docker.ContainerInfo): string[] {
 }
 
 /** What the fleet needs of the engine's docker backend. */
-export interface FleetHost {
+export interface FleetHost extends ContainerAdopter {
   readonly docker: Docker;
-  listOwn(): Promise<Docker.ContainerInfo[]>;
-  adoptRunning(c: Docker.ContainerInfo, sessionId: SessionId, tenant: TenantId): Promise<RecoveredSession | undefined>;
-  adoptHibernated(
-    c: Docker.ContainerInfo,
-    sessionId: SessionId,
-    tenant: TenantId,
-  ): Promise<RecoveredSession | undefined>;
 }
 
 export class DockerFleet implements FleetBackend {

@@ -1,10 +1,5 @@
-/**
- * The docker backend's startup recovery of the instance's containers (re-adoption itself is
- * container/recovery.ts) and its answer to the engine's events: a container that died or was
- * removed turns its session `lost`. Beside docker-backend.ts, which hands this what it uses.
- */
-import type Docker from 'dockerode';
-import { asSessionId, asTenantId, type SessionId, type TenantId } from '../../ids.ts';
+import type { ContainerAdopter } from './container/recovery.ts';
+import { asSessionId, asTenantId } from '../../ids.ts';
 import type { RecoveredSession } from '../types.ts';
 import type { DockerSession } from './docker-session.ts';
 import type { ContainerEvent } from './engine/event-watcher.ts';
@@ -21,7 +16,7 @@ import type { TemplatePools } from './checkpoints/template-pool.ts';
 const FLEET_SWEEP_MIN_AGE_MS = 10 * 60_000;
 
 /** What recovery and the events watcher use of the docker backend. */
-export interface RecoveryHost {
+export interface RecoveryHost extends ContainerAdopter {
   readonly options: ResolvedDockerOptions;
   readonly log: DockerLogger;
   readonly runtimes: Pick<RuntimeResolver, 'check'>;
@@ -34,13 +29,6 @@ export interface RecoveryHost {
   readonly pools: ReadonlyMap<string, Pick<WarmPool, 'forget'>>;
   /** Pools of containers restored from live templates (template-pool.ts). */
   readonly templates: Pick<TemplatePools, 'forget'>;
-  listOwn(): Promise<Docker.ContainerInfo[]>;
-  adoptRunning(c: Docker.ContainerInfo, sessionId: SessionId, tenant: TenantId): Promise<RecoveredSession | undefined>;
-  adoptHibernated(
-    c: Docker.ContainerInfo,
-    sessionId: SessionId,
-    tenant: TenantId,
-  ): Promise<RecoveredSession | undefined>;
   removeContainer(containerId: string): Promise<void>;
 }
 

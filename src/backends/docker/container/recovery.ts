@@ -21,6 +21,18 @@ import { envOf, installIfWanted, startAgent } from './provision.ts';
 import type { PoolEntry } from './warm-pool.ts';
 import { execError } from '../../../errors.ts';
 
+/** Re-adopts containers of the instance as sessions: recovery at start and a fleet's take-over. */
+export interface ContainerAdopter {
+  /** This instance's containers on the engine. */
+  listOwn(): Promise<Docker.ContainerInfo[]>;
+  adoptRunning(c: Docker.ContainerInfo, sessionId: SessionId, tenant: TenantId): Promise<RecoveredSession | undefined>;
+  adoptHibernated(
+    c: Docker.ContainerInfo,
+    sessionId: SessionId,
+    tenant: TenantId,
+  ): Promise<RecoveredSession | undefined>;
+}
+
 /** What re-adoption needs of the docker backend. */
 export interface AdoptHost {
   readonly docker: Docker;
