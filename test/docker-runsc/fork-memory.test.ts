@@ -235,7 +235,15 @@ test(
     t.after(() => s.close());
     // A "server": a loop answering each request written to its fifo (warmed once, before the snapshot).
     const SERVER =
-      'mkfifo /tmp/req; setsid sh -c \'warm=$(date +%s); while :; do read q </tmp/req; echo "answer-$q-warm-$warm" > /tmp/ans; done\' </dev/null >/dev/null 2>&1 &';
+      'mkfifo /tmp/req; setsid sh -c \'exec 3<>/tmp/req; warm=$(date +%s); while read q <&3; do echo "answer-$q-warm-$warm" > /tmp/ans; done\' </dev/null >/dev/null 2>&1 &';
+    // The server holds its fifo open both ways, so it never reads an end of file; the client
+    // waits for the answer to its own request rather than for a fixed time.
+    const ask = (session: TestSession, q: string) =>
+      session.run('q', [
+        'sh',
+        '-c',
+        `echo ${q} > /tmp/req; for i in $(seq 50); do grep -q "answer-${q}-" /tmp/ans 2>/dev/null && break; sleep 0.1; done; cat /tmp/ans`,
+      ]);
     assert.equal((await s.run('srv', ['sh', '-c', SERVER])).exited['exitCode'], 0);
     const snap = await http(server, 'POST', `/v1/sessions/${s.sessionId}/snapshots`, { memory: true, name: 'warm' });
     assert.equal(snap.status, 201, JSON.stringify(snap.body));
@@ -247,7 +255,7 @@ test(
     const made = await TestSession.open(server.url, fromTemplate);
     const restoreMs = Date.now() - t0;
     t.after(() => made.close());
-    const first = await made.run('q', ['sh', '-c', 'echo hello > /tmp/req; sleep 0.3; cat /tmp/ans']);
+    const first = await ask(made, 'hello');
     assert.match(
       first.stdout,
       /^answer-hello-warm-\d+/,
@@ -267,7 +275,7 @@ test(
     t.after(() => pooled.close());
     const info = await http(server, 'GET', `/v1/sessions/${pooled.sessionId}`);
     assert.ok(ready[0]?.startsWith(String(info.body['containerId'])), 'claimed from the pool, not restored on demand');
-    const answer = await pooled.run('q', ['sh', '-c', 'echo pooled > /tmp/req; sleep 0.3; cat /tmp/ans']);
+    const answer = await ask(pooled, 'pooled');
     assert.match(answer.stdout, /^answer-pooled-warm-\d+/, `${answer.stdout}${answer.stderr}`);
     t.diagnostic(`from a live template: restored on demand ${restoreMs} ms, claimed from its pool ${claimMs} ms`);
 

@@ -36,19 +36,29 @@ export const SANDBOX_BASE: readonly string[] = [
   '--unshare-pid',
 ];
 
-/** Checks that `bwrap` exists and can really start a sandbox on this host. */
-export async function probeBubblewrap(path = 'bwrap'): Promise<BubblewrapProbe> {
-  try {
-    await run(path, [...SANDBOX_BASE, '--unshare-net', '--cap-drop', 'ALL', '--', 'true'], { timeout: 10_000 });
-    return { available: true, path };
-  } catch (err) {
-    const e = err as NodeJS.ErrnoException & { stderr?: string };
-    const reason =
-      e.code === 'ENOENT'
-        ? 'bwrap is not installed (Debian package bubblewrap)'
-        : `bwrap cannot start a sandbox here: ${(e.stderr ?? e.message).trim()}`;
-    return { available: false, path, reason };
+/**
+ * Checks that `bwrap` exists and can really start a sandbox on this host. A missing binary is
+ * final; any other failure is tried again (up to `attempts`), because a host under load can time
+ * out or fail one start, and a wrong "unavailable" would run every session of this server
+ * without its sandbox.
+ */
+export async function probeBubblewrap(path = 'bwrap', attempts = 3): Promise<BubblewrapProbe> {
+  let reason = '';
+  for (let attempt = 1; attempt <= attempts; attempt++) {
+    try {
+      await run(path, [...SANDBOX_BASE, '--unshare-net', '--cap-drop', 'ALL', '--', 'true'], {
+        timeout: 10_000 * attempt,
+      });
+      return { available: true, path };
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException & { stderr?: string };
+      if (e.code === 'ENOENT')
+        return { available: false, path, reason: 'bwrap is not installed (Debian package bubblewrap)' };
+      reason = `bwrap cannot start a sandbox here: ${(e.stderr ?? e.message).trim()}`;
+      if (attempt < attempts) await new Promise((r) => setTimeout(r, 250 * attempt));
+    }
   }
+  return { available: false, path, reason };
 }
 
 /**
