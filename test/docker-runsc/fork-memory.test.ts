@@ -10,34 +10,34 @@ import assert from 'node:assert/strict';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { type TestContext, test } from 'node:test';
 import { dockerTestOptions } from '../docker/engine.ts';
 import { sleep } from '../docker/helpers.ts';
 import type { DockerBackend } from '../../src/backends/docker/docker-backend.ts';
-import { startServer, TestSession, type TestServer } from '../support/harness.ts';
+import { GVISOR, gvisorSession, http, readCounter } from '../support/gvisor.ts';
+import { TestSession } from '../support/harness.ts';
 
 const COUNTER =
   "setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.05; done' </dev/null >/dev/null 2>&1 &";
-const GVISOR = { runtime: 'runsc', sandbox: { type: 'danger-full-access' }, approvalPolicy: 'never' };
 const b64 = (s: string): string => Buffer.from(s).toString('base64');
+/** The counter loop's value now (COUNTER writes it). */
+const counter = (s: TestSession, id: string): Promise<number> => readCounter(s, id, '/tmp/count');
 
-async function http(server: TestServer, method: string, path: string, body?: unknown) {
-  const res = await fetch(`${server.httpUrl}${path}`, {
-    method,
-    ...(body === undefined ? {} : { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  return { status: res.status, body: (text === '' ? {} : JSON.parse(text)) as Record<string, unknown> };
-}
-
-async function counter(s: TestSession, id: string): Promise<number> {
-  const r = await s.run(id, [
-    'sh',
-    '-c',
-    'for n in 1 2 3; do v=$(cat /tmp/count); [ -n "$v" ] && { echo "$v"; exit 0; }; sleep 0.02; done; exit 1',
+/**
+ * A gVisor session on a server that keeps memory checkpoints (at most `maxMb` each) in a
+ * directory of its own, removed when the test ends.
+ */
+async function checkpointing(t: TestContext, maxMb: number, flags: readonly string[]) {
+  const dir = await mkdtemp(join(tmpdir(), 'exec-server-checkpoints-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const { server, s } = await gvisorSession(t, [
+    ...flags,
+    '--checkpoint-dir',
+    dir,
+    '--checkpoint-max-mb',
+    String(maxMb),
   ]);
-  assert.equal(r.exited['exitCode'], 0, r.stderr);
-  return Number(r.stdout.trim());
+  return { dir, server, s };
 }
 
 interface Chunk {
@@ -97,15 +97,7 @@ test(
   'a session forked 3 ways with its memory: processes go on in each, writes stay apart',
   dockerTestOptions,
   async (t) => {
-    const dir = await mkdtemp(join(tmpdir(), 'exec-server-checkpoints-'));
-    t.after(() => rm(dir, { recursive: true, force: true }));
-    const server = await startServer({
-      backend: 'docker',
-      flags: ['--allowed-runtimes', 'runsc', '--checkpoint-dir', dir, '--checkpoint-max-mb', '512'],
-    });
-    t.after(() => server.close());
-    const s = await TestSession.open(server.url, { session: GVISOR });
-    t.after(() => s.close());
+    const { dir, server, s } = await checkpointing(t, 512, ['--allowed-runtimes', 'runsc']);
     assert.equal((await s.run('loop', ['sh', '-c', COUNTER])).exited['exitCode'], 0);
     await s.start('shell', ['sh'], { tty: true });
     await readUntil(s, 'shell', /# /);
@@ -221,18 +213,12 @@ test(
   'a live template starts sessions with their server answering; runc and too-large sessions are refused',
   dockerTestOptions,
   async (t) => {
-    const dir = await mkdtemp(join(tmpdir(), 'exec-server-checkpoints-'));
-    t.after(() => rm(dir, { recursive: true, force: true }));
-    const server = await startServer({
-      backend: 'docker',
-      flags: [
-        ...['--allowed-runtimes', 'runsc,runc', '--checkpoint-dir', dir, '--checkpoint-max-mb', '40'],
-        ...['--warm-pool-templates', 'warm=1'],
-      ],
-    });
-    t.after(() => server.close());
-    const s = await TestSession.open(server.url, { session: GVISOR });
-    t.after(() => s.close());
+    const { dir, server, s } = await checkpointing(t, 40, [
+      '--allowed-runtimes',
+      'runsc,runc',
+      '--warm-pool-templates',
+      'warm=1',
+    ]);
     // A "server": a loop answering each request written to its fifo (warmed once, before the snapshot).
     const SERVER =
       'mkfifo /tmp/req; setsid sh -c \'exec 3<>/tmp/req; warm=$(date +%s); while read q <&3; do echo "answer-$q-warm-$warm" > /tmp/ans; done\' </dev/null >/dev/null 2>&1 &';

@@ -8,13 +8,12 @@ import assert from 'node:assert/strict';
 import { type TestContext, test } from 'node:test';
 import { dockerTestOptions } from '../docker/engine.ts';
 import { docker, sleep } from '../docker/helpers.ts';
+import { GVISOR, gvisorSession, http, readCounter } from '../support/gvisor.ts';
 import { abandon, readToEnd, startServer, TestSession, type TestServer } from '../support/harness.ts';
 
 /** A counter loop in its own session (`setsid`: detached from the command's exec, which ends at once). */
 const COUNTER =
   "setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > /workspace/count; sleep 0.05; done' </dev/null >/dev/null 2>&1 & echo $!";
-
-const GVISOR = { runtime: 'runsc', sandbox: { type: 'danger-full-access' }, approvalPolicy: 'never' };
 
 async function state(containerId: string): Promise<{ status: string; pid: number }> {
   const [status, pid] = (await docker('inspect', '-f', '{{.State.Status}} {{.State.Pid}}', containerId))
@@ -23,42 +22,12 @@ async function state(containerId: string): Promise<{ status: string; pid: number
   return { status: status!, pid: Number(pid) };
 }
 
-async function counter(s: TestSession, id: string): Promise<number> {
-  // Read twice a moment apart: the loop rewrites the file, and a read can fall between truncate and write.
-  const r = await s.run(id, [
-    'sh',
-    '-c',
-    'for n in 1 2 3; do v=$(cat /workspace/count); [ -n "$v" ] && { echo "$v"; exit 0; }; sleep 0.02; done; exit 1',
-  ]);
-  assert.equal(r.exited['exitCode'], 0, r.stderr);
-  return Number(r.stdout.trim());
-}
-
-async function http(
-  server: TestServer,
-  method: string,
-  path: string,
-  body?: unknown,
-): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await fetch(`${server.httpUrl}${path}`, {
-    method,
-    ...(body === undefined ? {} : { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-}
+/** The counter loop's value now (COUNTER writes it). */
+const counter = (s: TestSession, id: string): Promise<number> => readCounter(s, id, '/workspace/count');
 
 async function pidsOf(s: TestSession, id: string): Promise<string> {
   const r = await s.run(id, ['sh', '-c', 'ps -o pid,args | grep "[w]hile :; do i="']);
   return r.stdout.trim().split(/\s+/)[0] ?? '';
-}
-
-/** A server that allows runsc, and a gVisor session on it; both end with the test. */
-async function gvisorSession(t: TestContext): Promise<{ server: TestServer; s: TestSession }> {
-  const server = await startServer({ backend: 'docker', flags: ['--allowed-runtimes', 'runsc'] });
-  t.after(() => server.close());
-  const s = await TestSession.open(server.url, { session: GVISOR });
-  t.after(() => s.close());
-  return { server, s };
 }
 
 /** The first server "crashes" (abandoned without shutdown); its successor of the same instance id starts. */

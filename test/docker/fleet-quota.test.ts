@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { test } from 'node:test';
+import { type TestContext, test } from 'node:test';
 import Docker from 'dockerode';
 import { QuotaSlots } from '../../src/backends/docker/container/quota-slots.ts';
 import { SLOT_LABEL, STALE_SLOT_MS } from '../../src/backends/docker/container/quota-plan.ts';
@@ -115,8 +115,8 @@ async function replica(instanceId: string, name: string): Promise<Replica> {
   throw new Error(`replica ${name} did not become ready`);
 }
 
-test('two replicas, quota 2, three creates on each at once: two sessions, no overshoot', options, async (t) => {
-  const instanceId = `quota-fleet-${randomUUID().slice(0, 8)}`;
+/** Replicas `a` and `b` of `instanceId`; killed, and the instance's containers removed, when the test ends. */
+async function twoReplicas(t: TestContext, instanceId: string): Promise<[Replica, Replica]> {
   const replicas: Replica[] = [];
   t.after(async () => {
     for (const r of replicas) r.child.kill('SIGKILL');
@@ -124,7 +124,12 @@ test('two replicas, quota 2, three creates on each at once: two sessions, no ove
     await removeInstance(instanceId);
   });
   replicas.push(...(await Promise.all([replica(instanceId, 'a'), replica(instanceId, 'b')])));
-  const [a, b] = replicas as [Replica, Replica];
+  return replicas as [Replica, Replica];
+}
+
+test('two replicas, quota 2, three creates on each at once: two sessions, no overshoot', options, async (t) => {
+  const instanceId = `quota-fleet-${randomUUID().slice(0, 8)}`;
+  const [a, b] = await twoReplicas(t, instanceId);
   const create = (r: Replica) =>
     fetch(`${r.http}/v1/sessions`, {
       method: 'POST',
@@ -161,14 +166,7 @@ test(
   options,
   async (t) => {
     const instanceId = `idle-fleet-${randomUUID().slice(0, 8)}`;
-    const replicas: Replica[] = [];
-    t.after(async () => {
-      for (const r of replicas) r.child.kill('SIGKILL');
-      await sleep(300);
-      await removeInstance(instanceId);
-    });
-    replicas.push(...(await Promise.all([replica(instanceId, 'a'), replica(instanceId, 'b')])));
-    const [a, b] = replicas as [Replica, Replica];
+    const [a, b] = await twoReplicas(t, instanceId);
     const res = await fetch(`${a.http}/v1/sessions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
