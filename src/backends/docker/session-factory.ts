@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import type Docker from 'dockerode';
 import { asContainerId, type SessionId, type TenantId } from '../../ids.ts';
 import type { BackendSession, BackendSessionSpec, RecoveredSession } from '../types.ts';
-import { type AdoptHost, adoptHibernated, adoptRunning } from './container/recovery.ts';
+import { type Adoption, type AdoptHost, adoptHibernated, adoptRunning } from './container/recovery.ts';
 import { DockerSession } from './docker-session.ts';
 import { withDeadline } from './engine/engine-client.ts';
 import type { ImagePulls } from './engine/image-pull.ts';
@@ -92,7 +92,11 @@ export class SessionFactory {
       image = (await findSnapshot(this.#d.docker, spec.snapshot, spec.tenant, this.#d.options.engineTimeoutMs))
         .snapshotId;
     const claimed = spec.snapshot === undefined ? undefined : await this.#d.templates.claim(spec, image, runtime);
-    if (claimed) return this.adopt(spec.id, spec.tenant, claimed, image, workdir, runtime, undefined, claimed.restored);
+    if (claimed)
+      return this.adopt(
+        { id: spec.id, tenant: spec.tenant, entry: claimed, image, workdir, runtime },
+        claimed.restored,
+      );
     const restore =
       spec.snapshot !== undefined && (await this.#d.checkpoints.has(image))
         ? templateRestorer({
@@ -108,7 +112,7 @@ export class SessionFactory {
     const created = await this.#d.gate.run('live', () =>
       this.#provisionSession(spec, image, workdir, runtime, restore),
     );
-    return this.adopt(spec.id, spec.tenant, created, image, workdir, runtime, undefined, restore);
+    return this.adopt({ id: spec.id, tenant: spec.tenant, entry: created, image, workdir, runtime }, restore);
   }
 
   #provisionSession(
@@ -163,27 +167,13 @@ export class SessionFactory {
     await withDeadline('container rename', this.#d.options.engineTimeoutMs, (abortSignal) =>
       container.rename({ name: claimedName(spec.id, spec.tenant), abortSignal }),
     );
-    return this.adopt(
-      spec.id,
-      spec.tenant,
-      entry,
-      this.#d.options.defaultImage,
-      this.#d.options.defaultWorkdir,
-      runtime,
-    );
+    const { defaultImage: image, defaultWorkdir: workdir } = this.#d.options;
+    return this.adopt({ id: spec.id, tenant: spec.tenant, entry, image, workdir, runtime });
   }
 
   /** The session object of a container, entered in the backend's maps (creation, recovery). */
-  async adopt(
-    id: SessionId,
-    tenant: TenantId,
-    c: PoolEntry,
-    image: string,
-    workdir: string,
-    runtime: string,
-    hibernated?: { at: Date; checkpoint: string },
-    restored?: Pick<TemplateRestore, 'marks'> | boolean,
-  ): Promise<HibernatableSession> {
+  async adopt(a: Adoption, restored?: Pick<TemplateRestore, 'marks'> | boolean): Promise<HibernatableSession> {
+    const { id, tenant, entry: c, image, workdir, runtime, hibernated } = a;
     const engine = await this.#d.runtimes.engine().catch(() => undefined);
     const session = new DockerSession({
       id,
@@ -256,7 +246,7 @@ export class SessionFactory {
       log: this.#d.log,
       agentLinks: this.#d.agentLinks,
       runtimes: this.#d.runtimes,
-      adopt: (...args) => this.adopt(...args),
+      adopt: (adoption) => this.adopt(adoption),
       removeContainer: (id) => this.#d.removeContainer(id),
     };
   }

@@ -33,6 +33,18 @@ export interface ContainerAdopter {
   ): Promise<RecoveredSession | undefined>;
 }
 
+/** A container to make a session object of, and the session it holds. */
+export interface Adoption {
+  readonly id: SessionId;
+  readonly tenant: TenantId;
+  readonly entry: PoolEntry;
+  readonly image: string;
+  readonly workdir: string;
+  readonly runtime: string;
+  /** Set when the container is stopped with this server's checkpoint in it (a hibernated session). */
+  readonly hibernated?: { at: Date; checkpoint: string } | undefined;
+}
+
 /** What re-adoption needs of the docker backend. */
 export interface AdoptHost {
   readonly docker: Docker;
@@ -41,16 +53,31 @@ export interface AdoptHost {
   readonly agentLinks: AgentLinks;
   readonly runtimes: RuntimeResolver;
   /** Makes the session object of a container (the backend's own bookkeeping included). */
-  adopt(
-    id: SessionId,
-    tenant: TenantId,
-    c: PoolEntry,
-    image: string,
-    workdir: string,
-    runtime: string,
-    hibernated?: { at: Date; checkpoint: string },
-  ): Promise<HibernatableSession>;
+  adopt(adoption: Adoption): Promise<HibernatableSession>;
   removeContainer(containerId: string): Promise<void>;
+}
+
+/** The image, workspace and runtime of an own container's session, from its labels and inspection. */
+async function placementOf(
+  host: AdoptHost,
+  c: Docker.ContainerInfo,
+  info: Docker.ContainerInspectInfo,
+): Promise<Pick<Adoption, 'image' | 'workdir' | 'runtime'>> {
+  const labels = c.Labels ?? {};
+  return {
+    image: labels[LABEL.pool] === 'true' ? host.options.defaultImage : c.Image,
+    workdir: labels[LABEL.workdir] ?? host.options.defaultWorkdir,
+    runtime: info.HostConfig.Runtime ?? (await host.runtimes.engine()).engineDefault,
+  };
+}
+
+/** The facts of a re-adopted session that its container's labels and inspection keep. */
+function recoveredFacts(
+  c: Docker.ContainerInfo,
+  info: Docker.ContainerInspectInfo,
+): Pick<RecoveredSession, 'labels' | 'createdAt'> {
+  const labels = c.Labels ?? {};
+  return { labels: readUserLabels(labels), createdAt: new Date(labels[LABEL.created] ?? info.Created) };
 }
 
 /**
@@ -83,20 +110,18 @@ export async function adoptRunning(
       installed === true
         ? await startAgent(container, host.options, host.log, socket)
         : { agentUnavailable: installed };
-    const session = await host.adopt(
-      sessionId,
+    const session = await host.adopt({
+      id: sessionId,
       tenant,
-      {
+      entry: {
         containerId: c.Id,
         shellPath: setup.stdout.toString('utf8').trim() || '/bin/sh',
         baseEnv: envOf(info.Config.Env),
         diskEnforcement: enforcementOf(info),
         ...agent,
       },
-      labels[LABEL.pool] === 'true' ? host.options.defaultImage : c.Image,
-      workdir,
-      info.HostConfig.Runtime ?? (await host.runtimes.engine()).engineDefault,
-    );
+      ...(await placementOf(host, c, info)),
+    });
     const stored = await runControl(container, {
       cmd: ['cat', RECORD_FILE],
       timeoutMs: host.options.engineTimeoutMs,
@@ -107,8 +132,7 @@ export async function adoptRunning(
     return {
       session,
       tenant,
-      labels: readUserLabels(labels),
-      createdAt: new Date(labels[LABEL.created] ?? info.Created),
+      ...recoveredFacts(c, info),
       record: stored.exitCode === 0 ? stored.stdout.toString('utf8') : undefined,
       // The agent's processes go on; commands run as engine execs end lost (exec-recovery.ts).
       adoptProcesses: async (adopt: Parameters<NonNullable<RecoveredSession['adoptProcesses']>>[0]) =>
@@ -132,7 +156,6 @@ export async function adoptHibernated(
   sessionId: SessionId,
   tenant: TenantId,
 ): Promise<RecoveredSession | undefined> {
-  const labels = c.Labels ?? {};
   try {
     const container = host.docker.getContainer(c.Id);
     const facts = await readHibernatedFacts(container, host.options.engineTimeoutMs);
@@ -140,10 +163,10 @@ export async function adoptHibernated(
     const info = await withDeadline('container inspect', host.options.engineTimeoutMs, (abortSignal) =>
       container.inspect({ abortSignal }),
     );
-    const session = await host.adopt(
-      sessionId,
+    const session = await host.adopt({
+      id: sessionId,
       tenant,
-      {
+      entry: {
         containerId: c.Id,
         shellPath: facts.shellPath,
         baseEnv: envOf(info.Config.Env),
@@ -162,11 +185,9 @@ export async function adoptHibernated(
             }
           : { agentUnavailable: 'hibernated on the exec path' }),
       },
-      labels[LABEL.pool] === 'true' ? host.options.defaultImage : c.Image,
-      labels[LABEL.workdir] ?? host.options.defaultWorkdir,
-      info.HostConfig.Runtime ?? (await host.runtimes.engine()).engineDefault,
-      { at: new Date(info.State.FinishedAt), checkpoint: facts.checkpoint },
-    );
+      ...(await placementOf(host, c, info)),
+      hibernated: { at: new Date(info.State.FinishedAt), checkpoint: facts.checkpoint },
+    });
     host.log.info(
       { sessionId, containerId: c.Id, processes: facts.agentProcesses },
       'recover: re-adopted hibernated session',
@@ -175,8 +196,7 @@ export async function adoptHibernated(
     return {
       session,
       tenant,
-      labels: readUserLabels(labels),
-      createdAt: new Date(labels[LABEL.created] ?? info.Created),
+      ...recoveredFacts(c, info),
       record: facts.record,
       // Processes the agent kept can only be handed over awake: such a session wakes now (an
       // idle hibernation has none, and stays asleep).
