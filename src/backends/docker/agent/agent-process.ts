@@ -6,7 +6,7 @@
  * engine published it under, the mark a restarted server rebuilds the log from.
  */
 import { execError } from '../../../errors.ts';
-import { endInput } from '../../stdin.ts';
+import { CommandInput } from '../../stdin.ts';
 import { signalName, signalNumber } from '../../../protocol/signals.ts';
 import type {
   BackendExit,
@@ -63,7 +63,7 @@ export class AgentProcess implements BackendProcess, HandleListener {
   #unsent: Array<readonly [number, number]> = [];
   #stdinSent = 0;
   #stdinWritten = 0;
-  #stdinClosed: boolean;
+  readonly #input: CommandInput;
   #paused = false;
   #exited = false;
 
@@ -75,7 +75,7 @@ export class AgentProcess implements BackendProcess, HandleListener {
     this.#done = init.done;
     this.#received = init.receivedOffset ?? 0;
     this.#acked = this.#received;
-    this.#stdinClosed = init.mode === 'pipe-no-stdin';
+    this.#input = new CommandInput(init.mode);
   }
 
   get exited(): boolean {
@@ -176,7 +176,7 @@ export class AgentProcess implements BackendProcess, HandleListener {
   /** Resolves once `bytes` more stdin fit in what the command may have unread (or it ended). */
   async stdinRoom(bytes: number): Promise<void> {
     const need = Math.min(bytes, STDIN_LIMIT);
-    while (!this.#exited && !this.#stdinClosed && this.#stdinSent - this.#stdinWritten + need > STDIN_LIMIT) {
+    while (!this.#exited && this.#input.open && this.#stdinSent - this.#stdinWritten + need > STDIN_LIMIT) {
       await new Promise<void>((resolve) => this.#stdinWaiters.push(resolve));
     }
   }
@@ -185,14 +185,14 @@ export class AgentProcess implements BackendProcess, HandleListener {
     if (this.#exited) return;
     this.#exited = true;
     this.#wakeStdin();
-    this.#stdinClosed = true;
+    this.#input.shut();
     this.#conn?.unlisten(this.handle);
     this.#done(this);
     this.#sink.exit(exit);
   }
 
   async write(data: Buffer): Promise<void> {
-    if (this.#stdinClosed || this.#exited || data.length === 0) return;
+    if (!this.#input.open || this.#exited || data.length === 0) return;
     if (this.#stdinSent - this.#stdinWritten + data.length > STDIN_LIMIT) {
       throw execError('EXEC_ERR_TOO_LARGE', `stdin buffer full (${STDIN_LIMIT} bytes not yet read by the process)`);
     }
@@ -202,14 +202,9 @@ export class AgentProcess implements BackendProcess, HandleListener {
   }
 
   async closeStdin(): Promise<void> {
-    if (this.#stdinClosed || this.#exited) return;
-    await endInput(
-      this.#mode,
+    await this.#input.end(
       (d) => this.write(d),
-      () => {
-        this.#stdinClosed = true;
-        this.#conn?.send(frame(ToAgent.CLOSE_STDIN, this.handle));
-      },
+      () => this.#conn?.send(frame(ToAgent.CLOSE_STDIN, this.handle)),
     );
   }
 

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
-import { endInput } from '../../stdin.ts';
+import { CommandInput } from '../../stdin.ts';
 import type {
   BackendExit,
   BackendProcess,
@@ -104,7 +104,7 @@ export class DockerProcess implements BackendProcess {
   #startSize: TerminalSize | undefined;
   #wrapperSized = false;
   #resizing: Promise<void> | undefined;
-  #stdinClosed: boolean;
+  readonly #input: CommandInput;
   #lost: string | undefined;
   #wakeLost: (() => void) | undefined;
   readonly #signalsSent = new Set<number>();
@@ -127,7 +127,7 @@ export class DockerProcess implements BackendProcess {
     this.#pidFile = pidFile;
     this.#user = user;
     this.#sink = sink;
-    this.#stdinClosed = mode === 'pipe-no-stdin';
+    this.#input = new CommandInput(mode);
     void this.#run();
   }
 
@@ -196,7 +196,7 @@ export class DockerProcess implements BackendProcess {
   #settle(exit: BackendExit): void {
     if (this.#exited) return;
     this.#exited = true;
-    this.#stdinClosed = true;
+    this.#input.shut();
     this.#host.finished(this, this.#pidFile, this.#user);
     this.#sink.exit(exit);
   }
@@ -210,20 +210,17 @@ export class DockerProcess implements BackendProcess {
   }
 
   async write(data: Buffer): Promise<void> {
-    if (this.#stdinClosed || this.#exited || data.length === 0) return;
+    if (!this.#input.open || this.#exited || data.length === 0) return;
     await new Promise<void>((resolve) => {
       this.#socket.write(data, () => resolve());
     });
   }
 
   async closeStdin(): Promise<void> {
-    if (this.#stdinClosed || this.#exited) return;
     // A PTY's connection is never half-closed: some engines then drop the rest of the output.
-    await endInput(
-      this.#mode,
+    await this.#input.end(
       (d) => this.write(d),
       () => {
-        this.#stdinClosed = true;
         // Half-close: FIN on our side only; the engine closes the command's stdin and the socket
         // keeps delivering the remaining output until the command ends.
         this.#socket.end();
