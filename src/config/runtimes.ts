@@ -1,6 +1,6 @@
 /** The one grammar of OCI runtime names and of the options that list them. */
 import { ConfigError } from './config-error.ts';
-import { commaList } from './lists.ts';
+import { commaList, poolSizes } from './lists.ts';
 
 /** A runtime name as the engine registers it (`runc`, `runsc`, `kata-1.0`). */
 const RUNTIME_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
@@ -23,14 +23,5 @@ export function runtimeList(value: string): string[] {
 
 /** `--warm-pool-runtimes` as sizes by runtime (`runsc=2,runc=1`). */
 export function warmPoolRuntimes(value: string): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const part of commaList(value)) {
-    const eq = part.indexOf('=');
-    const name = part.slice(0, eq);
-    const size = part.slice(eq + 1);
-    if (eq < 0 || !isRuntimeName(name) || !/^\d{1,3}$/.test(size) || Number(size) > 256)
-      throw new ConfigError(`--warm-pool-runtimes: expected RUNTIME=N (N at most 256), got ${JSON.stringify(part)}`);
-    out[name] = Number(size);
-  }
-  return out;
+  return poolSizes(value, '--warm-pool-runtimes', 'RUNTIME', isRuntimeName);
 }
