@@ -356,25 +356,26 @@ class DockerBackendImpl implements DockerBackend {
   }
 
   async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    this.#watcher.stop();
-    await this.#poolsStarted;
-    await Promise.all([...this.#pools.values(), this.#templates].map((p) => p.close()));
-    await Promise.all([...this.#sessions.values()].map((s) => s.destroy().catch(() => undefined)));
-    this.#agentLinks.closeAll();
-    await this.#lease.release();
+    await this.#shutDown((s) => s.destroy());
   }
 
   async handOver(): Promise<void> {
+    // The agents keep their processes and output for the next server, as when this one dies.
+    await this.#shutDown(async (s) => s.agent?.detach());
+  }
+
+  /**
+   * Stops the engine watch and the pools, ends each session's part in this server with `leave`
+   * (destroyed, or handed over), then lets the agent links and the lease go (the next server
+   * opens the links again at the same paths).
+   */
+  async #shutDown(leave: (s: DockerSession) => Promise<void>): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     this.#watcher.stop();
     await this.#poolsStarted;
     await Promise.all([...this.#pools.values(), this.#templates].map((p) => p.close()));
-    // The agents keep their processes and output for the next server, as when this one dies.
-    await Promise.all([...this.#sessions.values()].map((s) => s.agent?.detach().catch(() => undefined)));
-    // The listeners go too: the next server opens them again at the same paths.
+    await Promise.all([...this.#sessions.values()].map((s) => leave(s).catch(() => undefined)));
     this.#agentLinks.closeAll();
     await this.#lease.release();
   }
