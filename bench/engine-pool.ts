@@ -11,9 +11,9 @@ import { randomUUID } from 'node:crypto';
 import { availableParallelism, cpus } from 'node:os';
 import { createDockerEngines } from '../src/backends/docker/index.ts';
 import type { Backend, BackendSession, ProcessSink } from '../src/backends/types.ts';
-import { asSessionId, asTenantId } from '../src/ids.ts';
+import { asTenantId } from '../src/ids.ts';
 import { silentLogger } from '../src/logger.ts';
-import { spawnRequest } from '../test/docker/helpers.ts';
+import { sessionSpec, spawnRequest } from '../test/docker/helpers.ts';
 import { SECOND_ENGINE_HOST, startSecondEngine } from '../test/support/second-engine.ts';
 
 const sessions = Number(process.argv[2] ?? 32);
@@ -40,13 +40,9 @@ async function burst(backend: Backend): Promise<number> {
   const worker = async (): Promise<void> => {
     while (next < sessions) {
       next++;
-      const s = await backend.createSession({
-        id: asSessionId(randomUUID()),
-        tenant: asTenantId('bench'),
-        labels: {},
-        resources: { memoryMb: 256, cpus: 1, pids: 128 },
-        network: false,
-      });
+      const s = await backend.createSession(
+        sessionSpec({ tenant: asTenantId('bench'), resources: { memoryMb: 256, cpus: 1, pids: 128 } }),
+      );
       made.push(s);
       await firstCommand(s);
     }
