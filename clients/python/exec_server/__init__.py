@@ -21,7 +21,8 @@ from .errors import (
     RejectedError,
     UnsupportedError,
 )
-from .process import ExecResult, OutputChunk, Process
+from .process import Process
+from .results import ExecResult, OutputChunk
 from .session import Session
 from .sync import Client, SyncProcess, SyncSession
 

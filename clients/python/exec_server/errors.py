@@ -8,12 +8,10 @@ from src/errors.ts); ``FAMILIES`` must name each of them, which a test checks.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._generated import ERROR_REGISTRY, RETRYABLE
-
-if TYPE_CHECKING:
-    from .process import ExecResult
+from .results import ExecResult
 
 
 class ExecServerError(Exception):

@@ -13,47 +13,14 @@ import codecs
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from ._validate import check_signal, check_size
 from .errors import CommandExitError
+from .results import ExecResult, OutputChunk, StreamName
 
-StreamName = Literal["stdout", "stderr", "pty"]
 Request = Callable[[str, dict[str, Any]], Awaitable[Any]]
 _STREAMS: tuple[StreamName, ...] = ("stdout", "stderr", "pty")
-
-
-@dataclass(frozen=True)
-class OutputChunk:
-    """One piece of output: ``text`` is ``data`` decoded (incomplete characters carried on)."""
-
-    stream: StreamName
-    seq: int
-    data: bytes
-    text: str
-
-
-@dataclass(frozen=True)
-class ExecResult:
-    """How a process ended and (unless ``collect=False``) what it printed."""
-
-    process_id: str
-    argv: tuple[str, ...]
-    exit_code: int
-    terminal: str
-    signal: str | None
-    sandbox_denied: bool
-    stdout: str
-    stderr: str
-    pty: str
-    stdout_bytes: bytes
-    stderr_bytes: bytes
-    pty_bytes: bytes
-
-    @property
-    def output(self) -> str:
-        """stdout, or the terminal's output for a PTY process."""
-        return self.pty if self.pty_bytes else self.stdout
 
 
 @dataclass

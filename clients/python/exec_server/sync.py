@@ -12,7 +12,8 @@ from typing import IO, Any, TypeVar
 
 from ._http import Progress, Source
 from .client import AsyncClient
-from .process import ExecResult, OutputChunk, Process, StreamName
+from .process import Process
+from .results import ExecResult, OutputChunk, StreamName
 from .session import Session, Stdin
 
 T = TypeVar("T")

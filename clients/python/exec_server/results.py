@@ -1,0 +1,45 @@
+"""What a process gives back: its output as it comes (``OutputChunk``) and how it ended
+(``ExecResult``).
+
+A module of its own, below ``process`` and ``errors``, which both speak of them
+(``CommandExitError`` carries the result of the command that failed).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+StreamName = Literal["stdout", "stderr", "pty"]
+
+
+@dataclass(frozen=True)
+class OutputChunk:
+    """One piece of output: ``text`` is ``data`` decoded (incomplete characters carried on)."""
+
+    stream: StreamName
+    seq: int
+    data: bytes
+    text: str
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """How a process ended and (unless ``collect=False``) what it printed."""
+
+    process_id: str
+    argv: tuple[str, ...]
+    exit_code: int
+    terminal: str
+    signal: str | None
+    sandbox_denied: bool
+    stdout: str
+    stderr: str
+    pty: str
+    stdout_bytes: bytes
+    stderr_bytes: bytes
+    pty_bytes: bytes
+
+    @property
+    def output(self) -> str:
+        """stdout, or the terminal's output for a PTY process."""
+        return self.pty if self.pty_bytes else self.stdout
