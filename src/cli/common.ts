@@ -43,6 +43,35 @@ export function parse<O extends NonNullable<ParseArgsConfig['options']>>(args: s
   }
 }
 
+/** What `parse` gives for `options`. */
+export type Parsed<O extends NonNullable<ParseArgsConfig['options']>> = ReturnType<typeof parse<O>>;
+
+/**
+ * The frame of a command that talks to a server (`run`, `shell`, `sessions`): its flags parsed
+ * with the connection's, `help` printed for --help, and a failure printed as one line (also as a
+ * JSON object with --json) and answered with its exit code.
+ */
+export async function clientCommand<O extends NonNullable<ParseArgsConfig['options']>>(
+  args: string[],
+  options: O,
+  help: string,
+  body: (parsed: Parsed<typeof connectionOptions & O>) => Promise<number>,
+): Promise<number> {
+  let json = false;
+  try {
+    const parsed = parse(args, { ...connectionOptions, ...options });
+    const flags = parsed.values as { json?: boolean; help?: boolean };
+    json = flags.json === true;
+    if (flags.help) {
+      process.stdout.write(`${help}\n`);
+      return 0;
+    }
+    return await body(parsed);
+  } catch (err) {
+    return printError(err, json);
+  }
+}
+
 /** One readable line for any error (no stack traces for expected failures). */
 export function describeError(err: unknown): string {
   if (err instanceof ExecServerHttpError && err.code === 'EXEC_ERR_UNAUTHORIZED')

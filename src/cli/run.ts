@@ -4,16 +4,15 @@
  * stderr to stderr, a PTY to stdout), exits with the command's exit code, deletes the session.
  * Piped stdin is forwarded; Ctrl-C interrupts the remote command (twice: terminates it).
  */
+import type { ParseArgsConfig } from 'node:util';
 import { ExecServerClient } from '../client/client.ts';
 import {
+  clientCommand,
   connectionOf,
-  connectionOptions,
   sessionCreationOptions,
   imagePullPrinter,
   sessionOptions,
   EXIT_USAGE,
-  parse,
-  printError,
   shellExitCode,
   UsageError,
 } from './common.ts';
@@ -37,23 +36,17 @@ Options:
   -v, --verbose  progress on stderr
 Exit status: the command's exit code; ${EXIT_USAGE} for usage errors; 125 when exec-server itself fails.`;
 
-export async function runCommand(args: string[]): Promise<number> {
-  let json = false;
-  try {
-    const { values, positionals } = parse(args, {
-      ...connectionOptions,
-      ...sessionCreationOptions,
-      tty: { type: 'boolean', default: false },
-      cwd: { type: 'string' },
-      env: { type: 'string', multiple: true },
-      keep: { type: 'boolean', default: false },
-      verbose: { type: 'boolean', short: 'v', default: false },
-    });
-    json = values.json === true;
-    if (values.help) {
-      process.stdout.write(`${RUN_HELP}\n`);
-      return 0;
-    }
+const RUN_OPTIONS = {
+  ...sessionCreationOptions,
+  tty: { type: 'boolean', default: false },
+  cwd: { type: 'string' },
+  env: { type: 'string', multiple: true },
+  keep: { type: 'boolean', default: false },
+  verbose: { type: 'boolean', short: 'v', default: false },
+} as const satisfies ParseArgsConfig['options'];
+
+export function runCommand(args: string[]): Promise<number> {
+  return clientCommand(args, RUN_OPTIONS, RUN_HELP, async ({ values, positionals }) => {
     if (positionals.length === 0)
       throw new UsageError('run needs a command: exec-server run [options] -- CMD [ARGS...]');
     const env: Record<string, string> = {};
@@ -74,7 +67,13 @@ export async function runCommand(args: string[]): Promise<number> {
     });
     progress(`session ${client.sessionId} created`);
     try {
-      return await runIn(client, positionals, { tty: values.tty === true, json, cwd: values.cwd, env, progress });
+      return await runIn(client, positionals, {
+        tty: values.tty === true,
+        json: values.json === true,
+        cwd: values.cwd,
+        env,
+        progress,
+      });
     } finally {
       if (values.keep) {
         // The session lives on without us; an open connection would keep this process alive.
@@ -91,9 +90,7 @@ export async function runCommand(args: string[]): Promise<number> {
         progress(`session ${client.sessionId} deleted`);
       }
     }
-  } catch (err) {
-    return printError(err, json);
-  }
+  });
 }
 
 async function runIn(

@@ -1,6 +1,7 @@
 /** `exec-server sessions [list | delete ID | show ID | fork ID [--count N] [--memory]] [--json]`. */
+import type { ParseArgsConfig } from 'node:util';
 import { HttpApi } from '../client/http.ts';
-import { connectionOf, connectionOptions, parse, printError, UsageError } from './common.ts';
+import { clientCommand, connectionOf, UsageError } from './common.ts';
 
 export const SESSIONS_HELP = `Usage: exec-server sessions [list] [--json]
        exec-server sessions show ID [--json]
@@ -38,19 +39,14 @@ function printSessions(sessions: Awaited<ReturnType<HttpApi['listSessions']>>, j
   }
 }
 
-export async function sessionsCommand(args: string[]): Promise<number> {
-  let json = false;
-  try {
-    const { values, positionals } = parse(args, {
-      ...connectionOptions,
-      count: { type: 'string' },
-      memory: { type: 'boolean', default: false },
-    });
-    json = values.json === true;
-    if (values.help) {
-      process.stdout.write(`${SESSIONS_HELP}\n`);
-      return 0;
-    }
+const SESSIONS_OPTIONS = {
+  count: { type: 'string' },
+  memory: { type: 'boolean', default: false },
+} as const satisfies ParseArgsConfig['options'];
+
+export function sessionsCommand(args: string[]): Promise<number> {
+  return clientCommand(args, SESSIONS_OPTIONS, SESSIONS_HELP, async ({ values, positionals }) => {
+    const json = values.json === true;
     const { url, token } = connectionOf(values);
     const api = new HttpApi(url, token);
     const [sub = 'list', ...ids] = positionals;
@@ -97,7 +93,5 @@ export async function sessionsCommand(args: string[]): Promise<number> {
       default:
         throw new UsageError(`unknown sessions subcommand ${JSON.stringify(sub)}; expected list, show, delete or fork`);
     }
-  } catch (err) {
-    return printError(err, json);
-  }
+  });
 }

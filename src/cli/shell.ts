@@ -5,16 +5,15 @@
  * Ctrl-] twice sends a literal Ctrl-]. When the shell exits the session is deleted.
  */
 import { randomUUID } from 'node:crypto';
+import type { ParseArgsConfig } from 'node:util';
 import { DRAIN_CLOSE_CODE, ExecServerClient } from '../client/client.ts';
 import type { ExecHandle } from '../client/process-handle.ts';
 import {
+  clientCommand,
   connectionOf,
-  connectionOptions,
   sessionCreationOptions,
   imagePullPrinter,
   sessionOptions,
-  parse,
-  printError,
   shellExitCode,
   UsageError,
 } from './common.ts';
@@ -50,19 +49,13 @@ export class DetachDetector {
   }
 }
 
-export async function shellCommand(args: string[]): Promise<number> {
-  let json = false;
-  try {
-    const { values, positionals } = parse(args, {
-      ...connectionOptions,
-      ...sessionCreationOptions,
-      attach: { type: 'string' },
-    });
-    json = values.json === true;
-    if (values.help) {
-      process.stdout.write(`${SHELL_HELP}\n`);
-      return 0;
-    }
+const SHELL_OPTIONS = {
+  ...sessionCreationOptions,
+  attach: { type: 'string' },
+} as const satisfies ParseArgsConfig['options'];
+
+export function shellCommand(args: string[]): Promise<number> {
+  return clientCommand(args, SHELL_OPTIONS, SHELL_HELP, async ({ values, positionals }) => {
     if (positionals.length > 0) throw new UsageError(`shell takes no arguments (got ${positionals.join(' ')})`);
     if (!process.stdin.isTTY || !process.stdout.isTTY)
       throw new UsageError('shell needs a terminal on stdin and stdout; use `exec-server run` for scripts');
@@ -108,9 +101,7 @@ export async function shellCommand(args: string[]): Promise<number> {
       });
     }
     return await interact(client, handle);
-  } catch (err) {
-    return printError(err, json);
-  }
+  });
 }
 
 function interact(client: ExecServerClient, handle: ExecHandle): Promise<number> {
