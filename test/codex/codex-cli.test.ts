@@ -21,11 +21,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { dockerTestOptions, engineReady } from '../docker/engine.ts';
-import { runCodexExec, type CodexSandboxMode } from '../support/codex-cli.ts';
+import type { CodexSandboxMode } from '../support/codex-cli.ts';
 import { startServer, TestSession } from '../support/harness.ts';
 import { assistantMessage, execCommand, startScriptedModel } from '../support/scripted-model.ts';
 import {
   CALLS,
+  codexAgainst,
   counter,
   exitedWith,
   outsideDir,
@@ -200,16 +201,13 @@ describe('gate interplay with a Codex client', { timeout: 120_000 }, () => {
       assistantMessage('done'),
     ]);
     try {
-      const result = await runCodexExec({
-        execServerUrl: endpoint.url,
-        modelUrl: model.url,
+      const { result, metrics } = await codexAgainst(endpoint, model, {
         cwd,
         prompt: 'write',
         ...(mode === 'bypass' ? { bypassSandbox: true } : { sandbox: mode }),
         timeoutMs: 60_000,
       });
       assert.equal(result.code, 0, result.stderr.slice(-2000));
-      const metrics = endpoint.httpUrl ? await (await fetch(`${endpoint.httpUrl}/metrics`)).text() : undefined;
       return { w: parse(model.outputFor('w')), n: parse(model.outputFor('n')), metrics };
     } finally {
       await model.close();

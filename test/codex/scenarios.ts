@@ -12,6 +12,7 @@ import {
   startReferenceExecServer,
   type CodexExecResult,
   type CodexSandboxMode,
+  type RunCodexExecOptions,
 } from '../support/codex-cli.ts';
 import { startServer, type BackendKind } from '../support/harness.ts';
 import {
@@ -21,6 +22,7 @@ import {
   sessionIdFromOutput,
   startScriptedModel,
   writeStdin,
+  type ScriptedModel,
   type ScriptedTurn,
 } from '../support/scripted-model.ts';
 
@@ -36,6 +38,20 @@ export interface Endpoint {
 export async function startTarget(target: Target, flags: readonly string[] = []): Promise<Endpoint> {
   if (target === 'reference') return startReferenceExecServer();
   return startServer({ backend: target, flags });
+}
+
+/**
+ * `codex exec` against `endpoint`, its model answering from `model`; then the server's metrics
+ * (undefined for the reference, which has none).
+ */
+export async function codexAgainst(
+  endpoint: Endpoint,
+  model: ScriptedModel,
+  run: Omit<RunCodexExecOptions, 'execServerUrl' | 'modelUrl'>,
+): Promise<{ result: CodexExecResult; metrics: string | undefined }> {
+  const result = await runCodexExec({ execServerUrl: endpoint.url, modelUrl: model.url, ...run });
+  const metrics = endpoint.httpUrl ? await (await fetch(`${endpoint.httpUrl}/metrics`)).text() : undefined;
+  return { result, metrics };
 }
 
 /** A parsed unified-exec output text as Codex shows it to the model. */
@@ -169,9 +185,7 @@ export async function runScenarios(target: Target, where: WorkPlace): Promise<Sc
   const outsideFile = join(outside, `codex-denied-${process.pid}.txt`);
   const model = await startScriptedModel(scenarioTurns(cwd, outsideFile));
   try {
-    const result = await runCodexExec({
-      execServerUrl: endpoint.url,
-      modelUrl: model.url,
+    const { result, metrics } = await codexAgainst(endpoint, model, {
       cwd,
       prompt: 'run the scenarios',
       sandbox,
@@ -182,7 +196,6 @@ export async function runScenarios(target: Target, where: WorkPlace): Promise<Sc
       const raw = model.outputFor(c);
       if (raw !== undefined) out[c] = parse(raw);
     }
-    const metrics = endpoint.httpUrl ? await (await fetch(`${endpoint.httpUrl}/metrics`)).text() : undefined;
     const outsideWritten =
       target === 'docker'
         ? (out['count']?.output.includes('outside-written') ?? false)
