@@ -1,5 +1,6 @@
 /** Shared CLI plumbing: options, defaults, readable errors. */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { ExecServerClient } from '../client/client.ts';
 import { ExecServerHttpError } from '../client/errors.ts';
 import { RpcError } from '../client/rpc-connection.ts';
 import { describeImagePull, type ImagePull } from '../protocol/index.ts';
@@ -128,6 +129,28 @@ export function sessionOptions(
     ...(image !== undefined ? { image } : {}),
     ...(allow !== undefined && allow.length > 0 ? { network: { allow: [...allow] } } : {}),
   };
+}
+
+/** The client name the CLI's connections give the server. */
+export const CLI_CLIENT_NAME = 'exec-server-cli';
+
+/**
+ * A client on a new session as `run` and `shell` make one: the server and token of the flags or
+ * the environment, the session of `--image` and `--allow-network`, image pulls printed.
+ */
+export function connectNewSession(values: {
+  url?: string | undefined;
+  token?: string | undefined;
+  image?: string | undefined;
+  'allow-network'?: string[] | undefined;
+}): Promise<ExecServerClient> {
+  const { url, token } = connectionOf(values);
+  return ExecServerClient.connect(url, {
+    token,
+    clientName: CLI_CLIENT_NAME,
+    session: sessionOptions(values.image, values['allow-network']),
+    onImagePull: imagePullPrinter(),
+  });
 }
 
 /**

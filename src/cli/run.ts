@@ -5,13 +5,11 @@
  * Piped stdin is forwarded; Ctrl-C interrupts the remote command (twice: terminates it).
  */
 import type { ParseArgsConfig } from 'node:util';
-import { ExecServerClient } from '../client/client.ts';
+import type { ExecServerClient } from '../client/client.ts';
 import {
   clientCommand,
-  connectionOf,
+  connectNewSession,
   sessionCreationOptions,
-  imagePullPrinter,
-  sessionOptions,
   EXIT_USAGE,
   shellExitCode,
   UsageError,
@@ -55,16 +53,10 @@ export function runCommand(args: string[]): Promise<number> {
       if (i <= 0) throw new UsageError(`--env expects KEY=VALUE, got ${JSON.stringify(kv)}`);
       env[kv.slice(0, i)] = kv.slice(i + 1);
     }
-    const { url, token } = connectionOf(values);
     const progress = (msg: string): void => {
       if (values.verbose) process.stderr.write(`[exec-server] ${msg}\n`);
     };
-    const client = await ExecServerClient.connect(url, {
-      token,
-      clientName: 'exec-server-cli',
-      session: sessionOptions(values.image, values['allow-network']),
-      onImagePull: imagePullPrinter(),
-    });
+    const client = await connectNewSession(values);
     progress(`session ${client.sessionId} created`);
     try {
       return await runIn(client, positionals, {

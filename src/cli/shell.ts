@@ -9,11 +9,11 @@ import type { ParseArgsConfig } from 'node:util';
 import { DRAIN_CLOSE_CODE, ExecServerClient } from '../client/client.ts';
 import type { ExecHandle } from '../client/process-handle.ts';
 import {
+  CLI_CLIENT_NAME,
   clientCommand,
   connectionOf,
+  connectNewSession,
   sessionCreationOptions,
-  imagePullPrinter,
-  sessionOptions,
   shellExitCode,
   UsageError,
 } from './common.ts';
@@ -67,7 +67,7 @@ export function shellCommand(args: string[]): Promise<number> {
     if (values.attach !== undefined) {
       client = await ExecServerClient.connect(url, {
         token,
-        clientName: 'exec-server-cli',
+        clientName: CLI_CLIENT_NAME,
         resumeSessionId: values.attach,
       });
       const shells = (await client.listProcesses())
@@ -82,12 +82,7 @@ export function shellCommand(args: string[]): Promise<number> {
       await handle.resize(cols, rows).catch(() => undefined);
       process.stderr.write(`[exec-server] attached to session ${client.sessionId}; detach with Ctrl-] d\r\n`);
     } else {
-      client = await ExecServerClient.connect(url, {
-        token,
-        clientName: 'exec-server-cli',
-        session: sessionOptions(values.image, values['allow-network']),
-        onImagePull: imagePullPrinter(),
-      });
+      client = await connectNewSession(values);
       const env = client.initResult['environmentInfo'] as { shell?: { path?: string } } | undefined;
       const shell = env?.shell?.path ?? '/bin/bash';
       process.stderr.write(`[exec-server] shell in session ${client.sessionId}; detach with Ctrl-] d\r\n`);
