@@ -11,10 +11,11 @@ import base64
 import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import IO, Any, Literal, Protocol
+from typing import IO, Any, Literal
 
 from . import _validate as v
-from ._http import HttpApi, Progress, Source, seg
+from ._http import Progress, Source, seg
+from ._opener import SessionOpener
 from ._rpc import RpcConnection
 from ._tools import ToolsMixin
 from .errors import ConnectionClosedError, NotFoundError
@@ -28,28 +29,10 @@ Stdin = str | bytes | Literal["pipe"] | None
 DRAIN_CLOSE_CODE = 1012
 
 
-class SessionOpener(Protocol):
-    """What a session needs of the client that opened it (``AsyncClient``): where the server is
-    and how to reach it, and new sessions for its forks."""
-
-    @property
-    def ws_url(self) -> str: ...
-    @property
-    def token(self) -> str | None: ...
-    @property
-    def client_name(self) -> str: ...
-    @property
-    def http(self) -> HttpApi: ...
-    @property
-    def create_session(self) -> Callable[..., Awaitable[Session]]: ...
-    @property
-    def resume_session(self) -> Callable[..., Awaitable[Session]]: ...
-
-
 class Session(ToolsMixin):
     """One session; ``async with`` deletes it at the end (``disconnect()`` keeps it)."""
 
-    def __init__(self, client: SessionOpener, on_approval: ApprovalCallback | None,
+    def __init__(self, client: SessionOpener[Session], on_approval: ApprovalCallback | None,
                  on_image_pull: ImagePullCallback | None, auto_reconnect: bool) -> None:
         self.client = client
         self.http = client.http
