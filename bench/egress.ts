@@ -145,6 +145,7 @@ async function main(): Promise<void> {
     console.log(`through the session's proxy | ${p.toFixed(0)} | ${(p / d).toFixed(2)}x (target >= 0.8x)`);
     const list = (xs: number[]): string => xs.map((ms) => rate(ms).toFixed(0)).join(', ');
     console.log(`samples, MB/s: direct ${list(direct)}; proxied ${list(proxied)}`);
+    console.log(`client sockets taken by the relay: ${egress.counts.tookSocket} of ${egress.counts.connections}`);
     egress.close();
   } finally {
     await backend.close();
