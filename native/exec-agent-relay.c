@@ -1,160 +1,308 @@
 /*
- * `exec-agent relay [take]`: the server's side of an egress connection (src/egress/native-relay.ts;
- * docs/architecture.md, "Egress"), run on the server's host once the server decided and connected
- * the destination. Included by exec-agent.c after exec-agent-egress.c, whose splice pump it uses.
+ * `exec-agent relayd`: the server's side of egress connections (src/egress/native-relay.ts;
+ * docs/architecture.md, "Egress"), one process per server, started once and fed by the server
+ * over its Node IPC channel (fd $NODE_CHANNEL_FD, JSON lines). Included by exec-agent.c after
+ * exec-agent-egress.c, whose splice pump it uses. Why one long-lived process rather than one
+ * per connection: starting a process from the server forks it, and that costs time in
+ * proportion to the server's memory (tens of ms at a few hundred MB), every connection.
  *
- *   relay        relays socket 0 (the session's tunnel) and socket 1 (the destination) both ways.
- *   relay take   the tunnel greeted EXAGTUN2: writes the mode byte 'F' on it, forwards to the
- *                destination what the agent still sends on it, and takes the client's socket
- *                the agent then passes (SCM_RIGHTS, with one byte 'F'). It writes what fd 3
- *                holds (the CONNECT answer, bytes the server already read from the destination)
- *                to the client, then relays the client's socket and the destination both ways:
- *                the bytes of the connection cross neither the agent nor the link. A socket is
- *                all it accepts (anything else ends the relay); it only reads and writes it.
+ * For each connection the server decided and connected, it sends two sockets, each as a
+ * `NODE_HANDLE` message (answered NODE_HANDLE_ACK): {"relay":ID,"part":"client","take":0|1} with
+ * the session's tunnel, and {"relay":ID,"part":"upstream","early":"HEX"} with the destination.
  *
- * Either way it then writes "OUT IN\n" (bytes each way, counted here on the host, never by the
- * agent) on fd 2.
+ *   take 0   relays the tunnel and the destination both ways (`early` was already written).
+ *   take 1   the tunnel greeted EXAGTUN2 and the server wrote the mode byte 'F' on it: forwards
+ *            to the destination what the agent still sends on the tunnel, takes the client's
+ *            socket the agent then passes (SCM_RIGHTS, with one byte 'F'), gives the client
+ *            `early` (the CONNECT answer, bytes the server already read from the destination)
+ *            and relays the client's socket and the destination both ways: the bytes cross
+ *            neither the agent nor the link. A stream socket is all it accepts (anything else
+ *            ends the connection); it only reads, writes and shuts it down.
+ *
+ * When a connection ends (or {"relay":ID,"stop":1} asks) it answers {"relay":ID,"out":N,"in":M}:
+ * the bytes each way, counted here on the host, never by the agent. At most RELAYD_MAX at once.
  */
+#define RELAYD_MAX 1024
 #define TAKE_MS 10000
-#define TAKE_FIRST_MAX (1024 * 1024)
+#define PEND_MAX 65536
+#define IPC_LINE_MAX (4 * 1024 * 1024)
 #ifndef RELAY_SPIN_MS
 #define RELAY_SPIN_MS 1
 #endif
 
-/* Writes all of buf to the non-blocking fd, waiting at most TAKE_MS for room each time. 0 or -1. */
-static int write_all_fd(int fd, const char *buf, size_t len) {
-  while (len > 0) {
-    ssize_t n = write(fd, buf, len);
-    if (n > 0) { buf += n; len -= (size_t)n; continue; }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) {
-      struct pollfd p = { fd, POLLOUT, 0 };
-      if (poll(&p, 1, TAKE_MS) <= 0) return -1;
-      continue;
-    }
-    return -1;
+typedef struct {
+  unsigned long long id;
+  int take;              /* 1: waiting for the agent's client socket */
+  int tun, up;           /* the tunnel (or, once taken, -1), the destination; -1 until sent */
+  char *early;           /* bytes for the client first (hex-decoded) */
+  size_t early_len;
+  char *pend;            /* take: tunnel bytes still to write to the destination */
+  size_t pend_len, pend_off;
+  unsigned long long first; /* take: tunnel bytes forwarded before the hand-over */
+  long long since;
+  int relaying;
+  tunnel t;
+} rconn;
+
+static rconn *rconns[RELAYD_MAX];
+static int ipc_fd = -1;
+
+static void ipc_say(const char *fmt, ...) {
+  char line[256];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  for (int off = 0; off < n;) {
+    ssize_t w = write(ipc_fd, line + off, (size_t)(n - off));
+    if (w > 0) off += (int)w;
+    else if (w < 0 && errno == EINTR) continue;
+    else if (w < 0 && errno == EAGAIN) { struct pollfd p = { ipc_fd, POLLOUT, 0 }; poll(&p, 1, 1000); }
+    else exit(0); /* the server is gone */
+  }
+}
+
+static void rconn_end(int i) {
+  rconn *c = rconns[i];
+  unsigned long long in = c->t.d[1].moved > c->early_len ? c->t.d[1].moved - c->early_len : 0;
+  if (!c->relaying) in = 0;
+  ipc_say("{\"relay\":%llu,\"out\":%llu,\"in\":%llu}\n", c->id, c->first + c->t.d[0].moved, in);
+  close_fd(&c->tun);
+  close_fd(&c->up);
+  if (c->relaying) tunnel_close(&c->t);
+  else close_fd(&c->t.client);
+  free(c->early);
+  free(c->pend);
+  free(c);
+  rconns[i] = NULL;
+}
+
+/* The pipes are made, the early bytes laid in the client's direction first: relaying. 0 or -1. */
+static int rconn_start(rconn *c, int client) {
+  c->t = (tunnel){ .used = 1, .client = client, .server = c->up };
+  for (int k = 0; k < 2; k++) c->t.d[k].pipe[0] = c->t.d[k].pipe[1] = -1;
+  c->relaying = 1; /* the tunnel owns both sockets now */
+  c->up = -1;
+  set_nonblock(client);
+  if (tdir_init(&c->t.d[0], client, c->t.server) < 0 || tdir_init(&c->t.d[1], c->t.server, client) < 0) return -1;
+  if (c->early_len > 0) {
+    if (c->early_len > c->t.d[1].cap || write(c->t.d[1].pipe[1], c->early, c->early_len) != (ssize_t)c->early_len)
+      return -1;
+    c->t.d[1].inpipe = c->early_len;
   }
   return 0;
 }
 
-/* All of fd 3 (a pipe from the server, closed after its last byte), at most TAKE_FIRST_MAX. */
-static char *read_first(size_t *len) {
-  char *buf = malloc(TAKE_FIRST_MAX);
-  *len = 0;
-  while (buf && *len < TAKE_FIRST_MAX) {
-    ssize_t n = read(3, buf + *len, TAKE_FIRST_MAX - *len);
-    if (n > 0) { *len += (size_t)n; continue; }
-    if (n < 0 && errno == EINTR) continue;
-    if (n == 0) break;
-    free(buf);
-    return NULL;
+/* Take: reads what the agent sends on the tunnel (its client's last bytes, then its socket).
+ * 1: something came, 0: nothing yet, -1: the connection must end. */
+static int take_read(rconn *c) {
+  char cbuf[CMSG_SPACE(sizeof(int))];
+  struct iovec iov = { c->pend, PEND_MAX };
+  struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
+  ssize_t n = recvmsg(c->tun, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+  if (n < 0) return errno == EAGAIN || errno == EINTR ? 0 : -1;
+  if (n == 0) return -1;
+  c->pend_len = c->pend_off = 0;
+  int fd = -1;
+  for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm)) {
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+    size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t k = 0; k < nfd; k++) {
+      int f;
+      memcpy(&f, CMSG_DATA(cm) + k * sizeof(int), sizeof f);
+      if (fd < 0) fd = f;
+      else close(f);
+    }
   }
-  close(3);
-  return buf;
-}
-
-/* A stream socket, or -1 (closed). */
-static int stream_socket(int fd) {
+  /* The marker byte travels with the socket; everything before it is the client's. */
+  c->pend_len = fd >= 0 ? (size_t)n - 1 : (size_t)n;
+  if (fd < 0) return 1;
   struct stat st;
   int type = 0;
   socklen_t tl = sizeof type;
-  if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) && getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 &&
-      type == SOCK_STREAM)
-    return fd;
-  close(fd);
+  if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode) || getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 ||
+      type != SOCK_STREAM) {
+    close(fd);
+    return -1;
+  }
+  c->take = 0;
+  close_fd(&c->tun);
+  c->t.client = fd; /* started once the last tunnel bytes are written */
+  return 1;
+}
+
+/* Moves what it can of one connection; -1 when it ended. */
+static int rconn_step(rconn *c) {
+  for (;;) {
+    if (c->relaying) {
+      if (tdir_pump(&c->t.d[0]) < 0 || tdir_pump(&c->t.d[1]) < 0) return -1;
+      return c->t.d[0].shut && c->t.d[1].shut ? -1 : 0;
+    }
+    while (c->pend_off < c->pend_len) {
+      ssize_t w = send(c->up, c->pend + c->pend_off, c->pend_len - c->pend_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w > 0) { c->pend_off += (size_t)w; c->first += (unsigned long long)w; continue; }
+      if (w < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+      return -1;
+    }
+    if (c->take) {
+      if (now_ms() - c->since > TAKE_MS) return -1;
+      int r = take_read(c);
+      if (r <= 0) return r;
+      continue;
+    }
+    if (rconn_start(c, c->t.client) < 0) return -1;
+  }
+}
+
+static unsigned long long json_num(const char *line, const char *key) {
+  const char *p = strstr(line, key);
+  return p ? strtoull(p + strlen(key), NULL, 10) : 0;
+}
+
+/* One line from the server: a socket of a connection, or a stop. */
+static void ipc_line(char *line, int fd) {
+  unsigned long long id = json_num(line, "\"relay\":");
+  int handle = strstr(line, "\"cmd\":\"NODE_HANDLE\"") != NULL;
+  if (handle) ipc_say("{\"cmd\":\"NODE_HANDLE_ACK\"}\n");
+  int i, slot = -1;
+  for (i = 0; i < RELAYD_MAX; i++) {
+    if (rconns[i] && rconns[i]->id == id) break;
+    if (!rconns[i] && slot < 0) slot = i;
+  }
+  if (i == RELAYD_MAX && (!handle || fd < 0 || slot < 0 || id == 0)) {
+    if (fd >= 0) close(fd);
+    if (handle && id != 0) ipc_say("{\"relay\":%llu,\"out\":0,\"in\":0}\n", id);
+    return;
+  }
+  if (i == RELAYD_MAX) {
+    rconn *c = calloc(1, sizeof *c);
+    if (!c) { close(fd); return; }
+    c->id = id; c->tun = c->up = -1; c->t.client = -1; c->since = now_ms();
+    rconns[i = slot] = c;
+  }
+  rconn *c = rconns[i];
+  if (!handle) { if (strstr(line, "\"stop\":1")) rconn_end(i); return; }
+  if (fd < 0) { rconn_end(i); return; }
+  set_nonblock(fd);
+  if (strstr(line, "\"part\":\"client\"")) {
+    c->tun = fd;
+    c->take = json_num(line, "\"take\":") == 1;
+  } else {
+    c->up = fd;
+    const char *h = strstr(line, "\"early\":\"");
+    size_t n = h ? strcspn(h + 9, "\"") / 2 : 0;
+    c->early = malloc(n + 1);
+    for (size_t k = 0; c->early && k < n; k++) {
+      unsigned v;
+      sscanf(h + 9 + 2 * k, "%2x", &v);
+      c->early[k] = (char)v;
+    }
+    c->early_len = c->early ? n : 0;
+  }
+  if (c->tun < 0 || c->up < 0) return;
+  c->pend = malloc(PEND_MAX);
+  if (!c->take) { c->t.client = c->tun; c->tun = -1; }
+  if (!c->pend || rconn_step(c) < 0) rconn_end(i);
+}
+
+/* Reads the IPC channel: JSON lines, each NODE_HANDLE line with the one socket sent with it. */
+static void ipc_read(void) {
+  static char *buf;
+  static size_t len;
+  static int fds[64];
+  static int nfds;
+  if (!buf && !(buf = malloc(IPC_LINE_MAX + 1))) exit(70);
+  char cbuf[CMSG_SPACE(sizeof(int) * 4)];
+  struct iovec iov = { buf + len, IPC_LINE_MAX - len };
+  struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
+  ssize_t n = recvmsg(ipc_fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n <= 0 || len + (size_t)n >= IPC_LINE_MAX) exit(0); /* the server is gone (or broke the framing) */
+  for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm)) {
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+    for (size_t k = 0; k < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); k++) {
+      int f;
+      memcpy(&f, CMSG_DATA(cm) + k * sizeof(int), sizeof f);
+      if (nfds < 64) fds[nfds++] = f;
+      else close(f);
+    }
+  }
+  len += (size_t)n;
+  buf[len] = 0;
+  char *start = buf, *nl;
+  while ((nl = memchr(start, '\n', len - (size_t)(start - buf)))) {
+    *nl = 0;
+    int fd = -1;
+    if (strstr(start, "\"cmd\":\"NODE_HANDLE\"") && nfds > 0) {
+      fd = fds[0];
+      memmove(fds, fds + 1, sizeof(int) * (size_t)--nfds);
+    }
+    ipc_line(start, fd);
+    start = nl + 1;
+  }
+  len -= (size_t)(start - buf);
+  memmove(buf, start, len);
+}
+
+/* The poll entry of connection i's side k (0: client or tunnel, 1: destination). */
+static int rconn_poll(rconn *c, int k, short *ev) {
+  *ev = 0;
+  if (c->relaying) return side_fd(&c->t, k, ev);
+  if (!c->pend) return -1; /* both sockets are not there yet */
+  if (c->pend_off < c->pend_len) { *ev = POLLOUT; return k == 1 ? c->up : -1; }
+  if (c->take && k == 0) { *ev = POLLIN; return c->tun; }
   return -1;
 }
 
-/* Asks the agent for its client's socket; bytes that come before it go to the destination
- * (counted in *out). The socket, or -1 (the agent closed, timed out or sent something else). */
-static int take_client(unsigned long long *out) {
-  if (write_all_fd(0, "F", 1) < 0) return -1;
-  static char buf[65536];
+static int relayd_main(void) {
+  const char *ch = getenv("NODE_CHANNEL_FD");
+  if (!ch) { fprintf(stderr, "exec-agent relayd: run by the server (no NODE_CHANNEL_FD)\n"); return 2; }
+  ipc_fd = atoi(ch);
+  signal(SIGPIPE, SIG_IGN);
+  set_nonblock(ipc_fd);
+  static struct pollfd pf[1 + 2 * RELAYD_MAX];
+  static int who[1 + 2 * RELAYD_MAX];
+  long long flowing_at = 0;
   for (;;) {
-    struct pollfd p = { 0, POLLIN, 0 };
-    int r = poll(&p, 1, TAKE_MS);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return -1;
-    char cbuf[CMSG_SPACE(sizeof(int))];
-    struct iovec iov = { buf, sizeof buf };
-    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
-    ssize_t n = recvmsg(0, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-    if (n <= 0) return -1;
-    int fd = -1;
-    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm)) {
-      if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
-      size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < nfd; i++) {
-        int f;
-        memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof f);
-        if (fd < 0) fd = f;
-        else close(f);
+    int n = 0;
+    pf[n] = (struct pollfd){ ipc_fd, POLLIN, 0 }; who[n++] = -1;
+    unsigned long long before = 0;
+    int waiting = 0;
+    for (int i = 0; i < RELAYD_MAX; i++) {
+      rconn *c = rconns[i];
+      if (!c) continue;
+      before += c->first + c->t.d[0].moved + c->t.d[1].moved;
+      waiting |= !c->relaying;
+      for (int k = 0; k < 2; k++) {
+        short ev;
+        int fd = rconn_poll(c, k, &ev);
+        if (fd >= 0) { pf[n] = (struct pollfd){ fd, ev, 0 }; who[n++] = i * 2 + k; }
       }
     }
-    /* The marker byte travels with the socket; everything before it is the client's. */
-    size_t data = fd >= 0 ? (size_t)n - 1 : (size_t)n;
-    if (data > 0 && write_all_fd(1, buf, data) < 0) {
-      if (fd >= 0) close(fd);
-      return -1;
-    }
-    *out += data;
-    if (fd >= 0) return stream_socket(fd);
-  }
-}
-
-/*
- * The splice pump between `client` and the destination (fd 1) until both directions ended.
- * While bytes flow it polls without sleeping for up to RELAY_SPIN_MS, yielding the CPU: on a
- * virtual machine, waking a halted CPU for each piece costs more than the spin (the agent's
- * output loop measured the same). An idle connection sleeps in poll.
- */
-static void relay_pump(tunnel *t) {
-  long long flowing_at = now_ms();
-  while (!(t->d[0].shut && t->d[1].shut)) {
-    struct pollfd pf[2];
-    for (int k = 0; k < 2; k++) {
-      short ev;
-      int fd = side_fd(t, k, &ev);
-      pf[k] = (struct pollfd){ fd, ev, 0 };
-    }
-    unsigned long long before = t->d[0].moved + t->d[1].moved;
+    /* While bytes flow, poll without sleeping for up to RELAY_SPIN_MS, yielding the CPU: on a
+     * virtual machine, waking a halted CPU for each piece costs more than the spin (the agent's
+     * output loop measured the same). Idle, it sleeps in poll. */
     int r = 0;
     if (now_ms() - flowing_at <= RELAY_SPIN_MS) {
       long long until = now_ms() + RELAY_SPIN_MS;
-      while ((r = poll(pf, 2, 0)) == 0 && now_ms() < until) sched_yield();
+      while ((r = poll(pf, (nfds_t)n, 0)) == 0 && now_ms() < until) sched_yield();
     }
-    if (r == 0) r = poll(pf, 2, -1);
-    if (r < 0 && errno != EINTR) break;
-    if (tdir_pump(&t->d[0]) < 0 || tdir_pump(&t->d[1]) < 0) break;
-    for (int k = 0; k < 2; k++)
-      if ((pf[k].revents & (POLLERR | POLLHUP)) && !(pf[k].revents & POLLIN)) side_hup(t, k);
-    if (t->d[0].moved + t->d[1].moved != before) flowing_at = now_ms();
-  }
-}
-
-static int relay_main(int take) {
-  signal(SIGPIPE, SIG_IGN);
-  unsigned long long first = 0;
-  int client = 0;
-  if (take) {
-    size_t len = 0;
-    char *early = read_first(&len);
-    set_nonblock(0); set_nonblock(1);
-    client = early ? take_client(&first) : -1;
-    if (client >= 0) set_nonblock(client);
-    if (client >= 0 && write_all_fd(client, early, len) < 0) close_fd(&client);
-    free(early);
-    close(0); /* the tunnel is done: the agent let it go with its client */
-    if (client < 0) {
-      dprintf(2, "%llu 0\n", first);
-      return 0;
+    if (r == 0) r = poll(pf, (nfds_t)n, waiting ? 1000 : -1);
+    if (r < 0 && errno != EINTR) return 70;
+    for (int j = 0; j < n; j++) {
+      if (who[j] == -1) { if (pf[j].revents) ipc_read(); continue; }
+      int i = who[j] / 2, k = who[j] % 2;
+      rconn *c = rconns[i];
+      if (!c || (!pf[j].revents && c->relaying)) continue;
+      if (rconn_step(c) < 0) { rconn_end(i); continue; }
+      if (c->relaying && (pf[j].revents & (POLLERR | POLLHUP)) && !(pf[j].revents & POLLIN)) {
+        side_hup(&c->t, k);
+        if (rconn_step(c) < 0) rconn_end(i);
+      }
     }
+    unsigned long long after = 0;
+    for (int i = 0; i < RELAYD_MAX; i++)
+      if (rconns[i]) after += rconns[i]->first + rconns[i]->t.d[0].moved + rconns[i]->t.d[1].moved;
+    if (after != before) flowing_at = now_ms();
   }
-  set_nonblock(client); set_nonblock(1);
-  tunnel t = { .used = 1, .client = client, .server = 1 };
-  if (tdir_init(&t.d[0], client, 1) < 0 || tdir_init(&t.d[1], 1, client) < 0) return 70;
-  relay_pump(&t);
-  dprintf(2, "%llu %llu\n", first + t.d[0].moved, t.d[1].moved);
-  return 0;
 }

@@ -21,10 +21,10 @@
  *   exec-agent tunnel SOCKET ID
  *                              run by the server as a command of the agent: relays the egress
  *                              client the daemon announced as ID (exec-agent-egress.c).
- *   exec-agent relay [take]    run by the server on its own host: relays sockets 0 and 1
- *                              (an egress tunnel and its destination), then reports the bytes;
- *                              `take` first takes the client's socket from the tunnel's agent
- *                              and relays that instead (exec-agent-relay.c).
+ *   exec-agent relayd          run once by the server on its own host: relays the egress
+ *                              connections the server sends it over its IPC channel (each an
+ *                              egress tunnel, or the client's socket taken from its agent, and
+ *                              the destination), reporting the bytes of each (exec-agent-relay.c).
  *   exec-agent egress-wrap PORT LINK -- CMD...
  *                              the local backend: CMD with the session's proxy on 127.0.0.1:PORT.
  *   exec-agent version         prints the protocol version.
@@ -1038,8 +1038,7 @@ static int start_with_link(const char *sock, const char *link) {
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "version") == 0) { printf("%d\n", PROTOCOL_VERSION); return 0; }
   if (argc == 4 && strcmp(argv[1], "tunnel") == 0) return tunnel_main(argv[2], argv[3]);
-  if (argc == 2 && strcmp(argv[1], "relay") == 0) return relay_main(0);
-  if (argc == 3 && strcmp(argv[1], "relay") == 0 && strcmp(argv[2], "take") == 0) return relay_main(1);
+  if (argc == 2 && strcmp(argv[1], "relayd") == 0) return relayd_main();
   if (argc >= 6 && strcmp(argv[1], "egress-wrap") == 0) return egress_wrap_main(argc, argv);
   if (argc == 4 && strcmp(argv[1], "start") == 0) {
     if (strlen(argv[2]) >= sizeof link_path || strlen(argv[3]) >= sizeof link_path) { fprintf(stderr, "exec-agent: socket path too long\n"); return 2; }

@@ -1,19 +1,22 @@
 /**
  * The egress proxy's fast path (docs/architecture.md, "Egress"): once a connection is decided
- * and its destination connected, both sockets go to `exec-agent relay` (native/exec-agent-relay.c),
- * which splices them both ways and reports the bytes when done, so a download never crosses the
- * server's JavaScript. Used where both ends are real sockets (a tunnel on the agent link);
- * streams of another kind (gVisor's exec-stream tunnels) are piped by the proxy itself.
+ * and its destination connected, both sockets go to `exec-agent relayd` (native/exec-agent-relay.c),
+ * one process per server started at the first such connection and sent the sockets over its
+ * IPC channel (`send(message, socket)`), which splices them both ways and reports the bytes when
+ * done, so a download never crosses the server's JavaScript and no process is started per
+ * connection (starting one forks the server, at a cost that grows with its memory). Used where
+ * both ends are real sockets (a tunnel on the agent link); streams of another kind (gVisor's
+ * exec-stream tunnels) are piped by the proxy itself.
  *
  * A tunnel that greeted `EXAGTUN2` (the agent offers its client's socket) waits for a mode byte
  * before anything else: `P` (plain: relay the tunnel as it is; every answer of the proxy itself)
- * or `F` (`exec-agent relay take` writes it and takes the client's socket from the agent, so the
- * connection's bytes cross neither the agent nor the link).
+ * or `F` (written just before the relay gets the tunnel; it takes the client's socket from the
+ * agent, so the connection's bytes cross neither the agent nor the link).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { Socket } from 'node:net';
-import type { Duplex, Writable } from 'node:stream';
+import type { Duplex } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 
 /** The static agent binary of this build (build/exec-agent); undefined when it was not built. */
@@ -57,18 +60,65 @@ function writeAll(s: Duplex, chunks: Buffer[]): Promise<void> {
 }
 
 export interface NativeRelay {
-  readonly child: ChildProcess;
   /** Resolves when the relay ended, with the bytes it moved each way (session → destination, back). */
   readonly done: Promise<{ out: number; in: number }>;
-  /** Whether it took the client's socket from the agent (`relay take`). */
+  /** Whether it took the client's socket from the agent. */
   readonly took: boolean;
+  /** Ends the connection now (the session is gone); `done` still resolves with its bytes. */
+  stop(): void;
+}
+
+interface Moved {
+  out: number;
+  in: number;
+}
+
+interface RelayDaemon {
+  readonly child: ChildProcess;
+  /** Connections sent and not reported yet, by id. */
+  readonly waiting: Map<number, (m: Moved) => void>;
+}
+
+let daemon: RelayDaemon | undefined;
+let nextRelayId = 1;
+
+/** The server's relay process, started when first needed (again after it ended). */
+function relayDaemon(): RelayDaemon {
+  if (daemon !== undefined) return daemon;
+  const child = spawn(RELAY_BINARY as string, ['relayd'], { stdio: ['ignore', 'ignore', 'ignore', 'ipc'] });
+  const d: RelayDaemon = { child, waiting: new Map() };
+  child.on('message', (m: { relay?: unknown; out?: unknown; in?: unknown }) => {
+    if (typeof m.relay !== 'number') return;
+    const w = d.waiting.get(m.relay);
+    d.waiting.delete(m.relay);
+    w?.({ out: Number(m.out) || 0, in: Number(m.in) || 0 });
+  });
+  // Gone (it should not be): what it relayed is lost with it, and the next connection starts another.
+  const gone = (): void => {
+    if (daemon === d) daemon = undefined;
+    for (const w of d.waiting.values()) w({ out: 0, in: 0 });
+    d.waiting.clear();
+  };
+  child.once('exit', gone);
+  child.once('error', gone);
+  // Only the server's own helper: it keeps the server alive no more than an idle socket would.
+  child.unref();
+  (child.channel as { unref?: () => void } | undefined)?.unref?.();
+  daemon = d;
+  return d;
+}
+
+function sendSocket(d: RelayDaemon, message: object, socket: Socket): Promise<void> {
+  return new Promise((resolve, reject) => {
+    d.child.send(message, socket, (err) => (err ? reject(err) : resolve()));
+  });
 }
 
 /**
- * Hands the two sockets to a relay process. `toUpstream`/`toClient`: what must reach each side
- * first (the rewritten request head, the CONNECT answer). Reading stops on both before anything
- * is handed over, and whatever the streams had already buffered is sent on first, so no byte is
- * lost or reordered; the server's descriptors are closed once the child has its own. Bytes the
+ * Hands the two sockets to the relay. `toUpstream`/`toClient`: what must reach each side first
+ * (the rewritten request head, the CONNECT answer). Reading stops on both before anything is
+ * handed over, and whatever the streams had already buffered is sent on first, so no byte is
+ * lost or reordered; the server's descriptors are closed once the relay has its own. Bytes the
  * server had already read from the destination are counted in `done`'s `in`.
  */
 export async function relayNatively(
@@ -77,8 +127,6 @@ export async function relayNatively(
   toUpstream: Buffer[],
   toClient: Buffer[],
 ): Promise<NativeRelay> {
-  handleOf(client)?.readStop?.();
-  handleOf(upstream)?.readStop?.();
   const take = awaitingMode.delete(client);
   let early = 0;
   for (let c = client.read() as Buffer | null; c !== null; c = client.read() as Buffer | null) toUpstream.push(c);
@@ -86,28 +134,43 @@ export async function relayNatively(
     toClient.push(c);
     early += c.length;
   }
-  await Promise.all([writeAll(upstream, toUpstream), take ? undefined : writeAll(client, toClient)]);
-  const child = take
-    ? spawn(RELAY_BINARY as string, ['relay', 'take'], { stdio: [client as Socket, upstream, 'pipe', 'pipe'] })
-    : spawn(RELAY_BINARY as string, ['relay'], { stdio: [client as Socket, upstream, 'pipe'] });
-  // `take`: what the client gets first goes to the relay, which writes it once it has the socket.
-  const first = child.stdio[3] as Writable | null | undefined;
-  first?.on('error', () => undefined);
-  first?.end(Buffer.concat(toClient));
+  // After the buffers are drained (read() starts reading again): nothing more is read here, so
+  // every later byte waits in the kernel for the relay, across the awaits below.
+  handleOf(client)?.readStop?.();
+  handleOf(upstream)?.readStop?.();
+  // `take`: the agent is asked for its client's socket now, so it hands it over meanwhile; what
+  // the client gets first goes to the relay, which writes it once it has the socket.
+  await Promise.all([writeAll(upstream, toUpstream), writeAll(client, take ? [Buffer.from('F')] : toClient)]);
+  const d = relayDaemon();
+  const id = nextRelayId++;
+  const done = new Promise<Moved>((resolve) => d.waiting.set(id, resolve)).then((m) => ({
+    out: m.out,
+    in: m.in + early,
+  }));
   client.removeAllListeners('close');
-  client.destroy();
   upstream.removeAllListeners('close');
-  upstream.destroy();
-  let report = '';
-  child.stderr?.on('data', (d: Buffer) => {
-    report += d.toString();
-  });
-  const done = new Promise<{ out: number; in: number }>((resolve) => {
-    child.once('close', () => {
-      const [out = 0, inBytes = 0] = report.trim().split(' ').map(Number);
-      resolve({ out: Number.isFinite(out) ? out : 0, in: early + (Number.isFinite(inBytes) ? inBytes : 0) });
-    });
-    child.once('error', () => resolve({ out: 0, in: early }));
-  });
-  return { child, done, took: take };
+  // Sent as a socket of no server: a server's socket would make Node track it in the child
+  // (NODE_SOCKET_* messages the relay does not speak); the link server still counts it until
+  // its destroy() below, as any connection of its own.
+  (client as unknown as { server: unknown }).server = null;
+  try {
+    await sendSocket(d, { relay: id, part: 'client', take: take ? 1 : 0 }, client as Socket);
+    const first = take ? Buffer.concat(toClient).toString('hex') : '';
+    await sendSocket(d, { relay: id, part: 'upstream', early: first }, upstream);
+  } catch (err) {
+    d.waiting.get(id)?.({ out: 0, in: 0 });
+    d.waiting.delete(id);
+    if (d.child.connected) d.child.send({ relay: id, stop: 1 });
+    throw err;
+  } finally {
+    client.destroy();
+    upstream.destroy();
+  }
+  return {
+    done,
+    took: take,
+    stop: () => {
+      if (d.child.connected) d.child.send({ relay: id, stop: 1 });
+    },
+  };
 }

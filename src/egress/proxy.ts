@@ -11,13 +11,12 @@
  * A forwarded HTTP request is sent with `Connection: close`: one request per connection, so the
  * proxy never parses a response and each request is decided on its own.
  */
-import type { ChildProcess } from 'node:child_process';
 import { lookup } from 'node:dns/promises';
 import { connect, isIP, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { AllowEntry } from './allow-list.ts';
 import { decideEgress, mayAllowName } from './decision.ts';
-import { canRelayNatively, offersClientSocket, plainTunnel, relayNatively } from './native-relay.ts';
+import { canRelayNatively, type NativeRelay, offersClientSocket, plainTunnel, relayNatively } from './native-relay.ts';
 
 /** Largest request head (request line and headers) the proxy reads. */
 const MAX_HEAD_BYTES = 16 * 1024;
@@ -137,7 +136,7 @@ export class EgressProxy {
   };
   readonly #o: EgressProxyOptions;
   readonly #open = new Set<Duplex>();
-  readonly #relays = new Set<ChildProcess>();
+  readonly #relays = new Set<NativeRelay>();
   #closed = false;
 
   constructor(o: EgressProxyOptions) {
@@ -167,7 +166,7 @@ export class EgressProxy {
     this.#closed = true;
     for (const c of this.#open) c.destroy();
     this.#open.clear();
-    for (const r of this.#relays) r.kill('SIGKILL');
+    for (const r of this.#relays) r.stop();
     this.#relays.clear();
   }
 
@@ -300,13 +299,13 @@ export class EgressProxy {
     try {
       const relay = await relayNatively(client, upstream, toUpstream, toClient);
       this.#open.delete(client);
-      this.#relays.add(relay.child);
+      this.#relays.add(relay);
       if (relay.took) this.counts.tookSocket++;
       const first = toUpstream.reduce((n, b) => n + b.length, 0);
       add(first, 0);
       this.counts.bytesOut += first;
       const moved = await relay.done;
-      this.#relays.delete(relay.child);
+      this.#relays.delete(relay);
       add(moved.out, moved.in);
       this.counts.bytesOut += moved.out;
       this.counts.bytesIn += moved.in;
