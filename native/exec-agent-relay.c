@@ -1,10 +1,14 @@
 /*
  * `exec-agent relayd`: the server's side of egress connections (src/egress/native-relay.ts;
- * docs/architecture.md, "Egress"), one process per server, started once and fed by the server
- * over its Node IPC channel (fd $NODE_CHANNEL_FD, JSON lines). Included by exec-agent.c after
- * exec-agent-egress.c, whose splice pump it uses. Why one long-lived process rather than one
- * per connection: starting a process from the server forks it, and that costs time in
- * proportion to the server's memory (tens of ms at a few hundred MB), every connection.
+ * docs/architecture.md, "Egress"), one process per session's proxy, started at its first
+ * connection and fed by the server over its Node IPC channel (fd $NODE_CHANNEL_FD, JSON lines).
+ * Included by exec-agent.c after exec-agent-egress.c, whose splice pump it uses. Why one
+ * long-lived process rather than one per connection: starting a process from the server forks
+ * it, and that costs time in proportion to the server's memory (tens of ms at a few hundred MB).
+ * Why one per session rather than one per server: the client sockets come from the session's
+ * agent, which its tenant may replace; such a socket can be made blocking behind the relay's
+ * back (the flag belongs to the shared file), and a relay that blocks then stalls only the
+ * connections of that session.
  *
  * For each connection the server decided and connected, it sends two sockets, each as a
  * `NODE_HANDLE` message (answered NODE_HANDLE_ACK): {"relay":ID,"part":"client","take":0|1} with
@@ -16,13 +20,13 @@
  *            socket the agent then passes (SCM_RIGHTS, with one byte 'F'), gives the client
  *            `early` (the CONNECT answer, bytes the server already read from the destination)
  *            and relays the client's socket and the destination both ways: the bytes cross
- *            neither the agent nor the link. A stream socket is all it accepts (anything else
+ *            neither the agent nor the link. A TCP socket is all it accepts (anything else
  *            ends the connection); it only reads, writes and shuts it down.
  *
  * When a connection ends (or {"relay":ID,"stop":1} asks) it answers {"relay":ID,"out":N,"in":M}:
  * the bytes each way, counted here on the host, never by the agent. At most RELAYD_MAX at once.
  */
-#define RELAYD_MAX 1024
+#define RELAYD_MAX 128 /* a session has at most 64 connections open at once */
 #define TAKE_MS 10000
 #define PEND_MAX 65536
 #define IPC_LINE_MAX (4 * 1024 * 1024)
@@ -117,11 +121,12 @@ static int take_read(rconn *c) {
   /* The marker byte travels with the socket; everything before it is the client's. */
   c->pend_len = fd >= 0 ? (size_t)n - 1 : (size_t)n;
   if (fd < 0) return 1;
+  /* The command's connection to the proxy port: a TCP socket, and nothing else is taken. */
   struct stat st;
-  int type = 0;
-  socklen_t tl = sizeof type;
+  int type = 0, proto = 0;
+  socklen_t tl = sizeof type, pl = sizeof proto;
   if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode) || getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 ||
-      type != SOCK_STREAM) {
+      getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &pl) < 0 || type != SOCK_STREAM || proto != IPPROTO_TCP) {
     close(fd);
     return -1;
   }

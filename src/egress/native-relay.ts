@@ -1,9 +1,9 @@
 /**
  * The egress proxy's fast path (docs/architecture.md, "Egress"): once a connection is decided
  * and its destination connected, both sockets go to `exec-agent relayd` (native/exec-agent-relay.c),
- * one process per server started at the first such connection and sent the sockets over its
- * IPC channel (`send(message, socket)`), which splices them both ways and reports the bytes when
- * done, so a download never crosses the server's JavaScript and no process is started per
+ * one process per session's proxy started at its first such connection and sent the sockets over
+ * its IPC channel (`send(message, socket)`), which splices them both ways and reports the bytes
+ * when done, so a download never crosses the server's JavaScript and no process is started per
  * connection (starting one forks the server, at a cost that grows with its memory). Used where
  * both ends are real sockets (a tunnel on the agent link); streams of another kind (gVisor's
  * exec-stream tunnels) are piped by the proxy itself.
@@ -79,12 +79,8 @@ interface RelayDaemon {
   readonly waiting: Map<number, (m: Moved) => void>;
 }
 
-let daemon: RelayDaemon | undefined;
-let nextRelayId = 1;
-
-/** The server's relay process, started when first needed (again after it ended). */
-function relayDaemon(): RelayDaemon {
-  if (daemon !== undefined) return daemon;
+/** The relay process of one proxy, started when first needed (again after it ended). */
+function startDaemon(onGone: (d: RelayDaemon) => void): RelayDaemon {
   const child = spawn(RELAY_BINARY as string, ['relayd'], { stdio: ['ignore', 'ignore', 'ignore', 'ipc'] });
   const d: RelayDaemon = { child, waiting: new Map() };
   child.on('message', (m: { relay?: unknown; out?: unknown; in?: unknown }) => {
@@ -93,18 +89,17 @@ function relayDaemon(): RelayDaemon {
     d.waiting.delete(m.relay);
     w?.({ out: Number(m.out) || 0, in: Number(m.in) || 0 });
   });
-  // Gone (it should not be): what it relayed is lost with it, and the next connection starts another.
+  // Gone: what it still relayed is reported as nothing moved, and the next connection starts another.
   const gone = (): void => {
-    if (daemon === d) daemon = undefined;
     for (const w of d.waiting.values()) w({ out: 0, in: 0 });
     d.waiting.clear();
+    onGone(d);
   };
   child.once('exit', gone);
   child.once('error', gone);
   // Only the server's own helper: it keeps the server alive no more than an idle socket would.
   child.unref();
   (child.channel as { unref?: () => void } | undefined)?.unref?.();
-  daemon = d;
   return d;
 }
 
@@ -115,62 +110,97 @@ function sendSocket(d: RelayDaemon, message: object, socket: Socket): Promise<vo
 }
 
 /**
- * Hands the two sockets to the relay. `toUpstream`/`toClient`: what must reach each side first
- * (the rewritten request head, the CONNECT answer). Reading stops on both before anything is
- * handed over, and whatever the streams had already buffered is sent on first, so no byte is
- * lost or reordered; the server's descriptors are closed once the relay has its own. Bytes the
- * server had already read from the destination are counted in `done`'s `in`.
+ * The native relay of one session's proxy: its own `exec-agent relayd`, so that a session whose
+ * agent stalls the relay (a tenant can replace its agent, and with it the sockets it passes)
+ * stalls only its own connections.
  */
-export async function relayNatively(
-  client: Duplex,
-  upstream: Socket,
-  toUpstream: Buffer[],
-  toClient: Buffer[],
-): Promise<NativeRelay> {
-  const take = awaitingMode.delete(client);
-  let early = 0;
-  for (let c = client.read() as Buffer | null; c !== null; c = client.read() as Buffer | null) toUpstream.push(c);
-  for (let c = upstream.read() as Buffer | null; c !== null; c = upstream.read() as Buffer | null) {
-    toClient.push(c);
-    early += c.length;
-  }
-  // After the buffers are drained (read() starts reading again): nothing more is read here, so
-  // every later byte waits in the kernel for the relay, across the awaits below.
-  handleOf(client)?.readStop?.();
-  handleOf(upstream)?.readStop?.();
-  // `take`: the agent is asked for its client's socket now, so it hands it over meanwhile; what
-  // the client gets first goes to the relay, which writes it once it has the socket.
-  await Promise.all([writeAll(upstream, toUpstream), writeAll(client, take ? [Buffer.from('F')] : toClient)]);
-  const d = relayDaemon();
-  const id = nextRelayId++;
-  const done = new Promise<Moved>((resolve) => d.waiting.set(id, resolve)).then((m) => ({
-    out: m.out,
-    in: m.in + early,
-  }));
-  client.removeAllListeners('close');
-  upstream.removeAllListeners('close');
-  // Sent as a socket of no server: a server's socket would make Node track it in the child
-  // (NODE_SOCKET_* messages the relay does not speak); the link server still counts it until
-  // its destroy() below, as any connection of its own.
-  (client as unknown as { server: unknown }).server = null;
-  try {
-    await sendSocket(d, { relay: id, part: 'client', take: take ? 1 : 0 }, client as Socket);
-    const first = take ? Buffer.concat(toClient).toString('hex') : '';
-    await sendSocket(d, { relay: id, part: 'upstream', early: first }, upstream);
-  } catch (err) {
-    d.waiting.get(id)?.({ out: 0, in: 0 });
-    d.waiting.delete(id);
-    if (d.child.connected) d.child.send({ relay: id, stop: 1 });
-    throw err;
-  } finally {
-    client.destroy();
-    upstream.destroy();
-  }
-  return {
-    done,
-    took: take,
-    stop: () => {
+export class NativeRelays {
+  #daemon: RelayDaemon | undefined;
+  #nextId = 1;
+  #closed = false;
+
+  /**
+   * Hands the two sockets to the relay. `toUpstream`/`toClient`: what must reach each side first
+   * (the rewritten request head, the CONNECT answer). Reading stops on both before anything is
+   * handed over, and whatever the streams had already buffered is sent on first, so no byte is
+   * lost or reordered; the server's descriptors are closed once the relay has its own. Bytes the
+   * server had already read from the destination are counted in `done`'s `in`.
+   */
+  async relay(client: Duplex, upstream: Socket, toUpstream: Buffer[], toClient: Buffer[]): Promise<NativeRelay> {
+    const take = awaitingMode.delete(client);
+    let early = 0;
+    for (let c = client.read() as Buffer | null; c !== null; c = client.read() as Buffer | null) toUpstream.push(c);
+    for (let c = upstream.read() as Buffer | null; c !== null; c = upstream.read() as Buffer | null) {
+      toClient.push(c);
+      early += c.length;
+    }
+    // After the buffers are drained (read() starts reading again): nothing more is read here, so
+    // every later byte waits in the kernel for the relay, across the awaits below.
+    handleOf(client)?.readStop?.();
+    handleOf(upstream)?.readStop?.();
+    // `take`: the agent is asked for its client's socket now, so it hands it over meanwhile; what
+    // the client gets first goes to the relay, which writes it once it has the socket.
+    await Promise.all([writeAll(upstream, toUpstream), writeAll(client, take ? [Buffer.from('F')] : toClient)]);
+    if (this.#closed) throw new Error('the session is gone');
+    this.#daemon ??= startDaemon((gone) => {
+      if (this.#daemon === gone) this.#daemon = undefined;
+    });
+    const d = this.#daemon;
+    const id = this.#nextId++;
+    const done = new Promise<Moved>((resolve) => d.waiting.set(id, resolve)).then((m) => ({
+      out: m.out,
+      in: m.in + early,
+    }));
+    client.removeAllListeners('close');
+    upstream.removeAllListeners('close');
+    // Sent as a socket of no server: a server's socket would make Node track it in the child
+    // (NODE_SOCKET_* messages the relay does not speak); the link server still counts it until
+    // its destroy() below, as any connection of its own.
+    (client as unknown as { server: unknown }).server = null;
+    try {
+      await sendSocket(d, { relay: id, part: 'client', take: take ? 1 : 0 }, client as Socket);
+      const first = take ? Buffer.concat(toClient).toString('hex') : '';
+      await sendSocket(d, { relay: id, part: 'upstream', early: first }, upstream);
+    } catch (err) {
+      d.waiting.get(id)?.({ out: 0, in: 0 });
+      d.waiting.delete(id);
       if (d.child.connected) d.child.send({ relay: id, stop: 1 });
-    },
-  };
+      throw err;
+    } finally {
+      client.destroy();
+      upstream.destroy();
+    }
+    return {
+      done,
+      took: take,
+      stop: () => {
+        if (d.child.connected) d.child.send({ relay: id, stop: 1 });
+      },
+    };
+  }
+
+  /** Stops every connection (each still reports its bytes), then lets the process go. */
+  close(): void {
+    this.#closed = true;
+    const d = this.#daemon;
+    this.#daemon = undefined;
+    if (d === undefined || !d.child.connected) return;
+    for (const id of d.waiting.keys()) d.child.send({ relay: id, stop: 1 });
+    // The reports come back first; a process that does not answer in time is ended.
+    const end = (): void => {
+      if (d.child.connected) d.child.disconnect();
+    };
+    if (d.waiting.size === 0) end();
+    else {
+      const all = [...d.waiting.entries()];
+      for (const [id, w] of all)
+        d.waiting.set(id, (m) => {
+          w(m);
+          if (d.waiting.size === 0) end();
+        });
+      setTimeout(() => {
+        if (d.child.exitCode === null) d.child.kill('SIGKILL');
+      }, 1000).unref();
+    }
+  }
 }

@@ -16,7 +16,7 @@ import { connect, isIP, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { AllowEntry } from './allow-list.ts';
 import { decideEgress, mayAllowName } from './decision.ts';
-import { canRelayNatively, type NativeRelay, offersClientSocket, plainTunnel, relayNatively } from './native-relay.ts';
+import { canRelayNatively, NativeRelays, offersClientSocket, plainTunnel } from './native-relay.ts';
 
 /** Largest request head (request line and headers) the proxy reads. */
 const MAX_HEAD_BYTES = 16 * 1024;
@@ -136,7 +136,7 @@ export class EgressProxy {
   };
   readonly #o: EgressProxyOptions;
   readonly #open = new Set<Duplex>();
-  readonly #relays = new Set<NativeRelay>();
+  readonly #native = new NativeRelays();
   #closed = false;
 
   constructor(o: EgressProxyOptions) {
@@ -166,8 +166,8 @@ export class EgressProxy {
     this.#closed = true;
     for (const c of this.#open) c.destroy();
     this.#open.clear();
-    for (const r of this.#relays) r.stop();
-    this.#relays.clear();
+    // Each relayed connection still reports its bytes (and is recorded) as it stops.
+    this.#native.close();
   }
 
   #readHead(client: Duplex): Promise<{ head: string; rest: Buffer } | undefined> {
@@ -297,15 +297,13 @@ export class EgressProxy {
     add: (out: number, inBytes: number) => void,
   ): Promise<void> {
     try {
-      const relay = await relayNatively(client, upstream, toUpstream, toClient);
+      const relay = await this.#native.relay(client, upstream, toUpstream, toClient);
       this.#open.delete(client);
-      this.#relays.add(relay);
       if (relay.took) this.counts.tookSocket++;
       const first = toUpstream.reduce((n, b) => n + b.length, 0);
       add(first, 0);
       this.counts.bytesOut += first;
       const moved = await relay.done;
-      this.#relays.delete(relay);
       add(moved.out, moved.in);
       this.counts.bytesOut += moved.out;
       this.counts.bytesIn += moved.in;
