@@ -123,18 +123,22 @@ static void egress_accept(void) {
 
 /* Moves what it can of one direction; -1 when the tunnel must end (an error either side). */
 static int tdir_pump(tdir *d) {
+  /* A short read or write means the source is drained or the destination full for now: the
+   * next try would only fail with EAGAIN (poll is level-triggered, nothing is missed). */
   while (!d->eof && !d->stop) {
     if (d->inpipe >= d->cap) break;
-    ssize_t n = splice(d->src, NULL, d->pipe[1], NULL, d->cap - d->inpipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-    if (n > 0) { d->inpipe += (size_t)n; continue; }
+    size_t want = d->cap - d->inpipe;
+    ssize_t n = splice(d->src, NULL, d->pipe[1], NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (n > 0) { d->inpipe += (size_t)n; if ((size_t)n < want) break; continue; }
     if (n == 0) { d->eof = 1; break; }
     if (errno == EINTR) continue;
     if (errno == EAGAIN) break;
     return -1;
   }
   while (d->inpipe > 0) {
-    ssize_t n = splice(d->pipe[0], NULL, d->dst, NULL, d->inpipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-    if (n > 0) { d->inpipe -= (size_t)n; d->moved += (unsigned long long)n; continue; }
+    size_t want = d->inpipe;
+    ssize_t n = splice(d->pipe[0], NULL, d->dst, NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (n > 0) { d->inpipe -= (size_t)n; d->moved += (unsigned long long)n; if ((size_t)n < want) break; continue; }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) break;
     return -1;

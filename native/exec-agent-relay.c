@@ -136,11 +136,17 @@ static int take_read(rconn *c) {
   return 1;
 }
 
-/* Moves what it can of one connection; -1 when it ended. */
-static int rconn_step(rconn *c) {
+/* Moves what it can of one connection; -1 when it ended. `ev`: what poll reported of the client's
+ * side and the destination's: a direction is pumped only when its source can be read or its
+ * destination written (a splice that can only fail with EAGAIN costs a system call). */
+#define ANY_EVENT (POLLIN | POLLOUT | POLLERR | POLLHUP)
+static int rconn_step(rconn *c, const short ev[2]) {
+  short all[2] = { ANY_EVENT, ANY_EVENT };
   for (;;) {
     if (c->relaying) {
-      if (tdir_pump(&c->t.d[0]) < 0 || tdir_pump(&c->t.d[1]) < 0) return -1;
+      short in = POLLIN | POLLERR | POLLHUP, out = POLLOUT | POLLERR | POLLHUP;
+      if (((ev[0] & in) || (ev[1] & out)) && tdir_pump(&c->t.d[0]) < 0) return -1;
+      if (((ev[1] & in) || (ev[0] & out)) && tdir_pump(&c->t.d[1]) < 0) return -1;
       return c->t.d[0].shut && c->t.d[1].shut ? -1 : 0;
     }
     while (c->pend_off < c->pend_len) {
@@ -156,6 +162,7 @@ static int rconn_step(rconn *c) {
       continue;
     }
     if (rconn_start(c, c->t.client) < 0) return -1;
+    ev = all;
   }
 }
 
@@ -207,7 +214,8 @@ static void ipc_line(char *line, int fd) {
   if (c->tun < 0 || c->up < 0) return;
   c->pend = malloc(PEND_MAX);
   if (!c->take) { c->t.client = c->tun; c->tun = -1; }
-  if (!c->pend || rconn_step(c) < 0) rconn_end(i);
+  short all[2] = { ANY_EVENT, ANY_EVENT };
+  if (!c->pend || rconn_step(c, all) < 0) rconn_end(i);
 }
 
 /* Reads the IPC channel: JSON lines, each NODE_HANDLE line with the one socket sent with it. */
@@ -294,15 +302,24 @@ static int relayd_main(void) {
     }
     if (r == 0) r = poll(pf, (nfds_t)n, waiting ? 1000 : -1);
     if (r < 0 && errno != EINTR) return 70;
+    static short rev[RELAYD_MAX][2];
+    memset(rev, 0, sizeof rev);
+    int ipc = 0;
     for (int j = 0; j < n; j++) {
-      if (who[j] == -1) { if (pf[j].revents) ipc_read(); continue; }
-      int i = who[j] / 2, k = who[j] % 2;
+      if (who[j] == -1) ipc = pf[j].revents != 0;
+      else rev[who[j] / 2][who[j] % 2] |= pf[j].revents;
+    }
+    if (ipc) ipc_read();
+    for (int i = 0; i < RELAYD_MAX; i++) {
       rconn *c = rconns[i];
-      if (!c || (!pf[j].revents && c->relaying)) continue;
-      if (rconn_step(c) < 0) { rconn_end(i); continue; }
-      if (c->relaying && (pf[j].revents & (POLLERR | POLLHUP)) && !(pf[j].revents & POLLIN)) {
+      /* (a connection whose sockets are not both there yet waits) */
+      if (!c || !c->pend || (c->relaying && !rev[i][0] && !rev[i][1])) continue;
+      if (rconn_step(c, rev[i]) < 0) { rconn_end(i); continue; }
+      for (int k = 0; k < 2 && rconns[i] && c->relaying; k++) {
+        if (!(rev[i][k] & (POLLERR | POLLHUP)) || (rev[i][k] & POLLIN)) continue;
+        short all[2] = { ANY_EVENT, ANY_EVENT };
         side_hup(&c->t, k);
-        if (rconn_step(c) < 0) rconn_end(i);
+        if (rconn_step(c, all) < 0) rconn_end(i);
       }
     }
     unsigned long long after = 0;
