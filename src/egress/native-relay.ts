@@ -81,7 +81,8 @@ interface RelayDaemon {
 
 /** The relay process of one proxy, started when first needed (again after it ended). */
 function startDaemon(onGone: (d: RelayDaemon) => void): RelayDaemon {
-  const child = spawn(RELAY_BINARY as string, ['relayd'], { stdio: ['ignore', 'ignore', 'ignore', 'ipc'] });
+  // No environment of the server's (Node adds the channel's own variables).
+  const child = spawn(RELAY_BINARY as string, ['relayd'], { stdio: ['ignore', 'ignore', 'ignore', 'ipc'], env: {} });
   const d: RelayDaemon = { child, waiting: new Map() };
   child.on('message', (m: { relay?: unknown; out?: unknown; in?: unknown }) => {
     if (typeof m.relay !== 'number') return;
