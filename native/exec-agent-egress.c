@@ -171,17 +171,22 @@ static int tunnel_mode(tunnel *t) {
   return 1;
 }
 
-/* Sends the client's socket to the server's relay: 1 sent, 0 try again when writable, -1 failed. */
-static int tunnel_pass(tunnel *t) {
-  char byte = 'F';
+/* Sends the one byte `byte` with descriptor `fd` attached (SCM_RIGHTS) on the unix socket `sock`:
+ * what sendmsg answers. */
+static ssize_t send_with_fd(int sock, char byte, int fd, int flags) {
   char cbuf[CMSG_SPACE(sizeof(int))];
   memset(cbuf, 0, sizeof cbuf);
   struct iovec iov = { &byte, 1 };
   struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
   struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
   cm->cmsg_level = SOL_SOCKET; cm->cmsg_type = SCM_RIGHTS; cm->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(cm), &t->client, sizeof(int));
-  ssize_t n = sendmsg(t->server, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+  memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+  return sendmsg(sock, &m, MSG_NOSIGNAL | flags);
+}
+
+/* Sends the client's socket to the server's relay: 1 sent, 0 try again when writable, -1 failed. */
+static int tunnel_pass(tunnel *t) {
+  ssize_t n = send_with_fd(t->server, 'F', t->client, MSG_DONTWAIT);
   if (n == 1) return 1;
   return n < 0 && (errno == EAGAIN || errno == EINTR) ? 0 : -1;
 }
@@ -262,15 +267,7 @@ static void egress_hand_over(int c) {
   for (int i = 0; i < MAX_TUNNELS; i++) {
     tunnel *t = &tunnels[i];
     if (t->used != 2 || t->id != id) continue;
-    char byte = 'k';
-    char cbuf[CMSG_SPACE(sizeof(int))];
-    memset(cbuf, 0, sizeof cbuf);
-    struct iovec iov = { &byte, 1 };
-    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-    cm->cmsg_level = SOL_SOCKET; cm->cmsg_type = SCM_RIGHTS; cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &t->client, sizeof(int));
-    ssize_t ignored = sendmsg(c, &m, MSG_NOSIGNAL); (void)ignored;
+    ssize_t ignored = send_with_fd(c, 'k', t->client, 0); (void)ignored;
     tunnel_close(t);
     return;
   }
