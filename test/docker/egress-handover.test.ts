@@ -10,12 +10,11 @@ import assert from 'node:assert/strict';
 import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
-import type { BackendSession } from '../../src/backends/types.ts';
 import { parseAllowList } from '../../src/egress/allow-list.ts';
 import type { EgressRecord } from '../../src/egress/proxy.ts';
 import { EGRESS_PROXY_PORT, egressEnvironment, SessionEgress } from '../../src/egress/session-egress.ts';
 import { dockerTestOptions } from './engine.ts';
-import { makeBackend, RecordingSink, sessionSpec, spawnRequest } from './helpers.ts';
+import { makeBackend, runScript as run, sessionSpec } from './helpers.ts';
 import { tempDirFor } from '../support/temp-dir.ts';
 
 interface Seen {
@@ -58,14 +57,6 @@ async function origin(): Promise<{ server: Server; port: number; seen: Seen[] }>
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.2', resolve));
   return { server, port: (server.address() as AddressInfo).port, seen };
-}
-
-async function run(session: BackendSession, script: string, env: Record<string, string> = {}): Promise<RecordingSink> {
-  const sink = new RecordingSink();
-  const base = spawnRequest(['sh', '-c', script]);
-  await session.spawn({ ...base, env: { ...base.env, ...env } }, sink);
-  await sink.exited;
-  return sink;
 }
 
 async function until(what: string, ok: () => boolean): Promise<void> {

@@ -17,7 +17,7 @@ import { EGRESS_PROXY_PORT, egressEnvironment, SessionEgress } from '../../src/e
 import type { SessionInfo } from '../../src/protocol/index.ts';
 import { type ExecAnswer, newSession, serverWithApi } from '../http/helpers.ts';
 import { dockerTestOptions } from './engine.ts';
-import { docker, makeBackend, RecordingSink, sessionSpec, spawnRequest } from './helpers.ts';
+import { docker, makeBackend, runScript as run, sessionSpec } from './helpers.ts';
 import { tempDirFor } from '../support/temp-dir.ts';
 
 const BODY = 'hello from the egress test\n';
@@ -29,14 +29,6 @@ async function listen(host: string): Promise<{ server: Server; port: number }> {
   });
   await new Promise<void>((resolve) => server.listen(0, host, resolve));
   return { server, port: (server.address() as AddressInfo).port };
-}
-
-async function run(session: BackendSession, script: string, env: Record<string, string> = {}): Promise<RecordingSink> {
-  const sink = new RecordingSink();
-  const base = spawnRequest(['sh', '-c', script]);
-  await session.spawn({ ...base, env: { ...base.env, ...env } }, sink);
-  await sink.exited;
-  return sink;
 }
 
 /** A raw request to the proxy inside the session (busybox nc), its whole answer. */

@@ -104,6 +104,19 @@ export async function docker(...args: string[]): Promise<string> {
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/** Runs the shell script `script` in `session` to its end, `env` added to the usual environment: its sink. */
+export async function runScript(
+  session: BackendSession,
+  script: string,
+  env: Record<string, string> = {},
+): Promise<RecordingSink> {
+  const sink = new RecordingSink();
+  const base = spawnRequest(['sh', '-c', script]);
+  await session.spawn({ ...base, env: { ...base.env, ...env } }, sink);
+  await sink.exited;
+  return sink;
+}
+
 /** Ids of the running warm-pool containers of `backend` (by its instance label). */
 export async function poolContainerIds(backend: DockerBackend): Promise<string[]> {
   const out = await docker(
