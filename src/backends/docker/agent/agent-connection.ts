@@ -6,6 +6,7 @@
  * deadline. The connection can end (server detach, agent killed, engine gone) without the
  * daemon's processes ending; `AgentChannel` decides what that means for them.
  */
+import { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
 import { execError } from '../../../errors.ts';
@@ -20,6 +21,7 @@ import {
   type ProcRecord,
 } from './agent-protocol.ts';
 import { LINK_IN_CONTAINER, type AgentLink } from './agent-link.ts';
+import { readIntoSharedBuffer } from './link-reader.ts';
 import { AGENT_DIR } from '../container/container-config.ts';
 import { runControl, startExec } from '../exec/exec-runner.ts';
 import type { DockerLogger } from '../options.ts';
@@ -78,7 +80,6 @@ export class AgentConnection {
   readonly transport: AgentTransport;
 
   private constructor(socket: Duplex, log: DockerLogger, transport: AgentTransport) {
-    this.#socket = socket;
     this.#log = log;
     this.transport = transport;
     const parser = new AgentStreamParser(
@@ -87,9 +88,18 @@ export class AgentConnection {
       (err) => this.#end(`exec agent stream broken: ${err.message}`),
       transport === 'socket' ? 'raw' : 'docker',
     );
-    socket.on('data', (d: Buffer) => parser.push(d));
-    // A link's socket is handed over paused (agent-link.ts): a listener alone does not resume it.
-    if (transport === 'socket') socket.resume();
+    // A link's socket reads into the server's shared buffer (link-reader.ts): frames are views.
+    const moved =
+      transport === 'socket' && socket instanceof Socket
+        ? readIntoSharedBuffer(socket, (d) => parser.push(d))
+        : undefined;
+    if (moved !== undefined) socket = moved;
+    else {
+      socket.on('data', (d: Buffer) => parser.push(d));
+      // A link's socket is handed over paused (agent-link.ts): a listener alone does not resume it.
+      if (transport === 'socket') socket.resume();
+    }
+    this.#socket = socket;
     socket.on('error', (err) => log.debug({ err: err.message }, 'exec agent stream error'));
     socket.once('close', () => this.#end(this.#closeReason));
   }
@@ -234,7 +244,7 @@ export class AgentConnection {
     if (f.type === FromAgent.HELLO || (f.type === FromAgent.ERROR && f.handle === 0 && this.#onHello)) {
       const h = this.#onHello;
       this.#onHello = undefined;
-      h?.(f);
+      h?.(kept(f));
       return;
     }
     if (f.type === FromAgent.TUNNEL && f.payload.length >= 4) {
@@ -250,7 +260,7 @@ export class AgentConnection {
         f.type === FromAgent.EGRESS)
     ) {
       this.#waiting.delete(f.handle);
-      waiter(f);
+      waiter(kept(f));
       return;
     }
     const listener = this.#listeners.get(f.handle);
@@ -298,6 +308,11 @@ export class AgentConnection {
     this.#socket.destroy();
     for (const l of this.#closedListeners.splice(0)) l(reason);
   }
+}
+
+/** A frame whose payload outlives the read it came in (a reply resolved later): a copy. */
+function kept(f: AgentFrame): AgentFrame {
+  return { ...f, payload: Buffer.from(f.payload) };
 }
 
 /**
