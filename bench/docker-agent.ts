@@ -7,7 +7,10 @@
  * Cases (targets from the issue that introduced the exec agent; docs/benchmarks.md):
  *   rt        round trip of `true`, start -> closed, p50/p99: ours unsandboxed and sandboxed
  *             (container-user) vs raw exec (target <= 0.10x, sandboxed <= 0.15x, p99 <= 0.2x);
- *   pipe/pty  64 MB of output to one client vs the raw exec stream (>= 0.95x);
+ *   pipe/pty  64 MB of output to one client vs the raw exec stream (issue 32: pipe >= 2.5x, PTY
+ *             >= 2x), and the same stream from a local-backend server (`--backend local`, the
+ *             command on this host) in the same run (pipe >= 0.8x of it); `--no-local` leaves
+ *             that column out;
  *   signal    SIGKILL to a running `sleep` until its exit is reported (<= 10 ms p50);
  *   pool      a session from the warm pool: initialize + first `true` closed, vs a raw
  *             create + start + exec (<= 0.25x);
@@ -16,16 +19,19 @@
  *   node --import tsx bench/docker-agent.ts [--runs 100] [--mb 64] [--repeat 3]
  *     [--cases rt,pipe,pty,signal,pool,burst] [--image exec-server-test:latest]
  *     [--exec-path agent|exec]   (our side; `exec` measures the per-command fallback)
+ *     [--server-node-args '--cpu-prof --cpu-prof-dir=DIR']   (node flags of our docker server)
  *   EXEC_SERVER_DOCKER_AGENT_SOCKET_DIR=off (in the environment) has our server reach the agents
  *   through attached engine execs instead of their sockets (docs/docker-backend.md).
  */
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import type { Duplex } from 'node:stream';
 import Docker from 'dockerode';
 import { ExecServerClient } from '../src/client/index.ts';
 import { type DevServer, startDevServer } from '../test/support/dev-server.ts';
+import { cpuSeconds, startLocal } from './stream-sides.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -35,6 +41,8 @@ const { values: args } = parseArgs({
     cases: { type: 'string', default: 'rt,pipe,pty,signal,pool,burst' },
     image: { type: 'string', default: 'exec-server-test:latest' },
     'exec-path': { type: 'string', default: 'agent' },
+    'no-local': { type: 'boolean', default: false },
+    'server-node-args': { type: 'string', default: '' },
   },
 });
 const RUNS = Number(args.runs);
@@ -62,7 +70,7 @@ function startServer(extra: string[]): Promise<DevServer> {
     image: IMAGE,
     instanceId: `bench-${randomUUID().slice(0, 8)}`,
     flags: ['--cpus', '1', ...extra],
-    env: { ...process.env, EXEC_SERVER_DOCKER_EXEC_PATH: args['exec-path'] },
+    env: { ...process.env, EXEC_SERVER_DOCKER_EXEC_PATH: args['exec-path'], NODE_OPTIONS: args['server-node-args'] },
     stdout: 'inherit',
   });
 }
@@ -154,70 +162,56 @@ async function roundTrips(url: string, raw: Docker.Container): Promise<void> {
   }
 }
 
-/** CPU seconds used so far by the processes a stream crosses outside the container. */
-function cpuSeconds(serverPid: number | undefined): Record<'client' | 'server' | 'engine', number> {
-  const ticks = (pid: number | string): number => {
-    try {
-      const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-      return Number(f[11]) + Number(f[12]);
-    } catch {
-      return 0;
-    }
-  };
-  let engine = 0;
-  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
-    let comm = '';
-    try {
-      comm = readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
-    } catch {
-      continue;
-    }
-    if (comm === 'dockerd' || comm.startsWith('containerd-shim')) engine += ticks(pid);
-  }
-  // Clock ticks: 100 per second on Linux.
-  return {
-    client: ticks(process.pid) / 100,
-    server: serverPid === undefined ? 0 : ticks(serverPid) / 100,
-    engine: engine / 100,
-  };
-}
+type StreamSide = 'ours' | 'raw' | 'local';
 
-async function streams(url: string, raw: Docker.Container, tty: boolean, serverPid: number | undefined): Promise<void> {
+async function streams(
+  url: string,
+  raw: Docker.Container,
+  tty: boolean,
+  serverPid: number | undefined,
+  local: { url: string; child: ChildProcess } | undefined,
+): Promise<void> {
   const client = await ourSession(url, 'danger-full-access');
+  const localClient = local ? await ourSession(local.url, 'danger-full-access') : undefined;
   const cmd = ['head', '-c', String(BYTES), '/dev/zero'];
-  const oursMbs: number[] = [];
-  const rawMbs: number[] = [];
+  const mbs: Record<StreamSide, number[]> = { ours: [], raw: [], local: [] };
   // CPU seconds per run outside the container: what the path costs whatever else the host runs.
-  const cpu = { ours: [] as number[][], raw: [] as number[][] };
+  const cpu: Record<StreamSide, number[][]> = { ours: [], raw: [], local: [] };
+  const run = (side: StreamSide): Promise<number> =>
+    side === 'ours'
+      ? ourRun(client, cmd, tty)
+      : side === 'local' && localClient
+        ? ourRun(localClient, cmd, tty)
+        : rawExec(raw, cmd, tty);
+  const sides: StreamSide[] = localClient ? ['ours', 'raw', 'local'] : ['ours', 'raw'];
   // Steady state: two full-size streams per side first, measured and thrown away. A fresh
   // server (and client) runs its first streams while V8 still compiles their paths: on the
   // 2-vCPU VM the first 64 MB arrived at about 50 MB/s, the third at about 90.
-  for (let i = 0; i < 2; i++) {
-    await ourRun(client, cmd, tty);
-    await rawExec(raw, cmd, tty);
-  }
+  for (let i = 0; i < 2; i++) for (const side of sides) await run(side);
   for (let i = 0; i < REPEAT; i++) {
-    const sides = i % 2 === 0 ? (['ours', 'raw'] as const) : (['raw', 'ours'] as const);
-    for (const side of sides) {
-      const before = cpuSeconds(serverPid);
+    // Rotated, so a noisy moment hits every side alike.
+    const order = sides.map((_, k) => sides[(k + i) % sides.length] as StreamSide);
+    for (const side of order) {
+      const pid = side === 'local' ? local?.child.pid : serverPid;
+      const before = cpuSeconds(pid);
       const t = performance.now();
-      const bytes = side === 'ours' ? await ourRun(client, cmd, tty) : await rawExec(raw, cmd, tty);
-      const mbs = bytes / 1e6 / ((performance.now() - t) / 1000);
-      const after = cpuSeconds(serverPid);
-      (side === 'ours' ? oursMbs : rawMbs).push(mbs);
+      const bytes = await run(side);
+      mbs[side].push(bytes / 1e6 / ((performance.now() - t) / 1000));
+      const after = cpuSeconds(pid);
       cpu[side].push([after.client - before.client, after.server - before.server, after.engine - before.engine]);
     }
   }
   await client.deleteSession();
-  const o = median(oursMbs);
-  const r = median(rawMbs);
+  await localClient?.deleteSession();
+  const span = (xs: number[]): string => `${fmt(median(xs))} MB/s (${fmt(Math.min(...xs))}-${fmt(Math.max(...xs))})`;
+  const o = median(mbs.ours);
+  const r = median(mbs.raw);
   const name = `${tty ? 'PTY' : 'pipe'} ${args.mb} MB`;
-  row(
-    name,
-    `${fmt(o)} MB/s (${fmt(Math.min(...oursMbs))}-${fmt(Math.max(...oursMbs))})`,
-    `${fmt(r)} MB/s (${fmt(Math.min(...rawMbs))}-${fmt(Math.max(...rawMbs))})`,
-    `${fmt(o / r, 2)}x`,
-  );
+  row(name, span(mbs.ours), span(mbs.raw), `${fmt(o / r, 2)}x`);
+  if (localClient) {
+    const l = median(mbs.local);
+    row(`${name}, local backend (same run)`, span(mbs.ours), span(mbs.local), `${fmt(o / l, 2)}x of local`);
+  }
   const cpuOf = (runs: number[][]): { total: number; text: string } => {
     const part = (k: number): number => median(runs.map((r) => r[k] ?? 0));
     const [c, s, e] = [part(0), part(1), part(2)];
@@ -229,6 +223,11 @@ async function streams(url: string, raw: Docker.Container, tty: boolean, serverP
   const oc = cpuOf(cpu.ours);
   const rc = cpuOf(cpu.raw);
   row(`${name} CPU outside the container`, oc.text, rc.text, `${fmt(oc.total / rc.total, 2)}x`);
+  if (localClient) {
+    // The local server's figure includes its command (`head`), which runs outside any container.
+    const lc = cpuOf(cpu.local);
+    row(`${name} CPU, local backend`, oc.text, lc.text, `${fmt(oc.total / lc.total, 2)}x`);
+  }
 }
 
 async function signals(url: string): Promise<void> {
@@ -324,6 +323,11 @@ async function main(): Promise<void> {
   console.log(
     `# docker path vs raw dockerode exec: image ${IMAGE}, our exec path ${args['exec-path']}, ${RUNS} runs, ${args.mb} MB streams x ${REPEAT}`,
   );
+  console.log(
+    `load average before: ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  );
   console.log('case | ours | raw dockerode | ratio');
   const needsServer = ['rt', 'pipe', 'pty', 'signal', 'burst'].some((c) => CASES.has(c));
   const raw = await rawContainer();
@@ -333,8 +337,14 @@ async function main(): Promise<void> {
       const { url, child } = server;
       try {
         if (CASES.has('rt')) await roundTrips(url, raw);
-        if (CASES.has('pipe')) await streams(url, raw, false, child.pid);
-        if (CASES.has('pty')) await streams(url, raw, true, child.pid);
+        const streaming = CASES.has('pipe') || CASES.has('pty');
+        const local = streaming && !args['no-local'] ? await startLocal() : undefined;
+        try {
+          if (CASES.has('pipe')) await streams(url, raw, false, child.pid, local);
+          if (CASES.has('pty')) await streams(url, raw, true, child.pid, local);
+        } finally {
+          await local?.stop();
+        }
         if (CASES.has('signal')) await signals(url);
         if (CASES.has('burst')) await burst(url);
       } finally {
@@ -345,6 +355,11 @@ async function main(): Promise<void> {
   } finally {
     await remove(raw);
   }
+  console.log(
+    `load average after: ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  );
   console.log(`\n${rows.length} rows measured.`);
 }
 
