@@ -905,7 +905,7 @@ static void daemon_loop(void) {
      * virtual machine, waking a halted CPU for each piece a terminal or pipe delivers costs more
      * than the spin (the PTY relay measured the same). An idle session costs nothing. While
      * output is held the loop naps instead (HOLD_NAP_NS): the spin's CPU is the container's, so
-     * it counts against the session's CPU limit (a terminal stream was throttled 30-100 ms per
+     * it counts against the session's CPU limit (a terminal stream was throttled up to 100 ms per
      * 64 MB under --cpus 1), and the nap lets the terminal fill for the next read.
      */
     int spun = now_ms() - streaming_at <= SPIN_MS;
