@@ -865,6 +865,30 @@ static int hold_output(void) {
   return t - streak_start_us >= STREAK_US && t - q_first_us < HOLD_US;
 }
 
+/*
+ * Polls the loop's descriptors. While output streams, without sleeping for up to SPIN_MS,
+ * yielding the CPU: on a virtual machine, waking a halted CPU for each piece a terminal or pipe
+ * delivers costs more than the spin (the PTY relay measured the same). An idle session costs
+ * nothing. While output is held it naps instead (HOLD_NAP_NS): the spin's CPU is the
+ * container's, so it counts against the session's CPU limit (a terminal stream was throttled up
+ * to 100 ms per 64 MB under --cpus 1), and the nap lets the terminal fill for the next read.
+ * Returns poll's result, or -2 when a hold ended with nothing new to read.
+ */
+static int poll_events(struct pollfd *pf, int n, int timeout, int held) {
+  int r = 0;
+  int spun = now_ms() - streaming_at <= SPIN_MS;
+  if (spun) {
+    long long until = now_ms() + SPIN_MS;
+    while ((r = poll(pf, (nfds_t)n, 0)) == 0 && now_ms() < until && !(held && !hold_output())) {
+      if (held) { struct timespec nap = { 0, HOLD_NAP_NS }; nanosleep(&nap, NULL); }
+      else sched_yield();
+    }
+  }
+  if (r == 0 && held && spun) return -2;
+  if (r == 0) r = poll(pf, (nfds_t)n, timeout);
+  return r;
+}
+
 static void daemon_loop(void) {
   for (;;) {
     int timeout = due_exits();
@@ -904,25 +928,8 @@ static void daemon_loop(void) {
     n += ne;
     if (queue_full && timeout < 0) timeout = 50;
     if (held && (timeout < 0 || timeout > 1)) timeout = 1;
-    int r = 0;
-    /*
-     * While output streams, poll without sleeping for up to SPIN_MS, yielding the CPU: on a
-     * virtual machine, waking a halted CPU for each piece a terminal or pipe delivers costs more
-     * than the spin (the PTY relay measured the same). An idle session costs nothing. While
-     * output is held the loop naps instead (HOLD_NAP_NS): the spin's CPU is the container's, so
-     * it counts against the session's CPU limit (a terminal stream was throttled up to 100 ms per
-     * 64 MB under --cpus 1), and the nap lets the terminal fill for the next read.
-     */
-    int spun = now_ms() - streaming_at <= SPIN_MS;
-    if (spun) {
-      long long until = now_ms() + SPIN_MS;
-      while ((r = poll(pf, (nfds_t)n, 0)) == 0 && now_ms() < until && !(held && !hold_output())) {
-        if (held) { struct timespec nap = { 0, HOLD_NAP_NS }; nanosleep(&nap, NULL); }
-        else sched_yield();
-      }
-    }
-    if (r == 0 && held && spun) continue; /* the hold ended with nothing new: written at the top */
-    if (r == 0) r = poll(pf, (nfds_t)n, timeout);
+    int r = poll_events(pf, n, timeout, held);
+    if (r == -2) continue; /* the hold ended with nothing new: written at the top */
     if (r < 0 && errno != EINTR) { perror("exec-agent: poll"); exit(70); }
     for (int k = 0; r > 0 && k < n; k++) {
       if (!pf[k].revents) continue;
