@@ -30,6 +30,9 @@ import type { DockerLogger } from '../options.ts';
 export { AGENT_DIR };
 export const AGENT_PATH = `${AGENT_DIR}/exec-agent`;
 
+/** How long a frame sent with `sendLater` waits at most for an urgent one to ride with. */
+const LATER_MS = 20;
+
 /** What a process handle receives. */
 export interface HandleListener {
   frame(f: AgentFrame): void;
@@ -72,6 +75,9 @@ export class AgentConnection {
   #closed = false;
   #closeReason = 'agent connection closed';
   #detaching = false;
+  /** Frames that may wait for the next urgent one (`sendLater`). */
+  #later: Buffer[] = [];
+  #laterTimer: NodeJS.Timeout | undefined;
   readonly #closedListeners: Array<(reason: string) => void> = [];
   /** An egress client waits for its tunnel process (no link; exec-agent-egress.c): its id. */
   onTunnel: ((id: number) => void) | undefined;
@@ -174,7 +180,38 @@ export class AgentConnection {
   }
 
   send(data: Buffer): void {
-    if (!this.#closed) this.#socket.write(data);
+    if (this.#closed) return;
+    if (this.#later.length === 0) {
+      this.#socket.write(data);
+      return;
+    }
+    // What waited rides along: one write, one wake-up of the agent.
+    this.#later.push(data);
+    this.#flushLater();
+  }
+
+  /**
+   * Sends `data` with the next frame that must go now, or within `LATER_MS`: for frames no one
+   * waits on (a process forgotten, credit far below the window). Each write to the agent wakes
+   * it; a `true` round trip used to cost two (the previous command's FORGET, then the spawn).
+   * Frames keep their order: an urgent `send` writes what waits first.
+   */
+  sendLater(data: Buffer): void {
+    if (this.#closed) return;
+    this.#later.push(data);
+    if (this.#laterTimer === undefined) {
+      this.#laterTimer = setTimeout(() => this.#flushLater(), LATER_MS);
+      this.#laterTimer.unref();
+    }
+  }
+
+  #flushLater(): void {
+    clearTimeout(this.#laterTimer);
+    this.#laterTimer = undefined;
+    if (this.#later.length === 0) return;
+    const all = this.#later.length === 1 ? (this.#later[0] as Buffer) : Buffer.concat(this.#later);
+    this.#later = [];
+    if (!this.#closed) this.#socket.write(all);
   }
 
   /** Sends `request` for `handle` and resolves with the agent's first reply for it. */
@@ -212,6 +249,7 @@ export class AgentConnection {
 
   close(reason = 'agent connection closed'): void {
     this.#closeReason = reason;
+    this.#flushLater();
     this.#socket.destroy();
   }
 
@@ -305,6 +343,8 @@ export class AgentConnection {
     if (this.#closed) return;
     this.#closed = true;
     this.#closeReason = reason;
+    clearTimeout(this.#laterTimer);
+    this.#later = [];
     this.#socket.destroy();
     for (const l of this.#closedListeners.splice(0)) l(reason);
   }
