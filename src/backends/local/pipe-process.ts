@@ -137,6 +137,11 @@ async function spawnedRelay(opts: PipeSpawn): Promise<SpawnedRelay | undefined> 
   }
 }
 
+/** A channel for stdout that reads into the shared buffer (output-channels.ts), if there is one. */
+function outputChannel(opts: PipeSpawn, sink: ProcessSink) {
+  return opts.channels?.open((d) => sink.output('stdout', d)).catch(() => undefined);
+}
+
 export async function spawnPipe(
   opts: PipeSpawn,
   sink: ProcessSink,
@@ -145,9 +150,7 @@ export async function spawnPipe(
   // runs in its own process group, but what it leaves behind is not kept, and can outlive us.
   const viaRelay = ptyRelayProblem() === undefined;
   const spawned = viaRelay ? await spawnedRelay(opts) : undefined;
-  const channel = spawned
-    ? undefined
-    : await opts.channels?.open((d) => sink.output('stdout', d)).catch(() => undefined);
+  const channel = spawned ? undefined : await outputChannel(opts, sink);
   return new Promise((resolve, reject) => {
     const relay = spawned ?? startRelay(opts, viaRelay, channel?.childEnd);
     channel?.childEnd.destroy(); // the relay has its own copy now (or never will)
