@@ -39,6 +39,12 @@ export class DockerFleet implements FleetBackend {
   readonly replicaId: string;
   /** Set by the backend (quota-slots.ts); the pool puts one of its own on its fleet. */
   quota: SessionQuota | undefined;
+  /**
+   * The live replicas (id → advertised URL). On one engine its leases; a pool of engines sets the
+   * union over its engines that answer (engine-pool.ts), so a replica that lost one engine for a
+   * while (a restart of it) is still alive and keeps its sessions there.
+   */
+  liveReplicas: (fresh: boolean) => Promise<Map<string, string>>;
   readonly registry: ReplicaRegistry;
   readonly #host: FleetHost;
   readonly #log: DockerLogger;
@@ -47,6 +53,7 @@ export class DockerFleet implements FleetBackend {
     this.#host = host;
     this.replicaId = identity.replicaId;
     this.registry = new ReplicaRegistry(host.docker, instanceId, timeoutMs);
+    this.liveReplicas = (fresh) => this.registry.replicas(fresh);
     this.#log = log;
   }
 
@@ -67,13 +74,13 @@ export class DockerFleet implements FleetBackend {
   }
 
   async replicaUrl(replicaId: string): Promise<string | undefined> {
-    return (await this.registry.replicas()).get(replicaId);
+    return (await this.liveReplicas(false)).get(replicaId);
   }
 
   async orphans(): Promise<{ id: SessionId; tenant: TenantId }[]> {
     const [list, replicas, claims] = await Promise.all([
       this.#host.listOwn(),
-      this.registry.replicas(true),
+      this.liveReplicas(true),
       this.registry.claims(),
     ]);
     const out: { id: SessionId; tenant: TenantId }[] = [];
@@ -102,7 +109,7 @@ export class DockerFleet implements FleetBackend {
 
   async #where(owner: Owner, fresh: boolean): Promise<FleetLocation> {
     if (owner.replicaId === this.replicaId) return { kind: 'mine' };
-    const url = owner.replicaId === undefined ? undefined : (await this.registry.replicas(fresh)).get(owner.replicaId);
+    const url = owner.replicaId === undefined ? undefined : (await this.liveReplicas(fresh)).get(owner.replicaId);
     if (owner.replicaId !== undefined && url !== undefined) return { kind: 'remote', replicaId: owner.replicaId, url };
     return { kind: 'orphan' };
   }
@@ -140,7 +147,7 @@ export class DockerFleet implements FleetBackend {
    * claimed first; false when another replica claimed it first.
    */
   async recoveryOwners(): Promise<(c: Docker.ContainerInfo, sessionId: string | undefined) => Promise<boolean>> {
-    const replicas = await this.registry.replicas(true);
+    const replicas = await this.liveReplicas(true);
     const claims = await this.registry.claims();
     return async (c, sessionId) => {
       const owner = (sessionId === undefined ? undefined : claims.get(sessionId)) ?? {
