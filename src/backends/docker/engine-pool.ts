@@ -257,6 +257,9 @@ export class EnginePool implements Backend {
         return undefined;
       },
       orphans: async () => (await Promise.all(healthy().map(({ fleet }) => fleet.orphans().catch(() => [])))).flat(),
+      sweep: async () => {
+        await Promise.all(healthy().map(({ fleet }) => fleet.sweep?.().catch(() => undefined)));
+      },
       locate: async (id, tenant) => (await where(id, tenant))?.location ?? { kind: 'absent' },
       takeOver: async (id, tenant) => (await where(id, tenant))?.fleet.takeOver(id, tenant),
     };

@@ -30,7 +30,7 @@ import {
   type RuntimeResolver,
 } from './engine/runtimes.ts';
 import { findSnapshot } from './checkpoints/snapshots.ts';
-import { claimedName, type PoolEntry, type WarmPool } from './container/warm-pool.ts';
+import { claimedName, POOL_NAME_PREFIX, type PoolEntry, type WarmPool } from './container/warm-pool.ts';
 import type { CreateGate } from './container/create-gate.ts';
 import type { ImageFacts } from './container/image-facts.ts';
 import type { AgentVolume } from './agent/agent-volume.ts';
@@ -264,7 +264,7 @@ export class SessionFactory {
   /** One container for the warm pool of `runtime`. */
   async createPoolEntry(runtime: string): Promise<PoolEntry> {
     return this.provision({
-      name: `exec-server-pool-${randomUUID()}`,
+      name: `${POOL_NAME_PREFIX}${randomUUID()}`,
       image: this.#d.options.defaultImage,
       pull: () => this.#d.pulls.pull(this.#d.options.defaultImage),
       labels: {

@@ -13,7 +13,7 @@ import type { TenantId } from '../../../ids.ts';
 import type { BackendSessionSpec, SnapshotInfo } from '../../types.ts';
 import type { ProvisionInput } from '../container/provision.ts';
 import { LABEL } from '../container/labels.ts';
-import { claimedName, type PoolEntry } from '../container/warm-pool.ts';
+import { claimedName, POOL_NAME_PREFIX, type PoolEntry } from '../container/warm-pool.ts';
 import { checkpointUnsupportedReason, type RuntimeResolver } from '../engine/runtimes.ts';
 import type { DockerLogger, ResolvedDockerOptions } from '../options.ts';
 import type { CheckpointStore } from './checkpoint-store.ts';
@@ -107,7 +107,7 @@ export class TemplatePools {
     const h = this.#host;
     const runtime = this.#runtime!;
     return h.provision({
-      name: `exec-server-pool-${randomUUID()}`,
+      name: `${POOL_NAME_PREFIX}${randomUUID()}`,
       image: snapshotId,
       pull: undefined,
       labels: { [LABEL.pool]: 'true', [LABEL.created]: new Date().toISOString() },

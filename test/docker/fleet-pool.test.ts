@@ -1,0 +1,174 @@
+/**
+ * Warm pools in a fleet (docs/architecture.md, "Fleet"): each replica keeps its own pool. A
+ * session made from A's pool is used through B; a replica that starts while the others run
+ * leaves their pool containers alone; A SIGKILLed: its session (a claimed pool container) is
+ * taken over through B, and its unclaimed pool containers are removed by another replica's scan
+ * while B's and C's stay; B stopped with SIGTERM removes its own pool containers at its hand-over
+ * and its session goes on through C. `--max-sessions` counts per replica: a replica at its cap
+ * refuses creates while another has room, and still takes over a session whose owner is gone.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { test } from 'node:test';
+import { type DevServer, spawnDevServer } from '../support/dev-server.ts';
+import { sleep } from '../support/harness.ts';
+import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
+import { docker } from './helpers.ts';
+
+const instanceId = `fleet-pool-${randomUUID().slice(0, 8)}`;
+const replicas: DevServer[] = [];
+
+async function replica(name: string): Promise<DevServer> {
+  const server = await spawnDevServer({
+    image: TEST_IMAGE,
+    instanceId,
+    flags: ['--fleet', '--replica-id', name, '--warm-pool', '2', '--warm-pool-max', '2', '--max-sessions', '2'],
+    logLevel: 'info',
+    stderr: 'capture',
+  });
+  replicas.push(server);
+  await server.ready();
+  return server;
+}
+
+interface Pooled {
+  readonly id: string;
+  readonly name: string;
+  readonly replica: string;
+}
+
+/** The instance's warm-pool containers, claimed (renamed for a session) or not. */
+async function pooled(): Promise<Pooled[]> {
+  const out = await docker(
+    ...['ps', '-a', '--no-trunc', '--filter', `label=exec-server.instance=${instanceId}`],
+    ...['--filter', 'label=exec-server.pool=true', '--format', '{{.ID}} {{.Names}} {{.Label "exec-server.replica"}}'],
+  );
+  return out
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => {
+      const [id = '', name = '', replica = ''] = line.split(' ');
+      return { id, name, replica };
+    });
+}
+
+const unclaimed = (list: Pooled[], replica: string): string[] =>
+  list
+    .filter((p) => p.replica === replica && p.name.startsWith('exec-server-pool-'))
+    .map((p) => p.id)
+    .sort();
+
+async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(250);
+  }
+}
+
+/** Waits until each of `names` holds a full pool whose agents answer; the pool containers then. */
+async function settled(names: readonly string[]): Promise<Pooled[]> {
+  const full = async () => {
+    const list = await pooled();
+    return names.every((n) => unclaimed(list, n).length === 2) ? list : undefined;
+  };
+  await until(`the pools of ${names.join(', ')}`, full, 60_000);
+  // A container is in its pool once its agent answers, a moment after it runs.
+  await sleep(3000);
+  return until(`the pools of ${names.join(', ')}`, full, 60_000);
+}
+
+async function create(r: DevServer): Promise<{ status: number; body: { sessionId?: string; code?: string } }> {
+  const res = await fetch(`${r.http}/v1/sessions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: '{}',
+  });
+  return { status: res.status, body: (await res.json()) as { sessionId?: string; code?: string } };
+}
+
+async function echo(r: DevServer, id: string, text: string): Promise<void> {
+  const res = await fetch(`${r.http}/v1/sessions/${id}/exec_command`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ cmd: `echo ${text}`, login: false }),
+  });
+  const body = (await res.json()) as { exit_code?: number; output?: string };
+  assert.equal(res.status, 200, JSON.stringify(body));
+  assert.equal(body.exit_code, 0);
+  assert.match(body.output ?? '', new RegExp(`^${text}$`, 'm'));
+}
+
+test('warm pools in a fleet: own pools, taken over sessions, a gone replica’s pool removed', {
+  ...dockerTestOptions,
+  timeout: dockerTestOptions.skip ? 1000 : 150_000,
+}, async (t) => {
+  t.after(async () => {
+    if (process.env.FLEET_TEST_LOGS) for (const r of replicas) console.error(`--- replica\n${r.stderr()}`);
+    for (const r of replicas) r.child.kill('SIGKILL');
+    await sleep(300);
+    for (const label of [`exec-server.instance=${instanceId}`, `exec-server.claim-instance=${instanceId}`]) {
+      const ids = (await docker('ps', '-aq', '--filter', `label=${label}`)).split('\n').filter(Boolean);
+      if (ids.length > 0) await docker('rm', '-f', ...ids).catch(() => undefined);
+    }
+  });
+  const [a, b] = await Promise.all([replica('a'), replica('b')]);
+  const before = await settled(['a', 'b']);
+
+  const made = await create(a);
+  assert.equal(made.status, 201);
+  const id = String(made.body.sessionId);
+  const claimed = (await pooled()).find((p) => p.name.startsWith(`exs.${id}.`));
+  assert.ok(claimed, 'the session is a container of the warm pool, renamed for it');
+  assert.ok(unclaimed(before, 'a').includes(claimed.id), "one of A's");
+  await echo(b, id, 'via-b');
+
+  // --max-sessions 2 is per replica: A is full with two, B makes two more (the fleet has four).
+  assert.equal((await create(a)).status, 201);
+  const over = await create(a);
+  assert.equal(over.status, 429);
+  assert.equal(over.body.code, 'EXEC_ERR_SESSION_LIMIT');
+  for (let i = 0; i < 2; i++) assert.equal((await create(b)).status, 201, 'B counts its own sessions only');
+
+  const quiet = await settled(['a', 'b']);
+  const c = await replica('c');
+  const withC = await settled(['a', 'b', 'c']);
+  const ofB = unclaimed(withC, 'b');
+  assert.deepEqual(ofB, unclaimed(quiet, 'b'), "C's start left B's pool alone");
+  assert.deepEqual(unclaimed(withC, 'a'), unclaimed(quiet, 'a'), "and A's");
+  assert.doesNotMatch(c.stderr(), /removing|took over/, 'C removed and adopted nothing');
+
+  await t.test('A SIGKILLed: its session goes on through B, its pool is removed by a scan', async () => {
+    a.child.kill('SIGKILL');
+    await new Promise((r) => a.child.once('exit', r));
+    await echo(b, id, 'taken-over');
+    assert.match(b.stderr(), /took over a session whose owner is gone/);
+    // B took a session over past its cap of 2 (a session that exists stays served); creates wait for room.
+    const full = await create(b);
+    assert.equal(full.status, 429);
+    assert.equal(full.body.code, 'EXEC_ERR_SESSION_LIMIT');
+    // Every replica scans every 30-35 s; A's unclaimed containers go with the first scan after its death.
+    await until(
+      'A’s pool removed',
+      async () => (unclaimed(await pooled(), 'a').length === 0 ? true : undefined),
+      50_000,
+    );
+    assert.match(b.stderr() + c.stderr(), /removed the warm-pool containers of replicas that are gone/);
+    const after = await pooled();
+    assert.deepEqual(unclaimed(after, 'b'), ofB, "B's pool stays");
+    assert.deepEqual(unclaimed(after, 'c'), unclaimed(withC, 'c'), "C's pool stays");
+    assert.ok(
+      after.some((p) => p.id === claimed.id),
+      'the claimed container, a session, stays',
+    );
+  });
+
+  await t.test('B stopped with SIGTERM: its pool goes with it, its session goes on through C', async () => {
+    await b.stop();
+    assert.deepEqual(unclaimed(await pooled(), 'b'), [], 'B removed its pool at its hand-over');
+    await echo(c, id, 'via-c');
+    assert.equal(unclaimed(await pooled(), 'c').length, 2, "C's pool is whole");
+  });
+});
