@@ -6,10 +6,14 @@
  * while B's and C's stay; B stopped with SIGTERM removes its own pool containers at its hand-over
  * and its session goes on through C. `--max-sessions` counts per replica: a replica at its cap
  * refuses creates while another has room, and still takes over a session whose owner is gone.
+ * The scan removes by name: a pool container its maker renamed for a session after the scan
+ * listed it stays.
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { test } from 'node:test';
+import Docker from 'dockerode';
+import { DockerFleet } from '../../src/backends/docker/fleet.ts';
 import { type DevServer, spawnDevServer } from '../support/dev-server.ts';
 import { sleep } from '../support/harness.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
@@ -171,4 +175,49 @@ test('warm pools in a fleet: own pools, taken over sessions, a gone replica’s 
     await echo(c, id, 'via-c');
     assert.equal(unclaimed(await pooled(), 'c').length, 2, "C's pool is whole");
   });
+});
+
+test('the pool scan removes by name: a container renamed for a session meanwhile stays', {
+  ...dockerTestOptions,
+  timeout: dockerTestOptions.skip ? 1000 : 60_000,
+}, async (t) => {
+  const engine = new Docker({ socketPath: '/var/run/docker.sock' });
+  const instance = `fleet-sweep-${randomUUID().slice(0, 8)}`;
+  const make = async (name: string) =>
+    engine.createContainer({
+      name,
+      Image: TEST_IMAGE,
+      Cmd: ['true'],
+      Labels: { 'exec-server.instance': instance, 'exec-server.pool': 'true', 'exec-server.replica': 'gone' },
+    });
+  const taken = await make(`exec-server-pool-${randomUUID()}`);
+  const left = await make(`exec-server-pool-${randomUUID()}`);
+  t.after(async () => {
+    for (const c of [taken, left]) await c.remove({ force: true }).catch(() => undefined);
+  });
+  const listed = await engine.listContainers({ all: true, filters: { label: [`exec-server.instance=${instance}`] } });
+  assert.equal(listed.length, 2);
+  // Its maker claims one after the scan listed both (the scan works on that list).
+  await taken.rename({ name: `exs.${randomUUID()}.${Buffer.from('team').toString('hex')}` });
+  const silent = { info: () => {}, warn: () => {}, error: () => {}, debug: () => {} };
+  const fleet = new DockerFleet(
+    {
+      docker: engine,
+      listOwn: async () => listed,
+      adoptRunning: async () => undefined,
+      adoptHibernated: async () => undefined,
+    },
+    instance,
+    { replicaId: 'scanner', advertiseUrl: 'http://127.0.0.1:1' },
+    5000,
+    silent,
+  );
+  fleet.liveReplicas = async () => new Map();
+  await fleet.sweep();
+  const after = await engine.listContainers({ all: true, filters: { label: [`exec-server.instance=${instance}`] } });
+  assert.deepEqual(
+    after.map((c) => c.Id),
+    [taken.id],
+    'the unclaimed one went, the claimed one stayed',
+  );
 });
