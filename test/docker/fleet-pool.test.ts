@@ -4,7 +4,8 @@
  * leaves their pool containers alone; A SIGKILLed: its session (a claimed pool container) is
  * taken over through B, and its unclaimed pool containers are removed by another replica's scan
  * while B's and C's stay; B stopped with SIGTERM removes its own pool containers at its hand-over
- * and its session goes on through C. `--max-sessions` counts per replica: a replica at its cap
+ * and its session goes on through C (an MCP client on B is told, finds its MCP session gone on C
+ * and goes on with a new one bound to the session). `--max-sessions` counts per replica: a replica at its cap
  * refuses creates while another has room, and still takes over a session whose owner is gone.
  * The scan removes by name: a pool container its maker renamed for a session after the scan
  * listed it stays.
@@ -14,6 +15,9 @@ import { randomUUID } from 'node:crypto';
 import { test } from 'node:test';
 import Docker from 'dockerode';
 import { DockerFleet } from '../../src/backends/docker/fleet.ts';
+import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import type { McpDrainingData } from '../../src/mcp/drain-notice.ts';
+import { call, mcpClient, textOf } from '../mcp/helpers.ts';
 import { type DevServer, spawnDevServer } from '../support/dev-server.ts';
 import { sleep } from '../support/harness.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
@@ -169,9 +173,33 @@ test('warm pools in a fleet: own pools, taken over sessions, a gone replica’s 
     );
   });
 
-  await t.test('B stopped with SIGTERM: its pool goes with it, its session goes on through C', async () => {
+  await t.test('B stopped with SIGTERM: its pool goes with it, its session goes on through C', async (st) => {
+    // An MCP client on B, bound to the session B owns now, is told of the drain.
+    const onB = await mcpClient(st, b.http, { headers: { 'x-exec-session': id } });
+    const notices: McpDrainingData[] = [];
+    onB.client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
+      if (n.params.logger === 'exec-server') notices.push(n.params.data as McpDrainingData);
+    });
+    onB.client.onerror = () => {}; // its stream to B ends with B
+    assert.match(textOf(await call(onB.client, 'exec_command', { cmd: 'echo on-b' })), /on-b/);
     await b.stop();
     assert.deepEqual(unclaimed(await pooled(), 'b'), [], 'B removed its pool at its hand-over');
+    await until('the drain notice', async () => (notices.length > 0 ? true : undefined), 5000);
+    assert.equal(notices[0]?.event, 'server/draining');
+    assert.equal(notices[0]?.sessionId, id, 'it names the session to continue on');
+    // B's MCP connection is gone for the fleet: 404, and a new one bound to the session goes on.
+    const stale = await fetch(`${c.http}/mcp`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-session-id': onB.transport.sessionId ?? '',
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+    });
+    assert.equal(stale.status, 404);
+    const onC = await mcpClient(st, c.http, { headers: { 'x-exec-session': notices[0]?.sessionId ?? '' } });
+    assert.match(textOf(await call(onC.client, 'exec_command', { cmd: 'echo via-c-mcp' })), /via-c-mcp/);
     await echo(c, id, 'via-c');
     assert.equal(unclaimed(await pooled(), 'c').length, 2, "C's pool is whole");
   });
