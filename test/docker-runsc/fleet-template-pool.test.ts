@@ -4,6 +4,7 @@
  * a pool on each replica; a session made from it through either replica claims that replica's
  * container (its memory restored: a file on its tmpfs is there); A SIGKILLed: its unclaimed
  * template-pool container is removed by B's scan, the session claimed on A goes on through B.
+ * The template deleted through B removes the pool container C made of it.
  */
 import './use-runsc.ts';
 import assert from 'node:assert/strict';
@@ -135,4 +136,18 @@ test('template pools in a fleet: one per replica, claimed where the session is m
   assert.match(await run(b, onA, 'cat /dev/shm/marker'), /^in-memory$/m, "A's session goes on through B");
   await until('A’s template pool removed', async () => (await pools()).get('a') === undefined, 50_000);
   assert.equal((await pools()).get('b')?.length, 1, "B's pool stays");
+
+  // The template deleted through B while C's pool holds a container of it: C's goes too.
+  const c = await start('c');
+  await until('C’s template pool', async () => (await pools()).get('c')?.length === 1, 60_000);
+  for (const id of [sourceId, onA, onB]) {
+    const res = await fetch(`${b.http}/v1/sessions/${id}`, { method: 'DELETE' });
+    assert.equal(res.status, 204);
+  }
+  const del = await fetch(`${b.http}/v1/snapshots/${snapshotId}`, { method: 'DELETE' });
+  assert.equal(del.status, 204, await del.text());
+  assert.deepEqual([...(await pools()).keys()], [], 'no pool container of the template is left');
+  await sleep(6000); // a lookup round: neither pool fills from a deleted template
+  assert.deepEqual([...(await pools()).keys()], []);
+  assert.match(await run(c, (await post(c, '/v1/sessions', GVISOR)).body['sessionId'] as string, 'echo ok'), /^ok$/m);
 });
