@@ -198,7 +198,7 @@ test('a fleet of three replicas serves every session through any of them', {
     assert.deepEqual(await listed(d), before, 'D lists the same sessions');
     assert.equal((await onC.result('nap', 30_000)).exited['exitCode'], 7, "C's command ran on untouched");
     assert.match(outputOf(onC, 'nap'), /napping\nwoke\n/);
-    assert.doesNotMatch(d.stderr(), /re-adopted session|took over|removing orphan/, 'D adopted and removed nothing');
+    assert.doesNotMatch(d.stderr(), /re-adopted session|took over|removing orphan/, 'D adopted and removed no session');
     const viaD = await fetch(`${d.http}/v1/sessions/${onC.sessionId}`);
     assert.equal(((await viaD.json()) as { attached: boolean }).attached, true, 'C still owns its session');
     // A delete through D reaches the owner; the session is gone for the whole fleet.
