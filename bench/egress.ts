@@ -4,9 +4,10 @@
  *
  * The origin is busybox httpd on 127.0.0.2 (a process of its own, so it competes with neither
  * side); the client is busybox wget on both sides: inside a docker session (runc, agent link)
- * through HTTP_PROXY (agent splice relay, link socket, the server's proxy and its native relay),
- * and on the host directly; bash's `time` around it on both sides. Target: through the proxy
- * >= 0.8x the direct rate.
+ * through HTTP_PROXY (the agent's tunnel over the link socket to the server's proxy, which
+ * decides; then its native relay takes wget's socket from the agent and splices it to the
+ * origin), and on the host directly; bash's `time` around it on both sides. Target: through the
+ * proxy >= 0.8x the direct rate. The first proxied sample includes starting the session's relay.
  *
  *   node --import tsx bench/egress.ts [--mb 64] [--repeat 3] [--image exec-server-test:latest]
  */
@@ -145,6 +146,7 @@ async function main(): Promise<void> {
     console.log(`through the session's proxy | ${p.toFixed(0)} | ${(p / d).toFixed(2)}x (target >= 0.8x)`);
     const list = (xs: number[]): string => xs.map((ms) => rate(ms).toFixed(0)).join(', ');
     console.log(`samples, MB/s: direct ${list(direct)}; proxied ${list(proxied)}`);
+    console.log(`client sockets taken by the relay: ${egress.counts.tookSocket} of ${egress.counts.connections}`);
     egress.close();
   } finally {
     await backend.close();

@@ -20,6 +20,8 @@
  * most the pipe's capacity in flight; a pending client not claimed within PENDING_MS is closed.
  */
 #define TUNNEL_MAGIC "EXAGTUN1"
+/* A tunnel whose client socket may be handed to the server's relay once the server decided. */
+#define TUNNEL_MAGIC_PASS "EXAGTUN2"
 #define MAX_TUNNELS 64
 #define TUNNEL_PIPE (1024 * 1024)
 #define PENDING_MS 10000
@@ -32,10 +34,13 @@ typedef struct {
   unsigned long long moved; /* bytes delivered to dst */
   int eof;           /* src ended */
   int shut;          /* dst was told (shutdown SHUT_WR) */
+  int hold;          /* src's end is not passed on yet (the server has not chosen its mode) */
+  int stop;          /* src is read no more (its socket is being handed over) */
 } tdir;
 
 typedef struct {
   int used;             /* 1: relaying, 2: pending (waiting for `exec-agent tunnel`) */
+  int mode;             /* EXAGTUN2: 1 waiting for the server's mode byte, 2 handing over; 0 relaying */
   uint32_t id;          /* a pending tunnel's number in its TUNNEL frame */
   long long since;
   int client, server;
@@ -47,6 +52,7 @@ static tunnel tunnels[MAX_TUNNELS];
 static uint32_t next_tunnel_id = 1;
 static int egress_fd = -1;
 static int egress_port;
+static int egress_pass; /* the server takes client sockets (EGRESS flag 1): tunnels greet EXAGTUN2 */
 
 /* Direction k of tunnel t: src -> pipe -> dst, its pipe made and sized. 0, or -1. */
 static int tdir_init(tdir *d, int src, int dst) {
@@ -100,7 +106,7 @@ static void egress_accept(void) {
       send_ctl(A_TUNNEL, 0, b, 4);
       continue;
     }
-    int s = dial_greeted(TUNNEL_MAGIC);
+    int s = dial_greeted(egress_pass ? TUNNEL_MAGIC_PASS : TUNNEL_MAGIC);
     if (s < 0) {
       close(c);
       continue;
@@ -109,29 +115,35 @@ static void egress_accept(void) {
     t->used = 1; t->client = c; t->server = s;
     int ok = tdir_init(&t->d[0], c, s) == 0;
     ok = tdir_init(&t->d[1], s, c) == 0 && ok;
+    t->mode = egress_pass;
+    t->d[0].hold = egress_pass;
     if (!ok) tunnel_close(t);
   }
 }
 
 /* Moves what it can of one direction; -1 when the tunnel must end (an error either side). */
 static int tdir_pump(tdir *d) {
-  while (!d->eof) {
+  /* A short read or write means the source is drained or the destination full for now: the
+   * next try would only fail with EAGAIN (poll is level-triggered, nothing is missed). */
+  while (!d->eof && !d->stop) {
     if (d->inpipe >= d->cap) break;
-    ssize_t n = splice(d->src, NULL, d->pipe[1], NULL, d->cap - d->inpipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-    if (n > 0) { d->inpipe += (size_t)n; continue; }
+    size_t want = d->cap - d->inpipe;
+    ssize_t n = splice(d->src, NULL, d->pipe[1], NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (n > 0) { d->inpipe += (size_t)n; if ((size_t)n < want) break; continue; }
     if (n == 0) { d->eof = 1; break; }
     if (errno == EINTR) continue;
     if (errno == EAGAIN) break;
     return -1;
   }
   while (d->inpipe > 0) {
-    ssize_t n = splice(d->pipe[0], NULL, d->dst, NULL, d->inpipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-    if (n > 0) { d->inpipe -= (size_t)n; d->moved += (unsigned long long)n; continue; }
+    size_t want = d->inpipe;
+    ssize_t n = splice(d->pipe[0], NULL, d->dst, NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (n > 0) { d->inpipe -= (size_t)n; d->moved += (unsigned long long)n; if ((size_t)n < want) break; continue; }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) break;
     return -1;
   }
-  if (d->eof && d->inpipe == 0 && !d->shut) {
+  if (d->eof && d->inpipe == 0 && !d->shut && !d->hold) {
     /* A pipe (the tunnel process's stdout) says EOF by being closed. */
     if (shutdown(d->dst, SHUT_WR) < 0 && errno == ENOTSOCK) { close(d->dst); d->dst = -1; }
     d->shut = 1;
@@ -139,9 +151,52 @@ static int tdir_pump(tdir *d) {
   return 0;
 }
 
+/*
+ * An EXAGTUN2 tunnel: the server's first byte is its mode. 'P': relay as any tunnel (a refusal,
+ * or a relay in the server). 'F': the server's relay (`exec-agent relay take`, on the host)
+ * takes the client's socket itself and splices it to the destination, so the bytes of the
+ * connection cross neither this agent nor the link. What was read from the client before is
+ * delivered first, then the socket goes with one byte 'F' (SCM_RIGHTS) and the tunnel is done.
+ * Only the client's socket of the container's own network namespace leaves the container;
+ * nothing of the host's comes in. 1: the mode was read; 0: not yet; -1: the tunnel must end.
+ */
+static int tunnel_mode(tunnel *t) {
+  char b;
+  ssize_t n = recv(t->server, &b, 1, MSG_DONTWAIT);
+  if (n < 0) return errno == EAGAIN || errno == EINTR ? 0 : -1;
+  if (n == 0 || (b != 'P' && b != 'F')) return -1;
+  t->d[0].hold = b == 'F'; /* handing over: the client's end goes with its socket */
+  t->d[0].stop = b == 'F';
+  t->mode = b == 'F' ? 2 : 0;
+  return 1;
+}
+
+/* Sends the client's socket to the server's relay: 1 sent, 0 try again when writable, -1 failed. */
+static int tunnel_pass(tunnel *t) {
+  char byte = 'F';
+  char cbuf[CMSG_SPACE(sizeof(int))];
+  memset(cbuf, 0, sizeof cbuf);
+  struct iovec iov = { &byte, 1 };
+  struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
+  struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+  cm->cmsg_level = SOL_SOCKET; cm->cmsg_type = SCM_RIGHTS; cm->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(cm), &t->client, sizeof(int));
+  ssize_t n = sendmsg(t->server, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n == 1) return 1;
+  return n < 0 && (errno == EAGAIN || errno == EINTR) ? 0 : -1;
+}
+
 static void tunnel_pump(tunnel *t) {
   if (t->used != 1) return;
-  if (tdir_pump(&t->d[0]) < 0 || tdir_pump(&t->d[1]) < 0 || (t->d[0].shut && t->d[1].shut)) tunnel_close(t);
+  if (t->mode == 1 && tunnel_mode(t) < 0) { tunnel_close(t); return; }
+  if (tdir_pump(&t->d[0]) < 0) { tunnel_close(t); return; }
+  if (t->mode == 2) {
+    /* Handing over: the client's bytes already read go first, then its socket. */
+    if (t->d[0].inpipe == 0 && tunnel_pass(t) != 0) tunnel_close(t);
+    return;
+  }
+  if (t->mode == 0 && tdir_pump(&t->d[1]) < 0) { tunnel_close(t); return; }
+  if (t->d[0].shut && t->d[1].shut) tunnel_close(t);
 }
 
 /* Side k of a tunnel (0: the client, 1: the server): its fd and the events it waits for, or -1
@@ -149,8 +204,13 @@ static void tunnel_pump(tunnel *t) {
 static int side_fd(tunnel *t, int k, short *ev) {
   tdir *out = &t->d[k], *in = &t->d[1 - k];
   *ev = 0;
+  if (t->mode == 2) { /* handing over: only the server's side, to write */
+    *ev = POLLOUT;
+    return k == 0 ? -1 : t->server;
+  }
+  if (t->mode == 1 && k == 0 && out->eof) return -1; /* a hung-up client waits for the mode */
   if (out->eof && in->shut) return -1;
-  if (!out->eof && out->inpipe < out->cap) *ev |= POLLIN;
+  if (!out->eof && !out->stop && out->inpipe < out->cap) *ev |= POLLIN;
   if (in->inpipe > 0) *ev |= POLLOUT;
   return k == 0 ? t->client : t->server;
 }
@@ -187,7 +247,7 @@ static void egress_event(int which, short revents) {
   int i = (-100 - which) / 2, k = (-100 - which) % 2;
   tunnel *t = &tunnels[i];
   tunnel_pump(t);
-  if (t->used == 1 && (revents & (POLLERR | POLLHUP)) && !(revents & POLLIN)) {
+  if (t->used == 1 && t->mode == 0 && (revents & (POLLERR | POLLHUP)) && !(revents & POLLIN)) {
     side_hup(t, k);
     tunnel_pump(t);
   }
@@ -248,33 +308,6 @@ static int tunnel_main(const char *path, const char *id_text) {
     if (tdir_pump(&t.d[0]) < 0 || tdir_pump(&t.d[1]) < 0) break;
     if ((pf[0].revents & (POLLERR | POLLHUP)) && !(pf[0].revents & POLLIN)) side_hup(&t, 0);
   }
-  return 0;
-}
-
-/*
- * `exec-agent relay` (the server's side, src/egress/proxy.ts): relays socket 0 (the session's
- * tunnel) and socket 1 (the destination) both ways with the same splice pump, then writes
- * "OUT IN\n" (bytes each way) on fd 2. The server hands a connection to it once it decided and
- * connected, so the bytes of a download never cross the server's JavaScript.
- */
-static int relay_main(void) {
-  signal(SIGPIPE, SIG_IGN);
-  set_nonblock(0); set_nonblock(1);
-  tunnel t = { .used = 1, .client = 0, .server = 1 };
-  if (tdir_init(&t.d[0], 0, 1) < 0 || tdir_init(&t.d[1], 1, 0) < 0) return 70;
-  while (!(t.d[0].shut && t.d[1].shut)) {
-    struct pollfd pf[2];
-    for (int k = 0; k < 2; k++) {
-      short ev;
-      int fd = side_fd(&t, k, &ev);
-      pf[k] = (struct pollfd){ fd, ev, 0 };
-    }
-    if (poll(pf, 2, -1) < 0 && errno != EINTR) break;
-    if (tdir_pump(&t.d[0]) < 0 || tdir_pump(&t.d[1]) < 0) break;
-    for (int k = 0; k < 2; k++)
-      if ((pf[k].revents & (POLLERR | POLLHUP)) && !(pf[k].revents & POLLIN)) side_hup(&t, k);
-  }
-  dprintf(2, "%llu %llu\n", t.d[0].moved, t.d[1].moved);
   return 0;
 }
 

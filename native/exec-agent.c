@@ -21,8 +21,10 @@
  *   exec-agent tunnel SOCKET ID
  *                              run by the server as a command of the agent: relays the egress
  *                              client the daemon announced as ID (exec-agent-egress.c).
- *   exec-agent relay           run by the server on its own host: relays sockets 0 and 1
- *                              (an egress tunnel and its destination), then reports the bytes.
+ *   exec-agent relayd          run once by the server on its own host: relays the egress
+ *                              connections the server sends it over its IPC channel (each an
+ *                              egress tunnel, or the client's socket taken from its agent, and
+ *                              the destination), reporting the bytes of each (exec-agent-relay.c).
  *   exec-agent egress-wrap PORT LINK -- CMD...
  *                              the local backend: CMD with the session's proxy on 127.0.0.1:PORT.
  *   exec-agent version         prints the protocol version.
@@ -605,6 +607,7 @@ static void signal_session(pid_t sid, int signo) {
 }
 
 #include "exec-agent-egress.c"
+#include "exec-agent-relay.c"
 
 static void handle_frame(int type, uint32_t handle, unsigned char *pl, uint32_t len) {
   proc *p = handle ? find(handle) : NULL;
@@ -650,9 +653,11 @@ static void handle_frame(int type, uint32_t handle, unsigned char *pl, uint32_t 
   }
   case S_DETACH: detaching = 1; return;
   case S_EGRESS: {
-    /* u16 port: the session's proxy listens on 127.0.0.1:port (exec-agent-egress.c). */
+    /* u16 port: the session's proxy listens on 127.0.0.1:port (exec-agent-egress.c); then an
+     * optional u8 of flags: 1, the server's relay takes client sockets (EXAGTUN2 tunnels). */
     int port = len >= 2 ? pl[0] | pl[1] << 8 : 0;
     int e = port > 0 ? egress_listen(port) : EINVAL;
+    if (!e) egress_pass = len >= 3 && (pl[2] & 1) && link_set;
     if (e) send_text(A_ERROR, handle, "egress proxy on 127.0.0.1:%d: %s", port, e == ENOTCONN ? "the agent has no link to carry tunnels" : strerror(e));
     else send_text(A_EGRESS, handle, "%d", port);
     return;
@@ -1033,7 +1038,7 @@ static int start_with_link(const char *sock, const char *link) {
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "version") == 0) { printf("%d\n", PROTOCOL_VERSION); return 0; }
   if (argc == 4 && strcmp(argv[1], "tunnel") == 0) return tunnel_main(argv[2], argv[3]);
-  if (argc == 2 && strcmp(argv[1], "relay") == 0) return relay_main();
+  if (argc == 2 && strcmp(argv[1], "relayd") == 0) return relayd_main();
   if (argc >= 6 && strcmp(argv[1], "egress-wrap") == 0) return egress_wrap_main(argc, argv);
   if (argc == 4 && strcmp(argv[1], "start") == 0) {
     if (strlen(argv[2]) >= sizeof link_path || strlen(argv[3]) >= sizeof link_path) { fprintf(stderr, "exec-agent: socket path too long\n"); return 2; }

@@ -81,9 +81,10 @@ export interface BackendSession {
    * 127.0.0.1:`port` inside the session's own network namespace and hands every connection a
    * command makes there to `accept`, whose proxy decides where it may go; the session gets no
    * other network. Docker: the exec agent listens and tunnels over its link. Rejects when the
-   * session cannot have it (then the session is not created with a `network`).
+   * session cannot have it (then the session is not created with a `network`). `offersSocket`:
+   * the tunnel's agent can hand its client's socket to the proxy's native relay (src/egress/native-relay.ts).
    */
-  enableEgress?(port: number, accept: (conn: Duplex) => void): Promise<void>;
+  enableEgress?(port: number, accept: (conn: Duplex, offersSocket?: boolean) => void): Promise<void>;
   /**
    * Commits the session's filesystem to a snapshot image; with `memory` (docker, gVisor) also
    * its memory: a live template, whose sessions start with its processes running.

@@ -11,13 +11,12 @@
  * A forwarded HTTP request is sent with `Connection: close`: one request per connection, so the
  * proxy never parses a response and each request is decided on its own.
  */
-import type { ChildProcess } from 'node:child_process';
 import { lookup } from 'node:dns/promises';
 import { connect, isIP, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { AllowEntry } from './allow-list.ts';
 import { decideEgress, mayAllowName } from './decision.ts';
-import { canRelayNatively, relayNatively } from './native-relay.ts';
+import { canRelayNatively, NativeRelays, offersClientSocket, plainTunnel } from './native-relay.ts';
 
 /** Largest request head (request line and headers) the proxy reads. */
 const MAX_HEAD_BYTES = 16 * 1024;
@@ -46,6 +45,8 @@ export interface EgressCounts {
   active: number;
   bytesOut: number;
   bytesIn: number;
+  /** Connections whose client socket the native relay took from the agent (tests, benchmarks). */
+  tookSocket: number;
 }
 
 export interface EgressProxyOptions {
@@ -82,6 +83,7 @@ async function systemResolve(host: string): Promise<string[]> {
 
 function answer(client: Duplex, status: string, body: string): void {
   const text = `${body}\n`;
+  plainTunnel(client);
   client.end(
     `HTTP/1.1 ${status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\nX-Exec-Server-Egress: ${status.startsWith('403') ? 'refused' : 'error'}\r\n\r\n${text}`,
   );
@@ -124,22 +126,33 @@ export function parseRequestHead(head: string): Target | string {
 
 /** One session's egress proxy: decides and relays every tunnel its agent brings. */
 export class EgressProxy {
-  readonly counts: EgressCounts = { connections: 0, refused: 0, active: 0, bytesOut: 0, bytesIn: 0 };
+  readonly counts: EgressCounts = {
+    connections: 0,
+    refused: 0,
+    active: 0,
+    bytesOut: 0,
+    bytesIn: 0,
+    tookSocket: 0,
+  };
   readonly #o: EgressProxyOptions;
   readonly #open = new Set<Duplex>();
-  readonly #relays = new Set<ChildProcess>();
+  readonly #native = new NativeRelays();
   #closed = false;
 
   constructor(o: EgressProxyOptions) {
     this.#o = o;
   }
 
-  /** Serves one tunnel (a command's connection to the proxy). */
-  handle(client: Duplex): void {
+  /**
+   * Serves one tunnel (a command's connection to the proxy). `offersSocket`: its agent can hand
+   * the client's socket to the native relay (an `EXAGTUN2` tunnel; native-relay.ts).
+   */
+  handle(client: Duplex, offersSocket = false): void {
     if (this.#closed) {
       client.destroy();
       return;
     }
+    if (offersSocket) offersClientSocket(client);
     client.on('error', () => undefined);
     this.#open.add(client);
     client.once('close', () => this.#open.delete(client));
@@ -153,8 +166,8 @@ export class EgressProxy {
     this.#closed = true;
     for (const c of this.#open) c.destroy();
     this.#open.clear();
-    for (const r of this.#relays) r.kill('SIGKILL');
-    this.#relays.clear();
+    // Each relayed connection still reports its bytes (and is recorded) as it stops.
+    this.#native.close();
   }
 
   #readHead(client: Duplex): Promise<{ head: string; rest: Buffer } | undefined> {
@@ -250,6 +263,7 @@ export class EgressProxy {
         });
         return;
       }
+      plainTunnel(client);
       for (const b of toUpstream) upstream.write(b);
       for (const b of toClient) client.write(b);
       bytesOut = toUpstream.reduce((n, b) => n + b.length, 0);
@@ -283,14 +297,13 @@ export class EgressProxy {
     add: (out: number, inBytes: number) => void,
   ): Promise<void> {
     try {
-      const relay = await relayNatively(client, upstream, toUpstream, toClient);
+      const relay = await this.#native.relay(client, upstream, toUpstream, toClient);
       this.#open.delete(client);
-      this.#relays.add(relay.child);
+      if (relay.took) this.counts.tookSocket++;
       const first = toUpstream.reduce((n, b) => n + b.length, 0);
       add(first, 0);
       this.counts.bytesOut += first;
       const moved = await relay.done;
-      this.#relays.delete(relay.child);
       add(moved.out, moved.in);
       this.counts.bytesOut += moved.out;
       this.counts.bytesIn += moved.in;

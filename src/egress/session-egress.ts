@@ -118,7 +118,9 @@ export class SessionEgress {
         'session.network.allow is not supported by this backend (see docs/architecture.md, "Egress")',
         { detail: { field: 'session.network' } },
       );
-    await backend.enableEgress(this.port, (conn: Duplex) => this.proxy.handle(conn));
+    await backend.enableEgress(this.port, (conn: Duplex, offersSocket?: boolean) =>
+      this.proxy.handle(conn, offersSocket),
+    );
   }
 
   info(): EgressInfo {

@@ -132,3 +132,42 @@ test('proxy: connections beyond the bound are answered 429', async (t) => {
   assert.match(second, /^HTTP\/1\.1 429 /);
   held.destroy();
 });
+
+test('proxy: the native relay counts what it relayed, and close() ends a connection it holds', async (t) => {
+  // The origin sends 300000 bytes at once and then holds the connection open.
+  let received = 0;
+  const origin = createServer((s) => {
+    s.on('data', (d: Buffer) => {
+      received += d.length;
+    });
+    s.on('error', () => undefined);
+    s.write(Buffer.alloc(300_000, 0x63));
+  });
+  await new Promise<void>((r) => origin.listen(0, '127.0.0.2', r));
+  t.after(() => origin.close());
+  const port = (origin.address() as AddressInfo).port;
+  const records: EgressRecord[] = [];
+  const proxy = new EgressProxy({
+    allow: parseAllowList([`127.0.0.2:${port}`]),
+    maxConnections: 4,
+    onRecord: (r) => records.push(r),
+  });
+  const [inner, client] = await pair();
+  proxy.handle(inner);
+  client.write(`CONNECT 127.0.0.2:${port} HTTP/1.1\r\n\r\nhello`);
+  let got = 0;
+  client.on('data', (d: Buffer) => {
+    got += d.length;
+  });
+  const answer = 'HTTP/1.1 200 Connection Established\r\n\r\n'.length;
+  while (got < answer + 300_000) await new Promise((r) => setTimeout(r, 10));
+  assert.equal(records.length, 0, 'still open');
+  const closed = new Promise((r) => client.once('close', r));
+  proxy.close();
+  await closed;
+  while (records.length === 0) await new Promise((r) => setTimeout(r, 10));
+  assert.equal(received, 5);
+  assert.equal(records[0]?.bytesIn, 300_000);
+  assert.equal(records[0]?.bytesOut, 5);
+  assert.equal(proxy.counts.active, 0);
+});

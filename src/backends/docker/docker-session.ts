@@ -215,7 +215,7 @@ export class DockerSession implements BackendSession {
   }
 
   /** Egress: the exec agent listens on 127.0.0.1:`port` and tunnels each client over its link. */
-  async enableEgress(port: number, accept: (conn: Duplex) => void): Promise<void> {
+  async enableEgress(port: number, accept: (conn: Duplex, offersSocket?: boolean) => void): Promise<void> {
     if (this.#agent === undefined)
       throw execError(
         'EXEC_ERR_UNSUPPORTED',

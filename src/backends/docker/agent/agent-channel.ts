@@ -67,7 +67,7 @@ export class AgentChannel {
   #transport: AgentTransport | undefined;
   /** The session's egress proxy port (docs/architecture.md, "Egress"): asked of every connection. */
   #egressPort: number | undefined;
-  #egressAccept: ((tunnel: Duplex) => void) | undefined;
+  #egressAccept: ((tunnel: Duplex, offersSocket?: boolean) => void) | undefined;
   owner: AgentOwner = { lostReason: () => undefined, containerRunning: async () => undefined };
 
   constructor(init: AgentChannelInit) {
@@ -119,7 +119,7 @@ export class AgentChannel {
    * link (native/exec-agent-egress.c); asked again of every later connection (a restarted agent).
    * Fails when the agent cannot: no link (reached through the engine), or the port taken.
    */
-  async enableEgress(port: number, accept: (tunnel: Duplex) => void): Promise<void> {
+  async enableEgress(port: number, accept: (tunnel: Duplex, offersSocket?: boolean) => void): Promise<void> {
     const link = this.#init.socket.link;
     if (link !== undefined) link.onTunnel = accept;
     this.#egressAccept = accept;
@@ -132,8 +132,11 @@ export class AgentChannel {
   async #listenEgress(conn: AgentConnection, port: number): Promise<void> {
     // Without a link the agent announces each client; a process of its own carries it.
     conn.onTunnel = (id) => void this.#tunnelProcess(id);
-    const p = Buffer.alloc(2);
+    // u16 port, u8 flags: 1, the proxy's relay takes client sockets (EXAGTUN2 tunnels; an agent
+    // without a link, or of an older build, ignores it).
+    const p = Buffer.alloc(3);
     p.writeUInt16LE(port, 0);
+    p.writeUInt8(1, 2);
     const reply = await conn.request(0, frame(ToAgent.EGRESS, 0, p), this.#init.timeoutMs);
     if (reply.type !== FromAgent.EGRESS)
       throw execError('EXEC_ERR_BACKEND', `exec agent cannot run the egress proxy: ${reply.payload.toString('utf8')}`);

@@ -31,6 +31,8 @@ import { execError } from '../../../errors.ts';
 export const LINK_MAGIC = Buffer.from('EXAGLNK1');
 /** What the agent sends first on an egress tunnel (one connection per proxy client), then the secret. */
 export const TUNNEL_MAGIC = Buffer.from('EXAGTUN1');
+/** The same, from an agent that can hand its client's socket over (src/egress/native-relay.ts). */
+export const TUNNEL_PASS_MAGIC = Buffer.from('EXAGTUN2');
 const SECRET_BYTES = 32;
 const GREETING_BYTES = LINK_MAGIC.length + SECRET_BYTES;
 /** A connection must present its greeting within this. */
@@ -65,7 +67,7 @@ export class AgentLink {
    * Where verified egress tunnels go (docs/architecture.md, "Egress"): the session's proxy.
    * Unset: tunnels are closed (a session without `network.allow`).
    */
-  onTunnel: ((s: Duplex) => void) | undefined;
+  onTunnel: ((s: Duplex, offersSocket: boolean) => void) | undefined;
 
   private constructor(dir: string, secret: Buffer, log: DockerLogger) {
     this.dir = dir;
@@ -196,6 +198,7 @@ export class AgentLink {
     let got = Buffer.alloc(0);
     let finished = false;
     let tunnel = false;
+    let offersSocket = false;
     const done = (ok: boolean, why?: string): void => {
       if (finished) return;
       finished = true;
@@ -216,7 +219,7 @@ export class AgentLink {
         // A command that half-closes its connection (sent everything, still reading) must not
         // lose the answer: the tunnel's end is passed on, never turned into a close.
         s.allowHalfOpen = true;
-        this.onTunnel(s);
+        this.onTunnel(s, offersSocket);
       } else s.destroy();
     };
     const timer = setTimeout(() => done(false, 'no greeting in time'), GREETING_TIMEOUT_MS);
@@ -225,7 +228,8 @@ export class AgentLink {
       if (got.length < GREETING_BYTES) return;
       const magic = got.subarray(0, LINK_MAGIC.length);
       const secret = got.subarray(LINK_MAGIC.length, GREETING_BYTES);
-      tunnel = magic.equals(TUNNEL_MAGIC);
+      offersSocket = magic.equals(TUNNEL_PASS_MAGIC);
+      tunnel = offersSocket || magic.equals(TUNNEL_MAGIC);
       if (!tunnel && !magic.equals(LINK_MAGIC)) done(false, 'not an agent greeting');
       else if (!timingSafeEqual(secret, this.#secret)) done(false, "the secret is not this container's");
       else done(true);

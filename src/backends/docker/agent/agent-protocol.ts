@@ -21,7 +21,9 @@
  *   LIST    (every kept process, its retained output, its exit)
  *   DETACH  (flush, then let this connection go)
  *   EGRESS  u16 port: listen on 127.0.0.1:port        EGRESS    "port" (listening; ERROR: it cannot)
- *           and tunnel each client over the link (native/exec-agent-egress.c; docs/architecture.md, "Egress")
+ *           and tunnel each client over the link (native/exec-agent-egress.c; docs/architecture.md, "Egress");
+ *           then optional u8 flags: 1, tunnels greet EXAGTUN2 and hand their client's socket to the
+ *           server's relay when it asks (src/egress/native-relay.ts)
  *                                                    TUNNEL    u32 id: a client waits (no link): the server
  *                                                              runs `exec-agent tunnel SOCKET id` to carry it
  *

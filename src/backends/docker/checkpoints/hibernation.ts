@@ -45,7 +45,7 @@ export type InnerSession = BackendSession & {
   readonly agent: AgentChannel | undefined;
   readonly execPathReason?: string | undefined;
   markLost(reason: string): void;
-  enableEgress(port: number, accept: (conn: Duplex) => void): Promise<void>;
+  enableEgress(port: number, accept: (conn: Duplex, offersSocket?: boolean) => void): Promise<void>;
   stats(): Promise<SessionStats>;
   prepareSandbox(sandbox: ResolvedSandbox): Promise<void>;
   containerRunning(): Promise<boolean | undefined>;
@@ -215,7 +215,7 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
   }
 
   /** Egress: asked of the agent now, and of every later connection to it (after a wake too). */
-  enableEgress(port: number, accept: (conn: Duplex) => void): Promise<void> {
+  enableEgress(port: number, accept: (conn: Duplex, offersSocket?: boolean) => void): Promise<void> {
     return this.#use(() => this.inner.enableEgress(port, accept));
   }
 
