@@ -51,7 +51,7 @@ export interface SessionFactoryDeps {
   readonly checkpoints: CheckpointStore;
   readonly gate: Pick<CreateGate, 'run'>;
   readonly lease: Pick<InstanceLease, 'ensure'>;
-  readonly fleet: Pick<DockerFleet, 'movedFrom'> | undefined;
+  readonly fleet: Pick<DockerFleet, 'movedFrom' | 'registry'> | undefined;
   /** Pools of containers restored from live templates, asked first for a snapshot's session. */
   readonly templates: Pick<TemplatePools, 'claim' | 'refill'>;
   /** The backend's sessions by container id, and the same as handed out (behind the hibernation gate). */
@@ -200,6 +200,8 @@ export class SessionFactory {
       log: this.#d.log,
       movedTo:
         this.#d.fleet === undefined ? undefined : () => this.#d.fleet?.movedFrom(id) ?? Promise.resolve(undefined),
+      released:
+        this.#d.fleet === undefined ? undefined : () => this.#d.fleet?.registry.removeClaims(id) ?? Promise.resolve(),
       forget: (s) => {
         if (this.#d.sessions.get(s.containerId) === s) {
           this.#d.sessions.delete(s.containerId);
