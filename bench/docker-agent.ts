@@ -6,8 +6,13 @@
  *
  * Cases (targets from the issue that introduced the exec agent; docs/benchmarks.md):
  *   rt        round trip of `true`, start -> closed, p50/p99: ours unsandboxed and sandboxed
- *             (container-user) vs raw exec (target <= 0.10x, sandboxed <= 0.15x, p99 <= 0.2x);
- *   pipe/pty  64 MB of output to one client vs the raw exec stream (>= 0.95x);
+ *             (container-user) vs raw exec (target <= 0.10x, sandboxed <= 0.15x, p99 <= 0.2x)
+ *             and vs the floor, a shell in the raw container fed over one attached stream
+ *             (target: p50 <= 2.0 ms, p99 <= 5 ms);
+ *   pipe/pty  64 MB of output to one client vs the raw exec stream (issue 32: pipe >= 2.5x, PTY
+ *             >= 2x), and the same stream from a local-backend server (`--backend local`, the
+ *             command on this host) in the same run (pipe >= 0.8x of it); `--no-local` leaves
+ *             that column out;
  *   signal    SIGKILL to a running `sleep` until its exit is reported (<= 10 ms p50);
  *   pool      a session from the warm pool: initialize + first `true` closed, vs a raw
  *             create + start + exec (<= 0.25x);
@@ -16,16 +21,21 @@
  *   node --import tsx bench/docker-agent.ts [--runs 100] [--mb 64] [--repeat 3]
  *     [--cases rt,pipe,pty,signal,pool,burst] [--image exec-server-test:latest]
  *     [--exec-path agent|exec]   (our side; `exec` measures the per-command fallback)
+ *     [--server-node-args '--cpu-prof --cpu-prof-dir=DIR']   (node flags of our docker server)
+ *     [--no-rt-raw]   (round trips: our sides and the floor probe only, no raw exec between them)
  *   EXEC_SERVER_DOCKER_AGENT_SOCKET_DIR=off (in the environment) has our server reach the agents
  *   through attached engine execs instead of their sockets (docs/docker-backend.md).
  */
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import type { Duplex } from 'node:stream';
 import Docker from 'dockerode';
 import { ExecServerClient } from '../src/client/index.ts';
 import { type DevServer, startDevServer } from '../test/support/dev-server.ts';
+import { cpuSeconds, startLocal } from './stream-sides.ts';
+import { floorProbe, shuffled } from './floor-probe.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -35,6 +45,9 @@ const { values: args } = parseArgs({
     cases: { type: 'string', default: 'rt,pipe,pty,signal,pool,burst' },
     image: { type: 'string', default: 'exec-server-test:latest' },
     'exec-path': { type: 'string', default: 'agent' },
+    'no-local': { type: 'boolean', default: false },
+    'server-node-args': { type: 'string', default: '' },
+    'no-rt-raw': { type: 'boolean', default: false },
   },
 });
 const RUNS = Number(args.runs);
@@ -42,6 +55,8 @@ const BYTES = Number(args.mb) * 1024 * 1024;
 const REPEAT = Number(args.repeat);
 const CASES = new Set(args.cases.split(','));
 const IMAGE = args.image;
+/** The round-trip case runs raw dockerode execs too (`--no-rt-raw`: our sides and the floor only). */
+const RAW_RT = !args['no-rt-raw'];
 const docker = new Docker();
 
 const pct = (xs: number[], p: number): number => {
@@ -62,7 +77,7 @@ function startServer(extra: string[]): Promise<DevServer> {
     image: IMAGE,
     instanceId: `bench-${randomUUID().slice(0, 8)}`,
     flags: ['--cpus', '1', ...extra],
-    env: { ...process.env, EXEC_SERVER_DOCKER_EXEC_PATH: args['exec-path'] },
+    env: { ...process.env, EXEC_SERVER_DOCKER_EXEC_PATH: args['exec-path'], NODE_OPTIONS: args['server-node-args'] },
     stdout: 'inherit',
   });
 }
@@ -119,105 +134,108 @@ async function ourRun(client: ExecServerClient, argv: string[], tty = false): Pr
 
 // --- cases ----------------------------------------------------------------------------------
 
+type Side = 'none' | 'sandboxed' | 'floor' | 'raw';
+
 async function roundTrips(url: string, raw: Docker.Container): Promise<void> {
-  const ours: Record<Sandbox, number[]> = { 'danger-full-access': [], 'workspace-write': [] };
-  const rawTimes: number[] = [];
+  const times: Record<Side, number[]> = { none: [], sandboxed: [], floor: [], raw: [] };
   const clients = {
-    'danger-full-access': await ourSession(url, 'danger-full-access'),
-    'workspace-write': await ourSession(url, 'workspace-write'),
+    none: await ourSession(url, 'danger-full-access'),
+    sandboxed: await ourSession(url, 'workspace-write'),
   };
-  for (let i = 0; i < 5; i++) {
-    await ourRun(clients['danger-full-access'], ['true']);
-    await ourRun(clients['workspace-write'], ['true']);
-    await rawExec(raw, ['true']);
-  }
+  const floor = await floorProbe(raw);
+  const once = async (side: Side): Promise<void> => {
+    if (side === 'floor') await floor.run();
+    else if (side === 'raw') await rawExec(raw, ['true']);
+    else await ourRun(clients[side], ['true']);
+  };
+  const sides: Side[] = RAW_RT ? ['none', 'sandboxed', 'floor', 'raw'] : ['none', 'sandboxed', 'floor'];
+  for (let i = 0; i < 5; i++) for (const s of sides) await once(s);
   for (let i = 0; i < RUNS; i++) {
-    // Interleaved, so a noisy moment hits all three alike.
-    for (const s of ['danger-full-access', 'workspace-write'] as const) {
+    // Interleaved, in a new random order each run: a noisy moment, or the engine's work after a
+    // raw exec (its events, its cleanup), falls on every side alike. A fixed order had the side
+    // right after the raw exec pay for it: that was the "unsandboxed slower than sandboxed" gap.
+    for (const s of shuffled(sides)) {
       const t = performance.now();
-      await ourRun(clients[s], ['true']);
-      ours[s].push(performance.now() - t);
+      await once(s);
+      times[s].push(performance.now() - t);
     }
-    const t = performance.now();
-    await rawExec(raw, ['true']);
-    rawTimes.push(performance.now() - t);
   }
+  floor.close();
   for (const c of Object.values(clients)) await c.deleteSession();
-  const r50 = median(rawTimes);
-  const r99 = pct(rawTimes, 99);
-  for (const [name, xs] of [
-    ['none', ours['danger-full-access']],
-    ['sandboxed', ours['workspace-write']],
-  ] as const) {
-    row(`round trip ${name} p50`, `${fmt(median(xs), 2)} ms`, `${fmt(r50, 2)} ms`, `${fmt(median(xs) / r50, 3)}x`);
-    row(`round trip ${name} p99`, `${fmt(pct(xs, 99), 2)} ms`, `${fmt(r99, 2)} ms`, `${fmt(pct(xs, 99) / r99, 3)}x`);
-  }
+  const f = { 50: median(times.floor), 99: pct(times.floor, 99) };
+  const r = { 50: median(times.raw), 99: pct(times.raw, 99) };
+  row('round trip floor (attached shell) p50 / p99', `${fmt(f[50], 2)} / ${fmt(f[99], 2)} ms`, '', '');
+  for (const name of ['none', 'sandboxed'] as const)
+    for (const p of [50, 99] as const) {
+      const v = pct(times[name], p);
+      const vsRaw = RAW_RT ? `${fmt(v / r[p], 3)}x, ` : '';
+      row(
+        `round trip ${name} p${p}`,
+        `${fmt(v, 2)} ms`,
+        RAW_RT ? `${fmt(r[p], 2)} ms` : '',
+        `${vsRaw}${fmt(v / f[p], 2)}x floor`,
+      );
+    }
+  row(
+    'load average (1, 5, 15 min)',
+    loadavg()
+      .map((l) => l.toFixed(2))
+      .join(', '),
+    '',
+    '',
+  );
 }
 
-/** CPU seconds used so far by the processes a stream crosses outside the container. */
-function cpuSeconds(serverPid: number | undefined): Record<'client' | 'server' | 'engine', number> {
-  const ticks = (pid: number | string): number => {
-    try {
-      const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-      return Number(f[11]) + Number(f[12]);
-    } catch {
-      return 0;
-    }
-  };
-  let engine = 0;
-  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
-    let comm = '';
-    try {
-      comm = readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
-    } catch {
-      continue;
-    }
-    if (comm === 'dockerd' || comm.startsWith('containerd-shim')) engine += ticks(pid);
-  }
-  // Clock ticks: 100 per second on Linux.
-  return {
-    client: ticks(process.pid) / 100,
-    server: serverPid === undefined ? 0 : ticks(serverPid) / 100,
-    engine: engine / 100,
-  };
-}
+type StreamSide = 'ours' | 'raw' | 'local';
 
-async function streams(url: string, raw: Docker.Container, tty: boolean, serverPid: number | undefined): Promise<void> {
+async function streams(
+  url: string,
+  raw: Docker.Container,
+  tty: boolean,
+  serverPid: number | undefined,
+  local: { url: string; child: ChildProcess } | undefined,
+): Promise<void> {
   const client = await ourSession(url, 'danger-full-access');
+  const localClient = local ? await ourSession(local.url, 'danger-full-access') : undefined;
   const cmd = ['head', '-c', String(BYTES), '/dev/zero'];
-  const oursMbs: number[] = [];
-  const rawMbs: number[] = [];
+  const mbs: Record<StreamSide, number[]> = { ours: [], raw: [], local: [] };
   // CPU seconds per run outside the container: what the path costs whatever else the host runs.
-  const cpu = { ours: [] as number[][], raw: [] as number[][] };
+  const cpu: Record<StreamSide, number[][]> = { ours: [], raw: [], local: [] };
+  const run = (side: StreamSide): Promise<number> =>
+    side === 'ours'
+      ? ourRun(client, cmd, tty)
+      : side === 'local' && localClient
+        ? ourRun(localClient, cmd, tty)
+        : rawExec(raw, cmd, tty);
+  const sides: StreamSide[] = localClient ? ['ours', 'raw', 'local'] : ['ours', 'raw'];
   // Steady state: two full-size streams per side first, measured and thrown away. A fresh
   // server (and client) runs its first streams while V8 still compiles their paths: on the
   // 2-vCPU VM the first 64 MB arrived at about 50 MB/s, the third at about 90.
-  for (let i = 0; i < 2; i++) {
-    await ourRun(client, cmd, tty);
-    await rawExec(raw, cmd, tty);
-  }
+  for (let i = 0; i < 2; i++) for (const side of sides) await run(side);
   for (let i = 0; i < REPEAT; i++) {
-    const sides = i % 2 === 0 ? (['ours', 'raw'] as const) : (['raw', 'ours'] as const);
-    for (const side of sides) {
-      const before = cpuSeconds(serverPid);
+    // Rotated, so a noisy moment hits every side alike.
+    const order = sides.map((_, k) => sides[(k + i) % sides.length] as StreamSide);
+    for (const side of order) {
+      const pid = side === 'local' ? local?.child.pid : serverPid;
+      const before = cpuSeconds(pid);
       const t = performance.now();
-      const bytes = side === 'ours' ? await ourRun(client, cmd, tty) : await rawExec(raw, cmd, tty);
-      const mbs = bytes / 1e6 / ((performance.now() - t) / 1000);
-      const after = cpuSeconds(serverPid);
-      (side === 'ours' ? oursMbs : rawMbs).push(mbs);
+      const bytes = await run(side);
+      mbs[side].push(bytes / 1e6 / ((performance.now() - t) / 1000));
+      const after = cpuSeconds(pid);
       cpu[side].push([after.client - before.client, after.server - before.server, after.engine - before.engine]);
     }
   }
   await client.deleteSession();
-  const o = median(oursMbs);
-  const r = median(rawMbs);
+  await localClient?.deleteSession();
+  const span = (xs: number[]): string => `${fmt(median(xs))} MB/s (${fmt(Math.min(...xs))}-${fmt(Math.max(...xs))})`;
+  const o = median(mbs.ours);
+  const r = median(mbs.raw);
   const name = `${tty ? 'PTY' : 'pipe'} ${args.mb} MB`;
-  row(
-    name,
-    `${fmt(o)} MB/s (${fmt(Math.min(...oursMbs))}-${fmt(Math.max(...oursMbs))})`,
-    `${fmt(r)} MB/s (${fmt(Math.min(...rawMbs))}-${fmt(Math.max(...rawMbs))})`,
-    `${fmt(o / r, 2)}x`,
-  );
+  row(name, span(mbs.ours), span(mbs.raw), `${fmt(o / r, 2)}x`);
+  if (localClient) {
+    const l = median(mbs.local);
+    row(`${name}, local backend (same run)`, span(mbs.ours), span(mbs.local), `${fmt(o / l, 2)}x of local`);
+  }
   const cpuOf = (runs: number[][]): { total: number; text: string } => {
     const part = (k: number): number => median(runs.map((r) => r[k] ?? 0));
     const [c, s, e] = [part(0), part(1), part(2)];
@@ -229,6 +247,11 @@ async function streams(url: string, raw: Docker.Container, tty: boolean, serverP
   const oc = cpuOf(cpu.ours);
   const rc = cpuOf(cpu.raw);
   row(`${name} CPU outside the container`, oc.text, rc.text, `${fmt(oc.total / rc.total, 2)}x`);
+  if (localClient) {
+    // The local server's figure includes its command (`head`), which runs outside any container.
+    const lc = cpuOf(cpu.local);
+    row(`${name} CPU, local backend`, oc.text, lc.text, `${fmt(oc.total / lc.total, 2)}x`);
+  }
 }
 
 async function signals(url: string): Promise<void> {
@@ -324,6 +347,11 @@ async function main(): Promise<void> {
   console.log(
     `# docker path vs raw dockerode exec: image ${IMAGE}, our exec path ${args['exec-path']}, ${RUNS} runs, ${args.mb} MB streams x ${REPEAT}`,
   );
+  console.log(
+    `load average before: ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  );
   console.log('case | ours | raw dockerode | ratio');
   const needsServer = ['rt', 'pipe', 'pty', 'signal', 'burst'].some((c) => CASES.has(c));
   const raw = await rawContainer();
@@ -333,8 +361,14 @@ async function main(): Promise<void> {
       const { url, child } = server;
       try {
         if (CASES.has('rt')) await roundTrips(url, raw);
-        if (CASES.has('pipe')) await streams(url, raw, false, child.pid);
-        if (CASES.has('pty')) await streams(url, raw, true, child.pid);
+        const streaming = CASES.has('pipe') || CASES.has('pty');
+        const local = streaming && !args['no-local'] ? await startLocal() : undefined;
+        try {
+          if (CASES.has('pipe')) await streams(url, raw, false, child.pid, local);
+          if (CASES.has('pty')) await streams(url, raw, true, child.pid, local);
+        } finally {
+          await local?.stop();
+        }
         if (CASES.has('signal')) await signals(url);
         if (CASES.has('burst')) await burst(url);
       } finally {
@@ -345,6 +379,11 @@ async function main(): Promise<void> {
   } finally {
     await remove(raw);
   }
+  console.log(
+    `load average after: ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  );
   console.log(`\n${rows.length} rows measured.`);
 }
 

@@ -149,11 +149,31 @@ static long long link_next_dial; /* ms; 0: now */
 static int link_backoff_ms;      /* after a failed dial; reset by a server's hello */
 static long long streaming_at; /* last output read (ms): while output streams, poll spins */
 #define SPIN_MS 1
+/*
+ * While output streams without a pause, what was read waits up to HOLD_US (or until HOLD_BYTES
+ * are queued) for more before it is written to the server: a terminal hands out at most 4 KiB
+ * per read, and each frame costs the server a parse, a log chunk, a client frame and an
+ * acknowledgement back here (which wakes this loop). Output that starts after a pause, or
+ * that sits behind a control frame (an exit, a reply), is never held.
+ */
+#define HOLD_US 500
+#define HOLD_BYTES (64 * 1024)
+#define HOLD_NAP_NS 100000 /* a held stream naps between polls instead of spinning */
+#define STREAK_US 1000 /* output counts as a stream once it has run this long without a pause */
+static long long q_first_us;  /* when the oldest unwritten frame was queued */
+static int q_ctl;             /* control frames queued */
+static long long streak_start_us, last_read_us;
 
 static long long now_ms(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static long long now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (long long)t.tv_sec * 1000000 + t.tv_nsec / 1000;
 }
 
 static void put32(unsigned char *p, uint32_t v) { p[0] = v; p[1] = v >> 8; p[2] = v >> 16; p[3] = v >> 24; }
@@ -180,6 +200,8 @@ static void enqueue(seg *s, int type, int stream, uint32_t handle, int with_offs
   if (with_offset) put64(it->hdr + HDR, s->offset);
   it->hlen = HDR + (with_offset ? 8 : 0);
   it->s = s; it->total = HDR + plen; it->sent = 0; it->next = NULL;
+  if (!q_head) q_first_us = now_us();
+  if (type != A_OUTPUT) q_ctl++;
   if (q_tail) q_tail->next = it; else q_head = it;
   q_tail = it;
   q_bytes += it->total;
@@ -205,7 +227,7 @@ static void send_text(int type, uint32_t handle, const char *fmt, ...) {
 
 static void q_free_all(void) {
   while (q_head) { qitem *it = q_head; q_head = it->next; seg_unref(it->s); free(it); }
-  q_tail = NULL; q_bytes = 0;
+  q_tail = NULL; q_bytes = 0; q_ctl = 0;
 }
 
 /* Lets the current connection go: queued frames are dropped (retention keeps the output). */
@@ -284,8 +306,10 @@ static void flush_queue(void) {
       uint32_t rest = it->total - it->sent;
       if (left < rest) { it->sent += (uint32_t)left; q_bytes -= left; break; }
       left -= rest; q_bytes -= rest;
+      if (it->hdr[4] != A_OUTPUT) q_ctl--;
       q_head = it->next;
       if (!q_head) q_tail = NULL;
+      else q_first_us = now_us(); /* what is left waits its own hold at most */
       seg_unref(it->s); free(it);
     }
   }
@@ -358,6 +382,9 @@ static int read_output(proc *p, int i) {
     n += more;
   }
   streaming_at = now_ms();
+  long long read_us = now_us();
+  if (read_us - last_read_us > SPIN_MS * 1000) streak_start_us = read_us;
+  last_read_us = read_us;
   if (n < READ_CHUNK / 2) {
     seg *t = realloc(s, sizeof(seg) + (size_t)n);
     if (t) s = t;
@@ -831,10 +858,42 @@ static int due_exits(void) {
   return timeout;
 }
 
+/* Whether the queue may wait for more output (HOLD_US): only a stream's output, unwritten. */
+static int hold_output(void) {
+  if (!q_head || q_ctl > 0 || q_bytes >= HOLD_BYTES || q_head->sent > 0 || detaching) return 0;
+  long long t = now_us();
+  return t - streak_start_us >= STREAK_US && t - q_first_us < HOLD_US;
+}
+
+/*
+ * Polls the loop's descriptors. While output streams, without sleeping for up to SPIN_MS,
+ * yielding the CPU: on a virtual machine, waking a halted CPU for each piece a terminal or pipe
+ * delivers costs more than the spin (the PTY relay measured the same). An idle session costs
+ * nothing. While output is held it naps instead (HOLD_NAP_NS): the spin's CPU is the
+ * container's, so it counts against the session's CPU limit (a terminal stream was throttled up
+ * to 100 ms per 64 MB under --cpus 1), and the nap lets the terminal fill for the next read.
+ * Returns poll's result, or -2 when a hold ended with nothing new to read.
+ */
+static int poll_events(struct pollfd *pf, int n, int timeout, int held) {
+  int r = 0;
+  int spun = now_ms() - streaming_at <= SPIN_MS;
+  if (spun) {
+    long long until = now_ms() + SPIN_MS;
+    while ((r = poll(pf, (nfds_t)n, 0)) == 0 && now_ms() < until && !(held && !hold_output())) {
+      if (held) { struct timespec nap = { 0, HOLD_NAP_NS }; nanosleep(&nap, NULL); }
+      else sched_yield();
+    }
+  }
+  if (r == 0 && held && spun) return -2;
+  if (r == 0) r = poll(pf, (nfds_t)n, timeout);
+  return r;
+}
+
 static void daemon_loop(void) {
   for (;;) {
     int timeout = due_exits();
-    if (q_head) flush_queue();
+    int held = hold_output();
+    if (q_head && !held) flush_queue();
     if (detaching && !q_head) drop_connection();
     if (link_set && conn_in < 0) {
       if (now_ms() >= link_next_dial) dial_link();
@@ -852,7 +911,7 @@ static void daemon_loop(void) {
     pf[n] = (struct pollfd){ listen_fd, POLLIN, 0 }; owner[n] = NULL; which[n++] = -1;
     pf[n] = (struct pollfd){ sig_fd, POLLIN, 0 }; owner[n] = NULL; which[n++] = -2;
     if (conn_in >= 0 && !detaching) { pf[n] = (struct pollfd){ conn_in, POLLIN, 0 }; owner[n] = NULL; which[n++] = -3; }
-    if (conn_out >= 0 && q_head) { pf[n] = (struct pollfd){ conn_out, POLLOUT, 0 }; owner[n] = NULL; which[n++] = -4; }
+    if (conn_out >= 0 && q_head && !held) { pf[n] = (struct pollfd){ conn_out, POLLOUT, 0 }; owner[n] = NULL; which[n++] = -4; }
     if (conn_ctl >= 0) { pf[n] = (struct pollfd){ conn_ctl, POLLIN, 0 }; owner[n] = NULL; which[n++] = -5; }
     int queue_full = q_bytes >= QUEUE_CAP;
     for (int i = 0; i < MAX_PROCS; i++) {
@@ -868,17 +927,9 @@ static void daemon_loop(void) {
     for (int k = 0; k < ne; k++) owner[n + k] = NULL;
     n += ne;
     if (queue_full && timeout < 0) timeout = 50;
-    int r = 0;
-    /*
-     * While output streams, poll without sleeping for up to SPIN_MS, yielding the CPU: on a
-     * virtual machine, waking a halted CPU for each piece a terminal or pipe delivers costs more
-     * than the spin (the PTY relay measured the same). An idle session costs nothing.
-     */
-    if (now_ms() - streaming_at <= SPIN_MS) {
-      long long until = now_ms() + SPIN_MS;
-      while ((r = poll(pf, (nfds_t)n, 0)) == 0 && now_ms() < until) sched_yield();
-    }
-    if (r == 0) r = poll(pf, (nfds_t)n, timeout);
+    if (held && (timeout < 0 || timeout > 1)) timeout = 1;
+    int r = poll_events(pf, n, timeout, held);
+    if (r == -2) continue; /* the hold ended with nothing new: written at the top */
     if (r < 0 && errno != EINTR) { perror("exec-agent: poll"); exit(70); }
     for (int k = 0; r > 0 && k < n; k++) {
       if (!pf[k].revents) continue;

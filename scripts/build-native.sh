@@ -4,6 +4,8 @@
 #    it the local backend refuses PTY mode with a clear error (pipe mode and docker still work);
 #  - build/sandbox-join (native/sandbox-join.c): the holder of a kept-warm sandbox and the way
 #    into it; without it every sandboxed command gets its own bwrap (slower, same confinement);
+#  - build/relay-spawner (native/relay-spawner.c): starts a local session's relays so the server
+#    need not fork itself per command; without it the server spawns each relay (slower);
 #  - build/exec-agent (native/exec-agent.c, statically linked: it runs inside session containers
 #    of any image): the docker backend's agent; without it docker sessions use one engine exec
 #    per command (slower, same contract).
@@ -15,7 +17,7 @@ cc=$(command -v cc || command -v gcc || command -v clang) || {
   exit 0
 }
 mkdir -p build
-for helper in pty-relay sandbox-join; do
+for helper in pty-relay sandbox-join relay-spawner; do
   if "$cc" -O2 -Wall -o "build/$helper.tmp" "native/$helper.c"; then
     mv "build/$helper.tmp" "build/$helper"
   else

@@ -81,7 +81,8 @@ export class RecordingSink implements ProcessSink {
   output(stream: StreamName, data: Buffer): void {
     if (this.exitResult !== undefined) this.violations.push('output after exit');
     this.bytes += data.length;
-    if (this.keep) this.chunks.push({ stream, data });
+    // The sink contract: copy what is kept (the backend reuses its read buffer).
+    if (this.keep) this.chunks.push({ stream, data: Buffer.from(data) });
   }
 
   exit(result: BackendExit): void {

@@ -6,7 +6,6 @@
  * control socket closes, which also happens when the server dies, even by SIGKILL. A relay
  * whose command left nothing behind exits right after the command.
  */
-import type { ChildProcess } from 'node:child_process';
 import type { Duplex } from 'node:stream';
 import type { BackendExit, SandboxType } from '../types.ts';
 import type { OutputChannels } from './output-channels.ts';
@@ -29,6 +28,15 @@ export interface RelaySpawn {
   readonly keepers?: Keepers | undefined;
 }
 
+/** A relay as its keepers see it: a `ChildProcess`, or one the session's spawner started (relay-spawner.ts). */
+export interface RelayProcess {
+  readonly pid?: number | undefined;
+  readonly exitCode: number | null;
+  readonly signalCode: NodeJS.Signals | null;
+  kill(signal?: NodeJS.Signals): boolean;
+  once(event: 'exit', listener: (code: number | null, signal: NodeJS.Signals | null) => void): unknown;
+}
+
 /** How long `killAll` waits for relays to report they are gone. */
 const KILL_WAIT_MS = 5_000;
 
@@ -43,7 +51,7 @@ export interface KeptRelay {
 }
 
 /** A relay's handle: `kill` writes the control line, `gone` follows the process. */
-export function keptRelay(relay: ChildProcess): KeptRelay {
+export function keptRelay(relay: RelayProcess): KeptRelay {
   const gone = new Promise<void>((resolve) => {
     if (relay.exitCode !== null || relay.signalCode !== null) resolve();
     else relay.once('exit', () => resolve());
@@ -109,7 +117,7 @@ export function onControlLines(control: Duplex, handle: (word: string, n: number
  * reported reaches us before its control socket closes.
  */
 export function watchRelayEnd(
-  relay: ChildProcess,
+  relay: RelayProcess,
   control: Duplex | undefined,
   on: { exited: (s: BackendExit) => void; lost: (why: string) => void; done: () => boolean },
 ): void {

@@ -33,6 +33,7 @@ import { localFs } from './local-fs.ts';
 import { sandboxJoinPath } from './native-helpers.ts';
 import type { OutputChannels } from './output-channels.ts';
 import { spawnPipe } from './pipe-process.ts';
+import { RelaySpawner } from './relay-spawner.ts';
 import { connectLocalPort } from './port-forward.ts';
 import { processTreeStats } from './process-stats.ts';
 import { spawnPty } from './pty-process.ts';
@@ -151,6 +152,8 @@ export class LocalSession implements BackendSession {
   readonly #setup: SpawnSetup;
   readonly #warm: WarmSandboxes | undefined;
   readonly #keepers = new Keepers();
+  /** Starts the relays of pipe-mode commands, once the first one runs (relay-spawner.ts). */
+  #spawner: Promise<RelaySpawner | undefined> | undefined;
   readonly #clientDirs: ClientDirectories;
   /** Something running as the server's user may have written into the workspace since it was last lent. */
   #dirty: boolean;
@@ -243,7 +246,10 @@ export class LocalSession implements BackendSession {
     };
     if (req.mode === 'pty') return spawnPty({ ...common, size: req.size, pinning: ptyPinning }, sink);
     const argv0 = sandboxType === 'none' ? req.arg0 : undefined;
-    return spawnPipe({ ...common, argv0, stdin: req.mode === 'pipe' }, sink);
+    // Unsandboxed commands only, for now: sandboxed ones still start from the server.
+    this.#spawner ??= sandboxType === 'none' ? RelaySpawner.start().catch(() => undefined) : undefined;
+    const spawner = sandboxType === 'none' ? await this.#spawner : undefined;
+    return spawnPipe({ ...common, argv0, stdin: req.mode === 'pipe', spawner }, sink);
   }
 
   /**
@@ -365,6 +371,7 @@ export class LocalSession implements BackendSession {
     const log = this.#setup.log;
     this.#egress?.close();
     await Promise.all([this.#keepers.killAll(), this.#warm?.close()]);
+    await (await this.#spawner)?.close();
     await rm(this.#places.layout.privateTmp, { recursive: true, force: true }).catch((err: unknown) =>
       log.warn({ err }, 'could not remove the private /tmp'),
     );

@@ -8,12 +8,13 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { Socket } from 'node:net';
-import type { Duplex, Readable } from 'node:stream';
+import type { Duplex, Readable, Writable } from 'node:stream';
 import { execError } from '../../errors.ts';
 import type { BackendExit, BackendProcess, ProcessSink, SignalName, TerminalSize } from '../types.ts';
 import { spawnFailure } from '../spawn-failure.ts';
 import { keptRelay, onControlLines, type RelaySpawn, watchRelayEnd } from './keepers.ts';
 import { ptyRelayPath, ptyRelayProblem } from './pty-process.ts';
+import type { RelaySpawner, SpawnedRelay } from './relay-spawner.ts';
 import { signalGroup, signalName } from './signals.ts';
 
 /** After the exit, how long to wait for pipes held open by leftover grandchildren. */
@@ -28,6 +29,8 @@ const STDIN_BUFFER_LIMIT = 8 * 1024 * 1024;
 export interface PipeSpawn extends RelaySpawn {
   readonly argv0?: string | undefined;
   readonly stdin: boolean;
+  /** The session's relay spawner: the relay is its child rather than ours (relay-spawner.ts). */
+  readonly spawner?: RelaySpawner | undefined;
 }
 
 /** What a pipe process and its relay's handlers share: the command's pid once known, its exit, paused output. */
@@ -37,28 +40,27 @@ interface PipeState {
   paused: boolean;
 }
 
+/** The relay's arguments for `opts`. */
+function relayArgs(opts: PipeSpawn): string[] {
+  const arg0 = opts.argv0 !== undefined ? ['--arg0', opts.argv0] : [];
+  return [...(opts.reportExec ? ['--exec-report'] : []), '--pipe', ...arg0, opts.file, ...opts.args];
+}
+
 /** The relay (or, without one, the command itself) started with the command's stdio. */
 function startRelay(opts: PipeSpawn, viaRelay: boolean, childEnd: Socket | undefined): ChildProcess {
-  const arg0 = opts.argv0 !== undefined ? ['--arg0', opts.argv0] : [];
-  return spawn(
-    viaRelay ? ptyRelayPath() : opts.file,
-    viaRelay
-      ? [...(opts.reportExec ? ['--exec-report'] : []), '--pipe', ...arg0, opts.file, ...opts.args]
-      : [...opts.args],
-    {
-      cwd: opts.cwd,
-      env: opts.env,
-      argv0: viaRelay ? undefined : opts.argv0,
-      detached: true,
-      stdio: [opts.stdin ? 'pipe' : 'ignore', childEnd ?? 'pipe', 'pipe', viaRelay ? 'pipe' : 'ignore'],
-    },
-  );
+  return spawn(viaRelay ? ptyRelayPath() : opts.file, viaRelay ? relayArgs(opts) : [...opts.args], {
+    cwd: opts.cwd,
+    env: opts.env,
+    argv0: viaRelay ? undefined : opts.argv0,
+    detached: true,
+    stdio: [opts.stdin ? 'pipe' : 'ignore', childEnd ?? 'pipe', 'pipe', viaRelay ? 'pipe' : 'ignore'],
+  });
 }
 
 /** The process as the backend hands it out: stdin, signals to its group, output flow. */
 function pipeProcess(
   opts: PipeSpawn,
-  relay: ChildProcess,
+  relay: { readonly stdin: Writable | null },
   stdout: Readable | null,
   stderr: Readable | null,
   st: PipeState,
@@ -120,6 +122,26 @@ function startError(opts: PipeSpawn, err: NodeJS.ErrnoException): Error {
   return execError('EXEC_ERR_INTERNAL', `failed to start ${opts.file}: ${err.message}`, { cause: err });
 }
 
+/**
+ * The relay started by the session's spawner; undefined when there is none or it is gone (the
+ * server then spawns the relay itself). A start that failed is the command's error.
+ */
+async function spawnedRelay(opts: PipeSpawn): Promise<SpawnedRelay | undefined> {
+  if (!opts.spawner?.alive) return undefined;
+  try {
+    return await opts.spawner.spawn(ptyRelayPath(), relayArgs(opts), opts);
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    if (e.code === undefined) return undefined;
+    throw startError({ ...opts, file: ptyRelayPath() }, e);
+  }
+}
+
+/** A channel for stdout that reads into the shared buffer (output-channels.ts), if there is one. */
+function outputChannel(opts: PipeSpawn, sink: ProcessSink) {
+  return opts.channels?.open((d) => sink.output('stdout', d)).catch(() => undefined);
+}
+
 export async function spawnPipe(
   opts: PipeSpawn,
   sink: ProcessSink,
@@ -127,9 +149,10 @@ export async function spawnPipe(
   // Without the relay (no C compiler at install) the command is our child directly: it then
   // runs in its own process group, but what it leaves behind is not kept, and can outlive us.
   const viaRelay = ptyRelayProblem() === undefined;
-  const channel = await opts.channels?.open((d) => sink.output('stdout', d)).catch(() => undefined);
+  const spawned = viaRelay ? await spawnedRelay(opts) : undefined;
+  const channel = spawned ? undefined : await outputChannel(opts, sink);
   return new Promise((resolve, reject) => {
-    const relay = startRelay(opts, viaRelay, channel?.childEnd);
+    const relay = spawned ?? startRelay(opts, viaRelay, channel?.childEnd);
     channel?.childEnd.destroy(); // the relay has its own copy now (or never will)
     const stdout: Readable | null = channel?.reader ?? relay.stdout;
     const stderr = relay.stderr;

@@ -6,6 +6,7 @@
  * deadline. The connection can end (server detach, agent killed, engine gone) without the
  * daemon's processes ending; `AgentChannel` decides what that means for them.
  */
+import { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type Docker from 'dockerode';
 import { execError } from '../../../errors.ts';
@@ -20,6 +21,7 @@ import {
   type ProcRecord,
 } from './agent-protocol.ts';
 import { LINK_IN_CONTAINER, type AgentLink } from './agent-link.ts';
+import { readIntoSharedBuffer } from './link-reader.ts';
 import { AGENT_DIR } from '../container/container-config.ts';
 import { runControl, startExec } from '../exec/exec-runner.ts';
 import type { DockerLogger } from '../options.ts';
@@ -27,6 +29,9 @@ import type { DockerLogger } from '../options.ts';
 /** Where the agent lives in a session container (root-only; see docs/docker-backend.md). */
 export { AGENT_DIR };
 export const AGENT_PATH = `${AGENT_DIR}/exec-agent`;
+
+/** How long a frame sent with `sendLater` waits at most for an urgent one to ride with. */
+const LATER_MS = 20;
 
 /** What a process handle receives. */
 export interface HandleListener {
@@ -70,6 +75,9 @@ export class AgentConnection {
   #closed = false;
   #closeReason = 'agent connection closed';
   #detaching = false;
+  /** Frames that may wait for the next urgent one (`sendLater`). */
+  #later: Buffer[] = [];
+  #laterTimer: NodeJS.Timeout | undefined;
   readonly #closedListeners: Array<(reason: string) => void> = [];
   /** An egress client waits for its tunnel process (no link; exec-agent-egress.c): its id. */
   onTunnel: ((id: number) => void) | undefined;
@@ -78,7 +86,6 @@ export class AgentConnection {
   readonly transport: AgentTransport;
 
   private constructor(socket: Duplex, log: DockerLogger, transport: AgentTransport) {
-    this.#socket = socket;
     this.#log = log;
     this.transport = transport;
     const parser = new AgentStreamParser(
@@ -87,9 +94,18 @@ export class AgentConnection {
       (err) => this.#end(`exec agent stream broken: ${err.message}`),
       transport === 'socket' ? 'raw' : 'docker',
     );
-    socket.on('data', (d: Buffer) => parser.push(d));
-    // A link's socket is handed over paused (agent-link.ts): a listener alone does not resume it.
-    if (transport === 'socket') socket.resume();
+    // A link's socket reads into the server's shared buffer (link-reader.ts): frames are views.
+    const moved =
+      transport === 'socket' && socket instanceof Socket
+        ? readIntoSharedBuffer(socket, (d) => parser.push(d))
+        : undefined;
+    if (moved !== undefined) socket = moved;
+    else {
+      socket.on('data', (d: Buffer) => parser.push(d));
+      // A link's socket is handed over paused (agent-link.ts): a listener alone does not resume it.
+      if (transport === 'socket') socket.resume();
+    }
+    this.#socket = socket;
     socket.on('error', (err) => log.debug({ err: err.message }, 'exec agent stream error'));
     socket.once('close', () => this.#end(this.#closeReason));
   }
@@ -164,7 +180,38 @@ export class AgentConnection {
   }
 
   send(data: Buffer): void {
-    if (!this.#closed) this.#socket.write(data);
+    if (this.#closed) return;
+    if (this.#later.length === 0) {
+      this.#socket.write(data);
+      return;
+    }
+    // What waited rides along: one write, one wake-up of the agent.
+    this.#later.push(data);
+    this.#flushLater();
+  }
+
+  /**
+   * Sends `data` with the next frame that must go now, or within `LATER_MS`: for frames no one
+   * waits on (a process forgotten, credit far below the window). Each write to the agent wakes
+   * it; a `true` round trip used to cost two (the previous command's FORGET, then the spawn).
+   * Frames keep their order: an urgent `send` writes what waits first.
+   */
+  sendLater(data: Buffer): void {
+    if (this.#closed) return;
+    this.#later.push(data);
+    if (this.#laterTimer === undefined) {
+      this.#laterTimer = setTimeout(() => this.#flushLater(), LATER_MS);
+      this.#laterTimer.unref();
+    }
+  }
+
+  #flushLater(): void {
+    clearTimeout(this.#laterTimer);
+    this.#laterTimer = undefined;
+    if (this.#later.length === 0) return;
+    const all = this.#later.length === 1 ? (this.#later[0] as Buffer) : Buffer.concat(this.#later);
+    this.#later = [];
+    if (!this.#closed) this.#socket.write(all);
   }
 
   /** Sends `request` for `handle` and resolves with the agent's first reply for it. */
@@ -202,6 +249,7 @@ export class AgentConnection {
 
   close(reason = 'agent connection closed'): void {
     this.#closeReason = reason;
+    this.#flushLater();
     this.#socket.destroy();
   }
 
@@ -234,7 +282,7 @@ export class AgentConnection {
     if (f.type === FromAgent.HELLO || (f.type === FromAgent.ERROR && f.handle === 0 && this.#onHello)) {
       const h = this.#onHello;
       this.#onHello = undefined;
-      h?.(f);
+      h?.(kept(f));
       return;
     }
     if (f.type === FromAgent.TUNNEL && f.payload.length >= 4) {
@@ -250,7 +298,7 @@ export class AgentConnection {
         f.type === FromAgent.EGRESS)
     ) {
       this.#waiting.delete(f.handle);
-      waiter(f);
+      waiter(kept(f));
       return;
     }
     const listener = this.#listeners.get(f.handle);
@@ -295,9 +343,16 @@ export class AgentConnection {
     if (this.#closed) return;
     this.#closed = true;
     this.#closeReason = reason;
+    clearTimeout(this.#laterTimer);
+    this.#later = [];
     this.#socket.destroy();
     for (const l of this.#closedListeners.splice(0)) l(reason);
   }
+}
+
+/** A frame whose payload outlives the read it came in (a reply resolved later): a copy. */
+function kept(f: AgentFrame): AgentFrame {
+  return { ...f, payload: Buffer.from(f.payload) };
 }
 
 /**

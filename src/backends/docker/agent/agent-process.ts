@@ -31,6 +31,12 @@ import type { AgentConnection, HandleListener } from './agent-connection.ts';
 
 /** Unread stdin the server lets a command have in flight (as the local backend). */
 const STDIN_LIMIT = 8 * 1024 * 1024;
+/**
+ * Credit below this many bytes is sent with the next urgent frame (or within 20 ms) rather
+ * than on its own: an eighth of the smallest window the server gives an agent (64 KiB,
+ * `agentWindowFor`), so the agent never stops reading for want of it.
+ */
+const LAZY_CREDIT_BYTES = 8 * 1024;
 /** Stdin goes out in frames of at most this size. */
 const STDIN_FRAME = 256 * 1024;
 
@@ -55,6 +61,8 @@ export class AgentProcess implements BackendProcess, HandleListener {
   #received: number;
   #acked: number;
   #ackScheduled = false;
+  /** Credit the agent surely has: sent at once, not with `sendLater`. */
+  #creditSent: number;
   /**
    * Marks the agent never read: published while its connection was detaching or gone (output
    * the agent flushed after a detach). Sent on the next bind; a fork of a checkpoint taken
@@ -75,6 +83,7 @@ export class AgentProcess implements BackendProcess, HandleListener {
     this.#done = init.done;
     this.#received = init.receivedOffset ?? 0;
     this.#acked = this.#received;
+    this.#creditSent = this.#received;
     this.#stdinClosed = init.mode === 'pipe-no-stdin';
   }
 
@@ -156,9 +165,17 @@ export class AgentProcess implements BackendProcess, HandleListener {
     setImmediate(() => {
       this.#ackScheduled = false;
       if (!this.#conn || this.#conn.closed || this.#received <= this.#acked) return;
-      // Credit for what arrived but is not published yet (held, or coalescing).
+      // Credit for what arrived but is not published yet (held, or coalescing). Far below the
+      // agent's window it can wait for the next frame that goes anyway (a command's few
+      // bytes of output need no wake-up of the agent of their own).
+      // `#creditSent` lags when lazy credit went out meanwhile: that only makes this urgent sooner.
+      const ack = encodeAck(this.handle, [[0, this.#received]]);
+      if (this.#received - this.#creditSent < LAZY_CREDIT_BYTES) this.#conn.sendLater(ack);
+      else {
+        this.#conn.send(ack);
+        this.#creditSent = this.#received;
+      }
       this.#acked = this.#received;
-      this.#conn.send(encodeAck(this.handle, [[0, this.#received]]));
     });
   }
 
@@ -237,6 +254,7 @@ export class AgentProcess implements BackendProcess, HandleListener {
 
   /** The engine no longer needs the process: the agent may drop its record. */
   dispose(): void {
-    this.#conn?.send(frame(ToAgent.FORGET, this.handle));
+    // No one waits on it: it rides with the next spawn (AgentConnection.sendLater).
+    this.#conn?.sendLater(frame(ToAgent.FORGET, this.handle));
   }
 }

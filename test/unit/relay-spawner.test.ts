@@ -1,0 +1,76 @@
+/**
+ * A local session's relay spawner (build/relay-spawner) driven through spawnPipe, no server: the
+ * command's output, stdin and exit, its process group and session of its own, a start that
+ * cannot happen, and the relay's exit as the spawner reaps it.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { tmpdir } from 'node:os';
+import { spawnPipe } from '../../src/backends/local/pipe-process.ts';
+import { RelaySpawner } from '../../src/backends/local/relay-spawner.ts';
+import { Keepers } from '../../src/backends/local/keepers.ts';
+import type { BackendExit } from '../../src/backends/types.ts';
+
+const env = { PATH: process.env['PATH'] ?? '/usr/bin:/bin' };
+
+async function run(spawner: RelaySpawner, script: string, stdin?: string) {
+  const out: Record<string, string> = { stdout: '', stderr: '' };
+  let exit!: (e: BackendExit) => void;
+  const ended = new Promise<BackendExit>((resolve) => (exit = resolve));
+  const keepers = new Keepers();
+  const proc = await spawnPipe(
+    {
+      file: 'sh',
+      args: ['-c', script],
+      cwd: tmpdir(),
+      env,
+      sandboxType: 'none',
+      stdin: stdin !== undefined,
+      spawner,
+      keepers,
+    },
+    { output: (stream, data) => (out[stream] += data.toString('utf8')), exit },
+  );
+  if (stdin !== undefined) {
+    await proc.write(Buffer.from(stdin));
+    await proc.closeStdin();
+  }
+  return { exit: await ended, out, proc, keepers };
+}
+
+test('commands start from the spawner with their stdio, stdin and exit', async () => {
+  const spawner = await RelaySpawner.start();
+  assert.ok(spawner, 'build/relay-spawner is built (sh scripts/build-native.sh)');
+  try {
+    const a = await run(spawner, 'echo out; echo err >&2; exit 3');
+    assert.deepEqual(a.exit, { kind: 'exited', code: 3 });
+    assert.equal(a.out['stdout'], 'out\n');
+    assert.equal(a.out['stderr'], 'err\n');
+    const b = await run(spawner, 'tr a-z A-Z', 'hello');
+    assert.equal(b.out['stdout'], 'HELLO');
+    // A session and process group of its own, as a detached spawn gives: the command leads neither
+    // (the relay does), but its group is not the server's.
+    const c = await run(spawner, 'ps -o pgid= -p $$ 2>/dev/null || cut -d" " -f5 /proc/$$/stat');
+    assert.notEqual(Number(c.out['stdout']?.trim()), process.pid);
+    const killed = await run(spawner, 'kill -TERM $$');
+    assert.equal(killed.exit.kind, 'signaled');
+    // Many in a row: every one is reported, none waits for the pipe grace.
+    const t = performance.now();
+    for (let i = 0; i < 20; i++) assert.deepEqual((await run(spawner, 'true')).exit, { kind: 'exited', code: 0 });
+    assert.ok(performance.now() - t < 20 * 200, 'no command waited for the 250 ms pipe grace');
+  } finally {
+    await spawner.close();
+  }
+});
+
+test('a start that cannot happen is an error, and a closed spawner is not used', async () => {
+  const spawner = await RelaySpawner.start();
+  assert.ok(spawner);
+  await assert.rejects(
+    spawner.spawn('/bin/true', [], { cwd: '/nonexistent-dir-for-the-test', env, stdin: false }),
+    (err: NodeJS.ErrnoException) => err.code === 'ENOENT',
+  );
+  await spawner.close();
+  for (let i = 0; i < 50 && spawner.alive; i++) await new Promise((r) => setTimeout(r, 20));
+  assert.equal(spawner.alive, false);
+});
