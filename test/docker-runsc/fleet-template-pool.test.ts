@@ -73,7 +73,12 @@ test('template pools in a fleet: one per replica, claimed where the session is m
     if (process.env.FLEET_TEST_LOGS) for (const r of replicas) console.error(`--- replica\n${r.stderr()}`);
     for (const r of replicas) r.child.kill('SIGKILL');
     await sleep(300);
-    for (const label of [`exec-server.instance=${instanceId}`, `exec-server.claim-instance=${instanceId}`]) {
+    for (const label of [
+      `exec-server.instance=${instanceId}`,
+      `exec-server.claim-instance=${instanceId}`,
+      // Quota slots (container/quota-slots.ts) carry an instance label of their own.
+      `exec-server.quota-instance=${instanceId}`,
+    ]) {
       const ids = (await docker('ps', '-aq', '--filter', `label=${label}`)).split('\n').filter(Boolean);
       if (ids.length > 0) await docker('rm', '-f', ...ids).catch(() => undefined);
     }

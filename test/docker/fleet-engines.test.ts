@@ -91,7 +91,12 @@ async function works(r: DevServer, id: string, text: string): Promise<void> {
 
 async function removeInstance(): Promise<void> {
   for (const run of [docker, docker2]) {
-    for (const label of [`exec-server.instance=${instanceId}`, `exec-server.claim-instance=${instanceId}`]) {
+    for (const label of [
+      `exec-server.instance=${instanceId}`,
+      `exec-server.claim-instance=${instanceId}`,
+      // Quota slots (container/quota-slots.ts) carry an instance label of their own.
+      `exec-server.quota-instance=${instanceId}`,
+    ]) {
       const ids = (await run('ps', '-aq', '--filter', `label=${label}`).catch(() => '')).split('\n').filter(Boolean);
       if (ids.length > 0) await run('rm', '-f', ...ids).catch(() => undefined);
     }
