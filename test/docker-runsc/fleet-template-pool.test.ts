@@ -62,6 +62,37 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs: num
   }
 }
 
+async function cleanUp(replicas: readonly DevServer[], dir: string, snapshotId: string | undefined): Promise<void> {
+  if (process.env.FLEET_TEST_LOGS) for (const r of replicas) console.error(`--- replica\n${r.stderr()}`);
+  for (const r of replicas) r.child.kill('SIGKILL');
+  await sleep(300);
+  for (const label of [
+    `exec-server.instance=${instanceId}`,
+    `exec-server.claim-instance=${instanceId}`,
+    // Quota slots (container/quota-slots.ts) carry an instance label of their own.
+    `exec-server.quota-instance=${instanceId}`,
+  ]) {
+    const ids = (await docker('ps', '-aq', '--filter', `label=${label}`)).split('\n').filter(Boolean);
+    if (ids.length > 0) await docker('rm', '-f', ...ids).catch(() => undefined);
+  }
+  if (snapshotId !== undefined) await docker('rmi', '-f', snapshotId).catch(() => undefined);
+  await rm(dir, { recursive: true, force: true });
+}
+
+/** A replica with a template pool of one, its checkpoints in `dir` (shared by the replicas). */
+function spawnReplica(name: string, dir: string): Promise<DevServer> {
+  return spawnDevServer({
+    image: TEST_IMAGE,
+    instanceId,
+    flags: [
+      ...['--fleet', '--replica-id', name, '--warm-pool', '0', '--allowed-runtimes', 'runsc,runc'],
+      ...['--checkpoint-dir', dir, '--warm-pool-templates', 'warm=1'],
+    ],
+    logLevel: 'info',
+    stderr: 'capture',
+  });
+}
+
 test('template pools in a fleet: one per replica, claimed where the session is made, removed when gone', {
   ...dockerTestOptions,
   timeout: dockerTestOptions.skip ? 1000 : 170_000,
@@ -69,33 +100,9 @@ test('template pools in a fleet: one per replica, claimed where the session is m
   const dir = await mkdtemp(join(tmpdir(), 'exec-server-fleet-checkpoints-'));
   const replicas: DevServer[] = [];
   let snapshotId: string | undefined;
-  t.after(async () => {
-    if (process.env.FLEET_TEST_LOGS) for (const r of replicas) console.error(`--- replica\n${r.stderr()}`);
-    for (const r of replicas) r.child.kill('SIGKILL');
-    await sleep(300);
-    for (const label of [
-      `exec-server.instance=${instanceId}`,
-      `exec-server.claim-instance=${instanceId}`,
-      // Quota slots (container/quota-slots.ts) carry an instance label of their own.
-      `exec-server.quota-instance=${instanceId}`,
-    ]) {
-      const ids = (await docker('ps', '-aq', '--filter', `label=${label}`)).split('\n').filter(Boolean);
-      if (ids.length > 0) await docker('rm', '-f', ...ids).catch(() => undefined);
-    }
-    if (snapshotId !== undefined) await docker('rmi', '-f', snapshotId).catch(() => undefined);
-    await rm(dir, { recursive: true, force: true });
-  });
+  t.after(() => cleanUp(replicas, dir, snapshotId));
   const start = async (name: string) => {
-    const r = await spawnDevServer({
-      image: TEST_IMAGE,
-      instanceId,
-      flags: [
-        ...['--fleet', '--replica-id', name, '--warm-pool', '0', '--allowed-runtimes', 'runsc,runc'],
-        ...['--checkpoint-dir', dir, '--warm-pool-templates', 'warm=1'],
-      ],
-      logLevel: 'info',
-      stderr: 'capture',
-    });
+    const r = await spawnReplica(name, dir);
     replicas.push(r);
     await r.ready();
     return r;

@@ -12,7 +12,7 @@
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { test } from 'node:test';
+import { type TestContext, test } from 'node:test';
 import Docker from 'dockerode';
 import { DockerFleet } from '../../src/backends/docker/fleet.ts';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
@@ -109,24 +109,58 @@ async function echo(r: DevServer, id: string, text: string): Promise<void> {
   assert.match(body.output ?? '', new RegExp(`^${text}$`, 'm'));
 }
 
+async function cleanUp(): Promise<void> {
+  if (process.env.FLEET_TEST_LOGS) for (const r of replicas) console.error(`--- replica\n${r.stderr()}`);
+  for (const r of replicas) r.child.kill('SIGKILL');
+  await sleep(300);
+  for (const label of [
+    `exec-server.instance=${instanceId}`,
+    `exec-server.claim-instance=${instanceId}`,
+    // Quota slots (container/quota-slots.ts) carry an instance label of their own.
+    `exec-server.quota-instance=${instanceId}`,
+  ]) {
+    const ids = (await docker('ps', '-aq', '--filter', `label=${label}`)).split('\n').filter(Boolean);
+    if (ids.length > 0) await docker('rm', '-f', ...ids).catch(() => undefined);
+  }
+}
+
+/**
+ * An MCP client on `from`, bound to session `id` (`from` owns it), while `from` stops with
+ * SIGTERM: the client is told, its MCP session is gone for the fleet (404 on `to`), and a new one
+ * on `to` bound to the session named in the notice goes on.
+ */
+async function mcpAcrossDrain(st: TestContext, r: { from: DevServer; to: DevServer }, id: string): Promise<void> {
+  const { from, to } = r;
+  const onFrom = await mcpClient(st, from.http, { headers: { 'x-exec-session': id } });
+  const notices: McpDrainingData[] = [];
+  onFrom.client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
+    if (n.params.logger === 'exec-server') notices.push(n.params.data as McpDrainingData);
+  });
+  onFrom.client.onerror = () => {}; // its stream ends with `from`
+  assert.match(textOf(await call(onFrom.client, 'exec_command', { cmd: 'echo on-b' })), /on-b/);
+  await from.stop();
+  await until('the drain notice', async () => (notices.length > 0 ? true : undefined), 5000);
+  assert.equal(notices[0]?.event, 'server/draining');
+  assert.equal(notices[0]?.sessionId, id, 'it names the session to continue on');
+  const stale = await fetch(`${to.http}/mcp`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-session-id': onFrom.transport.sessionId ?? '',
+    },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+  });
+  assert.equal(stale.status, 404);
+  const onTo = await mcpClient(st, to.http, { headers: { 'x-exec-session': notices[0]?.sessionId ?? '' } });
+  assert.match(textOf(await call(onTo.client, 'exec_command', { cmd: 'echo via-c-mcp' })), /via-c-mcp/);
+}
+
 test('warm pools in a fleet: own pools, taken over sessions, a gone replica’s pool removed', {
   ...dockerTestOptions,
   timeout: dockerTestOptions.skip ? 1000 : 150_000,
 }, async (t) => {
-  t.after(async () => {
-    if (process.env.FLEET_TEST_LOGS) for (const r of replicas) console.error(`--- replica\n${r.stderr()}`);
-    for (const r of replicas) r.child.kill('SIGKILL');
-    await sleep(300);
-    for (const label of [
-      `exec-server.instance=${instanceId}`,
-      `exec-server.claim-instance=${instanceId}`,
-      // Quota slots (container/quota-slots.ts) carry an instance label of their own.
-      `exec-server.quota-instance=${instanceId}`,
-    ]) {
-      const ids = (await docker('ps', '-aq', '--filter', `label=${label}`)).split('\n').filter(Boolean);
-      if (ids.length > 0) await docker('rm', '-f', ...ids).catch(() => undefined);
-    }
-  });
+  t.after(cleanUp);
   const [a, b] = await Promise.all([replica('a'), replica('b')]);
   const before = await settled(['a', 'b']);
 
@@ -179,32 +213,9 @@ test('warm pools in a fleet: own pools, taken over sessions, a gone replica’s 
   });
 
   await t.test('B stopped with SIGTERM: its pool goes with it, its session goes on through C', async (st) => {
-    // An MCP client on B, bound to the session B owns now, is told of the drain.
-    const onB = await mcpClient(st, b.http, { headers: { 'x-exec-session': id } });
-    const notices: McpDrainingData[] = [];
-    onB.client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
-      if (n.params.logger === 'exec-server') notices.push(n.params.data as McpDrainingData);
-    });
-    onB.client.onerror = () => {}; // its stream to B ends with B
-    assert.match(textOf(await call(onB.client, 'exec_command', { cmd: 'echo on-b' })), /on-b/);
-    await b.stop();
+    // An MCP client on B, bound to the session B owns now, is told of the drain (then goes on via C).
+    await mcpAcrossDrain(st, { from: b, to: c }, id);
     assert.deepEqual(unclaimed(await pooled(), 'b'), [], 'B removed its pool at its hand-over');
-    await until('the drain notice', async () => (notices.length > 0 ? true : undefined), 5000);
-    assert.equal(notices[0]?.event, 'server/draining');
-    assert.equal(notices[0]?.sessionId, id, 'it names the session to continue on');
-    // B's MCP connection is gone for the fleet: 404, and a new one bound to the session goes on.
-    const stale = await fetch(`${c.http}/mcp`, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-        'mcp-session-id': onB.transport.sessionId ?? '',
-      },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
-    });
-    assert.equal(stale.status, 404);
-    const onC = await mcpClient(st, c.http, { headers: { 'x-exec-session': notices[0]?.sessionId ?? '' } });
-    assert.match(textOf(await call(onC.client, 'exec_command', { cmd: 'echo via-c-mcp' })), /via-c-mcp/);
     await echo(c, id, 'via-c');
     assert.equal(unclaimed(await pooled(), 'c').length, 2, "C's pool is whole");
   });
