@@ -6,7 +6,10 @@
  * on one replica, runs N `true` (process/start to process/closed, one at a time) and closes;
  * rounds alternate owner / other replica. A third replica shares no directory with the engine
  * (`--docker-agent-socket-dir off`, as across Kubernetes nodes): it owns a session of its own,
- * whose agent it reaches through the engine's exec stream; its round trips are the third column.
+ * whose agent it reaches through the engine's exec stream. Columns: the owner; the other
+ * replica (relayed to the owner); the third replica relaying to the owner (a replica on another
+ * node); the third replica's own session (what a replica without the directory pays when it
+ * takes a session over). Target for the relays (issue 27): at most 1.2x the owner.
  * Usage: node --import tsx bench/fleet-route.ts [commands=200] [rounds=3]
  */
 import { randomUUID } from 'node:crypto';
@@ -43,6 +46,13 @@ async function roundTrips(url: string, sessionId: string, round: number): Promis
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
 
+/** One column: the replica a connection goes to, and the session it resumes there. */
+interface Side {
+  readonly label: string;
+  readonly url: string;
+  readonly session: string;
+}
+
 async function main(): Promise<void> {
   const owner = await replica('owner');
   const other = await replica('other');
@@ -55,33 +65,46 @@ async function main(): Promise<void> {
     };
     const id = await open(owner.url);
     const far = await open(nofs.url);
-    await roundTrips(owner.url, id, -1); // warm-up of every path
-    await roundTrips(other.url, id, -2);
-    await roundTrips(nofs.url, far, -3);
-    const all = { owner: [] as number[], other: [] as number[], nofs: [] as number[] };
+    const sides: Side[] = [
+      { label: 'owner', url: owner.url, session: id },
+      { label: 'through the other replica', url: other.url, session: id },
+      { label: 'through a replica without the link directory', url: nofs.url, session: id },
+      { label: 'owner without the link directory (its agent through the engine)', url: nofs.url, session: far },
+    ];
+    for (const [i, side] of sides.entries()) await roundTrips(side.url, side.session, -1 - i); // warm-up
+    const all = sides.map(() => [] as number[]);
     for (let r = 0; r < rounds; r++) {
-      const a = await roundTrips(owner.url, id, 3 * r);
-      const b = await roundTrips(other.url, id, 3 * r + 1);
-      const c = await roundTrips(nofs.url, far, 3 * r + 2);
-      all.owner.push(...a);
-      all.other.push(...b);
-      all.nofs.push(...c);
-      console.log(
-        `round ${r + 1}: owner ${median(a).toFixed(2)} ms, other replica ${median(b).toFixed(2)} ms (${(median(b) / median(a)).toFixed(2)}x), owner without the link directory ${median(c).toFixed(2)} ms (${(median(c) / median(a)).toFixed(2)}x) (medians)`,
-      );
+      const medians: number[] = [];
+      for (const [i, side] of sides.entries()) {
+        const times = await roundTrips(side.url, side.session, sides.length * r + i);
+        all[i]?.push(...times);
+        medians.push(median(times));
+      }
+      console.log(`round ${r + 1}: ${describe(sides, medians)} (medians)`);
     }
-    const m = { owner: median(all.owner), other: median(all.other), nofs: median(all.nofs) };
+    const load = loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ');
+    const cpu = cpus()[0]?.model ?? 'cpu';
     console.log(
-      `${commands} x ${rounds} round trips of \`true\` on ${availableParallelism()} CPUs (${cpus()[0]?.model ?? 'cpu'}), load ${loadavg()
-        .map((l) => l.toFixed(2))
-        .join(
-          ' ',
-        )}: owner ${m.owner.toFixed(2)} ms, through the other replica ${m.other.toFixed(2)} ms (${(m.other / m.owner).toFixed(2)}x), owner through the engine ${m.nofs.toFixed(2)} ms (${(m.nofs / m.owner).toFixed(2)}x)`,
+      `${commands} x ${rounds} round trips of \`true\` on ${availableParallelism()} CPUs (${cpu}), load ${load}:`,
     );
+    console.log(describe(sides, all.map(median)));
   } finally {
     for (const r of [owner, other, nofs]) r.child.kill('SIGTERM');
     await sleep(3000);
   }
+}
+
+/** Each side's median and its ratio to the first side's (the owner's). */
+function describe(sides: readonly Side[], medians: readonly number[]): string {
+  const base = medians[0] ?? Number.NaN;
+  return sides
+    .map((side, i) => {
+      const m = medians[i] ?? Number.NaN;
+      return `${side.label} ${m.toFixed(2)} ms${i === 0 ? '' : ` (${(m / base).toFixed(2)}x)`}`;
+    })
+    .join(', ');
 }
 
 await main();

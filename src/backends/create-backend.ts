@@ -18,9 +18,9 @@ async function createDocker(config: Config, log: Logger): Promise<Backend> {
       instanceId: config.instanceId,
       fleet: fleetIdentity(config),
       defaultResources: { memoryMb: config.memoryMb, cpus: config.cpus, pids: config.pids, diskMb: config.diskMb },
-      // A replica's pool containers are not handed over when it dies (their takers see them as
-      // the dead replica's leftovers): a fleet runs without a pool for now.
-      warmPoolSize: config.fleet ? 0 : config.warmPool,
+      // In a fleet each replica keeps its own pools; what a replica that is gone left is removed
+      // by the others (docker/fleet.ts, `sweep`).
+      warmPoolSize: config.warmPool,
       warmPoolMax: config.warmPoolMax,
       warmPoolIdleMs: config.warmPoolIdleSeconds * 1000,
       createConcurrency: config.dockerCreateConcurrency,
@@ -30,12 +30,9 @@ async function createDocker(config: Config, log: Logger): Promise<Backend> {
       agentSocketDir: config.dockerAgentSocketDir === 'off' ? undefined : config.dockerAgentSocketDir,
       runtime: config.runtime,
       allowedRuntimes: config.allowedRuntimes === undefined ? undefined : runtimeList(config.allowedRuntimes),
-      warmPoolRuntimes:
-        config.warmPoolRuntimes === undefined || config.fleet ? undefined : warmPoolRuntimes(config.warmPoolRuntimes),
+      warmPoolRuntimes: config.warmPoolRuntimes === undefined ? undefined : warmPoolRuntimes(config.warmPoolRuntimes),
       warmPoolTemplates:
-        config.warmPoolTemplates === undefined || config.fleet
-          ? undefined
-          : warmPoolTemplates(config.warmPoolTemplates),
+        config.warmPoolTemplates === undefined ? undefined : warmPoolTemplates(config.warmPoolTemplates),
       checkpointDir: config.checkpointDir,
       checkpointMaxMb: config.checkpointMaxMb,
     },

@@ -39,6 +39,8 @@ export interface FleetBackend {
   replicaUrl(replicaId: string): Promise<string | undefined>;
   /** Sessions of every tenant whose owner's lease is gone (candidates for `takeOver`). */
   orphans(): Promise<{ readonly id: SessionId; readonly tenant: TenantId }[]>;
+  /** Removes what replicas that are gone left that holds no session (their warm-pool containers). */
+  sweep?(): Promise<void>;
   /** Who serves session `id` of `tenant` now. */
   locate(id: string, tenant: TenantId): Promise<FleetLocation>;
   /**

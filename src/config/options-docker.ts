@@ -55,7 +55,7 @@ export const DOCKER_OPTIONS = {
     min: 0,
     max: 256,
     description:
-      'Started containers of the default image kept ready at least (docker); the pool grows with demand up to `--warm-pool-max` and shrinks back after `--warm-pool-idle-seconds`. 0 turns the pool off, as does `--fleet` (for now).',
+      'Started containers of the default image kept ready at least (docker); the pool grows with demand up to `--warm-pool-max` and shrinks back after `--warm-pool-idle-seconds`. 0 turns the pool off. Each replica of a fleet keeps its own.',
   },
   warmPoolMax: {
     flag: 'warm-pool-max',
@@ -114,7 +114,7 @@ export const DOCKER_OPTIONS = {
     kind: 'string',
     default: undefined,
     description:
-      'Docker: containers kept restored from live templates (memory snapshots), by name or id: `warm-repl=2`. A session made from the template with default resources claims one, its processes running, instead of waiting for a restore. On the first runtime that can checkpoint (gVisor); off with `--fleet` (for now).',
+      'Docker: containers kept restored from live templates (memory snapshots), by name or id: `warm-repl=2`. A session made from the template with default resources claims one, its processes running, instead of waiting for a restore. On the first runtime that can checkpoint (gVisor); each replica of a fleet keeps its own.',
   },
   idleHibernateSeconds: {
     flag: 'idle-hibernate-seconds',

@@ -12,7 +12,8 @@ export const LIMIT_OPTIONS = {
     default: 256,
     min: 1,
     max: 100_000,
-    description: 'Sessions per server.',
+    description:
+      'Sessions per server; in a fleet, per replica (the sessions it holds, made there or taken over; a take-over is never refused).',
   },
   maxSessionsPerTenant: {
     flag: 'max-sessions-per-tenant',

@@ -20,6 +20,7 @@ import type { PreviewSigner } from '../preview/signing.ts';
 import { originOf } from '../transport/origin.ts';
 import { MCP_PATH, MCP_REPLICA_SEPARATOR, SESSION_HEADER } from './names.ts';
 import { SessionBinding } from './tool-context.ts';
+import { requestIds, sendDrainNotice } from './drain-notice.ts';
 
 export { MCP_PATH, SESSION_HEADER } from './names.ts';
 const MAX_CONNECTIONS = 1024;
@@ -34,6 +35,10 @@ interface McpConnection {
   readonly binding: SessionBinding;
   id: string | undefined;
   inFlight: number;
+  /** JSON-RPC ids of the requests in flight (their response streams get the drain notice). */
+  readonly requests: Set<string | number>;
+  /** Takes the connection off the drain's list. */
+  undrain: (() => void) | undefined;
   lastSeen: number;
   closed: boolean;
 }
@@ -104,6 +109,8 @@ async function openConnection(
     server,
     id: undefined,
     inFlight: 0,
+    requests: new Set(),
+    undrain: undefined,
     lastSeen: Date.now(),
     closed: false,
     transport: new Transport({
@@ -112,6 +119,13 @@ async function openConnection(
       onsessioninitialized: (id) => {
         conn.id = id;
         connections.set(id, conn);
+        // A rollout: the client is told on every stream it has open (drain-notice.ts).
+        conn.undrain = app.drain.add({
+          notify: (note) => void sendDrainNotice(server, note, binding.sessionId, conn.requests),
+          // Nothing to close here: the server's close ends the streams, and the MCP session id
+          // is unknown everywhere after that (404: the client initializes again).
+          close: () => {},
+        });
       },
       // Awaited by the SDK: DELETE /mcp answers once the implicit sessions are destroyed.
       onsessionclosed: () => close(conn),
@@ -128,6 +142,7 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
   const close = async (conn: McpConnection, shutdown = false): Promise<void> => {
     if (conn.closed) return;
     conn.closed = true;
+    conn.undrain?.();
     if (conn.id !== undefined) connections.delete(conn.id);
     await conn.server.close().catch(() => {});
     if (!shutdown)
@@ -181,7 +196,10 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
     conn.inFlight++;
     conn.lastSeen = Date.now();
     const current = conn;
+    const ids = request.method === 'POST' ? requestIds(request.body) : [];
+    for (const id of ids) current.requests.add(id);
     reply.raw.once('close', () => {
+      for (const id of ids) current.requests.delete(id);
       current.inFlight--;
       current.lastSeen = Date.now();
     });

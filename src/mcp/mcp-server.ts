@@ -19,7 +19,8 @@ const INSTRUCTIONS = [
 export function createMcpServer(ctx: Omit<ToolContext, 'clientName'>): Server {
   const server = new Server(
     { name: 'exec-server', version: VERSION },
-    { capabilities: { tools: {} }, instructions: INSTRUCTIONS },
+    // `logging`: the one notification a client is told a rollout by (drain-notice.ts).
+    { capabilities: { tools: {}, logging: {} }, instructions: INSTRUCTIONS },
   );
   const context: ToolContext = {
     ...ctx,

@@ -73,7 +73,10 @@ export class FleetRouter {
     }
   }
 
-  /** In a fleet: sessions whose owner is gone are taken over (then reaped) even when unused. */
+  /**
+   * In a fleet: sessions whose owner is gone are taken over (then reaped) even when unused, and
+   * the warm-pool containers such replicas left are removed.
+   */
   startScan(): void {
     if (this.#deps.fleet === undefined || this.#scan !== undefined) return;
     this.#scan = setInterval(() => void this.#takeOrphans(), ORPHAN_SCAN_MS + Math.random() * 5000).unref();
@@ -84,6 +87,8 @@ export class FleetRouter {
   }
 
   async #takeOrphans(): Promise<void> {
+    // Warm-pool containers of replicas that are gone hold no session: nobody takes them over.
+    await this.#deps.fleet?.sweep?.().catch(() => undefined);
     const orphans = (await this.#deps.fleet?.orphans().catch(() => undefined)) ?? [];
     for (const o of orphans) if (!this.#deps.closing()) await this.route(o.id, o.tenant).catch(() => undefined);
   }

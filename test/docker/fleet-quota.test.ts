@@ -98,7 +98,8 @@ async function replica(instanceId: string, name: string): Promise<Replica> {
   const port = await freePort();
   const args = ['--import', 'tsx', 'src/main.ts', 'serve', '--backend', 'docker', '--image', TEST_IMAGE];
   args.push('--instance-id', instanceId, '--fleet', '--replica-id', name, '--max-sessions-per-tenant', '2');
-  args.push('--listen', `ws://127.0.0.1:${port}`, '--log-level', 'warn');
+  // No warm pool: the sessions are counted by their session-id label, which a pool container lacks.
+  args.push('--listen', `ws://127.0.0.1:${port}`, '--log-level', 'warn', '--warm-pool', '0');
   const child = spawn(process.execPath, args, {
     stdio: ['ignore', 'ignore', 'inherit'],
     cwd: new URL('../..', import.meta.url).pathname,

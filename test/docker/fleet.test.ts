@@ -40,7 +40,12 @@ async function cleanUp(): Promise<void> {
   if (process.env.FLEET_TEST_LOGS) for (const r of replicas) console.error(`--- replica ${r.name}\n${r.stderr()}`);
   for (const r of replicas) r.child.kill('SIGKILL');
   await sleep(500);
-  for (const label of [`exec-server.instance=${instanceId}`, `exec-server.claim-instance=${instanceId}`]) {
+  for (const label of [
+    `exec-server.instance=${instanceId}`,
+    `exec-server.claim-instance=${instanceId}`,
+    // Quota slots (container/quota-slots.ts) carry an instance label of their own.
+    `exec-server.quota-instance=${instanceId}`,
+  ]) {
     const ids = (await docker('ps', '-aq', '--filter', `label=${label}`)).split('\n').filter(Boolean);
     if (ids.length > 0) await docker('rm', '-f', ...ids).catch(() => undefined);
   }
@@ -198,7 +203,7 @@ test('a fleet of three replicas serves every session through any of them', {
     assert.deepEqual(await listed(d), before, 'D lists the same sessions');
     assert.equal((await onC.result('nap', 30_000)).exited['exitCode'], 7, "C's command ran on untouched");
     assert.match(outputOf(onC, 'nap'), /napping\nwoke\n/);
-    assert.doesNotMatch(d.stderr(), /re-adopted session|took over|removing orphan/, 'D adopted and removed nothing');
+    assert.doesNotMatch(d.stderr(), /re-adopted session|took over|removing orphan/, 'D adopted and removed no session');
     const viaD = await fetch(`${d.http}/v1/sessions/${onC.sessionId}`);
     assert.equal(((await viaD.json()) as { attached: boolean }).attached, true, 'C still owns its session');
     // A delete through D reaches the owner; the session is gone for the whole fleet.

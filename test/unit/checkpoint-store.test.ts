@@ -2,7 +2,8 @@
  * The store of memory checkpoints (src/backends/docker/checkpoints/checkpoint-store.ts) on a
  * real filesystem laid out as the engine's data directory: a checkpoint moves from the source
  * container's directory into the store, is installed into each new container's directory under
- * a fresh name with its own marker (hard links for the rest), is counted, and goes with remove.
+ * a fresh name with its own marker (hard links for the rest), is counted, and goes with remove;
+ * a second store on the same directory (another replica of a fleet) sees it come and go.
  */
 import assert from 'node:assert/strict';
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
@@ -27,11 +28,16 @@ test('a checkpoint is kept, installed per container with its own marker, counted
 
   const store = new CheckpointStore(join(root, 'store'), engine, 1000);
   await store.check();
+  // Another replica of a fleet on the same directory, loaded before the checkpoint was kept.
+  const peer = new CheckpointStore(join(root, 'store'), engine, 1000);
+  assert.equal(await peer.has(SNAPSHOT), false);
   assert.equal(await store.has(SNAPSHOT), false);
   const meta = { network: true, marks: { 3: [[7, 100] as const] } };
   const bytes = await store.keep('src', 'cp1', SNAPSHOT, meta);
   assert.ok(bytes >= 4096);
   assert.equal(await store.has(SNAPSHOT), true);
+  assert.equal(await peer.has(SNAPSHOT), true, 'a checkpoint another process kept is seen');
+  assert.deepEqual(peer.totals, { count: 1, bytes });
   assert.deepEqual(store.totals, { count: 1, bytes });
   assert.equal((await stat(join(root, 'store'))).mode & 0o777, 0o700, 'the store is root-only');
   const kept = join(root, 'store', 'ab'.repeat(32));
@@ -71,6 +77,8 @@ test('a checkpoint is kept, installed per container with its own marker, counted
   assert.equal(await store.has(SNAPSHOT), false);
   assert.deepEqual(store.totals, { count: 0, bytes: 0 });
   assert.deepEqual(await readdir(join(root, 'store')), []);
+  assert.equal(await peer.has(SNAPSHOT), false, 'and gone once another process removed it');
+  assert.deepEqual(peer.totals, { count: 0, bytes: 0 });
 });
 
 test("without the engine's data directory, memory checkpoints are a clear error", async () => {

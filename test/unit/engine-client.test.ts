@@ -33,6 +33,16 @@ test('engineError: unavailable, not found (404) or backend, with the operation a
     [down.code, down.message],
     ['EXEC_ERR_BACKEND_UNAVAILABLE', 'docker engine unavailable (create container): ECONNREFUSED'],
   );
+  const named = engineError(
+    Object.assign(new Error('connect ENOENT /run/b.sock'), { code: 'ENOENT', address: '/run/b.sock' }),
+    'commit',
+  );
+  assert.equal(named.message, 'docker engine unavailable (commit): ENOENT at /run/b.sock', 'the engine is named');
+  const tcp = engineError(
+    Object.assign(new Error('x'), { code: 'ECONNREFUSED', address: '10.0.0.2', port: 2375 }),
+    'ps',
+  );
+  assert.equal(tcp.message, 'docker engine unavailable (ps): ECONNREFUSED at 10.0.0.2:2375');
   const missing = engineError(modem(404, 'No such container: abc'), 'inspect');
   assert.deepEqual([missing.code, missing.message], ['EXEC_ERR_NOT_FOUND', 'inspect: No such container: abc']);
   const refused = engineError(modem(500, 'driver failed'), 'start');

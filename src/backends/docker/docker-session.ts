@@ -63,6 +63,8 @@ export interface DockerSessionInit {
   readonly forget: (session: DockerSession) => void;
   /** Fleet: why another replica owns this session now, if so (then never attached nor removed from here). */
   readonly movedTo?: (() => Promise<string | undefined>) | undefined;
+  /** Fleet: removes the session's claims once its container is gone (they use its image). */
+  readonly released?: (() => Promise<void>) | undefined;
 }
 
 /**
@@ -373,5 +375,7 @@ export class DockerSession implements BackendSession {
         this.#init.forget(this);
       }
     }
+    // Before the delete answers: a claim made of a snapshot's image would keep it from deletion.
+    if (moved === undefined) await this.#init.released?.().catch(() => undefined);
   }
 }

@@ -18,6 +18,7 @@ import type {
   BackendSessionSpec,
   EngineReport,
   FleetBackend,
+  FleetLocation,
   ImagePull,
   RecoveredSession,
   SnapshotInfo,
@@ -27,6 +28,7 @@ import type { DockerBackendOptions, DockerLogger } from './options.ts';
 import { commaList } from '../../config/lists.ts';
 import { quotaSlots } from './container/quota-slots.ts';
 import type { SessionQuota } from '../fleet-types.ts';
+import { DockerFleet } from './fleet.ts';
 
 /** How often every engine is pinged (placement skips the ones that did not answer). */
 const HEALTH_INTERVAL_MS = 2000;
@@ -80,6 +82,23 @@ export class EnginePool implements Backend {
   constructor(members: readonly Member[], log: DockerLogger) {
     this.#members = members;
     this.#log = log;
+    // A replica is alive while it holds its lease on any engine that answers: one engine's restart
+    // ends the replica's lease there for a moment, and its sessions there must not move for that.
+    for (const m of members) {
+      const fleet = m.backend.fleet;
+      if (fleet instanceof DockerFleet) fleet.liveReplicas = (fresh) => this.#liveReplicas(fresh);
+    }
+  }
+
+  async #liveReplicas(fresh: boolean): Promise<Map<string, string>> {
+    const lists = await Promise.all(
+      this.#members
+        .filter((m) => m.healthy && m.backend.fleet instanceof DockerFleet)
+        .map((m) => (m.backend.fleet as DockerFleet).registry.replicas(fresh).catch(() => new Map<string, string>())),
+    );
+    const out = new Map<string, string>();
+    for (const list of lists) for (const [id, url] of list) if (!out.has(id)) out.set(id, url);
+    return out;
   }
 
   /** Answers when at least one engine does. */
@@ -221,7 +240,7 @@ export class EnginePool implements Backend {
         const location = await fleet.locate(id, tenant);
         if (location.kind !== 'absent') return { fleet, location };
       }
-      return undefined;
+      return this.#onDownEngine(fleets, id, tenant);
     };
     // One quota for the pool: its slots on the first engine, its sessions on every engine.
     this.#quota ??= quotaSlots(
@@ -238,9 +257,40 @@ export class EnginePool implements Backend {
         return undefined;
       },
       orphans: async () => (await Promise.all(healthy().map(({ fleet }) => fleet.orphans().catch(() => [])))).flat(),
+      sweep: async () => {
+        await Promise.all(healthy().map(({ fleet }) => fleet.sweep?.().catch(() => undefined)));
+      },
       locate: async (id, tenant) => (await where(id, tenant))?.location ?? { kind: 'absent' },
       takeOver: async (id, tenant) => (await where(id, tenant))?.fleet.takeOver(id, tenant),
     };
+  }
+
+  /**
+   * A session none of the answering engines has may be on one that does not answer: asked too
+   * (it may be back since the last health check); one that still fails makes the lookup fail
+   * with the engine's EXEC_ERR_BACKEND_UNAVAILABLE, never "not found" for a session that exists.
+   */
+  async #onDownEngine(
+    fleets: readonly { m: Member; fleet: FleetBackend | undefined }[],
+    id: string,
+    tenant: TenantId,
+  ): Promise<{ fleet: FleetBackend; location: FleetLocation } | undefined> {
+    const down: string[] = [];
+    for (const { m, fleet } of fleets) {
+      if (m.healthy || fleet === undefined) continue;
+      try {
+        const location = await fleet.locate(id, tenant);
+        if (location.kind !== 'absent') return { fleet, location };
+      } catch (err) {
+        if (!unavailable(err)) throw err;
+        down.push(m.engine);
+      }
+    }
+    if (down.length === 0) return undefined;
+    throw execError(
+      'EXEC_ERR_BACKEND_UNAVAILABLE',
+      `session ${id} is on no docker engine that answers, and ${down.join(', ')} does not answer: try again once it does`,
+    );
   }
 
   async #checkHealth(): Promise<void> {

@@ -12,7 +12,8 @@ import type { FleetBackend, FleetLocation, FleetSession, RecoveredSession } from
 import type { SessionQuota } from '../fleet-types.ts';
 import { LINK_MOUNT } from './container/container-config.ts';
 import { LABEL, readUserLabels } from './container/labels.ts';
-import { parseClaimedName } from './container/warm-pool.ts';
+import { parseClaimedName, POOL_NAME_PREFIX } from './container/warm-pool.ts';
+import { withDeadline } from './engine/engine-client.ts';
 import { REPLICA_LABEL } from './engine/instance-lease.ts';
 import { ReplicaRegistry, type Owner } from './engine/replica-registry.ts';
 import type { DockerLogger } from './options.ts';
@@ -39,14 +40,23 @@ export class DockerFleet implements FleetBackend {
   readonly replicaId: string;
   /** Set by the backend (quota-slots.ts); the pool puts one of its own on its fleet. */
   quota: SessionQuota | undefined;
+  /**
+   * The live replicas (id → advertised URL). On one engine its leases; a pool of engines sets the
+   * union over its engines that answer (engine-pool.ts), so a replica that lost one engine for a
+   * while (a restart of it) is still alive and keeps its sessions there.
+   */
+  liveReplicas: (fresh: boolean) => Promise<Map<string, string>>;
   readonly registry: ReplicaRegistry;
   readonly #host: FleetHost;
   readonly #log: DockerLogger;
+  readonly #timeoutMs: number;
 
   constructor(host: FleetHost, instanceId: string, identity: FleetIdentity, timeoutMs: number, log: DockerLogger) {
     this.#host = host;
+    this.#timeoutMs = timeoutMs;
     this.replicaId = identity.replicaId;
     this.registry = new ReplicaRegistry(host.docker, instanceId, timeoutMs);
+    this.liveReplicas = (fresh) => this.registry.replicas(fresh);
     this.#log = log;
   }
 
@@ -67,13 +77,13 @@ export class DockerFleet implements FleetBackend {
   }
 
   async replicaUrl(replicaId: string): Promise<string | undefined> {
-    return (await this.registry.replicas()).get(replicaId);
+    return (await this.liveReplicas(false)).get(replicaId);
   }
 
   async orphans(): Promise<{ id: SessionId; tenant: TenantId }[]> {
     const [list, replicas, claims] = await Promise.all([
       this.#host.listOwn(),
-      this.registry.replicas(true),
+      this.liveReplicas(true),
       this.registry.claims(),
     ]);
     const out: { id: SessionId; tenant: TenantId }[] = [];
@@ -102,7 +112,7 @@ export class DockerFleet implements FleetBackend {
 
   async #where(owner: Owner, fresh: boolean): Promise<FleetLocation> {
     if (owner.replicaId === this.replicaId) return { kind: 'mine' };
-    const url = owner.replicaId === undefined ? undefined : (await this.registry.replicas(fresh)).get(owner.replicaId);
+    const url = owner.replicaId === undefined ? undefined : (await this.liveReplicas(fresh)).get(owner.replicaId);
     if (owner.replicaId !== undefined && url !== undefined) return { kind: 'remote', replicaId: owner.replicaId, url };
     return { kind: 'orphan' };
   }
@@ -140,7 +150,7 @@ export class DockerFleet implements FleetBackend {
    * claimed first; false when another replica claimed it first.
    */
   async recoveryOwners(): Promise<(c: Docker.ContainerInfo, sessionId: string | undefined) => Promise<boolean>> {
-    const replicas = await this.registry.replicas(true);
+    const replicas = await this.liveReplicas(true);
     const claims = await this.registry.claims();
     return async (c, sessionId) => {
       const owner = (sessionId === undefined ? undefined : claims.get(sessionId)) ?? {
@@ -152,6 +162,31 @@ export class DockerFleet implements FleetBackend {
       if (sessionId === undefined) return true;
       return this.registry.claim(sessionId, owner.generation + 1, this.replicaId, c.ImageID ?? c.Image);
     };
+  }
+
+  /**
+   * Removes the warm-pool containers of replicas whose lease is gone (never handed over: no
+   * session is in them). By name, not by id: a pool container becomes a session by a rename
+   * (`claimedName`), so one its replica claimed meanwhile is not found under the pool name (404)
+   * and stays.
+   */
+  async sweep(): Promise<void> {
+    const [list, replicas] = await Promise.all([this.#host.listOwn(), this.liveReplicas(true)]);
+    let removed = 0;
+    for (const c of list) {
+      const name = c.Names?.[0]?.replace(/^\//, '') ?? '';
+      const maker = c.Labels?.[REPLICA_LABEL];
+      if (c.Labels?.[LABEL.pool] !== 'true' || !name.startsWith(POOL_NAME_PREFIX)) continue;
+      if (maker === this.replicaId || (maker !== undefined && replicas.has(maker))) continue;
+      const gone = await withDeadline('container remove', this.#timeoutMs, (abortSignal) =>
+        this.#host.docker.getContainer(name).remove({ force: true, v: true, abortSignal }),
+      ).then(
+        () => true,
+        () => false,
+      );
+      if (gone) removed++;
+    }
+    if (removed > 0) this.#log.info({ removed }, 'fleet: removed the warm-pool containers of replicas that are gone');
   }
 
   /** After recovery: claims of sessions whose container is gone are removed. */

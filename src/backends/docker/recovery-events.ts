@@ -11,6 +11,7 @@ import type { DockerLogger, ResolvedDockerOptions } from './options.ts';
 import type { RuntimeResolver } from './engine/runtimes.ts';
 import type { WarmPool } from './container/warm-pool.ts';
 import type { TemplatePools } from './checkpoints/template-pool.ts';
+import { LABEL } from './container/labels.ts';
 
 /** In a fleet, link directories younger than this are not swept (another replica may be making its container). */
 const FLEET_SWEEP_MIN_AGE_MS = 10 * 60_000;
@@ -62,7 +63,12 @@ export async function recover(host: RecoveryHost): Promise<RecoveredSession[]> {
     }
     if (c.State !== 'running' || sessionId === undefined || tenant === undefined || host.sessions.has(c.Id)) {
       if (host.sessions.has(c.Id)) continue;
-      host.log.info({ containerId: c.Id, state: c.State }, 'recover: removing orphan container');
+      const pooled = sessionId === undefined && c.Labels?.[LABEL.pool] === 'true';
+      // A warm-pool container this server made before, or one of a replica that is gone: no session.
+      host.log.info(
+        { containerId: c.Id, state: c.State },
+        pooled ? 'recover: removing a warm-pool container nobody holds' : 'recover: removing orphan container',
+      );
       await host
         .removeContainer(c.Id)
         .catch((err: unknown) => host.log.warn({ err: (err as Error).message }, 'recover: remove failed'));

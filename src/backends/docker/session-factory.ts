@@ -30,7 +30,7 @@ import {
   type RuntimeResolver,
 } from './engine/runtimes.ts';
 import { findSnapshot } from './checkpoints/snapshots.ts';
-import { claimedName, type PoolEntry, type WarmPool } from './container/warm-pool.ts';
+import { claimedName, POOL_NAME_PREFIX, type PoolEntry, type WarmPool } from './container/warm-pool.ts';
 import type { CreateGate } from './container/create-gate.ts';
 import type { ImageFacts } from './container/image-facts.ts';
 import type { AgentVolume } from './agent/agent-volume.ts';
@@ -51,7 +51,7 @@ export interface SessionFactoryDeps {
   readonly checkpoints: CheckpointStore;
   readonly gate: Pick<CreateGate, 'run'>;
   readonly lease: Pick<InstanceLease, 'ensure'>;
-  readonly fleet: Pick<DockerFleet, 'movedFrom'> | undefined;
+  readonly fleet: Pick<DockerFleet, 'movedFrom' | 'registry'> | undefined;
   /** Pools of containers restored from live templates, asked first for a snapshot's session. */
   readonly templates: Pick<TemplatePools, 'claim' | 'refill'>;
   /** The backend's sessions by container id, and the same as handed out (behind the hibernation gate). */
@@ -190,6 +190,8 @@ export class SessionFactory {
       log: this.#d.log,
       movedTo:
         this.#d.fleet === undefined ? undefined : () => this.#d.fleet?.movedFrom(id) ?? Promise.resolve(undefined),
+      released:
+        this.#d.fleet === undefined ? undefined : () => this.#d.fleet?.registry.removeClaims(id) ?? Promise.resolve(),
       forget: (s) => {
         if (this.#d.sessions.get(s.containerId) === s) {
           this.#d.sessions.delete(s.containerId);
@@ -254,7 +256,7 @@ export class SessionFactory {
   /** One container for the warm pool of `runtime`. */
   async createPoolEntry(runtime: string): Promise<PoolEntry> {
     return this.provision({
-      name: `exec-server-pool-${randomUUID()}`,
+      name: `${POOL_NAME_PREFIX}${randomUUID()}`,
       image: this.#d.options.defaultImage,
       pull: () => this.#d.pulls.pull(this.#d.options.defaultImage),
       labels: {

@@ -104,9 +104,23 @@ export class CheckpointStore {
     return this.#loaded;
   }
 
+  /**
+   * Whether the store holds `snapshotId`'s checkpoint. Asked of the directory, not only of what
+   * this process loaded or kept: replicas of a fleet that share `--checkpoint-dir` see the
+   * checkpoints the others keep (complete once their meta file, written last, is there) and
+   * remove.
+   */
   async has(snapshotId: string): Promise<boolean> {
     await this.#load();
-    return this.#sizes.has(snapshotId);
+    const entry = this.#entry(snapshotId);
+    if (this.#sizes.has(snapshotId)) {
+      if (await exists(entry)) return true;
+      this.#sizes.delete(snapshotId);
+      return false;
+    }
+    if (!/^(sha256:)?[0-9a-f]{64}$/.test(snapshotId) || !(await exists(join(entry, META_FILE)))) return false;
+    this.#sizes.set(snapshotId.startsWith('sha256:') ? snapshotId : `sha256:${snapshotId}`, await dirBytes(entry));
+    return true;
   }
 
   /**
@@ -152,6 +166,13 @@ export class CheckpointStore {
     await rm(this.#entry(snapshotId), { recursive: true, force: true });
     this.#sizes.delete(snapshotId);
   }
+}
+
+async function exists(path: string): Promise<boolean> {
+  return lstat(path).then(
+    () => true,
+    () => false,
+  );
 }
 
 /** Copies a flat checkpoint directory, hard-linking each file where it can. */

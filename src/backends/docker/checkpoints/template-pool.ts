@@ -13,7 +13,8 @@ import type { TenantId } from '../../../ids.ts';
 import type { BackendSessionSpec, SnapshotInfo } from '../../types.ts';
 import type { ProvisionInput } from '../container/provision.ts';
 import { LABEL } from '../container/labels.ts';
-import { claimedName, type PoolEntry } from '../container/warm-pool.ts';
+import { claimedName, POOL_NAME_PREFIX, type PoolEntry } from '../container/warm-pool.ts';
+import { withDeadline } from '../engine/engine-client.ts';
 import { checkpointUnsupportedReason, type RuntimeResolver } from '../engine/runtimes.ts';
 import type { DockerLogger, ResolvedDockerOptions } from '../options.ts';
 import type { CheckpointStore } from './checkpoint-store.ts';
@@ -34,6 +35,7 @@ export interface TemplatePoolHost {
   listSnapshots(): Promise<SnapshotInfo[]>;
   /** Makes a container of this server's (its own labels added). */
   provision(p: ProvisionInput): Promise<PoolEntry>;
+  /** Removes a container by id or by name (gone already is fine). */
   remove(containerId: string): Promise<void>;
   rename(containerId: string, name: string): Promise<void>;
 }
@@ -107,7 +109,7 @@ export class TemplatePools {
     const h = this.#host;
     const runtime = this.#runtime!;
     return h.provision({
-      name: `exec-server-pool-${randomUUID()}`,
+      name: `${POOL_NAME_PREFIX}${randomUUID()}`,
       image: snapshotId,
       pull: undefined,
       labels: { [LABEL.pool]: 'true', [LABEL.created]: new Date().toISOString() },
@@ -216,16 +218,39 @@ export class TemplatePools {
    * pool is not filled from it again unless the deletion failed.
    */
   async whileReleased<T>(snapshotId: string, tenant: TenantId | undefined, remove: () => Promise<T>): Promise<T> {
-    if (this.#pools.length === 0) return remove();
     const h = this.#host;
+    if (this.#pools.length === 0 && h.options.fleet === undefined) return remove();
     const id = (await findSnapshot(h.docker, snapshotId, tenant, h.options.engineTimeoutMs)).snapshotId;
     await this.#release(id);
+    // In a fleet the other replicas' pools may hold containers of the template too.
+    if (h.options.fleet !== undefined) await this.#removeUnclaimed(id);
     try {
       return await remove();
     } catch (err) {
       await this.#release(id, true);
       throw err;
     }
+  }
+
+  /**
+   * Removes the instance's pool containers of `snapshotId` that no session claimed (another
+   * replica's pool: it forgets them on the engine's event). By name, so that one claimed (renamed)
+   * meanwhile stays; the deletion then fails as for any image in use.
+   */
+  async #removeUnclaimed(snapshotId: string): Promise<void> {
+    const h = this.#host;
+    const list = await withDeadline('container list', h.options.engineTimeoutMs, (abortSignal) =>
+      h.docker.listContainers({
+        all: true,
+        filters: { label: [`${LABEL.instance}=${h.options.instanceId}`, `${LABEL.pool}=true`] },
+        abortSignal,
+      }),
+    );
+    const names = list
+      .filter((c) => c.ImageID === snapshotId)
+      .map((c) => c.Names?.[0]?.replace(/^\//, '') ?? '')
+      .filter((n) => n.startsWith(POOL_NAME_PREFIX));
+    await Promise.all(names.map((n) => h.remove(n).catch(() => undefined)));
   }
 
   async #release(snapshotId: string, keep = false): Promise<void> {

@@ -24,6 +24,9 @@ export interface PoolEntry {
   readonly diskEnforcement?: 'engine' | 'watch' | undefined;
 }
 
+/** Names of pool containers not taken yet (default image and template pools): this, then a UUID. */
+export const POOL_NAME_PREFIX = 'exec-server-pool-';
+
 /** Name of a pool container once it belongs to a session: `exs.<sessionId>.<hex tenant>`. */
 export function claimedName(sessionId: string, tenant: string): string {
   return `exs.${sessionId}.${Buffer.from(tenant, 'utf8').toString('hex')}`;

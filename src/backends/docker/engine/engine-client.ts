@@ -70,6 +70,9 @@ interface ModemError {
   code?: string;
   message?: string;
   name?: string;
+  /** A failed connect's target (a socket path or an IP), with `port` for TCP: names the engine. */
+  address?: string;
+  port?: number;
 }
 
 /** True when the error says the engine itself could not be reached (not an API refusal). */
@@ -90,6 +93,12 @@ export function statusOf(err: unknown): number | undefined {
   return (err as ModemError | undefined)?.statusCode;
 }
 
+/** Where a connect failed (in a pool of engines, which one), when the error says. */
+function at(e: ModemError | undefined): string {
+  if (typeof e?.address !== 'string') return '';
+  return ` at ${e.address}${typeof e.port === 'number' ? `:${e.port}` : ''}`;
+}
+
 /** Maps any error of an engine call to the registry; `what` names the operation for the message. */
 export function engineError(err: unknown, what: string): ExecServerError {
   if (err instanceof ExecServerError) return err;
@@ -97,7 +106,7 @@ export function engineError(err: unknown, what: string): ExecServerError {
   if (isUnreachable(err)) {
     return execError(
       'EXEC_ERR_BACKEND_UNAVAILABLE',
-      `docker engine unavailable (${what}): ${e?.code ?? e?.message ?? String(err)}`,
+      `docker engine unavailable (${what}): ${e?.code ?? e?.message ?? String(err)}${at(e)}`,
       { cause: err },
     );
   }
