@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { dockerTestOptions, TEST_IMAGE } from '../docker/engine.ts';
-import { docker } from '../docker/helpers.ts';
+import { docker, removeInstanceContainers } from '../docker/helpers.ts';
 import { type DevServer, spawnDevServer } from '../support/dev-server.ts';
 import { sleep } from '../support/harness.ts';
 
@@ -66,15 +66,7 @@ async function cleanUp(replicas: readonly DevServer[], dir: string, snapshotId: 
   if (process.env.FLEET_TEST_LOGS) for (const r of replicas) console.error(`--- replica\n${r.stderr()}`);
   for (const r of replicas) r.child.kill('SIGKILL');
   await sleep(300);
-  for (const label of [
-    `exec-server.instance=${instanceId}`,
-    `exec-server.claim-instance=${instanceId}`,
-    // Quota slots (container/quota-slots.ts) carry an instance label of their own.
-    `exec-server.quota-instance=${instanceId}`,
-  ]) {
-    const ids = (await docker('ps', '-aq', '--filter', `label=${label}`)).split('\n').filter(Boolean);
-    if (ids.length > 0) await docker('rm', '-f', ...ids).catch(() => undefined);
-  }
+  await removeInstanceContainers(instanceId);
   if (snapshotId !== undefined) await docker('rmi', '-f', snapshotId).catch(() => undefined);
   await rm(dir, { recursive: true, force: true });
 }

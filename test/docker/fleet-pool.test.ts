@@ -21,7 +21,7 @@ import { call, mcpClient, textOf } from '../mcp/helpers.ts';
 import { type DevServer, spawnDevServer } from '../support/dev-server.ts';
 import { sleep } from '../support/harness.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
-import { docker } from './helpers.ts';
+import { docker, removeInstanceContainers } from './helpers.ts';
 
 const instanceId = `fleet-pool-${randomUUID().slice(0, 8)}`;
 const replicas: DevServer[] = [];
@@ -113,15 +113,7 @@ async function cleanUp(): Promise<void> {
   if (process.env.FLEET_TEST_LOGS) for (const r of replicas) console.error(`--- replica\n${r.stderr()}`);
   for (const r of replicas) r.child.kill('SIGKILL');
   await sleep(300);
-  for (const label of [
-    `exec-server.instance=${instanceId}`,
-    `exec-server.claim-instance=${instanceId}`,
-    // Quota slots (container/quota-slots.ts) carry an instance label of their own.
-    `exec-server.quota-instance=${instanceId}`,
-  ]) {
-    const ids = (await docker('ps', '-aq', '--filter', `label=${label}`)).split('\n').filter(Boolean);
-    if (ids.length > 0) await docker('rm', '-f', ...ids).catch(() => undefined);
-  }
+  await removeInstanceContainers(instanceId);
 }
 
 /**

@@ -12,7 +12,7 @@ import { type DevServer, spawnDevServer } from '../support/dev-server.ts';
 import { call, mcpClient, textOf } from '../mcp/helpers.ts';
 import { readToEnd, sleep, TestSession } from '../support/harness.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
-import { docker } from './helpers.ts';
+import { removeInstanceContainers } from './helpers.ts';
 
 interface Replica extends DevServer {
   readonly name: string;
@@ -40,15 +40,7 @@ async function cleanUp(): Promise<void> {
   if (process.env.FLEET_TEST_LOGS) for (const r of replicas) console.error(`--- replica ${r.name}\n${r.stderr()}`);
   for (const r of replicas) r.child.kill('SIGKILL');
   await sleep(500);
-  for (const label of [
-    `exec-server.instance=${instanceId}`,
-    `exec-server.claim-instance=${instanceId}`,
-    // Quota slots (container/quota-slots.ts) carry an instance label of their own.
-    `exec-server.quota-instance=${instanceId}`,
-  ]) {
-    const ids = (await docker('ps', '-aq', '--filter', `label=${label}`)).split('\n').filter(Boolean);
-    if (ids.length > 0) await docker('rm', '-f', ...ids).catch(() => undefined);
-  }
+  await removeInstanceContainers(instanceId);
 }
 
 function outputOf(s: TestSession, processId: string): string {

@@ -105,6 +105,21 @@ export async function docker(...args: string[]): Promise<string> {
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * Removes every container the servers of `instanceId` left on the engine: sessions and pools,
+ * a fleet's claims, and quota slots (container/quota-slots.ts, which carry a label of their own).
+ */
+export async function removeInstanceContainers(instanceId: string): Promise<void> {
+  for (const label of [
+    `exec-server.instance=${instanceId}`,
+    `exec-server.claim-instance=${instanceId}`,
+    `exec-server.quota-instance=${instanceId}`,
+  ]) {
+    const ids = (await docker('ps', '-aq', '--filter', `label=${label}`)).split('\n').filter(Boolean);
+    if (ids.length > 0) await docker('rm', '-f', ...ids).catch(() => undefined);
+  }
+}
+
 /** Runs the shell script `script` in `session` to its end, `env` added to the usual environment: its sink. */
 export async function runScript(
   session: BackendSession,
