@@ -197,6 +197,7 @@ export class RelaySpawner {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#waiting.delete(token);
+        // Never leaves: without an errno code the caller starts the relay itself (pipe-process.ts).
         reject(new Error('the relay spawner did not connect in time'));
       }, HANDSHAKE_MS);
       this.#waiting.set(token, (s) => {
@@ -214,6 +215,7 @@ export class RelaySpawner {
       if (word === 'spawned') p?.resolve(Number(b));
       else {
         const code = errnoNames.get(Number(b)) ?? 'EIO';
+        // Errno-shaped, as a failed spawn(2): the caller makes it the registry's start error.
         p?.reject(Object.assign(new Error(`spawn ${code}`), { code, errno: -Number(b) }));
       }
     } else if (word === 'exit') {
@@ -231,6 +233,7 @@ export class RelaySpawner {
   #die(why: string): void {
     if (this.#dead !== undefined) return;
     this.#dead = why;
+    // Never leaves: without an errno code the caller starts the relay itself (pipe-process.ts).
     for (const p of this.#pending.values()) p.reject(new Error(why));
     this.#pending.clear();
     // Its relays are no longer its children: their control socket closing is their end.
