@@ -7,17 +7,14 @@
  * cost our server 0.6-1.2 CPU-s; read through channels, 0.5-0.6 (docs/benchmarks.md).
  * `net.Socket`'s `onread` option reads into a buffer we own, but Node offers it only for
  * sockets we connect ourselves and has no socketpair: so the child's end of each channel is the
- * accepted side of a connection to a private Unix socket (in a directory only we can enter),
- * matched to its reader by a random token the reader sends first.
+ * accepted side of a connection to a private Unix socket, matched to its reader by a random
+ * token the reader sends first (private-listener.ts).
  * The engine copies what it keeps at once (ProcessSink), so one buffer serves every channel.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { execError } from '../../errors.ts';
-import { readHead } from './socket-head.ts';
+import { PrivateListener, type TokenClaims } from './private-listener.ts';
 
 const TOKEN_BYTES = 16;
 /** A connection that has not sent its token by then is dropped; an open waits as long at most. */
@@ -47,38 +44,27 @@ function destroyChannel(c: OutputChannel): void {
 const READY = 4;
 
 export class OutputChannels {
-  readonly #dir: string;
-  readonly #server: net.Server;
-  readonly #waiting = new Map<string, (socket: net.Socket) => void>();
+  readonly #listener: PrivateListener;
+  readonly #waiting: TokenClaims;
   readonly #ready: Ready[] = [];
   #connecting = 0;
   #closed = false;
 
-  private constructor(dir: string, server: net.Server) {
-    this.#dir = dir;
-    this.#server = server;
-    server.on('connection', (socket) => this.#accept(socket));
+  private constructor(listener: PrivateListener, waiting: TokenClaims) {
+    this.#listener = listener;
+    this.#waiting = waiting;
   }
 
   /** The listener's socket (in a directory only this process's user can enter). */
   get socketPath(): string {
-    return join(this.#dir, 'channels.sock');
+    return this.#listener.path;
   }
 
   /** Listens in a new private directory; rejects when Unix sockets cannot be used here. */
   static async create(): Promise<OutputChannels> {
-    const dir = await mkdtemp(join(tmpdir(), 'exec-server-out-')); // mode 0700
-    const server = net.createServer({ pauseOnConnect: true });
-    try {
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(join(dir, 'channels.sock'), () => resolve());
-      });
-    } catch (err) {
-      await rm(dir, { recursive: true, force: true });
-      throw err;
-    }
-    const channels = new OutputChannels(dir, server);
+    const waiting: TokenClaims = new Map();
+    const listener = await PrivateListener.open('exec-server-out-', waiting, TOKEN_BYTES, HANDSHAKE_MS);
+    const channels = new OutputChannels(listener, waiting);
     channels.#refill();
     return channels;
   }
@@ -111,7 +97,7 @@ export class OutputChannels {
 
   #connect(): Promise<Ready> {
     const token = randomBytes(TOKEN_BYTES);
-    const key = token.toString('hex');
+    const key = token.toString('latin1');
     const target = { onData: (_data: Buffer): void => undefined };
     return new Promise((resolve, reject) => {
       const reader = net.connect({
@@ -135,7 +121,9 @@ export class OutputChannels {
         reject(err);
       };
       reader.once('error', fail);
-      this.#waiting.set(key, (childEnd) => {
+      this.#waiting.set(key, (childEnd, rest) => {
+        // Only the token comes before the child has its end: anything more is not our reader's.
+        if (rest.length > 0) return void childEnd.destroy();
         clearTimeout(timer);
         reader.off('error', fail);
         reader.on('error', () => undefined); // the owner listens once it has the channel
@@ -145,28 +133,9 @@ export class OutputChannels {
     });
   }
 
-  #accept(socket: net.Socket): void {
-    const drop = (): void => {
-      socket.destroy();
-    };
-    socket.on('error', drop);
-    readHead(socket, TOKEN_BYTES, HANDSHAKE_MS, (token, rest) => {
-      const key = token.toString('hex');
-      const claim = this.#waiting.get(key);
-      if (!claim || rest.length > 0) {
-        drop();
-        return;
-      }
-      this.#waiting.delete(key);
-      claim(socket);
-    });
-    socket.resume();
-  }
-
   async close(): Promise<void> {
     this.#closed = true;
     for (const c of this.#ready.splice(0)) destroyChannel(c);
-    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
-    await rm(this.#dir, { recursive: true, force: true });
+    await this.#listener.close();
   }
 }

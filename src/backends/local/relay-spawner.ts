@@ -8,7 +8,7 @@
  *
  * Node cannot hand descriptors to a process that is not its child, nor make socket pairs, so the
  * relay's stdio and control socket are connections the spawner makes to a private Unix socket of
- * ours (in a directory only we can enter), each announced by a random token: the command sees
+ * ours (private-listener.ts), each announced by a random token: the command sees
  * Unix sockets on its stdio, as it does when Node spawns it (libuv's pipes are socket pairs).
  * A relay started here behaves as a `ChildProcess` for pipe-process.ts and keepers.ts: pid,
  * stdio, `exit`, `kill`.
@@ -17,12 +17,10 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import net from 'node:net';
-import { constants, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import type net from 'node:net';
+import { constants } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { readHead } from './socket-head.ts';
+import { PrivateListener, type TokenClaims } from './private-listener.ts';
 
 const SPAWNER = fileURLToPath(new URL('../../../build/relay-spawner', import.meta.url));
 const TOKEN_HEX = 32;
@@ -77,10 +75,9 @@ interface Pending {
 }
 
 export class RelaySpawner {
-  readonly #dir: string;
-  readonly #server: net.Server;
+  readonly #listener: PrivateListener;
   readonly #child: ChildProcess;
-  readonly #waiting = new Map<string, (s: net.Socket) => void>();
+  readonly #waiting: TokenClaims;
   readonly #pending = new Map<number, Pending>();
   readonly #relays = new Map<number, SpawnedRelay>();
   /** Exits of relays whose `spawn` has not returned yet (its sockets still on their way). */
@@ -88,19 +85,10 @@ export class RelaySpawner {
   #nextId = 1;
   #dead: string | undefined;
 
-  private constructor(dir: string, server: net.Server, child: ChildProcess) {
-    this.#dir = dir;
-    this.#server = server;
+  private constructor(listener: PrivateListener, waiting: TokenClaims, child: ChildProcess) {
+    this.#listener = listener;
+    this.#waiting = waiting;
     this.#child = child;
-    server.on('connection', (socket) => {
-      socket.on('error', () => undefined);
-      readHead(socket, TOKEN_HEX, HANDSHAKE_MS, (head, rest) => {
-        const take = this.#waiting.get(head.toString('latin1'));
-        if (rest.length > 0) socket.unshift(rest);
-        if (take) take(socket);
-        else socket.destroy();
-      });
-    });
     let lines = '';
     child.stdout?.setEncoding('utf8').on('data', (s: string) => {
       lines += s;
@@ -116,21 +104,17 @@ export class RelaySpawner {
   /** A spawner for one session, or undefined when build/relay-spawner is missing or cannot start. */
   static async start(): Promise<RelaySpawner | undefined> {
     if (!existsSync(SPAWNER)) return undefined;
-    const dir = await mkdtemp(join(tmpdir(), 'exec-server-spawn-'));
-    const path = join(dir, 's');
-    const server = net.createServer({ allowHalfOpen: true });
-    try {
-      await new Promise<void>((resolve, reject) => server.once('error', reject).listen(path, resolve));
-    } catch {
-      await rm(dir, { recursive: true, force: true });
-      return undefined;
-    }
-    server.unref();
-    const child = spawn(SPAWNER, [path], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const waiting: TokenClaims = new Map();
+    const listener = await PrivateListener.open('exec-server-spawn-', waiting, TOKEN_HEX, HANDSHAKE_MS).catch(
+      () => undefined,
+    );
+    if (!listener) return undefined;
+    listener.unref();
+    const child = spawn(SPAWNER, [listener.path], { stdio: ['pipe', 'pipe', 'inherit'] });
     child.unref();
     (child.stdout as net.Socket | null)?.unref?.();
     (child.stdin as net.Socket | null)?.unref?.();
-    return new RelaySpawner(dir, server, child);
+    return new RelaySpawner(listener, waiting, child);
   }
 
   get alive(): boolean {
@@ -200,9 +184,9 @@ export class RelaySpawner {
         // Never leaves: without an errno code the caller starts the relay itself (pipe-process.ts).
         reject(new Error('the relay spawner did not connect in time'));
       }, HANDSHAKE_MS);
-      this.#waiting.set(token, (s) => {
+      this.#waiting.set(token, (s, rest) => {
         clearTimeout(timer);
-        this.#waiting.delete(token);
+        if (rest.length > 0) s.unshift(rest);
         resolve(s);
       });
     });
@@ -245,7 +229,6 @@ export class RelaySpawner {
   /** Ends the spawner (its relays run on: the session's keepers end them). */
   async close(): Promise<void> {
     this.#child.stdin?.end();
-    this.#server.close();
-    await rm(this.#dir, { recursive: true, force: true }).catch(() => undefined);
+    await this.#listener.close();
   }
 }
