@@ -57,7 +57,9 @@ async function service(ports: readonly number[]): Promise<{ port: number; close(
   });
   const port = await freePort();
   await new Promise<void>((r) => server.listen(port, '127.0.0.1', r));
-  while (!ports.some((p) => ready.has(p))) await sleep(50);
+  // Every replica ready before the first connection, so that it goes to the first one (the
+  // tests count on it): not merely whichever answered its first readiness probe sooner.
+  while (!ports.every((p) => ready.has(p))) await sleep(50);
   return {
     port,
     close: () =>
