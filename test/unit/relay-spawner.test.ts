@@ -1,7 +1,8 @@
 /**
  * A local session's relay spawner (build/relay-spawner) driven through spawnPipe, no server: the
  * command's output, stdin and exit, its process group and session of its own, a start that
- * cannot happen, and the relay's exit as the spawner reaps it.
+ * cannot happen, the relay's exit as the spawner reaps it, and a command that is done before
+ * the server has read its reply and sockets.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,12 +14,19 @@ import type { BackendExit } from '../../src/backends/types.ts';
 
 const env = { PATH: process.env['PATH'] ?? '/usr/bin:/bin' };
 
-async function run(spawner: RelaySpawner, script: string, stdin?: string) {
+/** Keeps the event loop busy for `ms`, as a loaded server's would be. */
+function busy(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end);
+}
+
+/** `blockMs`: the loop is busy that long right after the request went out (the command runs meanwhile). */
+async function run(spawner: RelaySpawner, script: string, stdin?: string, blockMs = 0) {
   const out: Record<string, string> = { stdout: '', stderr: '' };
   let exit!: (e: BackendExit) => void;
   const ended = new Promise<BackendExit>((resolve) => (exit = resolve));
   const keepers = new Keepers();
-  const proc = await spawnPipe(
+  const spawning = spawnPipe(
     {
       file: 'sh',
       args: ['-c', script],
@@ -31,11 +39,15 @@ async function run(spawner: RelaySpawner, script: string, stdin?: string) {
     },
     { output: (stream, data) => (out[stream] += data.toString('utf8')), exit },
   );
+  busy(blockMs);
+  const proc = await spawning;
+  const started = performance.now();
   if (stdin !== undefined) {
     await proc.write(Buffer.from(stdin));
     await proc.closeStdin();
   }
-  return { exit: await ended, out, proc, keepers };
+  const result = await ended;
+  return { exit: result, out, proc, keepers, afterStart: performance.now() - started };
 }
 
 test('commands start from the spawner with their stdio, stdin and exit', async () => {
@@ -58,6 +70,25 @@ test('commands start from the spawner with their stdio, stdin and exit', async (
     const t = performance.now();
     for (let i = 0; i < 20; i++) assert.deepEqual((await run(spawner, 'true')).exit, { kind: 'exited', code: 0 });
     assert.ok(performance.now() - t < 20 * 200, 'no command waited for the 250 ms pipe grace');
+  } finally {
+    await spawner.close();
+  }
+});
+
+test('a command done before its reply and sockets are read still ends at once', async () => {
+  const spawner = await RelaySpawner.start();
+  assert.ok(spawner);
+  try {
+    // Node emits `end` on a paused socket that reads its end with nothing buffered: an empty
+    // stdout that ended before spawnPipe listened waited for the 250 ms pipe grace, past the
+    // early-exit window of a sandboxed attempt (its denial then went unclassified).
+    for (let i = 0; i < 5; i++) {
+      const r = await run(spawner, 'echo denied >&2; exit 2', undefined, 60);
+      assert.deepEqual(r.exit, { kind: 'exited', code: 2 });
+      assert.equal(r.out['stderr'], 'denied\n');
+      assert.equal(r.out['stdout'], '');
+      assert.ok(r.afterStart < 150, `exit ${r.afterStart.toFixed(1)} ms after the start: the pipe grace`);
+    }
   } finally {
     await spawner.close();
   }

@@ -246,9 +246,10 @@ export class LocalSession implements BackendSession {
     };
     if (req.mode === 'pty') return spawnPty({ ...common, size: req.size, pinning: ptyPinning }, sink);
     const argv0 = sandboxType === 'none' ? req.arg0 : undefined;
-    // Unsandboxed commands only, for now: sandboxed ones still start from the server.
-    this.#spawner ??= sandboxType === 'none' ? RelaySpawner.start().catch(() => undefined) : undefined;
-    const spawner = sandboxType === 'none' ? await this.#spawner : undefined;
+    // Sandboxed or not: the relay runs the same argv (build/sandbox-join into the warm sandbox),
+    // only its parent differs.
+    this.#spawner ??= RelaySpawner.start().catch(() => undefined);
+    const spawner = await this.#spawner;
     return spawnPipe({ ...common, argv0, stdin: req.mode === 'pipe', spawner }, sink);
   }
 

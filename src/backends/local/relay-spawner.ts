@@ -19,6 +19,7 @@ import { EventEmitter } from 'node:events';
 import { existsSync } from 'node:fs';
 import type net from 'node:net';
 import { constants } from 'node:os';
+import { Duplex } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { PrivateListener, type TokenClaims } from './private-listener.ts';
 
@@ -28,14 +29,37 @@ const HANDSHAKE_MS = 5_000;
 const errnoNames = new Map(Object.entries(constants.errno).map(([name, n]) => [n, name]));
 const signalNames = new Map(Object.entries(constants.signals).map(([name, n]) => [n, name as NodeJS.Signals]));
 
+/**
+ * `socket`, or a stand-in when it has ended already: Node emits `end` on a paused socket as soon
+ * as it reads the end of the stream with nothing buffered. A relay whose command is done before
+ * the spawner's reply and all its sockets are in (a busy loop, a loaded machine) would hand out a
+ * stdout that ended before its reader listens, which then waited for the pipe grace (250 ms,
+ * pipe-process.ts): past the early-exit window, so a sandbox denial went unclassified. The
+ * stand-in ends once it is read, as a child's pipe that saw its end would; nothing is lost (the
+ * end comes only with nothing left to read).
+ */
+function unlessEnded(socket: net.Socket): Duplex {
+  if (!socket.readableEnded) return socket;
+  socket.destroy();
+  return new Duplex({
+    allowHalfOpen: false,
+    read() {
+      this.push(null);
+    },
+    write(_chunk, _encoding, done) {
+      done();
+    },
+  });
+}
+
 /** A relay the spawner started, shaped as much of a `ChildProcess` as its users read. */
 export class SpawnedRelay extends EventEmitter {
   pid?: number | undefined;
   exitCode: number | null = null;
   signalCode: NodeJS.Signals | null = null;
-  readonly stdio: [net.Socket | null, net.Socket, net.Socket, net.Socket];
+  readonly stdio: [net.Socket | null, Duplex, Duplex, Duplex];
 
-  constructor(stdio: [net.Socket | null, net.Socket, net.Socket, net.Socket]) {
+  constructor(stdio: [net.Socket | null, Duplex, Duplex, Duplex]) {
     super();
     this.stdio = stdio;
   }
@@ -43,10 +67,10 @@ export class SpawnedRelay extends EventEmitter {
   get stdin(): net.Socket | null {
     return this.stdio[0];
   }
-  get stdout(): net.Socket {
+  get stdout(): Duplex {
     return this.stdio[1];
   }
-  get stderr(): net.Socket {
+  get stderr(): Duplex {
     return this.stdio[2];
   }
 
@@ -162,18 +186,19 @@ export class RelaySpawner {
       }
       throw Object.assign(err as Error, { code: 'EIO' });
     }
-    const [stdin, stdout, stderr, control] = stdio;
+    const [stdin = null, ...out] = stdio;
+    const [stdout, stderr, control] = out.map((x) => unlessEnded(x as net.Socket)) as [Duplex, Duplex, Duplex];
     // Paused since their token: flowing again from the next tick, when the caller listens (its
     // listeners attach in the microtasks that follow this return).
-    for (const x of stdio) x?.resume();
-    const relay = new SpawnedRelay([stdin ?? null, stdout as net.Socket, stderr as net.Socket, control as net.Socket]);
+    for (const x of [stdin, stdout, stderr, control]) x?.resume();
+    const relay = new SpawnedRelay([stdin, stdout, stderr, control]);
     relay.pid = pid;
     const early = this.#early.get(pid);
     this.#early.delete(pid);
     // Reaped while its sockets were on their way: told once the caller listens (right after).
     if (early) setImmediate(() => relay.ended(...early));
     else if (this.#dead === undefined) this.#relays.set(pid, relay);
-    else control?.once('close', () => relay.ended(null, null));
+    else control.once('close', () => relay.ended(null, null));
     return relay;
   }
 
@@ -221,8 +246,7 @@ export class RelaySpawner {
     for (const p of this.#pending.values()) p.reject(new Error(why));
     this.#pending.clear();
     // Its relays are no longer its children: their control socket closing is their end.
-    for (const relay of this.#relays.values())
-      if (relay.stdio[3]) relay.stdio[3].once('close', () => relay.ended(null, null));
+    for (const relay of this.#relays.values()) relay.stdio[3].once('close', () => relay.ended(null, null));
     this.#relays.clear();
   }
 
