@@ -1,6 +1,6 @@
 /**
- * Sandboxed pipe-mode commands of the local backend start from the session's relay spawner
- * (relay-spawner.ts): still confined, and each denial still classified inside the early-exit
+ * Sandboxed commands of the local backend, pipe and PTY mode, start from the session's relay
+ * spawner (relay-spawner.ts): still confined, and each denial still classified inside the early-exit
  * window while the server's event loop is busy (a command then often ends before the server has
  * read the spawner's reply and the relay's sockets).
  */
@@ -39,18 +39,23 @@ test('a sandboxed command starts from the spawner and stays confined', async (t)
   t.after(() => s.close());
   const info = await s.request<Record<string, unknown>>('session/info', {});
   assert.equal(info['sandboxType'], 'bubblewrap', 'bubblewrap runs on this machine');
-  const marker = `spawner-probe-${process.pid}`;
-  const start = await s.start('long', ['sh', '-c', `sleep 30 # ${marker}`]);
-  assert.equal(start['sandboxType'], 'linuxSeccomp');
-  assert.equal(await relayParent(marker), 'relay-spawner');
-  await s.request('process/terminate', { processId: 'long' });
-  await s.result('long');
+  for (const tty of [false, true]) {
+    const marker = `spawner-probe-${process.pid}-${tty}`;
+    const start = await s.start(`long-${tty}`, ['sh', '-c', `sleep 30 # ${marker}`], { tty });
+    assert.equal(start['sandboxType'], 'linuxSeccomp');
+    assert.equal(await relayParent(marker), 'relay-spawner', `tty ${tty}`);
+    await s.request('process/terminate', { processId: `long-${tty}` });
+    await s.result(`long-${tty}`);
+  }
 
   const outside = `/var/tmp/spawner-probe-${process.pid}`;
   const w = await s.run('write', ['sh', '-c', `echo x > ${outside}`]);
   assert.notEqual(w.exited['exitCode'], 0);
   assert.equal(w.exited['sandboxDenied'], true);
   assert.match(w.stderr, /read-only file system/i);
+  const pty = await s.run('write-pty', ['sh', '-c', `echo x > ${outside}`], { tty: true });
+  assert.equal(pty.exited['sandboxDenied'], true);
+  assert.match(pty.pty, /read-only file system/i);
   assert.equal(existsSync(outside), false, 'nothing was written outside the workspace');
   const inside = await s.run('inside', ['sh', '-c', 'echo y > here && cat here']);
   assert.equal(inside.stdout, 'y\n');

@@ -9,6 +9,7 @@
 import type { Duplex } from 'node:stream';
 import type { BackendExit, SandboxType } from '../types.ts';
 import type { OutputChannels } from './output-channels.ts';
+import type { RelaySpawner } from './relay-spawner.ts';
 import { signalNumber } from './signals.ts';
 
 /** What a command is spawned with under its relay, in PTY and pipe mode alike. */
@@ -26,6 +27,8 @@ export interface RelaySpawn {
   readonly channels?: OutputChannels | undefined;
   /** The session's relays: this one joins them until it is gone. */
   readonly keepers?: Keepers | undefined;
+  /** The session's relay spawner: the relay is its child rather than ours (relay-spawner.ts). */
+  readonly spawner?: RelaySpawner | undefined;
 }
 
 /** A relay as its keepers see it: a `ChildProcess`, or one the session's spawner started (relay-spawner.ts). */

@@ -152,7 +152,7 @@ export class LocalSession implements BackendSession {
   readonly #setup: SpawnSetup;
   readonly #warm: WarmSandboxes | undefined;
   readonly #keepers = new Keepers();
-  /** Starts the relays of pipe-mode commands, once the first one runs (relay-spawner.ts). */
+  /** Starts the relays of the session's commands, once the first one runs (relay-spawner.ts). */
   #spawner: Promise<RelaySpawner | undefined> | undefined;
   readonly #clientDirs: ClientDirectories;
   /** Something running as the server's user may have written into the workspace since it was last lent. */
@@ -244,12 +244,12 @@ export class LocalSession implements BackendSession {
       // sandbox-join checks the program inside the sandbox, as the user, and says so first.
       reportExec: sandboxType === 'bubblewrap' && argv.includes(JOIN_HELPER),
     };
-    if (req.mode === 'pty') return spawnPty({ ...common, size: req.size, pinning: ptyPinning }, sink);
-    const argv0 = sandboxType === 'none' ? req.arg0 : undefined;
-    // Sandboxed or not: the relay runs the same argv (build/sandbox-join into the warm sandbox),
-    // only its parent differs.
+    // Sandboxed or not, PTY or pipes: the relay runs the same argv (build/sandbox-join into the
+    // warm sandbox), only its parent differs.
     this.#spawner ??= RelaySpawner.start().catch(() => undefined);
     const spawner = await this.#spawner;
+    if (req.mode === 'pty') return spawnPty({ ...common, spawner, size: req.size, pinning: ptyPinning }, sink);
+    const argv0 = sandboxType === 'none' ? req.arg0 : undefined;
     return spawnPipe({ ...common, argv0, stdin: req.mode === 'pipe', spawner }, sink);
   }
 

@@ -14,7 +14,7 @@ import type { BackendExit, BackendProcess, ProcessSink, SignalName, TerminalSize
 import { spawnFailure } from '../spawn-failure.ts';
 import { keptRelay, onControlLines, type RelaySpawn, watchRelayEnd } from './keepers.ts';
 import { ptyRelayPath, ptyRelayProblem } from './pty-process.ts';
-import type { RelaySpawner, SpawnedRelay } from './relay-spawner.ts';
+import type { SpawnedRelay } from './relay-spawner.ts';
 import { signalGroup, signalName } from './signals.ts';
 
 /** After the exit, how long to wait for pipes held open by leftover grandchildren. */
@@ -29,8 +29,6 @@ const STDIN_BUFFER_LIMIT = 8 * 1024 * 1024;
 export interface PipeSpawn extends RelaySpawn {
   readonly argv0?: string | undefined;
   readonly stdin: boolean;
-  /** The session's relay spawner: the relay is its child rather than ours (relay-spawner.ts). */
-  readonly spawner?: RelaySpawner | undefined;
 }
 
 /** What a pipe process and its relay's handlers share: the command's pid once known, its exit, paused output. */

@@ -21,6 +21,7 @@ import { PTY_EOF } from '../stdin.ts';
 import { nativeHelperPath } from './native-helpers.ts';
 import { spawnFailure } from '../spawn-failure.ts';
 import { keptRelay, onControlLines, type RelaySpawn, watchRelayEnd } from './keepers.ts';
+import type { SpawnedRelay } from './relay-spawner.ts';
 import { signalGroup, signalName } from './signals.ts';
 
 const PTY_RELAY = nativeHelperPath('pty-relay');
@@ -55,27 +56,46 @@ interface PtyState {
   paused: boolean;
 }
 
-/** The relay, running the command on a new terminal of the asked size. */
+/** The relay's arguments: the command on a new terminal of the asked size. */
+function ptyRelayArgs(opts: PtySpawn): string[] {
+  return [
+    ...(opts.reportExec ? ['--exec-report'] : []),
+    ...(opts.pinning === false ? ['--no-pin'] : []),
+    String(opts.size.cols),
+    String(opts.size.rows),
+    opts.file,
+    ...opts.args,
+  ];
+}
+
+function ptyRelayEnv(opts: PtySpawn): Record<string, string> {
+  return { TERM: 'xterm-256color', ...opts.env };
+}
+
+/** The relay as the server's own child. */
 function startPtyRelay(opts: PtySpawn, childEnd: Socket | undefined): ChildProcess {
-  return spawn(
-    PTY_RELAY,
-    [
-      ...(opts.reportExec ? ['--exec-report'] : []),
-      ...(opts.pinning === false ? ['--no-pin'] : []),
-      String(opts.size.cols),
-      String(opts.size.rows),
-      opts.file,
-      ...opts.args,
-    ],
-    {
-      cwd: opts.cwd,
-      env: { TERM: 'xterm-256color', ...opts.env },
-      // A session of its own: a Ctrl-C or SIGTERM meant for the server's terminal or group must
-      // not end the relay before it has ended what it keeps.
-      detached: true,
-      stdio: ['pipe', childEnd ?? 'pipe', 'pipe', 'pipe'],
-    },
-  );
+  return spawn(PTY_RELAY, ptyRelayArgs(opts), {
+    cwd: opts.cwd,
+    env: ptyRelayEnv(opts),
+    // A session of its own: a Ctrl-C or SIGTERM meant for the server's terminal or group must
+    // not end the relay before it has ended what it keeps.
+    detached: true,
+    stdio: ['pipe', childEnd ?? 'pipe', 'pipe', 'pipe'],
+  });
+}
+
+/**
+ * The relay started by the session's spawner, in a session of its own too; undefined when there
+ * is none or it is gone (the server then spawns the relay itself).
+ */
+async function spawnedPtyRelay(opts: PtySpawn): Promise<SpawnedRelay | undefined> {
+  if (!opts.spawner?.alive) return undefined;
+  try {
+    return await opts.spawner.spawn(PTY_RELAY, ptyRelayArgs(opts), { ...opts, env: ptyRelayEnv(opts), stdin: true });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === undefined) return undefined;
+    throw execError('EXEC_ERR_INTERNAL', `PTY helper failed: ${(err as Error).message}`, { cause: err });
+  }
 }
 
 /** The process as the backend hands it out: keys to the terminal, its size, signals, output flow. */
@@ -132,9 +152,10 @@ export async function spawnPty(
 ): Promise<BackendProcess & { readonly pid: number | undefined }> {
   const problem = ptyRelayProblem();
   if (problem) throw execError('EXEC_ERR_UNSUPPORTED', `PTY mode is unavailable: ${problem}`);
-  const channel = await opts.channels?.open((d) => sink.output('pty', d)).catch(() => undefined);
+  const spawned = await spawnedPtyRelay(opts);
+  const channel = spawned ? undefined : await opts.channels?.open((d) => sink.output('pty', d)).catch(() => undefined);
   return new Promise((resolve, reject) => {
-    const relay = startPtyRelay(opts, channel?.childEnd);
+    const relay = spawned ?? startPtyRelay(opts, channel?.childEnd);
     channel?.childEnd.destroy(); // the relay has its own copy now (or never will)
     const keys = relay.stdin as Writable;
     const output = (channel?.reader ?? relay.stdout) as Duplex;
