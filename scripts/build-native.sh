@@ -17,8 +17,12 @@ cc=$(command -v cc || command -v gcc || command -v clang) || {
   exit 0
 }
 mkdir -p build
+# The local helpers are exec'd once or twice per command (pty-relay, sandbox-join): statically
+# linked they skip the dynamic loader, about 0.15 ms per exec here. Dynamic where there is no libc.a.
+static=
+[ -f "$("$cc" -print-file-name=libc.a)" ] && static=-static
 for helper in pty-relay sandbox-join relay-spawner; do
-  if "$cc" -O2 -Wall -o "build/$helper.tmp" "native/$helper.c"; then
+  if "$cc" -O2 -Wall $static -o "build/$helper.tmp" "native/$helper.c"; then
     mv "build/$helper.tmp" "build/$helper"
   else
     rm -f "build/$helper.tmp"
