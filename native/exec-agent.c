@@ -507,6 +507,11 @@ static void do_spawn(uint32_t handle, unsigned char *payload, uint32_t len) {
     send_text(A_FAILED, handle, "%d%cpipe: %s", e, 0, strerror(e));
     return;
   }
+  /* A pipe is 0600 for its maker (root), and opening /dev/stdout goes through the pipe's own mode:
+   * a command running as the container's user got EACCES. Reaching a pipe by name takes access to
+   * /proc/PID/fd of a holder, so the mode opens nothing more. */
+  int *ends[] = { out, err, in };
+  for (int k = 0; k < 6; k++) if (ends[k / 2][k % 2] >= 0) (void)fchmod(ends[k / 2][k % 2], 0666);
   int report[2] = {-1, -1};
   if (pipe2(report, O_CLOEXEC) < 0) report[0] = report[1] = -1;
   pid_t pid = fork();

@@ -72,6 +72,25 @@ for (const backend of BACKENDS) {
       );
     });
 
+    test('pipe: a command opens /dev/stdout, /dev/stderr and /dev/stdin by name, sandboxed or not', async () => {
+      // A socket as stdio would refuse these opens (ENXIO): `echo x > /dev/stderr` must work as in a terminal.
+      const script = 'echo out > /dev/stdout; echo err > /dev/stderr; cat /dev/stdin; echo ok | tee /dev/stderr';
+      const sandboxed = await TestSession.open(server.url, { session: { sandbox: { type: 'workspace-write' } } });
+      for (const [name, session] of [
+        ['none', s],
+        ['sandboxed', sandboxed],
+      ] as const) {
+        await session.start(`devs-${name}`, ['sh', '-c', script], { pipeStdin: true });
+        await session.request('process/write', { processId: `devs-${name}`, chunk: b64('in\n') });
+        await session.request('process/closeStdin', { processId: `devs-${name}` });
+        const r = await session.result(`devs-${name}`);
+        assert.equal(r.stdout, 'out\nin\nok\n', `${name}: ${r.stderr}`);
+        assert.equal(r.stderr, 'err\nok\n', name);
+        assert.equal(r.exited['exitCode'], 0, name);
+      }
+      await sandboxed.close();
+    });
+
     test('pipe without stdin: writes answer stdinClosed, exactly \\u0003 interrupts', async () => {
       await s.start('nostdin', ['sh', '-c', 'echo ready; exec sleep 30']);
       await s.waitFor((all) => all.some((n) => n.params['processId'] === 'nostdin' && n.method === 'process/output'));
