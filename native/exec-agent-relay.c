@@ -25,7 +25,7 @@
  *
  * When a connection ends (or {"relay":ID,"stop":1} asks) it answers {"relay":ID,"out":N,"in":M}:
  * the bytes each way, counted here on the host, never by the agent. At most RELAYD_MAX at once.
- * While it lasts, a connection whose bytes moved is reported at most every PROGRESS_MS as
+ * While it lasts, a connection whose bytes moved is reported every PROGRESS_MS at most as
  * {"relay":ID,"out":N,"in":M,"progress":1} (totals so far): should this process die (a crash, an
  * OOM kill), the server still has its bytes, at most PROGRESS_MS old.
  */
@@ -51,11 +51,11 @@ typedef struct {
   int relaying;
   tunnel t;
   unsigned long long said_out, said_in; /* the totals last reported */
+  long long said_at;     /* when (at first: when the connection came) */
 } rconn;
 
 static rconn *rconns[RELAYD_MAX];
 static int ipc_fd = -1;
-static long long progress_at; /* when progress was last reported */
 
 static void ipc_say(const char *fmt, ...) {
   char line[256];
@@ -200,7 +200,7 @@ static void ipc_line(char *line, int fd) {
   if (i == RELAYD_MAX) {
     rconn *c = calloc(1, sizeof *c);
     if (!c) { close(fd); return; }
-    c->id = id; c->tun = c->up = -1; c->t.client = -1; c->since = now_ms();
+    c->id = id; c->tun = c->up = -1; c->t.client = -1; c->since = c->said_at = now_ms();
     rconns[i = slot] = c;
   }
   rconn *c = rconns[i];
@@ -286,23 +286,26 @@ static unsigned long long moved_total(void) {
   return sum;
 }
 
-/* Reports the totals of each connection whose bytes moved since its last report, once PROGRESS_MS
- * passed since the last round (a long download is counted as it goes, not only at its end).
- * Returns the ms until a report is due, -1 when none is. */
+/* Reports the totals of each connection whose bytes moved since its last report and that was
+ * last reported (or came) PROGRESS_MS ago or more: a long download is counted as it goes, not only
+ * at its end, and a short connection is reported once, when it ends. Returns the ms until the
+ * next report is due, -1 when none is. */
 static int progress_due(void) {
-  long long wait = PROGRESS_MS - (now_ms() - progress_at);
-  int said = 0;
+  long long now = now_ms(), due = -1;
   for (int i = 0; i < RELAYD_MAX; i++) {
     rconn *c = rconns[i];
     if (!c || (rconn_out(c) == c->said_out && rconn_in(c) == c->said_in)) continue;
-    if (wait > 0) return (int)wait;
+    long long wait = c->said_at + PROGRESS_MS - now;
+    if (wait > 0) {
+      if (due < 0 || wait < due) due = wait;
+      continue;
+    }
     c->said_out = rconn_out(c);
     c->said_in = rconn_in(c);
+    c->said_at = now;
     ipc_say("{\"relay\":%llu,\"out\":%llu,\"in\":%llu,\"progress\":1}\n", c->id, c->said_out, c->said_in);
-    said = 1;
   }
-  if (said) progress_at = now_ms();
-  return -1;
+  return (int)due;
 }
 
 /* The poll entries: the IPC channel, then the sides of each connection. `waiting`: some

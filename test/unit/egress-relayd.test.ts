@@ -5,7 +5,7 @@
  * its client's socket with the marker byte 'F'. A hostile agent may hand anything: a pipe, a unix
  * socket, a UDP socket. The relay takes a TCP socket and nothing else: any other ends that
  * connection (reported with zero bytes, the tunnel closed), and the relay lives on to serve the
- * next connection, a real one, end to end.
+ * next connection, a real one, end to end. A connection that lasts is reported as it goes.
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
@@ -19,8 +19,8 @@ import { tempDirFor } from '../support/temp-dir.ts';
 
 /**
  * The agent's part: connects to the tunnel's unix socket (argv[1]) and hands over a descriptor of
- * the kind argv[2] names. `tcp`: its client's accepted socket on 127.0.0.2, after which it plays
- * the command (sends `hello`, half-closes, prints what comes back). Otherwise it waits for the
+ * the kind argv[2] names. `tcp N`: its client's accepted socket on 127.0.0.2, after which it plays
+ * the command (sends `hello` N times, 150 ms apart, half-closes, prints what comes back). Otherwise it waits for the
  * relay to close the tunnel and prints how many bytes reached the descriptor's other end (a relay
  * that took it would have written the CONNECT answer there).
  */
@@ -35,7 +35,10 @@ if kind == 'tcp':
     acc, _ = ls.accept()
     socket.send_fds(tun, [b'F'], [acc.fileno()])
     acc.close()
-    cmd.sendall(b'hello'); cmd.shutdown(socket.SHUT_WR)
+    for i in range(int(sys.argv[3])):
+        if i > 0: time.sleep(0.15)
+        cmd.sendall(b'hello')
+    cmd.shutdown(socket.SHUT_WR)
     got = b''
     while True:
         b = cmd.recv(65536)
@@ -88,7 +91,7 @@ function send(relay: ChildProcess, message: object, socket: Socket): Promise<voi
   return new Promise((resolve, reject) => relay.send(message, socket, (err) => (err ? reject(err) : resolve())));
 }
 
-test('relayd takes only a TCP socket from the tunnel; anything else ends that connection alone', async (t) => {
+test('relayd takes only a TCP socket from the tunnel (anything else ends that connection alone); reports progress', async (t) => {
   assert.ok(RELAY_BINARY, 'build/exec-agent is built (sh scripts/build-native.sh)');
   const dir = await tempDirFor(t, 'exec-server-relayd-');
   const o = await origin();
@@ -108,9 +111,9 @@ test('relayd takes only a TCP socket from the tunnel; anything else ends that co
   const early = 'HTTP/1.1 200 Connection Established\r\n\r\n';
 
   /** One connection: the agent's stand-in hands `kind`; what it printed, and the relay's report. */
-  const connection = async (id: number, kind: string): Promise<{ printed: string; report: Report }> => {
+  const connection = async (id: number, ...kind: string[]): Promise<{ printed: string; report: Report }> => {
     const accepted = once(tunnels, 'connection') as Promise<[Socket]>;
-    const agent = promisify(execFile)('python3', ['-c', AGENT, path, kind], { timeout: 20_000 });
+    const agent = promisify(execFile)('python3', ['-c', AGENT, path, ...kind], { timeout: 20_000 });
     const [tun] = await accepted;
     const up = connect({ host: '127.0.0.2', port: o.port });
     await once(up, 'connect');
@@ -136,9 +139,23 @@ test('relayd takes only a TCP socket from the tunnel; anything else ends that co
   }
 
   // The next connection hands a real TCP socket: relayed both ways, counted on the host.
-  const { printed, report } = await connection(id, 'tcp');
+  const { printed, report } = await connection(id, 'tcp', '1');
   assert.equal(printed, `${early}got 5\n`);
   assert.deepEqual({ out: report.out, in: report.in }, { out: 5, in: 'got 5\n'.length });
-  assert.equal(o.connections(), 4, 'each connection dialled its destination once');
+  assert.equal(relay.exitCode, null);
+
+  // A connection that lasts (1.2 s): its totals are reported as it goes (each at least 500 ms
+  // after the one before, or after it came), growing, then once more when it ends.
+  const long = await connection(++id, 'tcp', '9');
+  assert.equal(long.printed, `${early}got 45\n`);
+  assert.deepEqual({ out: long.report.out, in: long.report.in }, { out: 45, in: 'got 45\n'.length });
+  const progress = reports.filter((r) => r.relay === id && r.progress === 1);
+  assert.ok(progress.length >= 1, 'reported as it went');
+  for (const [k, r] of progress.entries()) {
+    const before = progress[k - 1] ?? { out: 0, in: 0 };
+    const grew = r.out + r.in > before.out + before.in && r.out >= before.out && r.in >= before.in;
+    assert.ok(grew && r.out <= 45 && r.in <= 7, `growing totals, never past the end: ${JSON.stringify(progress)}`);
+  }
+  assert.equal(o.connections(), 5, 'each connection dialled its destination once');
   assert.equal(relay.exitCode, null);
 });
