@@ -8,7 +8,6 @@
  * server of this test's own on 127.0.0.2 that sends slowly.
  */
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
 import { test } from 'node:test';
 import type { AuditEvent } from '../../src/audit/auditor.ts';
@@ -16,6 +15,7 @@ import { parseAllowList } from '../../src/egress/allow-list.ts';
 import type { EgressRecord } from '../../src/egress/proxy.ts';
 import { EGRESS_PROXY_PORT, egressEnvironment, SessionEgress } from '../../src/egress/session-egress.ts';
 import { Metrics } from '../../src/metrics.ts';
+import { relaydPids as relayds } from '../support/relayd.ts';
 import { tempDirFor } from '../support/temp-dir.ts';
 import { dockerTestOptions } from './engine.ts';
 import { makeBackend, runScript as run, sessionSpec } from './helpers.ts';
@@ -48,23 +48,6 @@ async function origin(): Promise<{ server: Server; port: number; sent: number[] 
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.2', resolve));
   return { server, port: (server.address() as AddressInfo).port, sent };
-}
-
-/** The `exec-agent relayd` processes this process started (read from /proc). */
-function relayds(): number[] {
-  const found: number[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      const argv = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0');
-      if (ppid === process.pid && argv[0]?.endsWith('/exec-agent') && argv[1] === 'relayd') found.push(Number(name));
-    } catch {
-      // (gone meanwhile)
-    }
-  }
-  return found;
 }
 
 async function until(what: string, ok: () => boolean, ms = 10_000): Promise<void> {
