@@ -50,6 +50,24 @@ async function origin(): Promise<{ server: Server; port: number; sent: number[] 
   return { server, port: (server.address() as AddressInfo).port, sent };
 }
 
+/** A session's egress whose records, audit events, warnings and metrics the test reads. */
+function watchedEgress(port: number) {
+  const records: EgressRecord[] = [];
+  const audit: AuditEvent[] = [];
+  const warnings: Array<{ obj: Record<string, unknown>; msg: string | undefined }> = [];
+  const metrics = new Metrics();
+  const allow = [`127.0.0.2:${port}`];
+  const egress = new SessionEgress({
+    allow,
+    entries: parseAllowList(allow),
+    metrics,
+    audit: (e) => audit.push(e),
+    log: { warn: (obj, msg) => warnings.push({ obj: obj as Record<string, unknown>, msg }) },
+    onRecord: (r) => records.push(r),
+  });
+  return { egress, records, audit, warnings, metrics };
+}
+
 async function until(what: string, ok: () => boolean, ms = 10_000): Promise<void> {
   for (const end = Date.now() + ms; !ok() && Date.now() < end; ) await new Promise((r) => setTimeout(r, 10));
   assert.ok(ok(), what);
@@ -65,19 +83,7 @@ test(
     const backend = makeBackend({ agentSocketDir: root });
     t.after(() => backend.close());
     const session = await backend.createSession(sessionSpec());
-    const records: EgressRecord[] = [];
-    const audit: AuditEvent[] = [];
-    const warnings: Array<{ obj: Record<string, unknown>; msg: string | undefined }> = [];
-    const metrics = new Metrics();
-    const allow = [`127.0.0.2:${o.port}`];
-    const egress = new SessionEgress({
-      allow,
-      entries: parseAllowList(allow),
-      metrics,
-      audit: (e) => audit.push(e),
-      log: { warn: (obj, msg) => warnings.push({ obj: obj as Record<string, unknown>, msg }) },
-      onRecord: (r) => records.push(r),
-    });
+    const { egress, records, audit, warnings, metrics } = watchedEgress(o.port);
     await egress.start(session);
     t.after(() => egress.close());
     const env = egressEnvironment(EGRESS_PROXY_PORT);
