@@ -3,8 +3,9 @@
  * and its destination connected, both sockets go to `exec-agent relayd` (native/exec-agent-relay.c),
  * one process per session's proxy started at its first such connection and sent the sockets over
  * its IPC channel (`send(message, socket)`), which splices them both ways and reports the bytes
- * when done, so a download never crosses the server's JavaScript and no process is started per
- * connection (starting one forks the server, at a cost that grows with its memory). Used where
+ * when done (and a long connection's as it goes, so a relay that dies loses at most its last half
+ * second of counts), so a download never crosses the server's JavaScript and no process is started
+ * per connection (starting one forks the server, at a cost that grows with its memory). Used where
  * both ends are real sockets (a tunnel on the agent link); streams of another kind (gVisor's
  * exec-stream tunnels) are piped by the proxy itself.
  *
