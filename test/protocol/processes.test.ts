@@ -91,6 +91,15 @@ for (const backend of BACKENDS) {
       await sandboxed.close();
     });
 
+    test("pipe and PTY: commands get the umask a docker exec or the server's shell would give", async () => {
+      // docker: the engine's 022 (the agent keeps 077 for its own files only); local: the server's.
+      const want = backend === 'docker' ? '0022' : process.umask().toString(8).padStart(4, '0');
+      const r = await s.run('umask', ['sh', '-c', 'umask']);
+      assert.equal(r.stdout.trim(), want);
+      const t = await s.run('umask-pty', ['sh', '-c', 'umask'], { tty: true });
+      assert.equal(t.pty.trim(), want);
+    });
+
     test('pipe without stdin: writes answer stdinClosed, exactly \\u0003 interrupts', async () => {
       await s.start('nostdin', ['sh', '-c', 'echo ready; exec sleep 30']);
       await s.waitFor((all) => all.some((n) => n.params['processId'] === 'nostdin' && n.method === 'process/output'));
