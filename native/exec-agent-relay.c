@@ -25,11 +25,15 @@
  *
  * When a connection ends (or {"relay":ID,"stop":1} asks) it answers {"relay":ID,"out":N,"in":M}:
  * the bytes each way, counted here on the host, never by the agent. At most RELAYD_MAX at once.
+ * While it lasts, a connection whose bytes moved is reported every PROGRESS_MS at most as
+ * {"relay":ID,"out":N,"in":M,"progress":1} (totals so far): should this process die (a crash, an
+ * OOM kill), the server still has its bytes, at most PROGRESS_MS old.
  */
 #define RELAYD_MAX 128 /* a session has at most 64 connections open at once */
 #define TAKE_MS 10000
 #define PEND_MAX 65536
 #define IPC_LINE_MAX (4 * 1024 * 1024)
+#define PROGRESS_MS 500
 #ifndef RELAY_SPIN_MS
 #define RELAY_SPIN_MS 1
 #endif
@@ -46,6 +50,8 @@ typedef struct {
   long long since;
   int relaying;
   tunnel t;
+  unsigned long long said_out, said_in; /* the totals last reported */
+  long long said_at;     /* when (at first: when the connection came) */
 } rconn;
 
 static rconn *rconns[RELAYD_MAX];
@@ -66,11 +72,16 @@ static void ipc_say(const char *fmt, ...) {
   }
 }
 
+/* The bytes of a connection so far: to the destination, and to the client (less `early`, which
+ * the server read and counts). */
+static unsigned long long rconn_out(const rconn *c) { return c->first + c->t.d[0].moved; }
+static unsigned long long rconn_in(const rconn *c) {
+  return c->relaying && c->t.d[1].moved > c->early_len ? c->t.d[1].moved - c->early_len : 0;
+}
+
 static void rconn_end(int i) {
   rconn *c = rconns[i];
-  unsigned long long in = c->t.d[1].moved > c->early_len ? c->t.d[1].moved - c->early_len : 0;
-  if (!c->relaying) in = 0;
-  ipc_say("{\"relay\":%llu,\"out\":%llu,\"in\":%llu}\n", c->id, c->first + c->t.d[0].moved, in);
+  ipc_say("{\"relay\":%llu,\"out\":%llu,\"in\":%llu}\n", c->id, rconn_out(c), rconn_in(c));
   close_fd(&c->tun);
   close_fd(&c->up);
   if (c->relaying) tunnel_close(&c->t);
@@ -189,7 +200,7 @@ static void ipc_line(char *line, int fd) {
   if (i == RELAYD_MAX) {
     rconn *c = calloc(1, sizeof *c);
     if (!c) { close(fd); return; }
-    c->id = id; c->tun = c->up = -1; c->t.client = -1; c->since = now_ms();
+    c->id = id; c->tun = c->up = -1; c->t.client = -1; c->since = c->said_at = now_ms();
     rconns[i = slot] = c;
   }
   rconn *c = rconns[i];
@@ -267,6 +278,79 @@ static int rconn_poll(rconn *c, int k, short *ev) {
   return -1;
 }
 
+/* The bytes all connections moved so far (whether bytes are flowing). */
+static unsigned long long moved_total(void) {
+  unsigned long long sum = 0;
+  for (int i = 0; i < RELAYD_MAX; i++)
+    if (rconns[i]) sum += rconns[i]->first + rconns[i]->t.d[0].moved + rconns[i]->t.d[1].moved;
+  return sum;
+}
+
+/* Reports the totals of each connection whose bytes moved since its last report and that was
+ * last reported (or came) PROGRESS_MS ago or more: a long download is counted as it goes, not only
+ * at its end, and a short connection is reported once, when it ends. Returns the ms until the
+ * next report is due, -1 when none is. */
+static int progress_due(void) {
+  long long now = now_ms(), due = -1;
+  for (int i = 0; i < RELAYD_MAX; i++) {
+    rconn *c = rconns[i];
+    if (!c || (rconn_out(c) == c->said_out && rconn_in(c) == c->said_in)) continue;
+    long long wait = c->said_at + PROGRESS_MS - now;
+    if (wait > 0) {
+      if (due < 0 || wait < due) due = wait;
+      continue;
+    }
+    c->said_out = rconn_out(c);
+    c->said_in = rconn_in(c);
+    c->said_at = now;
+    ipc_say("{\"relay\":%llu,\"out\":%llu,\"in\":%llu,\"progress\":1}\n", c->id, c->said_out, c->said_in);
+  }
+  return (int)due;
+}
+
+/* The poll entries: the IPC channel, then the sides of each connection. `waiting`: some
+ * connection waits for a socket (its wait is bounded: poll wakes to time it out). */
+static int relayd_pollfds(struct pollfd *pf, int *who, int *waiting) {
+  int n = 0;
+  pf[n] = (struct pollfd){ ipc_fd, POLLIN, 0 }; who[n++] = -1;
+  *waiting = 0;
+  for (int i = 0; i < RELAYD_MAX; i++) {
+    rconn *c = rconns[i];
+    if (!c) continue;
+    *waiting |= !c->relaying;
+    for (int k = 0; k < 2; k++) {
+      short ev;
+      int fd = rconn_poll(c, k, &ev);
+      if (fd >= 0) { pf[n] = (struct pollfd){ fd, ev, 0 }; who[n++] = i * 2 + k; }
+    }
+  }
+  return n;
+}
+
+/* Serves what poll reported: the IPC channel first, then each connection. */
+static void relayd_events(const struct pollfd *pf, const int *who, int n) {
+  static short rev[RELAYD_MAX][2];
+  memset(rev, 0, sizeof rev);
+  int ipc = 0;
+  for (int j = 0; j < n; j++) {
+    if (who[j] == -1) ipc = pf[j].revents != 0;
+    else rev[who[j] / 2][who[j] % 2] |= pf[j].revents;
+  }
+  if (ipc) ipc_read();
+  for (int i = 0; i < RELAYD_MAX; i++) {
+    rconn *c = rconns[i];
+    /* (a connection whose sockets are not both there yet waits) */
+    if (!c || !c->pend || (c->relaying && !rev[i][0] && !rev[i][1])) continue;
+    if (rconn_step(c, rev[i]) < 0) { rconn_end(i); continue; }
+    for (int k = 0; k < 2 && rconns[i] && c->relaying; k++) {
+      if (!(rev[i][k] & (POLLERR | POLLHUP)) || (rev[i][k] & POLLIN)) continue;
+      short all[2] = { ANY_EVENT, ANY_EVENT };
+      side_hup(&c->t, k);
+      if (rconn_step(c, all) < 0) rconn_end(i);
+    }
+  }
+}
+
 static int relayd_main(void) {
   const char *ch = getenv("NODE_CHANNEL_FD");
   if (!ch) { fprintf(stderr, "exec-agent relayd: run by the server (no NODE_CHANNEL_FD)\n"); return 2; }
@@ -277,54 +361,23 @@ static int relayd_main(void) {
   static int who[1 + 2 * RELAYD_MAX];
   long long flowing_at = 0;
   for (;;) {
-    int n = 0;
-    pf[n] = (struct pollfd){ ipc_fd, POLLIN, 0 }; who[n++] = -1;
-    unsigned long long before = 0;
-    int waiting = 0;
-    for (int i = 0; i < RELAYD_MAX; i++) {
-      rconn *c = rconns[i];
-      if (!c) continue;
-      before += c->first + c->t.d[0].moved + c->t.d[1].moved;
-      waiting |= !c->relaying;
-      for (int k = 0; k < 2; k++) {
-        short ev;
-        int fd = rconn_poll(c, k, &ev);
-        if (fd >= 0) { pf[n] = (struct pollfd){ fd, ev, 0 }; who[n++] = i * 2 + k; }
-      }
-    }
+    int waiting;
+    int n = relayd_pollfds(pf, who, &waiting);
+    unsigned long long before = moved_total();
+    int due = progress_due();
     /* While bytes flow, poll without sleeping for up to RELAY_SPIN_MS, yielding the CPU: on a
      * virtual machine, waking a halted CPU for each piece costs more than the spin (the agent's
-     * output loop measured the same). Idle, it sleeps in poll. */
+     * output loop measured the same). Idle, it sleeps in poll, woken for a report that is due. */
     int r = 0;
     if (now_ms() - flowing_at <= RELAY_SPIN_MS) {
       long long until = now_ms() + RELAY_SPIN_MS;
       while ((r = poll(pf, (nfds_t)n, 0)) == 0 && now_ms() < until) sched_yield();
     }
-    if (r == 0) r = poll(pf, (nfds_t)n, waiting ? 1000 : -1);
+    int timeout = waiting ? 1000 : -1;
+    if (due >= 0 && (timeout < 0 || due < timeout)) timeout = due;
+    if (r == 0) r = poll(pf, (nfds_t)n, timeout);
     if (r < 0 && errno != EINTR) return 70;
-    static short rev[RELAYD_MAX][2];
-    memset(rev, 0, sizeof rev);
-    int ipc = 0;
-    for (int j = 0; j < n; j++) {
-      if (who[j] == -1) ipc = pf[j].revents != 0;
-      else rev[who[j] / 2][who[j] % 2] |= pf[j].revents;
-    }
-    if (ipc) ipc_read();
-    for (int i = 0; i < RELAYD_MAX; i++) {
-      rconn *c = rconns[i];
-      /* (a connection whose sockets are not both there yet waits) */
-      if (!c || !c->pend || (c->relaying && !rev[i][0] && !rev[i][1])) continue;
-      if (rconn_step(c, rev[i]) < 0) { rconn_end(i); continue; }
-      for (int k = 0; k < 2 && rconns[i] && c->relaying; k++) {
-        if (!(rev[i][k] & (POLLERR | POLLHUP)) || (rev[i][k] & POLLIN)) continue;
-        short all[2] = { ANY_EVENT, ANY_EVENT };
-        side_hup(&c->t, k);
-        if (rconn_step(c, all) < 0) rconn_end(i);
-      }
-    }
-    unsigned long long after = 0;
-    for (int i = 0; i < RELAYD_MAX; i++)
-      if (rconns[i]) after += rconns[i]->first + rconns[i]->t.d[0].moved + rconns[i]->t.d[1].moved;
-    if (after != before) flowing_at = now_ms();
+    relayd_events(pf, who, n);
+    if (moved_total() != before) flowing_at = now_ms();
   }
 }

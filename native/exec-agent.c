@@ -404,6 +404,8 @@ static int read_output(proc *p, int i) {
 /* A start that cannot happen (cwd, program): the child says so on this pipe before it ends, and
  * the spawn is answered FAILED "spawn:ERRNO\0MESSAGE" instead of SPAWNED (docs/protocol.md). */
 static int spawn_report = -1;
+/* The umask commands run with: the one the daemon was started with (see start_daemon). */
+static mode_t command_umask = 022;
 
 static void child_spawn_fail(int code, const char *what, const char *arg, int err) {
   if (spawn_report >= 0) {
@@ -507,6 +509,11 @@ static void do_spawn(uint32_t handle, unsigned char *payload, uint32_t len) {
     send_text(A_FAILED, handle, "%d%cpipe: %s", e, 0, strerror(e));
     return;
   }
+  /* A pipe is 0600 for its maker (root), and opening /dev/stdout goes through the pipe's own mode:
+   * a command running as the container's user got EACCES. Reaching a pipe by name takes access to
+   * /proc/PID/fd of a holder, so the mode opens nothing more. */
+  int *ends[] = { out, err, in };
+  for (int k = 0; k < 6; k++) if (ends[k / 2][k % 2] >= 0) (void)fchmod(ends[k / 2][k % 2], 0666);
   int report[2] = {-1, -1};
   if (pipe2(report, O_CLOEXEC) < 0) report[0] = report[1] = -1;
   pid_t pid = fork();
@@ -516,6 +523,7 @@ static void do_spawn(uint32_t handle, unsigned char *payload, uint32_t len) {
     sigemptyset(&all);
     sigprocmask(SIG_SETMASK, &all, NULL);
     for (int s = 1; s < 32; s++) signal(s, SIG_DFL);
+    umask(command_umask);
     setsid();
     if (pty) {
       int slave = open(slave_name, O_RDWR);
@@ -981,7 +989,10 @@ static void start_daemon(const char *path, int lock) {
   dup2(devnull, 0); dup2(devnull, 1);
   if (devnull > 2) close(devnull);
   /* stderr stays: the server's log of the first attach shows why a daemon died at start. */
-  umask(077);
+  /* The daemon's own files are root's only; commands get back the umask it was started with
+   * (the engine's 022), as a `docker exec` would give them: with 077 a file an unsandboxed
+   * command wrote in the workspace was unreadable to a sandboxed one (another user). */
+  command_umask = umask(077);
   int ignored = chdir("/"); (void)ignored;
   signal(SIGPIPE, SIG_IGN);
   sigset_t set;

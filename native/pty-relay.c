@@ -24,8 +24,9 @@
  * that left through a sandbox's PID namespace are that sandbox's, not the relay's
  * (native/sandbox-join.c).
  *
- * `--pipe` is the keeper alone, for pipe-mode commands: the command gets the relay's fd 0-2 in a
- * session of its own, the relay keeps none of them, and fd 3 speaks as above.
+ * `--pipe` is the keeper, for pipe-mode commands: the command runs in a session of its own on
+ * pipes the relay moves to and from its own fd 0-2 (stdio-pipes.h: a command must be able to
+ * open /dev/stdout, which a socket refuses), and fd 3 speaks as above.
  *
  * Why a helper instead of reading the terminal in Node: the kernel hands out at most 4 KiB per
  * read of a terminal, so at 100 MB/s a Node reader takes 25,000 callbacks a second, and while it
@@ -327,23 +328,37 @@ static int drain_signals(int sigfd) {
   return term;
 }
 
-/* After the command: holds what it left behind until the server ends it or it ends by itself. */
+#include "stdio-pipes.h"
+
+#define DRAIN_AFTER_END_US 500000
+
+/* After the command: holds what it left behind until the server ends it or it ends by itself,
+ * moving a pipe-mode command's stdio meanwhile (stdio-pipes.h) until its output is delivered. */
 static int keep_leftovers(int sigfd, int reaped, pid_t cmd) {
   char ctl[128];
   size_t ctl_len = 0;
+  long long ended_at = 0;
   for (;;) {
     reap(cmd, &reaped, NULL);
-    if (reaped && !have_children()) return 0;
-    struct pollfd p[2] = {{.fd = CTL_FD, .events = POLLIN}, {.fd = sigfd, .events = POLLIN}};
-    if (poll(p, 2, -1) < 0) {
+    if (reaped && !have_children()) {
+      stdio_pipe_end(&stdio_pipes[0]); /* nobody is left to read stdin */
+      if (!stdio_pipes_busy()) return 0;
+    }
+    /* Ended by the server: what is already in the pipes still goes, for a moment at most. */
+    if (ended_at && now_us() - ended_at > DRAIN_AFTER_END_US) return 0;
+    struct pollfd p[5] = {{.fd = CTL_FD, .events = ended_at ? 0 : POLLIN}, {.fd = sigfd, .events = POLLIN}};
+    int n = 2 + stdio_pipes_poll(p + 2);
+    if (poll(p, (nfds_t)n, ended_at ? 50 : -1) < 0) {
       if (errno == EINTR) continue;
       die("poll");
     }
+    for (int k = 0; k < 3; k++) stdio_pipe_pump(&stdio_pipes[k]);
+    if (ended_at) continue;
     int end = (p[1].revents & POLLIN) && drain_signals(sigfd);
     if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && read_ctl(-1, ctl, &ctl_len, sizeof ctl) != 0) end = 1;
     if (end) {
       kill_tree(cmd, &reaped, NULL);
-      return 0;
+      ended_at = now_us();
     }
   }
 }
@@ -440,15 +455,16 @@ static int run_pipe(char **cmd, int sigfd, const sigset_t *old) {
     cmd[2] = cmd[1];
     cmd += 2;
   }
+  stdio_pipes_make();
   int errpipe[2];
   pid_t pid = fork_command(errpipe, old);
   if (pid == 0) {
+    stdio_pipes_child();
     if (setsid() >= 0) execvp(file, cmd);
     child_failed(errpipe[1]);
   }
+  stdio_pipes_parent();
   if (!exec_started(errpipe, pid)) return 0;
-  int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-  for (int fd = 0; fd <= 2 && devnull >= 0; fd++) dup2(devnull, fd);
   set_nonblock(CTL_FD);
   return keep_leftovers(sigfd, 0, pid);
 }

@@ -90,6 +90,10 @@ export class Metrics {
     'Bytes through session egress proxies (out: sent by sessions, in: received)',
     ['direction'],
   );
+  readonly egressRelayExits: Counter = this.#counter(
+    'exec_server_egress_relay_exits_total',
+    'Egress relay processes (one per session proxy) that ended unasked or under open connections; those connections ended with the bytes last reported',
+  );
   readonly #egressSources: Array<() => Iterable<{ id: string; counts: Readonly<EgressCountsView> }>> = [];
 
   constructor(options: { defaultMetrics?: boolean } = {}) {

@@ -16,7 +16,14 @@ import { connect, isIP, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { AllowEntry } from './allow-list.ts';
 import { decideEgress, mayAllowName } from './decision.ts';
-import { canRelayNatively, NativeRelays, offersClientSocket, plainTunnel } from './native-relay.ts';
+import {
+  canRelayNatively,
+  type Moved,
+  NativeRelays,
+  offersClientSocket,
+  plainTunnel,
+  type RelayExit,
+} from './native-relay.ts';
 
 /** Largest request head (request line and headers) the proxy reads. */
 const MAX_HEAD_BYTES = 16 * 1024;
@@ -59,6 +66,8 @@ export interface EgressProxyOptions {
   readonly native?: boolean | undefined;
   /** The resolver (tests); default: the system's (`getaddrinfo`). */
   readonly resolve?: ((host: string) => Promise<string[]>) | undefined;
+  /** The native relay process ended unasked or under open connections (each is recorded too). */
+  readonly onRelayExit?: ((e: RelayExit) => void) | undefined;
 }
 
 interface Target {
@@ -136,11 +145,12 @@ export class EgressProxy {
   };
   readonly #o: EgressProxyOptions;
   readonly #open = new Set<Duplex>();
-  readonly #native = new NativeRelays();
+  readonly #native: NativeRelays;
   #closed = false;
 
   constructor(o: EgressProxyOptions) {
     this.#o = o;
+    this.#native = new NativeRelays({ onExit: o.onRelayExit });
   }
 
   /**
@@ -287,7 +297,10 @@ export class EgressProxy {
     client.once('close', () => upstream.destroy());
   }
 
-  /** The native relay takes both sockets (native-relay.ts); counted when it reports. */
+  /**
+   * The native relay takes both sockets (native-relay.ts); counted as it reports (a long
+   * connection as it goes), recorded when it ends, or when the relay process died under it.
+   */
   async #handOver(
     client: Duplex,
     upstream: Socket,
@@ -296,18 +309,28 @@ export class EgressProxy {
     end: (reason?: string) => void,
     add: (out: number, inBytes: number) => void,
   ): Promise<void> {
+    const seen: Moved = { out: 0, in: 0 };
+    // The relay reports totals: each report counts what it adds.
+    const count = (m: Moved): void => {
+      const o = Math.max(0, m.out - seen.out);
+      const i = Math.max(0, m.in - seen.in);
+      seen.out += o;
+      seen.in += i;
+      add(o, i);
+      this.counts.bytesOut += o;
+      this.counts.bytesIn += i;
+    };
     try {
-      const relay = await this.#native.relay(client, upstream, toUpstream, toClient);
+      const relay = await this.#native.relay(client, upstream, toUpstream, toClient, count);
       this.#open.delete(client);
       if (relay.took) this.counts.tookSocket++;
+      // (after relay(): it adds what the client had already sent)
       const first = toUpstream.reduce((n, b) => n + b.length, 0);
       add(first, 0);
       this.counts.bytesOut += first;
       const moved = await relay.done;
-      add(moved.out, moved.in);
-      this.counts.bytesOut += moved.out;
-      this.counts.bytesIn += moved.in;
-      end();
+      count(moved);
+      end(moved.died);
     } catch (err) {
       client.destroy();
       upstream.destroy();

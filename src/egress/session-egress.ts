@@ -6,10 +6,12 @@
 import type { Duplex } from 'node:stream';
 import type { AuditEvent } from '../audit/auditor.ts';
 import type { BackendSession } from '../backends/types.ts';
+import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import { execError } from '../errors.ts';
 import type { EgressInfo } from '../protocol/index.ts';
 import type { AllowEntry } from './allow-list.ts';
+import type { RelayExit } from './native-relay.ts';
 import { EgressProxy, type EgressCounts, type EgressRecord } from './proxy.ts';
 
 /** Where a session finds its proxy: 127.0.0.1:EGRESS_PROXY_PORT inside its own network namespace. */
@@ -37,6 +39,8 @@ export interface SessionEgressInit {
   readonly metrics?: Metrics | undefined;
   /** Where each connection is recorded (`Session.audit`). */
   readonly audit?: ((event: AuditEvent) => void) | undefined;
+  /** Where a relay process that died under the session's connections is told (the session's log). */
+  readonly log?: Pick<Logger, 'warn'> | undefined;
   /** Also called once per connection, relayed or refused (tests). */
   readonly onRecord?: ((r: EgressRecord) => void) | undefined;
   readonly port?: number | undefined;
@@ -65,6 +69,18 @@ function record(init: SessionEgressInit, r: EgressRecord): void {
   });
 }
 
+/**
+ * The session's relay process ended unasked (a crash, an OOM kill) or under open connections:
+ * each of those was recorded with the bytes last reported and why; here it is logged and counted.
+ */
+function relayExited(init: SessionEgressInit, e: RelayExit): void {
+  init.metrics?.egressRelayExits.inc();
+  init.log?.warn(
+    { relayPid: e.pid, code: e.code, signal: e.signal, openConnections: e.open },
+    'egress relay process ended; its open connections ended with the bytes last reported',
+  );
+}
+
 /** A session's variables with the proxy's laid under them (a session's own `env` may override them). */
 export function withEgressEnvironment(
   egress: SessionEgress | undefined,
@@ -88,6 +104,7 @@ export class SessionEgress {
         record(init, r);
         init.onRecord?.(r);
       },
+      onRelayExit: (e) => relayExited(init, e),
     });
   }
 
@@ -96,10 +113,11 @@ export class SessionEgress {
     network: { readonly allow: readonly string[]; readonly entries: readonly AllowEntry[] } | undefined,
     metrics: Metrics,
     audit: (event: AuditEvent) => void,
+    log?: Pick<Logger, 'warn'>,
   ): SessionEgress | undefined {
     return network === undefined
       ? undefined
-      : new SessionEgress({ allow: network.allow, entries: network.entries, metrics, audit });
+      : new SessionEgress({ allow: network.allow, entries: network.entries, metrics, audit, log });
   }
 
   get counts(): Readonly<EgressCounts> {

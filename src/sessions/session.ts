@@ -112,7 +112,7 @@ export class Session implements FilesSession {
     this.#deps = deps;
     this.#log = deps.log.child({ sessionId: id });
     this.#aliases = new WorkspaceAliases(backend, this.#log);
-    this.egress = SessionEgress.of(spec.network, deps.metrics, (event) => this.audit(event));
+    this.egress = SessionEgress.of(spec.network, deps.metrics, (event) => this.audit(event), this.#log);
     this.processes = new ProcessTable(
       {
         backend,

@@ -72,6 +72,34 @@ for (const backend of BACKENDS) {
       );
     });
 
+    test('pipe: a command opens /dev/stdout, /dev/stderr and /dev/stdin by name, sandboxed or not', async () => {
+      // A socket as stdio would refuse these opens (ENXIO): `echo x > /dev/stderr` must work as in a terminal.
+      const script = 'echo out > /dev/stdout; echo err > /dev/stderr; cat /dev/stdin; echo ok | tee /dev/stderr';
+      const sandboxed = await TestSession.open(server.url, { session: { sandbox: { type: 'workspace-write' } } });
+      for (const [name, session] of [
+        ['none', s],
+        ['sandboxed', sandboxed],
+      ] as const) {
+        await session.start(`devs-${name}`, ['sh', '-c', script], { pipeStdin: true });
+        await session.request('process/write', { processId: `devs-${name}`, chunk: b64('in\n') });
+        await session.request('process/closeStdin', { processId: `devs-${name}` });
+        const r = await session.result(`devs-${name}`);
+        assert.equal(r.stdout, 'out\nin\nok\n', `${name}: ${r.stderr}`);
+        assert.equal(r.stderr, 'err\nok\n', name);
+        assert.equal(r.exited['exitCode'], 0, name);
+      }
+      await sandboxed.close();
+    });
+
+    test("pipe and PTY: commands get the umask a docker exec or the server's shell would give", async () => {
+      // docker: the engine's 022 (the agent keeps 077 for its own files only); local: the server's.
+      const want = backend === 'docker' ? '0022' : process.umask().toString(8).padStart(4, '0');
+      const r = await s.run('umask', ['sh', '-c', 'umask']);
+      assert.equal(r.stdout.trim(), want);
+      const t = await s.run('umask-pty', ['sh', '-c', 'umask'], { tty: true });
+      assert.equal(t.pty.trim(), want);
+    });
+
     test('pipe without stdin: writes answer stdinClosed, exactly \\u0003 interrupts', async () => {
       await s.start('nostdin', ['sh', '-c', 'echo ready; exec sleep 30']);
       await s.waitFor((all) => all.some((n) => n.params['processId'] === 'nostdin' && n.method === 'process/output'));
