@@ -55,9 +55,12 @@ export async function installAgent(container: Docker.Container, binary: Buffer, 
 /** Whether the container already has an agent binary. */
 export async function agentPresent(container: Docker.Container, timeoutMs: number): Promise<boolean> {
   try {
-    await withDeadline('agent stat', timeoutMs, (abortSignal) =>
+    const res = (await withDeadline('agent stat', timeoutMs, (abortSignal) =>
       container.infoArchive({ path: AGENT_PATH, abortSignal }),
-    );
+    )) as { resume?: () => void };
+    // The answer is a stream (a HEAD, so empty): left unread, it held its engine connection
+    // (and kept the process alive) until the engine dropped it minutes later.
+    res.resume?.();
     return true;
   } catch {
     return false;
