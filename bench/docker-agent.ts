@@ -58,6 +58,8 @@ const CASES = new Set(args.cases.split(','));
 const IMAGE = args.image;
 /** The round-trip case runs raw dockerode execs too (`--no-rt-raw`: our sides and the floor only). */
 const RAW_RT = !args['no-rt-raw'];
+/** Round trips per side run and thrown away before the measured ones. */
+const WARMUP = 300;
 const docker = new Docker();
 
 const pct = (xs: number[], p: number): number => {
@@ -154,7 +156,10 @@ async function roundTrips(url: string, raw: Docker.Container): Promise<void> {
   // on whatever ran next. Interleaved with it, ours measured 2.37-2.51 ms p50 against 1.44-1.59
   // alone under the same load (the floor 1.31-1.49 against 1.04-1.17): the bench's own noise.
   const measure = async (sides: Side[]): Promise<void> => {
-    for (let i = 0; i < 5; i++) for (const s of sides) await once(s);
+    // Steady state: a fresh server and client run their first few thousand commands while V8
+    // still compiles their paths (1000 runs measured after 5 runs of warm-up: 15 of the 18
+    // round trips over 4 ms came in the first 3 s); WARMUP runs per side are thrown away.
+    for (let i = 0; i < WARMUP; i++) for (const s of shuffled(sides)) await once(s);
     for (let i = 0; i < RUNS; i++) {
       // Interleaved, in a new random order each run: a noisy moment falls on every side alike.
       for (const s of shuffled(sides)) {
