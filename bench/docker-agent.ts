@@ -23,6 +23,7 @@
  *     [--cases rt,pipe,pty,signal,pool,burst] [--image exec-server-test:latest]
  *     [--exec-path agent|exec]   (our side; `exec` measures the per-command fallback)
  *     [--server-node-args '--cpu-prof --cpu-prof-dir=DIR']   (node flags of our docker server)
+ *     [--writer dd|head]   (the streams' writer: dd with 64 KiB writes, or `head -c`)
  *     [--no-rt-raw]   (round trips: our sides and the floor probe only, no raw exec phase after them)
  *   EXEC_SERVER_DOCKER_AGENT_SOCKET_DIR=off (in the environment) has our server reach the agents
  *   through attached engine execs instead of their sockets (docs/docker-backend.md).
@@ -49,10 +50,18 @@ const { values: args } = parseArgs({
     'no-local': { type: 'boolean', default: false },
     'server-node-args': { type: 'string', default: '' },
     'no-rt-raw': { type: 'boolean', default: false },
+    writer: { type: 'string', default: 'dd' },
   },
 });
 const RUNS = Number(args.runs);
 const BYTES = Number(args.mb) * 1024 * 1024;
+/**
+ * The stream's writer. `dd` (default): 64 KiB writes, next to no CPU, so the stream measures
+ * the paths. `head`: `head -c`, as earlier runs did; the image's busybox head spends about
+ * 0.2 CPU-s of user time per 64 MB (coreutils head on the host, the local column's writer,
+ * 0.05), so it held the container's sides back and made the local column a different program.
+ */
+const WRITER = args.writer === 'head' ? 'head' : 'dd';
 const REPEAT = Number(args.repeat);
 const CASES = new Set(args.cases.split(','));
 const IMAGE = args.image;
@@ -208,7 +217,10 @@ async function streams(
 ): Promise<void> {
   const client = await ourSession(url, 'danger-full-access');
   const localClient = local ? await ourSession(local.url, 'danger-full-access') : undefined;
-  const cmd = ['head', '-c', String(BYTES), '/dev/zero'];
+  const cmd =
+    WRITER === 'head'
+      ? ['head', '-c', String(BYTES), '/dev/zero']
+      : ['sh', '-c', `dd if=/dev/zero bs=65536 count=${Math.ceil(BYTES / 65536)} 2>/dev/null`];
   const mbs: Record<StreamSide, number[]> = { ours: [], raw: [], local: [] };
   // CPU seconds per run outside the container: what the path costs whatever else the host runs.
   const cpu: Record<StreamSide, number[][]> = { ours: [], raw: [], local: [] };
@@ -241,7 +253,7 @@ async function streams(
   const span = (xs: number[]): string => `${fmt(median(xs))} MB/s (${fmt(Math.min(...xs))}-${fmt(Math.max(...xs))})`;
   const o = median(mbs.ours);
   const r = median(mbs.raw);
-  const name = `${tty ? 'PTY' : 'pipe'} ${args.mb} MB`;
+  const name = `${tty ? 'PTY' : 'pipe'} ${args.mb} MB (${WRITER})`;
   row(name, span(mbs.ours), span(mbs.raw), `${fmt(o / r, 2)}x`);
   if (localClient) {
     const l = median(mbs.local);
