@@ -142,12 +142,19 @@ export class AgentProcess implements BackendProcess, HandleListener {
    */
   acknowledge(seq: number, endOffset: number): void {
     // At once, not batched: the engine tells clients about the chunk right after this.
-    this.#acked = Math.max(this.#acked, endOffset);
     const conn = this.#conn;
     if (conn === undefined || conn.closed || conn.detaching) {
+      this.#acked = Math.max(this.#acked, endOffset);
       // Bounded as the agent bounds its own marks (MAX_MARKS in native/exec-agent.c).
       if (this.#unsent.push([seq, endOffset]) > 4096) this.#unsent.shift();
-    } else conn.send(encodeAck(this.handle, [[seq, endOffset]]));
+      return;
+    }
+    // The credit for what arrived meanwhile (still coalescing) rides in the same frame: one
+    // write and one wake-up of the agent per chunk instead of two (the mark, then the credit).
+    const credit = this.#received > endOffset && this.#received > this.#acked;
+    conn.send(encodeAck(this.handle, credit ? [[seq, endOffset], [0, this.#received]] : [[seq, endOffset]]));
+    this.#acked = Math.max(this.#acked, credit ? this.#received : endOffset);
+    if (credit) this.#creditSent = this.#received;
   }
 
   /** Marks published since the agent last read any (see `#unsent`), oldest first. */
