@@ -152,7 +152,9 @@ export class AgentProcess implements BackendProcess, HandleListener {
     // The credit for what arrived meanwhile (still coalescing) rides in the same frame: one
     // write and one wake-up of the agent per chunk instead of two (the mark, then the credit).
     const credit = this.#received > endOffset && this.#received > this.#acked;
-    conn.send(encodeAck(this.handle, credit ? [[seq, endOffset], [0, this.#received]] : [[seq, endOffset]]));
+    const marks: Array<readonly [number, number]> = [[seq, endOffset]];
+    if (credit) marks.push([0, this.#received]);
+    conn.send(encodeAck(this.handle, marks));
     this.#acked = Math.max(this.#acked, credit ? this.#received : endOffset);
     if (credit) this.#creditSent = this.#received;
   }
