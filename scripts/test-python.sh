@@ -21,11 +21,11 @@ cd clients/python/tests
 
 echo "test-python: mypy --strict"
 "$VENV/bin/python" -m mypy --strict --no-incremental -p exec_server
-"$VENV/bin/python" -m mypy --strict --no-incremental ../examples ../../../bench/python_sdk.py ../../../bench/bare-relay.py
+"$VENV/bin/python" -m mypy --strict --no-incremental ../examples ../../../bench/python_sdk.py ../../../bench/bare-relay.py ../../../bench/bare-pty.py
 echo "test-python: pyflakes, pycodestyle"
-"$VENV/bin/python" -m pyflakes ../exec_server ../examples . ../../../bench/python_sdk.py ../../../bench/bare-relay.py
+"$VENV/bin/python" -m pyflakes ../exec_server ../examples . ../../../bench/python_sdk.py ../../../bench/bare-relay.py ../../../bench/bare-pty.py
 "$VENV/bin/python" -m pycodestyle --max-line-length=120 --exclude=_generated.py ../exec_server ../examples . \
-  ../../../bench/python_sdk.py ../../../bench/bare-relay.py
+  ../../../bench/python_sdk.py ../../../bench/bare-relay.py ../../../bench/bare-pty.py
 
 echo "test-python: pytest (exec_server from $("$VENV/bin/python" -c 'import exec_server; print(exec_server.__file__)'))"
 "$VENV/bin/python" -m pytest -p no:cacheprovider -ra --durations=5 "$@" .
