@@ -30,7 +30,7 @@ import { isPreviewProxyRequest, previewRewriter, registerPreviewRoutes } from '.
 import { PreviewSigner } from './preview/signing.ts';
 import { Metrics } from './metrics.ts';
 import type { Connection } from './rpc/connection.ts';
-import { MethodTable } from './rpc/method-table.ts';
+import { MethodTable, patternsInWords } from './rpc/method-table.ts';
 import { registerFsMethods } from './rpc/methods/fs-methods.ts';
 import { registerProcessMethods } from './rpc/methods/process-methods.ts';
 import { registerSessionMethods } from './rpc/methods/session-methods.ts';
@@ -127,7 +127,8 @@ function setErrorHandlers(app: FastifyInstance): void {
       return reply.code(error.statusCode).send(httpErrorBody(error));
     }
     const err = error as Error & { validation?: unknown; statusCode?: number };
-    if (err.validation) return reply.code(400).send(httpErrorBody(execError('EXEC_ERR_INVALID_PARAMS', err.message)));
+    if (err.validation)
+      return reply.code(400).send(httpErrorBody(execError('EXEC_ERR_INVALID_PARAMS', patternsInWords(err.message))));
     // The framework's own 4xx (body too large, malformed JSON, wrong content type): our code, and
     // that code's one status (a 415 of the framework is answered 400 EXEC_ERR_INVALID_REQUEST).
     const status = err.statusCode;

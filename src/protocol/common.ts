@@ -2,7 +2,15 @@
  * TypeBox building blocks shared by every wire schema of the protocol (docs/protocol.md):
  * JSON-RPC params objects, paths, ids, base64 and the HTTP error body.
  */
-import { Type, type Static, type TLiteral, type TSchema, type TSchemaOptions, type TUnion } from 'typebox';
+import {
+  Type,
+  type Static,
+  type TLiteral,
+  type TSchema,
+  type TSchemaOptions,
+  type TString,
+  type TUnion,
+} from 'typebox';
 import { ERROR_STATUSES, execError, type ErrorStatus } from '../errors.ts';
 
 /** Optional and nullable: Codex sends `null` for absent optionals (`arg0: null`, `maxBytes: null`). */
@@ -21,7 +29,29 @@ export const NoParams = Type.Union([Params({}), Type.Null()]);
 /** The answer of a method that reports nothing but success. */
 export const EmptyResult = Type.Object({});
 
-const PATH = { minLength: 1, maxLength: 4096, pattern: '^(/|file://)' } as const;
+const PATH = { minLength: 1, maxLength: 4096, pattern: '^(/|file://)[^\\u0000]*$' } as const;
+
+/** The pattern of a string with no NUL byte (method-table.ts says it in words). */
+export const NO_NUL = { pattern: '^[^\\u0000]*$' } as const;
+
+/**
+ * A string that goes to execve(2) as it is (an argument, an environment value): a NUL byte would
+ * end it there, and the command would get less than was sent, so it is refused instead.
+ */
+export const ExecStringSchema = (maxLength: number): TString =>
+  Type.String({ maxLength, ...NO_NUL, description: 'no NUL byte' });
+
+/** An environment variable's name: `=` would end the name early, a NUL the whole entry. */
+export const EnvNameSchema = (maxLength: number): TString =>
+  Type.String({ minLength: 1, maxLength, pattern: '^[^=\\u0000]+$', description: 'no = and no NUL byte' });
+
+/**
+ * A map whose keys must match `key`. TypeBox's `Record` with a patterned key alone only
+ * constrains the keys that match (JSON Schema `patternProperties`) and lets any other key
+ * through: an environment name with `=` or a label name with spaces was accepted as it was.
+ */
+export const KeyedRecord = <V extends TSchema>(key: TString, value: V) =>
+  Type.Record(key, value, { additionalProperties: false });
 
 /** An absolute path or a `file://` URI (the form every path on the wire may take). */
 export const PathSchema = Type.String(PATH);

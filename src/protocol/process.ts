@@ -5,6 +5,9 @@
 import { Type, type Static } from 'typebox';
 import {
   Base64Schema,
+  EnvNameSchema,
+  ExecStringSchema,
+  KeyedRecord,
   literals,
   OneOf,
   Opt,
@@ -15,7 +18,7 @@ import {
   StreamNameSchema,
 } from './common.ts';
 
-const EnvMap = Type.Record(Type.String({ minLength: 1, maxLength: 4096 }), Type.String({ maxLength: 131072 }));
+const EnvMap = KeyedRecord(EnvNameSchema(4096), ExecStringSchema(131072));
 const Size = Type.Object({
   cols: Type.Integer({ minimum: 1, maximum: 1000 }),
   rows: Type.Integer({ minimum: 1, maximum: 1000 }),
@@ -23,7 +26,7 @@ const Size = Type.Object({
 
 export const ProcessStartParams = Params({
   processId: ProcessIdSchema,
-  argv: Type.Array(Type.String({ maxLength: 131072 }), { maxItems: 4096 }),
+  argv: Type.Array(ExecStringSchema(131072), { maxItems: 4096 }),
   cwd: Opt(PathSchema),
   env: Opt(EnvMap),
   envPolicy: Opt(
@@ -37,7 +40,7 @@ export const ProcessStartParams = Params({
   ),
   tty: Opt(Type.Boolean()),
   pipeStdin: Opt(Type.Boolean()),
-  arg0: Opt(Type.String({ maxLength: 4096 })),
+  arg0: Opt(ExecStringSchema(4096)),
   sandbox: Opt(Type.Record(Type.String(), Type.Unknown())),
   metadata: Opt(Type.Unknown()),
   size: Opt(Size),

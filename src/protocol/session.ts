@@ -4,7 +4,7 @@
  * API report, snapshots, and the approval request a server asks its client.
  */
 import { Type, type Static } from 'typebox';
-import { literals, OneOf, PathSchema } from './common.ts';
+import { EnvNameSchema, ExecStringSchema, KeyedRecord, literals, OneOf, PathSchema } from './common.ts';
 
 export const SandboxPolicySchema = Type.Union([
   Type.Object(
@@ -72,9 +72,9 @@ export const SessionSpecSchema = Type.Object(
       }),
     ),
     workdir: Type.Optional(PathSchema),
-    env: Type.Optional(Type.Record(Type.String({ maxLength: 1024 }), Type.String({ maxLength: 131072 }))),
+    env: Type.Optional(KeyedRecord(EnvNameSchema(1024), ExecStringSchema(131072))),
     labels: Type.Optional(
-      Type.Record(Type.String({ pattern: '^[A-Za-z0-9_.-]{1,63}$' }), Type.String({ maxLength: 256 })),
+      KeyedRecord(Type.String({ pattern: '^[A-Za-z0-9_.-]{1,63}$' }), Type.String({ maxLength: 256 })),
     ),
     sandbox: Type.Optional(SandboxPolicySchema),
     denyRead: Type.Optional(Type.Array(PathSchema, { maxItems: 256 })),

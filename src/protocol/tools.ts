@@ -3,16 +3,20 @@
  * calls and the approval follow-up): request bodies and answers.
  */
 import { Type, type Static } from 'typebox';
-import { OneOf, Opt } from './common.ts';
+import { NO_NUL, OneOf, Opt } from './common.ts';
 import { ApprovalDecisionSchema, ApprovalPurposeSchema } from './session.ts';
 
 export const ExecCommandBodySchema = Type.Object(
   {
-    cmd: Type.String({ minLength: 1, maxLength: 1024 * 1024, description: 'Shell command line' }),
+    cmd: Type.String({ ...NO_NUL, minLength: 1, maxLength: 1024 * 1024, description: 'Shell command line' }),
     workdir: Opt(
-      Type.String({ maxLength: 4096, description: 'Working directory; relative paths join the session workspace' }),
+      Type.String({
+        ...NO_NUL,
+        maxLength: 4096,
+        description: 'Working directory; relative paths join the session workspace',
+      }),
     ),
-    shell: Opt(Type.String({ maxLength: 4096, description: 'Shell binary (default: the session shell)' })),
+    shell: Opt(Type.String({ ...NO_NUL, maxLength: 4096, description: 'Shell binary (default: the session shell)' })),
     login: Opt(Type.Boolean({ description: 'Run as a login shell (-lc, default) or not (-c)' })),
     tty: Opt(Type.Boolean({ description: 'Allocate a PTY (stdin stays open for write_stdin)' })),
     yield_time_ms: Opt(

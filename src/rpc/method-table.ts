@@ -33,9 +33,18 @@ interface ValidationError {
 
 /** Our schema patterns, said in words instead of quoting the regular expression. */
 const PATTERN_MEANINGS: Record<string, string> = {
-  '^(/|file://)': 'must be an absolute path or a file:// URI',
+  '^(/|file://)[^\\u0000]*$': 'must be an absolute path or a file:// URI, without a NUL byte',
   '^[A-Za-z0-9+/]*={0,2}$': 'must be standard base64',
+  '^[^\\u0000]*$': 'must not contain a NUL byte (execve would cut the string there)',
 };
+
+/**
+ * A validator's message with our patterns said in words (the HTTP routes' messages come from
+ * the framework's validator: `body/cmd must match pattern "..."`).
+ */
+export function patternsInWords(message: string): string {
+  return message.replace(/must match pattern "([^"]*)"/g, (all, pattern: string) => PATTERN_MEANINGS[pattern] ?? all);
+}
 
 /** Turns TypeBox errors into one message that names the field, e.g. "invalid params: argv: must be array". */
 function describe(errors: readonly ValidationError[]): { message: string; field: string } {
@@ -47,6 +56,17 @@ function describe(errors: readonly ValidationError[]): { message: string; field:
     const missing = (first.params['requiredProperties'] as string[] | undefined)?.join(', ') ?? '?';
     const at = field ? `${field}.` : '';
     return { message: `invalid params: missing field ${at}${missing}`, field: `${at}${missing}` };
+  }
+  // A key a keyed map refuses (common.ts `KeyedRecord`): name it, and what its keys must be.
+  const extra = first.params['additionalProperties'];
+  if (first.keyword === 'additionalProperties' && Array.isArray(extra) && extra.length > 0) {
+    const key = JSON.stringify(String(extra[0]));
+    const why = /(^|\.)(env|set)$/.test(field)
+      ? 'is not an environment variable name (empty, or with = or a NUL byte)'
+      : /(^|\.)labels$/.test(field)
+        ? 'is not a label name (1-63 of A-Z a-z 0-9 _ . -)'
+        : 'is not allowed here';
+    return { message: `invalid params: ${field || 'params'}: key ${key} ${why}`, field };
   }
   // The path pattern is ours; say what it means rather than quoting the regular expression.
   const message =

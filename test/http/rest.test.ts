@@ -64,6 +64,8 @@ test('errors are JSON {code, message} with the right status', async (t) => {
     ['POST', '/v1/sessions', { unknownField: 1 }, 400, 'EXEC_ERR_INVALID_PARAMS'],
     ['POST', '/v1/sessions', '{not json', 400, 'EXEC_ERR_INVALID_REQUEST'],
     ['POST', '/v1/sessions', { maxLifetimeSeconds: 10_000_000 }, 400, 'EXEC_ERR_INVALID_PARAMS'],
+    ['POST', '/v1/sessions', { env: { 'A=B': 'x' } }, 400, 'EXEC_ERR_INVALID_PARAMS'],
+    ['POST', '/v1/sessions', { labels: { 'has space': 'x' } }, 400, 'EXEC_ERR_INVALID_PARAMS'],
     ['GET', '/v1/sessions/nope', undefined, 404, 'EXEC_ERR_SESSION_NOT_FOUND'],
     ['DELETE', '/v1/sessions/nope', undefined, 404, 'EXEC_ERR_SESSION_NOT_FOUND'],
     ['POST', '/v1/sessions/nope/snapshots', {}, 404, 'EXEC_ERR_SESSION_NOT_FOUND'],
@@ -94,6 +96,8 @@ test('errors are JSON {code, message} with the right status', async (t) => {
     [`/v1/sessions/${id}/exec_command`, {}, /cmd/],
     [`/v1/sessions/${id}/exec_command`, { cmd: 'true', yield_time_ms: 'soon' }, /yield_time_ms/],
     [`/v1/sessions/${id}/exec_command`, { cmd: 'true', sandbox_permissions: 'sudo' }, /sandbox_permissions/],
+    // A NUL would end the command line there: refused, not cut.
+    [`/v1/sessions/${id}/exec_command`, { cmd: 'echo a\u0000; rm x' }, /cmd must not contain a NUL byte/],
     [`/v1/sessions/${id}/write_stdin`, { chars: 'x' }, /session_id/],
     [`/v1/sessions/${id}/approvals/x`, { decision: 'maybe' }, /decision/],
   ];
