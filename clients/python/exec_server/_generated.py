@@ -73,17 +73,20 @@ TOOL_DEFINITIONS: list[dict[str, Any]] = [
             "properties": {
                 "cmd": {
                     "type": "string",
+                    "pattern": "^[^\\u0000]*$",
                     "minLength": 1,
                     "maxLength": 1048576,
                     "description": "Shell command line",
                 },
                 "workdir": {
                     "type": "string",
+                    "pattern": "^[^\\u0000]*$",
                     "maxLength": 4096,
                     "description": "Working directory; relative paths join the session workspace",
                 },
                 "shell": {
                     "type": "string",
+                    "pattern": "^[^\\u0000]*$",
                     "maxLength": 4096,
                     "description": "Shell binary (default: the session shell)",
                 },
