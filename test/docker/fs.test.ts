@@ -131,12 +131,14 @@ test('200 MB file: writeStream and openRead with checksums and bounded memory', 
     `# 200 MB: write ${write.ms.toFixed(0)} ms (${rate(write.ms)} MB/s, RSS +${mb(write.rss)} MB, live +${mb(write.live)} MB), read ${read.ms.toFixed(0)} ms (${rate(read.ms)} MB/s, RSS +${mb(read.rss)} MB, live +${mb(read.live)} MB)`,
   );
   // Bounded by the stdin budget (8 MiB) and the output window (at most 2 MiB) plus chunks in
-  // hand; a buffering implementation would hold the whole 200 MB.
+  // hand; a buffering implementation would hold the whole 200 MB. The live bound is the tight
+  // one; RSS also counts pages the allocator keeps after a GC (a CI run measured +131 MB of RSS
+  // at +36 MB live), so its bound only has to tell streaming from holding the 200 MB.
   for (const [what, g] of [
     ['write', write],
     ['read', read],
   ] as const) {
     assert.ok(g.live < 48 * 1024 * 1024, `${what}: live heap+buffers grew by ${mb(g.live)} MB while streaming 200 MB`);
-    assert.ok(g.rss < 128 * 1024 * 1024, `${what}: RSS grew by ${mb(g.rss)} MB while streaming 200 MB`);
+    assert.ok(g.rss < 176 * 1024 * 1024, `${what}: RSS grew by ${mb(g.rss)} MB while streaming 200 MB`);
   }
 });
