@@ -19,6 +19,7 @@ import { relaydPids as relayds } from '../support/relayd.ts';
 import { tempDirFor } from '../support/temp-dir.ts';
 import { dockerTestOptions } from './engine.ts';
 import { makeBackend, runScript as run, sessionSpec } from './helpers.ts';
+import { until } from '../support/until.ts';
 
 const SLOW_SIZE = 64 * 1024 * 1024;
 
@@ -66,11 +67,6 @@ function watchedEgress(port: number) {
     onRecord: (r) => records.push(r),
   });
   return { egress, records, audit, warnings, metrics };
-}
-
-async function until(what: string, ok: () => boolean, ms = 10_000): Promise<void> {
-  for (const end = Date.now() + ms; !ok() && Date.now() < end; ) await new Promise((r) => setTimeout(r, 10));
-  assert.ok(ok(), what);
 }
 
 test(

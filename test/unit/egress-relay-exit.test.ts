@@ -15,6 +15,7 @@ import type { EgressRecord } from '../../src/egress/proxy.ts';
 import { SessionEgress } from '../../src/egress/session-egress.ts';
 import { Metrics } from '../../src/metrics.ts';
 import { relaydPids } from '../support/relayd.ts';
+import { until } from '../support/until.ts';
 
 /** The proxy's end and the client's end of a loopback TCP connection (half-closable, as a tunnel is). */
 async function pair(): Promise<[Socket, Socket]> {
@@ -50,11 +51,6 @@ async function streamingOrigin(): Promise<{ server: Server; port: number; sent: 
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.2', r));
   return { server, port: (server.address() as AddressInfo).port, sent };
-}
-
-async function until(what: string, ok: () => boolean, ms = 10_000): Promise<void> {
-  for (const end = Date.now() + ms; !ok() && Date.now() < end; ) await new Promise((r) => setTimeout(r, 10));
-  assert.ok(ok(), what);
 }
 
 test('egress: a relay killed under a streaming connection keeps what it reported; the next gets a new relay', async (t) => {
