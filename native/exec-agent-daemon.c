@@ -86,6 +86,17 @@ static int due_exits(void) {
   return timeout;
 }
 
+/* A pinned terminal's session gets its CPUs back once its output has been quiet for
+ * UNPIN_QUIET_US, or its process is gone; returns the ms until that is due (or -1). */
+static int unpin_due(void) {
+  if (!pinned) return -1;
+  proc *p = find(pinned_handle);
+  long long left = p && !p->reported ? p->last_data + UNPIN_QUIET_US / 1000 - now_ms() : 0;
+  if (left > 0) return (int)left;
+  unpin(pinned_sid);
+  return -1;
+}
+
 /* Whether the queue may wait for more output (HOLD_US): only a stream's output, unwritten. */
 static int hold_output(void) {
   if (!q_head || q_ctl > 0 || q_bytes >= HOLD_BYTES || q_head->sent > 0 || detaching) return 0;
@@ -119,7 +130,8 @@ static int poll_events(struct pollfd *pf, int n, int timeout, int held) {
 
 static void daemon_loop(void) {
   for (;;) {
-    int timeout = due_exits();
+    int timeout = due_exits(), unpin_in = unpin_due();
+    if (unpin_in >= 0 && (timeout < 0 || unpin_in < timeout)) timeout = unpin_in;
     int held = hold_output();
     if (q_head && !held) flush_queue();
     if (detaching && !q_head) drop_connection();
@@ -221,6 +233,8 @@ static void start_daemon(const char *path, int lock) {
   sigprocmask(SIG_BLOCK, &set, NULL);
   sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
   for (int i = 0; i < MAX_PROCS; i++) { procs[i].fds[0] = procs[i].fds[1] = procs[i].in_fd = -1; }
+  pin_capable = pin_init();
+  no_pin = 1; /* until a server's hello asks for it */
   listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_un a = { .sun_family = AF_UNIX };
   snprintf(a.sun_path, sizeof a.sun_path, "%s", path);

@@ -44,9 +44,10 @@ static void handle_hello(unsigned char *pl, uint32_t len) {
     detaching = 1;
     return;
   }
-  uint32_t r = get32(pl + 4), w = get32(pl + 8);
+  uint32_t r = get32(pl + 4), w = get32(pl + 8), flags = len >= 16 ? get32(pl + 12) : 0;
   if (r >= 1024 && r <= 256u * 1024 * 1024) retention = r;
   if (w >= 64 * 1024 && w <= 64u * 1024 * 1024) window_bytes = w;
+  no_pin = !(flags & HELLO_PTY_PIN) || !pin_capable;
   int n = 0;
   for (int i = 0; i < MAX_PROCS; i++) n += procs[i].used;
   send_text(A_HELLO, 0, "version=%d\npid=%d\nprocesses=%d\n", PROTOCOL_VERSION, (int)getpid(), n);

@@ -170,6 +170,9 @@ static void exec_child(spawn_req *r, const spawn_io *io, int report_fd) {
   sigemptyset(&all);
   sigprocmask(SIG_SETMASK, &all, NULL);
   for (int s = 1; s < 32; s++) signal(s, SIG_DFL);
+  /* Started while a terminal stream holds the agent on one CPU: the command gets the CPUs the
+   * agent started with, as every other command does. */
+  if (pinned) (void)sched_setaffinity(0, sizeof own_cpus, &own_cpus);
   umask(command_umask);
   setsid();
   if (r->pty) {

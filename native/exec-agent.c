@@ -86,6 +86,7 @@
 enum { S_HELLO = 1, S_SPAWN, S_STDIN, S_CLOSE_STDIN, S_RESIZE, S_SIGNAL, S_ACK, S_PAUSE, S_RESUME, S_FORGET, S_LIST, S_DETACH, S_EGRESS };
 enum { A_HELLO = 1, A_SPAWNED, A_FAILED, A_OUTPUT, A_EXIT, A_ERROR, A_STDIN_ACK, A_PROC, A_LIST_END, A_EGRESS, A_TUNNEL };
 enum { ST_STDOUT = 1, ST_STDERR = 2, ST_PTY = 3 };
+#define HELLO_PTY_PIN 1 /* hello flags: gather a terminal streaming fast on one CPU (pty-pin.h) */
 
 /* One piece of output: queued to the server and/or kept in a process's retention. */
 typedef struct seg {
@@ -130,6 +131,7 @@ typedef struct proc {
   uint64_t ret_bytes;
   uint64_t (*marks)[2];
   int nmarks;
+  long long fast_since_us, fast_bytes; /* a terminal streaming fast (pty-pin.h) */
   char *tag;
   char mode[16];
 } proc;
@@ -183,6 +185,13 @@ static void put32(unsigned char *p, uint32_t v) { p[0] = v; p[1] = v >> 8; p[2] 
 static uint32_t get32(const unsigned char *p) { return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
 static void put64(unsigned char *p, uint64_t v) { put32(p, (uint32_t)v); put32(p + 4, (uint32_t)(v >> 32)); }
 static uint64_t get64(const unsigned char *p) { return get32(p) | (uint64_t)get32(p + 4) << 32; }
+
+/* A terminal streaming fast, gathered on one CPU with the agent (pty-pin.h), when the server
+ * asks (its hello's flag, the operator's --pty-pin): which process and its session. */
+#include "pty-pin.h"
+static int pin_capable;
+static uint32_t pinned_handle;
+static pid_t pinned_sid;
 
 /* The parts, in dependency order (one translation unit: the build stays one compiler call). */
 #include "exec-agent-queue.c"

@@ -49,7 +49,9 @@
  * exits to the hypervisor. Pinned, a 256 MB PTY stream ran at 114-121 MB/s against 90-101
  * unpinned, the reference 94-102 (bench/compare-reference.ts, docs/benchmarks.md). A program
  * that writes to its terminal that fast is a dump (cat, head, a log); one that only prints a
- * little keeps all its CPUs. `--no-pin` turns this off (the server's --pty-no-pin).
+ * little keeps all its CPUs. It changes the command's CPU affinity, so the server passes
+ * `--no-pin` unless the operator turned it on (`--pty-pin`). The exec agent does the same for
+ * the docker backend (pty-pin.h).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -92,10 +94,6 @@
  */
 #define STREAMING_US 1000
 #define SPIN_US 1000
-
-#define FAST_BYTES (1024 * 1024)
-#define FAST_US 20000
-#define UNPIN_QUIET_US 100000
 
 static char out[OUT_CAP];
 static size_t out_off, out_end;
@@ -146,7 +144,7 @@ static void init_termios(int slave, int cols, int rows) {
   if (ioctl(slave, TIOCSWINSZ, &ws) < 0) die("TIOCSWINSZ");
 }
 
-#include "pty-relay-pin.h"
+#include "pty-pin.h"
 #include "pty-relay-keeper.h"
 #include "pty-relay-start.h"
 
@@ -317,8 +315,7 @@ static int run_pty(char **cmd, int cols, int rows, int sigfd, const sigset_t *ol
   set_nonblock(0);
   set_nonblock(1);
   set_nonblock(CTL_FD);
-  /* With one CPU (or an unknown set) there is nothing to gather on. */
-  if (sched_getaffinity(0, sizeof own_cpus, &own_cpus) < 0 || CPU_COUNT(&own_cpus) < 2) no_pin = 1;
+  if (!pin_init()) no_pin = 1;
   relay r = {.master = master, .sigfd = sigfd, .pid = pid, .last_data = now_us()};
   if (relay_terminal(&r)) return 1;
   unpin(pid); /* background holders of the terminal keep running, with their CPUs */

@@ -25,6 +25,7 @@ async function createDocker(config: Config, log: Logger): Promise<Backend> {
       warmPoolIdleMs: config.warmPoolIdleSeconds * 1000,
       createConcurrency: config.dockerCreateConcurrency,
       retentionBytes: config.outputRetentionBytes,
+      ptyPinning: config.ptyPin,
       execPath: config.dockerExecPath,
       agentWindowBytes: agentWindowFor(config.wsBufferLimitBytes),
       agentSocketDir: config.dockerAgentSocketDir === 'off' ? undefined : config.dockerAgentSocketDir,

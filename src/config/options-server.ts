@@ -119,7 +119,7 @@ export const SERVER_OPTIONS = {
     kind: 'bool',
     default: false,
     description:
-      "Local backend: pin a PTY command streaming fast to one CPU with its relay while it streams (faster terminals on VMs; changes the command's CPU affinity, so off unless turned on; see docs/architecture.md).",
+      "Pin a PTY command streaming fast to one CPU with its reader (the local backend's relay, the docker backend's agent) while it streams (faster terminals on VMs; changes the command's CPU affinity, so off unless turned on; see docs/architecture.md).",
   },
   logLevel: {
     flag: 'log-level',

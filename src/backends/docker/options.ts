@@ -68,6 +68,11 @@ export interface DockerBackendOptions {
   readonly execPath?: 'agent' | 'exec' | undefined;
   /** Output the agent keeps per process while no server is attached (the engine's retention). Default 1 MiB. */
   readonly retentionBytes?: number | undefined;
+  /**
+   * Gather a PTY command streaming fast on one CPU with the agent while it streams (the
+   * operator's `--pty-pin`; changes the command's CPU affinity). Default off.
+   */
+  readonly ptyPinning?: boolean | undefined;
   /** The agent binary copied into containers. Default `build/exec-agent`. */
   readonly agentBinary?: string | undefined;
   /**
@@ -134,6 +139,7 @@ export interface ResolvedDockerOptions {
   readonly controlTmpfsSize: string;
   readonly execPath: 'agent' | 'exec';
   readonly retentionBytes: number;
+  readonly ptyPinning: boolean;
   readonly agentBinary: string | undefined;
   readonly agentWindowBytes: number;
   readonly agentSocketDir: string | undefined;
@@ -172,6 +178,7 @@ export function resolveOptions(o: DockerBackendOptions): ResolvedDockerOptions {
     controlTmpfsSize: o.controlTmpfsSize ?? '16m',
     execPath: o.execPath ?? 'agent',
     retentionBytes: o.retentionBytes ?? 1024 * 1024,
+    ptyPinning: o.ptyPinning === true,
     agentBinary: o.agentBinary,
     agentWindowBytes: o.agentWindowBytes ?? 2 * 1024 * 1024,
     agentSocketDir: o.agentSocketDir,

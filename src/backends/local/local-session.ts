@@ -6,7 +6,6 @@
 import { LocalEgress } from './local-egress.ts';
 import { existsSync } from 'node:fs';
 import { chown, mkdir, rm, stat } from 'node:fs/promises';
-import { homedir, tmpdir } from 'node:os';
 import { posix } from 'node:path';
 import { execError } from '../../errors.ts';
 import type { Logger } from '../../logger.ts';
@@ -39,22 +38,10 @@ import { processTreeStats } from './process-stats.ts';
 import { spawnPty } from './pty-process.ts';
 import { removeSandboxAccounts } from './sandbox-accounts.ts';
 import { sandboxedFs } from './sandboxed-fs.ts';
+import { SandboxEnvironment } from './sandbox-env.ts';
+import { hostFacts } from './host-facts.ts';
 import { coldArgv, userArg, WarmSandboxes, type WarmSandboxTools } from './warm-sandbox.ts';
 import type { WorkspaceUser, WorkspaceUsers } from './workspace-users.ts';
-
-/** How long what a sandbox user can search (PATH entries, HOME) is reused. */
-const PATH_CACHE_MS = 5_000;
-
-/** Whether `user` may search `dir` and each of its parents (mode bits only). */
-async function searchable(dir: string, user: { uid: number; gid: number }): Promise<boolean> {
-  for (let d = dir; ; d = posix.dirname(d)) {
-    const st = await stat(d).catch(() => undefined);
-    if (!st) return false;
-    const bit = st.uid === user.uid ? 0o100 : st.gid === user.gid ? 0o010 : 0o001;
-    if ((st.mode & bit) === 0) return false;
-    if (d === posix.dirname(d)) return true;
-  }
-}
 
 /** What every session's spawns share. */
 export interface SpawnSetup {
@@ -83,28 +70,6 @@ export interface SessionPlaces {
   readonly clientDirs: ClientDirectories;
   /** Called once the session is destroyed. */
   readonly ended: () => void;
-}
-
-/** Variables of the server's own environment that a child must never inherit. */
-function isServerSecret(name: string): boolean {
-  return name.startsWith('EXEC_SERVER_') || name === 'CODEX_EXEC_SERVER_CONNECTION_TOKEN';
-}
-
-function hostEnvironment(): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !isServerSecret(k)) env[k] = v;
-  return env;
-}
-
-function hostFacts(): EnvironmentFacts {
-  const shellPath = existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh';
-  return {
-    shell: { name: shellPath.endsWith('bash') ? 'bash' : 'sh', path: shellPath },
-    homeDir: homedir(),
-    tempDir: tmpdir(),
-    platform: process.platform,
-    baseEnv: hostEnvironment(),
-  };
 }
 
 /** Runs `argv` with `arg0` shown as its name, where the spawner cannot set argv[0] itself. */
@@ -158,7 +123,8 @@ export class LocalSession implements BackendSession {
   /** Something running as the server's user may have written into the workspace since it was last lent. */
   #dirty: boolean;
   #lending: Promise<void> | undefined;
-  readonly #paths = new Map<string, { value: string; at: number }>();
+  /** The environment as the sandbox user can use it (sandbox-env.ts). */
+  readonly #sandboxEnv: SandboxEnvironment | undefined;
   #destroyed: Promise<void> | undefined;
   /** The session's egress proxy (local-egress.ts), once `enableEgress` made it. */
   #egress: LocalEgress | undefined;
@@ -172,6 +138,7 @@ export class LocalSession implements BackendSession {
     this.sandboxType = setup.probe.available ? 'bubblewrap' : 'none';
     this.sandboxUnavailableReason = setup.probe.available ? undefined : setup.probe.reason;
     this.environment = hostFacts();
+    this.#sandboxEnv = places.user ? new SandboxEnvironment(places.user) : undefined;
     this.#clientDirs = places.clientDirs;
     this.disk = { enforcement: 'watch', usage: () => localDiskUse([places.workdir, places.layout.privateTmp]) };
     this.#warm = setup.probe.available && setup.warmTools ? new WarmSandboxes(setup.warmTools, setup.log) : undefined;
@@ -220,7 +187,7 @@ export class LocalSession implements BackendSession {
       if (sandbox.denyRead.length > 0) await this.#places.layout.placeholders.ensure();
       const args = await bubblewrapArgs(sandbox, req.cwd, this.#places.layout);
       const user = userArg(this.#places.user, this.#spec.resources.pids);
-      env = await this.#sandboxEnv(env);
+      env = (await this.#sandboxEnv?.adjust(env)) ?? env;
       if (this.#egress) [argv, env] = [this.#egress.wrap(argv), this.#egress.environment(env)];
       const tools = { bwrap: this.#setup.probe.path, join: existsSync(JOIN_HELPER) ? JOIN_HELPER : undefined };
       argv = this.#warm ? await this.#warm.wrap(args, req.cwd, argv, user) : coldArgv(tools, args, req.cwd, argv, user);
@@ -251,46 +218,6 @@ export class LocalSession implements BackendSession {
     if (req.mode === 'pty') return spawnPty({ ...common, spawner, size: req.size, pinning: ptyPinning }, sink);
     const argv0 = sandboxType === 'none' ? req.arg0 : undefined;
     return spawnPipe({ ...common, argv0, stdin: req.mode === 'pipe', spawner }, sink);
-  }
-
-  /**
-   * The environment as the sandbox user can use it. PATH loses the entries that user cannot
-   * search (a root server's PATH often names directories under a closed /root): a shell would
-   * report a missing command there as "Permission denied" instead of "not found". A HOME it
-   * cannot search (the client's `/root`) becomes the session's /tmp, as the docker backend's
-   * falls back for its sandbox user: otherwise every login shell starts with "Permission
-   * denied" on its profile and git, npm or pip fail on their caches.
-   */
-  async #sandboxEnv(env: Readonly<Record<string, string>>): Promise<Readonly<Record<string, string>>> {
-    const user = this.#places.user;
-    if (!user) return env;
-    const path = env['PATH'];
-    const home = env['HOME'];
-    const next: Record<string, string> = {};
-    if (path !== undefined) {
-      const value = await this.#cached(`path:${path}`, async () => {
-        const dirs = path.split(':');
-        const ok = await Promise.all(
-          dirs.map((d) => (d === '' || !d.startsWith('/') ? Promise.resolve(true) : searchable(d, user))),
-        );
-        return dirs.filter((_, i) => ok[i]).join(':');
-      });
-      if (value !== path) next['PATH'] = value;
-    }
-    if (home?.startsWith('/')) {
-      const value = await this.#cached(`home:${home}`, async () => ((await searchable(home, user)) ? home : '/tmp'));
-      if (value !== home) next['HOME'] = value;
-    }
-    return Object.keys(next).length === 0 ? env : { ...env, ...next };
-  }
-
-  async #cached(key: string, compute: () => Promise<string>): Promise<string> {
-    const hit = this.#paths.get(key);
-    if (hit && Date.now() - hit.at <= PATH_CACHE_MS) return hit.value;
-    const value = await compute();
-    if (this.#paths.size > 16) this.#paths.clear();
-    this.#paths.set(key, { value, at: Date.now() });
-    return value;
   }
 
   /** Hands the workspace (and root-owned extra roots) to the sandbox user where needed. */

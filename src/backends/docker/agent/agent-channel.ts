@@ -32,6 +32,8 @@ export interface AgentChannelInit {
   readonly retentionBytes: number;
   /** Unacknowledged output the agent may have in flight per process. */
   readonly windowBytes: number;
+  /** Gather a terminal streaming fast on one CPU with the agent (`--pty-pin`). */
+  readonly ptyPinning: boolean;
   readonly log: DockerLogger;
 }
 
@@ -100,6 +102,7 @@ export class AgentChannel {
       timeoutMs: i.timeoutMs,
       retentionBytes: i.retentionBytes,
       windowBytes: i.windowBytes,
+      ptyPinning: i.ptyPinning,
       log: i.log,
     });
     await conn.list(i.timeoutMs, (listed) => {

@@ -13,6 +13,7 @@ import { execError } from '../../../errors.ts';
 import {
   AgentStreamParser,
   encodeHello,
+  HelloFlag,
   frame,
   FromAgent,
   parseProcRecord,
@@ -62,6 +63,8 @@ export interface AgentConnectOptions {
   readonly timeoutMs: number;
   readonly retentionBytes: number;
   readonly windowBytes: number;
+  /** Gather a terminal streaming fast on one CPU with the agent (`--pty-pin`; native/pty-pin.h). */
+  readonly ptyPinning: boolean;
   readonly log: DockerLogger;
 }
 
@@ -133,7 +136,7 @@ export class AgentConnection {
     try {
       const hello = await conn.#await('hello', o.timeoutMs, (resolve) => {
         conn.#onHello = resolve;
-        conn.#socket.write(encodeHello(o.retentionBytes, o.windowBytes));
+        conn.#socket.write(encodeHello(o.retentionBytes, o.windowBytes, o.ptyPinning ? HelloFlag.PTY_PIN : 0));
       });
       if (hello.type === FromAgent.ERROR)
         throw execError('EXEC_ERR_BACKEND', `exec agent refused the connection: ${hello.payload.toString('utf8')}`);

@@ -9,6 +9,7 @@
  *
  * Server -> agent                                  Agent -> server
  *   HELLO   u32 version, u32 retention, u32 window   HELLO     "version=N\npid=P\nprocesses=K\n"
+ *           [u32 flags: 1, gather a terminal streaming fast on one CPU (native/pty-pin.h)]
  *   SPAWN   NUL-ended fields (see encodeSpawn)        SPAWNED   "pid"
  *   STDIN   bytes                                     FAILED    "errno\0message" (nothing runs; "spawn:ERRNO":
  *                                                               the cwd or program, EXEC_ERR_SPAWN_FAILED)
@@ -85,11 +86,18 @@ export function frame(type: number, handle: number, payload?: Buffer): Buffer {
   return out;
 }
 
-export function encodeHello(retentionBytes: number, windowBytes: number): Buffer {
-  const p = Buffer.allocUnsafe(12);
+/** HELLO flags. */
+export const HelloFlag = {
+  /** Co-locate a terminal streaming fast with the agent on one CPU (the operator's `--pty-pin`). */
+  PTY_PIN: 1,
+} as const;
+
+export function encodeHello(retentionBytes: number, windowBytes: number, flags = 0): Buffer {
+  const p = Buffer.allocUnsafe(16);
   p.writeUInt32LE(AGENT_PROTOCOL_VERSION, 0);
   p.writeUInt32LE(retentionBytes, 4);
   p.writeUInt32LE(windowBytes, 8);
+  p.writeUInt32LE(flags, 12);
   return frame(ToAgent.HELLO, 0, p);
 }
 

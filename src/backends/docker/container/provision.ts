@@ -231,6 +231,7 @@ export async function startAgent(
     timeoutMs: options.engineTimeoutMs,
     retentionBytes: options.retentionBytes,
     windowBytes: options.agentWindowBytes,
+    ptyPinning: options.ptyPinning,
     log,
   });
   try {

@@ -180,6 +180,7 @@ export async function adoptHibernated(
                 timeoutMs: host.options.engineTimeoutMs,
                 retentionBytes: host.options.retentionBytes,
                 windowBytes: host.options.agentWindowBytes,
+                ptyPinning: host.options.ptyPinning,
                 log: host.log,
               }),
             }

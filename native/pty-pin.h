@@ -1,8 +1,15 @@
 /*
- * pty-relay's co-location (see "Co-location" at the top of pty-relay.c): the terminal's
- * foreground process group and the relay gathered on one CPU while output streams fast.
- * Included by pty-relay.c (one translation unit, as the other native helpers).
+ * Co-location of a terminal stream (see "Co-location" at the top of pty-relay.c): while output
+ * streams fast (FAST_BYTES within FAST_US), the terminal's foreground process group and its
+ * reader (pty-relay, or the exec agent) are gathered on the CPU the reader runs on, and given the
+ * reader's own CPU set back once output has been quiet for UNPIN_QUIET_US. It changes what the
+ * command sees (its CPU affinity), so the server does it only when the operator asks
+ * (`--pty-pin`). Included by pty-relay.c and exec-agent.c (each one translation unit).
  */
+#define FAST_BYTES (1024 * 1024)
+#define FAST_US 20000
+#define UNPIN_QUIET_US 100000
+
 /* Sets the CPU set of every thread of every process that `member` accepts; errors are ignored
  * (a process may be gone, or out of our reach: it then just keeps its CPUs). */
 static void set_affinity_where(int (*member)(pid_t, pid_t), pid_t key, const cpu_set_t *set) {
@@ -32,18 +39,26 @@ static int in_session(pid_t p, pid_t sid) { return getsid(p) == sid; }
 static cpu_set_t own_cpus;
 static int pinned, no_pin;
 
-/* Called on every read while output is fast: cheap once pinned or when there is nothing to do. */
-static void pin(int master) {
-  if (no_pin || pinned) return;
+/* The reader's own CPU set, kept to give back; 0 when there is nothing to gather on (one CPU,
+ * or an unknown set). Called before any pin. */
+static int pin_init(void) {
+  return sched_getaffinity(0, sizeof own_cpus, &own_cpus) == 0 && CPU_COUNT(&own_cpus) >= 2;
+}
+
+/* Called on every read while output is fast: cheap once pinned or when there is nothing to do.
+ * 1 when this call pinned. */
+static int pin(int master) {
+  if (no_pin || pinned) return 0;
   pid_t pgrp = tcgetpgrp(master);
   int cpu = sched_getcpu();
-  if (pgrp <= 0 || cpu < 0) return;
+  if (pgrp <= 0 || cpu < 0) return 0;
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(cpu, &one);
   set_affinity_where(in_group, pgrp, &one);
   (void)sched_setaffinity(0, sizeof one, &one);
   pinned = 1;
+  return 1;
 }
 
 /* Everything in the command's session gets the relay's CPU set back, children forked meanwhile too. */
