@@ -32,11 +32,10 @@ import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
-import type { Duplex } from 'node:stream';
-import Docker from 'dockerode';
-import { ExecServerClient } from '../src/client/index.ts';
+import type Docker from 'dockerode';
 import { type DevServer, startDevServer } from '../test/support/dev-server.ts';
 import { cpuSeconds, startLocal } from './stream-sides.ts';
+import { ourRun, ourSession, rawContainer, rawExec, remove } from './docker-agent/sides.ts';
 import { floorProbe, shuffled } from './floor-probe.ts';
 
 const { values: args } = parseArgs({
@@ -69,7 +68,6 @@ const IMAGE = args.image;
 const RAW_RT = !args['no-rt-raw'];
 /** Round trips per side run and thrown away before the measured ones. */
 const WARMUP = 300;
-const docker = new Docker();
 
 const pct = (xs: number[], p: number): number => {
   const s = [...xs].sort((a, b) => a - b);
@@ -92,56 +90,6 @@ function startServer(extra: string[]): Promise<DevServer> {
     env: { ...process.env, EXEC_SERVER_DOCKER_EXEC_PATH: args['exec-path'], NODE_OPTIONS: args['server-node-args'] },
     stdout: 'inherit',
   });
-}
-
-// --- raw dockerode --------------------------------------------------------------------------
-
-async function rawContainer(): Promise<Docker.Container> {
-  const c = await docker.createContainer({
-    Image: IMAGE,
-    Cmd: ['/bin/sh', '-c', 'trap "exit 0" TERM; while :; do sleep 3600 & wait $!; done'],
-    HostConfig: { NetworkMode: 'none', Init: true, NanoCpus: 1e9 },
-  });
-  await c.start();
-  return c;
-}
-
-/** One raw exec to the end: create, hijacked start, drain, inspect. Returns bytes read. */
-async function rawExec(c: Docker.Container, cmd: string[], tty = false): Promise<number> {
-  const exec = await c.exec({ Cmd: cmd, AttachStdout: true, AttachStderr: true, Tty: tty });
-  const socket = (await exec.start({ hijack: true, stdin: false, Tty: tty })) as unknown as Duplex;
-  let bytes = 0;
-  socket.on('data', (d: Buffer) => (bytes += d.length));
-  await new Promise((r) => socket.once('close', r));
-  for (let delay = 1; ; delay = Math.min(delay * 2, 50)) {
-    const info = await exec.inspect();
-    if (!info.Running) break;
-    await new Promise((r) => setTimeout(r, delay));
-  }
-  return bytes;
-}
-
-async function remove(c: Docker.Container): Promise<void> {
-  await c.remove({ force: true }).catch(() => undefined);
-}
-
-// --- ours -----------------------------------------------------------------------------------
-
-type Sandbox = 'danger-full-access' | 'workspace-write';
-
-async function ourSession(url: string, sandbox: Sandbox): Promise<ExecServerClient> {
-  return ExecServerClient.connect(url, {
-    session: { sandbox: { type: sandbox } as never, approvalPolicy: 'never' },
-    clientName: 'bench',
-  });
-}
-
-async function ourRun(client: ExecServerClient, argv: string[], tty = false): Promise<number> {
-  let bytes = 0;
-  const h = await client.exec(argv, { tty, collect: false });
-  h.onOutput((c) => (bytes += c.data.length));
-  await h.wait({ check: false });
-  return bytes;
 }
 
 // --- cases ----------------------------------------------------------------------------------
@@ -313,7 +261,7 @@ async function pool(): Promise<void> {
       ours.push(performance.now() - t);
       await client.deleteSession();
       const r0 = performance.now();
-      const c = await rawContainer();
+      const c = await rawContainer(IMAGE);
       await rawExec(c, ['true']);
       rawTimes.push(performance.now() - r0);
       await remove(c);
@@ -339,7 +287,7 @@ async function burst(url: string): Promise<void> {
   const SESSIONS = 16;
   const COMMANDS = 10;
   const clients = await Promise.all(Array.from({ length: SESSIONS }, () => ourSession(url, 'danger-full-access')));
-  const raws = await Promise.all(Array.from({ length: SESSIONS }, () => rawContainer()));
+  const raws = await Promise.all(Array.from({ length: SESSIONS }, () => rawContainer(IMAGE)));
   await Promise.all(clients.map((c) => ourRun(c, ['true'])));
   await Promise.all(raws.map((c) => rawExec(c, ['true'])));
   let t = performance.now();
@@ -377,7 +325,7 @@ async function main(): Promise<void> {
   );
   console.log('case | ours | raw dockerode | ratio');
   const needsServer = ['rt', 'pipe', 'pty', 'signal', 'burst'].some((c) => CASES.has(c));
-  const raw = await rawContainer();
+  const raw = await rawContainer(IMAGE);
   try {
     if (needsServer) {
       const server = await startServer([]);

@@ -4,19 +4,16 @@
  * rendered object is validated against the Kubernetes API schemas (kubernetes-models; the
  * ServiceMonitor against the Prometheus Operator's) and checked for the settings the chart
  * promises: the server non-root and read-only with no capabilities, dind the only privileged
- * container, the NetworkPolicy's peers and ports. Helm's own refusals (schema, fail) are checked
- * for the bad combinations, and NOTES.txt's warnings (Helm 4 renders it without a cluster).
+ * container, the NetworkPolicy's peers and ports. What particular values render (audit log,
+ * engine port, NOTES.txt) and helm's refusals of bad values are in render-values.test.ts.
  *
  * Under CI=true a helm binary that cannot be had fails; elsewhere these tests are skipped.
  */
-import { describe, before, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
-import { parseAllDocuments, parse } from 'yaml';
+import { parse } from 'yaml';
 import { Deployment, type IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet';
 import { NetworkPolicy, type INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
@@ -28,17 +25,9 @@ import {
   ServiceMonitor,
   type IServiceMonitor,
 } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor';
-import { HELM_RELEASES, helmBinary, helmEnv } from './helm-binary.ts';
+import { HELM_RELEASES } from './helm-binary.ts';
+import { chart, ciDir, helm, helmSuite, isObject, NAMESPACE, type Obj, one, RELEASE, render } from './helm-render.ts';
 
-const run = promisify(execFile);
-const IN_CI = process.env['CI'] === 'true' || process.env['CI'] === '1';
-const root = fileURLToPath(new URL('../../', import.meta.url));
-const chart = join(root, 'helm', 'exec-server');
-const ciDir = join(chart, 'ci');
-const RELEASE = 'exec-server';
-const NAMESPACE = 'exec-server';
-
-type Obj = Record<string, unknown> & { apiVersion: string; kind: string; metadata: { name: string } };
 type Values = Record<string, unknown>;
 
 /** Schema validators by apiVersion/kind: every kind the chart renders must be here. */
@@ -54,7 +43,6 @@ const MODELS: Record<string, (o: Obj) => void> = {
 };
 
 const defaults = parse(readFileSync(join(chart, 'values.yaml'), 'utf8')) as Values;
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Helm's merge of a values file over values.yaml (maps merge, everything else replaces). */
 function merge(base: Values, over: Values): Values {
@@ -88,38 +76,6 @@ const cases: Case[] = [
       values: merge(defaults, parse(readFileSync(join(ciDir, f), 'utf8')) as Values),
     })),
 ];
-
-async function helm(bin: string, args: string[]): Promise<{ code: number; out: string }> {
-  try {
-    const { stdout, stderr } = await run(bin, args, { timeout: 60_000, maxBuffer: 16 * 1024 * 1024, env: helmEnv });
-    return { code: 0, out: stdout + stderr };
-  } catch (err) {
-    const e = err as { code?: number; stdout?: string; stderr?: string };
-    return { code: typeof e.code === 'number' ? e.code : -1, out: `${e.stdout ?? ''}${e.stderr ?? ''}` };
-  }
-}
-
-async function render(bin: string, args: string[], apiVersions = ['monitoring.coreos.com/v1']): Promise<Obj[]> {
-  const r = await helm(bin, [
-    'template',
-    RELEASE,
-    chart,
-    '--namespace',
-    NAMESPACE,
-    ...apiVersions.flatMap((a) => ['--api-versions', a]),
-    ...args,
-  ]);
-  assert.equal(r.code, 0, `helm template ${args.join(' ')} failed:\n${r.out}`);
-  return parseAllDocuments(r.out)
-    .map((d) => d.toJS() as unknown)
-    .filter((o): o is Obj => isObject(o));
-}
-
-function one<T>(objects: Obj[], kind: string): T {
-  const found = objects.filter((o) => o.kind === kind);
-  assert.equal(found.length, 1, `one ${kind}`);
-  return found[0] as unknown as T;
-}
 
 type Container = NonNullable<NonNullable<NonNullable<IDeployment['spec']>['template']['spec']>['containers'][number]>;
 
@@ -269,27 +225,13 @@ function checkServiceMonitor(objects: Obj[], values: Values): void {
 
 for (const release of HELM_RELEASES) {
   describe(`helm ${release.version}`, () => {
-    let bin = '';
-    let unavailable: string | undefined;
-    before(async () => {
-      try {
-        bin = await helmBinary(release);
-      } catch (err) {
-        unavailable = `helm ${release.version} cannot be had: ${(err as Error).message}`;
-        if (IN_CI) throw new Error(unavailable);
-      }
-    });
-    const ready = (t: { skip(message?: string): void }): boolean => {
-      if (unavailable === undefined) return true;
-      t.skip(unavailable);
-      return false;
-    };
+    const suite = helmSuite(release);
 
     test('helm lint --strict: the default values and every ci/*-values.yaml', { timeout: 600_000 }, async (t) => {
-      if (!ready(t)) return;
+      if (!suite.ready(t)) return;
       assert.ok(cases.length >= 6, `${cases.length} cases`);
       for (const c of cases) {
-        const r = await helm(bin, ['lint', '--strict', chart, ...c.args]);
+        const r = await helm(suite.bin, ['lint', '--strict', chart, ...c.args]);
         assert.equal(r.code, 0, `${c.name}:\n${r.out}`);
         assert.match(r.out, /1 chart\(s\) linted, 0 chart\(s\) failed/);
       }
@@ -299,8 +241,8 @@ for (const release of HELM_RELEASES) {
       test(`helm template, ${c.name}: objects valid against the API schemas, security settings`, {
         timeout: 120_000,
       }, async (t) => {
-        if (!ready(t)) return;
-        const objects = await render(bin, c.args);
+        if (!suite.ready(t)) return;
+        const objects = await render(suite.bin, c.args);
         assert.ok(objects.length >= 4, `${objects.length} objects`);
         for (const o of objects) {
           const validate = MODELS[`${o.apiVersion}/${o.kind}`];
@@ -319,128 +261,9 @@ for (const release of HELM_RELEASES) {
     }
 
     test('without the monitoring.coreos.com/v1 API no ServiceMonitor is rendered', { timeout: 120_000 }, async (t) => {
-      if (!ready(t)) return;
-      const objects = await render(bin, ['-f', join(ciDir, 'servicemonitor-values.yaml')], []);
+      if (!suite.ready(t)) return;
+      const objects = await render(suite.bin, ['-f', join(ciDir, 'servicemonitor-values.yaml')], []);
       assert.equal(objects.filter((o) => o.kind === 'ServiceMonitor').length, 0);
-    });
-
-    test('audit.log: off by default, stdout, or a file per pod on its own volume', { timeout: 120_000 }, async (t) => {
-      if (!ready(t)) return;
-      const server = async (args: string[]) => {
-        const spec = one<IDeployment>(await render(bin, args), 'Deployment').spec?.template.spec;
-        const c = spec?.containers.find((x) => x.name === 'exec-server');
-        const env = Object.fromEntries((c?.env ?? []).map((e) => [e.name, e.value]));
-        return { env, mounts: c?.volumeMounts ?? [], volumes: spec?.volumes ?? [] };
-      };
-      assert.equal((await server([])).env['EXEC_SERVER_AUDIT_LOG'], undefined);
-      assert.equal((await server(['--set', 'audit.log=stdout'])).env['EXEC_SERVER_AUDIT_LOG'], '-');
-      const file = await server(['-f', join(ciDir, 'audit-values.yaml'), '--set', 'audit.existingClaim=audit-pvc']);
-      assert.equal(file.env['EXEC_SERVER_AUDIT_LOG'], '/var/log/exec-server/$(POD_NAME).jsonl');
-      assert.equal(file.env['EXEC_SERVER_AUDIT_QUEUE_LINES'], '5000');
-      assert.ok(file.mounts.some((m) => m.name === 'audit' && m.mountPath === '/var/log/exec-server'));
-      const volume = file.volumes.find((v) => v.name === 'audit');
-      assert.equal(volume?.persistentVolumeClaim?.claimName, 'audit-pvc');
-      const bad = await helm(bin, ['template', RELEASE, chart, '--set', 'audit.log=syslog']);
-      assert.notEqual(bad.code, 0);
-    });
-
-    test('the external engine port in the policy: docker.host, its scheme default, or enginePort', {
-      timeout: 120_000,
-    }, async (t) => {
-      if (!ready(t)) return;
-      const external = ['-f', join(ciDir, 'external-values.yaml')];
-      const cases: Array<[string[], number]> = [
-        [[], 2375],
-        [['--set', 'docker.host=tcp://10.0.0.5:12375'], 12375],
-        [['--set', 'docker.host=tcp://10.0.0.5'], 2375],
-        [['--set', 'docker.host=https://engine.example'], 2376],
-        [['--set', 'networkPolicy.egress.enginePort=2376'], 2376],
-      ];
-      for (const [args, port] of cases) {
-        const np = one<INetworkPolicy>(await render(bin, [...external, ...args]), 'NetworkPolicy').spec;
-        const rules = np?.egress ?? [];
-        assert.equal(rules.length, 2, `DNS and the engine: ${args.join(' ')}`);
-        assert.deepEqual(rules[1]?.ports, [{ port, protocol: 'TCP' }], args.join(' '));
-      }
-      const r = await helm(bin, [
-        'template',
-        RELEASE,
-        chart,
-        ...external,
-        '--set',
-        'networkPolicy.egress.enginePort=0',
-      ]);
-      assert.notEqual(r.code, 0, 'port 0 is refused');
-      assert.match(r.out, /enginePort/);
-    });
-
-    // Only Helm 4 renders NOTES.txt without a cluster (`install --dry-run=client`).
-    if (release.version.startsWith('v4')) {
-      test('NOTES.txt warns of a policy that shuts out the registry or the scraper', {
-        timeout: 120_000,
-      }, async (t) => {
-        if (!ready(t)) return;
-        const notes = async (args: string[]): Promise<string> => {
-          const r = await helm(bin, ['install', RELEASE, chart, '--dry-run=client', ...args]);
-          assert.equal(r.code, 0, r.out);
-          return r.out.slice(r.out.indexOf('NOTES:'));
-        };
-        const registry = /the engine cannot reach a registry/;
-        const scraper = /Prometheus can scrape only if ingressFrom lets it in/;
-        const closed = await notes([
-          '--set',
-          'docker.mode=dind',
-          '--set',
-          'networkPolicy.enabled=true',
-          '-f',
-          join(ciDir, 'servicemonitor-values.yaml'),
-        ]);
-        assert.match(closed, /^NOTES:/);
-        assert.match(closed, registry);
-        assert.match(closed, scraper);
-        const open = await notes(['-f', join(ciDir, 'networkpolicy-values.yaml')]);
-        assert.doesNotMatch(open, registry, 'egress.extra allows the registry');
-        assert.doesNotMatch(await notes([]), registry, 'no policy, no warning');
-      });
-    }
-
-    test('helm refuses bad values with a clear message', { timeout: 120_000 }, async (t) => {
-      if (!ready(t)) return;
-      const refused: Array<[string[], RegExp]> = [
-        [['--set', 'iamge.tag=x'], /iamge/],
-        [
-          ['--set', 'terminationGracePeriodSeconds=5'],
-          /must exceed server\.preStopSeconds plus server\.shutdownGraceMs/,
-        ],
-        [
-          ['--set', 'docker.mode=external', '--set', 'docker.host=tcp://e:2375', '--set', 'networkPolicy.enabled=true'],
-          /engine/,
-        ],
-        [
-          ['--set', 'networkPolicy.enabled=true', '--set', 'networkPolicy.ingressFrom[0].podselector.app=x'],
-          /podselector/,
-        ],
-      ];
-      for (const [args, message] of refused) {
-        const r = await helm(bin, ['template', RELEASE, chart, ...args]);
-        assert.notEqual(r.code, 0, `refused: ${args.join(' ')}`);
-        assert.match(r.out, message, args.join(' '));
-      }
-      // The template's own check, for installs that skip schema validation.
-      const skip = await helm(bin, [
-        'template',
-        RELEASE,
-        chart,
-        '--skip-schema-validation',
-        '--set',
-        'docker.mode=external',
-        '--set',
-        'docker.host=tcp://e:2375',
-        '--set',
-        'networkPolicy.enabled=true',
-      ]);
-      assert.notEqual(skip.code, 0);
-      assert.match(skip.out, /networkPolicy\.egress\.engine must name the external engine's peers/);
     });
   });
 }

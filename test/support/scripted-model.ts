@@ -11,6 +11,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { outputText, sseForAnswer } from './responses-sse.ts';
 
 /** A function call the fake model asks Codex to perform. */
 export interface ScriptedFunctionCall {
@@ -159,24 +160,6 @@ export function sessionIdFromOutput(text: string | undefined): number | undefine
   return m?.[1] === undefined ? undefined : Number(m[1]);
 }
 
-/** Text of a `function_call_output.output`, which is a string or an array of content items. */
-function outputText(output: unknown): string | undefined {
-  if (typeof output === 'string') return output;
-  if (Array.isArray(output)) {
-    return output
-      .map((part: unknown) =>
-        typeof part === 'object' && part !== null && typeof (part as { text?: unknown }).text === 'string'
-          ? (part as { text: string }).text
-          : '',
-      )
-      .join('');
-  }
-  if (typeof output === 'object' && output !== null && typeof (output as { content?: unknown }).content === 'string') {
-    return (output as { content: string }).content;
-  }
-  return undefined;
-}
-
 function readBody(req: IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -186,57 +169,116 @@ function readBody(req: IncomingMessage): Promise<string> {
   });
 }
 
-function sseEvent(data: Record<string, unknown> & { type: string }): string {
-  return `event: ${data.type}\ndata: ${JSON.stringify(data)}\n\n`;
+/** The state of one running model, shared by its request handler and its accessors. */
+interface ModelState {
+  turns: readonly ScriptedTurn[];
+  started: number;
+  requests: RecordedRequest[];
+  errors: Error[];
+  outputWaiters: Map<string, Array<(text: string) => void>>;
+  turnsUsed: number;
+  extraRequests: number;
+  responseSeq: number;
 }
 
-/** The SSE body for one answer. */
-function sseForAnswer(answer: ScriptedAnswer, responseId: string, itemId: string): string {
-  const item: Record<string, unknown> =
-    answer.type === 'function_call'
-      ? {
-          type: 'function_call',
-          id: itemId,
-          call_id: answer.call_id,
-          name: answer.name,
-          arguments: answer.arguments,
-          status: 'completed',
-        }
-      : answer.type === 'custom_tool_call'
-        ? {
-            type: 'custom_tool_call',
-            id: itemId,
-            call_id: answer.call_id,
-            name: answer.name,
-            input: answer.input,
-            status: 'completed',
-          }
-        : {
-            type: 'message',
-            id: itemId,
-            role: 'assistant',
-            status: 'completed',
-            content: [{ type: 'output_text', text: answer.text, annotations: [] }],
-          };
-  const usage = {
-    input_tokens: 0,
-    input_tokens_details: { cached_tokens: 0 },
-    output_tokens: 0,
-    output_tokens_details: { reasoning_tokens: 0 },
-    total_tokens: 0,
+/** The text of the latest `function_call_output` (or custom tool output) for `callId`. */
+function outputIn(requests: readonly RecordedRequest[], callId: string): string | undefined {
+  for (let i = requests.length - 1; i >= 0; i--) {
+    const input = requests[i]?.body?.input;
+    if (!Array.isArray(input)) continue;
+    for (const item of input) {
+      if ((item.type === 'function_call_output' || item.type === 'custom_tool_call_output') && item.call_id === callId)
+        return outputText(item.output);
+    }
+  }
+  return undefined;
+}
+
+function notifyWaiters(state: ModelState): void {
+  for (const [callId, waiters] of state.outputWaiters) {
+    const text = outputIn(state.requests, callId);
+    if (text === undefined) continue;
+    state.outputWaiters.delete(callId);
+    for (const w of waiters) w(text);
+  }
+}
+
+/** Reads and records one request (its body parsed as JSON when it is). */
+async function record(state: ModelState, req: IncomingMessage): Promise<RecordedRequest> {
+  const raw = await readBody(req);
+  let body: ResponsesRequestBody | undefined;
+  try {
+    body = raw === '' ? undefined : (JSON.parse(raw) as ResponsesRequestBody);
+  } catch {
+    body = undefined;
+  }
+  const recorded: RecordedRequest = {
+    method: req.method ?? 'GET',
+    path: req.url ?? '/',
+    headers: req.headers,
+    body,
+    atMs: Date.now() - state.started,
   };
-  return [
-    sseEvent({
-      type: 'response.created',
-      response: { id: responseId, object: 'response', status: 'in_progress', output: [] },
-    }),
-    sseEvent({ type: 'response.output_item.added', output_index: 0, item }),
-    sseEvent({ type: 'response.output_item.done', output_index: 0, item }),
-    sseEvent({
-      type: 'response.completed',
-      response: { id: responseId, object: 'response', status: 'completed', output: [item], usage },
-    }),
-  ].join('');
+  state.requests.push(recorded);
+  notifyWaiters(state);
+  return recorded;
+}
+
+/** Answers one request: the next turn for a `POST .../responses`, a 404 for anything else. */
+async function handle(state: ModelState, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const recorded = await record(state, req);
+  const { path } = recorded;
+  const pathname = path.split('?')[0] ?? '';
+  if (req.method !== 'POST' || !pathname.endsWith('/responses')) {
+    res.writeHead(404, { 'content-type': 'application/json' });
+    res.end(
+      JSON.stringify({ error: { message: `scripted model: no route for ${req.method} ${path}`, type: 'not_found' } }),
+    );
+    return;
+  }
+
+  const index = state.turnsUsed;
+  const turn = state.turns[index];
+  let answer: ScriptedAnswer;
+  if (turn === undefined) {
+    state.extraRequests++;
+    answer = assistantMessage('script exhausted');
+  } else {
+    state.turnsUsed++;
+    try {
+      const outputFor = (callId: string): string | undefined => outputIn(state.requests, callId);
+      answer = typeof turn === 'function' ? await turn({ request: recorded, index, outputFor }) : turn;
+    } catch (err) {
+      const e = err instanceof Error ? err : new Error(String(err));
+      state.errors.push(e);
+      res.writeHead(500, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({ error: { message: `scripted turn ${index} failed: ${e.message}`, type: 'server_error' } }),
+      );
+      return;
+    }
+  }
+  state.responseSeq++;
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+  res.end(sseForAnswer(answer, `resp_${state.responseSeq}`, `item_${state.responseSeq}`));
+}
+
+/** Resolves with `callId`'s output once received, or rejects after `timeoutMs`. */
+function waitForOutput(state: ModelState, callId: string, timeoutMs: number): Promise<string> {
+  const now = outputIn(state.requests, callId);
+  if (now !== undefined) return Promise.resolve(now);
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`no function_call_output for ${callId} within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+    const list = state.outputWaiters.get(callId) ?? [];
+    list.push((text) => {
+      clearTimeout(timer);
+      resolve(text);
+    });
+    state.outputWaiters.set(callId, list);
+  });
 }
 
 /**
@@ -247,93 +289,19 @@ function sseForAnswer(answer: ScriptedAnswer, responseId: string, itemId: string
  * counted in {@link ScriptedModel.extraRequests}. Other paths get a 404 JSON error.
  */
 export async function startScriptedModel(turns: readonly ScriptedTurn[]): Promise<ScriptedModel> {
-  const started = Date.now();
-  const requests: RecordedRequest[] = [];
-  const errors: Error[] = [];
-  const outputWaiters = new Map<string, Array<(text: string) => void>>();
-  let turnsUsed = 0;
-  let extraRequests = 0;
-  let responseSeq = 0;
-
-  const outputFor = (callId: string): string | undefined => {
-    for (let i = requests.length - 1; i >= 0; i--) {
-      const input = requests[i]?.body?.input;
-      if (!Array.isArray(input)) continue;
-      for (const item of input) {
-        if (
-          (item.type === 'function_call_output' || item.type === 'custom_tool_call_output') &&
-          item.call_id === callId
-        )
-          return outputText(item.output);
-      }
-    }
-    return undefined;
+  const state: ModelState = {
+    turns,
+    started: Date.now(),
+    requests: [],
+    errors: [],
+    outputWaiters: new Map(),
+    turnsUsed: 0,
+    extraRequests: 0,
+    responseSeq: 0,
   };
-
-  const notifyWaiters = (): void => {
-    for (const [callId, waiters] of outputWaiters) {
-      const text = outputFor(callId);
-      if (text === undefined) continue;
-      outputWaiters.delete(callId);
-      for (const w of waiters) w(text);
-    }
-  };
-
-  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const raw = await readBody(req);
-    let body: ResponsesRequestBody | undefined;
-    try {
-      body = raw === '' ? undefined : (JSON.parse(raw) as ResponsesRequestBody);
-    } catch {
-      body = undefined;
-    }
-    const path = req.url ?? '/';
-    const recorded: RecordedRequest = {
-      method: req.method ?? 'GET',
-      path,
-      headers: req.headers,
-      body,
-      atMs: Date.now() - started,
-    };
-    requests.push(recorded);
-    notifyWaiters();
-
-    const pathname = path.split('?')[0] ?? '';
-    if (req.method !== 'POST' || !pathname.endsWith('/responses')) {
-      res.writeHead(404, { 'content-type': 'application/json' });
-      res.end(
-        JSON.stringify({ error: { message: `scripted model: no route for ${req.method} ${path}`, type: 'not_found' } }),
-      );
-      return;
-    }
-
-    const index = turnsUsed;
-    const turn = turns[index];
-    let answer: ScriptedAnswer;
-    if (turn === undefined) {
-      extraRequests++;
-      answer = assistantMessage('script exhausted');
-    } else {
-      turnsUsed++;
-      try {
-        answer = typeof turn === 'function' ? await turn({ request: recorded, index, outputFor }) : turn;
-      } catch (err) {
-        const e = err instanceof Error ? err : new Error(String(err));
-        errors.push(e);
-        res.writeHead(500, { 'content-type': 'application/json' });
-        res.end(
-          JSON.stringify({ error: { message: `scripted turn ${index} failed: ${e.message}`, type: 'server_error' } }),
-        );
-        return;
-      }
-    }
-    responseSeq++;
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
-    res.end(sseForAnswer(answer, `resp_${responseSeq}`, `item_${responseSeq}`));
-  };
-
+  const { requests, errors } = state;
   const server = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => {
+    handle(state, req, res).catch((err: unknown) => {
       errors.push(err instanceof Error ? err : new Error(String(err)));
       if (!res.headersSent) res.writeHead(500);
       res.end();
@@ -352,29 +320,14 @@ export async function startScriptedModel(turns: readonly ScriptedTurn[]): Promis
       return requests.filter((r) => r.method === 'POST' && (r.path.split('?')[0] ?? '').endsWith('/responses'));
     },
     get turnsUsed() {
-      return turnsUsed;
+      return state.turnsUsed;
     },
     get extraRequests() {
-      return extraRequests;
+      return state.extraRequests;
     },
     errors,
-    outputFor,
-    waitForOutput(callId: string, timeoutMs = 30_000): Promise<string> {
-      const now = outputFor(callId);
-      if (now !== undefined) return Promise.resolve(now);
-      return new Promise((resolve, reject) => {
-        const timer = setTimeout(
-          () => reject(new Error(`no function_call_output for ${callId} within ${timeoutMs} ms`)),
-          timeoutMs,
-        );
-        const list = outputWaiters.get(callId) ?? [];
-        list.push((text) => {
-          clearTimeout(timer);
-          resolve(text);
-        });
-        outputWaiters.set(callId, list);
-      });
-    },
+    outputFor: (callId: string): string | undefined => outputIn(requests, callId),
+    waitForOutput: (callId: string, timeoutMs = 30_000): Promise<string> => waitForOutput(state, callId, timeoutMs),
     close(): Promise<void> {
       return new Promise((resolve) => {
         server.close(() => resolve());
