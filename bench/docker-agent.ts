@@ -27,6 +27,8 @@
  *     [--no-rt-raw]   (round trips: our sides and the floor probe only, no raw exec phase after them)
  *   EXEC_SERVER_DOCKER_AGENT_SOCKET_DIR=off (in the environment) has our server reach the agents
  *   through attached engine execs instead of their sockets (docs/docker-backend.md).
+ *   EXEC_SERVER_PTY_PIN=true (in the environment) turns on the operator's `--pty-pin` for our
+ *   servers, docker and local: a terminal streaming fast shares one CPU with its reader.
  */
 import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -316,7 +318,7 @@ async function burst(url: string): Promise<void> {
 
 async function main(): Promise<void> {
   console.log(
-    `# docker path vs raw dockerode exec: image ${IMAGE}, our exec path ${args['exec-path']}, ${RUNS} runs, ${args.mb} MB streams x ${REPEAT}`,
+    `# docker path vs raw dockerode exec: image ${IMAGE}, our exec path ${args['exec-path']}, ${RUNS} runs, ${args.mb} MB streams x ${REPEAT}, PTY pinning ${process.env['EXEC_SERVER_PTY_PIN'] === 'true' ? 'on (--pty-pin)' : 'off (the default)'}`,
   );
   console.log(
     `load average before: ${loadavg()
