@@ -234,6 +234,7 @@ static void start_daemon(const char *path, int lock) {
   sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
   for (int i = 0; i < MAX_PROCS; i++) { procs[i].fds[0] = procs[i].fds[1] = procs[i].in_fd = -1; }
   pin_capable = pin_init();
+  noted_at = wall_ms();
   no_pin = 1; /* until a server's hello asks for it */
   listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_un a = { .sun_family = AF_UNIX };

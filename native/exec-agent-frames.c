@@ -50,7 +50,9 @@ static void handle_hello(unsigned char *pl, uint32_t len) {
   no_pin = !(flags & HELLO_PTY_PIN) || !pin_capable;
   int n = 0;
   for (int i = 0; i < MAX_PROCS; i++) n += procs[i].used;
-  send_text(A_HELLO, 0, "version=%d\npid=%d\nprocesses=%d\n", PROTOCOL_VERSION, (int)getpid(), n);
+  long long idle = wall_ms() - noted_at;
+  send_text(A_HELLO, 0, "version=%d\npid=%d\nprocesses=%d\nidle=%lld\n", PROTOCOL_VERSION, (int)getpid(), n,
+            idle > 0 ? idle : 0);
   link_backoff_ms = 0; /* a server answered: the next break is dialled again at once */
 }
 
@@ -157,9 +159,10 @@ static void handle_frame(int type, uint32_t handle, unsigned char *pl, uint32_t 
   case S_LIST: handle_list(); return;
   case S_DETACH: detaching = 1; return;
   case S_EGRESS: handle_egress(handle, pl, len); return;
+  case S_NOTE: noted_at = wall_ms(); return;
   default: break;
   }
-  if (type < S_HELLO || type > S_EGRESS) { send_text(A_ERROR, handle, "unknown frame type %d", type); return; }
+  if (type < S_HELLO || type > S_NOTE) { send_text(A_ERROR, handle, "unknown frame type %d", type); return; }
   proc *p = handle ? find(handle) : NULL;
   if (!p) {
     if (type != S_ACK && type != S_FORGET) send_text(A_ERROR, handle, "unknown process handle %u", handle);

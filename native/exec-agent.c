@@ -83,7 +83,7 @@
 #define PTY_QUIET_MS 200            /* after the exit: a terminal still held open counts as drained */
 #define PTY_MAX_DRAIN_MS 5000
 
-enum { S_HELLO = 1, S_SPAWN, S_STDIN, S_CLOSE_STDIN, S_RESIZE, S_SIGNAL, S_ACK, S_PAUSE, S_RESUME, S_FORGET, S_LIST, S_DETACH, S_EGRESS };
+enum { S_HELLO = 1, S_SPAWN, S_STDIN, S_CLOSE_STDIN, S_RESIZE, S_SIGNAL, S_ACK, S_PAUSE, S_RESUME, S_FORGET, S_LIST, S_DETACH, S_EGRESS, S_NOTE };
 enum { A_HELLO = 1, A_SPAWNED, A_FAILED, A_OUTPUT, A_EXIT, A_ERROR, A_STDIN_ACK, A_PROC, A_LIST_END, A_EGRESS, A_TUNNEL };
 enum { ST_STDOUT = 1, ST_STDERR = 2, ST_PTY = 3 };
 #define HELLO_PTY_PIN 1 /* hello flags: gather a terminal streaming fast on one CPU (pty-pin.h) */
@@ -174,6 +174,18 @@ static long long now_ms(void) {
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
+
+/* Wall-clock ms: differences of it survive a checkpoint and restore, where the monotonic clock's
+ * do not. */
+static long long wall_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* When a server last said its session was used (NOTE; at first, when the daemon started): a
+ * server that takes the session over continues its idle clock from there (HELLO's idle=). */
+static long long noted_at;
 
 static long long now_us(void) {
   struct timespec t;

@@ -11,6 +11,11 @@ export interface RecoveredSession {
   readonly tenant: TenantId;
   readonly labels: Readonly<Record<string, string>>;
   readonly createdAt: Date;
+  /**
+   * Optional, read after `adoptProcesses`: when (this server's clock) the session was last
+   * noted used (`BackendSession.noteActivity`); undefined when the backend does not know.
+   */
+  notedAt?(): number | undefined;
   /** What `persistRecord` stored; undefined when the session died before it was stored. */
   readonly record?: string | undefined;
   /**

@@ -100,6 +100,12 @@ export interface BackendSession {
    * again, out of reach of sandboxed commands. Backends without recovery ignore it.
    */
   persistRecord(record: string): Promise<void>;
+  /**
+   * Optional: the session was used now, kept where a server that re-adopts it reads it back
+   * (`RecoveredSession.notedAt`), so its idle clock goes on instead of starting again. Called at
+   * most every few seconds; never wakes a hibernated session.
+   */
+  noteActivity?(): void;
   /** Called when the session dies under us (container killed from outside). */
   onLost(listener: (reason: string) => void): void;
   /**

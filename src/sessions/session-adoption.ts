@@ -52,6 +52,10 @@ export async function adoptRecovered(recovered: RecoveredSession, host: Adoption
       return 0;
     });
   session.processes.adopting = false;
+  // Its idle clock goes on from the previous server's last note (an idle session taken over
+  // is not kept for another whole idle timeout).
+  const notedAt = recovered.notedAt?.();
+  if (notedAt !== undefined) session.restoreActivity(notedAt);
   log.info({ sessionId: session.id, processes: processes ?? 0 }, 're-adopted session');
   return session;
 }

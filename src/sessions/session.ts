@@ -63,6 +63,13 @@ export interface SessionDeps {
 
 const isApprovalAnswer = Compile(ApprovalAnswerSchema);
 
+/**
+ * How often at most a used session tells its backend so (`BackendSession.noteActivity`). A
+ * server that re-adopts the session counts its idle time from the last note plus this, so the
+ * session is never taken for idle sooner than it is; at most this much later.
+ */
+export const NOTE_ACTIVITY_MS = 5_000;
+
 export class Session implements FilesSession {
   readonly id: SessionId;
   readonly tenant: TenantId;
@@ -88,6 +95,8 @@ export class Session implements FilesSession {
   /** Client paths that stand for the workspace (workspace-aliases.ts). */
   readonly #aliases: WorkspaceAliases;
   lastActivity = Date.now();
+  /** When `touch` last told the backend (NOTE_ACTIVITY_MS). */
+  #notedAt = 0;
   status: SessionStatus = { status: 'alive' };
   #client: SessionClient | undefined;
   #pendingApprovals = 0;
@@ -208,7 +217,19 @@ export class Session implements FilesSession {
   }
 
   touch(): void {
-    this.lastActivity = Date.now();
+    const now = Date.now();
+    this.lastActivity = now;
+    if (now - this.#notedAt < NOTE_ACTIVITY_MS) return;
+    this.#notedAt = now;
+    this.backend.noteActivity?.();
+  }
+
+  /**
+   * The idle clock of a re-adopted session goes on from when its previous server last noted it
+   * used (`at`), not from now; never later than now.
+   */
+  restoreActivity(at: number): void {
+    this.lastActivity = Math.min(Date.now(), at + NOTE_ACTIVITY_MS);
   }
 
   markDead(reason: string): void {

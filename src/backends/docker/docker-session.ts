@@ -226,6 +226,10 @@ export class DockerSession implements BackendSession {
     await this.#agent.enableEgress(port, accept);
   }
 
+  noteActivity(): void {
+    if (this.#lost === undefined && !this.#destroying) this.#agent?.note();
+  }
+
   async persistRecord(record: string): Promise<void> {
     const result = await this.#runner.run({
       cmd: ['/bin/sh', '-c', 'umask 077 && cat > "$1.tmp" && mv "$1.tmp" "$1"', 'sh', RECORD_FILE],

@@ -81,6 +81,20 @@ export class AgentChannel {
     return this.#transport;
   }
 
+  /** When the session was last noted used, as the latest connection's agent said at its hello. */
+  get notedAt(): number | undefined {
+    return this.#conn?.notedAt;
+  }
+
+  /** The session was used now (AgentConnection.note), on the live connection or a new one. */
+  note(): void {
+    if (this.#closed) return;
+    void this.connection().then(
+      (c) => c.note(),
+      () => undefined, // no agent to tell: its session is failing, and says so on its own calls
+    );
+  }
+
   /** The live connection, attaching (and starting the agent) when there is none. */
   connection(): Promise<AgentConnection> {
     if (this.#closed)

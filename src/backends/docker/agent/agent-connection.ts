@@ -86,6 +86,8 @@ export class AgentConnection {
   onTunnel: ((id: number) => void) | undefined;
   /** The agent daemon's pid (inside the container), from its hello. */
   agentPid = 0;
+  /** When, by this server's clock, a server last noted the session used (hello's `idle=`). */
+  notedAt: number | undefined;
   readonly transport: AgentTransport;
 
   private constructor(socket: Duplex, log: DockerLogger, transport: AgentTransport) {
@@ -140,8 +142,10 @@ export class AgentConnection {
       });
       if (hello.type === FromAgent.ERROR)
         throw execError('EXEC_ERR_BACKEND', `exec agent refused the connection: ${hello.payload.toString('utf8')}`);
-      const pid = /pid=(\d+)/.exec(hello.payload.toString('utf8'));
-      conn.agentPid = pid ? Number(pid[1]) : 0;
+      const text = hello.payload.toString('utf8');
+      conn.agentPid = Number(/pid=(\d+)/.exec(text)?.[1] ?? 0);
+      const idle = /idle=(\d+)/.exec(text)?.[1];
+      conn.notedAt = idle === undefined ? undefined : Date.now() - Number(idle);
       return conn;
     } catch (err) {
       conn.close();
@@ -242,6 +246,11 @@ export class AgentConnection {
       this.send(frame(ToAgent.LIST, 0));
     });
     void listed;
+  }
+
+  /** Tells the agent the session was used now (its idle clock, for a server that takes it over). */
+  note(): void {
+    this.sendLater(frame(ToAgent.NOTE, 0));
   }
 
   /** Asks the agent to flush and let this connection go (its processes keep running). */

@@ -8,8 +8,10 @@
  * A handle names one process; the server picks it, unique for the agent's lifetime.
  *
  * Server -> agent                                  Agent -> server
- *   HELLO   u32 version, u32 retention, u32 window   HELLO     "version=N\npid=P\nprocesses=K\n"
+ *   HELLO   u32 version, u32 retention, u32 window   HELLO     "version=N\npid=P\nprocesses=K\nidle=MS\n"
  *           [u32 flags: 1, gather a terminal streaming fast on one CPU (native/pty-pin.h)]
+ *   NOTE    (the session was used now: HELLO's idle= is the ms since the last NOTE, or since the
+ *           daemon started, so a server that takes the session over keeps its idle clock)
  *   SPAWN   NUL-ended fields (see encodeSpawn)        SPAWNED   "pid"
  *   STDIN   bytes                                     FAILED    "errno\0message" (nothing runs; "spawn:ERRNO":
  *                                                               the cwd or program, EXEC_ERR_SPAWN_FAILED)
@@ -55,6 +57,7 @@ export const ToAgent = {
   LIST: 11,
   DETACH: 12,
   EGRESS: 13,
+  NOTE: 14,
 } as const;
 
 export const FromAgent = {

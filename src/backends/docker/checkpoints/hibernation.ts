@@ -4,13 +4,11 @@
  * restart); `wake()`, or the next call that needs the container, restores it, and what ran in
  * it goes on where it was. The session is wrapped (`HibernatableSession`) so every path into
  * the container passes one gate: calls wait while a checkpoint or a restore runs, and a
- * hibernated session wakes first. See docs/docker-backend.md, "Hibernation".
- *
- * Memory snapshots pass the same gate (memory-snapshot.ts; mechanics in checkpoint-restore.ts).
- * Exec-path commands are attached execs, which no gVisor checkpoint carries: refused then.
+ * hibernated session wakes first; memory snapshots pass it too (memory-snapshot.ts, mechanics in
+ * checkpoint-restore.ts). Exec-path commands are attached execs, which no gVisor checkpoint
+ * carries: refused then. See docs/docker-backend.md, "Hibernation".
  */
 import type { Duplex } from 'node:stream';
-import type Docker from 'dockerode';
 import { execError } from '../../../errors.ts';
 import type {
   BackendHibernation,
@@ -18,7 +16,6 @@ import type {
   BackendSession,
   HibernationState,
   ProcessSink,
-  RecoveredProcess,
   ResolvedSandbox,
   SessionFs,
   SessionStats,
@@ -26,49 +23,16 @@ import type {
   SnapshotOptions,
   SpawnRequest,
 } from '../../types.ts';
-import type { AgentChannel } from '../agent/agent-channel.ts';
 import type { DockerLogger } from '../options.ts';
 import { connectContainerPort } from '../container/port-forward.ts';
 import { CHECKPOINT_PREFIX } from './checkpoints.ts';
 import { checkpointContainer, clearAfterRestore, restoreContainer } from './checkpoint-restore.ts';
 import { attachedExecsError, gatedFs, gatedProcess, InFlight } from './session-gate.ts';
 import { type MemorySnapshots, restoredAdopter, takeMemorySnapshot } from './memory-snapshot.ts';
+import type { HibernationInit, InnerSession } from './hibernation-types.ts';
 
 /** How long a hibernation waits for calls already in the container to finish. */
 const DRAIN_TIMEOUT_MS = 30_000;
-
-/** The session being wrapped: the docker session's own surface plus what hibernation needs. */
-export type InnerSession = BackendSession & {
-  readonly container: Docker.Container;
-  readonly lostReason: string | undefined;
-  /** The exec agent on the agent path; its connection must not span a checkpoint. */
-  readonly agent: AgentChannel | undefined;
-  readonly execPathReason?: string | undefined;
-  markLost(reason: string): void;
-  enableEgress(port: number, accept: (conn: Duplex, offersSocket?: boolean) => void): Promise<void>;
-  stats(): Promise<SessionStats>;
-  prepareSandbox(sandbox: ResolvedSandbox): Promise<void>;
-  containerRunning(): Promise<boolean | undefined>;
-  killAll(): Promise<void>;
-  recoverExecProcesses(
-    adopt: (p: RecoveredProcess, process: BackendProcess) => ProcessSink | undefined,
-  ): Promise<number>;
-};
-
-export interface HibernationInit {
-  readonly inner: InnerSession;
-  readonly runtime: string;
-  /** Why this runtime cannot checkpoint here, or undefined. */
-  readonly unsupportedReason: string | undefined;
-  readonly timeoutMs: number;
-  readonly log: DockerLogger;
-  /** Re-adopted while hibernated (server restart): since when, and the checkpoint to wake from. */
-  readonly hibernated?: { readonly at: Date; readonly checkpoint: string } | undefined;
-  /** Restored from a memory snapshot: the agent's processes are handed over once (`adoptRestored`). */
-  readonly restored?: Parameters<typeof restoredAdopter>[0];
-  /** Where memory snapshots go; undefined: none are taken. */
-  readonly memory?: MemorySnapshots | undefined;
-}
 
 export class HibernatableSession implements BackendSession, BackendHibernation {
   readonly inner: InnerSession;
@@ -258,6 +222,11 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
 
   persistRecord(record: string): Promise<void> {
     return this.#use(() => this.inner.persistRecord(record));
+  }
+
+  /** Only while awake: a note never wakes the session. */
+  noteActivity(): void {
+    if (this.#state === 'awake') this.inner.noteActivity?.();
   }
 
   onLost(listener: (reason: string) => void): void {

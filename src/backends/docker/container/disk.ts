@@ -9,7 +9,8 @@
 import type Docker from 'dockerode';
 import type { BackendDisk } from '../../types.ts';
 import { withDeadline } from '../engine/engine-client.ts';
-import { HibernatableSession, type HibernationInit } from '../checkpoints/hibernation.ts';
+import { HibernatableSession } from '../checkpoints/hibernation.ts';
+import type { HibernationInit } from '../checkpoints/hibernation-types.ts';
 
 /** The engine walks the whole layer to answer a size inspect: slower than other calls on a big workspace. */
 const SIZE_TIMEOUT_MS = 30_000;

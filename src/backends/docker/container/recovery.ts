@@ -134,6 +134,7 @@ export async function adoptRunning(
       tenant,
       ...recoveredFacts(c, info),
       record: stored.exitCode === 0 ? stored.stdout.toString('utf8') : undefined,
+      notedAt: () => channel?.notedAt,
       // The agent's processes go on; commands run as engine execs end lost (exec-recovery.ts).
       adoptProcesses: async (adopt: Parameters<NonNullable<RecoveredSession['adoptProcesses']>>[0]) =>
         (channel ? await channel.recover(adopt) : 0) + (await session.inner.recoverExecProcesses(adopt)),
