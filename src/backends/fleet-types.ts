@@ -37,6 +37,8 @@ export interface FleetBackend {
   sessions(tenant: TenantId): Promise<FleetSession[]>;
   /** The advertised URL of a live replica of the fleet, if it is alive. */
   replicaUrl(replicaId: string): Promise<string | undefined>;
+  /** Every live replica of the fleet (this one too): id -> advertised URL. */
+  replicas(): Promise<ReadonlyMap<string, string>>;
   /** Sessions of every tenant whose owner's lease is gone (candidates for `takeOver`). */
   orphans(): Promise<{ readonly id: SessionId; readonly tenant: TenantId }[]>;
   /** Removes what replicas that are gone left that holds no session (their warm-pool containers). */

@@ -196,9 +196,11 @@ async function remoteInfos(request: FastifyRequest, url: string, replicaId: stri
 }
 
 /**
- * The tenant's sessions across the fleet: which ones, from the engine's labels; their details
+ * The tenant's sessions across the fleet: which ones, from the engines' labels; their details
  * from the replica that owns each (sessions whose owner is gone are taken over here first).
- * Undefined without a fleet, or when the caller asked for this replica's own.
+ * Sessions on an engine that does not answer are not in its labels, but their owners still hold
+ * them: this replica's own, and what every other live replica lists of its own, are added (once
+ * each). Undefined without a fleet, or when the caller asked for this replica's own.
  */
 export async function fleetSessionInfos(
   request: FastifyRequest,
@@ -208,18 +210,32 @@ export async function fleetSessionInfos(
   const sessions = request.server.sessions;
   const fleet = sessions.backend.fleet;
   if (fleet === undefined || request.headers[LOCAL_ONLY_HEADER] !== undefined) return undefined;
-  const ids = (await sessions.fleetSessions(tenant)) ?? [];
+  const [ids, replicas] = await Promise.all([
+    sessions.fleetSessions(tenant).then((l) => l ?? []),
+    fleet.replicas().catch(() => new Map<string, string>()),
+  ]);
+  const labelled = new Set<string>(ids.map(({ id }) => id));
   const routes = await Promise.all(ids.map(({ id }) => sessions.route(id, tenant).catch(() => undefined)));
   const local: Promise<SessionInfo>[] = [];
-  const remote = new Map<string, Set<string>>();
+  const owned = new Map<string, Set<string>>();
   routes.forEach((r, i) => {
     if (r?.kind === 'local') local.push(infoOf(r));
-    else if (r?.kind === 'remote') remote.set(r.url, (remote.get(r.url) ?? new Set()).add(ids[i]?.id ?? ''));
+    else if (r?.kind === 'remote') owned.set(r.url, (owned.get(r.url) ?? new Set()).add(ids[i]?.id ?? ''));
   });
+  for (const session of sessions.list(tenant))
+    if (!labelled.has(session.id)) local.push(infoOf({ kind: 'local', session }).catch(() => session.info()));
+  for (const [replicaId, url] of replicas)
+    if (replicaId !== fleet.replicaId && !owned.has(url)) owned.set(url, new Set());
   const fromOthers = await Promise.all(
-    [...remote].map(async ([url, wanted]) =>
-      (await remoteInfos(request, url, fleet.replicaId).catch(() => [])).filter((s) => wanted.has(s.sessionId)),
+    [...owned].map(async ([url, mine]) =>
+      (await remoteInfos(request, url, fleet.replicaId).catch(() => [])).filter(
+        (s) => mine.has(s.sessionId) || !labelled.has(s.sessionId),
+      ),
     ),
   );
-  return [...(await Promise.all(local)), ...fromOthers.flat()];
+  // A session two replicas still hold (taken over while its engine was away) is listed once.
+  const once = new Map<string, SessionInfo>();
+  for (const info of [...(await Promise.all(local)), ...fromOthers.flat()])
+    if (!once.has(info.sessionId)) once.set(info.sessionId, info);
+  return [...once.values()];
 }

@@ -157,6 +157,14 @@ test('a fleet over two engines: spread, used through either replica, one engine 
       assert.match(answer.body.message ?? '', /exec-server-engine2/, 'the error names the engine');
       assert.ok(answer.ms < 12_000, `the failure took ${answer.ms} ms`);
     }
+    // Listed through either replica, the lost engine's sessions too: their owners still hold them.
+    for (const r of [a, b]) {
+      const started = Date.now();
+      const listed = (await (await fetch(`${r.http}/v1/sessions`)).json()) as { sessions: { sessionId: string }[] };
+      const ids = listed.sessions.map((s) => s.sessionId).sort();
+      assert.deepEqual(ids, [...made, ...fresh].sort(), `${r.http} lists all six, once each`);
+      assert.ok(Date.now() - started < 12_000, `the list took ${Date.now() - started} ms`);
+    }
   });
 
   await t.test('the second engine back: its sessions work again through either replica', async () => {

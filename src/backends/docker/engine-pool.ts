@@ -256,6 +256,11 @@ export class EnginePool implements Backend {
         for (const { fleet } of healthy()) return fleet.replicaUrl(replicaId);
         return undefined;
       },
+      // A replica holds a lease on each engine it reaches: the answering engines' leases together.
+      replicas: async () => {
+        const each = await Promise.all(healthy().map(({ fleet }) => fleet.replicas().catch(() => new Map())));
+        return new Map(each.flatMap((m) => [...m]));
+      },
       orphans: async () => (await Promise.all(healthy().map(({ fleet }) => fleet.orphans().catch(() => [])))).flat(),
       sweep: async () => {
         await Promise.all(healthy().map(({ fleet }) => fleet.sweep?.().catch(() => undefined)));

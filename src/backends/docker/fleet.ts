@@ -80,6 +80,10 @@ export class DockerFleet implements FleetBackend {
     return (await this.liveReplicas(false)).get(replicaId);
   }
 
+  replicas(): Promise<ReadonlyMap<string, string>> {
+    return this.liveReplicas(false);
+  }
+
   async orphans(): Promise<{ id: SessionId; tenant: TenantId }[]> {
     const [list, replicas, claims] = await Promise.all([
       this.#host.listOwn(),
