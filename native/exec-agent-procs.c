@@ -73,11 +73,7 @@ static int read_output(proc *p, int i) {
   long long read_us = now_us();
   if (read_us - last_read_us > SPIN_MS * 1000) streak_start_us = read_us;
   last_read_us = read_us;
-  if (p->pty && !no_pin) {
-    if (read_us - p->fast_since_us > FAST_US) p->fast_since_us = read_us, p->fast_bytes = 0;
-    p->fast_bytes += n;
-    if (p->fast_bytes >= FAST_BYTES && pin(p->fds[i])) { pinned_handle = p->handle; pinned_sid = p->pid; }
-  }
+  if (p->pty && pin_when_fast(&p->pace, p->fds[i], read_us, n)) { pinned_handle = p->handle; pinned_sid = p->pid; }
   if (n < READ_CHUNK / 2) {
     seg *t = realloc(s, sizeof(seg) + (size_t)n);
     if (t) s = t;

@@ -88,6 +88,8 @@ enum { A_HELLO = 1, A_SPAWNED, A_FAILED, A_OUTPUT, A_EXIT, A_ERROR, A_STDIN_ACK,
 enum { ST_STDOUT = 1, ST_STDERR = 2, ST_PTY = 3 };
 #define HELLO_PTY_PIN 1 /* hello flags: gather a terminal streaming fast on one CPU (pty-pin.h) */
 
+#include "pty-pin.h"
+
 /* One piece of output: queued to the server and/or kept in a process's retention. */
 typedef struct seg {
   int refs;
@@ -131,7 +133,7 @@ typedef struct proc {
   uint64_t ret_bytes;
   uint64_t (*marks)[2];
   int nmarks;
-  long long fast_since_us, fast_bytes; /* a terminal streaming fast (pty-pin.h) */
+  pin_pace pace;        /* a terminal streaming fast (pty-pin.h) */
   char *tag;
   char mode[16];
 } proc;
@@ -200,7 +202,6 @@ static uint64_t get64(const unsigned char *p) { return get32(p) | (uint64_t)get3
 
 /* A terminal streaming fast, gathered on one CPU with the agent (pty-pin.h), when the server
  * asks (its hello's flag, the operator's --pty-pin): which process and its session. */
-#include "pty-pin.h"
 static int pin_capable;
 static uint32_t pinned_handle;
 static pid_t pinned_sid;

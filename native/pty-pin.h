@@ -45,8 +45,8 @@ static int pin_init(void) {
   return sched_getaffinity(0, sizeof own_cpus, &own_cpus) == 0 && CPU_COUNT(&own_cpus) >= 2;
 }
 
-/* Called on every read while output is fast: cheap once pinned or when there is nothing to do.
- * 1 when this call pinned. */
+/* The gather itself, for a terminal whose output is fast: cheap once pinned or when there is
+ * nothing to do. 1 when this call pinned. */
 static int pin(int master) {
   if (no_pin || pinned) return 0;
   pid_t pgrp = tcgetpgrp(master);
@@ -67,4 +67,18 @@ static void unpin(pid_t session) {
   set_affinity_where(in_session, session, &own_cpus);
   (void)sched_setaffinity(0, sizeof own_cpus, &own_cpus);
   pinned = 0;
+}
+
+/* A terminal's recent output, to tell a fast stream (FAST_BYTES within FAST_US) from the rest. */
+typedef struct {
+  long long since_us, bytes;
+} pin_pace;
+
+/* Counts `n` bytes read from `master` at `now_us` and gathers the terminal once they make a fast
+ * stream. 1 when this call pinned. */
+static int pin_when_fast(pin_pace *pace, int master, long long now_us, long long n) {
+  if (no_pin) return 0;
+  if (now_us - pace->since_us > FAST_US) pace->since_us = now_us, pace->bytes = 0;
+  pace->bytes += n;
+  return pace->bytes >= FAST_BYTES && pin(master);
 }

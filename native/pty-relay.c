@@ -155,7 +155,8 @@ typedef struct {
   char ctl[128];
   size_t ctl_len;
   int master_done, out_dead, in_eof, reaped;
-  long long exited_at, last_data, fast_since, fast_bytes;
+  long long exited_at, last_data;
+  pin_pace pace;
 } relay;
 
 /*
@@ -219,9 +220,7 @@ static void read_master(relay *r, short revents, int room) {
   if (n > 0) {
     out_end += (size_t)n;
     r->last_data = now_us();
-    if (r->last_data - r->fast_since > FAST_US) r->fast_since = r->last_data, r->fast_bytes = 0;
-    r->fast_bytes += n;
-    if (r->fast_bytes >= FAST_BYTES) pin(r->master);
+    pin_when_fast(&r->pace, r->master, r->last_data, n);
   } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
     r->master_done = 1; /* EIO: every holder of the terminal is gone and it is drained */
   }
