@@ -196,6 +196,11 @@ async function registerRoutes(
   // importer of this module (CLI client commands, tests) would otherwise pay at load time.
   const { registerMcpEndpoint } = await import('./mcp/endpoint.ts');
   registerMcpEndpoint(app, { config, signer });
+  if (sessions.backend.fleet !== undefined) {
+    // The owner's side of an MCP tool call made on another replica of the fleet.
+    const { registerForwardedCalls } = await import('./mcp/forwarded-calls.ts');
+    await registerForwardedCalls(app, { config, signer });
+  }
   await registerPreviewRoutes(app, { config, signer, sessionTokens: tokenSigner });
 }
 

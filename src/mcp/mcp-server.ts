@@ -7,6 +7,7 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { VERSION } from '../version.ts';
 import type { ToolContext } from './tool-context.ts';
+import { callOnOwner } from './forwarded-calls.ts';
 import { callTool, toolList } from './tools.ts';
 
 const INSTRUCTIONS = [
@@ -41,11 +42,18 @@ export function createMcpServer(ctx: Omit<ToolContext, 'clientName'>): Server {
                 params: { progressToken: token, progress: value, ...(total !== undefined ? { total } : {}), message },
               })
               .catch(() => undefined);
-    const result = await callTool(
-      request.params.name,
-      request.params.arguments,
-      progress === undefined ? context : { ...context, clientName: context.clientName, progress },
-    );
+    const authorization = extra.requestInfo?.headers.authorization;
+    const call: ToolContext = {
+      ...context,
+      clientName: context.clientName,
+      progress,
+      authorization: typeof authorization === 'string' ? authorization : undefined,
+    };
+    const { name, arguments: args } = request.params;
+    // In a fleet, a call for a session another replica owns runs there (forwarded-calls.ts).
+    const result =
+      (await callOnOwner(name, args, call, { authorization: call.authorization, signal: extra.signal })) ??
+      (await callTool(name, args, call));
     if (result === undefined)
       throw new McpError(ErrorCode.InvalidParams, `unknown tool ${JSON.stringify(request.params.name)}`);
     return result;

@@ -7,3 +7,8 @@ export const MCP_PATH = '/mcp';
 export const SESSION_HEADER = 'x-exec-session';
 /** Separates the replica from the rest of an MCP session id in a fleet (replica ids have no `~`). */
 export const MCP_REPLICA_SEPARATOR = '~';
+/**
+ * `POST /v1/sessions/{id}/mcp-call`: where a replica runs an MCP tool call for a session it
+ * owns, on behalf of the replica that holds the MCP connection (forwarded-calls.ts).
+ */
+export const MCP_CALL_SUFFIX = '/mcp-call';

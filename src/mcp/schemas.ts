@@ -148,3 +148,19 @@ export type DecideApprovalToolArgs = Static<typeof DecideApprovalArgsSchema>;
 export function jsonSchema(schema: TSchema): { type: 'object'; [key: string]: unknown } {
   return JSON.parse(JSON.stringify(schema)) as { type: 'object'; [key: string]: unknown };
 }
+
+/**
+ * The body of `POST /v1/sessions/{id}/mcp-call`, which one replica sends another
+ * (forwarded-calls.ts): the tool call as the MCP client made it, its client's name (which decides
+ * the default denial handling) and the origin it reached the server at (for preview URLs).
+ */
+export const ForwardedCallSchema = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 64 }),
+    arguments: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    clientName: Type.Optional(Type.String({ maxLength: 256 })),
+    origin: Type.Optional(Type.String({ maxLength: 2048 })),
+  },
+  { additionalProperties: false },
+);
+export type ForwardedCall = Static<typeof ForwardedCallSchema>;

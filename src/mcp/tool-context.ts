@@ -31,6 +31,8 @@ export interface ToolContext {
    * `notifications/progress`; `progress` must grow from one call to the next.
    */
   readonly progress?: ((progress: number, total: number | undefined, message: string) => void) | undefined;
+  /** This call's `Authorization` header: a fleet's other replicas are asked with the caller's own token. */
+  readonly authorization?: string | undefined;
 }
 
 /** What a tool is listed with (`tools/list`). */

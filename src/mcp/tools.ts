@@ -11,6 +11,7 @@ import { runFacadeCall, type ToolRun } from '../tools/approval-queue.ts';
 import { describeImagePull, type ExecToolResult, type ImagePull } from '../protocol/index.ts';
 import { previewAnswer } from '../preview/routes.ts';
 import type { UnifiedExec } from '../tools/unified-exec.ts';
+import { fleetSessionInfos } from '../transport/fleet-list.ts';
 import { listDirTool, readFileTool, writeFileTool } from './file-tools.ts';
 import { errorResult, outcomeResult, textResult } from './results.ts';
 import {
@@ -130,11 +131,15 @@ const createSessionTool = defineTool({
 const listSessionsTool = defineTool({
   name: 'list_sessions',
   title: 'List sessions',
-  description: "Lists this tenant's exec-server sessions; the bound one is marked.",
+  description: "Lists this tenant's exec-server sessions (of every replica, in a fleet); the bound one is marked.",
   schema: ListSessionsArgsSchema,
   annotations: { readOnlyHint: true },
   async run(_args: Record<string, never>, ctx) {
-    const infos = ctx.sessions.list(ctx.tenant).map((s) => s.info());
+    // In a fleet, every replica's sessions of the tenant, as `GET /v1/sessions` lists them.
+    const ask = { sessions: ctx.sessions, query: '', authorization: ctx.authorization };
+    const infos =
+      (await fleetSessionInfos(ask, ctx.tenant, async ({ session }) => session.info())) ??
+      ctx.sessions.list(ctx.tenant).map((s) => s.info());
     const lines = infos.map(
       (i) =>
         `${i.sessionId}${i.sessionId === ctx.binding.sessionId ? ' (bound)' : ''} ${i.status} backend=${i.backend} sandbox=${i.sandbox.type} workdir=${i.workdir} running=${i.runningProcesses} processes=${i.processes}`,

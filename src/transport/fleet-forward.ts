@@ -2,15 +2,14 @@
  * HTTP in a fleet (docs/architecture.md, "Fleet"): a request for a session another live replica
  * owns is forwarded to that replica as it came (method, path, headers with the caller's token,
  * body streamed, answer streamed back); a session whose owner's lease is gone is taken over
- * first and served here. `GET /v1/sessions` lists the tenant's sessions of the whole fleet.
+ * first and served here. The fleet-wide `GET /v1/sessions` is fleet-list.ts.
  */
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { bearerFromProtocols } from '../console/websocket-token.ts';
 import { execError, httpErrorBody } from '../errors.ts';
-import { asTenantId, type TenantId } from '../ids.ts';
-import type { SessionInfo } from '../protocol/index.ts';
+import { asTenantId } from '../ids.ts';
 import type { FleetBackend } from '../backends/types.ts';
 import { MCP_PATH, MCP_REPLICA_SEPARATOR, SESSION_HEADER } from '../mcp/names.ts';
 import type { SessionRoute } from '../sessions/session-manager.ts';
@@ -183,59 +182,4 @@ export function registerFleetForwarding(app: FastifyInstance): void {
     }
     return undefined;
   });
-}
-
-/** The infos of another replica's sessions of this tenant, asked with the caller's own token. */
-async function remoteInfos(request: FastifyRequest, url: string, replicaId: string): Promise<SessionInfo[]> {
-  const query = new URL(request.url, 'http://x').search;
-  const headers: Record<string, string> = { [LOCAL_ONLY_HEADER]: '1', [FORWARDED_HEADER]: replicaId };
-  if (request.headers.authorization !== undefined) headers.authorization = request.headers.authorization;
-  const res = await fetch(new URL(`/v1/sessions${query}`, url), { headers, signal: AbortSignal.timeout(10_000) });
-  if (!res.ok) throw execError('EXEC_ERR_BACKEND_UNAVAILABLE', `replica at ${url} answered ${res.status}`);
-  return ((await res.json()) as { sessions: SessionInfo[] }).sessions;
-}
-
-/**
- * The tenant's sessions across the fleet: which ones, from the engines' labels; their details
- * from the replica that owns each (sessions whose owner is gone are taken over here first).
- * Sessions on an engine that does not answer are not in its labels, but their owners still hold
- * them: this replica's own, and what every other live replica lists of its own, are added (once
- * each). Undefined without a fleet, or when the caller asked for this replica's own.
- */
-export async function fleetSessionInfos(
-  request: FastifyRequest,
-  tenant: TenantId,
-  infoOf: (route: Extract<SessionRoute, { kind: 'local' }>) => Promise<SessionInfo>,
-): Promise<SessionInfo[] | undefined> {
-  const sessions = request.server.sessions;
-  const fleet = sessions.backend.fleet;
-  if (fleet === undefined || request.headers[LOCAL_ONLY_HEADER] !== undefined) return undefined;
-  const [ids, replicas] = await Promise.all([
-    sessions.fleetSessions(tenant).then((l) => l ?? []),
-    fleet.replicas().catch(() => new Map<string, string>()),
-  ]);
-  const labelled = new Set<string>(ids.map(({ id }) => id));
-  const routes = await Promise.all(ids.map(({ id }) => sessions.route(id, tenant).catch(() => undefined)));
-  const local: Promise<SessionInfo>[] = [];
-  const owned = new Map<string, Set<string>>();
-  routes.forEach((r, i) => {
-    if (r?.kind === 'local') local.push(infoOf(r));
-    else if (r?.kind === 'remote') owned.set(r.url, (owned.get(r.url) ?? new Set()).add(ids[i]?.id ?? ''));
-  });
-  for (const session of sessions.list(tenant))
-    if (!labelled.has(session.id)) local.push(infoOf({ kind: 'local', session }).catch(() => session.info()));
-  for (const [replicaId, url] of replicas)
-    if (replicaId !== fleet.replicaId && !owned.has(url)) owned.set(url, new Set());
-  const fromOthers = await Promise.all(
-    [...owned].map(async ([url, mine]) =>
-      (await remoteInfos(request, url, fleet.replicaId).catch(() => [])).filter(
-        (s) => mine.has(s.sessionId) || !labelled.has(s.sessionId),
-      ),
-    ),
-  );
-  // A session two replicas still hold (taken over while its engine was away) is listed once.
-  const once = new Map<string, SessionInfo>();
-  for (const info of [...(await Promise.all(local)), ...fromOthers.flat()])
-    if (!once.has(info.sessionId)) once.set(info.sessionId, info);
-  return [...once.values()];
 }

@@ -5,7 +5,8 @@
  * with a stable `EXEC_ERR_*` code, mapped by the app's error handler. Another tenant's
  * session or snapshot does not exist for the caller (404).
  */
-import { fleetSessionInfos } from './fleet-forward.ts';
+import { LOCAL_ONLY_HEADER } from './fleet-forward.ts';
+import { fleetSessionInfos } from './fleet-list.ts';
 import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import {
@@ -87,10 +88,19 @@ function sessionRoutes(api: TypedApi, app: FastifyInstance) {
     },
     async (request) => {
       const usage = request.query.usage === true;
-      // A replica of a fleet lists the tenant's sessions of every replica (fleet-forward.ts).
-      const fleet = await fleetSessionInfos(request, request.tenant, async ({ session: s }) =>
-        usage ? { ...s.info(), usage: await s.usage.sample() } : s.info(),
-      );
+      // A replica of a fleet lists the tenant's sessions of every replica (fleet-list.ts); one
+      // asked for its own, by another replica gathering the list, answers them alone.
+      const ask = {
+        sessions: app.sessions,
+        query: new URL(request.url, 'http://x').search,
+        authorization: request.headers.authorization,
+      };
+      const fleet =
+        request.headers[LOCAL_ONLY_HEADER] === undefined
+          ? await fleetSessionInfos(ask, request.tenant, async ({ session: s }) =>
+              usage ? { ...s.info(), usage: await s.usage.sample() } : s.info(),
+            )
+          : undefined;
       if (fleet !== undefined) return { sessions: fleet };
       const sessions = app.sessions.list(request.tenant);
       if (!usage) return { sessions: sessions.map((s) => s.info()) };

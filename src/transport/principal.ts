@@ -9,6 +9,7 @@ import { execError, type ExecServerError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
 import type { Session } from '../sessions/session.ts';
 import type { Authenticator } from './auth.ts';
+import { MCP_CALL_SUFFIX } from '../mcp/names.ts';
 import { isSessionToken, type SessionTokenSigner, type TokenScope } from './session-tokens.ts';
 
 export interface Principal {
@@ -116,6 +117,10 @@ export function httpScopeError(
       'EXEC_ERR_TOKEN_SCOPE',
       'session tokens cannot fork (a fork creates sessions); use a tenant token',
     );
+  // MCP is for tenant tokens (`/mcp` refuses session tokens), so is the route replicas use to
+  // run an MCP connection's tool call on a session's owner (src/mcp/forwarded-calls.ts).
+  if ((m[2] ?? '') === MCP_CALL_SUFFIX)
+    return execError('EXEC_ERR_TOKEN_SCOPE', 'session tokens cannot call MCP tools; use a tenant token');
   if (scope.access === 'read' && method !== 'GET' && method !== 'HEAD')
     return execError('EXEC_ERR_TOKEN_READ_ONLY', `a read token cannot ${method} ${path}`);
   return undefined;
