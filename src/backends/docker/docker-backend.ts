@@ -108,6 +108,7 @@ class DockerBackendImpl implements DockerBackend {
         waitMs: options.instanceLeaseWaitMs,
         timeoutMs: options.engineTimeoutMs,
         replica: options.fleet,
+        pinVolume: () => this.#agentVolume.pin(),
       },
       log,
     );

@@ -51,6 +51,28 @@ export interface InstanceLeaseOptions {
   readonly timeoutMs: number;
   /** A replica of a fleet: its own lease (undefined: the one lease of a lone server). */
   readonly replica?: { readonly replicaId: string; readonly advertiseUrl: string } | undefined;
+  /**
+   * A volume the lease container mounts, so that the engine refuses to remove it while this
+   * server lives: its build's exec agent (agent-volume.ts sweeps the volumes nothing mounts).
+   */
+  readonly pinVolume?: (() => Promise<PinnedVolume | undefined>) | undefined;
+}
+
+/** A named volume to mount, made with these labels if the mount is what creates it. */
+export interface PinnedVolume {
+  readonly name: string;
+  readonly labels: Readonly<Record<string, string>>;
+}
+
+/** Where the lease container mounts its pinned volume (nothing reads it there). */
+const PIN_TARGET = '/exec-server-pinned';
+
+/** The mounts of a lease container: the pinned volume, never filled from the image (`NoCopy`). */
+function pinMounts(pin: PinnedVolume | undefined): Docker.MountSettings[] {
+  if (pin === undefined) return [];
+  // The engine's default driver, as the volume's own maker uses (the typings insist on naming one).
+  const volume = { NoCopy: true, Labels: { ...pin.labels } } as Docker.MountSettings['VolumeOptions'];
+  return [{ Type: 'volume', Source: pin.name, Target: PIN_TARGET, ReadOnly: true, VolumeOptions: volume }];
 }
 
 type LeaseState =
@@ -203,6 +225,7 @@ export class InstanceLease {
     const { instanceId, timeoutMs, replica } = this.#options;
     let container: Docker.Container;
     try {
+      const pin = await this.#options.pinVolume?.();
       container = await withDeadline('lease create', timeoutMs, (abortSignal) =>
         this.#docker.createContainer({
           name: this.#name,
@@ -219,7 +242,13 @@ export class InstanceLease {
           StdinOnce: true,
           AttachStdin: true,
           NetworkDisabled: true,
-          HostConfig: { AutoRemove: true, NetworkMode: 'none', Memory: 16 * 1024 * 1024, PidsLimit: 8 },
+          HostConfig: {
+            AutoRemove: true,
+            NetworkMode: 'none',
+            Memory: 16 * 1024 * 1024,
+            PidsLimit: 8,
+            Mounts: pinMounts(pin),
+          },
           abortSignal,
         } as Docker.ContainerCreateOptions),
       );
