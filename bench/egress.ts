@@ -9,7 +9,10 @@
  * origin), and on the host directly; bash's `time` around it on both sides. Target: through the
  * proxy >= 0.8x the direct rate. The first proxied sample includes starting the session's relay.
  *
- *   node --import tsx bench/egress.ts [--mb 64] [--repeat 3] [--image exec-server-test:latest]
+ * `--runtime runsc` runs the session under gVisor: its sockets live in the sandbox's own kernel,
+ * so no descriptor crosses to the relay, and the tunnel's bytes go over the engine's exec stream.
+ *
+ *   node --import tsx bench/egress.ts [--mb 64] [--repeat 3] [--image exec-server-test:latest] [--runtime runsc]
  */
 import { execFile, spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -31,6 +34,7 @@ const { values: args } = parseArgs({
     mb: { type: 'string', default: '64' },
     repeat: { type: 'string', default: '3' },
     image: { type: 'string', default: 'exec-server-test:latest' },
+    runtime: { type: 'string' },
   },
 });
 const MB = Number(args.mb);
@@ -102,7 +106,12 @@ async function main(): Promise<void> {
   const httpd = spawn('busybox', ['httpd', '-f', '-p', `127.0.0.2:${port}`, '-h', dir], { stdio: 'ignore' });
   await new Promise((r) => setTimeout(r, 300));
   const backend = createDockerBackend(
-    { defaultImage: args.image, instanceId: `bench-${randomUUID().slice(0, 8)}`, agentSocketDir: sockets },
+    {
+      defaultImage: args.image,
+      instanceId: `bench-${randomUUID().slice(0, 8)}`,
+      agentSocketDir: sockets,
+      runtime: args.runtime,
+    },
     silentLogger,
   );
   const url = `http://127.0.0.2:${port}/blob`;
@@ -141,6 +150,7 @@ async function main(): Promise<void> {
         .map((x) => x.toFixed(2))
         .join(' ')}`,
     );
+    console.log(`runtime: ${args.runtime ?? "the engine's default"}`);
     console.log('case | MB/s (median of %d) | ratio', REPEAT);
     console.log(`direct (host wget) | ${d.toFixed(0)} | 1.00x`);
     console.log(`through the session's proxy | ${p.toFixed(0)} | ${(p / d).toFixed(2)}x (target >= 0.8x)`);

@@ -26,8 +26,11 @@ export async function processStream(spawn: Spawner, request: SpawnRequest): Prom
       proc?.resumeOutput();
     },
     write(chunk: Buffer, _encoding, callback) {
-      if (!proc) return callback(execError('EXEC_ERR_BACKEND', 'port relay not started'));
-      proc.write(chunk).then(() => callback(), callback);
+      const p = proc;
+      if (!p) return callback(execError('EXEC_ERR_BACKEND', 'port relay not started'));
+      // The stream's source may be far faster than the relay (a download into a session): the
+      // write waits for room in the relay's stdin budget, which also holds the source back.
+      (p.stdinRoom?.(chunk.length) ?? Promise.resolve()).then(() => p.write(chunk)).then(() => callback(), callback);
     },
     final(callback) {
       if (!proc) return callback();

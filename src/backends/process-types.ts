@@ -69,6 +69,13 @@ export interface BackendProcess {
   /** Sandbox mechanism this attempt really runs under. */
   readonly sandboxType: SandboxType;
   write(data: Buffer): Promise<void>;
+  /**
+   * Optional, where `write` refuses what would pass the command's unread-stdin budget
+   * (EXEC_ERR_TOO_LARGE): resolves once `bytes` more fit (or the command ended). A writer that
+   * streams (a port relay, an egress tunnel: process-stream.ts) awaits it before each write, so
+   * a fast source waits for the command instead of failing.
+   */
+  stdinRoom?(bytes: number): Promise<void>;
   closeStdin(): Promise<void>;
   resize(size: TerminalSize): Promise<void>;
   /** Delivers `signal` to the command's whole process group. */

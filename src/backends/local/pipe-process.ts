@@ -80,6 +80,20 @@ function pipeProcess(
       }
       stdin.write(data);
     },
+    async stdinRoom(bytes: number) {
+      const stdin = relay.stdin;
+      const need = Math.min(bytes, STDIN_BUFFER_LIMIT);
+      // Past the budget a write has said "full" (the budget is far above the stream's mark), so
+      // 'drain' comes once the command has read it all; 'close' if it never will.
+      while (stdin && !stdin.destroyed && !stdin.writableEnded && stdin.writableLength + need > STDIN_BUFFER_LIMIT)
+        await new Promise<void>((resolve) => {
+          const done = (): void => {
+            stdin.off('drain', done).off('close', done);
+            resolve();
+          };
+          stdin.on('drain', done).on('close', done);
+        });
+    },
     async closeStdin() {
       relay.stdin?.end();
     },

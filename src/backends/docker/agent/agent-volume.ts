@@ -81,10 +81,10 @@ export class AgentVolume {
   }
 
   async #ensure(image: string): Promise<string> {
-    const name = await this.#volumeName();
+    const [binary, name] = await Promise.all([agentBinary(this.#binaryPath), this.#volumeName()]);
     // Never leaves: caught above, logged, and the agent is copied into each container instead.
-    if (name === undefined) throw new Error('the exec agent is not built');
-    if (!(await this.#filled(name))) await this.#fill(name, image);
+    if (binary === undefined || name === undefined) throw new Error('the exec agent is not built');
+    if (!(await this.#filled(name))) await this.#fill(name, binary, image);
     this.swept = this.#sweep(name).catch((err: unknown) => {
       this.#log.warn({ err: (err as Error).message }, "the other builds' exec agent volumes were not swept");
     });
@@ -98,9 +98,7 @@ export class AgentVolume {
     return volume !== undefined && marker !== undefined && volume <= marker;
   }
 
-  async #fill(name: string, image: string): Promise<void> {
-    const binary = await agentBinary(this.#binaryPath);
-    if (binary === undefined) throw new Error('the exec agent is not built');
+  async #fill(name: string, binary: Buffer, image: string): Promise<void> {
     // A marker older than its volume must go: making it again would keep its old time.
     await this.#remove(markerOf(name));
     await this.#call('volume create', (abortSignal) =>

@@ -83,6 +83,7 @@ export class InFlight {
 export function gatedProcess(proc: BackendProcess, use: Gate): BackendProcess {
   const acknowledge = proc.acknowledge?.bind(proc);
   const dispose = proc.dispose?.bind(proc);
+  const stdinRoom = proc.stdinRoom?.bind(proc);
   return {
     get sandboxType() {
       return proc.sandboxType;
@@ -95,6 +96,8 @@ export function gatedProcess(proc: BackendProcess, use: Gate): BackendProcess {
     resumeOutput: () => proc.resumeOutput(),
     ...(acknowledge !== undefined ? { acknowledge } : {}),
     ...(dispose !== undefined ? { dispose } : {}),
+    // Waiting for room wakes nothing: the write after it does.
+    ...(stdinRoom !== undefined ? { stdinRoom } : {}),
   };
 }
 
