@@ -26,12 +26,13 @@ import {
   type ExposedPort,
   type PreviewAnswer,
 } from '../protocol/index.ts';
-import { execError, httpErrorBody, toExecError } from '../errors.ts';
+import { ExecServerError, execError, httpErrorBody, toExecError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
 import type { Session } from '../sessions/session.ts';
 import { createAuthenticator } from '../transport/auth.ts';
 import { bearerOf, scopeProblem } from '../transport/principal.ts';
 import { isSessionToken, type SessionTokenSigner } from '../transport/session-tokens.ts';
+import { ownerTarget } from './fleet-preview.ts';
 import { proxyHttp, proxyUpgrade, type ProxyTarget } from './proxy.ts';
 import type { PreviewSigner } from './signing.ts';
 
@@ -217,32 +218,39 @@ function sessionTokenOpens(
   ctx: PreviewContext,
   token: string,
   sessionId: string,
+  elsewhere: boolean,
 ): { tenant: TenantId; expiresAt: number } | undefined {
   const scope = ctx.sessionTokens?.verify(token);
   if (scope === undefined || !('tokenId' in scope) || scope.sessionId !== sessionId) return undefined;
-  if (scopeProblem(scope, { findSession: (id) => ctx.app.sessions.find(id) }) !== undefined) return undefined;
+  const deps = { findSession: (id: string) => ctx.app.sessions.find(id), servedElsewhere: () => elsewhere };
+  if (scopeProblem(scope, deps) !== undefined) return undefined;
   return scope;
 }
 
-/** The caller's tenant by signed token (query or cookie) or bearer token; and what to strip. */
+/**
+ * The caller's tenant by signed token (query or cookie) or bearer token; and what to strip.
+ * `elsewhere`: the session may be on another replica, which then checks a session token's
+ * revocation itself (fleet-preview.ts); here only its signature and expiry are checked.
+ */
 function authenticate(
   ctx: PreviewContext,
   request: FastifyRequest,
   sessionId: string,
   port: number,
+  elsewhere = false,
 ): { tenant: TenantId; fromQuery: boolean; bearer: boolean; expiresAt?: number } | undefined {
   const query = new URLSearchParams(splitUrl(request.url)[1]);
   const fromQuery = query.get(TOKEN_PARAM);
   const token = fromQuery ?? cookieToken(request.headers.cookie);
   if (token !== undefined) {
-    const scoped = isSessionToken(token) ? sessionTokenOpens(ctx, token, sessionId) : undefined;
+    const scoped = isSessionToken(token) ? sessionTokenOpens(ctx, token, sessionId, elsewhere) : undefined;
     if (scoped !== undefined) return { ...scoped, fromQuery: fromQuery !== null, bearer: false };
     const tenant = ctx.signer.verify(sessionId, port, token);
     if (tenant !== undefined) return { tenant, fromQuery: fromQuery !== null, bearer: false };
   }
   const bearer = bearerOf(request.headers.authorization);
   if (bearer !== undefined && isSessionToken(bearer)) {
-    const scoped = sessionTokenOpens(ctx, bearer, sessionId);
+    const scoped = sessionTokenOpens(ctx, bearer, sessionId, elsewhere);
     return scoped === undefined ? undefined : { ...scoped, fromQuery: false, bearer: true };
   }
   const tenant = ctx.auth.authenticate(request.headers.authorization);
@@ -288,8 +296,17 @@ async function handleProxy(ctx: PreviewContext, request: FastifyRequest, reply: 
   const port = Number(m?.[2]);
   if (!m || !(port >= 1 && port <= 65535))
     return reply.code(404).send(httpErrorBody(execError('EXEC_ERR_NOT_FOUND', 'no such preview port')));
-  const who = authenticate(ctx, request, sessionId, port);
+  const here = app.sessions.find(sessionId) !== undefined;
+  let who = authenticate(ctx, request, sessionId, port, !here && app.sessions.backend.fleet !== undefined);
   if (!who) return refuse(app, request, reply, sessionId, port);
+  if (!here) {
+    const owner = await ownerTarget(app.sessions, request, sessionId, who.tenant).catch(toExecError);
+    if (owner instanceof ExecServerError) return reply.code(owner.statusCode).send(httpErrorBody(owner));
+    if (owner !== undefined) return proxyTo(request, reply, owner);
+    // Served here after all (taken over just now, or nowhere): a session token is checked fully.
+    who = authenticate(ctx, request, sessionId, port);
+    if (!who) return refuse(app, request, reply, sessionId, port);
+  }
   let session: Session;
   try {
     session = app.sessions.get(sessionId, who.tenant);
@@ -332,6 +349,11 @@ async function handleProxy(ctx: PreviewContext, request: FastifyRequest, reply: 
     headers,
     responseHeaders: viaHost ? undefined : PREVIEW_SANDBOX_HEADERS,
   };
+  return proxyTo(request, reply, target);
+}
+
+/** Hands the request (or its WebSocket upgrade) to `target` (proxy.ts). */
+function proxyTo(request: FastifyRequest, reply: FastifyReply, target: ProxyTarget): FastifyReply {
   reply.hijack();
   if (request.headers.upgrade !== undefined) {
     proxyUpgrade(request.raw, request.raw.socket as Duplex, upgradeHeadOf(request.raw), target);

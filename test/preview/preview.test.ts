@@ -6,19 +6,14 @@
  * refused, and the port closes with the session. Bad input and a real expiry: limits.test.ts.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { mkdtemp, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { test } from 'node:test';
-import WebSocket from 'ws';
 import type { PreviewAnswer, SessionInfo } from '../../src/protocol/index.ts';
 import { dockerTestOptions } from '../docker/engine.ts';
 import { requestJson, type Answer } from '../http/helpers.ts';
 import { BACKENDS } from '../support/backends.ts';
+import { nextMessage, wsEcho, wsOpen } from './ws-echo.ts';
 import type { BackendKind } from '../support/harness.ts';
 
 // Loaded once the engine check above is done: evaluating the server's modules takes seconds,
@@ -26,21 +21,9 @@ import type { BackendKind } from '../support/harness.ts';
 const { serverFor, sessionFor, sleep, startServer } = await import('../support/harness.ts');
 const { PreviewSigner } = await import('../../src/preview/signing.ts');
 
-const run = promisify(execFile);
 const SECRET = 'preview-test-secret';
 const ALICE = 'alice-token';
 const BOB = 'bob-token';
-
-let wsEchoBinary: Promise<string> | undefined;
-/** test/preview/ws-echo.c built statically (it must run in the busybox image too). */
-function wsEcho(): Promise<string> {
-  wsEchoBinary ??= (async () => {
-    const out = join(await mkdtemp(join(tmpdir(), 'ws-echo-')), 'ws-echo');
-    await run('cc', ['-O2', '-static', '-o', out, fileURLToPath(new URL('./ws-echo.c', import.meta.url))]);
-    return out;
-  })();
-  return wsEchoBinary;
-}
 
 async function get(
   url: string,
@@ -80,22 +63,6 @@ function hostGet(
     });
     req.on('error', reject);
     req.end();
-  });
-}
-
-function wsOpen(url: string, headers: Record<string, string>, protocols: string[]): Promise<WebSocket> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, protocols, { headers });
-    ws.once('open', () => resolve(ws));
-    ws.once('error', reject);
-    ws.once('unexpected-response', (_req, res) => reject(new Error(`HTTP ${res.statusCode}`)));
-  });
-}
-
-function nextMessage(ws: WebSocket): Promise<string> {
-  return new Promise((resolve, reject) => {
-    ws.once('message', (data) => resolve(String(data)));
-    ws.once('close', () => reject(new Error('closed')));
   });
 }
 
