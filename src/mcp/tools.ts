@@ -191,7 +191,13 @@ const exposePortTool = defineTool({
   annotations: { openWorldHint: true },
   async run(args: ExposePortToolArgs, ctx) {
     const session = await sessionOf(ctx, args.session);
-    const answer = previewAnswer(session, session.ports.expose(args.port), ctx.signer, ctx.config, args.ttl_seconds);
+    const answer = previewAnswer(
+      session,
+      await session.ports.expose(args.port),
+      ctx.signer,
+      ctx.config,
+      args.ttl_seconds,
+    );
     const url = ctx.origin === undefined ? answer.signedPath : `${ctx.origin}${answer.signedPath}`;
     return textResult(
       `port ${args.port} of session ${session.id}: ${url}\n(valid until ${answer.expiresAt}; nothing needs to listen yet, the URL answers 502 until something does)`,

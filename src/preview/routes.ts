@@ -160,7 +160,7 @@ export async function registerPreviewRoutes(
       },
       async (request, reply) => {
         const session = app.sessions.get(request.params.id, request.tenant);
-        const exposed = session.ports.expose(request.body.port);
+        const exposed = await session.ports.expose(request.body.port);
         return reply.code(201).send(previewAnswer(session, exposed, signer, config, request.body.ttlSeconds));
       },
     );
@@ -193,7 +193,7 @@ export async function registerPreviewRoutes(
       },
       async (request, reply) => {
         const session = app.sessions.get(request.params.id, request.tenant);
-        if (!session.ports.close(request.params.port))
+        if (!(await session.ports.close(request.params.port)))
           throw execError('EXEC_ERR_NOT_FOUND', `port ${request.params.port} is not exposed`);
         return reply.code(204).send(null);
       },

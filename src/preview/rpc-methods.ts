@@ -13,9 +13,9 @@ export function registerPreviewMethods(
   table: MethodTable<Connection>,
   opts: { config: Config; signer: PreviewSigner },
 ): void {
-  table.add('session/exposePort', (params, conn) => {
+  table.add('session/exposePort', async (params, conn) => {
     const session = conn.session;
-    return previewAnswer(session, session.ports.expose(params.port), opts.signer, opts.config, params.ttlSeconds);
+    return previewAnswer(session, await session.ports.expose(params.port), opts.signer, opts.config, params.ttlSeconds);
   });
-  table.add('session/closePort', (params, conn) => ({ closed: conn.session.ports.close(params.port) }));
+  table.add('session/closePort', async (params, conn) => ({ closed: await conn.session.ports.close(params.port) }));
 }

@@ -25,6 +25,8 @@ export interface PortsHost {
   readonly backend: Pick<BackendSession, 'workdir' | 'connectPort'>;
   /** Throws EXEC_ERR_SESSION_DEAD once the session lost its backend. */
   assertAlive(): void;
+  /** Stores the session's record (its exposed ports among it): a successor serves them too. */
+  persistRecord(): Promise<void>;
 }
 
 export class SessionPorts {
@@ -49,8 +51,11 @@ export class SessionPorts {
     return this.#ports.has(port);
   }
 
-  /** Exposes `port` (again: the same answer). */
-  expose(port: number): ExposedPort {
+  /**
+   * Exposes `port` (again: the same answer); resolves once the session's record lists it, so a
+   * replica that takes the session over, or a restarted server, serves its URLs too.
+   */
+  async expose(port: number): Promise<ExposedPort> {
     const host = this.#host;
     if (!host.spec.previewPorts)
       throw execError(
@@ -66,14 +71,27 @@ export class SessionPorts {
       throw execError('EXEC_ERR_PROCESS_LIMIT', `a session exposes at most ${this.#limits.maxPorts} ports`);
     const exposed = { port, exposedAt: new Date().toISOString() };
     this.#ports.set(port, exposed);
+    try {
+      await host.persistRecord();
+    } catch (err) {
+      // Not stored: not exposed, rather than exposed until the next restart only.
+      if (this.#ports.get(port) === exposed) this.#ports.delete(port);
+      throw err;
+    }
     return exposed;
   }
 
   /** Stops exposing `port` and ends its connections; false when it was not exposed. */
-  close(port: number): boolean {
+  async close(port: number): Promise<boolean> {
     if (!this.#ports.delete(port)) return false;
     for (const [stream, p] of this.#connections) if (p === port) stream.destroy();
+    await this.#host.persistRecord();
     return true;
+  }
+
+  /** The ports a recovered session's record lists (its previous server exposed them). */
+  restore(ports: readonly ExposedPort[]): void {
+    for (const p of ports) if (this.#ports.size < this.#limits.maxPorts) this.#ports.set(p.port, p);
   }
 
   /** A new connection to an exposed port, tracked so closing the port or the session ends it. */

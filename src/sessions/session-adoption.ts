@@ -7,7 +7,7 @@ import type { RecoveredSession } from '../backends/types.ts';
 import type { Config } from '../config.ts';
 import { restoreEgress } from '../egress/session-egress.ts';
 import type { Logger } from '../logger.ts';
-import { fromSessionRecord, revokedTokensOf } from './session-spec.ts';
+import { fromSessionRecord, exposedPortsOf, revokedTokensOf } from './session-spec.ts';
 import { Session, type SessionDeps } from './session.ts';
 
 /** What re-adoption needs of the session manager. */
@@ -41,6 +41,7 @@ export async function adoptRecovered(recovered: RecoveredSession, host: Adoption
     recovered.createdAt,
   );
   session.tokens.restore(revokedTokensOf(recovered.record));
+  session.ports.restore(exposedPortsOf(recovered.record));
   await restoreEgress(session, recovered.session, log);
   host.register(session);
   // Running and ended processes the backend kept (docker's exec agent): seqs continue.

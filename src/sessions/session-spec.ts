@@ -7,7 +7,7 @@ import { Compile } from 'typebox/compile';
 import type { Config } from '../config.ts';
 import { execError } from '../errors.ts';
 import type { SandboxPolicy, SessionPolicy } from '../policy/sandbox-policy.ts';
-import { SessionSpecSchema, toPath, type SessionSpec } from '../protocol/index.ts';
+import { ExposedPortSchema, SessionSpecSchema, toPath, type ExposedPort, type SessionSpec } from '../protocol/index.ts';
 import { parseAllowList, type AllowEntry } from '../egress/allow-list.ts';
 
 export type { SessionSpec } from '../protocol/index.ts';
@@ -111,6 +111,7 @@ export function checkSandboxType(type: string, allowed: readonly string[], what 
 export function sessionRecord(
   spec: ResolvedSessionSpec,
   revokedTokens: ReadonlyArray<readonly [string, number]> = [],
+  exposedPorts: readonly ExposedPort[] = [],
 ): string {
   const explicit: SessionSpec = {
     ...(spec.image !== undefined ? { image: spec.image } : {}),
@@ -133,7 +134,21 @@ export function sessionRecord(
     spec: explicit,
     denialHandling: spec.policy.denialHandling,
     ...(revokedTokens.length > 0 ? { revokedTokens } : {}),
+    ...(exposedPorts.length > 0 ? { exposedPorts } : {}),
   });
+}
+
+const checkPort = Compile(ExposedPortSchema);
+
+/** The preview ports a stored record lists as exposed; none when unreadable. */
+export function exposedPortsOf(record: string | undefined): ExposedPort[] {
+  if (record === undefined) return [];
+  try {
+    const list = (JSON.parse(record) as { exposedPorts?: unknown }).exposedPorts;
+    return Array.isArray(list) ? list.filter((e): e is ExposedPort => checkPort.Check(e)) : [];
+  } catch {
+    return [];
+  }
 }
 
 /** The session tokens a stored record lists as revoked (`[tokenId, expiresAt]`); none when unreadable. */

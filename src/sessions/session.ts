@@ -159,11 +159,11 @@ export class Session implements FilesSession {
   }
 
   /**
-   * Stores the session's record (its policy, the session tokens it revoked) where a restarted
-   * server's recovery reads it back; resolves once stored.
+   * Stores the session's record (its policy, the session tokens it revoked, its exposed preview
+   * ports) where a restarted server's recovery reads it back; resolves once stored.
    */
   persistRecord(): Promise<void> {
-    return this.backend.persistRecord(sessionRecord(this.spec, this.tokens.entries()));
+    return this.backend.persistRecord(sessionRecord(this.spec, this.tokens.entries(), this.ports.list()));
   }
 
   /** Throws `EXEC_ERR_SESSION_DEAD` once the session lost its backend. */

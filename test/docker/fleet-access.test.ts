@@ -7,7 +7,7 @@
  * cannot use the replicas' route; A SIGKILLed, B's next call takes the session over and runs it.
  * Preview (src/preview/fleet-preview.ts): a port of A's session through B with the tenant's
  * token, a signed URL and its cookie, the wildcard host, a WebSocket, and a session token until
- * it is revoked.
+ * it is revoked; after the take-over B serves the ports A exposed (they are in the session's record).
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
@@ -203,4 +203,9 @@ test('MCP connections and preview ports on one replica work on a session another
   const after = await call(client, 'exec_command', { cmd: 'cat /tmp/marker /tmp/note.txt' });
   assert.match(textOf(after), /from-a[\s\S]*via b/, textOf(after));
   assert.match(b.stderr(), new RegExp(`"sessionId":"${id}"[^\n]*took over a session whose owner is gone`));
+  // Its exposed ports were in the session's record: B serves them after the take-over.
+  const page = await fetch(`${b.http}/v1/sessions/${id}/ports/${HTTP_PORT}/`, {
+    headers: { authorization: `Bearer ${ALICE}` },
+  });
+  assert.equal(`${page.status} ${await page.text()}`, `200 ${PAGE}`);
 });

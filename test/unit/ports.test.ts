@@ -1,4 +1,7 @@
-/** A session's exposed ports (src/sessions/ports.ts) over a fake session host: limits, opening, closing ends connections. */
+/**
+ * A session's exposed ports (src/sessions/ports.ts) over a fake session host: limits, opening,
+ * closing ends connections, the record stored on every change, a failed store undoes the expose.
+ */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { PassThrough } from 'node:stream';
@@ -7,8 +10,9 @@ import type { ResolvedSandbox } from '../../src/backends/types.ts';
 import { execError } from '../../src/errors.ts';
 import { type PortsHost, SessionPorts } from '../../src/sessions/ports.ts';
 
-function host(over: { previewPorts?: boolean; alive?: boolean; connect?: boolean } = {}) {
+function host(over: { previewPorts?: boolean; alive?: boolean; connect?: boolean; store?: boolean } = {}) {
   const opened: Array<{ port: number; sandbox: ResolvedSandbox; stream: PassThrough }> = [];
+  const stored: number[][] = [];
   const h: PortsHost = {
     id: 's1',
     spec: {
@@ -36,40 +40,64 @@ function host(over: { previewPorts?: boolean; alive?: boolean; connect?: boolean
     assertAlive: () => {
       if (over.alive === false) throw execError('EXEC_ERR_SESSION_DEAD', 'dead');
     },
+    persistRecord: async () => {
+      if (over.store === false) throw execError('EXEC_ERR_BACKEND_UNAVAILABLE', 'engine away');
+      stored.push(ports?.list().map((p) => p.port) ?? []);
+    },
   };
-  return { h, opened };
+  let ports: SessionPorts | undefined;
+  return { h, opened, stored, track: (p: SessionPorts) => (ports = p) };
 }
 
-test('exposing: needs previewPorts, a live session and a backend that connects; again is the same answer', () => {
-  assert.throws(
-    () => new SessionPorts(host({ previewPorts: false }).h, { maxPorts: 2, maxConnections: 2 }).expose(80),
-    {
-      code: 'EXEC_ERR_REJECTED',
-    },
-  );
-  assert.throws(() => new SessionPorts(host({ alive: false }).h, { maxPorts: 2, maxConnections: 2 }).expose(80), {
+test('exposing: needs previewPorts, a live session and a backend that connects; again is the same answer', async () => {
+  const limits = { maxPorts: 2, maxConnections: 2 };
+  await assert.rejects(new SessionPorts(host({ previewPorts: false }).h, limits).expose(80), {
+    code: 'EXEC_ERR_REJECTED',
+  });
+  await assert.rejects(new SessionPorts(host({ alive: false }).h, limits).expose(80), {
     code: 'EXEC_ERR_SESSION_DEAD',
   });
-  assert.throws(() => new SessionPorts(host({ connect: false }).h, { maxPorts: 2, maxConnections: 2 }).expose(80), {
+  await assert.rejects(new SessionPorts(host({ connect: false }).h, limits).expose(80), {
     code: 'EXEC_ERR_UNSUPPORTED',
   });
-  const ports = new SessionPorts(host().h, { maxPorts: 2, maxConnections: 2 });
-  const first = ports.expose(8080);
-  assert.equal(ports.expose(8080), first);
-  ports.expose(3000);
-  assert.throws(() => ports.expose(9000), { code: 'EXEC_ERR_PROCESS_LIMIT', message: /at most 2 ports/ });
+  const { h, stored, track } = host();
+  const ports = track(new SessionPorts(h, limits));
+  const first = await ports.expose(8080);
+  assert.equal(await ports.expose(8080), first);
+  await ports.expose(3000);
+  await assert.rejects(ports.expose(9000), { code: 'EXEC_ERR_PROCESS_LIMIT', message: /at most 2 ports/ });
   assert.deepEqual(
     ports.list().map((p) => p.port),
     [3000, 8080],
   );
   assert.equal(ports.has(3000), true);
+  assert.deepEqual(stored, [[8080], [3000, 8080]], 'the record is stored with each new port');
+  await ports.close(8080);
+  assert.deepEqual(stored.at(-1), [3000], 'and when one closes');
+});
+
+test('a port whose record cannot be stored is not exposed; a recovered record restores its ports', async () => {
+  const failing = new SessionPorts(host({ store: false }).h, { maxPorts: 2, maxConnections: 2 });
+  await assert.rejects(failing.expose(80), { code: 'EXEC_ERR_BACKEND_UNAVAILABLE' });
+  assert.equal(failing.has(80), false);
+  const restored = new SessionPorts(host().h, { maxPorts: 2, maxConnections: 2 });
+  restored.restore([
+    { port: 80, exposedAt: '2026-12-06T00:00:00.000Z' },
+    { port: 81, exposedAt: '2026-12-06T00:00:01.000Z' },
+    { port: 82, exposedAt: '2026-12-06T00:00:02.000Z' },
+  ]);
+  assert.deepEqual(
+    restored.list().map((p) => p.port),
+    [80, 81],
+    'up to the limit',
+  );
 });
 
 test('opening: only exposed ports, through the session sandbox, up to the connection limit', async () => {
   const { h, opened } = host();
   const ports = new SessionPorts(h, { maxPorts: 4, maxConnections: 1 });
   await assert.rejects(ports.open(80), { code: 'EXEC_ERR_NOT_FOUND', message: 'port 80 of session s1 is not exposed' });
-  ports.expose(80);
+  await ports.expose(80);
   const stream = await ports.open(80);
   assert.deepEqual(opened[0]?.sandbox, {
     kind: 'restricted',
@@ -87,12 +115,12 @@ test('opening: only exposed ports, through the session sandbox, up to the connec
 
 test('closing a port ends its connections only; closing all ends everything and refuses new ones', async () => {
   const ports = new SessionPorts(host().h, { maxPorts: 4, maxConnections: 4 });
-  ports.expose(80);
-  ports.expose(81);
+  await ports.expose(80);
+  await ports.expose(81);
   const a = await ports.open(80);
   const b = await ports.open(81);
-  assert.equal(ports.close(80), true);
-  assert.equal(ports.close(80), false);
+  assert.equal(await ports.close(80), true);
+  assert.equal(await ports.close(80), false);
   assert.equal(a.destroyed, true);
   assert.equal(b.destroyed, false);
   ports.closeAll();
