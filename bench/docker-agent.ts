@@ -32,12 +32,20 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { loadavg } from 'node:os';
+import { availableParallelism, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import type Docker from 'dockerode';
 import { type DevServer, startDevServer } from '../test/support/dev-server.ts';
 import { cpuSeconds, startLocal } from './stream-sides.ts';
-import { ourRun, ourSession, rawContainer, rawExec, remove } from './docker-agent/sides.ts';
+import {
+  containerCpuSeconds,
+  ourRun,
+  ourSession,
+  rawContainer,
+  rawExec,
+  remove,
+  sessionContainer,
+} from './docker-agent/sides.ts';
 import { floorProbe, shuffled } from './floor-probe.ts';
 
 const { values: args } = parseArgs({
@@ -62,6 +70,8 @@ const BYTES = Number(args.mb) * 1024 * 1024;
  * 0.2 CPU-s of user time per 64 MB (coreutils head on the host, the local column's writer,
  * 0.05), so it held the container's sides back and made the local column a different program.
  */
+/** The CPUs this machine gives the bench's processes. */
+const cpuCount = availableParallelism();
 const WRITER = args.writer === 'head' ? 'head' : 'dd';
 const REPEAT = Number(args.repeat);
 const CASES = new Set(args.cases.split(','));
@@ -167,13 +177,18 @@ async function streams(
 ): Promise<void> {
   const client = await ourSession(url, 'danger-full-access');
   const localClient = local ? await ourSession(local.url, 'danger-full-access') : undefined;
+  const containers: Partial<Record<StreamSide, Docker.Container>> = { ours: await sessionContainer(client), raw };
   const cmd =
     WRITER === 'head'
       ? ['head', '-c', String(BYTES), '/dev/zero']
       : ['sh', '-c', `dd if=/dev/zero bs=65536 count=${Math.ceil(BYTES / 65536)} 2>/dev/null`];
   const mbs: Record<StreamSide, number[]> = { ours: [], raw: [], local: [] };
-  // CPU seconds per run outside the container: what the path costs whatever else the host runs.
+  // CPU seconds per run outside the container: what the path costs whatever else the host runs;
+  // and inside it (the command, and for ours the exec agent), which the session's CPU limit counts.
   const cpu: Record<StreamSide, number[][]> = { ours: [], raw: [], local: [] };
+  const inside: Record<StreamSide, number[]> = { ours: [], raw: [], local: [] };
+  const insideNow = (side: StreamSide): Promise<number> =>
+    containers[side] ? containerCpuSeconds(containers[side]) : Promise.resolve(0);
   const run = (side: StreamSide): Promise<number> =>
     side === 'ours'
       ? ourRun(client, cmd, tty)
@@ -190,22 +205,34 @@ async function streams(
     const order = sides.map((_, k) => sides[(k + i) % sides.length] as StreamSide);
     for (const side of order) {
       const pid = side === 'local' ? local?.child.pid : serverPid;
+      const inBefore = await insideNow(side);
       const before = cpuSeconds(pid);
       const t = performance.now();
       const bytes = await run(side);
       mbs[side].push(bytes / 1e6 / ((performance.now() - t) / 1000));
       const after = cpuSeconds(pid);
       cpu[side].push([after.client - before.client, after.server - before.server, after.engine - before.engine]);
+      inside[side].push((await insideNow(side)) - inBefore);
     }
   }
   await client.deleteSession();
   await localClient?.deleteSession();
+  report(`${tty ? 'PTY' : 'pipe'} ${args.mb} MB (${WRITER})`, mbs, cpu, inside, localClient !== undefined);
+}
+
+/** The rows of one stream case: rates, then CPU outside and inside the containers, and in all. */
+function report(
+  name: string,
+  mbs: Record<StreamSide, number[]>,
+  cpu: Record<StreamSide, number[][]>,
+  inside: Record<StreamSide, number[]>,
+  withLocal: boolean,
+): void {
   const span = (xs: number[]): string => `${fmt(median(xs))} MB/s (${fmt(Math.min(...xs))}-${fmt(Math.max(...xs))})`;
   const o = median(mbs.ours);
   const r = median(mbs.raw);
-  const name = `${tty ? 'PTY' : 'pipe'} ${args.mb} MB (${WRITER})`;
   row(name, span(mbs.ours), span(mbs.raw), `${fmt(o / r, 2)}x`);
-  if (localClient) {
+  if (withLocal) {
     const l = median(mbs.local);
     row(`${name}, local backend (same run)`, span(mbs.ours), span(mbs.local), `${fmt(o / l, 2)}x of local`);
   }
@@ -220,7 +247,15 @@ async function streams(
   const oc = cpuOf(cpu.ours);
   const rc = cpuOf(cpu.raw);
   row(`${name} CPU outside the container`, oc.text, rc.text, `${fmt(oc.total / rc.total, 2)}x`);
-  if (localClient) {
+  const [oi, ri] = [median(inside.ours), median(inside.raw)];
+  row(`${name} CPU inside the container`, `${fmt(oi, 2)} s`, `${fmt(ri, 2)} s`, `${fmt(oi / ri, 2)}x`);
+  // A stream's whole CPU, and the rate at most this machine's CPUs allow at that cost (a stream
+  // near it is bound by CPU, not by waiting).
+  const [ot, rt] = [oc.total + oi, rc.total + ri];
+  const bound = (total: number): string =>
+    `${fmt(total, 2)} s, at most ${fmt((BYTES / 1e6 / total) * cpuCount, 0)} MB/s`;
+  row(`${name} CPU in all (${cpuCount} CPUs)`, bound(ot), bound(rt), `${fmt(ot / rt, 2)}x`);
+  if (withLocal) {
     // The local server's figure includes its command (`head`), which runs outside any container.
     const lc = cpuOf(cpu.local);
     row(`${name} CPU, local backend`, oc.text, lc.text, `${fmt(oc.total / lc.total, 2)}x`);

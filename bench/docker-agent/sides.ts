@@ -36,6 +36,24 @@ export async function rawExec(c: Docker.Container, cmd: string[], tty = false): 
   return bytes;
 }
 
+/**
+ * CPU seconds a container's processes used so far (the engine's one-shot stats: cgroup v1 and
+ * v2 alike). For ours that is the command and the exec agent; for the raw side, the command.
+ */
+export async function containerCpuSeconds(c: Docker.Container): Promise<number> {
+  const stats = (await c.stats({ stream: false, 'one-shot': true } as never)) as unknown as {
+    cpu_stats?: { cpu_usage?: { total_usage?: number } };
+  };
+  return (stats.cpu_stats?.cpu_usage?.total_usage ?? 0) / 1e9;
+}
+
+/** The container of a session of ours. */
+export async function sessionContainer(client: ExecServerClient): Promise<Docker.Container> {
+  const id = (await client.sessionInfo()).containerId;
+  if (id === undefined) throw new Error('the session has no container (is the server on the docker backend?)');
+  return docker.getContainer(id);
+}
+
 /** Removes a raw container, running or not. */
 export async function remove(c: Docker.Container): Promise<void> {
   await c.remove({ force: true }).catch(() => undefined);
