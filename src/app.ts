@@ -172,14 +172,20 @@ function registerProbes(app: FastifyInstance, backend: Backend, audit: Auditor, 
 /** The WebSocket protocol, the REST API, the files, the console, MCP and the preview routes. */
 async function registerRoutes(
   app: FastifyInstance,
-  deps: { config: Config; sessions: SessionManager; metrics: Metrics; tokenSigner: SessionTokenSigner; drain: Drain },
+  deps: {
+    config: Config;
+    sessions: SessionManager;
+    metrics: Metrics;
+    tokenSigner: SessionTokenSigner;
+    signer: PreviewSigner;
+    drain: Drain;
+  },
 ): Promise<void> {
-  const { config, sessions, metrics, tokenSigner, drain } = deps;
+  const { config, sessions, metrics, tokenSigner, signer, drain } = deps;
   const table = new MethodTable<Connection>();
   registerSessionMethods(table);
   registerProcessMethods(table);
   registerFsMethods(table);
-  const signer = new PreviewSigner(config.previewSecret);
   registerPreviewMethods(table, { config, signer });
   registerWebSocketRoute(app, {
     table,
@@ -282,6 +288,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Session tokens outlive a restart and reach every replica when the key does: an explicit
   // secret, else one derived from the tenant tokens every replica is configured with.
   const tokenSigner = new SessionTokenSigner(config.sessionTokenSecret ?? auth.tokensDigest);
+  // Signed preview URLs likewise (a key of its own purpose from the same digest).
+  const signer = new PreviewSigner(config.previewSecret ?? auth.tokensDigest);
   app.decorate('sessions', sessions);
   app.decorate('metrics', metrics);
   app.decorate('audit', audit);
@@ -328,7 +336,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   registerProbes(app, backend, audit, metrics);
 
-  await registerRoutes(app, { config, sessions, metrics, tokenSigner, drain });
+  await registerRoutes(app, { config, sessions, metrics, tokenSigner, signer, drain });
 
   addLifecycleHooks(app, { config, sessions, backend, ownAudit: deps.audit === undefined ? audit : undefined });
   return app;

@@ -173,7 +173,7 @@ export const DOCKER_OPTIONS = {
     default: undefined,
     secret: true,
     description:
-      'Key that signs preview URLs (same value on every replica); default a random key per process (its signed URLs end with it).',
+      'Key that signs preview URLs (same value on every replica); default derived from the tenant tokens, else random per process (its signed URLs end with it).',
   },
   previewMaxPorts: {
     flag: 'preview-max-ports',

@@ -52,15 +52,15 @@ export async function callOnOwner(
   const id = targetOf(name, args, ctx);
   if (ctx.sessions.backend.fleet === undefined || id === undefined || ctx.sessions.find(id) !== undefined)
     return undefined;
+  const body: ForwardedCall = {
+    name,
+    ...(args !== undefined ? { arguments: args as Record<string, unknown> } : {}),
+    ...(ctx.clientName !== undefined ? { clientName: ctx.clientName } : {}),
+    ...(ctx.origin !== undefined ? { origin: ctx.origin } : {}),
+  };
   try {
     let route = await ctx.sessions.route(id, ctx.tenant);
     for (let hop = 0; route.kind === 'remote' && hop < 3; hop++) {
-      const body: ForwardedCall = {
-        name,
-        ...(args !== undefined ? { arguments: args as Record<string, unknown> } : {}),
-        ...(ctx.clientName !== undefined ? { clientName: ctx.clientName } : {}),
-        ...(ctx.origin !== undefined ? { origin: ctx.origin } : {}),
-      };
       const answer = await post(route.url, id, body, from, ctx.sessions.backend.fleet.replicaId);
       if (answer !== 'unreachable') {
         // As a call served here binds the session it names to a connection that has none.
@@ -103,13 +103,8 @@ async function post(
     });
   } catch (err) {
     if (neverSent(err)) return 'unreachable';
-    throw execError(
-      'EXEC_ERR_BACKEND_UNAVAILABLE',
-      `the replica serving session ${id} failed: ${toExecError(err).message}`,
-      {
-        cause: err,
-      },
-    );
+    const why = `the replica serving session ${id} failed: ${toExecError(err).message}`;
+    throw execError('EXEC_ERR_BACKEND_UNAVAILABLE', why, { cause: err });
   }
   const answer = (await res.json().catch(() => undefined)) as { code?: unknown; message?: unknown } | undefined;
   if (res.ok && answer !== undefined) return answer as CallToolResult;

@@ -296,10 +296,10 @@ async function handleProxy(ctx: PreviewContext, request: FastifyRequest, reply: 
   const port = Number(m?.[2]);
   if (!m || !(port >= 1 && port <= 65535))
     return reply.code(404).send(httpErrorBody(execError('EXEC_ERR_NOT_FOUND', 'no such preview port')));
-  const here = app.sessions.find(sessionId) !== undefined;
-  let who = authenticate(ctx, request, sessionId, port, !here && app.sessions.backend.fleet !== undefined);
+  const elsewhere = app.sessions.find(sessionId) === undefined && app.sessions.backend.fleet !== undefined;
+  let who = authenticate(ctx, request, sessionId, port, elsewhere);
   if (!who) return refuse(app, request, reply, sessionId, port);
-  if (!here) {
+  if (elsewhere) {
     const owner = await ownerTarget(app.sessions, request, sessionId, who.tenant).catch(toExecError);
     if (owner instanceof ExecServerError) return reply.code(owner.statusCode).send(httpErrorBody(owner));
     if (owner !== undefined) return proxyTo(request, reply, owner);

@@ -7,7 +7,8 @@
  *   until it expires, without the tenant's bearer token (a browser cannot send one). The token
  *   is `EXPIRY.TENANT.MAC` (tenant base64url) with MAC = HMAC-SHA256(key, "TENANT:SESSION:PORT:EXPIRY"),
  *   base64url. It names its tenant so the session is looked up as that tenant's, like with a
- *   bearer token. The key is `--preview-secret` or random per process.
+ *   bearer token. The key is `--preview-secret`, else derived from the tenant tokens (as the
+ *   session tokens' is), else random per process.
  * - Tokens scoped to one session (src/transport/session-tokens.ts), keyed separately.
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';

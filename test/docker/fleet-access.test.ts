@@ -34,10 +34,8 @@ async function replica(name: string): Promise<DevServer> {
   const server = await spawnDevServer({
     image: TEST_IMAGE,
     instanceId,
-    flags: [
-      ...['--fleet', '--session-token-secret', instanceId, '--replica-id', name, '--warm-pool', '0'],
-      ...['--preview-secret', instanceId, '--preview-host', 'preview.test'],
-    ],
+    // No --session-token-secret nor --preview-secret: both keys derive from the tenant tokens.
+    flags: ['--fleet', '--replica-id', name, '--warm-pool', '0', '--preview-host', 'preview.test'],
     env: { ...process.env, EXEC_SERVER_TOKENS: `alice:${ALICE},bob:${BOB}` },
     logLevel: 'info',
     stderr: 'capture',
