@@ -11,7 +11,7 @@
  */
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { DrainingNotification } from '../protocol/index.ts';
-import { SESSION_HEADER } from './names.ts';
+import { MCP_SESSION_HEADER } from '../protocol/index.ts';
 
 /** The `data` of the notice. */
 export interface McpDrainingData extends DrainingNotification {
@@ -48,7 +48,7 @@ export async function sendDrainNotice(
     event: 'server/draining',
     ...note,
     ...(sessionId === undefined ? {} : { sessionId }),
-    sessionHeader: SESSION_HEADER,
+    sessionHeader: MCP_SESSION_HEADER,
   };
   const notification = {
     method: 'notifications/message' as const,

@@ -18,11 +18,10 @@ import { toExecError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
 import type { PreviewSigner } from '../preview/signing.ts';
 import { originOf } from '../transport/origin.ts';
-import { MCP_PATH, MCP_REPLICA_SEPARATOR, SESSION_HEADER } from './names.ts';
+import { MCP_PATH, MCP_REPLICA_SEPARATOR, MCP_SESSION_HEADER } from '../protocol/index.ts';
 import { SessionBinding } from './tool-context.ts';
 import { requestIds, sendDrainNotice } from './drain-notice.ts';
 
-export { MCP_PATH, SESSION_HEADER } from './names.ts';
 const MAX_CONNECTIONS = 1024;
 const MAX_PER_TENANT = 64;
 const IDLE_MS = 30 * 60_000;
@@ -180,13 +179,13 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
           -32600,
           `too many MCP connections (${owned} of ${MAX_PER_TENANT} for this tenant, ${connections.size} of ${MAX_CONNECTIONS} in all)`,
         );
-      const bound = request.headers[SESSION_HEADER];
+      const bound = request.headers[MCP_SESSION_HEADER];
       if (bound !== undefined && typeof bound !== 'string')
-        return rpcError(reply, 400, -32602, `one ${SESSION_HEADER} header at most`);
+        return rpcError(reply, 400, -32602, `one ${MCP_SESSION_HEADER} header at most`);
       try {
         if (bound !== undefined) app.sessions.get(bound, request.tenant);
       } catch (err) {
-        return rpcError(reply, 404, -32602, `${SESSION_HEADER}: ${toExecError(err).message}`);
+        return rpcError(reply, 404, -32602, `${MCP_SESSION_HEADER}: ${toExecError(err).message}`);
       }
       conn = await open(request.tenant, bound, originOf(request.raw));
       await conn.server.connect(conn.transport);

@@ -14,11 +14,10 @@ import { ERROR_REGISTRY, type ErrorCode, execError, toExecError } from '../error
 import type { PreviewSigner } from '../preview/signing.ts';
 import { FORWARDED_HEADER } from '../transport/fleet-forward.ts';
 import { originOf } from '../transport/origin.ts';
-import { MCP_CALL_SUFFIX } from './names.ts';
 import { errorResult } from './results.ts';
 import { type ForwardedCall, ForwardedCallSchema } from './schemas.ts';
 import { SessionBinding, type ToolContext } from './tool-context.ts';
-import { SessionParamsSchema } from '../protocol/index.ts';
+import { MCP_CALL_SUFFIX, SessionParamsSchema } from '../protocol/index.ts';
 
 /** Tools that work on no existing session: always run on the replica holding the connection. */
 const SESSIONLESS: ReadonlySet<string> = new Set(['create_session', 'list_sessions']);

@@ -6,6 +6,7 @@
 export * from './binary-output.ts';
 export * from './common.ts';
 export * from './fs.ts';
+export * from './mcp.ts';
 export * from './methods.ts';
 export * from './preview.ts';
 export * from './process.ts';

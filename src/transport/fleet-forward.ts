@@ -11,7 +11,7 @@ import { bearerFromProtocols } from '../console/websocket-token.ts';
 import { execError, httpErrorBody } from '../errors.ts';
 import { asTenantId } from '../ids.ts';
 import type { FleetBackend } from '../backends/types.ts';
-import { MCP_PATH, MCP_REPLICA_SEPARATOR, SESSION_HEADER } from '../mcp/names.ts';
+import { MCP_PATH, MCP_REPLICA_SEPARATOR, MCP_SESSION_HEADER } from '../protocol/index.ts';
 import type { SessionRoute } from '../sessions/session-manager.ts';
 import { bearerOf } from './principal.ts';
 import { isSessionToken, type SessionTokenSigner } from './session-tokens.ts';
@@ -147,7 +147,7 @@ async function targetOf(request: FastifyRequest, fleet: FleetBackend): Promise<T
     };
     return { route, reroute: () => Promise.resolve({ kind: 'absent' }) };
   }
-  const bound = request.headers[SESSION_HEADER];
+  const bound = request.headers[MCP_SESSION_HEADER];
   return typeof bound === 'string' ? sessionRoute(bound) : undefined;
 }
 

@@ -9,7 +9,7 @@ import { execError, type ExecServerError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
 import type { Session } from '../sessions/session.ts';
 import type { Authenticator } from './auth.ts';
-import { MCP_CALL_SUFFIX } from '../mcp/names.ts';
+import { MCP_CALL_SUFFIX } from '../protocol/index.ts';
 import { isSessionToken, type SessionTokenSigner, type TokenScope } from './session-tokens.ts';
 
 export interface Principal {
