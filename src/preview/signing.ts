@@ -1,40 +1,13 @@
 /**
- * The server's one HMAC signing module. `HmacKey` keys an HMAC-SHA256 for one purpose, derived
- * from a secret that is the same on every replica (else random per process), and checks MACs
- * in constant time. Two users:
- *
- * - Signed preview URLs (`PreviewSigner`): a token that opens one exposed port of one session
- *   until it expires, without the tenant's bearer token (a browser cannot send one). The token
- *   is `EXPIRY.TENANT.MAC` (tenant base64url) with MAC = HMAC-SHA256(key, "TENANT:SESSION:PORT:EXPIRY"),
- *   base64url. It names its tenant so the session is looked up as that tenant's, like with a
- *   bearer token. The key is `--preview-secret`, else derived from the tenant tokens (as the
- *   session tokens' is), else random per process.
- * - Tokens scoped to one session (src/transport/session-tokens.ts), keyed separately.
+ * Signed preview URLs (`PreviewSigner`): a token that opens one exposed port of one session
+ * until it expires, without the tenant's bearer token (a browser cannot send one). The token is
+ * `EXPIRY.TENANT.MAC` (tenant base64url) with MAC = HMAC-SHA256(key, "TENANT:SESSION:PORT:EXPIRY"),
+ * base64url. It names its tenant so the session is looked up as that tenant's, like with a
+ * bearer token. The key (`HmacKey`, src/hmac-key.ts) is `--preview-secret`, else derived from
+ * the tenant tokens (as the session tokens' is), else random per process.
  */
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { HmacKey } from '../hmac-key.ts';
 import { asTenantId, type TenantId } from '../ids.ts';
-
-/** An HMAC-SHA256 key for one purpose: the same secret gives unrelated keys for different purposes. */
-export class HmacKey {
-  readonly #key: Buffer;
-  /** False when the key is random (its MACs do not outlive this process nor reach other replicas). */
-  readonly stable: boolean;
-
-  constructor(purpose: string, secret: string | undefined) {
-    this.stable = secret !== undefined;
-    this.#key = secret === undefined ? randomBytes(32) : createHash('sha256').update(`${purpose}\0${secret}`).digest();
-  }
-
-  mac(text: string): Buffer {
-    return createHmac('sha256', this.#key).update(text).digest();
-  }
-
-  /** True when `presented` is the MAC of `text` (constant time). */
-  check(text: string, presented: Buffer): boolean {
-    const expected = this.mac(text);
-    return presented.length === expected.length && timingSafeEqual(presented, expected);
-  }
-}
 
 export class PreviewSigner {
   readonly #key: HmacKey;

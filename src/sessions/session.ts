@@ -28,7 +28,7 @@ import { sessionRecord, type ResolvedSessionSpec } from './session-spec.ts';
 import type { AuditEvent, Auditor } from '../audit/auditor.ts';
 import { WorkspaceAliases } from './workspace-aliases.ts';
 import type { FilesSession, SessionStatus } from './session-view.ts';
-import { TokenRevocations } from '../transport/session-tokens.ts';
+import { TokenRevocations } from './token-revocations.ts';
 import { SessionEgress, withEgressEnvironment } from '../egress/session-egress.ts';
 
 /** The client side of a session: a WebSocket connection, or the HTTP approval queue. */

@@ -3,14 +3,15 @@
  * that shares the key and after a restart, without a shared token store:
  * `est1.PAYLOAD.MAC`, PAYLOAD = base64url JSON `{t: tenant, s: session, a: access, i: tokenId,
  * e: expiresAt (seconds)}`, MAC = HMAC-SHA256 over `est1.PAYLOAD` with the session-token key
- * (src/preview/signing.ts). Revocation is the one piece of state: the ids revoked before their
- * expiry, kept by the session itself (`TokenRevocations`) and stored with the session's record,
- * so it survives exactly as long as the session does (docs/architecture.md, "Session tokens").
+ * (src/hmac-key.ts). Revocation is the one piece of state: the ids revoked before their expiry,
+ * kept by the session itself (`TokenRevocations`, src/sessions/token-revocations.ts) and stored
+ * with the session's record, so it survives exactly as long as the session does
+ * (docs/architecture.md, "Session tokens").
  */
 import { randomBytes } from 'node:crypto';
 import { execError, type ExecServerError } from '../errors.ts';
 import { asTenantId, type TenantId } from '../ids.ts';
-import { HmacKey } from '../preview/signing.ts';
+import { HmacKey } from '../hmac-key.ts';
 import type { SessionToken, TokenAccess } from '../protocol/index.ts';
 
 const PREFIX = 'est1.';
@@ -88,40 +89,5 @@ export class SessionTokenSigner {
         detail: { tokenId: i },
       });
     return { tenant: asTenantId(t), sessionId: s, access: a, tokenId: i, expiresAt: e };
-  }
-}
-
-/**
- * The session tokens a session revoked before their expiry (`DELETE .../tokens/{tokenId}`).
- * Entries go once their token would have expired anyway, so the list stays small.
- */
-export class TokenRevocations {
-  readonly #revoked = new Map<string, number>();
-  readonly #listeners = new Set<(tokenId: string) => void>();
-
-  revoke(tokenId: string, expiresAt: number): void {
-    this.#revoked.set(tokenId, expiresAt);
-    for (const listener of this.#listeners) listener(tokenId);
-  }
-
-  has(tokenId: string): boolean {
-    return this.#revoked.has(tokenId);
-  }
-
-  /** Called with each revoked id (live connections of that token close). */
-  onRevoke(listener: (tokenId: string) => void): () => void {
-    this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
-  }
-
-  /** Unexpired entries, for the session's record. */
-  entries(nowSeconds = Math.floor(Date.now() / 1000)): Array<[string, number]> {
-    for (const [id, exp] of this.#revoked) if (exp <= nowSeconds) this.#revoked.delete(id);
-    return [...this.#revoked];
-  }
-
-  /** Entries read back from a recovered session's record. */
-  restore(entries: ReadonlyArray<readonly [string, number]>): void {
-    for (const [id, exp] of entries) this.#revoked.set(id, exp);
   }
 }
