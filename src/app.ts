@@ -36,6 +36,7 @@ import { registerProcessMethods } from './rpc/methods/process-methods.ts';
 import { registerSessionMethods } from './rpc/methods/session-methods.ts';
 import { SessionManager } from './sessions/session-manager.ts';
 import { createAuthenticator, DEFAULT_TENANT } from './transport/auth.ts';
+import { ClientStamp, registerClientAddress } from './transport/client-address.ts';
 import { registerFleetForwarding, registerFleetTokenRouting } from './transport/fleet-forward.ts';
 import { registerHttpApi } from './transport/http-api.ts';
 import { registerFileRoutes } from './transport/http-files.ts';
@@ -309,6 +310,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // handleProtocols: browsers send their token as a subprotocol (console/websocket-token.ts).
   await app.register(websocket, { options: { maxPayload: config.maxMessageBytes, handleProtocols: selectProtocol } });
 
+  // First: the audit names a forwarded request's client, which its replica vouched for.
+  registerClientAddress(app, new ClientStamp(config.sessionTokenSecret ?? auth.tokensDigest));
   registerDrainGate(app, drain);
   app.addHook('onRequest', originGate(origins));
   // Before authentication: a session token of a session another replica owns is checked there.

@@ -17,6 +17,7 @@ import type { Config } from '../config.ts';
 import { toExecError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
 import type { PreviewSigner } from '../preview/signing.ts';
+import { CLIENT_HEADER } from '../transport/client-address.ts';
 import { originOf } from '../transport/origin.ts';
 import { MCP_PATH, MCP_REPLICA_SEPARATOR, MCP_SESSION_HEADER } from '../protocol/index.ts';
 import { SessionBinding } from './tool-context.ts';
@@ -203,6 +204,8 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
       current.lastSeen = Date.now();
     });
     reply.hijack();
+    // For a tool call run on another replica (the SDK passes it only the headers): client-address.ts.
+    request.raw.headers[CLIENT_HEADER] = app.clientStamp.stamp(request.clientAddress);
     await conn.transport.handleRequest(request.raw, reply.raw, request.body);
     return undefined;
   };

@@ -12,6 +12,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config.ts';
 import { ERROR_REGISTRY, type ErrorCode, execError, toExecError } from '../errors.ts';
 import type { PreviewSigner } from '../preview/signing.ts';
+import { CLIENT_HEADER } from '../transport/client-address.ts';
 import { FORWARDED_HEADER } from '../transport/fleet-forward.ts';
 import { originOf } from '../transport/origin.ts';
 import { errorResult } from './results.ts';
@@ -28,6 +29,8 @@ export interface CallOrigin {
   readonly authorization: string | undefined;
   /** Ends when the MCP client gives up on the call. */
   readonly signal: AbortSignal | undefined;
+  /** The client's address, stamped for the owner's audit log (client-address.ts). */
+  readonly client: string | undefined;
 }
 
 /** The session a call works on, when it names one or the connection has one bound. */
@@ -92,6 +95,7 @@ async function post(
 ): Promise<CallToolResult | 'unreachable'> {
   const headers: Record<string, string> = { 'content-type': 'application/json', [FORWARDED_HEADER]: replicaId };
   if (from.authorization !== undefined) headers.authorization = from.authorization;
+  if (from.client !== undefined) headers[CLIENT_HEADER] = from.client;
   let res: Response;
   try {
     res = await fetch(new URL(`/v1/sessions/${encodeURIComponent(id)}${MCP_CALL_SUFFIX}`, base), {

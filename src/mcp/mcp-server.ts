@@ -7,6 +7,7 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { VERSION } from '../version.ts';
 import type { ToolContext } from './tool-context.ts';
+import { CLIENT_HEADER } from '../transport/client-address.ts';
 import { callOnOwner } from './forwarded-calls.ts';
 import { callTool, toolList } from './tools.ts';
 
@@ -50,10 +51,14 @@ export function createMcpServer(ctx: Omit<ToolContext, 'clientName'>): Server {
       authorization: typeof authorization === 'string' ? authorization : undefined,
     };
     const { name, arguments: args } = request.params;
+    const stamped = extra.requestInfo?.headers[CLIENT_HEADER];
+    const from = {
+      authorization: call.authorization,
+      signal: extra.signal,
+      client: typeof stamped === 'string' ? stamped : undefined,
+    };
     // In a fleet, a call for a session another replica owns runs there (forwarded-calls.ts).
-    const result =
-      (await callOnOwner(name, args, call, { authorization: call.authorization, signal: extra.signal })) ??
-      (await callTool(name, args, call));
+    const result = (await callOnOwner(name, args, call, from)) ?? (await callTool(name, args, call));
     if (result === undefined)
       throw new McpError(ErrorCode.InvalidParams, `unknown tool ${JSON.stringify(request.params.name)}`);
     return result;

@@ -269,7 +269,7 @@ function refuse(
   app.audit.record({
     action: 'auth.failure',
     session: sessionId,
-    actor: { principal: 'anonymous', remote: request.ip },
+    actor: { principal: 'anonymous', remote: request.clientAddress || request.ip },
     detail: {
       method: request.method,
       path: `/v1/sessions/${sessionId}/ports/${port}/`,

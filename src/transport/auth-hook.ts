@@ -30,7 +30,7 @@ export function actorOf(request: FastifyRequest): AuditActor {
   return {
     tenant: request.principal?.tenant,
     principal: request.principal?.name ?? 'anonymous',
-    remote: request.ip,
+    remote: request.clientAddress || request.ip,
   };
 }
 

@@ -8,6 +8,7 @@ import type { FastifyRequest } from 'fastify';
 import { WebSocket } from 'ws';
 import type { Logger } from '../logger.ts';
 import type { SessionManager, SessionRoute } from '../sessions/session-manager.ts';
+import { CLIENT_HEADER } from './client-address.ts';
 import { FORWARDED_HEADER } from './fleet-forward.ts';
 
 /** Close code for a relayed connection whose replica went away: resume the session (any replica). */
@@ -26,7 +27,10 @@ function resumeTarget(text: string): string | undefined {
 
 /** The caller's headers the owner needs: its token, and the host it used (the owner's Origin check). */
 function relayHeaders(request: FastifyRequest, replicaId: string): Record<string, string> {
-  const headers: Record<string, string> = { [FORWARDED_HEADER]: replicaId };
+  const headers: Record<string, string> = {
+    [FORWARDED_HEADER]: replicaId,
+    [CLIENT_HEADER]: request.server.clientStamp.stamp(request.clientAddress),
+  };
   for (const h of ['authorization', 'host', 'x-forwarded-proto', 'x-forwarded-host'] as const) {
     const v = request.headers[h];
     if (typeof v === 'string') headers[h] = v;

@@ -8,10 +8,14 @@
  * Preview (src/preview/fleet-preview.ts): a port of A's session through B with the tenant's
  * token, a signed URL and its cookie, the wildcard host, a WebSocket, and a session token until
  * it is revoked; after the take-over B serves the ports A exposed (they are in the session's record).
+ * A's audit log names the client of a request B forwarded, not B.
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { request as httpRequest } from 'node:http';
 import { test } from 'node:test';
 import type { PreviewAnswer, SessionToken } from '../../src/protocol/index.ts';
@@ -27,6 +31,7 @@ const instanceId = `fleet-access-${randomUUID().slice(0, 8)}`;
 const HTTP_PORT = 18_080;
 const WS_PORT = 18_081;
 const PAGE = 'fleet preview\n';
+const auditDir = mkdtempSync(join(tmpdir(), 'fleet-access-audit-'));
 const ALICE = `alice-${randomUUID()}`;
 const BOB = `bob-${randomUUID()}`;
 
@@ -35,13 +40,45 @@ async function replica(name: string): Promise<DevServer> {
     image: TEST_IMAGE,
     instanceId,
     // No --session-token-secret nor --preview-secret: both keys derive from the tenant tokens.
-    flags: ['--fleet', '--replica-id', name, '--warm-pool', '0', '--preview-host', 'preview.test'],
+    flags: [
+      ...['--fleet', '--replica-id', name, '--warm-pool', '0', '--preview-host', 'preview.test'],
+      ...['--audit-log', join(auditDir, `${name}.jsonl`)],
+    ],
     env: { ...process.env, EXEC_SERVER_TOKENS: `alice:${ALICE},bob:${BOB}` },
     logLevel: 'info',
     stderr: 'capture',
   });
   await server.ready();
   return server;
+}
+
+/**
+ * An exec_command through B from the client address 127.0.0.5 (B forwards it from 127.0.0.1):
+ * A's audit log names the client, as B vouched for it (src/transport/client-address.ts).
+ */
+async function auditedThroughB(b: DevServer, id: string): Promise<void> {
+  const url = new URL(`${b.http}/v1/sessions/${id}/exec_command`);
+  const body = JSON.stringify({ cmd: 'echo audited-through-b', login: false });
+  const status = await new Promise<number>((resolve, reject) => {
+    const headers = { authorization: `Bearer ${ALICE}`, 'content-type': 'application/json' };
+    const req = httpRequest(
+      { host: url.hostname, port: url.port, path: url.pathname, method: 'POST', localAddress: '127.0.0.5', headers },
+      (res) => res.resume().once('end', () => resolve(res.statusCode ?? 0)),
+    );
+    req.once('error', reject);
+    req.end(body);
+  });
+  assert.equal(status, 200);
+  let line: { remote?: string } | undefined;
+  for (let i = 0; i < 50 && line === undefined; i++) {
+    const text = await readFile(join(auditDir, 'a.jsonl'), 'utf8').catch(() => '');
+    line = text
+      .split('\n')
+      .filter((l) => l.includes('"process.start"') && l.includes('audited-through-b'))
+      .map((l) => JSON.parse(l) as { remote?: string })[0];
+    if (line === undefined) await sleep(100);
+  }
+  assert.equal(line?.remote, '127.0.0.5', "A's audit log names the client, not B");
 }
 
 /** A GET with its own Host header (fetch does not let a caller set one). */
@@ -195,6 +232,7 @@ test('MCP connections and preview ports on one replica work on a session another
   assert.equal(scoped.body.code, 'EXEC_ERR_TOKEN_SCOPE');
 
   await previewThroughB(a, b, id);
+  await auditedThroughB(b, id);
 
   // The owner gone: B's next call takes the session over (its lease ends with A) and runs it here.
   await a.kill();
