@@ -17,6 +17,7 @@ from . import _validate as v
 from ._http import Progress, Source, seg
 from ._opener import SessionOpener
 from ._rpc import RpcConnection
+from ._sharing import SharingMixin
 from ._tools import ToolsMixin
 from .errors import ConnectionClosedError, NotFoundError
 from .process import Process
@@ -29,7 +30,7 @@ Stdin = str | bytes | Literal["pipe"] | None
 DRAIN_CLOSE_CODE = 1012
 
 
-class Session(ToolsMixin):
+class Session(ToolsMixin, SharingMixin):
     """One session; ``async with`` deletes it at the end (``disconnect()`` keeps it)."""
 
     def __init__(self, client: SessionOpener[Session], on_approval: ApprovalCallback | None,
@@ -365,26 +366,6 @@ class Session(ToolsMixin):
 
     async def wake(self) -> dict[str, Any]:
         return dict(await self.request("session/wake"))
-
-    async def expose_port(self, port: int, *, ttl_seconds: int | None = None) -> dict[str, Any]:
-        """A preview URL for a TCP port of the session (needs ``preview_ports=True``).
-
-        The answer adds ``url`` (bearer token) and ``signed_url`` (for a browser) to the
-        server's ``{port, path, signedPath, expiresAt, ...}``.
-        """
-        params: dict[str, Any] = {"port": v.check_port(port)}
-        if ttl_seconds is not None:
-            params["ttlSeconds"] = ttl_seconds
-        answer = dict(await self.request("session/exposePort", params))
-        answer["url"] = self.http.base_url + answer["path"]
-        answer["signed_url"] = self.http.base_url + answer["signedPath"]
-        return answer
-
-    async def close_port(self, port: int) -> bool:
-        return bool((await self.request("session/closePort", {"port": v.check_port(port)}))["closed"])
-
-    async def list_ports(self) -> list[dict[str, Any]]:
-        return list((await self.http.request("GET", f"/v1/sessions/{seg(self.id)}/ports"))["ports"])
 
     def _cut_connection(self) -> None:
         """Cuts the socket without a close handshake, as a network failure would (tests)."""

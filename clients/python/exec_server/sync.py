@@ -134,6 +134,12 @@ class SyncSession:
     def expose_port(self, port: int, *, ttl_seconds: int | None = None) -> dict[str, Any]:
         return self._loop.run(self.aio.expose_port(port, ttl_seconds=ttl_seconds))
 
+    def create_token(self, *, access: str = "full", ttl_seconds: int | None = None) -> dict[str, Any]:
+        return self._loop.run(self.aio.create_token(access=access, ttl_seconds=ttl_seconds))
+
+    def revoke_token(self, token_id: str) -> None:
+        self._loop.run(self.aio.revoke_token(token_id))
+
     def exec_command(self, cmd: str, **args: Any) -> dict[str, Any]:
         return self._loop.run(self.aio.exec_command(cmd, **args))
 

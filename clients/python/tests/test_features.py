@@ -1,4 +1,4 @@
-"""Approvals, the tool facade, preview ports, snapshots and forks, hibernation, image pulls."""
+"""Approvals, the tool facade, preview ports, session tokens, snapshots and forks, hibernation, image pulls."""
 from __future__ import annotations
 
 import asyncio
@@ -13,7 +13,10 @@ import pytest
 from conftest import aio, require_gvisor
 from server import REPO, Server, free_port
 
-from exec_server import TOOL_DEFINITIONS, AsyncClient, NotFoundError, RejectedError, chat_completions_tools
+from exec_server import (
+    TOOL_DEFINITIONS, AsyncClient, AuthError, InvalidArgumentError, NotFoundError, RejectedError,
+    chat_completions_tools,
+)
 
 
 @aio
@@ -102,6 +105,29 @@ async def test_preview_url(server: Server) -> None:
         assert await asyncio.to_thread(_get, preview["signed_url"]) == page
         assert [p["port"] for p in await s.list_ports()] == [port]
         assert await s.close_port(port)
+
+
+@aio
+async def test_session_tokens(local_server: Server) -> None:
+    server = local_server
+    async with AsyncClient(server.url, server.token) as client, client.session() as s:
+        with pytest.raises(InvalidArgumentError):
+            await s.create_token(access="admin")
+        read = await s.create_token(access="read", ttl_seconds=60)
+        assert read["access"] == "read" and read["tokenId"] and read["token"] != server.token
+        async with AsyncClient(server.url, read["token"]) as viewer:
+            assert (await viewer.get_session(s.id))["sessionId"] == s.id
+            with pytest.raises(AuthError, match="read token"):
+                await viewer.http_session(s.id).exec_command("true")
+            with pytest.raises(AuthError, match="needs a tenant token"):
+                await viewer.list_sessions()
+            await s.revoke_token(read["tokenId"])
+            with pytest.raises(AuthError, match="revoked"):
+                await viewer.get_session(s.id)
+        full = await s.create_token()
+        async with AsyncClient(server.url, full["token"]) as agent:
+            done = await agent.http_session(s.id).exec_command("echo via-token")
+        assert "via-token" in done["output"]
 
 
 @aio
