@@ -30,7 +30,8 @@ import { ExecServerError, execError, httpErrorBody, toExecError } from '../error
 import type { TenantId } from '../ids.ts';
 import type { Session } from '../sessions/session.ts';
 import { createAuthenticator } from '../transport/auth.ts';
-import { bearerOf, scopeProblem } from '../transport/principal.ts';
+import { scopeProblem } from '../sessions/token-scope.ts';
+import { bearerOf } from '../transport/principal.ts';
 import { isSessionToken, type SessionTokenSigner } from '../transport/session-tokens.ts';
 import { ownerTarget } from './fleet-preview.ts';
 import { proxyHttp, proxyUpgrade, type ProxyTarget } from './proxy.ts';

@@ -13,7 +13,26 @@ import type { LogEvent } from '../processes/output-log.ts';
 import type { Session, SessionClient } from '../sessions/session.ts';
 import type { SessionManager } from '../sessions/session-manager.ts';
 import type { RpcPeer } from './rpc-peer.ts';
-import { READ_METHODS, scopeProblem, type Principal } from '../transport/principal.ts';
+import { type Principal, scopeProblem } from '../sessions/token-scope.ts';
+
+/** JSON-RPC methods a `read` token may call: attach, replay output, read files, describe. */
+export const READ_METHODS: ReadonlySet<string> = new Set([
+  'initialize',
+  'environment/info',
+  'environmentConfig/read',
+  'session/info',
+  'process/read',
+  'process/list',
+  'fs/readFile',
+  'fs/getMetadata',
+  'fs/canonicalize',
+  'fs/readDirectory',
+  'fs/open',
+  'fs/readBlock',
+  'fs/close',
+  'fs/watchMissing',
+  'fs/unwatch',
+]);
 
 export interface ConnectionDeps {
   readonly sessions: SessionManager;

@@ -9,7 +9,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { actorStore, type AuditActor, type Auditor } from '../audit/auditor.ts';
 import { bearerFromProtocols } from '../console/websocket-token.ts';
 import { ExecServerError, httpErrorBody } from '../errors.ts';
-import { httpScopeError, identify, type Identify, type Principal } from './principal.ts';
+import type { Principal } from '../sessions/token-scope.ts';
+import { httpScopeError, identify, type Identify } from './principal.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {

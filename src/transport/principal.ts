@@ -1,67 +1,26 @@
 /**
  * Who is calling: a tenant token (the whole tenant) or a session token (one session, `full` or
  * `read`). `identify` reads the bearer, `httpScopeError` decides whether a session token may
- * use an HTTP route, `READ_METHODS` which JSON-RPC methods a `read` token may call. Every refusal
- * carries a stable code (src/errors.ts): `EXEC_ERR_UNAUTHORIZED`, `EXEC_ERR_TOKEN_EXPIRED`,
- * `EXEC_ERR_TOKEN_REVOKED` (401); `EXEC_ERR_TOKEN_SCOPE`, `EXEC_ERR_TOKEN_READ_ONLY` (403).
+ * use an HTTP route; the scope's own check is src/sessions/token-scope.ts, the JSON-RPC methods
+ * a `read` token may call src/rpc/connection.ts's. Every refusal carries a stable code
+ * (src/errors.ts): `EXEC_ERR_UNAUTHORIZED`, `EXEC_ERR_TOKEN_EXPIRED`, `EXEC_ERR_TOKEN_REVOKED`
+ * (401); `EXEC_ERR_TOKEN_SCOPE`, `EXEC_ERR_TOKEN_READ_ONLY` (403).
  */
 import { execError, type ExecServerError } from '../errors.ts';
-import type { TenantId } from '../ids.ts';
-import type { Session } from '../sessions/session.ts';
+import { type Principal, type ScopeLookup, scopeProblem, type TokenScope } from '../sessions/token-scope.ts';
 import type { Authenticator } from './auth.ts';
 import { MCP_CALL_SUFFIX } from '../protocol/index.ts';
-import { isSessionToken, type SessionTokenSigner, type TokenScope } from './session-tokens.ts';
+import { isSessionToken, type SessionTokenSigner } from './session-tokens.ts';
 
-export interface Principal {
-  readonly tenant: TenantId;
-  /** For the audit log: `tenant:NAME` or `session-token:ID`; never a token. */
-  readonly name: string;
-  /** Present for a session token. */
-  readonly scope?: TokenScope | undefined;
-}
-
-export interface Identify {
+export interface Identify extends ScopeLookup {
   readonly auth: Authenticator;
   readonly signer: SessionTokenSigner;
-  /** The session of this id on this server (any tenant), if it exists. */
-  readonly findSession: (id: string) => Session | undefined;
-  /**
-   * Fleet: whether the session of this id is served by another replica (which checks the
-   * token's revocations itself when the request reaches it).
-   */
-  readonly servedElsewhere?: ((sessionId: string) => boolean) | undefined;
 }
 
 /** The bearer of an `Authorization: Bearer X` header. */
 export function bearerOf(header: string | undefined): string | undefined {
   const m = /^Bearer\s+(.+)$/i.exec(header ?? '');
   return m?.[1]?.trim();
-}
-
-/** The error a session token gets now (expired, revoked, its session gone), or undefined. */
-export function scopeProblem(
-  scope: TokenScope,
-  deps: Pick<Identify, 'findSession' | 'servedElsewhere'>,
-): ExecServerError | undefined {
-  if (scope.expiresAt * 1000 <= Date.now())
-    return execError('EXEC_ERR_TOKEN_EXPIRED', `session token ${scope.tokenId} expired`, {
-      detail: { tokenId: scope.tokenId },
-    });
-  const session = deps.findSession(scope.sessionId);
-  if (session === undefined && deps.servedElsewhere?.(scope.sessionId) === true) return undefined;
-  if (session === undefined || session.tenant !== scope.tenant)
-    return execError(
-      'EXEC_ERR_TOKEN_REVOKED',
-      `session token ${scope.tokenId}: its session is not on this server (deleted)`,
-      {
-        detail: { tokenId: scope.tokenId },
-      },
-    );
-  if (session.tokens.has(scope.tokenId))
-    return execError('EXEC_ERR_TOKEN_REVOKED', `session token ${scope.tokenId} was revoked`, {
-      detail: { tokenId: scope.tokenId },
-    });
-  return undefined;
 }
 
 /** The caller of `header`, or the 401 to answer. */
@@ -125,22 +84,3 @@ export function httpScopeError(
     return execError('EXEC_ERR_TOKEN_READ_ONLY', `a read token cannot ${method} ${path}`);
   return undefined;
 }
-
-/** JSON-RPC methods a `read` token may call: attach, replay output, read files, describe. */
-export const READ_METHODS: ReadonlySet<string> = new Set([
-  'initialize',
-  'environment/info',
-  'environmentConfig/read',
-  'session/info',
-  'process/read',
-  'process/list',
-  'fs/readFile',
-  'fs/getMetadata',
-  'fs/canonicalize',
-  'fs/readDirectory',
-  'fs/open',
-  'fs/readBlock',
-  'fs/close',
-  'fs/watchMissing',
-  'fs/unwatch',
-]);

@@ -13,22 +13,13 @@ import { execError, type ExecServerError } from '../errors.ts';
 import { asTenantId, type TenantId } from '../ids.ts';
 import { HmacKey } from '../hmac-key.ts';
 import type { SessionToken, TokenAccess } from '../protocol/index.ts';
+import type { TokenScope } from '../sessions/token-scope.ts';
 
 const PREFIX = 'est1.';
 const TOKEN = /^est1\.([A-Za-z0-9_-]{1,1024})\.([A-Za-z0-9_-]{43})$/;
 
 /** Default validity of a session token when the request names none. */
 export const DEFAULT_TOKEN_TTL_SECONDS = 3600;
-
-/** What a verified session token grants. */
-export interface TokenScope {
-  readonly tenant: TenantId;
-  readonly sessionId: string;
-  readonly access: TokenAccess;
-  readonly tokenId: string;
-  /** Seconds since the epoch. */
-  readonly expiresAt: number;
-}
 
 /** True for a bearer that claims to be a session token (it is then never tried as a tenant token). */
 export function isSessionToken(bearer: string): boolean {
