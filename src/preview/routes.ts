@@ -33,6 +33,8 @@ import { createAuthenticator } from '../transport/auth.ts';
 import { scopeProblem } from '../sessions/token-scope.ts';
 import { bearerOf } from '../transport/principal.ts';
 import { isSessionToken, type SessionTokenSigner } from '../transport/session-tokens.ts';
+import { CLIENT_HEADER } from '../transport/client-address.ts';
+import { FORWARDED_HEADER } from '../transport/fleet-forward.ts';
 import { ownerTarget } from './fleet-preview.ts';
 import { proxyHttp, proxyUpgrade, type ProxyTarget } from './proxy.ts';
 import type { PreviewSigner } from './signing.ts';
@@ -344,6 +346,10 @@ async function handleProxy(ctx: PreviewContext, request: FastifyRequest, reply: 
   else headers.cookie = cookie;
   if (who.bearer) delete headers.authorization;
   headers['x-forwarded-prefix'] = prefix.replace(/\/$/, '') || '/';
+  // What the fleet's replicas tell each other stays between them: the application in the
+  // session must not get a client stamp it could replay (client-address.ts).
+  delete headers[CLIENT_HEADER];
+  delete headers[FORWARDED_HEADER];
   const target: ProxyTarget = {
     open: () => session.ports.open(port),
     path: `/${path.slice(`/v1/sessions/${m[1]}/ports/${port}/`.length)}${cleanQuery}`,

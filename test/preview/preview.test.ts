@@ -319,6 +319,9 @@ test('preview (local): what authenticated the caller never reaches the applicati
       authorization: `Bearer ${ALICE}`,
       cookie: 'exec_preview=whatever; app_session=keep-me',
       'x-pad': String(3 * 1024 * 1024),
+      // What replicas of a fleet tell each other never reaches the application.
+      'x-exec-server-client': '192.0.2.1;1;AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA',
+      'x-exec-server-forwarded-by': 'r1',
     },
     body: Buffer.alloc(5 * 1024 * 1024, 7),
   });
@@ -337,6 +340,8 @@ test('preview (local): what authenticated the caller never reaches the applicati
   assert.equal(seen.headers['authorization'], undefined);
   assert.equal(seen.headers['cookie'], 'app_session=keep-me');
   assert.equal(seen.headers['x-forwarded-prefix'], `/v1/sessions/${id}/ports/${port}`);
+  assert.equal(seen.headers['x-exec-server-client'], undefined);
+  assert.equal(seen.headers['x-exec-server-forwarded-by'], undefined);
 
   // With the signed cookie, the application's own Authorization header passes through untouched.
   const signed = await get(`${base}${exposed.body.signedPath.replace('?', '?x=2&')}`);
