@@ -25,8 +25,6 @@ const SESSIONLESS: ReadonlySet<string> = new Set(['create_session', 'list_sessio
 
 /** What a forwarded call needs of the MCP request that made it. */
 export interface CallOrigin {
-  /** The MCP client's `Authorization` header, sent on to the owner. */
-  readonly authorization: string | undefined;
   /** Ends when the MCP client gives up on the call. */
   readonly signal: AbortSignal | undefined;
   /** The client's address, stamped for the owner's audit log (client-address.ts). */
@@ -63,7 +61,13 @@ export async function callOnOwner(
   try {
     let route = await ctx.sessions.route(id, ctx.tenant);
     for (let hop = 0; route.kind === 'remote' && hop < 3; hop++) {
-      const answer = await post(route.url, id, body, from, ctx.sessions.backend.fleet.replicaId);
+      const answer = await post(
+        route.url,
+        id,
+        body,
+        { ...from, authorization: ctx.authorization },
+        ctx.sessions.backend.fleet.replicaId,
+      );
       if (answer !== 'unreachable') {
         // As a call served here binds the session it names to a connection that has none.
         if (answer.isError !== true) ctx.binding.sessionId ??= id;
@@ -90,7 +94,7 @@ async function post(
   base: string,
   id: string,
   body: ForwardedCall,
-  from: CallOrigin,
+  from: CallOrigin & { readonly authorization: string | undefined },
   replicaId: string,
 ): Promise<CallToolResult | 'unreachable'> {
   const headers: Record<string, string> = { 'content-type': 'application/json', [FORWARDED_HEADER]: replicaId };

@@ -53,7 +53,6 @@ export function createMcpServer(ctx: Omit<ToolContext, 'clientName'>): Server {
     const { name, arguments: args } = request.params;
     const stamped = extra.requestInfo?.headers[CLIENT_HEADER];
     const from = {
-      authorization: call.authorization,
       signal: extra.signal,
       client: typeof stamped === 'string' ? stamped : undefined,
     };

@@ -7,10 +7,9 @@
  * so the owner's own proxy authenticates it again, fully, and reaches the port. A forwarded
  * request is never forwarded again. WebSocket upgrades go the same way (proxy.ts pipes them).
  */
-import { connect as netConnect } from 'node:net';
+import { isIP, connect as netConnect } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { connect as tlsConnect } from 'node:tls';
-import { isIP } from 'node:net';
 import type { FastifyRequest } from 'fastify';
 import { execError, type ExecServerError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';

@@ -138,32 +138,32 @@ export function sessionRecord(
   });
 }
 
+/** A field of a stored record's JSON; undefined when the record is missing or unreadable. */
+function recordField(record: string | undefined, name: string): unknown {
+  if (record === undefined) return undefined;
+  try {
+    return (JSON.parse(record) as Record<string, unknown>)[name];
+  } catch {
+    return undefined;
+  }
+}
+
 const checkPort = Compile(ExposedPortSchema);
 
 /** The preview ports a stored record lists as exposed; none when unreadable. */
 export function exposedPortsOf(record: string | undefined): ExposedPort[] {
-  if (record === undefined) return [];
-  try {
-    const list = (JSON.parse(record) as { exposedPorts?: unknown }).exposedPorts;
-    return Array.isArray(list) ? list.filter((e): e is ExposedPort => checkPort.Check(e)) : [];
-  } catch {
-    return [];
-  }
+  const list = recordField(record, 'exposedPorts');
+  return Array.isArray(list) ? list.filter((e): e is ExposedPort => checkPort.Check(e)) : [];
 }
 
 /** The session tokens a stored record lists as revoked (`[tokenId, expiresAt]`); none when unreadable. */
 export function revokedTokensOf(record: string | undefined): Array<[string, number]> {
-  if (record === undefined) return [];
-  try {
-    const list = (JSON.parse(record) as { revokedTokens?: unknown }).revokedTokens;
-    if (!Array.isArray(list)) return [];
-    return list.filter(
-      (e): e is [string, number] =>
-        Array.isArray(e) && e.length === 2 && typeof e[0] === 'string' && typeof e[1] === 'number',
-    );
-  } catch {
-    return [];
-  }
+  const list = recordField(record, 'revokedTokens');
+  if (!Array.isArray(list)) return [];
+  return list.filter(
+    (e): e is [string, number] =>
+      Array.isArray(e) && e.length === 2 && typeof e[0] === 'string' && typeof e[1] === 'number',
+  );
 }
 
 const checkSpec = Compile(SessionSpecSchema);
