@@ -22,6 +22,7 @@ import { Session, type SessionDeps } from './session.ts';
 import { createBatch } from './batch-create.ts';
 import { type AdoptionHost, adoptRecovered, adoptRestored } from './session-adoption.ts';
 import { type ReapHost, reapSessions } from './session-reaper.ts';
+import { removeSession } from './session-removal.ts';
 
 const REAP_INTERVAL_MS = 5_000;
 
@@ -296,12 +297,16 @@ export class SessionManager {
     this.#metrics.sessionsActive.set(this.#sessions.size);
     this.#log.info({ sessionId: session.id, why }, 'session destroyed');
     session.audit({ action: 'session.delete', detail: { why } });
-    try {
-      await session.destroy();
-      await this.#backend.fleet?.quota?.release(session.id);
-    } catch (err) {
-      this.#log.error({ sessionId: session.id, err }, 'session destroy failed');
-    }
+    await removeSession(
+      {
+        sessionId: session.id,
+        first: () => session.destroy(),
+        again: () => session.backend.destroy(),
+        done: async () => this.#backend.fleet?.quota?.release(session.id),
+        stopping: () => this.#closing,
+      },
+      this.#log,
+    );
   }
 
   #auditCreate(session: Session, detail: Record<string, unknown>): void {
