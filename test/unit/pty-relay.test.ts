@@ -97,14 +97,17 @@ async function cpusDuringAndAfterStream(
 test('a command streaming fast is pinned with the relay to one CPU, and gets its CPUs back once quiet', async () => {
   const single = /^\d+$/.test(ownCpus);
   let pinnedSeen = false;
-  for (let attempt = 0; attempt < 3 && !pinnedSeen; attempt++) {
+  // A stream is fast only with a CPU to run on: on a machine busy with other tests, a stream
+  // may stay under the relay's pace for a while, so attempts go on for up to 20 s (three at least).
+  const until = Date.now() + 20_000;
+  for (let attempt = 0; !pinnedSeen && (attempt < 3 || Date.now() < until); attempt++) {
     const { during, after } = await cpusDuringAndAfterStream();
     assert.equal(after, ownCpus, 'once quiet, the command has the CPUs the relay started with');
     if (single) assert.equal(during, ownCpus, 'with one CPU there is nothing to pin');
     else assert.ok(during === ownCpus || /^\d+$/.test(during ?? ''), `pinned to one CPU or not at all: ${during}`);
     pinnedSeen = single || during !== ownCpus;
   }
-  assert.ok(pinnedSeen, 'a 24 MiB stream was pinned in one of three attempts');
+  assert.ok(pinnedSeen, 'a 24 MiB stream was pinned in one of the attempts of 20 s');
 });
 
 test('with pinning off (the default; --pty-pin turns it on), a command streaming fast keeps its CPUs', async () => {
