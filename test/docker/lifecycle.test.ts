@@ -6,6 +6,7 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import type Docker from 'dockerode';
 import type { DockerBackend } from '../../src/backends/docker/index.ts';
 import { asTenantId } from '../../src/ids.ts';
 import { dockerTestOptions } from './engine.ts';
@@ -51,6 +52,38 @@ test('container removed from outside while idle: onLost fires', dockerTestOption
   await docker('rm', '-f', session.containerId!);
   assert.match(await lost, /died|removed/);
 });
+
+test(
+  'a remove the engine finishes after a failed try is the teardown ending, not a loss',
+  dockerTestOptions,
+  async () => {
+    const backend = track(makeBackend());
+    const session = await backend.createSession(sessionSpec());
+    const lost: string[] = [];
+    session.onLost((r) => lost.push(r));
+    // As when the engine misses the remove's deadline under load and finishes it a moment later.
+    const { container } = (session as unknown as { inner: { container: Docker.Container } }).inner;
+    const remove = container.remove.bind(container);
+    let late: Promise<unknown> | undefined;
+    Object.assign(container, {
+      remove: () => {
+        late = sleep(200).then(() => remove({ force: true }));
+        return Promise.reject(new Error('engine did not answer in time'));
+      },
+    });
+    await assert.rejects(session.destroy(), /engine did not answer in time/);
+    await late;
+    const gone = Date.now() + 5000;
+    while (Date.now() < gone && (await docker('ps', '-aq', '--filter', `id=${session.containerId}`)).trim() !== '')
+      await sleep(50);
+    await sleep(500); // the engine's destroy event has arrived by now
+    assert.deepEqual(lost, [], 'no loss reported for a session being destroyed');
+    await assert.rejects(session.spawn(spawnRequest(['true']), new RecordingSink()), { code: 'EXEC_ERR_SESSION_DEAD' });
+    Object.assign(container, { remove });
+    await session.destroy(); // the next try: the engine answers 404, which is done
+    assert.deepEqual(lost, []);
+  },
+);
 
 test(
   'engine goes away: quick clear errors, lost processes; back again: everything works',

@@ -94,6 +94,8 @@ export class DockerSession implements BackendSession {
   readonly #lostListeners: Array<(reason: string) => void> = [];
   #lost: string | undefined;
   #destroying = false;
+  /** A destroy in progress or done; reset when a try fails, so the next may run. */
+  #removing = false;
   /** The container-user sandbox's layout (sandbox-layout.ts). */
   readonly #layout: SandboxLayout;
   #finishedPidFiles: string[] = [];
@@ -357,28 +359,30 @@ export class DockerSession implements BackendSession {
   }
 
   async destroy(): Promise<void> {
-    if (this.#destroying) return;
+    if (this.#removing) return;
+    this.#removing = true;
+    // Never reset: once asked, the session is over for everyone, and a container the engine
+    // removes after a failed try (past its deadline) is the teardown ending, not a loss.
     this.#destroying = true;
     for (const p of this.#processes) p.lose('session destroyed');
     this.#agent?.close('session destroyed');
     // Another replica owns it now: this one lets it go and leaves the container to it.
     const moved = await this.#init.movedTo?.().catch(() => undefined);
-    try {
-      if (moved !== undefined) return;
-      await withDeadline('container remove', Math.max(this.#init.options.engineTimeoutMs, 15_000), (abortSignal) =>
-        this.container.remove({ force: true, v: true, abortSignal }),
-      );
-    } catch (err) {
-      if (statusOf((err as { cause?: unknown }).cause) !== 404) {
-        this.#destroying = false;
-        throw err;
-      }
-    } finally {
-      if (this.#destroying) {
-        closeExecStreams(this.container.id);
-        this.#init.forget(this);
+    if (moved === undefined) {
+      try {
+        await withDeadline('container remove', Math.max(this.#init.options.engineTimeoutMs, 15_000), (abortSignal) =>
+          this.container.remove({ force: true, v: true, abortSignal }),
+        );
+      } catch (err) {
+        // The session manager tries again (src/sessions/session-removal.ts); a 404 then is done.
+        if (statusOf((err as { cause?: unknown }).cause) !== 404) {
+          this.#removing = false;
+          throw err;
+        }
       }
     }
+    closeExecStreams(this.container.id);
+    this.#init.forget(this);
     // Before the delete answers: a claim made of a snapshot's image would keep it from deletion.
     if (moved === undefined) await this.#init.released?.().catch(() => undefined);
   }
