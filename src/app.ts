@@ -287,8 +287,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const audit = deps.audit ?? (await openAudit(config, deps.holdAuditStdout, metrics, log));
   const sessions = new SessionManager(backend, config, metrics, log, audit);
   // Session tokens outlive a restart and reach every replica when the key does: an explicit
-  // secret, else one derived from the tenant tokens every replica is configured with.
-  const tokenSigner = new SessionTokenSigner(config.sessionTokenSecret ?? auth.tokensDigest);
+  // secret, else one derived from the tenant tokens every replica is configured with. The
+  // replicas' client stamps use the same secret (each key has a purpose of its own).
+  const fleetSecret = config.sessionTokenSecret ?? auth.tokensDigest;
+  const tokenSigner = new SessionTokenSigner(fleetSecret);
   // Signed preview URLs likewise (a key of its own purpose from the same digest).
   const signer = new PreviewSigner(config.previewSecret ?? auth.tokensDigest);
   app.decorate('sessions', sessions);
@@ -311,7 +313,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(websocket, { options: { maxPayload: config.maxMessageBytes, handleProtocols: selectProtocol } });
 
   // First: the audit names a forwarded request's client, which its replica vouched for.
-  registerClientAddress(app, new ClientStamp(config.sessionTokenSecret ?? auth.tokensDigest));
+  registerClientAddress(app, new ClientStamp(fleetSecret));
   registerDrainGate(app, drain);
   app.addHook('onRequest', originGate(origins));
   // Before authentication: a session token of a session another replica owns is checked there.

@@ -17,7 +17,7 @@ import type { Config } from '../config.ts';
 import { toExecError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
 import type { PreviewSigner } from '../preview/signing.ts';
-import { CLIENT_HEADER } from '../transport/client-address.ts';
+import { CLIENT_HEADER, clientStampFor } from '../transport/client-address.ts';
 import { originOf } from '../transport/origin.ts';
 import { MCP_PATH, MCP_REPLICA_SEPARATOR, MCP_SESSION_HEADER } from '../protocol/index.ts';
 import { SessionBinding } from './tool-context.ts';
@@ -205,7 +205,7 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
     });
     reply.hijack();
     // For a tool call run on another replica (the SDK passes it only the headers): client-address.ts.
-    request.raw.headers[CLIENT_HEADER] = app.clientStamp.stamp(request.clientAddress);
+    request.raw.headers[CLIENT_HEADER] = clientStampFor(request);
     await conn.transport.handleRequest(request.raw, reply.raw, request.body);
     return undefined;
   };

@@ -14,7 +14,7 @@ import type { FastifyRequest } from 'fastify';
 import { execError, type ExecServerError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
 import type { SessionManager } from '../sessions/session-manager.ts';
-import { CLIENT_HEADER } from '../transport/client-address.ts';
+import { CLIENT_HEADER, clientStampFor } from '../transport/client-address.ts';
 import { FORWARDED_HEADER } from '../transport/fleet-forward.ts';
 import type { ProxyTarget } from './proxy.ts';
 
@@ -73,7 +73,7 @@ export async function ownerTarget(
     headers: {
       ...request.headers,
       [FORWARDED_HEADER]: fleet.replicaId,
-      [CLIENT_HEADER]: request.server.clientStamp.stamp(request.clientAddress),
+      [CLIENT_HEADER]: clientStampFor(request),
     },
   };
 }

@@ -7,7 +7,7 @@
  * its own). The owner takes the stamp's address when the MAC holds and the stamp is recent;
  * otherwise, or when a client sends the header itself, the connection's own address counts.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { HmacKey } from '../hmac-key.ts';
 
 declare module 'fastify' {
@@ -47,6 +47,11 @@ export class ClientStamp {
     if (Math.abs(nowSeconds - at) > STAMP_MAX_AGE_S) return undefined;
     return this.#key.check(`${m[1]};${m[2]}`, Buffer.from(m[3], 'base64url')) ? m[1] : undefined;
   }
+}
+
+/** The header's value a forwarding replica sends for `request` (its client's address, now). */
+export function clientStampFor(request: FastifyRequest): string {
+  return request.server.clientStamp.stamp(request.clientAddress);
 }
 
 /** Sets `request.clientAddress` on every request, first of all hooks (the audit's actor reads it). */

@@ -13,7 +13,7 @@ import { asTenantId } from '../ids.ts';
 import type { FleetBackend } from '../backends/types.ts';
 import { MCP_PATH, MCP_REPLICA_SEPARATOR, MCP_SESSION_HEADER } from '../protocol/index.ts';
 import type { SessionRoute } from '../sessions/session-manager.ts';
-import { CLIENT_HEADER } from './client-address.ts';
+import { CLIENT_HEADER, clientStampFor } from './client-address.ts';
 import { bearerOf } from './principal.ts';
 import { isSessionToken, type SessionTokenSigner } from './session-tokens.ts';
 
@@ -38,7 +38,7 @@ function forwardHeaders(request: FastifyRequest, replicaId: string): Record<stri
   for (const [k, v] of Object.entries(request.headers))
     if (v !== undefined && !HOP_HEADERS.has(k.toLowerCase())) out[k] = v;
   out[FORWARDED_HEADER] = replicaId;
-  out[CLIENT_HEADER] = request.server.clientStamp.stamp(request.clientAddress);
+  out[CLIENT_HEADER] = clientStampFor(request);
   return out;
 }
 

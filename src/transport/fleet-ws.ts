@@ -8,7 +8,7 @@ import type { FastifyRequest } from 'fastify';
 import { WebSocket } from 'ws';
 import type { Logger } from '../logger.ts';
 import type { SessionManager, SessionRoute } from '../sessions/session-manager.ts';
-import { CLIENT_HEADER } from './client-address.ts';
+import { CLIENT_HEADER, clientStampFor } from './client-address.ts';
 import { FORWARDED_HEADER } from './fleet-forward.ts';
 
 /** Close code for a relayed connection whose replica went away: resume the session (any replica). */
@@ -29,7 +29,7 @@ function resumeTarget(text: string): string | undefined {
 function relayHeaders(request: FastifyRequest, replicaId: string): Record<string, string> {
   const headers: Record<string, string> = {
     [FORWARDED_HEADER]: replicaId,
-    [CLIENT_HEADER]: request.server.clientStamp.stamp(request.clientAddress),
+    [CLIENT_HEADER]: clientStampFor(request),
   };
   for (const h of ['authorization', 'host', 'x-forwarded-proto', 'x-forwarded-host'] as const) {
     const v = request.headers[h];
