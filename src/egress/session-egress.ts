@@ -164,21 +164,18 @@ interface EgressSession {
   readonly id: string;
   readonly egress: SessionEgress | undefined;
   onDestroy(cleanup: () => void): () => void;
-  destroy(): Promise<void>;
 }
 
 /**
  * A new session's egress, before the session is known to anyone: a session that asked for
- * `network` never runs without its proxy (on failure it is destroyed and the error thrown).
+ * `network` never runs without its proxy (the error is thrown, and the caller removes the
+ * session).
  */
 export async function startEgress(session: EgressSession, backend: BackendSession): Promise<void> {
   const egress = session.egress;
   if (egress === undefined) return;
   session.onDestroy(() => egress.close());
-  await egress.start(backend).catch(async (err: unknown) => {
-    await session.destroy().catch(() => undefined);
-    throw err;
-  });
+  await egress.start(backend);
 }
 
 /**

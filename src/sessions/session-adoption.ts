@@ -3,7 +3,7 @@
  * from another replica of a fleet (`recover()`, `FleetBackend.takeOver`), and sessions restored
  * from a live template or a fork, whose processes run on under their ids and seqs.
  */
-import type { RecoveredSession } from '../backends/types.ts';
+import type { BackendSession, RecoveredSession } from '../backends/types.ts';
 import type { Config } from '../config.ts';
 import { restoreEgress } from '../egress/session-egress.ts';
 import type { Logger } from '../logger.ts';
@@ -17,6 +17,8 @@ export interface AdoptionHost {
   readonly log: Logger;
   /** Makes the session known (before its processes are adopted, so clients can find it). */
   register(session: Session): void;
+  /** Removes a kept session that cannot be adopted, tried again on failure (session-removal.ts). */
+  discard(session: BackendSession): Promise<void>;
 }
 
 /** Makes a session of what the backend kept; undefined when it had to go. */
@@ -27,9 +29,7 @@ export async function adoptRecovered(recovered: RecoveredSession, host: Adoption
     // Without its record the session's policy is unknown; re-adopting it under defaults
     // could widen its sandbox or drop its deny-read list. It goes instead.
     log.warn({ sessionId: recovered.session.id }, 'recovered session has no readable record: removing it');
-    await recovered.session
-      .destroy()
-      .catch((err: unknown) => log.warn({ err }, 'removing an unrecoverable session failed'));
+    await host.discard(recovered.session);
     return undefined;
   }
   const session = new Session(

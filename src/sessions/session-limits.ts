@@ -1,9 +1,8 @@
 /**
- * The session limits a create checks: this server's cap and the tenant's quota among its
- * sessions, and in a fleet the tenant's quota across every replica (a slot per session, taken
- * with an atomic engine operation: docker/container/quota-slots.ts).
+ * The session limits a create checks before it starts: this server's cap and the tenant's quota
+ * among its sessions. A fleet's quota across every replica is a slot per session, taken once the
+ * container exists (session-manager.ts; docker/container/quota-slots.ts).
  */
-import type { BackendSession, FleetBackend } from '../backends/types.ts';
 import type { Config } from '../config.ts';
 import { execError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
@@ -37,25 +36,5 @@ export function checkLimits(
       'EXEC_ERR_SESSION_LIMIT',
       `session quota reached: ${owned} of ${config.maxSessionsPerTenant} sessions for this tenant`,
     );
-  }
-}
-
-/**
- * In a fleet the tenant's quota counts every replica's sessions: the new session takes a slot
- * once its container exists, or is removed again and the create refused, so concurrent creates
- * on several replicas never overshoot.
- */
-export async function takeFleetSlot(
-  fleet: FleetBackend | undefined,
-  backendSession: BackendSession,
-  tenant: TenantId,
-  limit: number,
-): Promise<void> {
-  if (fleet?.quota === undefined) return;
-  try {
-    await fleet.quota.take(tenant, backendSession.id, limit);
-  } catch (err) {
-    await backendSession.destroy().catch(() => undefined);
-    throw err;
   }
 }

@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { resolveSandbox } from '../policy/sandbox-policy.ts';
-import type { Backend, BackendSessionSpec } from '../backends/types.ts';
+import type { Backend, BackendSession, BackendSessionSpec } from '../backends/types.ts';
 import { allowedSandboxTypes, sandboxTypeRules, type Config } from '../config.ts';
 import { execError, toExecError } from '../errors.ts';
 import { asSessionId, type SessionId, type TenantId } from '../ids.ts';
@@ -16,7 +16,7 @@ import { NO_AUDIT, redactEnv, type Auditor } from '../audit/auditor.ts';
 import { MeasureSlots } from './disk-watch.ts';
 import { FleetRouter, type SessionRoute } from './fleet-router.ts';
 import { type ForkResult, forkSession } from './session-fork.ts';
-import { checkLimits, takeFleetSlot } from './session-limits.ts';
+import { checkLimits } from './session-limits.ts';
 import { startEgress } from '../egress/session-egress.ts';
 import { Session, type SessionDeps } from './session.ts';
 import { createBatch } from './batch-create.ts';
@@ -101,6 +101,7 @@ export class SessionManager {
       deps: this.#deps,
       log,
       register: (session) => this.#sessions.set(session.id, session),
+      discard: (backend) => this.#discard(backend),
     };
     this.#reapHost = {
       hibernateAfterMs: config.idleHibernateSeconds * 1000,
@@ -206,9 +207,18 @@ export class SessionManager {
         sandboxed: resolved.policy.sandbox.type !== 'danger-full-access',
         onImagePull: options.onImagePull,
       });
-      await takeFleetSlot(this.#backend.fleet, backendSession, options.tenant, this.#config.maxSessionsPerTenant);
       const session = new Session(id, options.tenant, resolved, backendSession, this.#deps);
-      await startEgress(session, backendSession);
+      // A fleet's quota slot is taken once the container exists, so concurrent creates on
+      // several replicas never overshoot. Until the session is listed, a failure removes it
+      // again, retried like a deletion: a container left behind would come back as a session
+      // at the next start's recovery.
+      try {
+        await this.#backend.fleet?.quota?.take(options.tenant, id, this.#config.maxSessionsPerTenant);
+        await startEgress(session, backendSession);
+      } catch (err) {
+        await this.#teardown(session);
+        throw err;
+      }
       this.#sessions.set(id, session);
       await adoptRestored(session, this.#log);
       // Not awaited: creation answers at once, and the first sandboxed command waits only for
@@ -297,7 +307,12 @@ export class SessionManager {
     this.#metrics.sessionsActive.set(this.#sessions.size);
     this.#log.info({ sessionId: session.id, why }, 'session destroyed');
     session.audit({ action: 'session.delete', detail: { why } });
-    await removeSession(
+    await this.#teardown(session);
+  }
+
+  /** Removes what is left of a session no longer (or not yet) listed; see session-removal.ts. */
+  #teardown(session: Session): Promise<void> {
+    return removeSession(
       {
         sessionId: session.id,
         first: () => session.destroy(),
@@ -305,6 +320,15 @@ export class SessionManager {
         done: async () => this.#backend.fleet?.quota?.release(session.id),
         stopping: () => this.#closing,
       },
+      this.#log,
+    );
+  }
+
+  /** A backend session that never became one of ours (an unreadable record): its container goes. */
+  #discard(backend: BackendSession): Promise<void> {
+    const destroy = (): Promise<void> => backend.destroy();
+    return removeSession(
+      { sessionId: backend.id, first: destroy, again: destroy, done: async () => {}, stopping: () => this.#closing },
       this.#log,
     );
   }

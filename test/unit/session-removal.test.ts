@@ -1,6 +1,7 @@
 /** A deleted session's teardown is tried again when its backend fails it (session-removal.ts). */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { BackendSession, BackendSessionSpec } from '../../src/backends/types.ts';
 import { asTenantId } from '../../src/ids.ts';
 import type { Logger } from '../../src/logger.ts';
 import { type Removal, removeSession } from '../../src/sessions/session-removal.ts';
@@ -95,5 +96,41 @@ test('a deleted session whose backend fails its removal once is removed on the n
   assert.equal(calls, 1);
   await until(() => removed);
   assert.equal(calls, 2, 'tried again, the backend alone');
+  assert.ok(removed, 'the second try removed it');
+});
+
+test('a create that fails after its container exists removes it, tried again on failure (local backend)', async (t) => {
+  const server = await startServer();
+  t.after(() => server.close());
+  const tenant = asTenantId('default');
+  const backend = server.app.sessions.backend;
+  const create = backend.createSession.bind(backend);
+  let calls = 0;
+  let removed = false;
+  Object.assign(backend, {
+    createSession: async (spec: BackendSessionSpec): Promise<BackendSession> => {
+      const made = await create(spec);
+      const real = made.destroy.bind(made);
+      return Object.assign(made, {
+        enableEgress: async (): Promise<void> => {
+          throw new Error('the agent did not open its egress listener');
+        },
+        destroy: async (): Promise<void> => {
+          calls++;
+          if (calls === 1) throw new Error('engine did not answer in time');
+          await real();
+          removed = true;
+        },
+      });
+    },
+  });
+  await assert.rejects(
+    server.app.sessions.create({ network: { allow: ['127.0.0.2:9'] } }, { tenant }),
+    /did not open its egress listener/,
+  );
+  assert.deepEqual(server.app.sessions.list(tenant), [], 'never listed');
+  assert.equal(calls, 1, 'the create answered after the first try');
+  await until(() => removed);
+  assert.equal(calls, 2, 'tried again');
   assert.ok(removed, 'the second try removed it');
 });
