@@ -41,14 +41,25 @@ async function createDocker(config: Config, log: Logger): Promise<Backend> {
   );
 }
 
+/** Warns when a local engine's host cannot hold `--max-sessions` sessions (docker/engine/host-pids.ts). */
+async function checkDockerHost(config: Config, log: Logger): Promise<void> {
+  const { checkHostPids, engineList } = await import('./docker/index.ts');
+  await checkHostPids(engineList(config.dockerHost), config.maxSessions, log);
+}
+
 /** `auto`: docker when an engine answers within its ping deadline, else local. */
 export async function createBackend(config: Config, log: Logger): Promise<Backend> {
-  if (config.backend === 'docker') return createDocker(config, log);
+  if (config.backend === 'docker') {
+    const docker = await createDocker(config, log);
+    await checkDockerHost(config, log);
+    return docker;
+  }
   if (config.backend === 'auto') {
     const docker = await createDocker(config, log);
     try {
       await docker.ping();
       log.info({}, 'backend auto: docker engine answered');
+      await checkDockerHost(config, log);
       return docker;
     } catch (err) {
       await docker.close();

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import Docker from 'dockerode';
 import { execError, ExecServerError } from '../../../errors.ts';
 import { DEFAULT_DOCKER_SOCKET, type DockerHostAddress, parseDockerHost } from '../../../config/docker-host.ts';
+import { pidHint } from './host-pids.ts';
 
 /**
  * Builds a dockerode client for `dockerHost` (see `DockerBackendOptions.dockerHost`).
@@ -112,7 +113,7 @@ export function engineError(err: unknown, what: string): ExecServerError {
   }
   const detail = e?.json?.message ?? e?.message ?? String(err);
   if (e?.statusCode === 404) return execError('EXEC_ERR_NOT_FOUND', `${what}: ${detail}`, { cause: err });
-  return execError('EXEC_ERR_BACKEND', `${what}: ${detail}`, { cause: err });
+  return execError('EXEC_ERR_BACKEND', `${what}: ${detail}${pidHint(detail)}`, { cause: err });
 }
 
 /**
