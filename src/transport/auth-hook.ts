@@ -10,7 +10,7 @@ import { actorStore, type AuditActor, type Auditor } from '../audit/auditor.ts';
 import { bearerFromProtocols } from '../console/websocket-token.ts';
 import { ExecServerError, httpErrorBody } from '../errors.ts';
 import type { Principal } from '../sessions/token-scope.ts';
-import { httpScopeError, identify, type Identify } from './principal.ts';
+import { httpScopeError, identify, type Identify, requestTarget } from './principal.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -70,7 +70,8 @@ export function registerAuthHooks(app: FastifyInstance, opts: AuthHookOptions): 
     if (who instanceof ExecServerError) return refuse(request, reply, who, opts.audit, path);
     request.principal = who;
     request.tenant = who.tenant;
-    const denied = who.scope && httpScopeError(who.scope, request.method, path, upgrade);
+    const target = requestTarget(path, request.routeOptions.url, (request.params as { id?: unknown } | null)?.id);
+    const denied = who.scope && httpScopeError(who.scope, request.method, target, upgrade);
     if (denied) return refuse(request, reply, denied, opts.audit, path);
   });
   // Callback style on purpose: `done` runs the rest of the request (handler included) inside

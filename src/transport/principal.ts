@@ -38,47 +38,78 @@ export function identify(header: string | undefined, deps: Identify): Principal 
   return { tenant, name: `tenant:${tenant}` };
 }
 
-/** A path segment decoded, or undefined when its escapes are malformed (never a match then). */
-function safeDecode(segment: string): string | undefined {
+/** A path decoded, or undefined when its escapes are malformed (never a match then). */
+function safeDecode(path: string): string | undefined {
   try {
-    return decodeURIComponent(segment);
+    return decodeURIComponent(path);
   } catch {
     return undefined;
   }
 }
 
+/**
+ * What a request targets, as the router understood it: a route under `/v1/sessions/:id` gives
+ * the session and the rest of the route's pattern (`/tokens/:tokenId`). Checking the pattern,
+ * not the raw URL, means an escaped spelling (`/%74okens`) is judged as the route it reaches.
+ */
+export interface RequestTarget {
+  /** The session the route acts on; undefined for routes outside one session. */
+  readonly sessionId: string | undefined;
+  /** The route's pattern after `/v1/sessions/:id` ('' for the session itself). */
+  readonly suffix: string;
+  /** For messages. */
+  readonly path: string;
+}
+
+const SESSION_ROUTE = /^\/v1\/sessions\/:id(\/.*)?$/;
 const SESSION_PATH = /^\/v1\/sessions\/([^/?#]+)(\/[^?#]*)?$/;
 
 /**
- * Whether a session token may call `method path`: its own session's routes only (not token
- * minting), the WebSocket endpoint (initialize checks the session), and for `read` only GET.
+ * The target of a request: from the matched route (`pattern`, `params.id`) when there is one,
+ * else from the decoded path (a URL no route serves answers 404 anyway; the scope check only
+ * must not let it through differently).
+ */
+export function requestTarget(path: string, pattern: string | undefined, id: unknown): RequestTarget {
+  if (pattern !== undefined) {
+    const m = SESSION_ROUTE.exec(pattern);
+    return m && typeof id === 'string'
+      ? { sessionId: id, suffix: m[1] ?? '', path }
+      : { sessionId: undefined, suffix: pattern, path };
+  }
+  const m = SESSION_PATH.exec(safeDecode(path) ?? '');
+  return { sessionId: m?.[1], suffix: m?.[2] ?? '', path };
+}
+
+/**
+ * Whether a session token may call `method` on `target`: its own session's routes only (not
+ * token minting), the WebSocket endpoint (initialize checks the session), and for `read` only GET.
  */
 export function httpScopeError(
   scope: TokenScope,
   method: string,
-  path: string,
+  target: RequestTarget,
   upgrade: boolean,
 ): ExecServerError | undefined {
+  const { path, suffix } = target;
   if (upgrade && (path === '/' || path === '/v1/ws')) return undefined;
-  const m = SESSION_PATH.exec(path);
-  if (!m || m[1] === undefined)
+  if (target.sessionId === undefined)
     return execError(
       'EXEC_ERR_TOKEN_SCOPE',
       `a session token opens only its session (${scope.sessionId}); ${method} ${path} needs a tenant token`,
     );
-  if (safeDecode(m[1]) !== scope.sessionId)
+  if (target.sessionId !== scope.sessionId)
     return execError('EXEC_ERR_TOKEN_SCOPE', `this token is scoped to session ${scope.sessionId}`);
-  if ((m[2] ?? '').startsWith('/tokens'))
+  if (suffix.startsWith('/tokens'))
     return execError('EXEC_ERR_TOKEN_SCOPE', 'session tokens cannot create or revoke tokens; use a tenant token');
   // A fork makes new sessions, which a session token cannot open either.
-  if ((m[2] ?? '') === '/fork')
+  if (suffix === '/fork')
     return execError(
       'EXEC_ERR_TOKEN_SCOPE',
       'session tokens cannot fork (a fork creates sessions); use a tenant token',
     );
   // MCP is for tenant tokens (`/mcp` refuses session tokens), so is the route replicas use to
   // run an MCP connection's tool call on a session's owner (src/mcp/forwarded-calls.ts).
-  if ((m[2] ?? '') === MCP_CALL_SUFFIX)
+  if (suffix === MCP_CALL_SUFFIX)
     return execError('EXEC_ERR_TOKEN_SCOPE', 'session tokens cannot call MCP tools; use a tenant token');
   if (scope.access === 'read' && method !== 'GET' && method !== 'HEAD')
     return execError('EXEC_ERR_TOKEN_READ_ONLY', `a read token cannot ${method} ${path}`);

@@ -55,6 +55,11 @@ test('a full token opens its session only: HTTP, WebSocket resume, processes and
     ['POST', `/v1/sessions/${id}/tokens`, { access: 'full' }, 403, 'EXEC_ERR_TOKEN_SCOPE'],
     ['POST', `/v1/sessions/${id}/fork`, { count: 2 }, 403, 'EXEC_ERR_TOKEN_SCOPE'],
     ['POST', '/mcp', {}, 403, 'EXEC_ERR_TOKEN_SCOPE'],
+    // Escaped spellings reach the same routes: judged as the routes they reach.
+    ['POST', `/v1/sessions/${id}/%74okens`, { access: 'full' }, 403, 'EXEC_ERR_TOKEN_SCOPE'],
+    ['DELETE', `/v1/sessions/${id}/%74okens/tok_x`, undefined, 403, 'EXEC_ERR_TOKEN_SCOPE'],
+    ['POST', `/v1/sessions/${id}/%66ork`, { count: 2 }, 403, 'EXEC_ERR_TOKEN_SCOPE'],
+    ['GET', `/v1/sessions/${encodeURIComponent(otherId).replace('-', '%2D')}`, undefined, 403, 'EXEC_ERR_TOKEN_SCOPE'],
   ];
   for (const [method, path, body, status, c] of refused) {
     const r = await api(method, path, body, tok.token);
