@@ -16,13 +16,18 @@
  * already carries (with its flow control); that process takes the client's socket from the
  * daemon (SCM_RIGHTS) and relays it to its own stdin and stdout, with the same pump.
  *
- * Bounded: at most MAX_TUNNELS at once (further clients are closed at once), each direction at
- * most the pipe's capacity in flight; a pending client not claimed within PENDING_MS is closed.
+ * Bounded: at most MAX_TUNNELS at once, each direction at most the pipe's capacity in flight; a
+ * pending client not claimed within PENDING_MS is closed. A client the agent cannot carry (no
+ * tunnel free, no server) is answered in HTTP (429, 502) and closed, never just reset: the
+ * command sees why. MAX_TUNNELS is twice the server's limits for one session (64 relayed
+ * connections, 64 request heads being read; src/egress/proxy.ts), so the server, which audits
+ * its refusals, normally answers first; a tunnel the server answered is closed by the server at
+ * once, which frees it here even when the client never closes.
  */
 #define TUNNEL_MAGIC "EXAGTUN1"
 /* A tunnel whose client socket may be handed to the server's relay once the server decided. */
 #define TUNNEL_MAGIC_PASS "EXAGTUN2"
-#define MAX_TUNNELS 64
+#define MAX_TUNNELS 128
 #define TUNNEL_PIPE (1024 * 1024)
 #define PENDING_MS 10000
 
@@ -87,17 +92,42 @@ static int egress_listen(int port) {
   return 0;
 }
 
-/* A new client: a tunnel to the server's link, greeted with the secret; closed when none can be had. */
+/*
+ * Answers a client the agent cannot carry with `status` and `why` (the proxy's own format,
+ * src/egress/proxy.ts), then closes it. What the client already sent is read first: closing a
+ * socket with unread bytes resets it, and a reset can discard the answer before it is read.
+ */
+static void egress_refuse(int c, const char *status, const char *why) {
+  char msg[512];
+  size_t body = sizeof "exec-server egress: \n" - 1 + strlen(why);
+  int n = snprintf(msg, sizeof msg,
+                   "HTTP/1.1 %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %zu\r\n"
+                   "Connection: close\r\nX-Exec-Server-Egress: error\r\n\r\nexec-server egress: %s\n",
+                   status, body, why);
+  if (n > 0 && n < (int)sizeof msg) { ssize_t ignored = send(c, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT); (void)ignored; }
+  shutdown(c, SHUT_WR);
+  char sink[4096];
+  for (int i = 0; i < 16 && recv(c, sink, sizeof sink, MSG_DONTWAIT) > 0; i++) {}
+  close(c);
+}
+
+/* A new client: a tunnel to the server's link, greeted with the secret; answered and closed when
+ * none can be had. */
 static void egress_accept(void) {
   for (;;) {
     int c = accept4(egress_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (c < 0) return;
     tunnel *t = NULL;
     for (int i = 0; i < MAX_TUNNELS && !t; i++) if (!tunnels[i].used) t = &tunnels[i];
-    if (!t) { close(c); continue; } /* bounded: the client sees its connection reset */
+    if (!t) {
+      char why[96];
+      snprintf(why, sizeof why, "%d connections already open through this proxy", MAX_TUNNELS);
+      egress_refuse(c, "429 Too Many Requests", why);
+      continue;
+    }
     if (!link_set) {
       /* Through the engine: announced, and handed to the `exec-agent tunnel` the server starts. */
-      if (conn_out < 0) { close(c); continue; }
+      if (conn_out < 0) { egress_refuse(c, "502 Bad Gateway", "the server is not connected"); continue; }
       memset(t, 0, sizeof *t);
       t->used = 2; t->id = next_tunnel_id++; t->since = now_ms(); t->client = c; t->server = -1;
       for (int k = 0; k < 2; k++) t->d[k].pipe[0] = t->d[k].pipe[1] = -1;
@@ -108,7 +138,7 @@ static void egress_accept(void) {
     }
     int s = dial_greeted(egress_pass ? TUNNEL_MAGIC_PASS : TUNNEL_MAGIC);
     if (s < 0) {
-      close(c);
+      egress_refuse(c, "502 Bad Gateway", "the server cannot be reached");
       continue;
     }
     memset(t, 0, sizeof *t);

@@ -12,6 +12,7 @@
  */
 import { BlockList, isIP, isIPv4 } from 'node:net';
 import { execError } from '../errors.ts';
+import { canonicalAddress } from './ip-address.ts';
 
 /** Most entries one session may list. */
 export const MAX_ALLOW_ENTRIES = 256;
@@ -62,10 +63,14 @@ function splitPort(entry: string): { host: string; port?: string } | undefined {
   return { host: entry };
 }
 
+/**
+ * An `ip`/`cidr` entry. An IPv4-mapped one (`::ffff:10.0.0.0/104`) is its IPv4 range: the
+ * decision judges a mapped address as the IPv4 address it names (decision.ts).
+ */
 function cidrEntry(host: string, port: number | undefined, text: string): AllowEntry | string {
   const slash = host.indexOf('/');
-  const address = slash < 0 ? host : host.slice(0, slash);
-  const version = isIP(address);
+  let address = slash < 0 ? host : host.slice(0, slash);
+  let version = isIP(address);
   if (version === 0) return `${address} is not an IP address`;
   const max = version === 4 ? 32 : 128;
   let prefix = max;
@@ -74,10 +79,16 @@ function cidrEntry(host: string, port: number | undefined, text: string): AllowE
     if (!/^\d{1,3}$/.test(p) || Number(p) > max) return `prefix /${p} is not between 0 and ${max}`;
     prefix = Number(p);
   }
+  const canonical = canonicalAddress(address);
+  if (version === 6 && isIPv4(canonical) && prefix >= 96) {
+    address = canonical;
+    version = 4;
+    prefix -= 96;
+  }
   const family = version === 4 ? 'ipv4' : 'ipv6';
   const range = new BlockList();
   range.addSubnet(address, prefix, family);
-  return { kind: 'cidr', address, prefix, family, exact: prefix === max, port, text, range };
+  return { kind: 'cidr', address, prefix, family, exact: prefix === (version === 4 ? 32 : 128), port, text, range };
 }
 
 /** One entry, or why it is malformed. */

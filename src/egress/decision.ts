@@ -4,17 +4,25 @@
  * anything. The proxy then dials exactly the address returned here, never the name again, so a
  * name that resolves elsewhere between check and use (DNS rebinding) changes nothing.
  *
- * Rules, in order:
+ * Every address is first brought to one spelling (ip-address.ts): an IPv4-mapped IPv6 address is
+ * its IPv4 address, judged and dialled as such. Rules, in order:
  * - the unspecified, multicast, broadcast and reserved ranges are never reached;
  * - the cloud metadata addresses (169.254.169.254, fd00:ec2::254) only by an `ip` entry naming
  *   exactly that address;
- * - loopback, link-local, private (RFC 1918, CGNAT, IPv6 unique-local) only by an `ip`/`cidr`
- *   entry that contains the address (a `*`, a host name or a domain never reaches them);
+ * - an IPv6 address of a translation or tunnelling form (IPv4-compatible, IPv4-translated,
+ *   NAT64, 6to4, Teredo) only by an `ip`/`cidr` entry that contains it, and never when the IPv4
+ *   address it carries is never reached, or the metadata address (then only by its exact `ip`):
+ *   a `*`, a host name or a domain would otherwise reach loopback as `::7f00:1`;
+ * - loopback, link-local, private (RFC 1918, CGNAT, IPv6 unique-local and site-local) only by an
+ *   `ip`/`cidr` entry that contains the address (a `*`, a host name or a domain never reaches them);
  * - any other address by an entry that matches: `*`, the host name, a domain above it, or an
  *   `ip`/`cidr` containing the address; an entry with a port matches that port only.
  */
 import { BlockList, isIP, isIPv4 } from 'node:net';
 import { cidrContains, type AllowEntry } from './allow-list.ts';
+import { canonicalAddress, type EmbeddedIPv4, embeddedIPv4 } from './ip-address.ts';
+
+export { canonicalAddress };
 
 export type EgressDecision =
   | { readonly allowed: true; readonly address: string; readonly entry: string }
@@ -32,6 +40,8 @@ const NEVER = ranges([
   ['240.0.0.0', 4],
   ['::', 128],
   ['ff00::', 8],
+  // Discard-only (RFC 6666).
+  ['100::', 64],
 ]);
 const METADATA = new Set(['169.254.169.254', 'fd00:ec2::254']);
 /** Reached only by an `ip`/`cidr` entry that names them. */
@@ -57,16 +67,12 @@ const INTERNAL: ReadonlyArray<readonly [BlockList, string]> = [
       ['192.168.0.0', 16],
       ['100.64.0.0', 10],
       ['fc00::', 7],
+      // Site-local, deprecated but still routed inside some networks.
+      ['fec0::', 10],
     ]),
     'private',
   ],
 ];
-
-/** `::ffff:a.b.c.d` → `a.b.c.d` (the same destination, checked as IPv4). */
-export function canonicalAddress(address: string): string {
-  const m = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  return m?.[1] ?? address.toLowerCase();
-}
 
 function check(list: BlockList, address: string): boolean {
   return list.check(address, isIPv4(address) ? 'ipv4' : 'ipv6');
@@ -90,18 +96,51 @@ function nameMatches(entry: AllowEntry, host: string, port: number): boolean {
   return false;
 }
 
-/** One address: allowed with the entry that allows it, or the reason it is refused. */
-function decideAddress(
+type CidrEntry = Extract<AllowEntry, { kind: 'cidr' }>;
+type Verdict = { entry: string } | { reason: string };
+
+/**
+ * An address reached only by an ip/cidr entry that contains it: the first such entry for this
+ * port, or `why` (or, when the entries that name it are for other ports, that the port is missing).
+ */
+function namedOnly(
   allow: readonly AllowEntry[],
-  host: string,
-  port: number,
+  cidrs: readonly CidrEntry[],
+  target: string,
   address: string,
-): { entry: string } | { reason: string } {
+  why: string,
+): Verdict {
+  const named = cidrs[0];
+  if (named) return { entry: named.text };
+  const otherPort = allow.some((e) => e.kind === 'cidr' && cidrContains(e, address));
+  return { reason: otherPort ? `${target} is not in the session's allow-list (other ports of ${address} are)` : why };
+}
+
+/** An IPv6 address that carries an IPv4 one (NAT64, 6to4...): judged by both (see the rules above). */
+function decideEmbedded(
+  allow: readonly AllowEntry[],
+  cidrs: readonly CidrEntry[],
+  target: string,
+  address: string,
+  embedded: EmbeddedIPv4,
+): Verdict {
+  const inner = embedded.ipv4;
+  const what =
+    inner === undefined ? `${address} is a ${embedded.form} address` : `${address} carries ${inner} (${embedded.form})`;
+  if (inner !== undefined && check(NEVER, inner)) return { reason: `${what}, which is never reachable` };
+  if (inner !== undefined && METADATA.has(inner)) {
+    const exact = cidrs.find((e) => e.exact);
+    return exact ? { entry: exact.text } : { reason: `${what}, the cloud metadata address (allow it by its exact ip)` };
+  }
+  return namedOnly(allow, cidrs, target, address, `${what}: allow it by an ip or cidr entry that contains it`);
+}
+
+/** One canonical address: allowed with the entry that allows it, or the reason it is refused. */
+function decideAddress(allow: readonly AllowEntry[], host: string, port: number, address: string): Verdict {
   if (isIP(address) === 0) return { reason: `${address} is not an address` };
   if (check(NEVER, address)) return { reason: `${address} is never reachable (unspecified, multicast or reserved)` };
   const cidrs = allow.filter(
-    (e): e is Extract<AllowEntry, { kind: 'cidr' }> =>
-      e.kind === 'cidr' && portMatches(e, port) && cidrContains(e, address),
+    (e): e is CidrEntry => e.kind === 'cidr' && portMatches(e, port) && cidrContains(e, address),
   );
   if (METADATA.has(address)) {
     const exact = cidrs.find((e) => e.exact);
@@ -109,20 +148,20 @@ function decideAddress(
       ? { entry: exact.text }
       : { reason: `${address} is the cloud metadata address (allow it by its exact ip)` };
   }
+  const target = `${host}:${port}`;
+  const embedded = embeddedIPv4(address);
+  if (embedded !== undefined) return decideEmbedded(allow, cidrs, target, address, embedded);
   const internal = internalKind(address);
-  if (internal !== undefined) {
-    const named = cidrs[0];
-    if (named) return { entry: named.text };
-    // Named, but for other ports: the port is what is missing from the list.
-    const otherPort = allow.some((e) => e.kind === 'cidr' && cidrContains(e, address));
-    return {
-      reason: otherPort
-        ? `${host}:${port} is not in the session's allow-list (other ports of ${address} are)`
-        : `${address} is a ${internal} address (allow it by an ip or cidr entry)`,
-    };
-  }
+  if (internal !== undefined)
+    return namedOnly(
+      allow,
+      cidrs,
+      target,
+      address,
+      `${address} is a ${internal} address (allow it by an ip or cidr entry)`,
+    );
   const entry = cidrs[0] ?? allow.find((e) => nameMatches(e, host, port));
-  return entry ? { entry: entry.text } : { reason: `${host}:${port} is not in the session's allow-list` };
+  return entry ? { entry: entry.text } : { reason: `${target} is not in the session's allow-list` };
 }
 
 /**

@@ -10,9 +10,16 @@
  *
  * A forwarded HTTP request is sent with `Connection: close`: one request per connection, so the
  * proxy never parses a response and each request is decided on its own.
+ *
+ * Bounded per session: `maxConnections` relayed at once, and apart from them at most
+ * `maxHeads` connections whose request head is still being read, each for at most
+ * `headTimeoutMs`. A connection that finds `maxHeads` heads in progress takes the place of the
+ * oldest if that one has waited `headYieldMs` (it is answered 408), and is answered 429
+ * otherwise: a command that holds unfinished heads (slowloris) delays the others' connections
+ * by at most `headYieldMs`, and never blocks the relayed ones.
  */
 import { lookup } from 'node:dns/promises';
-import { connect, isIP, type Socket } from 'node:net';
+import { connect, isIP, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { AllowEntry } from './allow-list.ts';
 import { decideEgress, mayAllowName } from './decision.ts';
@@ -24,14 +31,19 @@ import {
   plainTunnel,
   type RelayExit,
 } from './native-relay.ts';
+import { headEnd, MAX_HEAD_BYTES, parseRequestHead, splitAuthority, type Target } from './request-head.ts';
 
-/** Largest request head (request line and headers) the proxy reads. */
-const MAX_HEAD_BYTES = 16 * 1024;
-const HEAD_TIMEOUT_MS = 30_000;
+// Where the head parsing lived before request-head.ts: its callers keep importing it from here.
+export { parseRequestHead, splitAuthority };
+
+/** Request heads read at once per session, by default (the relayed connections apart). */
+export const MAX_HEADS = 64;
+/** How long a request head may take, by default. Clients send theirs at once. */
+export const HEAD_TIMEOUT_MS = 10_000;
+/** How long a head in progress keeps its place when `maxHeads` are waiting, by default. */
+export const HEAD_YIELD_MS = 1_000;
 const LOOKUP_TIMEOUT_MS = 5_000;
 const CONNECT_TIMEOUT_MS = 10_000;
-/** Request headers that concern this hop only (RFC 9110 7.6.1), dropped before forwarding. */
-const HOP_HEADERS = new Set(['connection', 'proxy-connection', 'keep-alive', 'proxy-authorization', 'te', 'upgrade']);
 
 /** One connection as it ended, for the audit log and the counters. */
 export interface EgressRecord {
@@ -60,6 +72,12 @@ export interface EgressProxyOptions {
   readonly allow: readonly AllowEntry[];
   /** Connections relayed at once; further ones are answered 429. */
   readonly maxConnections: number;
+  /** Request heads read at once (default MAX_HEADS); see the module's comment. */
+  readonly maxHeads?: number | undefined;
+  /** Default HEAD_TIMEOUT_MS. */
+  readonly headTimeoutMs?: number | undefined;
+  /** Default HEAD_YIELD_MS. */
+  readonly headYieldMs?: number | undefined;
   /** Called once per connection when it ends (or is refused). */
   readonly onRecord?: ((r: EgressRecord) => void) | undefined;
   /** false: relay in JavaScript even where the native relay could take over (tests, benchmarks). */
@@ -70,12 +88,11 @@ export interface EgressProxyOptions {
   readonly onRelayExit?: ((e: RelayExit) => void) | undefined;
 }
 
-interface Target {
-  readonly method: string;
-  readonly host: string;
-  readonly port: number;
-  /** What goes to the destination first (a rewritten request head), or nothing for CONNECT. */
-  readonly head?: Buffer | undefined;
+/** A connection whose request head is being read. */
+interface PendingHead {
+  readonly since: number;
+  /** Answers it (408) and stops reading it: a newer connection takes its place. */
+  readonly evict: () => void;
 }
 
 async function systemResolve(host: string): Promise<string[]> {
@@ -96,41 +113,10 @@ function answer(client: Duplex, status: string, body: string): void {
   client.end(
     `HTTP/1.1 ${status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\nX-Exec-Server-Egress: ${status.startsWith('403') ? 'refused' : 'error'}\r\n\r\n${text}`,
   );
-}
-
-/** `host:port` of a CONNECT target or URL authority (IPv6 in brackets); undefined if malformed. */
-export function splitAuthority(
-  authority: string,
-  defaultPort: number | undefined,
-): { host: string; port: number } | undefined {
-  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]/\s]+))(?::(\d{1,5}))?$/.exec(authority);
-  if (!m) return undefined;
-  const host = (m[1] ?? m[2] ?? '').toLowerCase();
-  const port = m[3] !== undefined ? Number(m[3]) : defaultPort;
-  if (host === '' || port === undefined || port < 1 || port > 65535) return undefined;
-  return { host, port };
-}
-
-/** The destination of a request head, with the head to forward; a string says why it is malformed. */
-export function parseRequestHead(head: string): Target | string {
-  const lines = head.split('\r\n');
-  const [method = '', target = '', version = ''] = (lines[0] ?? '').split(' ');
-  if (!/^HTTP\/1\.[01]$/.test(version) || method === '') return 'not an HTTP/1.x request';
-  if (method === 'CONNECT') {
-    const a = splitAuthority(target, undefined);
-    return a ? { method, ...a } : `CONNECT target ${target} is not host:port`;
-  }
-  const url = /^http:\/\/([^/?#]+)([^#]*)$/i.exec(target);
-  if (!url) return `${target} is not an absolute http:// URL (use CONNECT for https)`;
-  const a = splitAuthority(url[1] ?? '', 80);
-  if (!a) return `${url[1]} is not host[:port]`;
-  const headers = lines
-    .slice(1)
-    .filter((l) => l !== '' && !HOP_HEADERS.has(l.slice(0, l.indexOf(':')).trim().toLowerCase()));
-  if (!headers.some((l) => /^host\s*:/i.test(l))) headers.unshift(`Host: ${url[1]}`);
-  const path = url[2] === '' || url[2] === undefined ? '/' : url[2].startsWith('/') ? url[2] : `/${url[2]}`;
-  const out = `${method} ${path} ${version}\r\n${headers.join('\r\n')}\r\nConnection: close\r\n\r\n`;
-  return { method, ...a, head: Buffer.from(out, 'latin1') };
+  // Nothing more is read from it: closed once the answer is out, not when the client ends, since
+  // a client that never ends would keep its tunnel (and the agent's slot for it) forever. Only a
+  // socket: closing another stream (gVisor's exec-stream tunnel) could cut the answer short.
+  if (client instanceof Socket) client.once('finish', () => client.destroy());
 }
 
 /** One session's egress proxy: decides and relays every tunnel its agent brings. */
@@ -145,6 +131,8 @@ export class EgressProxy {
   };
   readonly #o: EgressProxyOptions;
   readonly #open = new Set<Duplex>();
+  /** Connections whose head is being read, oldest first. */
+  readonly #heads = new Map<Duplex, PendingHead>();
   readonly #native: NativeRelays;
   #closed = false;
 
@@ -166,6 +154,14 @@ export class EgressProxy {
     client.on('error', () => undefined);
     this.#open.add(client);
     client.once('close', () => this.#open.delete(client));
+    if (!this.#admitHead()) {
+      answer(
+        client,
+        '429 Too Many Requests',
+        `exec-server egress: ${this.#maxHeads} request heads already in progress`,
+      );
+      return;
+    }
     void this.#readHead(client)
       .then((got) => (got === undefined ? undefined : this.#serve(client, got.head, got.rest)))
       .catch(() => client.destroy());
@@ -180,32 +176,70 @@ export class EgressProxy {
     this.#native.close();
   }
 
+  get #maxHeads(): number {
+    return this.#o.maxHeads ?? MAX_HEADS;
+  }
+
+  /**
+   * Whether a new connection may have its head read: a place is free, or the oldest head in
+   * progress has had `headYieldMs` and gives its place up (answered 408).
+   */
+  #admitHead(): boolean {
+    if (this.#heads.size < this.#maxHeads) return true;
+    const oldest = this.#heads.values().next().value;
+    if (oldest === undefined || performance.now() - oldest.since < (this.#o.headYieldMs ?? HEAD_YIELD_MS)) return false;
+    oldest.evict();
+    return true;
+  }
+
   #readHead(client: Duplex): Promise<{ head: string; rest: Buffer } | undefined> {
+    const limit = this.#o.headTimeoutMs ?? HEAD_TIMEOUT_MS;
+    const yieldMs = this.#o.headYieldMs ?? HEAD_YIELD_MS;
     return new Promise((resolve) => {
       let buf = Buffer.alloc(0);
       const finish = (v: { head: string; rest: Buffer } | undefined, status?: string, why?: string): void => {
         clearTimeout(timer);
+        this.#heads.delete(client);
         client.off('data', onData);
         client.off('end', onEnd);
-        if (status !== undefined) answer(client, status, why ?? '');
+        client.off('close', onClose);
+        if (status !== undefined) answer(client, status, `exec-server egress: ${why}`);
         resolve(v);
       };
-      const timer = setTimeout(() => finish(undefined, '408 Request Timeout', 'no request in time'), HEAD_TIMEOUT_MS);
+      const timer = setTimeout(
+        () => finish(undefined, '408 Request Timeout', `no complete request head within ${limit} ms`),
+        limit,
+      );
+      this.#heads.set(client, {
+        since: performance.now(),
+        evict: () =>
+          finish(
+            undefined,
+            '408 Request Timeout',
+            `request head not complete after ${yieldMs} ms while ${this.#maxHeads} others were being read`,
+          ),
+      });
       const onData = (d: Buffer): void => {
+        const from = buf.length;
         buf = Buffer.concat([buf, d]);
-        const end = buf.indexOf('\r\n\r\n');
-        if (end >= 0) {
+        // The limit holds for the whole head, however it arrives (one segment or many).
+        const end = headEnd(buf, from);
+        if (end > MAX_HEAD_BYTES || (end < 0 && buf.length > MAX_HEAD_BYTES))
+          finish(undefined, '431 Request Header Fields Too Large', `request head larger than ${MAX_HEAD_BYTES} bytes`);
+        else if (end >= 0) {
           client.pause();
-          finish({ head: buf.subarray(0, end + 2).toString('latin1'), rest: buf.subarray(end + 4) });
-        } else if (buf.length > MAX_HEAD_BYTES)
-          finish(undefined, '431 Request Header Fields Too Large', 'request head too large');
+          finish({ head: buf.subarray(0, end).toString('latin1'), rest: buf.subarray(end) });
+        }
       };
       const onEnd = (): void => {
         finish(undefined);
         client.destroy();
       };
+      // Destroyed meanwhile (the session closed): its place and timer go with it.
+      const onClose = (): void => finish(undefined);
       client.on('data', onData);
       client.once('end', onEnd);
+      client.once('close', onClose);
       client.resume();
     });
   }
@@ -216,15 +250,13 @@ export class EgressProxy {
       answer(client, '400 Bad Request', target);
       return;
     }
-    const refuse = (reason: string): void => {
+    const refuse = (reason: string, status = '403 Forbidden'): void => {
       this.counts.refused++;
       this.#record(target, { allowed: false, reason, bytesOut: 0, bytesIn: 0 });
-      answer(client, '403 Forbidden', `exec-server egress: refused: ${reason}`);
+      answer(client, status, `exec-server egress: refused: ${reason}`);
     };
-    if (this.counts.active >= this.#o.maxConnections) {
-      answer(client, '429 Too Many Requests', `exec-server egress: ${this.#o.maxConnections} connections already open`);
-      return;
-    }
+    if (this.counts.active >= this.#o.maxConnections)
+      return refuse(`${this.#o.maxConnections} connections already open`, '429 Too Many Requests');
     if (isIP(target.host) === 0 && !mayAllowName(this.#o.allow, target.host, target.port))
       return refuse(`${target.host}:${target.port} is not in the session's allow-list`);
     let addresses: string[];

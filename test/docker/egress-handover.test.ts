@@ -122,3 +122,43 @@ test(
     assert.equal(egress.counts.active, 0);
   },
 );
+
+test(
+  'egress limits in a container: past 64 connections a recorded 429; 64 unfinished heads do not block a prompt one',
+  dockerTestOptions,
+  async (t) => {
+    const root = await tempDirFor(t, 'exec-server-egress-limits-');
+    const o = await origin();
+    t.after(() => o.server.close());
+    const backend = makeBackend({ agentSocketDir: root });
+    t.after(() => backend.close());
+    const session = await backend.createSession(sessionSpec());
+    const records: EgressRecord[] = [];
+    const allow = [`127.0.0.2:${o.port}`];
+    const egress = new SessionEgress({ allow, entries: parseAllowList(allow), onRecord: (r) => records.push(r) });
+    await egress.start(session);
+    t.after(() => egress.close());
+    const connect = `printf 'CONNECT 127.0.0.2:${o.port} HTTP/1.1\\r\\n\\r\\n'`;
+    const nc = `nc 127.0.0.1 ${EGRESS_PROXY_PORT}`;
+
+    // 64 tunnels held for 3 s (each handed over, so none holds a place in the agent), then one more.
+    const limit = await run(
+      session,
+      `for i in $(seq 64); do { ${connect}; exec sleep 3; } | ${nc} >/dev/null 2>&1 & done; sleep 1.5; ${connect} | ${nc}; wait`,
+    );
+    assert.match(limit.text('stdout'), /^HTTP\/1\.1 429 Too Many Requests\r\n[\s\S]*64 connections already open/);
+    assert.equal(egress.counts.refused, 1);
+    assert.deepEqual(
+      records.filter((r) => !r.allowed).map((r) => r.reason),
+      ['64 connections already open'],
+    );
+
+    // 64 heads never finished; 1.5 s later a complete one takes the place of the oldest (408).
+    const heads = await run(
+      session,
+      `for i in $(seq 64); do { printf 'CONNECT 127.0.0.2:${o.port} HTTP/1.1\\r\\n'; exec sleep 5; } | ${nc} >/tmp/head$i 2>&1 & done; sleep 1.5; ${connect} | ${nc}; sleep 0.2; echo ---; cat /tmp/head*`,
+    );
+    assert.match(heads.text('stdout'), /^HTTP\/1\.1 200 Connection Established\r\n\r\ngot 0\n---\n/, heads.text());
+    assert.match(heads.text('stdout'), /HTTP\/1\.1 408 Request Timeout\r\n[\s\S]*not complete after 1000 ms/);
+  },
+);

@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import { ExecServerClient } from '../../src/client/index.ts';
 import type { SessionInfo } from '../../src/protocol/index.ts';
-import { type ExecAnswer, newSession, serverWithApi } from './helpers.ts';
+import { type Api, type ExecAnswer, newSession, serverWithApi } from './helpers.ts';
 
 const BODY = 'hello from the local egress test\n';
 /** Three times a command's unread-stdin budget: a download that must stream, not be held. */
@@ -66,3 +66,98 @@ test('local backend: egress through the sandbox namespace, refusals, and what ca
     await client.deleteSession();
   }
 });
+
+/**
+ * A client run inside the sandbox (node, argv: TARGET MODE): it speaks to the proxy named by
+ * HTTP_PROXY and prints what it got as JSON. `slowloris`: 64 unfinished heads held, then after
+ * 1.5 s a complete CONNECT; `limit`: 64 tunnels held open, then one more; `agent`: 64 tunnels
+ * and 64 unfinished heads held, then one more.
+ */
+const CLIENT = `
+const net = require('node:net');
+const [target, mode] = process.argv.slice(1);
+const proxy = { host: '127.0.0.1', port: Number(new URL(process.env.HTTP_PROXY).port) };
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const held = [];
+function partial() {
+  const s = net.connect(proxy);
+  s.answer = '';
+  s.on('data', (d) => { s.answer += d; });
+  s.on('error', () => undefined);
+  s.write('CONNECT ' + target + ' HTTP/1.1\\r\\n');
+  held.push(s);
+}
+function connect() {
+  return new Promise((resolve) => {
+    const s = net.connect(proxy);
+    let got = '';
+    const done = (why) => resolve({ status: got.split('\\r\\n')[0] || why, body: got.split('\\r\\n\\r\\n')[1] ?? '' });
+    s.on('data', (d) => { got += d; if (got.includes('\\r\\n\\r\\n')) done(); });
+    s.on('end', () => done('end'));
+    s.on('error', (e) => done('error ' + e.code));
+    s.write('CONNECT ' + target + ' HTTP/1.1\\r\\n\\r\\n');
+    held.push(s);
+  });
+}
+(async () => {
+  const out = { tunnels: {} };
+  if (mode !== 'slowloris')
+    for (let i = 0; i < 64; i++) { const r = await connect(); out.tunnels[r.status] = (out.tunnels[r.status] ?? 0) + 1; }
+  if (mode !== 'limit') for (let i = 0; i < 64; i++) partial();
+  await sleep(mode === 'slowloris' ? 1500 : 300);
+  out.last = await connect();
+  out.heads = held.filter((s) => s.answer !== undefined).map((s) => s.answer.split('\\r\\n')[0]).filter(Boolean);
+  console.log(JSON.stringify(out));
+  process.exit(0);
+})();
+`;
+
+interface ClientReport {
+  tunnels: Record<string, number>;
+  last: { status: string; body: string };
+  heads: string[];
+}
+
+test('local backend: unfinished heads do not block the session; past each limit the answer is a 429', async (t) => {
+  const origin = createServer((_req, res) => res.end(BODY));
+  await new Promise<void>((r) => origin.listen(0, '127.0.0.2', r));
+  t.after(() => origin.closeAllConnections());
+  t.after(() => origin.close());
+  const target = `127.0.0.2:${(origin.address() as AddressInfo).port}`;
+  const api = await serverWithApi(t);
+  const client = await ExecServerClient.connect(api.server.url, { session: { network: { allow: [target] } } });
+  try {
+    await overload(api, client, target);
+  } finally {
+    await client.deleteSession();
+  }
+});
+
+async function overload(api: Api, client: ExecServerClient, target: string): Promise<void> {
+  const run = async (mode: string): Promise<ClientReport> => {
+    const result = await (await client.exec([process.execPath, '-e', CLIENT, target, mode])).wait();
+    assert.equal(result.exitCode, 0, result.stderr);
+    return JSON.parse(result.stdout) as ClientReport;
+  };
+
+  // One command holds 64 unfinished heads: a complete one still gets through, in place of the oldest.
+  const slow = await run('slowloris');
+  assert.equal(slow.last.status, 'HTTP/1.1 200 Connection Established', JSON.stringify(slow));
+  assert.ok(
+    slow.heads.some((h) => /^HTTP\/1\.1 408 /.test(h)),
+    JSON.stringify(slow.heads),
+  );
+
+  // Past the session's 64 connections: the server's 429, with its reason, counted as refused.
+  const limit = await run('limit');
+  assert.deepEqual(limit.tunnels, { 'HTTP/1.1 200 Connection Established': 64 });
+  assert.equal(limit.last.status, 'HTTP/1.1 429 Too Many Requests', JSON.stringify(limit.last));
+  assert.match(limit.last.body, /64 connections already open/);
+  const info = (await api<SessionInfo>('GET', `/v1/sessions/${client.sessionId}`)).body;
+  assert.equal(info.egress?.refused, 1);
+
+  // 64 tunnels and 64 heads fill the agent's 128 places: it answers the next itself.
+  const agent = await run('agent');
+  assert.equal(agent.last.status, 'HTTP/1.1 429 Too Many Requests', JSON.stringify(agent.last));
+  assert.match(agent.last.body, /128 connections already open through this proxy/);
+}

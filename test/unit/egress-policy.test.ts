@@ -100,6 +100,7 @@ test('decision: private, loopback, link-local need an ip/cidr entry; `*` and nam
     'fd12::1',
     'fe80::1',
     '::1',
+    'fec0::1',
   ]) {
     const d = decideEgress(allow('*', 'internal.test'), 'internal.test', 80, [address]);
     assert.equal(d.allowed, false, address);
@@ -122,7 +123,7 @@ test('decision: the metadata address only by its exact ip; unspecified and multi
   }
   assert.equal(decideEgress(allow('169.254.169.254:80'), '169.254.169.254', 80, ['169.254.169.254']).allowed, true);
   assert.equal(decideEgress(allow('*'), 'x', 80, ['fd00:ec2::254']).allowed, false);
-  for (const address of ['0.0.0.0', '224.0.0.1', '255.255.255.255', '::', 'ff02::1'])
+  for (const address of ['0.0.0.0', '224.0.0.1', '255.255.255.255', '::', 'ff02::1', '100::1'])
     assert.equal(decideEgress(allow('0.0.0.0/0', '::/0', '*'), address, 80, [address]).allowed, false, address);
 });
 
@@ -140,4 +141,69 @@ test('decision: names no entry could match are refused before any lookup', () =>
   assert.equal(mayAllowName(allow('example.com'), 'EXAMPLE.com.', 80), true);
   // An ip/cidr entry may match whatever a name resolves to: the name must be looked up.
   assert.equal(mayAllowName(allow('10.0.0.0/8'), 'db.internal', 80), true);
+});
+
+test('decision: an IPv4-mapped address is its IPv4 address, in every spelling, and is dialled as such', () => {
+  for (const spelling of ['::ffff:127.0.0.2', '::ffff:7f00:2', '0:0:0:0:0:ffff:7f00:2', '::FFFF:7F00:2'])
+    assert.equal(canonicalAddress(spelling), '127.0.0.2', spelling);
+  // Named by its IPv4 entry: the mapped form reaches it (and dials the IPv4 address).
+  assert.deepEqual(decideEgress(allow('127.0.0.2:18960'), '::ffff:7f00:2', 18960, ['::ffff:7f00:2']), {
+    allowed: true,
+    address: '127.0.0.2',
+    entry: '127.0.0.2:18960',
+  });
+  // An entry written in the mapped form names the IPv4 address too.
+  assert.equal(decideEgress(allow('::ffff:127.0.0.2'), '127.0.0.2', 80, ['127.0.0.2']).allowed, true);
+  assert.equal(decideEgress(allow('[::ffff:10.0.0.0/104]:80'), '10.9.8.7', 80, ['10.9.8.7']).allowed, true);
+  for (const [spelling, why] of [
+    ['::ffff:7f00:1', /127\.0\.0\.1 is a loopback address/],
+    ['::ffff:a00:1', /10\.0\.0\.1 is a private address/],
+    ['::ffff:a9fe:a9fe', /169\.254\.169\.254 is the cloud metadata address/],
+  ] as const) {
+    const d = decideEgress(allow('*'), spelling, 80, [spelling]);
+    assert.match(d.allowed ? 'allowed' : d.reason, why, spelling);
+  }
+  assert.equal(decideEgress(allow('169.254.169.254'), 'x', 80, ['::ffff:a9fe:a9fe']).allowed, true);
+  // Other spellings of the IPv6 special addresses are recognised too.
+  assert.equal(canonicalAddress('FD00:EC2:0:0:0:0:0:254'), 'fd00:ec2::254');
+  assert.equal(decideEgress(allow('*', 'fd00::/8'), 'x', 80, ['FD00:EC2:0:0:0:0:0:254']).allowed, false);
+  assert.equal(decideEgress(allow('*'), 'x', 80, ['0:0:0:0:0:0:0:1']).allowed, false);
+});
+
+test('decision: IPv6 translation forms never pass `*` or a name; only an ip/cidr entry that contains them', () => {
+  const forms: ReadonlyArray<readonly [string, RegExp]> = [
+    ['::7f00:1', /carries 127\.0\.0\.1 \(IPv4-compatible\)/],
+    ['::127.0.0.1', /carries 127\.0\.0\.1 \(IPv4-compatible\)/],
+    ['64:ff9b::7f00:1', /carries 127\.0\.0\.1 \(NAT64\)/],
+    ['64:ff9b::a9fe:a9fe', /carries 169\.254\.169\.254 \(NAT64\), the cloud metadata address/],
+    ['64:ff9b::5db8:d822', /carries 93\.184\.216\.34 \(NAT64\)/],
+    ['64:ff9b:1::7f00:1', /NAT64 \(local-use prefix\)/],
+    ['::ffff:0:7f00:1', /carries 127\.0\.0\.1 \(IPv4-translated\)/],
+    ['2002:7f00:1::', /carries 127\.0\.0\.1 \(6to4\)/],
+    ['2002:a9fe:a9fe::1', /cloud metadata address/],
+    // Teredo: the client's address is stored inverted (~127.0.0.1 = 80ff:fffe).
+    ['2001:0:4136:e378:8000:63bf:80ff:fffe', /carries 127\.0\.0\.1 \(Teredo\)/],
+    ['64:ff9b::e000:1', /carries 224\.0\.0\.1 \(NAT64\), which is never reachable/],
+  ];
+  for (const [address, why] of forms) {
+    const d = decideEgress(allow('*', 'named.test'), 'named.test', 80, [address]);
+    assert.equal(d.allowed, false, address);
+    assert.match(d.allowed ? '' : d.reason, why, address);
+  }
+  // Named explicitly, they are reached (and dialled as written, in canonical form)...
+  assert.deepEqual(decideEgress(allow('64:ff9b::/96'), 'v4only.test', 443, ['64:ff9b:0:0::5db8:d822']), {
+    allowed: true,
+    address: '64:ff9b::5db8:d822',
+    entry: '64:ff9b::/96',
+  });
+  assert.equal(decideEgress(allow('[2002::/16]:443'), 'x', 443, ['2002:7f00:1::']).allowed, true);
+  assert.equal(decideEgress(allow('[2002::/16]:443'), 'x', 80, ['2002:7f00:1::']).allowed, false);
+  // ...but the metadata address only by its exact ip, and a never-reachable one never.
+  assert.equal(decideEgress(allow('64:ff9b::/96'), 'x', 80, ['64:ff9b::a9fe:a9fe']).allowed, false);
+  assert.equal(decideEgress(allow('64:ff9b::a9fe:a9fe'), 'x', 80, ['64:ff9b::a9fe:a9fe']).allowed, true);
+  assert.equal(decideEgress(allow('::/0'), 'x', 80, ['64:ff9b::e000:1']).allowed, false);
+  // An entry naming the IPv4 address does not reach it through a translator (another route).
+  assert.equal(decideEgress(allow('127.0.0.2'), 'x', 80, ['64:ff9b::7f00:2']).allowed, false);
+  // Plain public IPv6 is untouched.
+  assert.equal(decideEgress(allow('*'), 'x', 80, ['2606:2800:220:1:248:1893:25c8:1946']).allowed, true);
 });
