@@ -3,7 +3,7 @@
  * attached to, and the forwarding of that session's process events as notifications.
  */
 import type { Config } from '../config.ts';
-import { execError } from '../errors.ts';
+import { execError, type ExecServerError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
@@ -13,7 +13,7 @@ import type { LogEvent } from '../processes/output-log.ts';
 import type { Session, SessionClient } from '../sessions/session.ts';
 import type { SessionManager } from '../sessions/session-manager.ts';
 import type { RpcPeer } from './rpc-peer.ts';
-import { type Principal, scopeProblem } from '../sessions/token-scope.ts';
+import { type Principal, scopeProblem, type TokenScope } from '../sessions/token-scope.ts';
 
 /** JSON-RPC methods a `read` token may call: attach, replay output, read files, describe. */
 export const READ_METHODS: ReadonlySet<string> = new Set([
@@ -46,6 +46,23 @@ export interface ConnectionDeps {
 }
 
 type Lifecycle = 'new' | 'initializing' | 'awaiting-initialized' | 'ready';
+
+/** setTimeout's longest delay; a token may last 30 days. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** Runs `fn` at `atMs` (epoch ms), never synchronously, on an unref'd timer; returns its cancel. */
+function atExpiry(atMs: number, fn: () => void): () => void {
+  let timer: NodeJS.Timeout | undefined;
+  const arm = (): void => {
+    timer = setTimeout(
+      () => (Date.now() >= atMs ? fn() : arm()),
+      Math.max(0, Math.min(atMs - Date.now(), MAX_TIMER_MS)),
+    );
+    timer.unref();
+  };
+  arm();
+  return () => clearTimeout(timer);
+}
 
 /** Wire form of one log event as a notification. */
 export function toNotification(proc: ManagedProcess, event: LogEvent): ProcessNotification {
@@ -138,10 +155,12 @@ export class Connection implements SessionClient {
   gate(method: string, requires: 'none' | 'initialized'): void {
     const scope = this.deps.principal?.scope;
     if (scope !== undefined) {
-      const problem = scopeProblem(scope, { findSession: (id) => this.deps.sessions.find(id) });
-      if (problem) throw problem;
-      if (scope.access === 'read' && !READ_METHODS.has(method))
-        throw execError('EXEC_ERR_TOKEN_READ_ONLY', `a read token cannot call ${method}`);
+      const problem =
+        scopeProblem(scope, { findSession: (id) => this.deps.sessions.find(id) }) ??
+        (scope.access === 'read' && !READ_METHODS.has(method)
+          ? execError('EXEC_ERR_TOKEN_READ_ONLY', `a read token cannot call ${method}`)
+          : undefined);
+      if (problem) throw this.#refused(scope, method, problem);
     }
     if (requires === 'none') {
       if (this.#lifecycle !== 'new')
@@ -153,6 +172,17 @@ export class Connection implements SessionClient {
       throw execError('EXEC_ERR_NOT_INITIALIZED', `client must call initialize before using ${area} methods`);
     if (this.#lifecycle === 'awaiting-initialized')
       throw execError('EXEC_ERR_NOT_INITIALIZED', `client must send initialized before using ${area} methods`);
+  }
+
+  /** A session token's refusal, recorded as the HTTP hook records its own (auth-hook.ts). */
+  #refused(scope: TokenScope, method: string, e: ExecServerError): ExecServerError {
+    this.deps.sessions.audit.record({
+      action: e.statusCode === 401 ? 'auth.failure' : 'auth.denied',
+      tenant: scope.tenant,
+      session: scope.sessionId,
+      detail: { method, code: e.code, reason: e.message },
+    });
+    return e;
   }
 
   onNotification(method: string, _params: unknown): void {
@@ -180,15 +210,18 @@ export class Connection implements SessionClient {
   attach(session: Session, role: 'client' | 'observer' = 'client'): void {
     this.#session = session;
     this.#observer = role === 'observer';
-    const tokenId = this.deps.principal?.scope?.tokenId;
-    if (tokenId !== undefined) {
-      // A revoked token's connection ends now, not at its next call.
+    const scope = this.deps.principal?.scope;
+    if (scope !== undefined) {
+      // A revoked or expired token's connection ends then, not at its next call: until its next
+      // call it would still receive output and approval requests.
       const off = session.tokens.onRevoke((revoked) => {
-        if (revoked === tokenId) this.evict('session token revoked');
+        if (revoked === scope.tokenId) this.evict('session token revoked');
       });
+      const stop = atExpiry(scope.expiresAt * 1000, () => this.evict('session token expired'));
       const prev = this.#offDestroy;
       this.#offDestroy = () => {
         off();
+        stop();
         prev?.();
       };
     }
@@ -209,6 +242,16 @@ export class Connection implements SessionClient {
       this.#peer?.notify(n.method, n.params);
     });
     this.#lifecycle = 'awaiting-initialized';
+  }
+
+  /** What this connection's token may do: `read` for a read-only session token. */
+  get principalAccess(): 'full' | 'read' {
+    return this.deps.principal?.scope?.access ?? 'full';
+  }
+
+  /** Whose file handles this connection uses (src/sessions/files/file-handles.ts): its principal. */
+  get owner(): string {
+    return this.deps.principal?.name ?? `tenant:${this.deps.tenant}`;
   }
 
   get session(): Session {

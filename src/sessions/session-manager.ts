@@ -115,6 +115,11 @@ export class SessionManager {
     return this.#backend;
   }
 
+  /** The audit log the sessions record to (connections record their refusals there too). */
+  get audit(): Auditor {
+    return this.#deps.audit;
+  }
+
   /** Re-adopts sessions the backend kept (docker containers of this instance) and starts reaping. */
   async start(): Promise<void> {
     for (const recovered of await this.#backend.recover()) await adoptRecovered(recovered, this.#adoption);

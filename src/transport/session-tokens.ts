@@ -40,7 +40,8 @@ export class SessionTokenSigner {
   }
 
   issue(tenant: TenantId, sessionId: string, access: TokenAccess, ttlSeconds: number, now = Date.now()): SessionToken {
-    const tokenId = `tok_${randomBytes(9).toString('base64url')}`;
+    const nonce = randomBytes(9).toString('base64url');
+    const tokenId = `tok_${nonce}${this.#idTag(sessionId, nonce)}`;
     const expiresAt = Math.floor(now / 1000) + ttlSeconds;
     const payload = Buffer.from(
       JSON.stringify({ t: tenant, s: sessionId, a: access, i: tokenId, e: expiresAt }),
@@ -54,6 +55,20 @@ export class SessionTokenSigner {
     };
   }
 
+  /**
+   * A token id carries a tag of the session it was issued for, so that a revocation can tell
+   * an id of this session from a mistaken or made-up one without a store of issued tokens.
+   */
+  #idTag(sessionId: string, nonce: string): string {
+    return this.#key.mac(`token id\u0000${sessionId}\u0000${nonce}`).subarray(0, 6).toString('base64url');
+  }
+
+  /** Whether `tokenId` is the id of a token this key issued for `sessionId`. */
+  issuedFor(tokenId: string, sessionId: string): boolean {
+    const m = /^tok_([A-Za-z0-9_-]{12})([A-Za-z0-9_-]{8})$/.exec(tokenId);
+    return m?.[1] !== undefined && m[2] === this.#idTag(sessionId, m[1]);
+  }
+
   /** The scope of a genuine, unexpired token; else the error to answer (401). Revocation is the caller's. */
   verify(token: string, nowMs = Date.now()): TokenScope | ExecServerError {
     const m = TOKEN.exec(token);
@@ -61,6 +76,8 @@ export class SessionTokenSigner {
       !m ||
       m[1] === undefined ||
       m[2] === undefined ||
+      // The last of 43 characters carries 2 spare bits: only the canonical spelling is the MAC.
+      Buffer.from(m[2], 'base64url').toString('base64url') !== m[2] ||
       !this.#key.check(`${PREFIX}${m[1]}`, Buffer.from(m[2], 'base64url'))
     )
       return execError('EXEC_ERR_UNAUTHORIZED', 'invalid session token');

@@ -68,6 +68,12 @@ export async function registerTokenRoutes(app: FastifyInstance, opts: TokenRoute
       },
       async (request, reply) => {
         const session = app.sessions.get(request.params.id, request.tenant);
+        if (!opts.signer.issuedFor(request.params.tokenId, session.id))
+          throw execError(
+            'EXEC_ERR_NOT_FOUND',
+            `token ${request.params.tokenId} was not issued for session ${session.id} (by this server's key)`,
+            { detail: { field: 'tokenId' } },
+          );
         // Tokens are not stored, so their expiry is unknown here: the longest a token can
         // live bounds how long the revocation must be kept.
         session.tokens.revoke(request.params.tokenId, Math.floor(Date.now() / 1000) + opts.maxTtlSeconds);

@@ -72,6 +72,7 @@ function openHandle(open: 'openRead' | 'openWrite'): MethodHandler<'fs/open' | '
   return async (p, conn) => {
     const f = files(conn);
     const id = await f[open](
+      conn.owner,
       f.resolvePath(p.path),
       p.handleId == null ? undefined : String(p.handleId),
       narrowing(conn, p.sandbox),
@@ -161,12 +162,12 @@ function handleMethods(table: MethodTable<Connection>) {
   fsMethod(table, 'fs/open', byPath, openHandle('openRead'));
 
   fsMethod(table, 'fs/readBlock', byHandle, async (p, conn) => {
-    const block = await files(conn).readBlock(String(p.handleId), p.offset, p.len);
+    const block = await files(conn).readBlock(conn.owner, String(p.handleId), p.offset, p.len);
     return { chunk: block.chunk.toString('base64'), eof: block.eof };
   });
 
   fsMethod(table, 'fs/close', byHandle, async (p, conn) => {
-    await files(conn).closeHandle(String(p.handleId));
+    await files(conn).closeHandle(conn.owner, String(p.handleId));
     return {};
   });
 
@@ -174,12 +175,12 @@ function handleMethods(table: MethodTable<Connection>) {
   fsMethod(table, 'fs/openWrite', byPath, openHandle('openWrite'));
 
   fsMethod(table, 'fs/writeBlock', byHandle, async (p, conn) => {
-    const bytesWritten = await files(conn).writeBlock(String(p.handleId), decodeBase64(p.chunk, 'chunk'));
+    const bytesWritten = await files(conn).writeBlock(conn.owner, String(p.handleId), decodeBase64(p.chunk, 'chunk'));
     return { bytesWritten };
   });
 
   fsMethod(table, 'fs/closeWrite', byHandle, async (p, conn) => ({
-    bytesWritten: await files(conn).closeWrite(String(p.handleId)),
+    bytesWritten: await files(conn).closeWrite(conn.owner, String(p.handleId)),
   }));
 
   // ---- watches ----

@@ -122,7 +122,9 @@ function sessionMethods(table: MethodTable<Connection>) {
     // Codex names its working directory here before its first command: map it now (docker:
     // a workspace alias; local: a workspace of the session at its own path), so the fs calls
     // and commands that follow already see the workspace there.
-    if (p.cwd) {
+    // A read token only reads: lending a directory to the session (local: chowned to its
+    // sandbox user) is a change it may not make.
+    if (p.cwd && conn.principalAccess !== 'read') {
       try {
         const cwd = toPath(p.cwd);
         if (cwd.startsWith('/')) {

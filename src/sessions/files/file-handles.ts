@@ -69,6 +69,8 @@ class ByteReader {
 interface ReadHandle {
   readonly kind: 'read';
   readonly id: string;
+  /** The handle's key in the table: its owner and its id. */
+  readonly key: string;
   readonly path: string;
   reader: ByteReader | undefined;
   position: number;
@@ -79,6 +81,7 @@ interface ReadHandle {
 interface WriteHandle {
   readonly kind: 'write';
   readonly id: string;
+  readonly key: string;
   readonly path: string;
   readonly input: PassThrough;
   readonly done: Promise<number>;
@@ -96,6 +99,13 @@ function serialize<T>(handle: Handle, fn: () => Promise<T>): Promise<T> {
   handle.queue = next.catch(() => undefined);
   return next;
 }
+
+/**
+ * A handle belongs to whoever opened it (the caller's principal: a tenant token, or one session
+ * token): ids are short and guessable (`fh-1`), and another caller, a read-only viewer say, must
+ * not read from, write to or abort it. Another owner's id is simply unknown.
+ */
+const keyOf = (owner: string, id: string): string => `${owner}\u0000${id}`;
 
 /** The open read and write handles of one session. */
 export class FileHandles {
@@ -116,7 +126,7 @@ export class FileHandles {
     return this.#handles.size;
   }
 
-  #newHandleId(requested: string | undefined): string {
+  #newHandleId(requested: string | undefined, owner: string): string {
     if (this.#handles.size >= this.#limits.maxHandles) {
       throw execError(
         'EXEC_ERR_INVALID_REQUEST',
@@ -124,30 +134,32 @@ export class FileHandles {
       );
     }
     if (requested !== undefined) {
-      if (this.#handles.has(requested))
+      if (this.#handles.has(keyOf(owner, requested)))
         throw execError('EXEC_ERR_INVALID_REQUEST', `file handle ${requested} is already open`);
       return requested;
     }
     let id: string;
     do id = `fh-${this.#nextHandle++}`;
-    while (this.#handles.has(id));
+    while (this.#handles.has(keyOf(owner, id)));
     return id;
   }
 
-  #handle(id: string): Handle {
-    const handle = this.#handles.get(id);
+  #handle(owner: string, id: string): Handle {
+    const handle = this.#handles.get(keyOf(owner, id));
     if (!handle)
       throw execError('EXEC_ERR_INVALID_REQUEST', `unknown file handle ${id} (closed, idle-expired or never opened)`);
     handle.lastUsed = Date.now();
     return handle;
   }
 
-  /** Opens a read handle on the (checked, canonical) file `path`; no bytes are read yet. Returns its id. */
-  openRead(path: string, requestedId: string | undefined): string {
-    const id = this.#newHandleId(requestedId);
-    this.#handles.set(id, {
+  /** Opens a read handle of `owner` on the (checked, canonical) file `path`; no bytes are read yet. Returns its id. */
+  openRead(owner: string, path: string, requestedId: string | undefined): string {
+    const id = this.#newHandleId(requestedId, owner);
+    const key = keyOf(owner, id);
+    this.#handles.set(key, {
       kind: 'read',
       id,
+      key,
       path,
       reader: undefined,
       position: -1,
@@ -159,8 +171,8 @@ export class FileHandles {
   }
 
   /** `len` bytes at `offset` (sequential reads reuse one stream). */
-  readBlock(id: string, offset: number, len: number): Promise<{ chunk: Buffer; eof: boolean }> {
-    const handle = this.#handle(id);
+  readBlock(owner: string, id: string, offset: number, len: number): Promise<{ chunk: Buffer; eof: boolean }> {
+    const handle = this.#handle(owner, id);
     if (handle.kind !== 'read')
       return Promise.reject(execError('EXEC_ERR_INVALID_REQUEST', `file handle ${id} was opened for writing`));
     if (len > this.#limits.maxBlockBytes) {
@@ -173,7 +185,7 @@ export class FileHandles {
       );
     }
     return serialize(handle, async () => {
-      if (!this.#handles.has(id)) throw execError('EXEC_ERR_INVALID_REQUEST', `file handle ${id} was closed`);
+      if (!this.#handles.has(handle.key)) throw execError('EXEC_ERR_INVALID_REQUEST', `file handle ${id} was closed`);
       if (!handle.reader || handle.position !== offset) {
         handle.reader?.destroy();
         handle.reader = undefined;
@@ -188,12 +200,13 @@ export class FileHandles {
   }
 
   /** Opens a write handle that streams into the (checked, canonical) `target`, created or truncated. Returns its id. */
-  openWrite(target: string, requestedId: string | undefined): string {
-    const id = this.#newHandleId(requestedId);
+  openWrite(owner: string, target: string, requestedId: string | undefined): string {
+    const id = this.#newHandleId(requestedId, owner);
     const input = new PassThrough({ highWaterMark: 1024 * 1024 });
     const handle: WriteHandle = {
       kind: 'write',
       id,
+      key: keyOf(owner, id),
       path: target,
       input,
       done: Promise.resolve(0),
@@ -208,19 +221,19 @@ export class FileHandles {
       input.destroy();
     });
     (handle as { done: Promise<number> }).done = done;
-    this.#handles.set(id, handle);
+    this.#handles.set(handle.key, handle);
     this.#startSweeper();
     return id;
   }
 
   /** Appends `chunk`; resolves with the bytes written so far once the stream accepted it (backpressure). */
-  writeBlock(id: string, chunk: Buffer): Promise<number> {
-    const handle = this.#handle(id);
+  writeBlock(owner: string, id: string, chunk: Buffer): Promise<number> {
+    const handle = this.#handle(owner, id);
     if (handle.kind !== 'write')
       return Promise.reject(execError('EXEC_ERR_INVALID_REQUEST', `file handle ${id} was opened for reading`));
     return serialize(handle, async () => {
       if (handle.error) throw handle.error;
-      if (!this.#handles.has(id)) throw execError('EXEC_ERR_INVALID_REQUEST', `file handle ${id} was closed`);
+      if (!this.#handles.has(handle.key)) throw execError('EXEC_ERR_INVALID_REQUEST', `file handle ${id} was closed`);
       if (!handle.input.write(chunk)) {
         await new Promise<void>((resolve) => {
           const finish = (): void => {
@@ -240,14 +253,14 @@ export class FileHandles {
   }
 
   /** Ends a write handle's stream and waits until the file is complete; resolves with its size. */
-  closeWrite(id: string): Promise<number> {
-    const handle = this.#handle(id);
+  closeWrite(owner: string, id: string): Promise<number> {
+    const handle = this.#handle(owner, id);
     if (handle.kind !== 'write')
       return Promise.reject(
         execError('EXEC_ERR_INVALID_REQUEST', `file handle ${id} was opened for reading; use fs/close`),
       );
     return serialize(handle, async () => {
-      this.#handles.delete(id);
+      this.#handles.delete(handle.key);
       if (handle.error) throw handle.error;
       handle.input.end();
       return handle.done;
@@ -255,9 +268,9 @@ export class FileHandles {
   }
 
   /** Closes a read handle; on a write handle, aborts the write (the file may be partial). */
-  close(id: string): void {
-    const handle = this.#handle(id);
-    this.#handles.delete(id);
+  close(owner: string, id: string): void {
+    const handle = this.#handle(owner, id);
+    this.#handles.delete(handle.key);
     this.#dispose(handle);
   }
 
@@ -287,7 +300,7 @@ export class FileHandles {
         const now = Date.now();
         for (const handle of [...this.#handles.values()]) {
           if (now - handle.lastUsed >= this.#limits.handleIdleMs) {
-            this.#handles.delete(handle.id);
+            this.#handles.delete(handle.key);
             this.#dispose(handle);
           }
         }

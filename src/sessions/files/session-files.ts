@@ -252,42 +252,43 @@ export class SessionFiles {
 
   // ---- chunked handles ----------------------------------------------------------------
 
-  /** `fs/open`: checks the path now; bytes are read lazily by `readBlock`. */
-  async openRead(path: string, requestedId?: string, narrowing?: SandboxNarrowing): Promise<string> {
+  /** `fs/open`: checks the path now; bytes are read lazily by `readBlock`. `owner`: see file-handles.ts. */
+  async openRead(owner: string, path: string, requestedId?: string, narrowing?: SandboxNarrowing): Promise<string> {
     const file = await this.#readableFile(path, narrowing);
-    return this.#handles.openRead(file.path, requestedId);
+    return this.#handles.openRead(owner, file.path, requestedId);
   }
 
   /** `fs/readBlock`: `len` bytes at `offset` (sequential reads reuse one stream). */
-  readBlock(id: string, offset: number, len: number): Promise<{ chunk: Buffer; eof: boolean }> {
-    return this.#handles.readBlock(id, offset, len);
+  readBlock(owner: string, id: string, offset: number, len: number): Promise<{ chunk: Buffer; eof: boolean }> {
+    return this.#handles.readBlock(owner, id, offset, len);
   }
 
   /** `fs/openWrite`: starts streaming into `path` (created or truncated). */
-  async openWrite(path: string, requestedId?: string, narrowing?: SandboxNarrowing): Promise<string> {
+  async openWrite(owner: string, path: string, requestedId?: string, narrowing?: SandboxNarrowing): Promise<string> {
     const target = await this.#prepareWrite(path, narrowing);
-    const id = await this.#handles.openWrite(target, requestedId);
-    this.#writeTargets.set(id, target);
+    const id = await this.#handles.openWrite(owner, target, requestedId);
+    this.#writeTargets.set(`${owner}\u0000${id}`, target);
     return id;
   }
 
   /** `fs/writeBlock`: appends `chunk`; resolves once the stream accepted it (backpressure). */
-  writeBlock(id: string, chunk: Buffer): Promise<number> {
-    return this.#handles.writeBlock(id, chunk);
+  writeBlock(owner: string, id: string, chunk: Buffer): Promise<number> {
+    return this.#handles.writeBlock(owner, id, chunk);
   }
 
   /** `fs/closeWrite`: ends the stream and waits until the file is complete. */
-  async closeWrite(id: string): Promise<number> {
-    const size = await this.#handles.closeWrite(id);
-    this.session.audit({ action: 'file.write', detail: { path: this.#writeTargets.get(id) ?? null, size } });
-    this.#writeTargets.delete(id);
+  async closeWrite(owner: string, id: string): Promise<number> {
+    const size = await this.#handles.closeWrite(owner, id);
+    const key = `${owner}\u0000${id}`;
+    this.session.audit({ action: 'file.write', detail: { path: this.#writeTargets.get(key) ?? null, size } });
+    this.#writeTargets.delete(key);
     return size;
   }
 
   /** `fs/close`: closes a read handle; on a write handle, aborts the write (the file may be partial). */
-  async closeHandle(id: string): Promise<void> {
-    this.#writeTargets.delete(id);
-    this.#handles.close(id);
+  async closeHandle(owner: string, id: string): Promise<void> {
+    this.#handles.close(owner, id);
+    this.#writeTargets.delete(`${owner}\u0000${id}`);
   }
 
   get openHandles(): number {
