@@ -2,6 +2,7 @@
  * The processes of one session: start through the policy gate, read/write/signal/terminate,
  * the per-session limit with Codex's pruning rule, and retention of ended processes.
  */
+import { checkArgLengths } from './exec-limits.ts';
 import { currentActor, type AuditActor } from '../audit/auditor.ts';
 import type { SignalName, SpawnMode, TerminalSize } from '../backends/types.ts';
 import { execError } from '../errors.ts';
@@ -126,6 +127,7 @@ export class ProcessTable {
     if (starter !== undefined) this.#starters.set(proc, starter);
     const env = buildEnvironment(this.#baseEnv, req.envPolicy, { ...this.#sessionEnv, ...req.env });
     try {
+      checkArgLengths(req.argv, env);
       await launch(this.#ctx, proc, {
         sandboxPermissions: req.sandboxPermissions ?? 'use-default',
         justification: req.justification,

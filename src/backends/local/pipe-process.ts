@@ -131,6 +131,8 @@ function startError(opts: PipeSpawn, err: NodeJS.ErrnoException): Error {
     const why = err.code === 'ENOENT' ? 'No such file or directory' : 'Permission denied';
     return spawnFailure(opts.program ?? opts.file, err.code, why);
   }
+  // All arguments and the environment together past the system's bound.
+  if (err.code === 'E2BIG') return spawnFailure(opts.program ?? opts.file, err.code, 'Argument list too long');
   return execError('EXEC_ERR_INTERNAL', `failed to start ${opts.file}: ${err.message}`, { cause: err });
 }
 

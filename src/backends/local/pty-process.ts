@@ -192,7 +192,12 @@ export async function spawnPty(
     output.on('error', () => undefined); // the relay's exit is what counts
     keys.on('error', () => undefined); // EPIPE after the relay is gone: not the caller's failure
     control.on('error', () => undefined);
-    relay.once('error', (err) => fail(err.message));
+    relay.once('error', (err: NodeJS.ErrnoException) =>
+      // All arguments and the environment together past the system's bound: the command's error.
+      err.code === 'E2BIG' && st.pid === undefined
+        ? reject(spawnFailure(opts.program ?? opts.file, err.code, 'Argument list too long'))
+        : fail(err.message),
+    );
     // Whatever the relay reported reaches us before its control socket closes, whereas its exit
     // may be seen first: a relay counts as gone without a report only once both have happened.
     watchRelayEnd(relay, control, { exited: () => undefined, lost: fail, done: () => false });
