@@ -4,7 +4,9 @@
  * form a hash chain: each carries `prev`, the SHA-256 (hex) of the line before it, from a first
  * `audit.start` line naming the server and time, so `exec-server audit verify` (verify.ts) finds
  * the first line edited, removed or reordered. A restarted server appends: its `audit.start`
- * chains to the last line already there.
+ * chains to the last complete line already there and declares a line torn by a crash after it
+ * (log-file.ts). A line is at most `MAX_LINE_BYTES` (line-bound.ts); a file log has one writer
+ * process (log-lock.ts).
  *
  * Writes are queued (at most `--audit-queue-lines`) and written in order by one writer. When the
  * queue is full, new events are dropped and counted; the next line that fits is `audit.dropped`
@@ -14,16 +16,16 @@
  * `exec_server_audit_write_errors_total` counting. Never silent, never blocking a request.
  */
 import { createHash } from 'node:crypto';
-import { open, type FileHandle } from 'node:fs/promises';
 import { Counter, Gauge } from 'prom-client';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import { actorStore, type AuditEvent, type Auditor } from './auditor.ts';
+import { boundedLine } from './line-bound.ts';
+import { openLogFile, type Sink, type Tail } from './log-file.ts';
 
-const sha256 = (line: string): string => createHash('sha256').update(line).digest('hex');
+const sha256 = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('hex');
 
-/** Bytes read from the end of an existing log to find its last line. */
-const TAIL_BYTES = 256 * 1024;
+const NEWLINE = Buffer.from('\n');
 
 const RETRY_MS = 1000;
 
@@ -40,40 +42,10 @@ export interface AuditLogOptions {
   readonly log: Logger;
 }
 
-interface Sink {
-  write(text: string): Promise<void>;
-  close(): Promise<void>;
-}
-
-async function fileSink(path: string): Promise<{ sink: Sink; last: string | undefined }> {
-  const handle: FileHandle = await open(path, 'a+', 0o600);
-  const { size } = await handle.stat();
-  let last: string | undefined;
-  if (size > 0) {
-    const length = Math.min(size, TAIL_BYTES);
-    const buf = Buffer.alloc(length);
-    await handle.read(buf, 0, length, size - length);
-    const lines = buf
-      .toString('utf8')
-      .split('\n')
-      .filter((l) => l !== '');
-    last = lines[lines.length - 1];
-  }
-  return {
-    last,
-    sink: {
-      write: async (text) => {
-        await handle.appendFile(text);
-      },
-      close: () => handle.close(),
-    },
-  };
-}
-
 function stdoutSink(): Sink {
   return {
-    write: (text) =>
-      new Promise((resolve, reject) => process.stdout.write(text, (err) => (err ? reject(err) : resolve()))),
+    write: (bytes) =>
+      new Promise((resolve, reject) => process.stdout.write(bytes, (err) => (err ? reject(err) : resolve()))),
     close: async () => undefined,
   };
 }
@@ -82,7 +54,7 @@ export class AuditLog implements Auditor {
   readonly enabled = true;
   readonly #sink: Sink;
   readonly #opts: AuditLogOptions;
-  readonly #queue: string[] = [];
+  readonly #queue: Buffer[] = [];
   #prev: string | null;
   #seq: number;
   #dropped = 0;
@@ -95,7 +67,7 @@ export class AuditLog implements Auditor {
   readonly #writeErrors: Counter;
   readonly #lines: Counter;
 
-  private constructor(sink: Sink, last: string | undefined, opts: AuditLogOptions) {
+  private constructor(sink: Sink, last: Buffer | undefined, opts: AuditLogOptions) {
     this.#sink = sink;
     this.#opts = opts;
     this.#held = false;
@@ -103,10 +75,10 @@ export class AuditLog implements Auditor {
     this.#seq = 0;
     if (last !== undefined) {
       try {
-        const seq = (JSON.parse(last) as { seq?: unknown }).seq;
+        const seq = (JSON.parse(last.toString('utf8')) as { seq?: unknown }).seq;
         if (typeof seq === 'number') this.#seq = seq + 1;
       } catch {
-        // A torn last line (a crash mid-write): the chain goes on from its hash; verify names it.
+        // Not an audit line (the file was edited): the chain goes on from its hash; verify names it.
       }
     }
     const registers = [opts.metrics.registry];
@@ -129,16 +101,24 @@ export class AuditLog implements Auditor {
     this.#healthy.set(1);
   }
 
-  /** Opens (appends to) `path`, or standard output for `-`, and writes the chain's `audit.start` line. */
+  /**
+   * Opens (appends to) `path`, or standard output for `-`, and writes the chain's `audit.start`
+   * line, which goes on from the last complete line and declares a torn one after it (length and
+   * SHA-256 of its bytes), so that `audit verify` tells a crash from an edit.
+   */
   static async open(path: string, opts: AuditLogOptions): Promise<AuditLog> {
-    const { sink, last } = path === '-' ? { sink: stdoutSink(), last: undefined } : await fileSink(path);
+    const { sink, last, torn }: { sink: Sink } & Tail =
+      path === '-' ? { sink: stdoutSink(), last: undefined, torn: undefined } : await openLogFile(path);
     const log = new AuditLog(sink, last, opts);
     log.#held = path === '-' && opts.holdStdout === true;
-    log.record({
-      action: 'audit.start',
-      actor: { principal: 'server' },
-      detail: { server: opts.server, version: opts.version, pid: process.pid, continues: last !== undefined },
-    });
+    const detail: Record<string, unknown> = {
+      server: opts.server,
+      version: opts.version,
+      pid: process.pid,
+      continues: last !== undefined,
+    };
+    if (torn !== undefined) detail['torn'] = { bytes: torn.length, sha256: sha256(torn) };
+    log.record({ action: 'audit.start', actor: { principal: 'server' }, detail });
     return log;
   }
 
@@ -166,7 +146,7 @@ export class AuditLog implements Auditor {
 
   #enqueue(event: AuditEvent): void {
     const actor = event.actor ?? actorStore.getStore() ?? { principal: 'system' };
-    const line = JSON.stringify({
+    const line = boundedLine({
       seq: this.#seq++,
       time: new Date().toISOString(),
       tenant: event.tenant ?? actor.tenant ?? null,
@@ -177,8 +157,10 @@ export class AuditLog implements Auditor {
       detail: event.detail ?? {},
       prev: this.#prev,
     });
-    this.#prev = sha256(line);
-    this.#queue.push(`${line}\n`);
+    // The hash is of the bytes written, which is what verify reads back.
+    const bytes = Buffer.from(line, 'utf8');
+    this.#prev = sha256(bytes);
+    this.#queue.push(Buffer.concat([bytes, NEWLINE]));
     if (!this.#held) this.#writing ??= this.#drain();
   }
 
@@ -193,7 +175,7 @@ export class AuditLog implements Auditor {
     while (this.#queue.length > 0 && !this.#closed) {
       const batch = this.#queue.slice();
       try {
-        await this.#sink.write(batch.join(''));
+        await this.#sink.write(Buffer.concat(batch));
         this.#queue.splice(0, batch.length);
         this.#lines.inc(batch.length);
         if (this.#failure !== undefined) this.#opts.log.warn({}, 'audit log writable again');

@@ -2,14 +2,17 @@
  * The audit log against a real server (local backend): each action appears once with who did
  * it, no token or secret value reaches the file, `audit verify` passes on it and names the
  * first broken line of a copy with one byte changed, a line removed or two lines swapped; a log
- * that cannot be written makes the server not ready and shows in the metrics.
+ * that cannot be written makes the server not ready and shows in the metrics. Restarts: after a
+ * SIGKILL with a long last line, after a line torn by a crash; a second server on the same log
+ * refuses to start and writes nothing to it.
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, stat, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { MAX_LINE_BYTES } from '../../src/audit/line-bound.ts';
 import { verifyText } from '../../src/audit/verify.ts';
 import { RpcConnection } from '../../src/client/rpc-connection.ts';
 import type { ExecToolResult, SessionInfo, SessionToken } from '../../src/protocol/index.ts';
@@ -246,4 +249,117 @@ test('--audit-log -: the address stays the first line of standard output, the ch
   const log = rest.join('\n');
   assert.equal(verifyText(log).ok, true, verifyText(log).problem);
   assert.match(log, /"action":"session.create"/);
+});
+
+/** `exec-server` as its own process (so it can be killed), with its address once it listens. */
+async function serverProcess(
+  args: readonly string[],
+): Promise<{ url: string; kill(signal: NodeJS.Signals): Promise<void> }> {
+  const root = await mkdtemp(join(tmpdir(), 'audit-ws-'));
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      'src/main.ts',
+      '--listen',
+      'ws://127.0.0.1:0',
+      '--workspace-root',
+      root,
+      '--log-level',
+      'error',
+      ...args,
+    ],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const exited = new Promise((r) => child.once('exit', r));
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  for (let i = 0; i < 600 && !out.includes('\n'); i++) await new Promise((r) => setTimeout(r, 100));
+  const url = out.split('\n')[0] ?? '';
+  assert.match(url, /^ws:\/\/127\.0\.0\.1:\d+$/);
+  return {
+    url,
+    kill: async (signal) => {
+      child.kill(signal);
+      await exited;
+    },
+  };
+}
+
+test('a restart after a SIGKILL chains onto a long last line: every line is bounded, long strings cut', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'audit-test-'));
+  const path = join(dir, 'audit.jsonl');
+  const first = await serverProcess(['--audit-log', path]);
+  const conn = await RpcConnection.open(first.url, {});
+  await conn.request('initialize', { clientName: 't' });
+  conn.notify('initialized', {});
+  const big = 'x'.repeat(100_000);
+  await conn.request('process/start', { processId: 'big', argv: ['sh', '-c', 'sleep 5', big, big, big] });
+  await new Promise((r) => setTimeout(r, 300));
+  await first.kill('SIGKILL');
+  await conn.close().catch(() => undefined);
+  const before = (await readFile(path, 'utf8')).trim().split('\n');
+  const start = JSON.parse(before.at(-1)!) as Line;
+  assert.equal(start.action, 'process.start', 'the long line is the last one');
+  assert.match(String((start.detail['argv'] as string[])[3]), /^x+…\[cut \d+ bytes\]$/);
+  assert.equal((start.detail['cut'] as { strings: number }).strings, 3);
+  const second = await serverProcess(['--audit-log', path]);
+  await second.kill('SIGTERM');
+  const text = await readFile(path, 'utf8');
+  for (const line of text.trim().split('\n')) assert.ok(Buffer.byteLength(line) <= MAX_LINE_BYTES);
+  const result = cli(path);
+  assert.equal(result.status, 0, result.out);
+  const restart = JSON.parse(text.trim().split('\n')[before.length]!) as Line;
+  assert.equal(restart.action, 'audit.start');
+  assert.equal(restart.seq, start.seq + 1);
+});
+
+test('a torn last line: the restarted server declares it on a line of its own, and verify passes it as a crash', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'audit-test-'));
+  const path = join(dir, 'audit.jsonl');
+  await (await serverWithApi(t, { flags: ['--audit-log', path] })).server.close();
+  await truncate(path, (await stat(path)).size - 15);
+  const torn = cli(path);
+  assert.equal(torn.status, 1);
+  assert.match(torn.out, /line 2 is incomplete/);
+  await (await serverWithApi(t, { flags: ['--audit-log', path] })).server.close();
+  const lines = (await readFile(path, 'utf8')).split('\n');
+  const restart = JSON.parse(lines[2]!) as Line;
+  assert.equal(restart.action, 'audit.start');
+  assert.equal(restart.seq, 1);
+  assert.deepEqual(Object.keys(restart.detail['torn'] as object), ['bytes', 'sha256']);
+  const ok = cli(path);
+  assert.equal(ok.status, 0, ok.out);
+  assert.match(ok.out, /line 2: torn by a crash/);
+  // Any other edit still fails: here one byte of the torn line.
+  await writeFile(path, lines.map((l, i) => (i === 1 ? l.replace('"', "'") : l)).join('\n'));
+  assert.equal(cli(path).status, 1);
+});
+
+test('a second server on the same log refuses to start, whatever its port, and writes nothing to it', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'audit-test-'));
+  const path = join(dir, 'audit.jsonl');
+  const api = await serverWithApi(t, { flags: ['--audit-log', path] });
+  const port = new URL(api.server.url).port;
+  for (const listen of [`ws://127.0.0.1:${port}`, 'ws://127.0.0.1:0']) {
+    const r = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', 'src/main.ts', '--listen', listen, '--audit-log', path, '--log-level', 'error'],
+      { cwd: ROOT, encoding: 'utf8', timeout: 30_000 },
+    );
+    assert.equal(r.status, 2, `${listen}: ${r.stdout}${r.stderr}`);
+    assert.match(
+      r.stderr,
+      new RegExp(`audit log ${path} has one writer: another server writes it \\(pid ${process.pid},`),
+    );
+  }
+  await newSession(api);
+  await api.server.close();
+  const text = await readFile(path, 'utf8');
+  assert.equal(text.match(/"audit\.start"/g)?.length, 1, text);
+  const result = cli(path);
+  assert.equal(result.status, 0, result.out);
 });
