@@ -8,60 +8,41 @@
  *
  * A dropped connection can be resumed (`reconnect()`, or automatically with `autoReconnect`):
  * the session's processes kept running on the server, and every open handle fills its gap
- * from its last seq with `process/read`, so each byte arrives once, in order.
+ * from its last seq with `process/read`, so each byte arrives once, in order; what the server
+ * no longer retained is counted in the result's `droppedBytes`. When the connection is gone for
+ * good, pending `wait()`s reject with `ExecServerConnectionError`.
  */
 import { randomUUID } from 'node:crypto';
 import { asProcessId, asSessionId, type ProcessId, type SessionId } from '../ids.ts';
 import type {
   CreateSessionToken,
-  DrainingNotification,
   SessionToken,
-  ApprovalDecision,
-  ApprovalRequest,
-  ImagePull,
   InitializeResult,
   MethodName,
   MethodParams,
   MethodResult,
   ProcessSummary,
   SessionInfo,
-  SessionSpec,
 } from '../protocol/index.ts';
+import { type ConnectOptions, openSession } from './connect.ts';
+import { ExecServerConnectionError } from './errors.ts';
 import { HttpApi, wsUrlOf } from './http.ts';
 import { ExecHandle, type ProcessEvent } from './process-handle.ts';
-import { RpcConnection, type Notification } from './rpc-connection.ts';
+import { RpcError, type RpcConnection, type Notification } from './rpc-connection.ts';
 
 function isProcessNotification(n: Notification): n is ProcessEvent {
   return n.method.startsWith('process/');
 }
 
 export type { ApprovalDecision, ApprovalRequest, ImagePull, ProcessSummary } from '../protocol/index.ts';
+export { type ConnectOptions, DEFAULT_CONNECT_TIMEOUT_MS } from './connect.ts';
 
-export interface ConnectOptions {
-  readonly token?: string | undefined;
-  /** Spec of the new session (ignored with `resumeSessionId`). */
-  readonly session?: SessionSpec | undefined;
-  /** Re-attach to a live session instead of creating one. */
-  readonly resumeSessionId?: string | undefined;
-  /** Answers `approval/request`; without it every approval is denied. */
-  readonly onApproval?: ((request: ApprovalRequest) => ApprovalDecision | Promise<ApprovalDecision>) | undefined;
-  readonly clientName?: string | undefined;
-  /**
-   * Progress of the image pull a new session waits for (docker: its image is missing on the
-   * server's engine), from the server's `session/imagePull` notifications: once when the wait
-   * begins, at most every 500 ms while it lasts, and a last `pulled` or `failed`, all before
-   * `connect` resolves or rejects. Never called when the image is there.
-   */
-  readonly onImagePull?: ((pull: ImagePull) => void) | undefined;
-  /** Resume automatically when the connection drops (not after `disconnect()` or an eviction). */
-  readonly autoReconnect?: boolean | { readonly attempts?: number; readonly delayMs?: number } | undefined;
-  /**
-   * Resume automatically, for up to a minute, when the server drains for a rollout
-   * (`server/draining`, close code 1012), even without `autoReconnect` (default true).
-   */
-  readonly reconnectOnDrain?: boolean | undefined;
-  /** Told when the server announces it is draining (`server/draining`), before the connection closes. */
-  readonly onDraining?: ((notice: DrainingNotification) => void) | undefined;
+/** Close code of an evicted connection: the session was resumed elsewhere or deleted (docs/protocol.md). */
+const EVICTED_CLOSE_CODE = 4000;
+
+/** A handle whose catch-up found its process gone from the server (pruned, or lost with its backend). */
+function isProcessNotFound(err: unknown): boolean {
+  return err instanceof RpcError && err.code === 'EXEC_ERR_PROCESS_NOT_FOUND';
 }
 
 /** Close code of a server draining for a rollout (docs/protocol.md). */
@@ -117,48 +98,8 @@ export class ExecServerClient {
 
   /** Opens a connection and initializes a new (or resumed) session. */
   static async connect(url: string, opts: ConnectOptions = {}): Promise<ExecServerClient> {
-    const { conn, init } = await ExecServerClient.#open(wsUrlOf(url), opts, opts.resumeSessionId);
+    const { conn, init } = await openSession(wsUrlOf(url), opts, opts.resumeSessionId);
     return new ExecServerClient(wsUrlOf(url), conn, init, opts);
-  }
-
-  static async #open(
-    url: string,
-    opts: ConnectOptions,
-    resumeSessionId: string | undefined,
-  ): Promise<{ conn: RpcConnection; init: InitializeResult; early: Notification[] }> {
-    const conn = await RpcConnection.open(url, {
-      token: opts.token,
-      onServerRequest: async (method, params) => {
-        // Answered to the server as an error (the server then denies): the caller never sees it.
-        if (method !== 'approval/request') throw new Error(`unsupported server request ${method}`);
-        const decision = opts.onApproval ? await opts.onApproval(params as ApprovalRequest) : 'denied';
-        return { decision };
-      },
-    });
-    const early: Notification[] = [];
-    const off = conn.onNotification((n) => {
-      if (n.method === 'session/imagePull') opts.onImagePull?.(n.params);
-      else early.push(n);
-    });
-    try {
-      const init = await conn.request('initialize', {
-        clientName: opts.clientName ?? 'exec-server-sdk',
-        // Output as bytes, not base64 in JSON; a server without the extension ignores it.
-        binaryOutput: true,
-        ...(resumeSessionId !== undefined
-          ? { resumeSessionId }
-          : opts.session !== undefined
-            ? { session: opts.session }
-            : {}),
-      });
-      conn.notify('initialized', {});
-      return { conn, init, early };
-    } catch (err) {
-      await conn.close();
-      throw err;
-    } finally {
-      off();
-    }
   }
 
   #bind(conn: RpcConnection, early: Notification[] = []): void {
@@ -176,13 +117,29 @@ export class ExecServerClient {
       for (const l of this.#disconnectListeners) l({ code, reason });
       const plan = this.#reconnectPlan(code);
       this.#drainRetryMs = undefined;
-      if (plan) void this.#autoReconnect(plan).catch(() => undefined);
+      if (plan) void this.#autoReconnect(plan, conn);
+      else this.#giveUp(code, reason);
     });
+  }
+
+  /**
+   * The connection is gone and nothing resumes it: every open handle's `wait()` rejects
+   * instead of waiting for events that cannot come (a later `reconnect()` resumes them).
+   */
+  #giveUp(code: number | undefined, reason = ''): void {
+    const why =
+      code === EVICTED_CLOSE_CODE
+        ? `evicted (${reason || 'the session was resumed by another connection, or deleted'})`
+        : this.#closing
+          ? 'disconnected'
+          : `connection closed (${code ?? 'never reopened'}${reason ? ` ${reason}` : ''})`;
+    const err = new ExecServerConnectionError(`${why}: session ${this.sessionId} has no connection`);
+    for (const h of this.#handles.values()) h._fail(err);
   }
 
   /** Whether (and how) to resume after a close with `code`: a drain (rollout), or `autoReconnect`. */
   #reconnectPlan(code: number): ReconnectPlan | undefined {
-    if (this.#closing || code === 4000) return undefined;
+    if (this.#closing || code === EVICTED_CLOSE_CODE) return undefined;
     const drained = code === DRAIN_CLOSE_CODE || this.#drainRetryMs !== undefined;
     // A rollout: the next server may take a while to come up (about a minute at most).
     if (drained && this.#opts.reconnectOnDrain !== false)
@@ -191,18 +148,24 @@ export class ExecServerClient {
     return auto ? (auto === true ? {} : auto) : undefined;
   }
 
-  async #autoReconnect(opts: ReconnectPlan): Promise<void> {
+  /**
+   * Resumes after `from` closed, retrying; gives up when the attempts ran out or `disconnect()`
+   * was called. A resume that got a newer connection leaves the rest to that one's close.
+   */
+  async #autoReconnect(opts: ReconnectPlan, from: RpcConnection): Promise<void> {
     const attempts = opts.attempts ?? 10;
-    for (let i = 0; i < attempts && !this.#closing; i++) {
+    for (let i = 0; i < attempts && !this.#closing && this.#conn === from; i++) {
       const delay = (opts.delayMs ?? 200) * (i + 1);
       await new Promise((r) => setTimeout(r, Math.min(delay, opts.maxDelayMs ?? delay)));
+      if (this.#closing) break;
       try {
-        await this.reconnect();
+        await this.#resume();
         return;
       } catch {
         // try again
       }
     }
+    if (this.#conn === from) this.#giveUp(from.closeCode, from.closeReason);
   }
 
   /** The connection closed (evicted, dropped, or after `disconnect()`). */
@@ -227,9 +190,11 @@ export class ExecServerClient {
   async exec(argv: readonly string[], opts: ExecOptions = {}): Promise<ExecHandle> {
     const processId = asProcessId(opts.processId ?? `sdk-${randomUUID()}`);
     const handle = new ExecHandle(processId, argv, () => this, { check: opts.check, collect: opts.collect });
-    // Registered before the start so no early notification is missed.
-    this.#handles.set(processId, handle);
-    handle.onExit(() => this.#handles.delete(processId));
+    // Registered before the start so no early notification is missed, unless that would cut
+    // off a live handle of the same id (the server refuses the start then, almost always).
+    const live = this.#handles.get(processId);
+    if (live) handle._hold();
+    else this.#register(handle);
     const stdinData = opts.stdin !== undefined && opts.stdin !== 'pipe' ? opts.stdin : undefined;
     try {
       await this.request('process/start', {
@@ -245,8 +210,14 @@ export class ExecServerClient {
         ...(opts.approval !== undefined ? { approval: opts.approval } : {}),
       });
     } catch (err) {
-      this.#handles.delete(processId);
+      if (!live) this.#unregister(handle);
       throw err;
+    }
+    if (live) {
+      // Accepted: the server no longer had the old process (pruned while it looked alive here).
+      live._lost();
+      this.#register(handle);
+      await handle._catchUp();
     }
     if (stdinData !== undefined) {
       await handle.sendStdin(stdinData);
@@ -269,15 +240,24 @@ export class ExecServerClient {
       afterSeq: opts.afterSeq,
     });
     handle._hold();
-    this.#handles.set(id, handle);
-    handle.onExit(() => this.#handles.delete(id));
+    this.#register(handle);
     try {
       await handle._catchUp();
     } catch (err) {
-      this.#handles.delete(id);
+      this.#unregister(handle);
       throw err;
     }
     return handle;
+  }
+
+  /** Routes the notifications of `handle`'s process to it until it ends. */
+  #register(handle: ExecHandle): void {
+    this.#handles.set(handle.processId, handle);
+    handle.onExit(() => this.#unregister(handle));
+  }
+
+  #unregister(handle: ExecHandle): void {
+    if (this.#handles.get(handle.processId) === handle) this.#handles.delete(handle.processId);
   }
 
   async listProcesses(): Promise<ProcessSummary[]> {
@@ -290,20 +270,26 @@ export class ExecServerClient {
 
   /**
    * Opens a new connection resuming this session (the old one, if still open, is closed by
-   * the server), then every open handle reads what it missed after its last seq.
+   * the server), then every open handle reads what it missed after its last seq. A handle
+   * whose process the server no longer has (pruned meanwhile) ends `terminal: 'lost'` with
+   * what it had; the others resume. Automatic reconnection (after `disconnect()`) is on again.
    */
   reconnect(): Promise<void> {
+    this.#closing = false;
+    return this.#resume();
+  }
+
+  #resume(): Promise<void> {
     this.#reconnecting ??= (async () => {
       try {
         const old = this.#conn;
-        const { conn, init, early } = await ExecServerClient.#open(this.url, this.#opts, this.sessionId);
-        const handles = [...this.#handles.values()];
-        for (const h of handles) h._hold();
-        this.#conn = conn;
-        this.initResult = init;
-        this.#bind(conn, early);
-        if (old.socket.readyState === old.socket.OPEN) void old.close();
-        await Promise.all(handles.map((h) => h._catchUp()));
+        const opened = await openSession(this.url, this.#opts, this.sessionId);
+        if (this.#closing) {
+          // `disconnect()` came while this resume was on its way.
+          await opened.conn.close();
+          throw new ExecServerConnectionError('disconnected while reconnecting');
+        }
+        await this.#adopt(old, opened);
       } finally {
         this.#reconnecting = undefined;
       }
@@ -311,7 +297,27 @@ export class ExecServerClient {
     return this.#reconnecting;
   }
 
-  /** Closes the connection; the session and its processes keep running on the server. */
+  async #adopt(old: RpcConnection, { conn, init, early }: Awaited<ReturnType<typeof openSession>>): Promise<void> {
+    const handles = [...this.#handles.values()];
+    for (const h of handles) h._hold();
+    this.#conn = conn;
+    this.initResult = init;
+    this.#bind(conn, early);
+    if (old.socket.readyState === old.socket.OPEN) void old.close();
+    const caught = await Promise.allSettled(handles.map((h) => h._catchUp()));
+    let failed: unknown;
+    caught.forEach((r, i) => {
+      if (r.status === 'fulfilled') return;
+      if (isProcessNotFound(r.reason)) handles[i]?._lost();
+      else failed ??= r.reason;
+    });
+    if (failed !== undefined) throw failed;
+  }
+
+  /**
+   * Closes the connection; the session and its processes keep running on the server. Open
+   * handles' `wait()` rejects with `ExecServerConnectionError` until `reconnect()`.
+   */
   async disconnect(): Promise<void> {
     this.#closing = true;
     await this.#conn.close();
@@ -333,8 +339,9 @@ export class ExecServerClient {
 
   /** Deletes the session (kills its processes) and closes the connection. */
   async deleteSession(): Promise<void> {
-    this.#closing = true;
     await this.http.deleteSession(this.sessionId);
+    // Only now: a refused delete (a `read` token's 403) leaves the connection as it was.
+    this.#closing = true;
     await this.#conn.close();
   }
 

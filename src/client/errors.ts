@@ -48,7 +48,11 @@ export class CommandExitError extends Error {
   }
 }
 
-/** The WebSocket connection closed (or was never open) while a request waited for its answer. */
+/**
+ * The WebSocket connection failed the SDK: it closed (or was never open) while a request waited
+ * for its answer, it is gone for good while a handle's `wait()` waits (docs/sdk.md, "Sessions"),
+ * or a connect got no upgrade or no `initialize` answer within `connectTimeoutMs`.
+ */
 export class ExecServerConnectionError extends Error {
   override readonly name = 'ExecServerConnectionError';
 }

@@ -13,4 +13,10 @@ export interface ExecResult {
   readonly stderr: string;
   /** PTY output (tty processes). */
   readonly pty: string;
+  /**
+   * Bytes of output that never arrived: after a drop, the server no longer retained them
+   * (`--output-retention-bytes`, oldest first) when the SDK read the gap. 0 normally; after
+   * `attach` with an `afterSeq`, dropped output at or before it can count too.
+   */
+  readonly droppedBytes: number;
 }

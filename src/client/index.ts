@@ -1,5 +1,6 @@
 /** The exec-server TypeScript SDK. Its wire types are the server's own (src/protocol/), exported as `protocol`. */
 export {
+  DEFAULT_CONNECT_TIMEOUT_MS,
   DRAIN_CLOSE_CODE,
   ExecServerClient,
   type ApprovalDecision,

@@ -2,7 +2,9 @@
  * A running (or ended) process as the SDK shows it: ordered output with per-stream UTF-8
  * decoding (a character split across chunks is never garbled; decoders are flushed at the
  * end), `wait()`, stdin, resize, signals. Events are applied by `seq`, so after a resume the
- * gap filled by `process/read` and the live notifications never deliver a byte twice.
+ * gap filled by `process/read` and the live notifications never deliver a byte twice; what the
+ * server no longer retained when the gap was read is counted (`droppedBytes`), never skipped
+ * silently.
  */
 import { randomUUID } from 'node:crypto';
 import { StringDecoder } from 'node:string_decoder';
@@ -44,6 +46,11 @@ export interface HandleTransport {
 /** Bound of the output kept for a first `onOutput` listener that comes late. */
 const UNHEARD_MAX_BYTES = 1024 * 1024;
 
+interface Waiter {
+  resolve(result: ExecResult): void;
+  reject(err: Error): void;
+}
+
 interface ExitInfo {
   exitCode: number;
   terminal: string;
@@ -65,10 +72,14 @@ export class ExecHandle {
   #unheardBytes = 0;
   readonly #endListeners = new Set<(result: ExecResult) => void>();
   #lastSeq: number;
+  /** Output bytes applied: what the server's `droppedBytes` is measured against. */
+  #receivedBytes = 0;
+  #droppedBytes = 0;
   #exit: ExitInfo | undefined;
   #result: ExecResult | undefined;
-  readonly #done: Promise<ExecResult>;
-  #resolve!: (r: ExecResult) => void;
+  readonly #waiters = new Set<Waiter>();
+  /** Set while the client's connection is gone for good: `wait()` rejects with it. */
+  #failure: Error | undefined;
   /** While a resume fills the gap, live events wait here. */
   #held: ProcessEvent[] | undefined;
 
@@ -84,7 +95,6 @@ export class ExecHandle {
     this.#check = opts.check ?? true;
     this.#collect = opts.collect ?? true;
     this.#lastSeq = opts.afterSeq ?? 0;
-    this.#done = new Promise((resolve) => (this.#resolve = resolve));
   }
 
   /** Seq of the last event applied. */
@@ -94,6 +104,14 @@ export class ExecHandle {
 
   get done(): boolean {
     return this.#result !== undefined;
+  }
+
+  /**
+   * Bytes of this process's output that never arrived: the server no longer retained them
+   * (`--output-retention-bytes`) when a resume read the gap. 0 normally; also in the result.
+   */
+  get droppedBytes(): number {
+    return this.#droppedBytes;
   }
 
   /**
@@ -115,9 +133,19 @@ export class ExecHandle {
     return () => this.#endListeners.delete(cb);
   }
 
-  /** The result once the process ended and its output closed; throws `CommandExitError` on a non-zero exit when `check` (default). */
+  /**
+   * The result once the process ended and its output closed; throws `CommandExitError` on a
+   * non-zero exit when `check` (default). Rejects with `ExecServerConnectionError` when the
+   * connection is gone for good (closed with no automatic resume, or its retries ran out); a
+   * later `reconnect()` resumes the handle, and `wait()` can be called again.
+   */
   async wait(opts: { check?: boolean } = {}): Promise<ExecResult> {
-    const result = await this.#done;
+    const result =
+      this.#result ??
+      (await new Promise<ExecResult>((resolve, reject) => {
+        if (this.#failure) reject(this.#failure);
+        else this.#waiters.add({ resolve, reject });
+      }));
     if ((opts.check ?? this.#check) && result.exitCode !== 0) throw new CommandExitError(result);
     return result;
   }
@@ -186,6 +214,7 @@ export class ExecHandle {
       this.#decoders.set(stream, decoder);
     }
     const text = decoder.write(data);
+    this.#receivedBytes += data.length;
     if (this.#collect) this.#text[stream].push(text);
     this.#emit({ stream, seq, data, text });
   }
@@ -217,14 +246,34 @@ export class ExecHandle {
       stdout: this.#text.stdout.join(''),
       stderr: this.#text.stderr.join(''),
       pty: this.#text.pty.join(''),
+      droppedBytes: this.#droppedBytes,
     };
-    this.#resolve(this.#result);
+    const waiters = [...this.#waiters];
+    this.#waiters.clear();
+    for (const w of waiters) w.resolve(this.#result);
     for (const l of this.#endListeners) l(this.#result);
   }
 
-  /** Starts holding live events (a resume or attach is about to fill the gap). */
+  /** @internal No event will come (the connection is gone for good): pending and new `wait()`s reject with `err`. */
+  _fail(err: Error): void {
+    if (this.#result) return;
+    this.#failure = err;
+    const waiters = [...this.#waiters];
+    this.#waiters.clear();
+    for (const w of waiters) w.reject(err);
+  }
+
+  /** @internal The server no longer knows the process (pruned, or gone with its backend): it ends `lost` with what arrived. */
+  _lost(): void {
+    this.#held = undefined;
+    this.#failure = undefined;
+    this.#finish();
+  }
+
+  /** @internal Starts holding live events (a resume or attach is about to fill the gap); a failure is over. */
   _hold(): void {
     this.#held ??= [];
+    this.#failure = undefined;
   }
 
   /**
@@ -242,6 +291,7 @@ export class ExecHandle {
           maxBytes: 4 * 1024 * 1024,
           waitMs: 0,
         });
+        this.#countDropped(r.firstRetainedSeq, r.droppedBytes);
         for (const c of r.chunks)
           this.#apply({
             method: 'process/output',
@@ -271,5 +321,14 @@ export class ExecHandle {
         for (const e of held) this.#apply(e);
       }
     }
+  }
+
+  /**
+   * A read that starts past everything applied (`firstRetainedSeq > lastSeq`): every chunk
+   * received is among those the server dropped, so what it dropped beyond them never came.
+   */
+  #countDropped(firstRetainedSeq: number, serverDropped: number): void {
+    if (firstRetainedSeq <= this.#lastSeq) return;
+    this.#droppedBytes = Math.max(this.#droppedBytes, serverDropped - this.#receivedBytes);
   }
 }

@@ -53,6 +53,8 @@ export interface RpcConnectionOptions {
   /** Send `"jsonrpc":"2.0"` on every message. */
   readonly jsonrpc?: boolean | undefined;
   readonly maxPayload?: number | undefined;
+  /** Bound of the upgrade in ms (default: none): past it `open` rejects with `ExecServerConnectionError`. */
+  readonly timeoutMs?: number | undefined;
 }
 
 interface Waiter {
@@ -128,11 +130,14 @@ export class RpcConnection {
     });
   }
 
-  /** Opens the socket; rejects with the HTTP status when the upgrade is refused (e.g. 401). */
+  /**
+   * Opens the socket; rejects with the HTTP status when the upgrade is refused (e.g. 401), and
+   * with `ExecServerConnectionError` when no upgrade came within `timeoutMs`.
+   */
   static open(url: string, opts: RpcConnectionOptions = {}): Promise<RpcConnection> {
     const headers: Record<string, string> = opts.token ? { authorization: `Bearer ${opts.token}` } : {};
     const socket = new WebSocket(url, { headers, maxPayload: opts.maxPayload ?? 256 * 1024 * 1024 });
-    return new Promise((resolve, reject) => {
+    const opened = new Promise<RpcConnection>((resolve, reject) => {
       socket.once('open', () => resolve(new RpcConnection(socket, opts)));
       socket.once('unexpected-response', (req, res) => {
         // The refusal's body carries the server's stable code (a bounded read: 64 KiB at most).
@@ -169,6 +174,18 @@ export class RpcConnection {
       });
       socket.once('error', reject);
     });
+    const ms = opts.timeoutMs;
+    if (ms === undefined || ms === Infinity) return opened;
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        reject(new ExecServerConnectionError(`no WebSocket upgrade from ${url} within ${ms} ms`));
+        // The socket's own error (handshake aborted) then rejects `opened`, which nobody awaits.
+        opened.catch(() => undefined);
+        socket.terminate();
+      }, ms);
+    });
+    return Promise.race([opened, timedOut]).finally(() => clearTimeout(timer));
   }
 
   #send(message: Record<string, unknown>): void {
