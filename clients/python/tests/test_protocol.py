@@ -25,7 +25,7 @@ import('./src/protocol/binary-output.ts').then((m) => {
 
 
 def test_frames_encoded_by_the_server_decode() -> None:
-    cases = [["p-1", 1, "stdout", "68690a"], ["процесс", 2**40 + 7, "stderr", ""], ["x", 3, "pty", "00ff" * 100]]
+    cases = [("p-1", 1, "stdout", "68690a"), ("процесс", 2**40 + 7, "stderr", ""), ("x", 3, "pty", "00ff" * 100)]
     run = subprocess.run(["node", "--import", "tsx", "-e", ENCODE, json.dumps(cases)], cwd=REPO,
                          capture_output=True, text=True, timeout=60, check=True)
     for (pid, seq, stream, hex_data), frame in zip(cases, json.loads(run.stdout)):
