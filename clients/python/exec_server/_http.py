@@ -12,10 +12,11 @@ import json
 import os
 import ssl
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import IO, Any, Union
 from urllib.parse import quote, urlencode, urlsplit
 
-from .errors import BackendError, error_of
+from .errors import BackendError, ConnectionClosedError, error_of, error_of_answer
 
 Progress = Callable[[int, "int | None"], None]
 """Called with (bytes done, total bytes or None) after each chunk."""
@@ -68,24 +69,28 @@ class HttpApi:
 
     @staticmethod
     def _raise_for(res: http.client.HTTPResponse, text: bytes) -> None:
+        raise error_of_answer(res.status, text, f"HTTP {res.status}")
+
+    @contextmanager
+    def _network(self, local_failure: Callable[[], bool] = lambda: False) -> Iterator[None]:
+        """Socket and protocol failures (refused, reset, timed out) as ``ConnectionClosedError``;
+        ``local_failure()`` tells one that came from the caller's own file instead."""
         try:
-            body = json.loads(text) if text else {}
-        except ValueError:
-            body = {"message": text.decode("utf-8", "replace")}
-        if not isinstance(body, dict):
-            body = {}
-        code = body.get("code") if isinstance(body.get("code"), str) else None
-        message = body.get("message") if isinstance(body.get("message"), str) else f"HTTP {res.status}"
-        raise error_of(code, message, status=res.status, data=body)
+            yield
+        except (OSError, http.client.HTTPException) as err:
+            if local_failure():
+                raise
+            raise ConnectionClosedError(f"HTTP connection to {self.base_url} failed: {err!r}") from err
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         conn = self._connection()
         try:
             payload = None if body is None else json.dumps(body).encode("utf-8")
             headers = self._headers({"Content-Type": "application/json"} if payload is not None else None)
-            conn.request(method, path, body=payload, headers=headers)
-            res = conn.getresponse()
-            text = res.read()
+            with self._network():
+                conn.request(method, path, body=payload, headers=headers)
+                res = conn.getresponse()
+                text = res.read()
             if res.status >= 400:
                 self._raise_for(res, text)
             return json.loads(text) if text else None
@@ -102,10 +107,19 @@ class HttpApi:
                 session_id: str) -> dict[str, Any]:
         size, chunks = _chunks_of(source, chunk_size)
         done = 0
+        source_failed = False
 
         def body() -> Iterator[bytes]:
-            nonlocal done
-            for piece in chunks:
+            nonlocal done, source_failed
+            pieces = iter(chunks)
+            while True:
+                try:
+                    piece = next(pieces, None)
+                except BaseException:
+                    source_failed = True
+                    raise
+                if piece is None:
+                    return
                 yield piece
                 done += len(piece)
                 if progress is not None:
@@ -116,10 +130,11 @@ class HttpApi:
             headers["Content-Length"] = str(size)
         conn = self._connection()
         try:
-            conn.request("PUT", f"/v1/sessions/{seg(session_id)}/files/content?{urlencode({'path': path})}",
-                         body=body(), headers=headers, encode_chunked=size is None)
-            res = conn.getresponse()
-            text = res.read()
+            with self._network(lambda: source_failed):
+                conn.request("PUT", f"/v1/sessions/{seg(session_id)}/files/content?{urlencode({'path': path})}",
+                             body=body(), headers=headers, encode_chunked=size is None)
+                res = conn.getresponse()
+                text = res.read()
             if res.status >= 400:
                 self._raise_for(res, text)
             answer: dict[str, Any] = json.loads(text)
@@ -137,15 +152,20 @@ class HttpApi:
         conn = self._connection()
         kept: list[bytes] = []
         try:
-            conn.request("GET", f"/v1/sessions/{seg(session_id)}/files/content?{urlencode(query)}",
-                         headers=self._headers())
-            res = conn.getresponse()
-            if res.status >= 400:
-                self._raise_for(res, res.read())
+            with self._network():
+                conn.request("GET", f"/v1/sessions/{seg(session_id)}/files/content?{urlencode(query)}",
+                             headers=self._headers())
+                res = conn.getresponse()
+                if res.status >= 400:
+                    self._raise_for(res, res.read())
             length = res.getheader("content-length")
             total = int(length) if length is not None else None
             done = 0
-            while piece := res.read(chunk_size):
+            while True:
+                with self._network():  # not around dest.write: a full disk is no connection failure
+                    piece = res.read(chunk_size)
+                if not piece:
+                    break
                 if dest is None:
                     kept.append(piece)
                 else:

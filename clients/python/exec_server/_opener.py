@@ -14,8 +14,8 @@ S = TypeVar("S", covariant=True)
 
 
 class SessionOpener(Protocol[S]):
-    """The server's address, the token and client name a connection presents, the HTTP API, and
-    new sessions (of type ``S``) for forks."""
+    """The server's address, the token and client name a connection presents, how long opening
+    it may take, the HTTP API, and new sessions (of type ``S``) for forks."""
 
     @property
     def ws_url(self) -> str: ...
@@ -23,6 +23,8 @@ class SessionOpener(Protocol[S]):
     def token(self) -> str | None: ...
     @property
     def client_name(self) -> str: ...
+    @property
+    def connect_timeout(self) -> float: ...
     @property
     def http(self) -> HttpApi: ...
     @property

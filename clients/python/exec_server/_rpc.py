@@ -14,10 +14,11 @@ import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from websockets.exceptions import ConnectionClosed, InvalidStatusCode
+from websockets.datastructures import Headers
+from websockets.exceptions import ConnectionClosed, InvalidStatusCode, WebSocketException
 from websockets.legacy.client import WebSocketClientProtocol, connect
 
-from .errors import ConnectionClosedError, ExecServerError, error_of
+from .errors import ConnectionClosedError, ExecServerError, error_of, error_of_answer
 
 NotificationHandler = Callable[[str, dict[str, Any]], None]
 ServerRequestHandler = Callable[[str, dict[str, Any]], Awaitable[Any]]
@@ -27,6 +28,7 @@ CloseHandler = Callable[[int, str], None]
 _BINARY_HEADER = struct.Struct("<BBHQ")
 _STREAMS = ("stdout", "stderr", "pty")
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+_REFUSAL_MAX_BYTES = 64 * 1024
 log = logging.getLogger("exec_server")
 
 
@@ -41,6 +43,26 @@ def decode_binary_output(frame: bytes) -> dict[str, Any] | None:
     view = memoryview(frame)
     return {"processId": bytes(view[_BINARY_HEADER.size:id_end]).decode("utf-8"), "seq": seq,
             "stream": _STREAMS[stream], "data": view[id_end:]}
+
+
+class _Protocol(WebSocketClientProtocol):
+    """Reads the body of a refused upgrade: it carries the server's stable code (a revoked
+    token, say), which the status alone does not tell."""
+
+    async def read_http_response(self) -> tuple[int, Headers]:
+        status, headers = await super().read_http_response()
+        if status >= 400:
+            raise error_of_answer(status, await self._body(headers), f"upgrade refused: HTTP {status}")
+        return status, headers
+
+    async def _body(self, headers: Headers) -> bytes:
+        try:
+            length = int(headers.get("Content-Length", "0"))
+            if not 0 < length <= _REFUSAL_MAX_BYTES:
+                return b""
+            return await asyncio.wait_for(self.reader.readexactly(length), 5)
+        except (ValueError, asyncio.IncompleteReadError, TimeoutError):
+            return b""
 
 
 class RpcConnection:
@@ -63,15 +85,23 @@ class RpcConnection:
     async def open(cls, url: str, token: str | None,
                    on_server_request: ServerRequestHandler | None = None,
                    open_timeout: float = 30.0) -> RpcConnection:
+        """The open connection; a refused upgrade raises the server's error (``AuthError``...),
+        any other failure (refused, reset, no answer in ``open_timeout``) ``ConnectionClosedError``."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        # websockets' stubs type the factory as taking an argument; it is called with keywords.
+        protocol: Any = _Protocol
         try:
             ws = await connect(url, extra_headers=headers, max_size=MAX_MESSAGE_BYTES,
                                compression=None, ping_interval=None, max_queue=None,
-                               open_timeout=open_timeout, read_limit=4 * 1024 * 1024,
-                               write_limit=4 * 1024 * 1024)
+                               open_timeout=open_timeout, close_timeout=1, read_limit=4 * 1024 * 1024,
+                               write_limit=4 * 1024 * 1024, create_protocol=protocol)
         except InvalidStatusCode as err:
             raise error_of(None, f"upgrade refused: HTTP {err.status_code}",
                            status=err.status_code) from err
+        except (OSError, WebSocketException) as err:  # TimeoutError is an OSError
+            raise ConnectionClosedError(f"cannot connect to {url}: {err!r}") from err
+        # 1 s above for a failed handshake's close (a silent peer answers none); 5 s once open.
+        ws.close_timeout = 5
         return cls(ws, on_server_request)
 
     @property
@@ -179,7 +209,6 @@ class RpcConnection:
 
     async def close(self) -> None:
         """Closes the socket (at most 5 s for the server's half of the handshake)."""
-        self._ws.close_timeout = 5
         await self._ws.close()
         await asyncio.gather(self._reader, return_exceptions=True)
 

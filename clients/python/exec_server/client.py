@@ -14,6 +14,7 @@ from . import _validate as v
 from ._generated import MAX_SESSION_BATCH
 from ._http import HttpApi, seg, ws_url_of
 from ._tools import HttpSession
+from .errors import AuthError
 from .session import ApprovalCallback, ImagePullCallback, Session
 
 DEFAULT_URL = "ws://127.0.0.1:8765"
@@ -21,13 +22,21 @@ DEFAULT_URL = "ws://127.0.0.1:8765"
 
 class AsyncClient:
     """One server and token; without them ``EXEC_SERVER_URL`` and ``EXEC_SERVER_TOKEN`` (else
-    ``CODEX_EXEC_SERVER_CONNECTION_TOKEN``), as the CLI reads them."""
+    ``CODEX_EXEC_SERVER_CONNECTION_TOKEN``), as the CLI reads them.
+
+    ``connect_timeout`` (seconds) bounds opening a session's connection, the WebSocket upgrade
+    and ``initialize`` together: past it ``ConnectionClosedError``, as for a refused connection.
+    """
 
     def __init__(self, url: str | None = None, token: str | None = None, *,
-                 client_name: str = "exec-server-python") -> None:
+                 client_name: str = "exec-server-python", connect_timeout: float = 30.0) -> None:
         url = url or os.environ.get("EXEC_SERVER_URL") or DEFAULT_URL
         if not isinstance(url, str) or "://" not in url:
             raise v.fail(f"url must be ws(s):// or http(s)://, not {url!r}")
+        if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, (int, float)) \
+                or not connect_timeout > 0:
+            raise v.fail("connect_timeout must be a positive number of seconds")
+        self.connect_timeout = float(connect_timeout)
         self.ws_url = ws_url_of(url)
         self.token = token if token is not None else (
             os.environ.get("EXEC_SERVER_TOKEN") or os.environ.get("CODEX_EXEC_SERVER_CONNECTION_TOKEN") or None)
@@ -37,9 +46,17 @@ class AsyncClient:
 
     @classmethod
     async def connect(cls, url: str | None = None, token: str | None = None, **kw: Any) -> AsyncClient:
-        """A client whose server answered and accepted the token (``AuthError`` if not)."""
+        """A client whose server answered and accepted the token (``AuthError`` if not).
+
+        A session token (``Session.create_token``) is accepted too: the server names it valid but
+        scoped to its session (``EXEC_ERR_TOKEN_SCOPE``) where a tenant token lists sessions.
+        """
         client = cls(url, token, **kw)
-        await client.list_sessions()
+        try:
+            await client.list_sessions()
+        except AuthError as err:
+            if err.code != "EXEC_ERR_TOKEN_SCOPE":
+                raise
         return client
 
     async def __aenter__(self) -> AsyncClient:

@@ -8,6 +8,7 @@ from src/errors.ts); ``FAMILIES`` must name each of them, which a test checks.
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ._generated import ERROR_REGISTRY, RETRYABLE
@@ -78,7 +79,8 @@ class BackendError(ExecServerError):
 
 
 class ConnectionClosedError(ExecServerError):
-    """The WebSocket closed while a call waited for its answer."""
+    """The connection failed: the server could not be reached or did not answer in time, or the
+    WebSocket closed while a call waited for its answer (the original error is ``__cause__``)."""
 
     def __init__(self, message: str, close_code: int | None = None) -> None:
         super().__init__(message, "EXEC_ERR_CONNECTION_CLOSED")
@@ -151,6 +153,20 @@ def error_of(code: str | None, message: str, *, status: int | None = None,
     if status is None and code in ERROR_REGISTRY:
         status = ERROR_REGISTRY[code][0]
     return cls(message, code, status=status, rpc_code=rpc_code, data=data)
+
+
+def error_of_answer(status: int, text: bytes, fallback: str) -> ExecServerError:
+    """The exception for an HTTP error answer: the code and message of its JSON body, else
+    what the status tells (a proxy's page carries no code)."""
+    try:
+        body = json.loads(text) if text else {}
+    except ValueError:
+        body = {"message": text.decode("utf-8", "replace")}
+    if not isinstance(body, dict):
+        body = {}
+    code = body.get("code") if isinstance(body.get("code"), str) else None
+    message = body.get("message") if isinstance(body.get("message"), str) else fallback
+    return error_of(code, message, status=status, data=body)
 
 
 def _code_of_http_status(status: int) -> str:

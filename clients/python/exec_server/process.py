@@ -1,15 +1,17 @@
 """A running (or ended) process: ordered output, per-stream UTF-8, stdin, resize, signals.
 
 Events are applied by ``seq``: after a resume, the gap read with ``process/read`` and the live
-notifications never deliver a byte twice or skip one. Each stream has its own incremental
-UTF-8 decoder (a character split across chunks is decoded whole), flushed when the process
-closes; ``chunk.data`` keeps the raw bytes.
+notifications never deliver a byte twice or skip one; what the server no longer retained is
+counted in ``dropped_bytes``. Each stream has its own incremental UTF-8 decoder (a character
+split across chunks is decoded whole), flushed when the process closes or output was lost;
+``chunk.data`` keeps the raw bytes.
 """
 from __future__ import annotations
 
 import asyncio
 import base64
 import codecs
+import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -34,6 +36,11 @@ class _Exit:
 _END = object()
 
 
+def _held_size(chunk: OutputChunk) -> int:
+    """The memory a kept chunk holds: its bytes and its decoded text (up to 4 bytes a character)."""
+    return sys.getsizeof(chunk.data) + sys.getsizeof(chunk.text)
+
+
 class Process:
     """Handle returned by ``Session.spawn``. ``async for chunk in proc`` yields every chunk."""
 
@@ -50,12 +57,17 @@ class Process:
         self._text: dict[StreamName, list[str]] = {s: [] for s in _STREAMS}
         self._bytes: dict[StreamName, list[bytes]] = {s: [] for s in _STREAMS}
         self._queues: list[tuple[asyncio.Queue[Any], StreamName | None]] = []
-        # Output before the first iterator (a fast command can print before spawn returns).
-        self._backlog: list[OutputChunk] | None = [] if backlog_bytes > 0 else None
+        # Output of each stream before its first iteration (a fast command can print before
+        # spawn returns), up to backlog_bytes of memory in all, the oldest dropped first.
+        self._backlog: list[OutputChunk] = []
+        self._unclaimed: set[StreamName] = set(_STREAMS) if backlog_bytes > 0 else set()
         self._backlog_bytes = 0
         self._backlog_max = backlog_bytes
+        self._received_bytes = 0  # output bytes applied, plus those counted dropped
+        self._dropped_bytes = 0
         self._exit: _Exit | None = None
         self._result: ExecResult | None = None
+        self._error: Exception | None = None
         self._done: asyncio.Future[ExecResult] = asyncio.get_running_loop().create_future()
         self._held: list[tuple[str, dict[str, Any]]] | None = None
         self._started = False
@@ -68,21 +80,37 @@ class Process:
     def result(self) -> ExecResult | None:
         return self._result
 
+    @property
+    def dropped_bytes(self) -> int:
+        """Output lost so far: what the server no longer retained when a resume caught up."""
+        return self._dropped_bytes
+
     def __aiter__(self) -> AsyncIterator[OutputChunk]:
         return self.output()
 
     async def output(self, stream: StreamName | None = None) -> AsyncIterator[OutputChunk]:
         """The chunks (of ``stream``, or all) in order, until the process closes.
 
-        The first iteration starts from the beginning (what arrived before it is kept, up to
-        ``backlog_bytes``); a later one starts when it begins.
+        The first iteration of each stream starts from that stream's beginning (what arrived
+        before it is kept, up to ``backlog_bytes`` of memory for all streams); a later one starts
+        when it begins. Raises the failure (``ConnectionClosedError``) once the handle has failed.
         """
         queue: asyncio.Queue[Any] = asyncio.Queue()
-        for chunk in self._backlog or []:
-            queue.put_nowait(chunk)
-        self._backlog = None
+        mine = self._unclaimed & ({stream} if stream is not None else set(_STREAMS))
+        if mine:
+            self._unclaimed -= mine
+            kept: list[OutputChunk] = []
+            for chunk in self._backlog:
+                if chunk.stream in mine:
+                    queue.put_nowait(chunk)
+                    self._backlog_bytes -= _held_size(chunk)
+                else:
+                    kept.append(chunk)
+            self._backlog = kept
         if self._result is not None:
             queue.put_nowait(_END)
+        elif self._error is not None:
+            queue.put_nowait(self._error)
         else:
             self._queues.append((queue, stream))
         try:
@@ -92,8 +120,7 @@ class Process:
                     return
                 if isinstance(item, Exception):
                     raise item
-                if stream is None or item.stream == stream:
-                    yield item
+                yield item
         finally:
             self._queues = [q for q in self._queues if q[0] is not queue]
 
@@ -152,6 +179,7 @@ class Process:
         if method == "process/output":
             data = params.get("data")
             raw = bytes(data) if data is not None else base64.b64decode(params.get("chunk") or "")
+            self._received_bytes += len(raw)
             self._output(params.get("stream", "stdout"), int(seq or 0), raw)
         elif method == "process/exited":
             self._exit = _Exit(int(params.get("exitCode", -1)), str(params.get("terminal") or "exited"),
@@ -167,30 +195,39 @@ class Process:
         self._emit(OutputChunk(stream, seq, data, text))
 
     def _emit(self, chunk: OutputChunk) -> None:
-        for queue, _ in self._queues:
-            queue.put_nowait(chunk)
-        if self._backlog is None:
+        for queue, stream in self._queues:
+            if stream is None or stream == chunk.stream:
+                queue.put_nowait(chunk)
+        if chunk.stream not in self._unclaimed:
             return
         self._backlog.append(chunk)
-        self._backlog_bytes += len(chunk.data)
-        while self._backlog_bytes > self._backlog_max and len(self._backlog) > 1:
-            self._backlog_bytes -= len(self._backlog.pop(0).data)
+        self._backlog_bytes += _held_size(chunk)
+        if self._backlog_bytes > self._backlog_max:
+            drop = 0
+            while self._backlog_bytes > self._backlog_max and drop < len(self._backlog) - 1:
+                self._backlog_bytes -= _held_size(self._backlog[drop])
+                drop += 1
+            del self._backlog[:drop]
 
-    def _finish(self) -> None:
-        if self._result is not None:
-            return
+    def _flush_decoders(self) -> None:
+        """Ends each stream's pending character (U+FFFD): at the close, or before a lost stretch."""
         for stream in _STREAMS:
             rest = self._decoders[stream].decode(b"", final=True)
             if rest:
                 if self._collect:
                     self._text[stream].append(rest)
                 self._emit(OutputChunk(stream, self.last_seq, b"", rest))
+
+    def _finish(self) -> None:
+        if self._result is not None:
+            return
+        self._flush_decoders()
         ex = self._exit or _Exit(-1, "lost", None, False)
         t, b = self._text, self._bytes
         self._result = ExecResult(
             self.process_id, self.argv, ex.exit_code, ex.terminal, ex.signal, ex.sandbox_denied,
             "".join(t["stdout"]), "".join(t["stderr"]), "".join(t["pty"]),
-            b"".join(b["stdout"]), b"".join(b["stderr"]), b"".join(b["pty"]))
+            b"".join(b["stdout"]), b"".join(b["stderr"]), b"".join(b["pty"]), self._dropped_bytes)
         self._text = {s: [] for s in _STREAMS}
         self._bytes = {s: [] for s in _STREAMS}
         for queue, _ in self._queues:
@@ -202,6 +239,7 @@ class Process:
         """No more events will come (the connection closed for good): waits and iterations raise ``err``."""
         if self._result is not None or self._done.done():
             return
+        self._error = err
         self._done.set_exception(err)
         self._done.add_done_callback(lambda f: f.exception())  # retrieved, even if nobody waits
         for queue, _ in self._queues:
@@ -217,6 +255,21 @@ class Process:
         if self._held is None:
             self._held = []
 
+    def _count_dropped(self, read: dict[str, Any]) -> None:
+        """Counts the output after ``last_seq`` that the server dropped before this read.
+
+        The server reports all it ever dropped (``droppedBytes``); all of it up to ``last_seq``
+        came here (or was counted), so the rest is this gap's loss.
+        """
+        first, dropped = read.get("firstRetainedSeq"), read.get("droppedBytes")
+        if not isinstance(first, int) or not isinstance(dropped, int) or first <= self.last_seq + 1:
+            return
+        lost = dropped - self._received_bytes
+        if lost > 0:
+            self._flush_decoders()  # a character cut by the gap is not completed by later bytes
+            self._received_bytes += lost
+            self._dropped_bytes += lost
+
     async def _catch_up(self, request: Request | None = None) -> None:
         """Reads what came after ``last_seq`` with ``process/read``, then applies held events."""
         request = request or self._request
@@ -227,6 +280,7 @@ class Process:
                 r = await request("process/read", {
                     "processId": self.process_id, "afterSeq": self.last_seq,
                     "maxBytes": 4 * 1024 * 1024, "waitMs": 0})
+                self._count_dropped(r)
                 for c in r["chunks"]:
                     self._apply("process/output", c)
                 if r["chunks"]:

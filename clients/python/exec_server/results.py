@@ -24,7 +24,11 @@ class OutputChunk:
 
 @dataclass(frozen=True)
 class ExecResult:
-    """How a process ended and (unless ``collect=False``) what it printed."""
+    """How a process ended and (unless ``collect=False``) what it printed.
+
+    ``dropped_bytes``: output the server no longer had when the SDK caught up after a drop (more
+    than its retention came meanwhile; docs/protocol.md); 0 when every byte arrived.
+    """
 
     process_id: str
     argv: tuple[str, ...]
@@ -38,6 +42,7 @@ class ExecResult:
     stdout_bytes: bytes
     stderr_bytes: bytes
     pty_bytes: bytes
+    dropped_bytes: int = 0
 
     @property
     def output(self) -> str:

@@ -7,19 +7,19 @@ with ``process/read`` while live events wait, so each byte arrives once, in orde
 from __future__ import annotations
 
 import asyncio
-import base64
 import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
 from . import _validate as v
-from ._http import Progress, Source, seg
+from ._http import seg
 from ._opener import SessionOpener
 from ._rpc import RpcConnection
+from ._files import FilesMixin
 from ._sharing import SharingMixin
 from ._tools import ToolsMixin
-from .errors import ConnectionClosedError, NotFoundError
+from .errors import ConnectionClosedError, NotFoundError, error_of
 from .process import Process
 from .results import ExecResult
 
@@ -30,7 +30,7 @@ Stdin = str | bytes | Literal["pipe"] | None
 DRAIN_CLOSE_CODE = 1012
 
 
-class Session(ToolsMixin, SharingMixin):
+class Session(ToolsMixin, SharingMixin, FilesMixin):
     """One session; ``async with`` deletes it at the end (``disconnect()`` keeps it)."""
 
     def __init__(self, client: SessionOpener[Session], on_approval: ApprovalCallback | None,
@@ -53,24 +53,38 @@ class Session(ToolsMixin, SharingMixin):
     # ---- connection ------------------------------------------------------------------
 
     async def _open(self, resume_id: str | None, spec: dict[str, Any] | None) -> None:
-        conn = await RpcConnection.open(self.client.ws_url, self.client.token, self._server_request)
-        conn.notification_handlers.append(self._route)
+        """A new connection, initialized; no answer in ``connect_timeout`` (the upgrade and
+        ``initialize`` together) raises ``ConnectionClosedError``."""
         params: dict[str, Any] = {"clientName": self.client.client_name, "binaryOutput": True}
         if resume_id is not None:
             params["resumeSessionId"] = resume_id
         elif spec:
             params["session"] = spec
+        limit = self.client.connect_timeout
         try:
-            init = await conn.request("initialize", params)
-            await conn.notify("initialized", {})
-        except BaseException:
-            await conn.close()
-            raise
+            async with asyncio.timeout(limit):
+                conn, init = await self._connect(params, limit)
+        except TimeoutError as err:
+            raise ConnectionClosedError(f"{self.client.ws_url} did not answer in {limit} s") from err
         old, self._conn = self._conn, conn
         self.init_result, self.id = init, init["sessionId"]
         conn.close_handlers.append(lambda code, reason: self._on_close(conn, code))
         if old is not None and old.open_:
             await old.close()
+
+    async def _connect(self, params: dict[str, Any], limit: float) -> tuple[RpcConnection, Any]:
+        conn = await RpcConnection.open(self.client.ws_url, self.client.token, self._server_request, limit)
+        conn.notification_handlers.append(self._route)
+        try:
+            init = await conn.request("initialize", params)
+            await conn.notify("initialized", {})
+        except asyncio.CancelledError:
+            conn.abort()  # out of time: a server that did not answer initialize would not answer a close
+            raise
+        except BaseException:
+            await conn.close()
+            raise
+        return conn, init
 
     async def _server_request(self, method: str, params: dict[str, Any]) -> Any:
         if method != "approval/request":
@@ -148,7 +162,11 @@ class Session(ToolsMixin, SharingMixin):
                 raise r
 
     async def reconnect(self) -> None:
-        """Resumes the session on a new connection; open handles fill their gaps."""
+        """Resumes the session on a new connection; open handles fill their gaps.
+
+        After ``disconnect()`` this also turns ``auto_reconnect`` (if asked for) back on.
+        """
+        self._closing = False
         await self._reconnect_once()
 
     @property
@@ -182,13 +200,18 @@ class Session(ToolsMixin, SharingMixin):
             await self._conn.close()
 
     async def delete(self) -> None:
-        """Deletes the session (its processes are killed) and closes the connection."""
-        self._closing = True
+        """Deletes the session (its processes are killed) and closes the connection.
+
+        A refused delete (a read token, say) raises and leaves the connection as it was.
+        """
+        closing, self._closing = self._closing, True  # the server's close that follows is no drop
         try:
             await self.http.request("DELETE", f"/v1/sessions/{seg(self.id)}")
-        finally:
-            if self._conn is not None:
-                await self._conn.close()
+        except BaseException:
+            self._closing = closing
+            raise
+        if self._conn is not None:
+            await self._conn.close()
 
     async def __aenter__(self) -> Session:
         return self
@@ -203,7 +226,12 @@ class Session(ToolsMixin, SharingMixin):
                     size: tuple[int, int] | None = None, timeout: float | None = None,
                     check: bool = True, collect: bool = True, process_id: str | None = None,
                     approval: str | None = None, backlog_bytes: int = 64 * 1024 * 1024) -> Process:
-        """Starts a process and returns its handle at once (a string runs under ``sh -c``)."""
+        """Starts a process and returns its handle at once (a string runs under ``sh -c``).
+
+        ``backlog_bytes``: the memory that output may take while it waits for the first
+        iteration of its stream (``Process.output``). A ``process_id`` of an open handle of this
+        session raises ``ConflictError`` (``EXEC_ERR_PROCESS_EXISTS``) before anything is sent.
+        """
         argv = v.argv_of(argv_or_cmd)
         params: dict[str, Any] = {"argv": argv, "tty": bool(tty),
                                   "pipeStdin": not tty and stdin is not None}
@@ -221,6 +249,9 @@ class Session(ToolsMixin, SharingMixin):
         if stdin is not None and stdin != "pipe" and not isinstance(stdin, (str, bytes)):
             raise v.fail("stdin must be str, bytes or 'pipe'")
         pid = process_id or f"py-{uuid.uuid4()}"
+        if pid in self._processes:
+            # The server would refuse it too; asking it would displace the live handle's events.
+            raise error_of("EXEC_ERR_PROCESS_EXISTS", f"process id {pid!r} is in use by a handle of this session")
         params["processId"] = pid
         handle = Process(pid, tuple(argv), self.request, check=check, collect=collect,
                          backlog_bytes=backlog_bytes)
@@ -228,10 +259,10 @@ class Session(ToolsMixin, SharingMixin):
         try:
             await self.request("process/start", params)
         except BaseException:
-            self._processes.pop(pid, None)
+            self._forget(handle)
             raise
         handle._started = True
-        handle._done.add_done_callback(lambda _: self._processes.pop(pid, None))
+        handle._done.add_done_callback(lambda _: self._forget(handle))
         if stdin is not None and stdin != "pipe":
             await handle.write_stdin(stdin)
             if not tty:
@@ -253,7 +284,11 @@ class Session(ToolsMixin, SharingMixin):
 
     async def attach(self, process_id: str, *, after_seq: int = 0, check: bool = False,
                      collect: bool = True) -> Process:
-        """A handle on an existing process, replaying retained output after ``after_seq``."""
+        """A handle on an existing process, replaying retained output after ``after_seq``.
+
+        Output the server no longer retains is counted in ``dropped_bytes`` (with ``after_seq``,
+        what it dropped before that seq too: the SDK cannot tell those bytes apart).
+        """
         if process_id in self._processes:
             return self._processes[process_id]
         handle = Process(process_id, (), self.request, check=check, collect=collect, after_seq=after_seq)
@@ -263,13 +298,18 @@ class Session(ToolsMixin, SharingMixin):
         try:
             await handle._catch_up()
         except BaseException:
-            self._processes.pop(process_id, None)
+            self._forget(handle)
             raise
         if not handle.done:
-            handle._done.add_done_callback(lambda _: self._processes.pop(process_id, None))
+            handle._done.add_done_callback(lambda _: self._forget(handle))
         else:
-            self._processes.pop(process_id, None)
+            self._forget(handle)
         return handle
+
+    def _forget(self, handle: Process) -> None:
+        """Stops routing events to ``handle``, and only to it (never a newer handle of its id)."""
+        if self._processes.get(handle.process_id) is handle:
+            del self._processes[handle.process_id]
 
     async def list_processes(self) -> list[dict[str, Any]]:
         return list((await self.request("process/list"))["processes"])
@@ -280,53 +320,6 @@ class Session(ToolsMixin, SharingMixin):
 
     async def terminate_all(self) -> int:
         return int((await self.request("session/terminateAll"))["terminated"])
-
-    # ---- files -----------------------------------------------------------------------
-
-    async def read_file(self, path: str) -> bytes:
-        """A whole file in one message (up to the server's fs/readFile maximum, 64 MiB)."""
-        r = await self.request("fs/readFile", {"path": v.check_path(path)})
-        return base64.b64decode(r["dataBase64"])
-
-    async def write_file(self, path: str, data: str | bytes) -> None:
-        raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-        await self.request("fs/writeFile", {"path": v.check_path(path),
-                                            "dataBase64": base64.b64encode(raw).decode("ascii")})
-
-    async def list_dir(self, path: str) -> list[dict[str, Any]]:
-        """Entries ``{fileName, isDirectory, isFile}``."""
-        return list((await self.request("fs/readDirectory", {"path": v.check_path(path)}))["entries"])
-
-    async def stat(self, path: str) -> dict[str, Any]:
-        return dict(await self.request("fs/getMetadata", {"path": v.check_path(path)}))
-
-    async def mkdir(self, path: str, *, parents: bool = True) -> None:
-        await self.request("fs/createDirectory", {"path": v.check_path(path), "recursive": parents})
-
-    async def remove(self, path: str, *, recursive: bool = False, force: bool = False) -> None:
-        await self.request("fs/remove", {"path": v.check_path(path), "recursive": recursive, "force": force})
-
-    async def upload(self, path: str, source: Source, *, progress: Progress | None = None,
-                     chunk_size: int = 1024 * 1024) -> int:
-        """Streams bytes, a local file (path or file object) or an iterable of bytes into ``path``."""
-        v.check_path(path)
-        if chunk_size <= 0:
-            raise v.fail("chunk_size must be positive")
-        answer = await self.http.upload(self.id, path, source, progress=progress, chunk_size=chunk_size)
-        return int(answer["bytesWritten"])
-
-    async def download(self, path: str, dest: str | IO[bytes] | None = None, *, offset: int = 0,
-                       progress: Progress | None = None, chunk_size: int = 1024 * 1024) -> bytes | int:
-        """The file's bytes, or with ``dest`` (a local path or file object) the count written to it."""
-        v.check_path(path)
-        if isinstance(dest, str):
-            with open(dest, "wb") as f:
-                n, _ = await self.http.download(self.id, path, f, offset=offset, progress=progress,
-                                                chunk_size=chunk_size)
-            return n
-        n, data = await self.http.download(self.id, path, dest, offset=offset, progress=progress,
-                                           chunk_size=chunk_size)
-        return data if data is not None else n
 
     # ---- snapshots, forks, hibernation, preview ports ---------------------------------
 

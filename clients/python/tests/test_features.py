@@ -131,6 +131,25 @@ async def test_session_tokens(local_server: Server) -> None:
 
 
 @aio
+async def test_a_read_token_connects_and_its_refusals_keep_their_codes(local_server: Server) -> None:
+    server = local_server
+    async with AsyncClient(server.url, server.token) as client, client.session() as s:
+        read = await s.create_token(access="read", ttl_seconds=60)
+        viewer = await AsyncClient.connect(server.url, read["token"])  # a session token is accepted
+        watched = await viewer.resume_session(s.id)
+        with pytest.raises(AuthError) as refused:
+            await watched.delete()
+        assert refused.value.code == "EXEC_ERR_TOKEN_READ_ONLY"
+        assert watched.connected  # a refused delete leaves the connection
+        assert (await watched.info())["sessionId"] == s.id
+        await s.revoke_token(read["tokenId"])
+        with pytest.raises(AuthError) as revoked:  # the upgrade's refusal carries the server's code
+            await viewer.resume_session(s.id)
+        assert (revoked.value.code, revoked.value.status) == ("EXEC_ERR_TOKEN_REVOKED", 401)
+        await viewer.close()
+
+
+@aio
 async def test_snapshot_and_fork(docker_server: Server) -> None:
     client = AsyncClient(docker_server.url, docker_server.token)
     async with client.session() as base:

@@ -3,12 +3,16 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
+import sys
+import time
 
 import pytest
 from conftest import aio
 from server import Server
 
-from exec_server import AsyncClient, CommandExitError
+from exec_server import AsyncClient, CommandExitError, ConflictError
+from exec_server.results import StreamName
 
 
 @aio
@@ -109,3 +113,86 @@ async def test_32mb_output_arrives_whole_to_a_slow_reader(server: Server) -> Non
         assert received == size
         check = await s.run("sha256sum /tmp/big")
         assert check.stdout.split()[0] == digest.hexdigest()
+
+
+@aio
+async def test_a_refused_duplicate_id_leaves_the_running_handle(server: Server) -> None:
+    async with AsyncClient(server.url, server.token) as client, client.session() as s:
+        first = await s.spawn("read go; echo done", stdin="pipe", process_id="dup")
+        with pytest.raises(ConflictError) as dup:
+            await s.spawn(["true"], process_id="dup")
+        assert dup.value.code == "EXEC_ERR_PROCESS_EXISTS"
+        await first.write_stdin("\n")
+        assert (await first.wait(timeout=20)).stdout == "done\n"
+
+
+@aio
+async def test_each_stream_iteration_gets_its_own_early_output(server: Server) -> None:
+    async with AsyncClient(server.url, server.token) as client, client.session() as s:
+        proc = await s.spawn("echo out1; echo err1 >&2; read go; echo out2; echo err2 >&2", stdin="pipe")
+        while proc.last_seq < 2:  # both early lines arrived, before any iteration
+            await asyncio.sleep(0.01)
+
+        async def take(stream: StreamName) -> str:
+            return "".join([c.text async for c in proc.output(stream)])
+        out = asyncio.create_task(take("stdout"))
+        err = asyncio.create_task(take("stderr"))
+        await proc.write_stdin("\n")
+        assert (await out, await err) == ("out1\nout2\n", "err1\nerr2\n")
+        assert [c.text async for c in proc] == []  # every stream's early output was taken
+
+
+@aio
+async def test_the_backlog_bound_counts_text_and_bytes(server: Server) -> None:
+    bound = 1024 * 1024
+    async with AsyncClient(server.url, server.token) as client, client.session() as s:
+        proc = await s.spawn("yes 'aé€😀' | head -c 4000000", collect=False, backlog_bytes=bound)
+        await proc.wait()
+        kept = [c async for c in proc]
+        held = sum(sys.getsizeof(c.data) + sys.getsizeof(c.text) for c in kept)
+        assert kept and held <= bound, held
+        assert sum(len(c.data) for c in kept) > bound // 4  # the newest output, not a few chunks
+
+
+def _wait_for_file(path: str, timeout: float = 30) -> None:
+    """Blocks (the event loop too, as a stalled client would) until ``path`` exists."""
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, f"{path} did not appear"
+        time.sleep(0.02)
+
+
+@aio
+async def test_output_lost_during_a_drop_is_counted(local_server: Server) -> None:
+    # More than the server retains (1 MiB) comes while the connection is down and nobody reads.
+    size = 3_000_000
+    async with AsyncClient(local_server.url, local_server.token) as client, client.session() as s:
+        root = (await s.info())["workdir"]
+        proc = await s.spawn(f"echo first; read go; head -c {size} /dev/zero | tr '\\0' a; echo END; touch done",
+                             stdin="pipe", cwd=root)
+        while proc.last_seq < 1:
+            await asyncio.sleep(0.01)
+        await proc.write_stdin("\n")
+        s._cut_connection()
+        _wait_for_file(os.path.join(root, "done"))
+        result = await proc.wait()
+        assert result.stdout.startswith("first\n") and result.stdout.endswith("aEND\n")
+        assert 0 < result.dropped_bytes == proc.dropped_bytes
+        assert len(result.stdout_bytes) + result.dropped_bytes == len("first\n") + size + len("END\n")
+
+
+@aio
+async def test_output_lost_before_an_attach_is_counted(server: Server) -> None:
+    size = 3_000_000
+    client = AsyncClient(server.url, server.token)
+    first = await client.create_session()
+    root = (await first.info())["workdir"]
+    await first.spawn(f"head -c {size} /dev/zero | tr '\\0' a; touch done", process_id="big", cwd=root)
+    await first.disconnect()
+    again = await client.resume_session(first.id)
+    await again.run("while [ ! -e done ]; do sleep 0.05; done", cwd=root)
+    result = await (await again.attach("big")).wait()
+    assert result.dropped_bytes > 0 and len(result.stdout_bytes) + result.dropped_bytes == size
+    # Nothing lost when every byte arrived.
+    assert (await again.run("echo whole")).dropped_bytes == 0
+    await again.delete()

@@ -122,3 +122,34 @@ async def test_allow_network_reaches_the_spec(local_server: Server) -> None:
             await client.create_session(allow_network=["example.com:443"], sandbox={"type": "danger-full-access"})
         async with client.session(allow_network=["example.com:443"]) as s:
             assert (await s.run("echo $HTTPS_PROXY")).stdout == "http://127.0.0.1:3128\n"
+
+
+@aio
+async def test_reconnect_after_disconnect_resumes_drops_again(local_server: Server) -> None:
+    async with AsyncClient(local_server.url, local_server.token) as client, client.session() as s:
+        await s.disconnect()
+        await s.reconnect()
+        proc = await s.spawn("read go; echo after-drop", stdin="pipe")
+        s._cut_connection()
+        while s.disconnects < 2:  # the reader saw the cut (disconnect() was the first)
+            await asyncio.sleep(0.01)
+        await proc.write_stdin("\n")  # waits for the automatic resume
+        assert (await proc.wait(timeout=20)).stdout == "after-drop\n"
+        assert s.connected
+
+
+@aio
+async def test_an_iteration_started_after_a_failure_raises_it(local_server: Server) -> None:
+    client = AsyncClient(local_server.url, local_server.token)
+    first = await client.create_session()
+    sleeper = await first.spawn(["sleep", "30"], process_id="sleeper")
+    second = await client.resume_session(first.id)  # the server closes the first with 4000
+    with pytest.raises(ConnectionClosedError):
+        await sleeper.wait(timeout=10)
+
+    async def late() -> list[str]:
+        return [c.text async for c in sleeper]
+    with pytest.raises(ConnectionClosedError) as err:
+        await asyncio.wait_for(late(), 5)
+    assert err.value.close_code == 4000
+    await second.delete()
