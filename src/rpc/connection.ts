@@ -242,6 +242,9 @@ export class Connection implements SessionClient {
       this.#peer?.notify(n.method, n.params);
     });
     this.#lifecycle = 'awaiting-initialized';
+    // The socket closed while the session was being made (closed() found nothing to detach):
+    // attached to a dead connection, the session would never count as idle.
+    if (this.#peer === undefined || this.#peer.closed) this.#detach();
   }
 
   /** What this connection's token may do: `read` for a read-only session token. */

@@ -16,7 +16,7 @@ import { NO_AUDIT, redactEnv, type Auditor } from '../audit/auditor.ts';
 import { MeasureSlots } from './disk-watch.ts';
 import { FleetRouter, type SessionRoute } from './fleet-router.ts';
 import { type ForkResult, forkSession } from './session-fork.ts';
-import { checkLimits } from './session-limits.ts';
+import { checkLimits, Reservations } from './session-limits.ts';
 import { startEgress } from '../egress/session-egress.ts';
 import { Session, type SessionDeps } from './session.ts';
 import { createBatch } from './batch-create.ts';
@@ -46,7 +46,8 @@ export class SessionManager {
   readonly #metrics: Metrics;
   readonly #log: Logger;
   readonly #deps: SessionDeps;
-  #creating = 0;
+  /** Places held by creations under way (session-limits.ts). */
+  readonly #reserved = new Reservations();
   /** Where a session of a fleet is served, and the take-over of orphans (fleet-router.ts). */
   readonly #router: FleetRouter;
   #reaper: NodeJS.Timeout | undefined;
@@ -153,8 +154,12 @@ export class SessionManager {
     if (this.#closing) throw execError('EXEC_ERR_SHUTTING_DOWN', 'server is shutting down');
     const resolved = resolveSessionSpec(spec, this.#config, this.#denialHandling(options.clientName));
     checkSandboxType(resolved.policy.sandbox.type, this.#deps.sandboxTypes?.(options.tenant) ?? []);
-    this.#checkLimits(options.tenant);
-    return this.#launch(resolved, options, { env: redactEnv(spec.env) ?? {} });
+    const release = this.#reserve(options.tenant, 1);
+    try {
+      return await this.#launch(resolved, options, { env: redactEnv(spec.env) ?? {} });
+    } finally {
+      release();
+    }
   }
 
   /**
@@ -164,7 +169,7 @@ export class SessionManager {
    */
   async fork(source: Session, o: { count: number; memory: boolean; name: string | undefined }): Promise<ForkResult> {
     if (this.#closing) throw execError('EXEC_ERR_SHUTTING_DOWN', 'server is shutting down');
-    this.#checkLimits(source.tenant, o.count);
+    const release = this.#reserve(source.tenant, o.count);
     try {
       const result = await forkSession(
         source,
@@ -177,6 +182,8 @@ export class SessionManager {
     } catch (err) {
       this.#metrics.forks.inc({ memory: String(o.memory), result: 'error' });
       throw err;
+    } finally {
+      release();
     }
   }
 
@@ -186,7 +193,6 @@ export class SessionManager {
     detail: Record<string, unknown>,
   ): Promise<Session> {
     const id = asSessionId(randomUUID());
-    this.#creating++;
     try {
       // With an allow-list the proxy is the only way out, whatever the sandbox would grant.
       const network =
@@ -250,8 +256,6 @@ export class SessionManager {
     } catch (err) {
       this.#metrics.sessionsCreated.inc({ result: 'error' });
       throw toExecError(err);
-    } finally {
-      this.#creating--;
     }
   }
 
@@ -261,10 +265,9 @@ export class SessionManager {
    * the whole batch before any is made. See batch-create.ts.
    */
   createMany(spec: SessionSpec, count: number, options: CreateOptions): Promise<Session[]> {
-    const owned = [...this.#sessions.values()].filter((s) => s.tenant === options.tenant).length;
     const room = Math.min(
-      this.#config.maxSessions - this.#sessions.size - this.#creating,
-      this.#config.maxSessionsPerTenant - owned,
+      this.#config.maxSessions - this.#sessions.size - this.#reserved.total,
+      this.#config.maxSessionsPerTenant - this.#owned(options.tenant),
     );
     return createBatch(count, room, {
       create: () => this.create(spec, options),
@@ -272,14 +275,21 @@ export class SessionManager {
     });
   }
 
-  /** Refuses `count` more sessions past the server's or the tenant's limit (session-limits.ts). */
-  #checkLimits(tenant: TenantId, count = 1): void {
-    const state = {
-      tenants: [...this.#sessions.values()].map((s) => s.tenant),
-      size: this.#sessions.size,
-      creating: this.#creating,
-    };
-    checkLimits(state, this.#config, this.#metrics, tenant, count);
+  /** The tenant's sessions: listed here, and being made. */
+  #owned(tenant: TenantId): number {
+    let owned = this.#reserved.of(tenant);
+    for (const s of this.#sessions.values()) if (s.tenant === tenant) owned++;
+    return owned;
+  }
+
+  /**
+   * Refuses `count` more sessions past the server's or the tenant's limit, else holds their
+   * places until the returned function gives them back (session-limits.ts).
+   */
+  #reserve(tenant: TenantId, count: number): () => void {
+    const state = { size: this.#sessions.size + this.#reserved.total, owned: this.#owned(tenant) };
+    checkLimits(state, this.#config, this.#metrics, count);
+    return this.#reserved.take(tenant, count);
   }
 
   /** The session, if it exists and belongs to `tenant`; otherwise not found (never "forbidden"). */
