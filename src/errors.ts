@@ -169,7 +169,22 @@ export function fromErrno(err: unknown, what: string): ExecServerError {
       return execError('EXEC_ERR_FS_DENIED', `${what}: Permission denied`, { cause: err });
     case 'EROFS':
       return execError('EXEC_ERR_FS_DENIED', `${what}: Read-only file system`, { cause: err });
+    // The client's mistakes, not the server's (docs/filesystem.md): listing or writing through a
+    // file, making what exists, a name longer than the filesystem takes.
+    case 'ENOTDIR':
+      return execError('EXEC_ERR_INVALID_REQUEST', `${what}: Not a directory`, { cause: err, detail: { errno: code } });
+    case 'EEXIST':
+      return execError('EXEC_ERR_INVALID_REQUEST', `${what}: File exists`, { cause: err, detail: { errno: code } });
+    case 'ENAMETOOLONG':
+      return execError('EXEC_ERR_INVALID_PARAMS', `${what}: File name too long`, {
+        cause: err,
+        detail: { errno: code },
+      });
     default:
+      // node:fs cp refusing a source and destination that cannot go together (the same file,
+      // a directory onto a file or into itself): the request, not the filesystem, is wrong.
+      if (typeof code === 'string' && code.startsWith('ERR_FS_CP_'))
+        return execError('EXEC_ERR_INVALID_REQUEST', `${what}: ${msg}`, { cause: err });
       return execError('EXEC_ERR_FS', `${what}: ${msg}`, { cause: err });
   }
 }

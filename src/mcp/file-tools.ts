@@ -6,6 +6,8 @@
  */
 import { posix } from 'node:path';
 import { TextDecoder } from 'node:util';
+import { execError } from '../errors.ts';
+import { decodeBase64 } from '../rpc/methods/fs-methods.ts';
 import type { Session } from '../sessions/session.ts';
 import type { SessionFiles } from '../sessions/files/session-files.ts';
 import { textResult } from './results.ts';
@@ -87,6 +89,22 @@ export const readFileTool = defineTool({
   },
 });
 
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/**
+ * `content` sent as base64, decoded as strictly as `fs/writeFile` decodes: `Buffer.from` skips
+ * what is not base64, so "!!!" used to truncate the file to 0 bytes and answer success. Line
+ * breaks and spaces (base64 wrapped at 76 columns, as MIME encoders write it) are dropped first.
+ */
+function decodeContent(content: string): Buffer {
+  const compact = content.replace(/\s+/g, '');
+  if (!BASE64.test(compact))
+    throw execError('EXEC_ERR_INVALID_PARAMS', 'invalid params: content: not valid base64 (encoding is base64)', {
+      detail: { field: 'content' },
+    });
+  return decodeBase64(compact, 'content');
+}
+
 export const writeFileTool = defineTool({
   name: 'write_file',
   title: 'Write a file',
@@ -97,7 +115,7 @@ export const writeFileTool = defineTool({
     const session = await sessionOf(ctx, args.session);
     const files = filesOf(ctx, session);
     const path = sessionPath(session, files, args.path);
-    const data = Buffer.from(args.content, args.encoding === 'base64' ? 'base64' : 'utf8');
+    const data = args.encoding === 'base64' ? decodeContent(args.content) : Buffer.from(args.content, 'utf8');
     if (args.create_parents !== false) {
       const parent = posix.dirname(path);
       const exists = await files.getMetadata(parent).then(

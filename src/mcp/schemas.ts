@@ -53,7 +53,9 @@ export const WriteStdinArgsSchema = withSession(WriteStdinBodySchema.properties)
 
 export const ReadFileArgsSchema = withSession({
   path: FilePath,
-  offset: Type.Optional(Type.Integer({ minimum: 0, description: 'Byte offset to start at (default 0)' })),
+  offset: Type.Optional(
+    Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Byte offset to start at (default 0)' }),
+  ),
   max_bytes: Type.Optional(
     Type.Integer({
       minimum: 1,

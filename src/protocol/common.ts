@@ -56,18 +56,45 @@ export const KeyedRecord = <V extends TSchema>(key: TString, value: V) =>
 /** An absolute path or a `file://` URI (the form every path on the wire may take). */
 export const PathSchema = Type.String(PATH);
 
-/** Strips a `file://` prefix; paths on the wire may be either form. */
+/**
+ * Strips a `file://` prefix; paths on the wire may be either form. A URI that does not parse
+ * (`file://[::1/x`), or whose percent-encoding does not decode (`file:///%ZZ`), is invalid params
+ * naming the value, like every other bad path, so each caller answers 400 / -32602 instead of an
+ * internal error.
+ */
 export function toPath(value: string): string {
+  return parsePath(value, undefined);
+}
+
+/** `toPath` for the value of `field`: the error's message and `data.field` name it. */
+export function toFieldPath(value: string, field: string): string {
+  return parsePath(value, field);
+}
+
+function parsePath(value: string, field: string | undefined): string {
+  const invalid = (why: string) =>
+    execError('EXEC_ERR_INVALID_PARAMS', `${field === undefined ? '' : `${field}: `}${why}`, {
+      ...(field === undefined ? {} : { detail: { field } }),
+    });
   let path = value;
   if (value.startsWith('file://')) {
-    const url = new URL(value);
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      throw invalid(`${JSON.stringify(value)} is not a valid file URI`);
+    }
     if (url.host !== '' && url.host !== 'localhost')
-      throw execError('EXEC_ERR_INVALID_PARAMS', `file URI ${value} names a host; only local paths are supported`);
-    path = decodeURIComponent(url.pathname);
+      throw invalid(`file URI ${value} names a host; only local paths are supported`);
+    try {
+      path = decodeURIComponent(url.pathname);
+    } catch {
+      throw invalid(`${JSON.stringify(value)} is not a valid file URI (malformed percent-encoding)`);
+    }
   }
   // No system call takes such a path: the engine would cut it short, or an exec fail obscurely.
   if (path.includes('\0'))
-    throw execError('EXEC_ERR_INVALID_PARAMS', `path ${JSON.stringify(value)} contains a NUL byte`);
+    throw invalid(`${field === undefined ? 'path ' : ''}${JSON.stringify(value)} contains a NUL byte`);
   return path;
 }
 

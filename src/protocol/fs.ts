@@ -78,7 +78,10 @@ export const FsMissingChangedNotification = Type.Object({ watchId: Type.Union([T
 export const FilePathQuerySchema = Type.Object({ path: DescribedPathSchema });
 export const DownloadQuerySchema = Type.Object({
   path: DescribedPathSchema,
-  offset: Type.Optional(Type.Integer({ minimum: 0, description: 'Start at this byte' })),
+  // Bounded like fs/readBlock's: a larger offset reached the read stream and failed there as a 500.
+  offset: Type.Optional(
+    Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Start at this byte' }),
+  ),
 });
 export const DownloadBodySchema = Type.String({
   format: 'binary',

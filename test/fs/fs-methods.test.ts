@@ -169,10 +169,19 @@ for (const { kind, options } of BACKENDS) {
       'EXEC_ERR_FS',
       /already exists/,
     );
-    // Listing a file.
-    await rejectsRpc(session.request('fs/readDirectory', { path: `${workdir}/file` }), -32603, 'EXEC_ERR_FS');
-    // mkdir of an existing path without recursive.
-    await rejectsRpc(session.request('fs/createDirectory', { path: `${workdir}/dir` }), -32603, 'EXEC_ERR_FS');
+    // Listing a file, and mkdir of an existing path without recursive: the client's mistakes.
+    await rejectsRpc(
+      session.request('fs/readDirectory', { path: `${workdir}/file` }),
+      -32600,
+      'EXEC_ERR_INVALID_REQUEST',
+      /Not a directory/,
+    );
+    await rejectsRpc(
+      session.request('fs/createDirectory', { path: `${workdir}/dir` }),
+      -32600,
+      'EXEC_ERR_INVALID_REQUEST',
+      /File exists/,
+    );
     assert.deepEqual(await session.request('fs/createDirectory', { path: `${workdir}/dir`, recursive: true }), {});
     // Bad params: relative path, bad base64, missing fields, wrong types.
     const invalid: Array<[method: string, params: Record<string, unknown>, names: RegExp]> = [

@@ -14,7 +14,7 @@ import { execFile } from 'node:child_process';
 import { lchown, lstat, stat } from 'node:fs/promises';
 import { dirname, posix } from 'node:path';
 import { promisify } from 'node:util';
-import { execError } from '../../errors.ts';
+import { execError, ExecServerError } from '../../errors.ts';
 import type { SessionFs } from '../types.ts';
 
 const run = promisify(execFile);
@@ -106,7 +106,57 @@ async function missingDirs(host: string): Promise<string[]> {
   return missing;
 }
 
+/**
+ * `text` with the host path of the private /tmp written as the session's `/tmp`. The base
+ * filesystem names host paths in its errors; shown as they were, they told a client where the
+ * server keeps the session's /tmp (inside the workspace root) instead of the path it asked for.
+ */
+function hideHostTmp(view: SandboxView, text: string): string {
+  const escaped = view.privateTmp.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  // Not followed by a name character: `<privateTmp>.accounts` is another file, not under /tmp.
+  return text.replace(new RegExp(`${escaped}(?![\\w.-])`, 'g'), '/tmp');
+}
+
+/** An error of the base filesystem as the session sees it (`hideHostTmp` on its message and detail). */
+function inView(view: SandboxView, err: unknown): unknown {
+  if (!(err instanceof ExecServerError)) return err;
+  const message = hideHostTmp(view, err.message);
+  const detail =
+    err.detail &&
+    Object.fromEntries(
+      Object.entries(err.detail).map(([k, v]) => [k, typeof v === 'string' ? hideHostTmp(view, v) : v]),
+    );
+  if (message === err.message && JSON.stringify(detail) === JSON.stringify(err.detail)) return err;
+  return execError(err.code, message, { cause: err, ...(detail === undefined ? {} : { detail }) });
+}
+
 export function sandboxedFs(base: SessionFs, view: SandboxView): SessionFs {
+  const fs = hostFs(base, view);
+  const shown =
+    <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>
+    async (...args: A): Promise<R> => {
+      try {
+        return await fn(...args);
+      } catch (err) {
+        throw inView(view, err);
+      }
+    };
+  return {
+    realpath: shown(fs.realpath),
+    stat: shown(fs.stat),
+    readFile: shown(fs.readFile),
+    openRead: shown(fs.openRead),
+    writeFile: shown(fs.writeFile),
+    writeStream: shown(fs.writeStream),
+    createDirectory: shown(fs.createDirectory),
+    readDirectory: shown(fs.readDirectory),
+    remove: shown(fs.remove),
+    copy: shown(fs.copy),
+  };
+}
+
+/** The operations on the host paths of the session's view; errors still name host paths. */
+function hostFs(base: SessionFs, view: SandboxView): SessionFs {
   return {
     async realpath(path) {
       return fromHost(view, await base.realpath(toHost(view, path)));

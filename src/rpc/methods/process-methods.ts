@@ -4,10 +4,11 @@ import { execError } from '../../errors.ts';
 import { asProcessId } from '../../ids.ts';
 import { isTerminal } from '../../processes/process-state.ts';
 import type { StartRequest } from '../../processes/process-table.ts';
-import { toPath } from '../../protocol/index.ts';
+import { toFieldPath } from '../../protocol/index.ts';
 import type { Connection } from '../connection.ts';
 import type { MethodTable } from '../method-table.ts';
 import { narrowingFromCodexSandbox } from './codex-sandbox.ts';
+import { decodeBase64 } from './fs-methods.ts';
 
 /** Upper bound of argv plus env, like the kernel's ARG_MAX neighbourhood. */
 const MAX_ARGV_ENV_BYTES = 2 * 1024 * 1024;
@@ -37,7 +38,7 @@ function startMethod(table: MethodTable<Connection>) {
     session.assertAlive();
     const mode: SpawnMode = p.tty ? 'pty' : p.pipeStdin ? 'pipe' : 'pipe-no-stdin';
     // Resolved before the sandbox below: a new client cwd becomes a workspace alias first.
-    const cwd = p.cwd ? await session.resolveCwd(toPath(p.cwd)) : undefined;
+    const cwd = p.cwd ? await session.resolveCwd(toFieldPath(p.cwd, 'cwd')) : undefined;
     // In a linked alias (docker), `pwd` should print the client's path, not the link target.
     const env =
       cwd !== undefined && session.isLinkedAlias(cwd) && p.env?.['PWD'] === undefined
@@ -108,7 +109,7 @@ function runningMethods(table: MethodTable<Connection>) {
   table.add('process/write', async (p, conn) => {
     const status = await conn.session.processes.write(
       asProcessId(p.processId),
-      Buffer.from(p.chunk, 'base64'),
+      decodeBase64(p.chunk, 'chunk'),
       p.writeId ?? undefined,
     );
     return { status };

@@ -16,10 +16,10 @@
  */
 import { posix } from 'node:path';
 import type { FileMetadata, SessionFs } from '../../backends/types.ts';
-import { execError, ExecServerError } from '../../errors.ts';
+import { execError } from '../../errors.ts';
 import { containsDenied, type SandboxNarrowing } from '../../policy/sandbox-policy.ts';
 import type { FilesSession } from '../session-view.ts';
-import { toPath } from '../../protocol/index.ts';
+import { toFieldPath, toPath } from '../../protocol/index.ts';
 import { FileHandles } from './file-handles.ts';
 import type { FileLimits } from './file-limits.ts';
 import { guardedWrite } from './guarded-write.ts';
@@ -59,23 +59,13 @@ export class SessionFiles {
 
   /** A client path (absolute or `file://`) as an absolute, normalized path inside the session. */
   resolvePath(raw: string, field = 'path'): string {
-    let path: string;
-    try {
-      path = toPath(raw);
-    } catch (err) {
-      if (err instanceof ExecServerError) throw err;
-      throw execError('EXEC_ERR_INVALID_PARAMS', `${field}: ${JSON.stringify(raw)} is not a valid file URI`, {
-        detail: { field },
-      });
-    }
+    const path = toFieldPath(raw, field);
     if (!posix.isAbsolute(path))
       throw execError(
         'EXEC_ERR_INVALID_PARAMS',
         `${field}: ${JSON.stringify(raw)} is not absolute; send an absolute path or a file:// URI`,
         { detail: { field } },
       );
-    if (path.includes('\0'))
-      throw execError('EXEC_ERR_INVALID_PARAMS', `${field}: contains a NUL byte`, { detail: { field } });
     return posix.normalize(this.session.mapClientPath(posix.normalize(path)));
   }
 
@@ -213,9 +203,12 @@ export class SessionFiles {
           detail: { path: destination },
         });
       if (to === from || to.startsWith(`${from}/`))
-        throw execError('EXEC_ERR_FS', `${destination}: cannot copy a directory into itself`, {
+        throw execError('EXEC_ERR_INVALID_REQUEST', `${destination}: cannot copy a directory into itself`, {
           detail: { path: destination },
         });
+    } else if (to === from) {
+      const message = `${destination}: is the source itself; a file is not copied onto itself`;
+      throw execError('EXEC_ERR_INVALID_REQUEST', message, { detail: { path: destination } });
     }
     await this.#fs.copy(from, to, recursive);
     this.session.audit({ action: 'file.write', detail: { path: to, copiedFrom: from, size: info.size } });
@@ -225,6 +218,11 @@ export class SessionFiles {
 
   /** A checked download: the file's bytes from `offset`, and its size when known. */
   async openDownload(path: string, offset = 0): Promise<{ stream: NodeJS.ReadableStream; size: number; path: string }> {
+    // Past 2^53-1 the read stream throws (a 500); a caller whose schema has no bound lands here.
+    if (!Number.isSafeInteger(offset) || offset < 0) {
+      const message = `offset: ${offset} is not an integer from 0 to ${Number.MAX_SAFE_INTEGER}`;
+      throw execError('EXEC_ERR_INVALID_PARAMS', message, { detail: { field: 'offset' } });
+    }
     const file = await this.#readableFile(path);
     return { stream: await this.#fs.openRead(file.path, offset), size: file.size, path: file.path };
   }
@@ -241,7 +239,7 @@ export class SessionFiles {
     const target = await this.#checkedWriteTarget(path, narrowing);
     const parent = await this.#fs.stat(posix.dirname(target));
     if (!parent.isDirectory)
-      throw execError('EXEC_ERR_FS', `${posix.dirname(target)}: Not a directory`, { detail: { path } });
+      throw execError('EXEC_ERR_INVALID_REQUEST', `${posix.dirname(target)}: Not a directory`, { detail: { path } });
     const existing = await this.#fs
       .stat(target)
       .catch((err: unknown) => (isNotFound(err) ? undefined : Promise.reject(err)));
