@@ -40,6 +40,7 @@ import { ClientStamp, registerClientAddress } from './transport/client-address.t
 import { registerFleetForwarding, registerFleetTokenRouting } from './transport/fleet-forward.ts';
 import { registerHttpApi } from './transport/http-api.ts';
 import { registerFileRoutes } from './transport/http-files.ts';
+import { clientError, frameworkError, MAX_PARAM_LENGTH } from './transport/framework-errors.ts';
 import { foreignOriginMessage, OriginCheck } from './transport/origin.ts';
 import { registerWebSocketRoute } from './transport/websocket-route.ts';
 import { Drain, keepsSessions, registerDrainGate } from './transport/drain.ts';
@@ -237,12 +238,18 @@ function addLifecycleHooks(
 /** How long startup (recovery included) may take before the server gives up. */
 const STARTUP_TIMEOUT_MS = 10 * 60_000;
 
-/** The Fastify instance: the app's logger, body limit and startup bound, preview hosts rewritten. */
+/**
+ * The Fastify instance: the app's logger, body limit and startup bound, preview hosts
+ * rewritten, and the errors answered before any route in the registry's format.
+ */
 function createFastify(deps: AppDeps): FastifyInstance {
   const { config } = deps;
   return Fastify({
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
     bodyLimit: config.maxMessageBytes,
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    frameworkErrors: frameworkError,
+    clientErrorHandler: clientError,
     return503OnClosing: true,
     forceCloseConnections: true,
     // The onReady hook re-adopts every container of the instance (bounded engine calls each) and
