@@ -73,6 +73,8 @@ export class RpcPeer<Ctx> {
   readonly #inflight = new AbortController();
   #nextId = 1;
   #running = 0;
+  /** The `initialize` whose framing the connection has (`#adoptFraming`). */
+  #framingOf: Record<string, unknown> | undefined;
   #closed = false;
 
   constructor(opts: RpcPeerOptions<Ctx>) {
@@ -185,9 +187,6 @@ export class RpcPeer<Ctx> {
       return undefined;
     }
     if (!isId(id)) return this.#invalid(null, 'id must be a string or a number');
-    if (method === 'initialize' && m['jsonrpc'] === '2.0') this.tagReplies = true;
-    if (method === 'initialize' && (m['params'] as { binaryOutput?: unknown } | undefined)?.binaryOutput === true)
-      this.binaryOutput = true;
     const def = this.#opts.table.get(method);
     if (!def) {
       this.#opts.metrics.rpcRequests.inc({ method: 'unknown', result: 'error' });
@@ -204,8 +203,10 @@ export class RpcPeer<Ctx> {
       );
     }
     this.#running++;
+    let undoFraming: (() => void) | undefined;
     try {
       this.#opts.gate(method, def.requires);
+      if (method === 'initialize') undoFraming = this.#adoptFraming(m);
       const result = await def.run(m['params'] ?? {}, this.#opts.ctx, this.#inflight.signal);
       this.#opts.metrics.rpcRequests.inc({ method, result: 'ok' });
       return this.#envelope({ id, result: result ?? {} });
@@ -213,10 +214,32 @@ export class RpcPeer<Ctx> {
       const e = toExecError(err);
       this.#opts.metrics.rpcRequests.inc({ method, result: 'error' });
       if (e.code === 'EXEC_ERR_INTERNAL') this.#opts.log.error({ err, method }, 'internal error in RPC handler');
-      return this.#errorBody(id, e);
+      const reply = this.#errorBody(id, e);
+      undoFraming?.();
+      return reply;
     } finally {
       this.#running--;
     }
+  }
+
+  /**
+   * The framing an `initialize` asks for (`"jsonrpc"` echoed, binary output frames), taken once
+   * the gate admitted it, so that what it sends on its way (image pull notices, the output of a
+   * resumed session) and its answer are framed already; undone when it fails. The gate admits
+   * one only while none succeeded, so the framing before it is the default one; a refused
+   * `initialize` (a second one, bad params) leaves the connection's framing as it was.
+   */
+  #adoptFraming(m: Record<string, unknown>): () => void {
+    this.#framingOf = m;
+    this.tagReplies = m['jsonrpc'] === '2.0';
+    this.binaryOutput = (m['params'] as { binaryOutput?: unknown } | undefined)?.binaryOutput === true;
+    return () => {
+      // A later initialize of the same batch may have been admitted meanwhile: its framing stays.
+      if (this.#framingOf !== m) return;
+      this.#framingOf = undefined;
+      this.tagReplies = false;
+      this.binaryOutput = false;
+    };
   }
 
   #invalid(id: Id | null, why: string): Record<string, unknown> {

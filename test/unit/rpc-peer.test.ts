@@ -58,7 +58,9 @@ test('requests are answered by id; "jsonrpc" is echoed only once the client sent
   peer.handleFrame(JSON.stringify(signal(1)));
   await nextTurn();
   assert.deepEqual(sent, [{ id: 1, result: {} }]);
-  peer.handleFrame(JSON.stringify({ jsonrpc: '2.0', id: 'i', method: 'initialize', params: { binaryOutput: true } }));
+  peer.handleFrame(
+    JSON.stringify({ jsonrpc: '2.0', id: 'i', method: 'initialize', params: { clientName: 'c', binaryOutput: true } }),
+  );
   await nextTurn();
   assert.equal(peer.tagReplies, true);
   assert.equal(peer.binaryOutput, true);
