@@ -58,6 +58,7 @@ let runtime:
       Transport: typeof StreamableHTTPServerTransport;
       isInitializeRequest: (body: unknown) => boolean;
       createMcpServer: typeof import('./mcp-server.ts').createMcpServer;
+      connectMcpServer: typeof import('./mcp-server.ts').connectMcpServer;
     }>
   | undefined;
 function mcpRuntime(): NonNullable<typeof runtime> {
@@ -69,6 +70,7 @@ function mcpRuntime(): NonNullable<typeof runtime> {
     Transport: t.StreamableHTTPServerTransport,
     isInitializeRequest: types.isInitializeRequest,
     createMcpServer: server.createMcpServer,
+    connectMcpServer: server.connectMcpServer,
   }));
   return runtime;
 }
@@ -167,7 +169,7 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
   const handle = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
     const header = request.headers['mcp-session-id'];
     let conn: McpConnection | undefined;
-    const { isInitializeRequest } = await mcpRuntime();
+    const { isInitializeRequest, connectMcpServer } = await mcpRuntime();
     if (typeof header === 'string') {
       conn = connections.get(header);
       if (!conn || conn.tenant !== request.tenant) return rpcError(reply, 404, -32001, 'MCP session not found');
@@ -189,7 +191,7 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
         return rpcError(reply, 404, -32602, `${MCP_SESSION_HEADER}: ${toExecError(err).message}`);
       }
       conn = await open(request.tenant, bound, originOf(request.raw));
-      await conn.server.connect(conn.transport);
+      await connectMcpServer(conn.server, conn.transport);
     } else {
       return rpcError(reply, 400, -32600, 'no Mcp-Session-Id header: initialize first');
     }

@@ -4,7 +4,14 @@
  * would need every schema restated in zod).
  */
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import {
+  CallToolRequestSchema,
+  ErrorCode,
+  type JSONRPCMessage,
+  ListToolsRequestSchema,
+  McpError,
+} from '@modelcontextprotocol/sdk/types.js';
 import { VERSION } from '../version.ts';
 import type { ToolContext } from './tool-context.ts';
 import { CLIENT_HEADER } from '../transport/client-address.ts';
@@ -63,4 +70,50 @@ export function createMcpServer(ctx: Omit<ToolContext, 'clientName'>): Server {
     return result;
   });
   return server;
+}
+
+/** A JSON value as a message names it: `a string`, `an array`, `null`... */
+function kindOf(value: unknown): string {
+  if (value === undefined) return 'nothing';
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
+}
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * What is wrong with the params of a `tools/call` request, in one sentence; undefined when
+ * nothing is, or the message is no `tools/call` request. The SDK's own check of these fields
+ * answers -32603 with the schema library's dump of its issues.
+ */
+export function toolCallProblem(message: JSONRPCMessage): string | undefined {
+  if (!('method' in message) || message.method !== 'tools/call' || !('id' in message)) return undefined;
+  const params: unknown = message.params;
+  if (!isPlainObject(params)) return `tools/call params must be an object {name, arguments}, not ${kindOf(params)}`;
+  if (typeof params['name'] !== 'string')
+    return `tools/call params.name must be the tool's name (a string), not ${kindOf(params['name'])}`;
+  const args = params['arguments'];
+  if (args !== undefined && !isPlainObject(args))
+    return `tools/call arguments must be an object of the tool's parameters, not ${kindOf(args)}`;
+  return undefined;
+}
+
+/**
+ * Connects `server` to `transport`, a malformed `tools/call` (`toolCallProblem`) answered
+ * -32602 with what is wrong before the SDK sees it.
+ */
+export async function connectMcpServer(server: Server, transport: Transport): Promise<void> {
+  await server.connect(transport);
+  const deliver = transport.onmessage;
+  transport.onmessage = (message: JSONRPCMessage, extra) => {
+    const problem = toolCallProblem(message);
+    if (problem === undefined || !('id' in message)) {
+      deliver?.(message, extra);
+      return;
+    }
+    const error = { code: ErrorCode.InvalidParams, message: problem };
+    void transport.send({ jsonrpc: '2.0', id: message.id, error }).catch(() => undefined);
+  };
 }
