@@ -3,6 +3,7 @@
  * what to do before the first attempt, and what to do after a denial. The launcher
  * (src/processes/launcher.ts) carries out the answer.
  */
+import type { ApprovalDecision } from '../protocol/index.ts';
 import type { ApprovalPolicy, SessionPolicy } from './sandbox-policy.ts';
 
 export type SandboxPermissions = 'use-default' | 'require-escalated';
@@ -77,4 +78,33 @@ export function decideRetry(policy: SessionPolicy, approved: boolean): RetryDeci
     return { kind: 'report', reason: 'a deny-read list forbids running without the sandbox' };
   if (approved && !policy.strictAutoReview) return { kind: 'retry' };
   return { kind: 'ask', reason: 'command failed; retry without sandbox?' };
+}
+
+/**
+ * How an approval request ended: the decision, and why when the server decided it without
+ * anyone's answer (`--max-pending-approvals` reached). Without `why`, someone answered.
+ */
+export interface ApprovalOutcome {
+  readonly decision: ApprovalDecision;
+  readonly why?: string | undefined;
+}
+
+/**
+ * The refusal of an approval asked while `limit` others of the session wait for an answer:
+ * nobody is asked, and the client is told it may ask again once those are answered.
+ */
+export function pendingLimitRefusal(limit: number): ApprovalOutcome {
+  return {
+    decision: 'denied',
+    why: `${limit} approval request${limit === 1 ? '' : 's'} of this session ${limit === 1 ? 'is' : 'are'} already waiting for an answer (--max-pending-approvals ${limit}); nobody was asked, try again once they are answered`,
+  };
+}
+
+/**
+ * `what (decision)`, then why when the server decided alone: the message of a start
+ * (`command was not approved`) or a retry (`retry not approved`) its approval refused.
+ */
+export function notApprovedMessage(what: string, outcome: ApprovalOutcome): string {
+  const why = outcome.why === undefined ? '' : `: ${outcome.why}`;
+  return `${what} (${outcome.decision})${why}`;
 }

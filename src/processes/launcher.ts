@@ -12,14 +12,14 @@ import { execError } from '../errors.ts';
 import { checkSandboxType } from '../sessions/session-spec.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import { decideInitial, decideRetry, type SandboxPermissions } from '../policy/approval-gate.ts';
 import {
-  approvalKey,
-  isApproval,
-  type ApprovalDecision,
-  type ApprovalPurpose,
-  type ApprovalRequester,
-} from '../policy/approvals.ts';
+  type ApprovalOutcome,
+  decideInitial,
+  decideRetry,
+  notApprovedMessage,
+  type SandboxPermissions,
+} from '../policy/approval-gate.ts';
+import { approvalKey, isApproval, type ApprovalPurpose, type ApprovalRequester } from '../policy/approvals.ts';
 import { isLikelySandboxDenied } from '../policy/denial-classifier.ts';
 import {
   resolveSandbox,
@@ -89,18 +89,19 @@ async function ask(
   proc: ManagedProcess,
   purpose: ApprovalPurpose,
   reason: string,
-): Promise<ApprovalDecision> {
-  const decision = await ctx.requestApproval({
+): Promise<ApprovalOutcome> {
+  const outcome = await ctx.requestApproval({
     processId: proc.id,
     argv: [...proc.spec.argv],
     cwd: proc.spec.cwd,
     purpose,
     reason,
   });
+  const { decision, why } = outcome;
   ctx.metrics.approvals.inc({ purpose, decision });
-  ctx.audit?.('approval', { processId: proc.id, purpose, reason, decision });
+  ctx.audit?.('approval', { processId: proc.id, purpose, reason, decision, ...(why === undefined ? {} : { why }) });
   if (decision === 'approved-for-session') ctx.approvalCache.add(approvalKey(proc.spec.argv));
-  return decision;
+  return outcome;
 }
 
 function decide(ctx: LauncherContext, proc: ManagedProcess, outcome: string, extra: object = {}): void {
@@ -172,10 +173,11 @@ export async function launch(ctx: LauncherContext, proc: ManagedProcess, input: 
       throw execError('EXEC_ERR_REJECTED', initial.reason);
     case 'ask': {
       const why = input.sandboxPermissions === 'require-escalated' ? input.justification?.trim() : undefined;
-      const decision = await ask(ctx, proc, 'initial', why ? `${initial.reason}: ${why}` : initial.reason);
+      const outcome = await ask(ctx, proc, 'initial', why ? `${initial.reason}: ${why}` : initial.reason);
+      const { decision } = outcome;
       if (!isApproval(decision)) {
         decide(ctx, proc, 'initial-rejected', { decision });
-        throw execError('EXEC_ERR_REJECTED', `command was not approved (${decision})`);
+        throw execError('EXEC_ERR_REJECTED', notApprovedMessage('command was not approved', outcome));
       }
       decide(ctx, proc, 'initial-approved', { decision });
       approved = true;
@@ -226,9 +228,9 @@ async function watchWindow(
   if (decision.kind === 'ask') {
     const answer = await ask(ctx, proc, 'sandbox-retry', decision.reason);
     decision =
-      isApproval(answer) && !proc.endRequested
+      isApproval(answer.decision) && !proc.endRequested
         ? { kind: 'retry' }
-        : { kind: 'report', reason: `retry not approved (${answer})` };
+        : { kind: 'report', reason: notApprovedMessage('retry not approved', answer) };
   }
   if (decision.kind === 'report') {
     decide(ctx, proc, 'denied-reported', { reason: decision.reason, exitCode });

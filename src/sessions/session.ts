@@ -9,7 +9,8 @@ import type { BackendHibernation, BackendSession } from '../backends/types.ts';
 import type { SessionId, TenantId } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import type { ApprovalDecision, ApprovalRequest } from '../policy/approvals.ts';
+import type { ApprovalRequest } from '../policy/approvals.ts';
+import { type ApprovalOutcome, pendingLimitRefusal } from '../policy/approval-gate.ts';
 import { execError } from '../errors.ts';
 import { SessionPorts, type PortLimits } from './ports.ts';
 import { ProcessTable, type ProcessLimits } from '../processes/process-table.ts';
@@ -244,19 +245,19 @@ export class Session implements FilesSession {
    * HTTP tool call runs); fails closed (denied) on no one to ask, disconnect, timeout, overflow
    * or a malformed answer.
    */
-  async requestApproval(req: ApprovalRequest): Promise<ApprovalDecision> {
+  async requestApproval(req: ApprovalRequest): Promise<ApprovalOutcome> {
     const client = this.#client ?? this.unifiedExec.approvals;
     if (this.#pendingApprovals >= this.#deps.maxPendingApprovals) {
       this.#log.warn({ processId: req.processId }, 'too many pending approvals: denied');
-      return 'denied';
+      return pendingLimitRefusal(this.#deps.maxPendingApprovals);
     }
     this.#pendingApprovals++;
     try {
       const answer = await client.request('approval/request', req, this.#deps.approvalTimeoutMs);
-      return isApprovalAnswer.Check(answer) ? answer.decision : 'denied';
+      return { decision: isApprovalAnswer.Check(answer) ? answer.decision : 'denied' };
     } catch (err) {
       this.#log.info({ processId: req.processId, err: (err as Error).message }, 'approval not answered: denied');
-      return 'denied';
+      return { decision: 'denied' };
     } finally {
       this.#pendingApprovals--;
     }
