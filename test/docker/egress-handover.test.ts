@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { test } from 'node:test';
+import { type TestContext, test } from 'node:test';
 import { parseAllowList } from '../../src/egress/allow-list.ts';
 import type { EgressRecord } from '../../src/egress/proxy.ts';
 import { EGRESS_PROXY_PORT, egressEnvironment, SessionEgress } from '../../src/egress/session-egress.ts';
@@ -59,6 +59,22 @@ async function origin(): Promise<{ server: Server; port: number; seen: Seen[] }>
   return { server, port: (server.address() as AddressInfo).port, seen };
 }
 
+/** A docker session (agent link under a directory of the test's) whose egress allows the origin. */
+async function proxiedSession(t: TestContext, prefix: string) {
+  const root = await tempDirFor(t, prefix);
+  const o = await origin();
+  t.after(() => o.server.close());
+  const backend = makeBackend({ agentSocketDir: root });
+  t.after(() => backend.close());
+  const session = await backend.createSession(sessionSpec());
+  const records: EgressRecord[] = [];
+  const allow = [`127.0.0.2:${o.port}`];
+  const egress = new SessionEgress({ allow, entries: parseAllowList(allow), onRecord: (r) => records.push(r) });
+  await egress.start(session);
+  t.after(() => egress.close());
+  return { o, session, egress, records };
+}
+
 async function until(what: string, ok: () => boolean): Promise<void> {
   for (let i = 0; i < 500 && !ok(); i++) await new Promise((r) => setTimeout(r, 10));
   assert.ok(ok(), what);
@@ -68,17 +84,7 @@ test(
   'egress hand-over: the relay takes the client socket; bytes counted exactly both ways; refusals still 403',
   dockerTestOptions,
   async (t) => {
-    const root = await tempDirFor(t, 'exec-server-egress-take-');
-    const o = await origin();
-    t.after(() => o.server.close());
-    const backend = makeBackend({ agentSocketDir: root });
-    t.after(() => backend.close());
-    const session = await backend.createSession(sessionSpec());
-    const records: EgressRecord[] = [];
-    const allow = [`127.0.0.2:${o.port}`];
-    const egress = new SessionEgress({ allow, entries: parseAllowList(allow), onRecord: (r) => records.push(r) });
-    await egress.start(session);
-    t.after(() => egress.close());
+    const { o, session, egress, records } = await proxiedSession(t, 'exec-server-egress-take-');
 
     // A download with the proxy variables (busybox wget): handed over, counted as the origin saw it.
     const size = 3 * 1024 * 1024 + 17;
@@ -127,17 +133,7 @@ test(
   'egress limits in a container: past 64 connections a recorded 429; 64 unfinished heads do not block a prompt one',
   dockerTestOptions,
   async (t) => {
-    const root = await tempDirFor(t, 'exec-server-egress-limits-');
-    const o = await origin();
-    t.after(() => o.server.close());
-    const backend = makeBackend({ agentSocketDir: root });
-    t.after(() => backend.close());
-    const session = await backend.createSession(sessionSpec());
-    const records: EgressRecord[] = [];
-    const allow = [`127.0.0.2:${o.port}`];
-    const egress = new SessionEgress({ allow, entries: parseAllowList(allow), onRecord: (r) => records.push(r) });
-    await egress.start(session);
-    t.after(() => egress.close());
+    const { o, session, egress, records } = await proxiedSession(t, 'exec-server-egress-limits-');
     const connect = `printf 'CONNECT 127.0.0.2:${o.port} HTTP/1.1\\r\\n\\r\\n'`;
     const nc = `nc 127.0.0.1 ${EGRESS_PROXY_PORT}`;
 

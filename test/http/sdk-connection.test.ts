@@ -8,17 +8,7 @@ import net from 'node:net';
 import { test } from 'node:test';
 import { WebSocketServer } from 'ws';
 import { DEFAULT_CONNECT_TIMEOUT_MS, ExecServerClient, ExecServerConnectionError } from '../../src/index.ts';
-import { startServer, within } from '../support/harness.ts';
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-async function until(cond: () => boolean, ms: number, what: string): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`${what}: not within ${ms} ms`);
-    await sleep(20);
-  }
-}
+import { startServer, until, within } from '../support/harness.ts';
 
 function listen(server: net.Server, port = 0): Promise<number> {
   return new Promise((resolve) => {

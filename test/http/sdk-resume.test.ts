@@ -6,17 +6,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ExecServerClient, type ExecServerHttpError, RpcError } from '../../src/index.ts';
-import { startServer, within } from '../support/harness.ts';
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-async function until(cond: () => boolean, ms: number, what: string): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`${what}: not within ${ms} ms`);
-    await sleep(20);
-  }
-}
+import { sleep, startServer, until, within } from '../support/harness.ts';
 
 test('SDK: a refused duplicate processId leaves the running handle whole', { timeout: 60_000 }, async (t) => {
   const server = await startServer();

@@ -263,6 +263,15 @@ export const b64 = (s: string | Buffer): string => Buffer.from(s).toString('base
 export const unb64 = (s: unknown): string => Buffer.from(String(s), 'base64').toString('utf8');
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/** Waits until `cond()` holds, polling every 20 ms; throws naming `what` after `ms`. */
+export async function until(cond: () => boolean, ms: number, what: string): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`${what}: not within ${ms} ms`);
+    await sleep(20);
+  }
+}
+
 /** `startServer` for one test: closed when the test ends. */
 export async function serverFor(t: TestContext, opts: ServerOptions = {}): Promise<TestServer> {
   const server = await startServer(opts);
