@@ -64,6 +64,10 @@ export async function processStream(spawn: Spawner, request: SpawnRequest): Prom
       stream.destroy(execError('EXEC_ERR_BACKEND', stderr.trim() || `port relay ${how}`));
     },
   };
+  // The relay may fail before its caller holds the stream (nothing listens at the port: it
+  // exits at once), and an error event nobody hears ends the process. The error stays readable
+  // as `stream.errored` for a caller that comes after it; listeners added in time still get it.
+  stream.on('error', () => undefined);
   proc = await spawn(request, sink);
   return stream;
 }

@@ -102,7 +102,7 @@ function unreachable(err: unknown): ExecServerError {
 }
 
 function badGateway(res: ServerResponse, err: unknown): void {
-  if (res.headersSent) {
+  if (res.headersSent || res.destroyed) {
     res.destroy();
     return;
   }
@@ -115,6 +115,10 @@ function badGateway(res: ServerResponse, err: unknown): void {
 export function proxyHttp(req: IncomingMessage, res: ServerResponse, target: ProxyTarget): void {
   target.open().then(
     (upstream) => {
+      // The port's stream may fail at any time (nothing listens there: the relay reports it
+      // after the stream opened); an unheard stream error would end the process.
+      upstream.on('error', (err) => badGateway(res, err));
+      if (upstream.destroyed) return badGateway(res, upstream.errored ?? new Error('the port closed at once'));
       // The caller went away while the connection was made.
       if (res.destroyed) {
         upstream.destroy();
@@ -169,21 +173,38 @@ export function proxyUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer,
         upstream.destroy();
         return;
       }
-      upstream.on('error', () => socket.destroy());
+      if (upstream.destroyed) return refuseUpgrade(socket, upstream.errored ?? new Error('the port closed at once'));
+      // Until the port answered, a failure (nothing listens there) is told as HTTP, as before
+      // the stream opened; after it, the tunnel just ends.
+      let answered = false;
+      let refused = false;
+      upstream.once('data', () => {
+        answered = true;
+      });
+      upstream.on('error', (err) => {
+        if (answered) return socket.destroy();
+        refused = true;
+        refuseUpgrade(socket, err);
+      });
       upstream.write(upgradeHead(req, target));
       if (head.length > 0) upstream.write(head);
       idleGuard(socket, upstream);
       socket.pipe(upstream);
       upstream.pipe(socket);
       socket.once('close', () => upstream.destroy());
-      upstream.once('close', () => socket.destroy());
+      // A refusal ends the socket once its answer is written.
+      upstream.once('close', () => refused || socket.destroy());
     },
-    (err: unknown) => {
-      const e = unreachable(err);
-      const body = JSON.stringify(httpErrorBody(e));
-      socket.end(
-        `HTTP/1.1 ${e.statusCode} ${STATUS_CODES[e.statusCode]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-      );
-    },
+    (err: unknown) => refuseUpgrade(socket, err),
+  );
+}
+
+/** Answers an upgrade whose port cannot be reached with the registry's error, as HTTP. */
+function refuseUpgrade(socket: Duplex, err: unknown): void {
+  if (socket.destroyed || !socket.writable) return;
+  const e = unreachable(err);
+  const body = JSON.stringify(httpErrorBody(e));
+  socket.end(
+    `HTTP/1.1 ${e.statusCode} ${STATUS_CODES[e.statusCode]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
   );
 }
