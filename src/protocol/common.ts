@@ -104,6 +104,25 @@ export const DescribedPathSchema = Type.String({
   description: 'Absolute path or file:// URI inside the session',
 });
 
+/**
+ * An image reference as the engine's grammar has it (`[registry[:port]/]name[:tag][@digest]`,
+ * lower-case name components) or an image id (`sha256:HEX`). Checked before any engine call:
+ * the engine answers a path like `../../x` with a redirect that its client then follows to
+ * another host (docs/docker-backend.md).
+ */
+export const IMAGE_REF_PATTERN =
+  '^(?:(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)(?:\\.(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?))*(?::[0-9]{1,5})?/)?' +
+  '[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*' +
+  '(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9A-Fa-f]{32,})?$';
+const IMAGE_REF = new RegExp(IMAGE_REF_PATTERN);
+
+/** Whether `ref` is an image reference or id the engine can be asked about (IMAGE_REF_PATTERN). */
+export function isImageRef(ref: string): boolean {
+  return ref.length <= 512 && IMAGE_REF.test(ref);
+}
+
+export const ImageRefSchema = Type.String({ minLength: 1, maxLength: 512, pattern: IMAGE_REF_PATTERN });
+
 export const ProcessIdSchema = Type.String({ minLength: 1, maxLength: 256 });
 export const Base64Schema = Type.String({ maxLength: 128 * 1024 * 1024, pattern: '^[A-Za-z0-9+/]*={0,2}$' });
 

@@ -4,7 +4,7 @@
  * API report, snapshots, and the approval request a server asks its client.
  */
 import { Type, type Static } from 'typebox';
-import { EnvNameSchema, ExecStringSchema, KeyedRecord, literals, OneOf, PathSchema } from './common.ts';
+import { EnvNameSchema, ExecStringSchema, ImageRefSchema, KeyedRecord, literals, OneOf, PathSchema } from './common.ts';
 
 export const SandboxPolicySchema = Type.Union([
   Type.Object(
@@ -63,8 +63,8 @@ export type EgressInfo = Static<typeof EgressInfoSchema>;
 
 export const SessionSpecSchema = Type.Object(
   {
-    image: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
-    snapshot: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
+    image: Type.Optional(ImageRefSchema),
+    snapshot: Type.Optional(ImageRefSchema),
     runtime: Type.Optional(
       Type.String({
         pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$',
@@ -271,7 +271,7 @@ export const ForkAnswerSchema = Type.Object({
 });
 export type ForkAnswer = Static<typeof ForkAnswerSchema>;
 export const SessionParamsSchema = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) });
-export const SnapshotParamsSchema = Type.Object({ id: Type.String({ minLength: 1, maxLength: 512 }) });
+export const SnapshotParamsSchema = Type.Object({ id: ImageRefSchema });
 
 /**
  * Where the pull of a session's image stands: sent as `session/imagePull` to the connection whose

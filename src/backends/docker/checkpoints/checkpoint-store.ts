@@ -87,7 +87,10 @@ export class CheckpointStore {
   }
 
   #entry(snapshotId: string): string {
-    return join(this.#dir, snapshotId.replace(/^sha256:/, ''));
+    // A snapshot id is an image id: the entry's name is its hex, never a path of the client's.
+    const hex = /^(?:sha256:)?([0-9a-f]{12,64})$/.exec(snapshotId)?.[1];
+    if (hex === undefined) throw execError('EXEC_ERR_NOT_FOUND', `snapshot ${snapshotId} not found`);
+    return join(this.#dir, hex);
   }
 
   async #containerDir(containerId: string, name: string): Promise<string> {
@@ -112,13 +115,14 @@ export class CheckpointStore {
    */
   async has(snapshotId: string): Promise<boolean> {
     await this.#load();
+    if (!/^(sha256:)?[0-9a-f]{64}$/.test(snapshotId)) return false;
     const entry = this.#entry(snapshotId);
     if (this.#sizes.has(snapshotId)) {
       if (await exists(entry)) return true;
       this.#sizes.delete(snapshotId);
       return false;
     }
-    if (!/^(sha256:)?[0-9a-f]{64}$/.test(snapshotId) || !(await exists(join(entry, META_FILE)))) return false;
+    if (!(await exists(join(entry, META_FILE)))) return false;
     this.#sizes.set(snapshotId.startsWith('sha256:') ? snapshotId : `sha256:${snapshotId}`, await dirBytes(entry));
     return true;
   }

@@ -3,6 +3,7 @@
  * tagged (`exec-server-snapshot:<random>`) so `docker image prune` does not treat them as
  * dangling; their id (`sha256:...`) is what clients get and pass back as `snapshot`.
  */
+import { isImageRef } from '../../../protocol/index.ts';
 import { randomBytes } from 'node:crypto';
 import type Docker from 'dockerode';
 import { execError } from '../../../errors.ts';
@@ -87,6 +88,8 @@ export async function findSnapshot(
   timeoutMs: number,
 ): Promise<SnapshotInfo> {
   const notFound = () => execError('EXEC_ERR_NOT_FOUND', `snapshot ${snapshotId} not found`);
+  // Never a path the engine would redirect (`../x`): every edge checks it, and so does this.
+  if (!isImageRef(snapshotId)) throw notFound();
   let info: Docker.ImageInspectInfo;
   try {
     info = await withDeadline('image inspect', timeoutMs, (abortSignal) =>
