@@ -6,6 +6,8 @@
  *   const proc = await client.exec(['bash', '-c', 'echo hi']);
  *   const { stdout } = await proc.wait();
  *
+ * The session's files are `client.files` (whole files over JSON-RPC, streams over HTTP).
+ *
  * A dropped connection can be resumed (`reconnect()`, or automatically with `autoReconnect`):
  * the session's processes kept running on the server, and every open handle fills its gap
  * from its last seq with `process/read`, so each byte arrives once, in order; what the server
@@ -25,7 +27,8 @@ import type {
   SessionInfo,
 } from '../protocol/index.ts';
 import { type ConnectOptions, openSession } from './connect.ts';
-import { ExecServerConnectionError } from './errors.ts';
+import { ExecServerConnectionError, StdinClosedError } from './errors.ts';
+import { SessionFiles } from './files.ts';
 import { HttpApi, wsUrlOf } from './http.ts';
 import { ExecHandle, type ProcessEvent } from './process-handle.ts';
 import { RpcError, type RpcConnection, type Notification } from './rpc-connection.ts';
@@ -75,6 +78,8 @@ export class ExecServerClient {
   readonly url: string;
   readonly sessionId: SessionId;
   readonly http: HttpApi;
+  /** The session's files: `readFile`, `writeFile`, `upload`, `download`, `list`, `stat`, `mkdir`, `remove`... */
+  readonly files: SessionFiles;
   /** The `initialize` result (capabilities, environmentInfo). */
   initResult: InitializeResult;
   #conn: RpcConnection;
@@ -93,6 +98,7 @@ export class ExecServerClient {
     this.sessionId = asSessionId(init.sessionId);
     this.#opts = opts;
     this.http = new HttpApi(url, opts.token);
+    this.files = new SessionFiles({ baseUrl: url, token: opts.token, sessionId: this.sessionId }, this);
     this.#bind(conn);
   }
 
@@ -189,7 +195,11 @@ export class ExecServerClient {
   /** Starts a process; the handle streams its output and ends with `wait()`. */
   async exec(argv: readonly string[], opts: ExecOptions = {}): Promise<ExecHandle> {
     const processId = asProcessId(opts.processId ?? `sdk-${randomUUID()}`);
-    const handle = new ExecHandle(processId, argv, () => this, { check: opts.check, collect: opts.collect });
+    const handle: ExecHandle = new ExecHandle(processId, argv, () => this, {
+      check: opts.check,
+      collect: opts.collect,
+      release: () => this.#unregister(handle),
+    });
     // Registered before the start so no early notification is missed, unless that would cut
     // off a live handle of the same id (the server refuses the start then, almost always).
     const live = this.#handles.get(processId);
@@ -220,13 +230,19 @@ export class ExecServerClient {
       await handle._catchUp();
     }
     if (stdinData !== undefined) {
-      await handle.sendStdin(stdinData);
+      // A command may end without reading its input (`true`): as in a shell pipe, no error.
+      await handle.sendStdin(stdinData).catch((err: unknown) => {
+        if (!(err instanceof StdinClosedError)) throw err;
+      });
       if (opts.tty !== true) await handle.closeStdin();
     }
     return handle;
   }
 
-  /** A handle on a process that already exists (after a resume), replaying retained output after `afterSeq` (default: from the start). */
+  /**
+   * A handle on a process that already exists (after a resume, or one whose handle was
+   * `disconnect()`ed), replaying retained output after `afterSeq` (default: from the start).
+   */
   async attach(
     processId: string,
     opts: { afterSeq?: number; check?: boolean; collect?: boolean } = {},
@@ -234,10 +250,11 @@ export class ExecServerClient {
     const id = asProcessId(processId);
     const existing = this.#handles.get(id);
     if (existing) return existing;
-    const handle = new ExecHandle(id, [], () => this, {
+    const handle: ExecHandle = new ExecHandle(id, [], () => this, {
       check: opts.check ?? false,
       collect: opts.collect,
       afterSeq: opts.afterSeq,
+      release: () => this.#unregister(handle),
     });
     handle._hold();
     this.#register(handle);

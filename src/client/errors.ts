@@ -57,6 +57,50 @@ export class ExecServerConnectionError extends Error {
   override readonly name = 'ExecServerConnectionError';
 }
 
+/**
+ * `wait({ timeoutMs })` ran out of time. The process was left running: `wait()` again, `kill()`,
+ * or `disconnect()` the handle (docs/sdk.md, "Wait with a timeout, detach").
+ */
+export class WaitTimeoutError extends Error {
+  override readonly name = 'WaitTimeoutError';
+  readonly processId: string;
+  readonly timeoutMs: number;
+
+  constructor(processId: string, timeoutMs: number) {
+    super(`process ${processId} did not end within ${timeoutMs} ms (it is still running)`);
+    this.processId = processId;
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/**
+ * `wait()` on a handle that `disconnect()` detached from its process: no output or exit reaches
+ * it any more, while the process runs on; `client.attach(processId)` listens to it again.
+ */
+export class HandleDisconnectedError extends Error {
+  override readonly name = 'HandleDisconnectedError';
+  readonly processId: string;
+
+  constructor(processId: string) {
+    super(`handle of process ${processId} was disconnected (the process runs on; attach to it again)`);
+    this.processId = processId;
+  }
+}
+
+/**
+ * `sendStdin` found the process's stdin closed: after `closeStdin`, after the process ended, or
+ * on a process started without `stdin: 'pipe'`. The input was not written.
+ */
+export class StdinClosedError extends Error {
+  override readonly name = 'StdinClosedError';
+  readonly processId: string;
+
+  constructor(processId: string) {
+    super(`stdin of process ${processId} is closed: the input was not written`);
+    this.processId = processId;
+  }
+}
+
 /** An answer's body as JSON; undefined when it is empty or not JSON (a proxy's page, say). */
 export function jsonOrUndefined(text: string): unknown {
   try {

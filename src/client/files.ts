@@ -1,8 +1,9 @@
 /**
- * Client SDK for session files.
- * - Over a WebSocket `RpcConnection`: `readFile`, `writeFile` (one message each, bounded by the
- *   server's fs/readFile maximum), and `readFileChunked` / `writeFileChunked` (fs/open +
- *   fs/readBlock, fs/openWrite + fs/writeBlock: any size, a block at a time).
+ * Client SDK for session files; `client.files` (`SessionFiles`) has them all for its session.
+ * - Over JSON-RPC (an `ExecServerClient` or an `RpcConnection`): `readFile`, `writeFile` (one
+ *   message each, bounded by the server's fs/readFile maximum), and `readFileChunked` /
+ *   `writeFileChunked` (fs/open + fs/readBlock, fs/openWrite + fs/writeBlock: any size, a block
+ *   at a time).
  * - Over HTTP (`HttpFiles`): streamed `upload` / `download` plus metadata, list, remove, copy,
  *   mkdir. Streams are piped with backpressure; nothing is held whole in memory.
  */
@@ -10,29 +11,33 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { DirectoryEntry, FileMetadata } from '../protocol/index.ts';
+import type { DirectoryEntry, FileMetadata, MethodName, MethodParams, MethodResult } from '../protocol/index.ts';
 import { ExecServerHttpError } from './errors.ts';
 import { httpBaseOf } from './http.ts';
-import type { RpcConnection } from './rpc-connection.ts';
 
 export type { DirectoryEntry, FileMetadata } from '../protocol/index.ts';
 
 // ---- JSON-RPC ------------------------------------------------------------------------
 
+/** Where the JSON-RPC calls go: an `ExecServerClient` (which follows its resumes) or an `RpcConnection`. */
+export interface FileRpc {
+  request<M extends MethodName>(method: M, params: MethodParams<M>): Promise<MethodResult<M>>;
+}
+
 /** Reads a whole file with `fs/readFile` (fails with EXEC_ERR_TOO_LARGE past the server maximum). */
-export async function readFile(conn: RpcConnection, path: string): Promise<Buffer> {
+export async function readFile(conn: FileRpc, path: string): Promise<Buffer> {
   const r = await conn.request('fs/readFile', { path });
   return Buffer.from(r.dataBase64, 'base64');
 }
 
 /** Writes a whole file with `fs/writeFile` (created or truncated). */
-export async function writeFile(conn: RpcConnection, path: string, data: Buffer | string): Promise<void> {
+export async function writeFile(conn: FileRpc, path: string, data: Buffer | string): Promise<void> {
   await conn.request('fs/writeFile', { path, dataBase64: Buffer.from(data).toString('base64') });
 }
 
 /** Reads a file of any size in blocks (`fs/open`, `fs/readBlock`, `fs/close`). */
 export async function* readFileChunked(
-  conn: RpcConnection,
+  conn: FileRpc,
   path: string,
   blockBytes = 4 * 1024 * 1024,
 ): AsyncGenerator<Buffer> {
@@ -52,7 +57,7 @@ export async function* readFileChunked(
 
 /** Writes a file of any size in blocks (`fs/openWrite`, `fs/writeBlock`, `fs/closeWrite`); resolves with the bytes written. */
 export async function writeFileChunked(
-  conn: RpcConnection,
+  conn: FileRpc,
   path: string,
   source: AsyncIterable<Buffer | string> | Buffer,
   blockBytes = 4 * 1024 * 1024,
@@ -205,5 +210,29 @@ export class HttpFiles {
     await this.#json(
       await this.#send('POST', this.#url('/mkdir', {}), { json: { path, recursive: opts.recursive === true } }),
     );
+  }
+}
+
+/**
+ * The files of one session, as `client.files`: whole files in one JSON-RPC message (`readFile`,
+ * `writeFile`, on the client's current connection), streams over HTTP (`upload`, `download`,
+ * `downloadStream`: any size) and `stat`, `list`, `mkdir`, `remove`, `copy`, `canonicalize`.
+ */
+export class SessionFiles extends HttpFiles {
+  readonly #rpc: FileRpc;
+
+  constructor(opts: HttpFilesOptions, rpc: FileRpc) {
+    super(opts);
+    this.#rpc = rpc;
+  }
+
+  /** The whole file (up to the server's fs/readFile maximum, 64 MiB by default; `download` streams any size). */
+  readFile(path: string): Promise<Buffer> {
+    return readFile(this.#rpc, path);
+  }
+
+  /** Writes the whole file (created or truncated; `upload` streams any size). */
+  writeFile(path: string, data: Buffer | string): Promise<void> {
+    return writeFile(this.#rpc, path, data);
   }
 }

@@ -11,7 +11,14 @@ export {
   type ProcessSummary,
 } from './client.ts';
 export { ExecHandle, type ExecResult, type OutputChunk, type StreamName } from './process-handle.ts';
-export { CommandExitError, ExecServerConnectionError, ExecServerHttpError } from './errors.ts';
+export {
+  CommandExitError,
+  ExecServerConnectionError,
+  ExecServerHttpError,
+  HandleDisconnectedError,
+  StdinClosedError,
+  WaitTimeoutError,
+} from './errors.ts';
 export { HttpApi, httpBaseOf, wsUrlOf, type SessionInfo, type SessionSpec, type SnapshotInfo } from './http.ts';
 export { RpcConnection, RpcError, type Notification } from './rpc-connection.ts';
 export type { ProcessId, SessionId } from '../ids.ts';

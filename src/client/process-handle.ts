@@ -17,8 +17,8 @@ import type {
   SignalName,
   StreamName,
 } from '../protocol/index.ts';
-import type { BinaryOutputParams } from './rpc-connection.ts';
-import { CommandExitError } from './errors.ts';
+import { type BinaryOutputParams, rpcErrorOf } from './rpc-connection.ts';
+import { CommandExitError, HandleDisconnectedError, StdinClosedError, WaitTimeoutError } from './errors.ts';
 import type { ExecResult } from './exec-result.ts';
 
 export type { StreamName } from '../protocol/index.ts';
@@ -45,6 +45,9 @@ export interface HandleTransport {
 
 /** Bound of the output kept for a first `onOutput` listener that comes late. */
 const UNHEARD_MAX_BYTES = 1024 * 1024;
+
+/** The longest delay `setTimeout` honours (a longer one fires at once). */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 
 interface Waiter {
   resolve(result: ExecResult): void;
@@ -80,6 +83,10 @@ export class ExecHandle {
   readonly #waiters = new Set<Waiter>();
   /** Set while the client's connection is gone for good: `wait()` rejects with it. */
   #failure: Error | undefined;
+  /** Set by `disconnect()`: nothing reaches the handle any more, `wait()` rejects with it. */
+  #detached: HandleDisconnectedError | undefined;
+  /** Tells the client to stop routing this process's events here (`disconnect()`). */
+  readonly #release: (() => void) | undefined;
   /** While a resume fills the gap, live events wait here. */
   #held: ProcessEvent[] | undefined;
 
@@ -87,7 +94,12 @@ export class ExecHandle {
     processId: ProcessId,
     argv: readonly string[],
     transport: () => HandleTransport,
-    opts: { check?: boolean | undefined; collect?: boolean | undefined; afterSeq?: number | undefined } = {},
+    opts: {
+      check?: boolean | undefined;
+      collect?: boolean | undefined;
+      afterSeq?: number | undefined;
+      release?: (() => void) | undefined;
+    } = {},
   ) {
     this.processId = processId;
     this.argv = argv;
@@ -95,6 +107,7 @@ export class ExecHandle {
     this.#check = opts.check ?? true;
     this.#collect = opts.collect ?? true;
     this.#lastSeq = opts.afterSeq ?? 0;
+    this.#release = opts.release;
   }
 
   /** Seq of the last event applied. */
@@ -135,29 +148,75 @@ export class ExecHandle {
 
   /**
    * The result once the process ended and its output closed; throws `CommandExitError` on a
-   * non-zero exit when `check` (default). Rejects with `ExecServerConnectionError` when the
-   * connection is gone for good (closed with no automatic resume, or its retries ran out); a
-   * later `reconnect()` resumes the handle, and `wait()` can be called again.
+   * non-zero exit when `check` (default). With `timeoutMs`, rejects with `WaitTimeoutError`
+   * when the process has not ended by then, leaving it running (`wait()` again, or `kill()`).
+   * Rejects with `ExecServerConnectionError` when the connection is gone for good (closed with
+   * no automatic resume, or its retries ran out); a later `reconnect()` resumes the handle, and
+   * `wait()` can be called again. Rejects with `HandleDisconnectedError` after `disconnect()`.
    */
-  async wait(opts: { check?: boolean } = {}): Promise<ExecResult> {
-    const result =
-      this.#result ??
-      (await new Promise<ExecResult>((resolve, reject) => {
-        if (this.#failure) reject(this.#failure);
-        else this.#waiters.add({ resolve, reject });
-      }));
+  async wait(opts: { check?: boolean; timeoutMs?: number } = {}): Promise<ExecResult> {
+    const { timeoutMs } = opts;
+    if (timeoutMs !== undefined && !(Number.isFinite(timeoutMs) && timeoutMs >= 0 && timeoutMs <= MAX_TIMEOUT_MS))
+      throw new RangeError(`timeoutMs must be a number of milliseconds from 0 to ${MAX_TIMEOUT_MS}, got ${timeoutMs}`);
+    const result = this.#result ?? (await this.#ended(timeoutMs));
     if ((opts.check ?? this.#check) && result.exitCode !== 0) throw new CommandExitError(result);
     return result;
   }
 
-  async sendStdin(data: string | Uint8Array): Promise<string> {
+  #ended(timeoutMs: number | undefined): Promise<ExecResult> {
+    let timer: NodeJS.Timeout | undefined;
+    return new Promise<ExecResult>((resolve, reject) => {
+      const failure = this.#detached ?? this.#failure;
+      if (failure) return reject(failure);
+      const waiter: Waiter = { resolve, reject };
+      this.#waiters.add(waiter);
+      if (timeoutMs === undefined) return;
+      timer = setTimeout(() => {
+        this.#waiters.delete(waiter);
+        reject(new WaitTimeoutError(this.processId, timeoutMs));
+      }, timeoutMs);
+    }).finally(() => clearTimeout(timer));
+  }
+
+  /**
+   * Stops listening without ending the process: no output or exit reaches this handle any more
+   * (its listeners are dropped), its `wait()`s reject with `HandleDisconnectedError`; `sendStdin`,
+   * `kill` and the like still act. `client.attach(processId)` (`afterSeq: lastSeq` skips what
+   * this handle saw) listens again. A handle whose process already ended keeps its result.
+   */
+  disconnect(): void {
+    if (this.#result || this.#detached) return;
+    const err = new HandleDisconnectedError(this.processId);
+    this.#detached = err;
+    this.#held = undefined;
+    this.#unheard = undefined;
+    this.#listeners.clear();
+    this.#endListeners.clear();
+    this.#release?.();
+    const waiters = [...this.#waiters];
+    this.#waiters.clear();
+    for (const w of waiters) w.reject(err);
+  }
+
+  /**
+   * Writes to stdin (keystrokes on a terminal). Never drops input silently: a closed stdin
+   * (after `closeStdin`, after the end, or started without `stdin: 'pipe'`) rejects with
+   * `StdinClosedError`; a process the server does not know, or one still waiting for its
+   * approval, rejects with `RpcError` (`EXEC_ERR_PROCESS_NOT_FOUND`, `EXEC_ERR_PROCESS_STARTING`).
+   */
+  async sendStdin(data: string | Uint8Array): Promise<void> {
     const chunk = Buffer.from(typeof data === 'string' ? Buffer.from(data, 'utf8') : data).toString('base64');
     const { status } = await this.#transport().request('process/write', {
       processId: this.processId,
       chunk,
       writeId: randomUUID(),
     });
-    return status;
+    if (status === 'accepted') return;
+    if (status === 'stdinClosed') throw new StdinClosedError(this.processId);
+    // What the other process methods get from the server in these states.
+    throw status === 'starting'
+      ? rpcErrorOf('EXEC_ERR_PROCESS_STARTING', `process id ${this.processId} is starting`)
+      : rpcErrorOf('EXEC_ERR_PROCESS_NOT_FOUND', `unknown process id ${this.processId}`);
   }
 
   async closeStdin(): Promise<void> {
@@ -176,6 +235,7 @@ export class ExecHandle {
 
   /** @internal A `process/*` notification for this process. */
   _notify(event: ProcessEvent): void {
+    if (this.#detached) return;
     if (this.#held) {
       this.#held.push(event);
       return;
@@ -184,6 +244,7 @@ export class ExecHandle {
   }
 
   #apply(event: ProcessEvent): void {
+    if (this.#detached) return;
     const { seq } = event.params;
     if (seq <= this.#lastSeq) return;
     this.#lastSeq = seq;
@@ -231,7 +292,7 @@ export class ExecHandle {
   }
 
   #finish(): void {
-    if (this.#result) return;
+    if (this.#result || this.#detached) return;
     for (const [stream, decoder] of this.#decoders) {
       const rest = decoder.end();
       if (rest === '') continue;

@@ -3,6 +3,7 @@
  * notifications, and answers to server-to-client requests (approvals).
  */
 import WebSocket from 'ws';
+import { type ErrorCode, execError, rpcErrorBody } from '../errors.ts';
 import { ExecServerConnectionError, ExecServerHttpError } from './errors.ts';
 import {
   decodeBinaryOutput,
@@ -30,6 +31,12 @@ export class RpcError extends Error {
     this.data = data;
     this.code = typeof data?.['code'] === 'string' ? data['code'] : undefined;
   }
+}
+
+/** The `RpcError` the server answers with `code`: for a refusal the SDK reads from an answer's status. */
+export function rpcErrorOf(code: ErrorCode, message: string): RpcError {
+  const body = rpcErrorBody(execError(code, message));
+  return new RpcError(body.code, body.message, body.data);
 }
 
 /** `process/output` from a binary frame (binary-output.ts): the bytes as they came, no base64 `chunk`. */
