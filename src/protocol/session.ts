@@ -88,7 +88,8 @@ export const SessionSpecSchema = Type.Object(
       Type.Object(
         {
           memoryMb: Type.Optional(Type.Integer({ minimum: 16 })),
-          cpus: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
+          // The engine's smallest share: less rounds to no limit at all, or fails in the kernel.
+          cpus: Type.Optional(Type.Number({ minimum: 0.01 })),
           pids: Type.Optional(Type.Integer({ minimum: 8 })),
           diskMb: Type.Optional(
             Type.Integer({

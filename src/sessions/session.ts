@@ -104,6 +104,8 @@ export class Session implements FilesSession {
   /** Cleanups run by `destroy()` (an observing connection closes itself). */
   readonly #onDestroy = new Set<() => void>();
   readonly #deps: SessionDeps;
+  /** The last record write asked for (persistRecord). */
+  #recordWrite: Promise<void> = Promise.resolve();
   readonly #log: Logger;
 
   constructor(
@@ -164,7 +166,14 @@ export class Session implements FilesSession {
    * ports) where a restarted server's recovery reads it back; resolves once stored.
    */
   persistRecord(): Promise<void> {
-    return this.backend.persistRecord(sessionRecord(this.spec, this.tokens.entries(), this.ports.list()));
+    // One write at a time, each of the state when it starts: writes that overlapped raced on
+    // the backend's temporary file (a port exposed right after the create failed with 502), and
+    // an older record could land last. Each caller waits for its own write and sees its error.
+    const write = this.#recordWrite
+      .catch(() => undefined)
+      .then(() => this.backend.persistRecord(sessionRecord(this.spec, this.tokens.entries(), this.ports.list())));
+    this.#recordWrite = write;
+    return write;
   }
 
   /** Throws `EXEC_ERR_SESSION_DEAD` once the session lost its backend. */
