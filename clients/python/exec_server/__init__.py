@@ -5,6 +5,7 @@ The same concepts as the TypeScript SDK (docs/sdk.md); see docs/python-sdk.md.
 """
 from ._generated import TOOL_DEFINITIONS
 from ._http import http_base_of, ws_url_of
+from ._spec import ApprovalPolicy, Limits
 from ._tools import HttpSession, chat_completions_tools
 from .client import AsyncClient
 from .errors import (
@@ -21,17 +22,18 @@ from .errors import (
     RejectedError,
     UnsupportedError,
 )
-from .process import Process
-from .results import ExecResult, OutputChunk
-from .session import Session
-from .sync import Client, SyncProcess, SyncSession
+from .process import Process, SignalName
+from .results import ExecResult, OutputChunk, StreamName, Terminal
+from .session import SandboxPermissions, Session, StartApproval
+from .sync import Client, SyncHttpSession, SyncProcess, SyncSession
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncClient", "AuthError", "BackendError", "Client", "CommandExitError", "ConflictError",
+    "ApprovalPolicy", "AsyncClient", "AuthError", "BackendError", "Client", "CommandExitError", "ConflictError",
     "ConnectionClosedError", "ExecResult", "ExecServerError", "HttpSession", "InvalidArgumentError",
-    "InvalidRequestError", "LimitError", "NotFoundError", "OutputChunk", "Process", "RejectedError",
-    "Session", "SyncProcess", "SyncSession", "TOOL_DEFINITIONS", "UnsupportedError",
+    "InvalidRequestError", "LimitError", "Limits", "NotFoundError", "OutputChunk", "Process", "RejectedError",
+    "SandboxPermissions", "Session", "SignalName", "StartApproval", "StreamName", "SyncHttpSession",
+    "SyncProcess", "SyncSession", "TOOL_DEFINITIONS", "Terminal", "UnsupportedError",
     "chat_completions_tools", "http_base_of", "ws_url_of",
 ]

@@ -33,13 +33,14 @@ class ToolsMixin:
     def _path(self, tail: str) -> str:
         return f"/v1/sessions/{seg(self.id)}/{tail}"
 
-    async def exec_command(self, cmd: str, **args: Any) -> dict[str, Any]:
+    # ``self`` positional-only: next to ``**args``, mypy binds sync.py's ParamSpec wrapper only so.
+    async def exec_command(self, /, cmd: str, **args: Any) -> dict[str, Any]:
         """``exec_command``: ``{output, exit_code | session_id, text, ...}`` (or ``approval_required``)."""
         if not isinstance(cmd, str) or not cmd:
             raise InvalidArgumentError("cmd must be a non-empty string")
         return dict(await self.http.request("POST", self._path("exec_command"), {"cmd": cmd, **args}))
 
-    async def write_stdin_tool(self, session_id: int, chars: str = "", **args: Any) -> dict[str, Any]:
+    async def write_stdin_tool(self, /, session_id: int, chars: str = "", **args: Any) -> dict[str, Any]:
         """``write_stdin`` of the facade: writes to (or polls) the command ``session_id`` names."""
         if not isinstance(session_id, int) or isinstance(session_id, bool):
             raise InvalidArgumentError("session_id must be the integer exec_command answered")

@@ -3,16 +3,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ._generated import SIGNAL_NAMES
 from .errors import InvalidArgumentError
+
+T = TypeVar("T")
 
 _RUNTIME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _LABEL = re.compile(r"^[A-Za-z0-9_.-]{1,63}$")
 _SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 APPROVAL_POLICIES = ("untrusted", "on-failure", "on-request", "never")
 DECISIONS = ("approved", "approved-for-session", "denied", "abort")
+SANDBOX_PERMISSIONS = ("use-default", "require-escalated")
+START_APPROVALS = ("approved", "approved-for-session")
 
 
 def fail(message: str) -> InvalidArgumentError:
@@ -125,6 +129,12 @@ def check_approval_policy(policy: object) -> object:
     if isinstance(policy, Mapping) and set(policy) == {"granular"}:
         return dict(policy)
     raise fail(f"approval_policy must be one of {', '.join(APPROVAL_POLICIES)} or {{'granular': ...}}")
+
+
+def check_choice(value: T, choices: tuple[str, ...], what: str) -> T:
+    if value not in choices:
+        raise fail(f"{what} must be one of {', '.join(choices)}, not {value!r}")
+    return value
 
 
 def check_port(port: object) -> int:

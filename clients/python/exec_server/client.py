@@ -6,18 +6,34 @@
 """
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Awaitable, Callable, Generator, Mapping
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from . import _validate as v
 from ._generated import MAX_SESSION_BATCH
 from ._http import HttpApi, seg, ws_url_of
+from ._spec import ApprovalPolicy, Limits, session_spec
 from ._tools import HttpSession
 from .errors import AuthError
 from .session import ApprovalCallback, ImagePullCallback, Session
 
 DEFAULT_URL = "ws://127.0.0.1:8765"
+C = TypeVar("C")
+P = ParamSpec("P")
+
+
+def _opening(create: Callable[Concatenate[C, P], Awaitable[Session]]) -> Callable[Concatenate[C, P], _Opening]:
+    """``session(...)``: the keywords of ``create_session``, as an awaitable or an ``async with``."""
+    @functools.wraps(create)
+    def session(self: C, /, *args: P.args, **kwargs: P.kwargs) -> _Opening:
+        return _Opening(lambda: create(self, *args, **kwargs))
+    session.__name__ = "session"
+    session.__qualname__ = f"{create.__qualname__.rpartition('.')[0]}.session"
+    session.__doc__ = ("``create_session`` as an awaitable, or an ``async with`` that deletes the session "
+                       f"at the end.\n\n{create.__doc__ or ''}")
+    return session
 
 
 class AsyncClient:
@@ -45,13 +61,14 @@ class AsyncClient:
         self._sessions: list[Session] = []
 
     @classmethod
-    async def connect(cls, url: str | None = None, token: str | None = None, **kw: Any) -> AsyncClient:
+    async def connect(cls, url: str | None = None, token: str | None = None, *,
+                      client_name: str = "exec-server-python", connect_timeout: float = 30.0) -> AsyncClient:
         """A client whose server answered and accepted the token (``AuthError`` if not).
 
         A session token (``Session.create_token``) is accepted too: the server names it valid but
         scoped to its session (``EXEC_ERR_TOKEN_SCOPE``) where a tenant token lists sessions.
         """
-        client = cls(url, token, **kw)
+        client = cls(url, token, client_name=client_name, connect_timeout=connect_timeout)
         try:
             await client.list_sessions()
         except AuthError as err:
@@ -72,16 +89,12 @@ class AsyncClient:
                 await s.disconnect()
         self._sessions.clear()
 
-    def session(self, **kw: Any) -> _Opening:
-        """``create_session`` as an awaitable or an ``async with`` that deletes the session at the end."""
-        return _Opening(lambda: self.create_session(**kw))
-
     async def create_session(self, *, image: str | None = None, runtime: str | None = None,
-                             env: Mapping[str, str] | None = None, limits: Mapping[str, Any] | None = None,
+                             env: Mapping[str, str] | None = None, limits: Limits | None = None,
                              snapshot: str | None = None, workdir: str | None = None,
                              labels: Mapping[str, str] | None = None, sandbox: Mapping[str, Any] | None = None,
-                             approval_policy: Any = None, preview_ports: bool | None = None,
-                             allow_network: list[str] | None = None,
+                             approval_policy: ApprovalPolicy | None = None, strict_auto_review: bool | None = None,
+                             preview_ports: bool | None = None, allow_network: list[str] | None = None,
                              deny_read: list[str] | None = None, idle_timeout: int | None = None,
                              max_lifetime: int | None = None, spec: Mapping[str, Any] | None = None,
                              on_approval: ApprovalCallback | None = None,
@@ -94,50 +107,42 @@ class AsyncClient:
         hears the progress of an image pull the creation waits for. ``allow_network``: the
         destinations the session's egress proxy lets through (``network.allow``: ``*``, ``host``,
         ``host:port``, ``*.domain[:port]``, ``ip[:port]``, ``cidr[:port]``); without it, no network.
+        ``strict_auto_review``: every command the policy asks about is asked, an ``approval`` hint
+        or an earlier ``approved-for-session`` notwithstanding. ``spec``: a raw (camelCase) spec
+        that the keywords given overlay.
         """
-        body: dict[str, Any] = dict(spec or {})
-        if image is not None:
-            if not isinstance(image, str) or not image:
-                raise v.fail("image must be a non-empty string")
-            body["image"] = image
-        if runtime is not None:
-            body["runtime"] = v.check_runtime(runtime)
-        if env is not None:
-            body["env"] = v.check_env(env)
-        if limits is not None:
-            body["resources"] = v.check_resources(limits)
-        if snapshot is not None:
-            body["snapshot"] = snapshot
-        if workdir is not None:
-            body["workdir"] = v.check_path(workdir, "workdir")
-        if labels is not None:
-            body["labels"] = v.check_labels(labels)
-        if sandbox is not None:
-            body["sandbox"] = dict(sandbox)
-        if approval_policy is not None:
-            body["approvalPolicy"] = v.check_approval_policy(approval_policy)
-        if preview_ports is not None:
-            body["previewPorts"] = bool(preview_ports)
-        if allow_network is not None:
-            if isinstance(allow_network, str) or not all(isinstance(e, str) and e for e in allow_network):
-                raise v.fail("allow_network must be a list of non-empty strings")
-            body["network"] = {"allow": list(allow_network)}
-        if deny_read is not None:
-            body["denyRead"] = [v.check_path(p, "deny_read") for p in deny_read]
-        for key, value in (("idleTimeoutSeconds", idle_timeout), ("maxLifetimeSeconds", max_lifetime)):
-            if value is not None:
-                if not isinstance(value, int) or value < 1:
-                    raise v.fail(f"{key} must be a positive integer of seconds")
-                body[key] = value
+        body = session_spec(image=image, runtime=runtime, env=env, limits=limits, snapshot=snapshot,
+                            workdir=workdir, labels=labels, sandbox=sandbox, approval_policy=approval_policy,
+                            strict_auto_review=strict_auto_review, preview_ports=preview_ports,
+                            allow_network=allow_network, deny_read=deny_read, idle_timeout=idle_timeout,
+                            max_lifetime=max_lifetime, spec=spec)
         session = Session(self, on_approval, on_image_pull, auto_reconnect)
         await session._open(None, body)
         self._sessions.append(session)
         return session
 
-    async def create_http_session(self, **spec: Any) -> HttpSession:
-        """A session created over HTTP (``POST /v1/sessions``, the raw spec as keywords: ``approvalPolicy=...``),
-        used through the tool facade only."""
-        info = await self.http.request("POST", "/v1/sessions", spec)
+    # The keywords of create_session, by construction (a ParamSpec keeps their types for mypy).
+    session = _opening(create_session)
+
+    async def create_http_session(self, *, image: str | None = None, runtime: str | None = None,
+                                  env: Mapping[str, str] | None = None, limits: Limits | None = None,
+                                  snapshot: str | None = None, workdir: str | None = None,
+                                  labels: Mapping[str, str] | None = None,
+                                  sandbox: Mapping[str, Any] | None = None,
+                                  approval_policy: ApprovalPolicy | None = None,
+                                  strict_auto_review: bool | None = None, preview_ports: bool | None = None,
+                                  allow_network: list[str] | None = None,
+                                  deny_read: list[str] | None = None, idle_timeout: int | None = None,
+                                  max_lifetime: int | None = None,
+                                  spec: Mapping[str, Any] | None = None) -> HttpSession:
+        """A session created over HTTP (``POST /v1/sessions``; the spec keywords of
+        ``create_session``), used through the tool facade only."""
+        body = session_spec(image=image, runtime=runtime, env=env, limits=limits, snapshot=snapshot,
+                            workdir=workdir, labels=labels, sandbox=sandbox, approval_policy=approval_policy,
+                            strict_auto_review=strict_auto_review, preview_ports=preview_ports,
+                            allow_network=allow_network, deny_read=deny_read, idle_timeout=idle_timeout,
+                            max_lifetime=max_lifetime, spec=spec)
+        info = await self.http.request("POST", "/v1/sessions", body)
         return HttpSession(self.http, info["sessionId"])
 
     def http_session(self, session_id: str) -> HttpSession:
@@ -156,14 +161,28 @@ class AsyncClient:
         self._sessions.append(session)
         return session
 
-    async def create_sessions(self, count: int, **spec: Any) -> list[dict[str, Any]]:
+    async def create_sessions(self, count: int, *, image: str | None = None, runtime: str | None = None,
+                              env: Mapping[str, str] | None = None, limits: Limits | None = None,
+                              snapshot: str | None = None, workdir: str | None = None,
+                              labels: Mapping[str, str] | None = None, sandbox: Mapping[str, Any] | None = None,
+                              approval_policy: ApprovalPolicy | None = None,
+                              strict_auto_review: bool | None = None, preview_ports: bool | None = None,
+                              allow_network: list[str] | None = None,
+                              deny_read: list[str] | None = None, idle_timeout: int | None = None,
+                              max_lifetime: int | None = None,
+                              spec: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """``count`` sessions of one spec at once (``POST /v1/sessions?count=N``; best-of-N, rollouts),
-        as their infos: all of them, or an error with none left behind. The spec is the raw one
-        (``approvalPolicy=...``); attach with ``resume_session(info["sessionId"])`` or
+        as their infos: all of them, or an error with none left behind. The spec keywords are
+        those of ``create_session``; attach with ``resume_session(info["sessionId"])`` or
         ``http_session(...)``."""
         if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_SESSION_BATCH:
             raise v.fail(f"count must be an integer from 1 to {MAX_SESSION_BATCH}")
-        answer = await self.http.request("POST", f"/v1/sessions?count={count}", spec)
+        body = session_spec(image=image, runtime=runtime, env=env, limits=limits, snapshot=snapshot,
+                            workdir=workdir, labels=labels, sandbox=sandbox, approval_policy=approval_policy,
+                            strict_auto_review=strict_auto_review, preview_ports=preview_ports,
+                            allow_network=allow_network, deny_read=deny_read, idle_timeout=idle_timeout,
+                            max_lifetime=max_lifetime, spec=spec)
+        answer = await self.http.request("POST", f"/v1/sessions?count={count}", body)
         return list(answer["sessions"])
 
     async def list_sessions(self) -> list[dict[str, Any]]:

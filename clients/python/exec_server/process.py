@@ -15,20 +15,22 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ._validate import check_signal, check_size
 from .errors import CommandExitError
-from .results import ExecResult, OutputChunk, StreamName
+from .results import ExecResult, OutputChunk, StreamName, Terminal, terminal_of
 
 Request = Callable[[str, dict[str, Any]], Awaitable[Any]]
+SignalName = Literal["SIGINT", "SIGTERM", "SIGKILL", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "interrupt"]
+"""The signals a client may send (``SIGNAL_NAMES``, src/protocol/signals.ts) and ``interrupt``."""
 _STREAMS: tuple[StreamName, ...] = ("stdout", "stderr", "pty")
 
 
 @dataclass
 class _Exit:
     exit_code: int
-    terminal: str
+    terminal: Terminal
     signal: str | None
     sandbox_denied: bool
 
@@ -150,12 +152,12 @@ class Process:
         check_size(cols, rows)
         await self._request("process/resize", {"processId": self.process_id, "cols": cols, "rows": rows})
 
-    async def signal(self, signal: str) -> None:
+    async def signal(self, signal: SignalName) -> None:
         """Sends ``signal`` (``SIGINT``... or ``interrupt``) to the process group."""
         check_signal(signal)
         await self._request("process/signal", {"processId": self.process_id, "signal": signal})
 
-    async def kill(self, signal: str | None = None) -> None:
+    async def kill(self, signal: SignalName | None = None) -> None:
         """No signal: terminate (SIGTERM, SIGKILL after the server's grace). Else that signal."""
         if signal is not None:
             await self.signal(signal)
@@ -182,7 +184,7 @@ class Process:
             self._received_bytes += len(raw)
             self._output(params.get("stream", "stdout"), int(seq or 0), raw)
         elif method == "process/exited":
-            self._exit = _Exit(int(params.get("exitCode", -1)), str(params.get("terminal") or "exited"),
+            self._exit = _Exit(int(params.get("exitCode", -1)), terminal_of(params.get("terminal")),
                                params.get("signal"), params.get("sandboxDenied") is True)
         elif method == "process/closed":
             self._finish()
@@ -287,7 +289,7 @@ class Process:
                     continue
                 if r.get("exited"):
                     self._exit = _Exit(r.get("exitCode") if r.get("exitCode") is not None else -1,
-                                       r.get("terminal") or "exited", r.get("signal"),
+                                       terminal_of(r.get("terminal")), r.get("signal"),
                                        r.get("sandboxDenied") is True)
                 if r.get("closed"):
                     self.last_seq = max(self.last_seq, int(r["nextSeq"]) - 1)

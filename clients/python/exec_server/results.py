@@ -7,9 +7,21 @@ A module of its own, below ``process`` and ``errors``, which both speak of them
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 StreamName = Literal["stdout", "stderr", "pty"]
+Terminal = Literal["exited", "signaled", "timed-out", "terminated", "lost"]
+"""How a process ended (``TerminalStatusSchema``, src/protocol/process.ts)."""
+
+_TERMINALS: tuple[Terminal, ...] = get_args(Terminal)
+
+
+def terminal_of(value: object) -> Terminal:
+    """The server's ``terminal``; a missing or unknown one (a newer server's word) reads as ``exited``."""
+    for t in _TERMINALS:
+        if value == t:
+            return t
+    return "exited"
 
 
 @dataclass(frozen=True)
@@ -33,7 +45,7 @@ class ExecResult:
     process_id: str
     argv: tuple[str, ...]
     exit_code: int
-    terminal: str
+    terminal: Terminal
     signal: str | None
     sandbox_denied: bool
     stdout: str

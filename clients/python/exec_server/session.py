@@ -9,28 +9,34 @@ from __future__ import annotations
 import asyncio
 import inspect
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from . import _validate as v
+from ._files import FilesMixin
 from ._http import seg
 from ._opener import SessionOpener
 from ._rpc import RpcConnection
-from ._files import FilesMixin
 from ._sharing import SharingMixin
+from ._snapshots import SnapshotsMixin
+from ._spec import ApprovalCallback, ApprovalPolicy, ImagePullCallback, Limits
 from ._tools import ToolsMixin
 from .errors import ConnectionClosedError, NotFoundError, error_of
 from .process import Process
 from .results import ExecResult
 
-ApprovalCallback = Callable[[dict[str, Any]], str | Awaitable[str]]
-ImagePullCallback = Callable[[dict[str, Any]], None]
+__all__ = ["ApprovalCallback", "ImagePullCallback", "SandboxPermissions", "Session", "StartApproval", "Stdin"]
+
 Stdin = str | bytes | Literal["pipe"] | None
+SandboxPermissions = Literal["use-default", "require-escalated"]
+"""``require-escalated``: the command asks to run outside the sandbox (an approval, by the policy)."""
+StartApproval = Literal["approved", "approved-for-session"]
+"""A start approved beforehand (not under ``strict_auto_review``)."""
 # Close code of a server draining for a rollout (``server/draining``, docs/protocol.md).
 DRAIN_CLOSE_CODE = 1012
 
 
-class Session(ToolsMixin, SharingMixin, FilesMixin):
+class Session(ToolsMixin, SharingMixin, FilesMixin, SnapshotsMixin):
     """One session; ``async with`` deletes it at the end (``disconnect()`` keeps it)."""
 
     def __init__(self, client: SessionOpener[Session], on_approval: ApprovalCallback | None,
@@ -225,8 +231,13 @@ class Session(ToolsMixin, SharingMixin, FilesMixin):
                     env: dict[str, str] | None = None, stdin: Stdin = None, tty: bool = False,
                     size: tuple[int, int] | None = None, timeout: float | None = None,
                     check: bool = True, collect: bool = True, process_id: str | None = None,
-                    approval: str | None = None, backlog_bytes: int = 64 * 1024 * 1024) -> Process:
+                    sandbox_permissions: SandboxPermissions | None = None, approval: StartApproval | None = None,
+                    backlog_bytes: int = 64 * 1024 * 1024) -> Process:
         """Starts a process and returns its handle at once (a string runs under ``sh -c``).
+
+        ``sandbox_permissions="require-escalated"`` asks to run it outside the sandbox (the
+        session's approval policy decides, docs/protocol.md); ``approval`` says it is approved
+        already.
 
         ``backlog_bytes``: the memory that output may take while it waits for the first
         iteration of its stream (``Process.output``). A ``process_id`` of an open handle of this
@@ -244,8 +255,11 @@ class Session(ToolsMixin, SharingMixin, FilesMixin):
             params["size"] = {"cols": size[0], "rows": size[1]}
         if (ms := v.check_timeout(timeout)) is not None:
             params["timeoutMs"] = ms
+        if sandbox_permissions is not None:
+            params["sandboxPermissions"] = v.check_choice(sandbox_permissions, v.SANDBOX_PERMISSIONS,
+                                                          "sandbox_permissions")
         if approval is not None:
-            params["approval"] = approval
+            params["approval"] = v.check_choice(approval, v.START_APPROVALS, "approval")
         if stdin is not None and stdin != "pipe" and not isinstance(stdin, (str, bytes)):
             raise v.fail("stdin must be str, bytes or 'pipe'")
         pid = process_id or f"py-{uuid.uuid4()}"
@@ -272,14 +286,17 @@ class Session(ToolsMixin, SharingMixin, FilesMixin):
     async def run(self, argv_or_cmd: str | Sequence[str], *, cwd: str | None = None,
                   env: dict[str, str] | None = None, stdin: str | bytes | None = None,
                   tty: bool = False, size: tuple[int, int] | None = None,
-                  timeout: float | None = None, check: bool = True) -> ExecResult:
+                  timeout: float | None = None, check: bool = True,
+                  sandbox_permissions: SandboxPermissions | None = None,
+                  approval: StartApproval | None = None) -> ExecResult:
         """Runs a command to its end: its output and exit (``CommandExitError`` if non-zero and ``check``).
 
         ``timeout`` (seconds) is enforced by the server: the command is killed and ends
         ``timed-out`` with exit code 124.
         """
         proc = await self.spawn(argv_or_cmd, cwd=cwd, env=env, stdin=stdin, tty=tty, size=size,
-                                timeout=timeout, check=check, backlog_bytes=0)
+                                timeout=timeout, check=check, sandbox_permissions=sandbox_permissions,
+                                approval=approval, backlog_bytes=0)
         return await proc.wait()
 
     async def attach(self, process_id: str, *, after_seq: int = 0, check: bool = False,
@@ -321,27 +338,30 @@ class Session(ToolsMixin, SharingMixin, FilesMixin):
     async def terminate_all(self) -> int:
         return int((await self.request("session/terminateAll"))["terminated"])
 
-    # ---- snapshots, forks, hibernation, preview ports ---------------------------------
+    # ---- forks --------------------------------------------------------------------------
 
-    async def snapshot(self, name: str | None = None, *, memory: bool = False) -> dict[str, Any]:
-        """Commits the session's filesystem to a snapshot (docker): ``{snapshotId, ...}``.
-
-        With ``memory=True`` (gVisor sessions) also its memory: a live template, whose sessions
-        start with its processes running.
-        """
-        v.check_snapshot_name(name)
-        params: dict[str, Any] = {} if name is None else {"name": name}
-        if memory:
-            params["memory"] = True
-        return dict(await self.request("session/snapshot", params))
-
-    async def fork(self, name: str | None = None, **create: Any) -> Session:
-        """A new session started from a snapshot of this one (its files, not its processes)."""
+    async def fork(self, name: str | None = None, *, image: str | None = None, runtime: str | None = None,
+                   env: Mapping[str, str] | None = None, limits: Limits | None = None,
+                   workdir: str | None = None, labels: Mapping[str, str] | None = None,
+                   sandbox: Mapping[str, Any] | None = None, approval_policy: ApprovalPolicy | None = None,
+                   strict_auto_review: bool | None = None, preview_ports: bool | None = None,
+                   allow_network: list[str] | None = None, deny_read: list[str] | None = None,
+                   idle_timeout: int | None = None, max_lifetime: int | None = None,
+                   spec: Mapping[str, Any] | None = None,
+                   on_approval: ApprovalCallback | None = None,
+                   on_image_pull: ImagePullCallback | None = None,
+                   auto_reconnect: bool = True) -> Session:
+        """A new session started from a snapshot of this one (its files, not its processes); the
+        keywords of ``create_session`` but ``snapshot``, which is this one's."""
         snap = await self.snapshot(name)
-        return await self.client.create_session(snapshot=snap["snapshotId"], **create)
+        return await self.client.create_session(
+            snapshot=snap["snapshotId"], image=image, runtime=runtime, env=env, limits=limits, workdir=workdir,
+            labels=labels, sandbox=sandbox, approval_policy=approval_policy,
+            strict_auto_review=strict_auto_review, preview_ports=preview_ports, allow_network=allow_network,
+            deny_read=deny_read, idle_timeout=idle_timeout, max_lifetime=max_lifetime, spec=spec,
+            on_approval=on_approval, on_image_pull=on_image_pull, auto_reconnect=auto_reconnect)
 
-    async def fork_many(self, count: int = 1, *, memory: bool = False,
-                        name: str | None = None) -> list[Session]:
+    async def fork_many(self, count: int = 1, *, memory: bool = False, name: str | None = None) -> list[Session]:
         """``count`` forks made by the server (1 to 16), each attached; with ``memory=True``
         (gVisor) every running process goes on in each, under the same process ids."""
         if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 16:
@@ -352,13 +372,6 @@ class Session(ToolsMixin, SharingMixin, FilesMixin):
             params["name"] = name
         answer = await self.request("session/fork", params)
         return [await self.client.resume_session(str(s["sessionId"])) for s in answer["sessions"]]
-
-    async def hibernate(self) -> dict[str, Any]:
-        """Checkpoints and stops the container (docker, gVisor); the next call wakes it."""
-        return dict(await self.request("session/hibernate"))
-
-    async def wake(self) -> dict[str, Any]:
-        return dict(await self.request("session/wake"))
 
     def _cut_connection(self) -> None:
         """Cuts the socket without a close handshake, as a network failure would (tests)."""

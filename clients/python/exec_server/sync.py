@@ -1,22 +1,32 @@
 """``Client``: the async SDK for scripts and notebooks, on an event loop in a background thread.
 
-Every method blocks until the async one it wraps has finished; names and arguments are the
+Every method blocks until the async one it wraps has finished; names and parameters are the
 same (``Client.session()`` is a ``with`` block, ``for chunk in proc`` iterates the output).
+Most methods are made from their async twin by ``_blocking``, so they cannot drift apart: a
+ParamSpec carries the parameters' types to mypy, ``functools.wraps`` their signature to
+``inspect`` and ``help()``.
 """
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
-from collections.abc import Awaitable, Iterator, Sequence
-from typing import IO, Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
-from ._http import Progress, Source
+from ._tools import HttpSession, ToolsMixin
 from .client import AsyncClient
 from .process import Process
 from .results import ExecResult, OutputChunk, StreamName
-from .session import Session, Stdin
+from .session import Session
+
+__all__ = ["Client", "SyncHttpSession", "SyncProcess", "SyncSession"]
 
 T = TypeVar("T")
+R = TypeVar("R")
+A = TypeVar("A")
+A_co = TypeVar("A_co", covariant=True)
+P = ParamSpec("P")
 
 
 class _Loop:
@@ -33,6 +43,44 @@ class _Loop:
     def stop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
+
+
+class _Wrapper(Protocol[A_co]):
+    """A synchronous object: the async one it wraps, and the loop that runs it."""
+
+    @property
+    def aio(self) -> A_co: ...
+    @property
+    def _loop(self) -> _Loop: ...
+
+
+def _blocking_as(method: Callable[Concatenate[A, P], Awaitable[T]],
+                 convert: Callable[[_Loop, T], R]) -> Callable[Concatenate[_Wrapper[A], P], R]:
+    """The synchronous twin of an async ``method``: same parameters, its answer ``convert``ed."""
+    @functools.wraps(method)
+    def call(self: _Wrapper[A], /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return convert(self._loop, self._loop.run(method(self.aio, *args, **kwargs)))
+    return call
+
+
+def _blocking(method: Callable[Concatenate[A, P], Awaitable[T]]) -> Callable[Concatenate[_Wrapper[A], P], T]:
+    """The synchronous twin of an async ``method``: same parameters, same answer."""
+    @functools.wraps(method)
+    def call(self: _Wrapper[A], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._loop.run(method(self.aio, *args, **kwargs))
+    return call
+
+
+def _sync_session(loop: _Loop, session: Session) -> SyncSession:
+    return SyncSession(loop, session)
+
+
+def _sync_sessions(loop: _Loop, sessions: list[Session]) -> list[SyncSession]:
+    return [SyncSession(loop, s) for s in sessions]
+
+
+def _sync_http_session(loop: _Loop, session: HttpSession) -> SyncHttpSession:
+    return SyncHttpSession(loop, session)
 
 
 class SyncProcess:
@@ -55,26 +103,41 @@ class SyncProcess:
     def done(self) -> bool:
         return self.aio.done
 
-    def wait(self, timeout: float | None = None, *, check: bool | None = None) -> ExecResult:
-        return self._loop.run(self.aio.wait(timeout, check=check))
+    @property
+    def result(self) -> ExecResult | None:
+        return self.aio.result
 
-    def write_stdin(self, data: str | bytes) -> str:
-        return self._loop.run(self.aio.write_stdin(data))
+    @property
+    def dropped_bytes(self) -> int:
+        return self.aio.dropped_bytes
 
-    def close_stdin(self) -> None:
-        self._loop.run(self.aio.close_stdin())
-
-    def resize(self, cols: int, rows: int) -> None:
-        self._loop.run(self.aio.resize(cols, rows))
-
-    def signal(self, signal: str) -> None:
-        self._loop.run(self.aio.signal(signal))
-
-    def kill(self, signal: str | None = None) -> None:
-        self._loop.run(self.aio.kill(signal))
+    wait = _blocking(Process.wait)
+    write_stdin = _blocking(Process.write_stdin)
+    close_stdin = _blocking(Process.close_stdin)
+    resize = _blocking(Process.resize)
+    signal = _blocking(Process.signal)
+    kill = _blocking(Process.kill)
 
 
-class SyncSession:
+class _SyncTools:
+    """The tool facade, of a session or of an ``HttpSession``."""
+
+    exec_command = _blocking(ToolsMixin.exec_command)
+    write_stdin_tool = _blocking(ToolsMixin.write_stdin_tool)
+    route_tool_call = _blocking(ToolsMixin.route_tool_call)
+    list_approvals = _blocking(ToolsMixin.list_approvals)
+    decide_approval = _blocking(ToolsMixin.decide_approval)
+
+
+class SyncHttpSession(_SyncTools):
+    """``HttpSession``, synchronous: the tool facade of a session over HTTP only."""
+
+    def __init__(self, loop: _Loop, session: HttpSession) -> None:
+        self._loop, self.aio = loop, session
+        self.id = session.id
+
+
+class SyncSession(_SyncTools):
     def __init__(self, loop: _Loop, session: Session) -> None:
         self._loop, self.aio = loop, session
         self.id = session.id
@@ -85,80 +148,63 @@ class SyncSession:
     def __exit__(self, *exc: object) -> None:
         self.delete()
 
-    def run(self, argv_or_cmd: str | Sequence[str], **kw: Any) -> ExecResult:
-        return self._loop.run(self.aio.run(argv_or_cmd, **kw))
+    @property
+    def connected(self) -> bool:
+        return self.aio.connected
 
-    def spawn(self, argv_or_cmd: str | Sequence[str], *, stdin: Stdin = None, **kw: Any) -> SyncProcess:
-        return SyncProcess(self._loop, self._loop.run(self.aio.spawn(argv_or_cmd, stdin=stdin, **kw)))
+    spawn = _blocking_as(Session.spawn, SyncProcess)
+    run = _blocking(Session.run)
+    attach = _blocking_as(Session.attach, SyncProcess)
+    list_processes = _blocking(Session.list_processes)
+    terminate_all = _blocking(Session.terminate_all)
+    info = _blocking(Session.info)
+    request = _blocking(Session.request)
+    reconnect = _blocking(Session.reconnect)
+    disconnect = _blocking(Session.disconnect)
+    delete = _blocking(Session.delete)
 
-    def attach(self, process_id: str, **kw: Any) -> SyncProcess:
-        return SyncProcess(self._loop, self._loop.run(self.aio.attach(process_id, **kw)))
+    read_file = _blocking(Session.read_file)
+    write_file = _blocking(Session.write_file)
+    list_dir = _blocking(Session.list_dir)
+    stat = _blocking(Session.stat)
+    mkdir = _blocking(Session.mkdir)
+    remove = _blocking(Session.remove)
+    upload = _blocking(Session.upload)
+    download = _blocking(Session.download)
 
-    def info(self) -> dict[str, Any]:
-        return self._loop.run(self.aio.info())
+    snapshot = _blocking(Session.snapshot)
+    fork = _blocking_as(Session.fork, _sync_session)
+    fork_many = _blocking_as(Session.fork_many, _sync_sessions)
+    hibernate = _blocking(Session.hibernate)
+    wake = _blocking(Session.wake)
 
-    def list_processes(self) -> list[dict[str, Any]]:
-        return self._loop.run(self.aio.list_processes())
-
-    def read_file(self, path: str) -> bytes:
-        return self._loop.run(self.aio.read_file(path))
-
-    def write_file(self, path: str, data: str | bytes) -> None:
-        self._loop.run(self.aio.write_file(path, data))
-
-    def list_dir(self, path: str) -> list[dict[str, Any]]:
-        return self._loop.run(self.aio.list_dir(path))
-
-    def upload(self, path: str, source: Source, *, progress: Progress | None = None) -> int:
-        return self._loop.run(self.aio.upload(path, source, progress=progress))
-
-    def download(self, path: str, dest: str | IO[bytes] | None = None, *,
-                 progress: Progress | None = None) -> bytes | int:
-        return self._loop.run(self.aio.download(path, dest, progress=progress))
-
-    def snapshot(self, name: str | None = None, *, memory: bool = False) -> dict[str, Any]:
-        return self._loop.run(self.aio.snapshot(name, memory=memory))
-
-    def fork(self, name: str | None = None, **create: Any) -> SyncSession:
-        return SyncSession(self._loop, self._loop.run(self.aio.fork(name, **create)))
-
-    def fork_many(self, count: int = 1, *, memory: bool = False, name: str | None = None) -> list[SyncSession]:
-        return [SyncSession(self._loop, s) for s in self._loop.run(self.aio.fork_many(count, memory=memory, name=name))]
-
-    def hibernate(self) -> dict[str, Any]:
-        return self._loop.run(self.aio.hibernate())
-
-    def wake(self) -> dict[str, Any]:
-        return self._loop.run(self.aio.wake())
-
-    def expose_port(self, port: int, *, ttl_seconds: int | None = None) -> dict[str, Any]:
-        return self._loop.run(self.aio.expose_port(port, ttl_seconds=ttl_seconds))
-
-    def create_token(self, *, access: str = "full", ttl_seconds: int | None = None) -> dict[str, Any]:
-        return self._loop.run(self.aio.create_token(access=access, ttl_seconds=ttl_seconds))
-
-    def revoke_token(self, token_id: str) -> None:
-        self._loop.run(self.aio.revoke_token(token_id))
-
-    def exec_command(self, cmd: str, **args: Any) -> dict[str, Any]:
-        return self._loop.run(self.aio.exec_command(cmd, **args))
-
-    def route_tool_call(self, item: Any) -> dict[str, Any] | None:
-        return self._loop.run(self.aio.route_tool_call(item))
-
-    def disconnect(self) -> None:
-        self._loop.run(self.aio.disconnect())
-
-    def delete(self) -> None:
-        self._loop.run(self.aio.delete())
+    expose_port = _blocking(Session.expose_port)
+    close_port = _blocking(Session.close_port)
+    list_ports = _blocking(Session.list_ports)
+    create_token = _blocking(Session.create_token)
+    revoke_token = _blocking(Session.revoke_token)
 
 
 class Client:
     """Synchronous client: ``with Client() as c, c.session() as s: print(s.run("echo hi").stdout)``."""
 
-    def __init__(self, url: str | None = None, token: str | None = None, **kw: Any) -> None:
-        self.aio = AsyncClient(url, token, **kw)
+    def __init__(self, url: str | None = None, token: str | None = None, *,
+                 client_name: str = "exec-server-python", connect_timeout: float = 30.0) -> None:
+        self.aio = AsyncClient(url, token, client_name=client_name, connect_timeout=connect_timeout)
         self._loop = _Loop()
+
+    @classmethod
+    def connect(cls, url: str | None = None, token: str | None = None, *,
+                client_name: str = "exec-server-python", connect_timeout: float = 30.0) -> Client:
+        """A client whose server answered and accepted the token (see ``AsyncClient.connect``)."""
+        client = cls(url, token, client_name=client_name, connect_timeout=connect_timeout)
+        try:
+            client.aio = client._loop.run(AsyncClient.connect(url, token, client_name=client_name,
+                                                              connect_timeout=connect_timeout))
+        except BaseException:
+            client.close()
+            raise
+        return client
 
     def __enter__(self) -> Client:
         return self
@@ -173,31 +219,19 @@ class Client:
         finally:
             self._loop.stop()
 
-    def create_session(self, **kw: Any) -> SyncSession:
-        return SyncSession(self._loop, self._loop.run(self.aio.create_session(**kw)))
+    def http_session(self, session_id: str) -> SyncHttpSession:
+        """The tool facade of an existing session, over HTTP only."""
+        return SyncHttpSession(self._loop, self.aio.http_session(session_id))
 
-    def session(self, **kw: Any) -> SyncSession:
-        """A new session; as a ``with`` block it is deleted at the end."""
-        return self.create_session(**kw)
-
-    def resume_session(self, session_id: str, **kw: Any) -> SyncSession:
-        return SyncSession(self._loop, self._loop.run(self.aio.resume_session(session_id, **kw)))
-
-    def create_sessions(self, count: int, **spec: Any) -> list[dict[str, Any]]:
-        """``count`` sessions of one spec at once, as their infos (see ``AsyncClient.create_sessions``)."""
-        return self._loop.run(self.aio.create_sessions(count, **spec))
-
-    def list_sessions(self) -> list[dict[str, Any]]:
-        return self._loop.run(self.aio.list_sessions())
-
-    def get_session(self, session_id: str) -> dict[str, Any]:
-        return self._loop.run(self.aio.get_session(session_id))
-
-    def delete_session(self, session_id: str) -> None:
-        self._loop.run(self.aio.delete_session(session_id))
-
-    def list_snapshots(self) -> list[dict[str, Any]]:
-        return self._loop.run(self.aio.list_snapshots())
-
-    def delete_snapshot(self, snapshot_id: str) -> None:
-        self._loop.run(self.aio.delete_snapshot(snapshot_id))
+    create_session = _blocking_as(AsyncClient.create_session, _sync_session)
+    # A new session; as a ``with`` block it is deleted at the end.
+    session = _blocking_as(AsyncClient.session, _sync_session)
+    resume_session = _blocking_as(AsyncClient.resume_session, _sync_session)
+    create_sessions = _blocking(AsyncClient.create_sessions)
+    create_http_session = _blocking_as(AsyncClient.create_http_session, _sync_http_session)
+    list_sessions = _blocking(AsyncClient.list_sessions)
+    get_session = _blocking(AsyncClient.get_session)
+    delete_session = _blocking(AsyncClient.delete_session)
+    list_snapshots = _blocking(AsyncClient.list_snapshots)
+    delete_snapshot = _blocking(AsyncClient.delete_snapshot)
+    image_pulls = _blocking(AsyncClient.image_pulls)

@@ -50,7 +50,10 @@ async def test_bad_arguments_fail_before_anything_is_sent(local_server: Server,
             s.spawn(["ls"], size=(0, 24)), s.spawn(["ls"], timeout=-1), s.read_file("notes.txt"),
             s.snapshot("bad name!"), s.expose_port(70000), s.upload("rel", b"x"),
             client.create_session(limits={"memory_mb": 1}), client.create_session(runtime="-x"),
-            client.create_session(labels={"bad label": "x"}), client.create_session(approval_policy="sometimes"),
+            client.create_session(labels={"bad label": "x"}),
+            client.create_session(approval_policy="sometimes"),  # type: ignore[arg-type]
+            s.spawn(["ls"], sandbox_permissions="always"),  # type: ignore[arg-type]
+            s.spawn(["ls"], approval="maybe"),  # type: ignore[arg-type]
             client.resume_session(""),
         ]
         for coro in bad:
@@ -58,7 +61,7 @@ async def test_bad_arguments_fail_before_anything_is_sent(local_server: Server,
                 await coro
             assert err.value.code == "EXEC_ERR_INVALID_PARAMS" and isinstance(err.value, ValueError)
         proc = await s.spawn(["sleep", "5"], check=False)
-        for call in (proc.signal("SIGFOO"), proc.resize(0, 0)):
+        for call in (proc.signal("SIGFOO"), proc.resize(0, 0)):  # type: ignore[arg-type]
             with pytest.raises(InvalidArgumentError):
                 await call
         await proc.kill()

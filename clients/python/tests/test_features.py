@@ -58,7 +58,7 @@ async def test_tool_calls_route_in_one_line(server: Server) -> None:
 @aio
 async def test_http_only_approval_queue(local_server: Server) -> None:
     client = AsyncClient(local_server.url, local_server.token)
-    tools = await client.create_http_session(approvalPolicy="untrusted")
+    tools = await client.create_http_session(approval_policy="untrusted")
     try:
         pending = await tools.exec_command("echo approved over http")
         assert pending["status"] == "approval_required"
