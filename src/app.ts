@@ -56,6 +56,11 @@ declare module 'fastify' {
     audit: Auditor;
     /** Rollout draining (`--fleet`, `--shutdown-sessions keep`): main.ts starts it on SIGTERM, before `close()`. */
     drain: Drain;
+    /**
+     * Before `close()` after a fatal error: the sessions stay for the next start, as a killed
+     * server leaves them, where the backend can hand them over (docker); true when they do.
+     */
+    keepSessionsOnClose(): boolean;
   }
 }
 
@@ -225,12 +230,16 @@ function addLifecycleHooks(
   app.addHook('onReady', async () => {
     await sessions.start();
   });
-  const keep = keepsSessions(o.config, backend);
+  const shutdown = { keep: keepsSessions(o.config, backend) };
+  app.decorate('keepSessionsOnClose', () => {
+    if (backend.handOver !== undefined) shutdown.keep = true;
+    return shutdown.keep;
+  });
   app.addHook('preClose', async () => {
-    await sessions.close({ keep });
+    await sessions.close({ keep: shutdown.keep });
   });
   app.addHook('onClose', async () => {
-    await (keep && backend.handOver ? backend.handOver() : backend.close());
+    await (shutdown.keep && backend.handOver ? backend.handOver() : backend.close());
     if (o.ownAudit instanceof AuditLog) await o.ownAudit.close();
   });
 }

@@ -84,7 +84,13 @@ async function serve(argv: string[]): Promise<number> {
   // A fleet's rollout: clients are sent to reconnect elsewhere and the sessions stay.
   const keep = keepsSessions(config, backend);
   closeWithGrace({ delay: config.shutdownGraceMs }, async ({ signal, err }) => {
-    if (err) ready.log.error({ err }, 'shutting down after an error');
+    // A fault of this process is not the operator's stop: the sessions are not the users' loss
+    // (docker: kept for the next start, which re-adopts them, as after a kill).
+    if (err)
+      ready.log.error(
+        { err, sessions: ready.keepSessionsOnClose() ? 'kept' : 'ended' },
+        'shutting down after an error',
+      );
     else ready.log.info({ signal, sessions: keep ? 'kept' : 'ended' }, 'shutting down');
     if (keep && !err) {
       const connections = await ready.drain.start();
