@@ -11,9 +11,11 @@
  * Writes are queued (at most `--audit-queue-lines`) and written in order by one writer. When the
  * queue is full, new events are dropped and counted; the next line that fits is `audit.dropped`
  * with that count, so the gap is itself in the chain. A failed write is retried every second,
- * its lines kept. Either way the operator sees it: `/readyz` fails (notReadyReason), and
- * `exec_server_audit_healthy` is 0 with `exec_server_audit_dropped_total` /
- * `exec_server_audit_write_errors_total` counting. Never silent, never blocking a request.
+ * its lines kept; the bytes of a write that failed part-way (disk full) are cut first, so a full
+ * disk never glues two lines into what verify would call an edit (log-file.ts). Either way the
+ * operator sees it: `/readyz` fails (notReadyReason), and `exec_server_audit_healthy` is 0 with
+ * `exec_server_audit_dropped_total` / `exec_server_audit_write_errors_total` counting. Never
+ * silent, never blocking a request.
  */
 import { createHash } from 'node:crypto';
 import { Counter, Gauge } from 'prom-client';

@@ -93,11 +93,34 @@ export async function openLogFile(path: string): Promise<{ sink: Sink } & Tail> 
   }
 }
 
+/**
+ * A write that fails part-way (disk full mid-batch) leaves the bytes that made it; the retry
+ * writes the whole batch again, so those bytes are cut first: kept, they would glue a partial
+ * line to a whole one, which `audit verify` reports as an edit. The log has one writer (the
+ * lock), so the size before a write is where that write began. Only a regular file is cut: a
+ * device (/dev/full) has no length.
+ */
 function fileSink(handle: FileHandle, afterTorn: boolean, lock: LogLock | undefined): Sink {
   let lead = afterTorn;
+  /** Where a failed write began, while its bytes are still to be cut. */
+  let cut: number | undefined;
+  const cutBack = async (): Promise<void> => {
+    if (cut === undefined) return;
+    await handle.truncate(cut);
+    cut = undefined;
+  };
   return {
     write: async (bytes) => {
-      await handle.appendFile(lead ? Buffer.concat([Buffer.from([NEWLINE]), bytes]) : bytes);
+      await cutBack();
+      const start = lock === undefined ? undefined : (await handle.stat()).size;
+      try {
+        await handle.appendFile(lead ? Buffer.concat([Buffer.from([NEWLINE]), bytes]) : bytes);
+      } catch (err) {
+        cut = start;
+        // Cut now, so that a log that stays full does not keep the partial line meanwhile.
+        await cutBack().catch(() => undefined);
+        throw err;
+      }
       lead = false;
     },
     close: async () => {
