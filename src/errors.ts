@@ -170,11 +170,19 @@ export function fromErrno(err: unknown, what: string): ExecServerError {
     case 'EROFS':
       return execError('EXEC_ERR_FS_DENIED', `${what}: Read-only file system`, { cause: err });
     // The client's mistakes, not the server's (docs/filesystem.md): listing or writing through a
-    // file, making what exists, a name longer than the filesystem takes.
+    // file, making what exists, reading or writing a directory as a file, a path through a
+    // symlink loop, a name longer than the filesystem takes.
     case 'ENOTDIR':
       return execError('EXEC_ERR_INVALID_REQUEST', `${what}: Not a directory`, { cause: err, detail: { errno: code } });
     case 'EEXIST':
       return execError('EXEC_ERR_INVALID_REQUEST', `${what}: File exists`, { cause: err, detail: { errno: code } });
+    case 'EISDIR':
+      return execError('EXEC_ERR_INVALID_REQUEST', `${what}: Is a directory`, { cause: err, detail: { errno: code } });
+    case 'ELOOP':
+      return execError('EXEC_ERR_INVALID_REQUEST', `${what}: Too many levels of symbolic links`, {
+        cause: err,
+        detail: { errno: code },
+      });
     case 'ENAMETOOLONG':
       return execError('EXEC_ERR_INVALID_PARAMS', `${what}: File name too long`, {
         cause: err,

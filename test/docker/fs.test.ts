@@ -29,8 +29,8 @@ test('write, read, stat, list, copy, remove round trip', dockerTestOptions, asyn
   assert.ok((await fs.readDirectory('/workspace/d')).some((e) => e.fileName === '.hidden name'));
   await fs.copy('/workspace/d', '/workspace/d2', true);
   assert.equal((await fs.readFile('/workspace/d2/a.txt', 1024)).toString(), 'hello');
-  await assert.rejects(fs.copy('/workspace/d', '/workspace/d3', false), { code: 'EXEC_ERR_FS' });
-  await assert.rejects(fs.remove('/workspace/d2', false, false), { code: 'EXEC_ERR_FS' });
+  await assert.rejects(fs.copy('/workspace/d', '/workspace/d3', false), { code: 'EXEC_ERR_INVALID_REQUEST' });
+  await assert.rejects(fs.remove('/workspace/d2', false, false), { code: 'EXEC_ERR_INVALID_REQUEST' });
   await fs.remove('/workspace/d2', true, false);
   await assert.rejects(fs.stat('/workspace/d2'), { code: 'EXEC_ERR_NOT_FOUND' });
   await fs.remove('/workspace/d2', true, true);

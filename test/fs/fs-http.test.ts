@@ -84,7 +84,7 @@ for (const { kind, options } of BACKENDS) {
     await files.remove(`${workdir}/d2`, { recursive: true, force: true });
 
     // Errors, as JSON {code, message}.
-    await rejectsHttp(files.remove(`${workdir}/d`), 500, 'EXEC_ERR_FS', /Is a directory/);
+    await rejectsHttp(files.remove(`${workdir}/d`), 400, 'EXEC_ERR_INVALID_REQUEST', /Is a directory/);
     await rejectsHttp(files.downloadStream(`${workdir}/d`), 400, 'EXEC_ERR_INVALID_REQUEST', /Is a directory/);
     await rejectsHttp(files.downloadStream(`${workdir}/missing`), 404, 'EXEC_ERR_NOT_FOUND');
     await rejectsHttp(files.upload(`${workdir}/no/such/file`, Buffer.from('x')), 404, 'EXEC_ERR_NOT_FOUND');

@@ -149,24 +149,34 @@ for (const { kind, options } of BACKENDS) {
       'EXEC_ERR_INVALID_REQUEST',
       /Is a directory/,
     );
-    await rejectsRpc(session.request('fs/writeFile', { path: `${workdir}/dir`, dataBase64: b64('x') }), -32603);
-    // Non-recursive remove or copy of a directory.
-    await rejectsRpc(session.request('fs/remove', { path: `${workdir}/dir` }), -32603, 'EXEC_ERR_FS', /Is a directory/);
+    await rejectsRpc(
+      session.request('fs/writeFile', { path: `${workdir}/dir`, dataBase64: b64('x') }),
+      -32600,
+      'EXEC_ERR_INVALID_REQUEST',
+      /Is a directory/,
+    );
+    // Non-recursive remove or copy of a directory: the client's mistake.
+    await rejectsRpc(
+      session.request('fs/remove', { path: `${workdir}/dir` }),
+      -32600,
+      'EXEC_ERR_INVALID_REQUEST',
+      /Is a directory/,
+    );
     await rejectsRpc(
       session.request('fs/copy', {
         sourcePath: `${workdir}/dir`,
         destinationPath: `${workdir}/dir2`,
         recursive: false,
       }),
-      -32603,
-      'EXEC_ERR_FS',
+      -32600,
+      'EXEC_ERR_INVALID_REQUEST',
       /Is a directory/,
     );
     // A directory is copied only to a new path.
     await rejectsRpc(
       session.request('fs/copy', { sourcePath: `${workdir}/dir`, destinationPath: `${workdir}/dir`, recursive: true }),
-      -32603,
-      'EXEC_ERR_FS',
+      -32600,
+      'EXEC_ERR_INVALID_REQUEST',
       /already exists/,
     );
     // Listing a file, and mkdir of an existing path without recursive: the client's mistakes.

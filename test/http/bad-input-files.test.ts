@@ -1,9 +1,11 @@
 /**
  * File routes, `fs/*` and MCP file tools on bad input: a huge offset is a 400, errors name the
  * path the session asked for (never the host path of its private /tmp), and the client's own
- * mistakes (ENOTDIR, EEXIST, ENAMETOOLONG, copying onto or into itself) are 4xx, not 500.
+ * mistakes (ENOTDIR, EEXIST, EISDIR, ELOOP, ENAMETOOLONG, a directory without `recursive`,
+ * copying onto or into itself) are 4xx, not 500.
  */
 import assert from 'node:assert/strict';
+import { symlink } from 'node:fs/promises';
 import { test } from 'node:test';
 import { RpcError } from '../../src/client/rpc-connection.ts';
 import type { SessionInfo } from '../../src/protocol/index.ts';
@@ -92,7 +94,7 @@ test('errors on /tmp paths name the session path, not the host path of the priva
   assert.equal((await f.upload('/tmp/file', 'x')).status, 200);
   assertError(await f.get('list', '/tmp/file'), 400, 'EXEC_ERR_INVALID_REQUEST', '/tmp/file: Not a directory', 'list');
 
-  const s = await sessionFor(t, api.server.url, { sessionId: f.id });
+  const s = await sessionFor(t, api.server.url, { resumeSessionId: f.id });
   await assert.rejects(s.request('fs/getMetadata', { path: '/tmp/nope/x' }), (err: unknown) => {
     assert.ok(err instanceof RpcError);
     assert.equal(err.data?.['reason'], '/tmp/nope/x: No such file or directory');
@@ -154,4 +156,59 @@ test('fs/*: listing a file, mkdir of an existing path and a copy onto itself are
   await refused('fs/createDirectory', { path: `${w}/${'y'.repeat(300)}` }, -32602, 'ENAMETOOLONG');
   await refused('fs/copy', { sourcePath: `${w}/a.txt`, destinationPath: `${w}/a.txt`, recursive: false }, -32600);
   assert.deepEqual(await s.request('fs/readFile', { path: `${w}/a.txt` }), { dataBase64: b64('hello') });
+});
+
+test('a directory without recursive, a directory copy onto an existing path, EISDIR and ELOOP are 400 with data.errno', async (t) => {
+  const api = await serverWithApi(t);
+  const f = await filesOf(api);
+  const w = f.workdir;
+  assert.equal((await f.post('mkdir', { path: `${w}/d` })).status, 200);
+  assert.equal((await f.post('mkdir', { path: `${w}/e` })).status, 200);
+  const s = await sessionFor(t, api.server.url, { resumeSessionId: f.id });
+  // A symlink loop (the file API makes no symlinks; the workspace is a host directory here).
+  await symlink('loop-b', `${w}/loop-a`);
+  await symlink('loop-a', `${w}/loop-b`);
+  const http = async (what: string, r: Promise<Answer>, message: RegExp) =>
+    assertError(await r, 400, 'EXEC_ERR_INVALID_REQUEST', message, what);
+  const q = (path: string) => `path=${encodeURIComponent(path)}`;
+  await http(
+    'remove',
+    api('DELETE', `/v1/sessions/${f.id}/files?${q(`${w}/d`)}`),
+    /d: Is a directory \(pass recursive\)$/,
+  );
+  await http('copy', f.post('copy', { sourcePath: `${w}/d`, destinationPath: `${w}/d2` }), /pass recursive/);
+  await http(
+    'copy onto',
+    f.post('copy', { sourcePath: `${w}/d`, destinationPath: `${w}/e`, recursive: true }),
+    /already exists/,
+  );
+  await http('upload', f.upload(`${w}/d`, 'x'), /d: Is a directory$/);
+  await http('download', f.get('content', `${w}/loop-a`), /loop-a: Too many levels of symbolic links$/);
+  const refused = async (method: string, params: unknown, errno: string, message: RegExp) =>
+    assert.rejects(s.request(method, params), (err: unknown) => {
+      assert.ok(err instanceof RpcError, String(err));
+      assert.deepEqual([err.rpcCode, err.code], [-32600, 'EXEC_ERR_INVALID_REQUEST'], `${method}: ${err.message}`);
+      assert.equal(err.data?.['errno'], errno, method);
+      assert.match(err.message, message, method);
+      return true;
+    });
+  await refused('fs/remove', { path: `${w}/d` }, 'EISDIR', /pass recursive/);
+  await refused(
+    'fs/copy',
+    { sourcePath: `${w}/d`, destinationPath: `${w}/d2`, recursive: false },
+    'EISDIR',
+    /pass recursive/,
+  );
+  await refused(
+    'fs/copy',
+    { sourcePath: `${w}/d`, destinationPath: `${w}/e`, recursive: true },
+    'EEXIST',
+    /already exists/,
+  );
+  await refused('fs/writeFile', { path: `${w}/d`, dataBase64: b64('x') }, 'EISDIR', /d: Is a directory$/);
+  await refused('fs/readFile', { path: `${w}/loop-a` }, 'ELOOP', /symbolic links$/);
+  await refused('fs/getMetadata', { path: `${w}/loop-b` }, 'ELOOP', /symbolic links$/);
+  // Nothing was removed or written.
+  assert.equal((await f.get('metadata', `${w}/d`)).status, 200);
+  assert.equal((await f.get('list', `${w}/d2`)).status, 404);
 });

@@ -71,14 +71,16 @@ test('toExecError keeps ours and wraps anything else as internal, keeping the ca
   assert.equal(toExecError(42).message, '42');
 });
 
-test('fromErrno: ENOENT not found, EACCES/EPERM/EROFS denied with the reason, others an fs error', () => {
+test('fromErrno: ENOENT not found, EACCES/EPERM/EROFS denied with the reason, EISDIR/ELOOP the request, others an fs error', () => {
   const err = (code: string) => Object.assign(new Error(`${code}: x`), { code });
   const cases: Array<[string, string, string]> = [
     ['ENOENT', 'EXEC_ERR_NOT_FOUND', '/a: No such file or directory'],
     ['EACCES', 'EXEC_ERR_FS_DENIED', '/a: Permission denied'],
     ['EPERM', 'EXEC_ERR_FS_DENIED', '/a: Permission denied'],
     ['EROFS', 'EXEC_ERR_FS_DENIED', '/a: Read-only file system'],
-    ['EISDIR', 'EXEC_ERR_FS', '/a: EISDIR: x'],
+    ['EISDIR', 'EXEC_ERR_INVALID_REQUEST', '/a: Is a directory'],
+    ['ELOOP', 'EXEC_ERR_INVALID_REQUEST', '/a: Too many levels of symbolic links'],
+    ['EIO', 'EXEC_ERR_FS', '/a: EIO: x'],
   ];
   for (const [errno, code, message] of cases) {
     const e = fromErrno(err(errno), '/a');

@@ -3,7 +3,7 @@ import { createReadStream, createWriteStream } from 'node:fs';
 import { cp, lstat, mkdir, open, readdir, realpath, rm, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { execError, fromErrno } from '../../errors.ts';
+import { execError, type ExecServerError, fromErrno } from '../../errors.ts';
 import type { DirectoryEntry, FileMetadata, SessionFs } from '../types.ts';
 
 async function wrap<T>(what: string, fn: () => Promise<T>): Promise<T> {
@@ -12,6 +12,13 @@ async function wrap<T>(what: string, fn: () => Promise<T>): Promise<T> {
   } catch (err) {
     throw fromErrno(err, what);
   }
+}
+
+/** A directory removed or copied without `recursive`: the request's mistake (docs/filesystem.md). */
+function notRecursive(path: string): ExecServerError {
+  return execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory (pass recursive)`, {
+    detail: { errno: 'EISDIR' },
+  });
 }
 
 export const localFs: SessionFs = {
@@ -106,14 +113,13 @@ export const localFs: SessionFs = {
     wrap(path, async () => {
       if (!force) await lstat(path);
       const info = await lstat(path).catch(() => undefined);
-      if (info?.isDirectory() && !recursive) throw execError('EXEC_ERR_FS', `${path}: Is a directory (pass recursive)`);
+      if (info?.isDirectory() && !recursive) throw notRecursive(path);
       await rm(path, { recursive, force });
     }),
   copy: (source, destination, recursive) =>
     wrap(source, async () => {
       const info = await stat(source);
-      if (info.isDirectory() && !recursive)
-        throw execError('EXEC_ERR_FS', `${source}: Is a directory (pass recursive)`);
+      if (info.isDirectory() && !recursive) throw notRecursive(source);
       await cp(source, destination, {
         recursive,
         dereference: false,

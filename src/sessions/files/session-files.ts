@@ -189,7 +189,9 @@ export class SessionFiles {
     else check.read(from, 'copy');
     const info = await this.#fs.stat(from);
     if (info.isDirectory && !recursive)
-      throw execError('EXEC_ERR_FS', `${source}: Is a directory (pass recursive)`, { detail: { path: source } });
+      throw execError('EXEC_ERR_INVALID_REQUEST', `${source}: Is a directory (pass recursive)`, {
+        detail: { path: source, errno: 'EISDIR' },
+      });
     const to = await this.#paths.writeTarget(destination);
     check.write(to);
     if (info.isDirectory) {
@@ -199,9 +201,11 @@ export class SessionFiles {
         (err: unknown) => (isNotFound(err) ? false : Promise.reject(err)),
       );
       if (exists)
-        throw execError('EXEC_ERR_FS', `${destination}: already exists; a directory is copied only to a new path`, {
-          detail: { path: destination },
-        });
+        throw execError(
+          'EXEC_ERR_INVALID_REQUEST',
+          `${destination}: already exists; a directory is copied only to a new path`,
+          { detail: { path: destination, errno: 'EEXIST' } },
+        );
       if (to === from || to.startsWith(`${from}/`))
         throw execError('EXEC_ERR_INVALID_REQUEST', `${destination}: cannot copy a directory into itself`, {
           detail: { path: destination },

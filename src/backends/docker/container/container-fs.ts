@@ -23,6 +23,7 @@ const ERRNO_BY_TEXT: ReadonlyArray<readonly [RegExp, string]> = [
   [/^EROFS|Read-only file system/m, 'EROFS'],
   [/^EISDIR|Is a directory/m, 'EISDIR'],
   [/^ENOTDIR|Not a directory/m, 'ENOTDIR'],
+  [/^ELOOP|Too many levels of symbolic links/m, 'ELOOP'],
   [/^EEXIST|File exists/m, 'EEXIST'],
   [/^ENOTEMPTY|Directory not empty/m, 'ENOTEMPTY'],
   [/^ENOSPC|No space left on device/m, 'ENOSPC'],
@@ -33,7 +34,12 @@ export function scriptError(result: ControlResult, what: string): ExecServerErro
   const text = result.stderr.trim();
   const match = ERRNO_BY_TEXT.find(([re]) => re.test(text));
   const code = match?.[1];
-  if (code === 'EISDIR') return execError('EXEC_ERR_FS', `${what}: Is a directory`);
+  // A directory removed or copied without `recursive` (exit 4): the request's mistake, as on the
+  // local backend; any other EISDIR goes through fromErrno like the rest.
+  if (code === 'EISDIR' && result.exitCode === 4)
+    return execError('EXEC_ERR_INVALID_REQUEST', `${what}: Is a directory (pass recursive)`, {
+      detail: { errno: code },
+    });
   // Errno-shaped on purpose (not shown as is): fromErrno turns it into the registry's error.
   const err = Object.assign(new Error(text.replace(/^E[A-Z]+\s*/, '') || `exit ${result.exitCode}`), { code });
   return fromErrno(err, what);
