@@ -3,9 +3,10 @@
  * what they claim (src/rpc/methods/codex-sandbox.ts, docs/protocol.md `process/start`): refused
  * before anything runs with EXEC_ERR_INVALID_PARAMS naming the entry, on `process/start` and on
  * the `fs/*` calls, instead of being left out of the sandbox (a relative `none` path) or failing
- * it with the sandbox's own message (a `..` subpath). The profile the Codex CLI sends (read
- * root, write the project roots, `/tmp` and `$TMPDIR`, read carve-outs by subpath) still
- * applies, and so does a `none` entry by subpath. Against a real server on the local backend.
+ * it with the sandbox's own message (a `..` subpath; a `none` entry over the workspace, on the
+ * root or on /tmp holding it). The profile the Codex CLI sends (read root, write the project
+ * roots, `/tmp` and `$TMPDIR`, read carve-outs by subpath) still applies, and so does a `none`
+ * entry by subpath. Against a real server on the local backend.
  */
 import assert from 'node:assert/strict';
 import { mkdir, writeFile } from 'node:fs/promises';
@@ -94,6 +95,26 @@ test('entries that name no place, or leave the project root, refuse process/star
   await refused(start('root', [], ['relative-root']), 'sandbox.workspaceRoots[0]', /not an absolute path/);
   await refused(start('rooturi', [], ['file:///%ZZ']), 'sandbox.workspaceRoots[0]', /./);
   // Nothing ran, and no process id was taken.
+  const list = await s.request<{ processes: unknown[] }>('process/list', {});
+  assert.deepEqual(list.processes, []);
+});
+
+test('a none entry over the workspace (the root, /tmp holding it, the project root) refuses the start', async (t) => {
+  const { s, workdir } = await session(t);
+  // The harness's workspaces lie under /tmp: `none` on slash_tmp covers this one.
+  assert.ok(workdir.startsWith('/tmp/'), workdir);
+  const start = (id: string, extra: readonly unknown[]) =>
+    s.start(id, ['sh', '-c', 'echo ran'], { cwd: workdir, sandbox: codexProfile(workdir, extra) });
+  const field = `${ENTRIES}[7].path`;
+  await refused(start('root', [special('none', 'root')]), field, /none entry on \/ covers the project root/);
+  await refused(start('slash', [pathEntry('none', '/')]), field, /none entry on \/ covers/);
+  await refused(start('tmp', [special('none', 'slash_tmp')]), field, /none entry on \/tmp covers the project root/);
+  await refused(start('proj', [special('none', 'project_roots')]), field, /covers the project root/);
+  await refused(
+    s.request('fs/readFile', { path: join(workdir, 'x'), sandbox: codexProfile(workdir, [special('none', 'root')]) }),
+    field,
+    /covers the project root/,
+  );
   const list = await s.request<{ processes: unknown[] }>('process/list', {});
   assert.deepEqual(list.processes, []);
 });

@@ -3,6 +3,7 @@
  * read / write / none entries and `workspaceRoots`) onto a narrowing of the session policy.
  * The session policy stays the ceiling: whatever this returns can only take rights away.
  */
+import { posix } from 'node:path';
 import { execError, type ExecServerError } from '../../errors.ts';
 import type { SandboxNarrowing } from '../../policy/sandbox-policy.ts';
 import { toPath } from '../../protocol/index.ts';
@@ -81,6 +82,30 @@ function projectRoots(sandbox: Json, session: Session): string[] {
   );
 }
 
+/** Whether `path` is `root` or lies below it. */
+function isWithin(path: string, root: string): boolean {
+  const rel = posix.relative(root, path);
+  return rel === '' || (rel !== '..' && !rel.startsWith('../') && !posix.isAbsolute(rel));
+}
+
+/**
+ * Refuses a `none` entry over the workspace or a project root (the filesystem root, `/tmp`
+ * holding the workspace, the project root itself). For Codex the more specific entry wins, so
+ * the roots stay usable inside the denied place (and `none` on the root only drops full-disk
+ * read); our sandboxes cover a deny-read path whole, so the command could not start at all, and
+ * failed with the sandbox's own message.
+ */
+function checkDenied(denied: readonly string[], roots: readonly string[], field: string): void {
+  for (const path of denied) {
+    const covered = roots.find((root) => isWithin(root, path));
+    if (covered !== undefined)
+      throw invalid(
+        field,
+        `a none entry on ${path} covers the project root ${covered}, which a command needs; deny paths inside it instead`,
+      );
+  }
+}
+
 /** `undefined`: no narrowing (Codex sends `sandbox: null` for full access, or a shape we do not know). */
 export function narrowingFromCodexSandbox(sandbox: Json, session: Session): SandboxNarrowing | undefined {
   const permissions = sandbox['permissions'];
@@ -99,9 +124,11 @@ export function narrowingFromCodexSandbox(sandbox: Json, session: Session): Sand
     // backends' sandboxes; they stay writable as the session policy allows. Only the entries
     // applied are checked: a read entry changes nothing, whatever it names.
     if (!isObj(entry) || (entry['access'] !== 'write' && entry['access'] !== 'none')) continue;
-    const paths = entryPaths(entry['path'], `${ENTRIES}[${i}].path`, roots, session.backend.environment.tempDir).map(
-      (p) => session.mapClientPath(p),
+    const field = `${ENTRIES}[${i}].path`;
+    const paths = entryPaths(entry['path'], field, roots, session.backend.environment.tempDir).map((p) =>
+      session.mapClientPath(p),
     );
+    if (entry['access'] === 'none') checkDenied(paths, [...roots, session.backend.workdir], field);
     (entry['access'] === 'write' ? writable : denyRead).push(...paths);
   }
   return { writableRoots: writable, denyRead, network };
