@@ -3,7 +3,8 @@
  * what to do before the first attempt, and what to do after a denial. The launcher
  * (src/processes/launcher.ts) carries out the answer.
  */
-import type { ApprovalDecision } from '../protocol/index.ts';
+import { Compile } from 'typebox/compile';
+import { ApprovalAnswerSchema, type ApprovalDecision } from '../protocol/index.ts';
 import type { ApprovalPolicy, SessionPolicy } from './sandbox-policy.ts';
 
 export type SandboxPermissions = 'use-default' | 'require-escalated';
@@ -82,7 +83,8 @@ export function decideRetry(policy: SessionPolicy, approved: boolean): RetryDeci
 
 /**
  * How an approval request ended: the decision, and why when the server decided it without
- * anyone's answer (`--max-pending-approvals` reached). Without `why`, someone answered.
+ * anyone's decision (`--max-pending-approvals` reached, no answer in time, the client gone, an
+ * answer that is no decision). Without `why`, someone answered.
  */
 export interface ApprovalOutcome {
   readonly decision: ApprovalDecision;
@@ -98,6 +100,34 @@ export function pendingLimitRefusal(limit: number): ApprovalOutcome {
     decision: 'denied',
     why: `${limit} approval request${limit === 1 ? '' : 's'} of this session ${limit === 1 ? 'is' : 'are'} already waiting for an answer (--max-pending-approvals ${limit}); nobody was asked, try again once they are answered`,
   };
+}
+
+const isApprovalAnswer = Compile(ApprovalAnswerSchema);
+
+/** How long a malformed answer may be when quoted back. */
+const QUOTED_ANSWER_CHARS = 200;
+
+/**
+ * The outcome of what the client answered to `approval/request`: its decision, or a refusal
+ * saying the answer was none (fail closed), quoting it (cut) so the client can see its mistake.
+ */
+export function answeredOutcome(answer: unknown): ApprovalOutcome {
+  if (isApprovalAnswer.Check(answer)) return { decision: answer.decision };
+  const text = JSON.stringify(answer) ?? String(answer);
+  const quoted = text.length > QUOTED_ANSWER_CHARS ? `${text.slice(0, QUOTED_ANSWER_CHARS)}...` : text;
+  return {
+    decision: 'denied',
+    why: `the answer ${quoted} is not a decision (expected {"decision": "approved"|"approved-for-session"|"denied"|"abort"})`,
+  };
+}
+
+/**
+ * The refusal of an approval request that got no answer; `err` says why: no answer within
+ * `--approval-timeout-ms`, the connection closed, an error answer, no client to ask.
+ */
+export function unansweredRefusal(err: unknown): ApprovalOutcome {
+  const message = err instanceof Error ? err.message : String(err);
+  return { decision: 'denied', why: `nobody decided: ${message}` };
 }
 
 /**

@@ -4,22 +4,21 @@
  * most one; a resume evicts the previous one). Everything per session is made here, with the
  * options of the server's configuration, and ends with `destroy()`.
  */
-import { Compile } from 'typebox/compile';
 import type { BackendHibernation, BackendSession } from '../backends/types.ts';
 import type { SessionId, TenantId } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { ApprovalRequest } from '../policy/approvals.ts';
-import { type ApprovalOutcome, pendingLimitRefusal } from '../policy/approval-gate.ts';
+import {
+  answeredOutcome,
+  type ApprovalOutcome,
+  pendingLimitRefusal,
+  unansweredRefusal,
+} from '../policy/approval-gate.ts';
 import { execError } from '../errors.ts';
 import { SessionPorts, type PortLimits } from './ports.ts';
 import { ProcessTable, type ProcessLimits } from '../processes/process-table.ts';
-import {
-  ApprovalAnswerSchema,
-  type HibernationAnswer,
-  type SessionInfo,
-  type SnapshotInfo,
-} from '../protocol/index.ts';
+import type { HibernationAnswer, SessionInfo, SnapshotInfo } from '../protocol/index.ts';
 import { UnifiedExec } from '../tools/unified-exec.ts';
 import type { FileLimits } from './files/file-limits.ts';
 import { SessionFiles } from './files/session-files.ts';
@@ -61,8 +60,6 @@ export interface SessionDeps {
   /** The audit log (`--audit-log`), or one that records nothing. */
   readonly audit: Auditor;
 }
-
-const isApprovalAnswer = Compile(ApprovalAnswerSchema);
 
 /**
  * How often at most a used session tells its backend so (`BackendSession.noteActivity`). A
@@ -263,10 +260,10 @@ export class Session implements FilesSession {
     this.#pendingApprovals++;
     try {
       const answer = await client.request('approval/request', req, this.#deps.approvalTimeoutMs);
-      return { decision: isApprovalAnswer.Check(answer) ? answer.decision : 'denied' };
+      return answeredOutcome(answer);
     } catch (err) {
       this.#log.info({ processId: req.processId, err: (err as Error).message }, 'approval not answered: denied');
-      return { decision: 'denied' };
+      return unansweredRefusal(err);
     } finally {
       this.#pendingApprovals--;
     }
