@@ -118,7 +118,8 @@ export function proxyHttp(req: IncomingMessage, res: ServerResponse, target: Pro
       // The port's stream may fail at any time (nothing listens there: the relay reports it
       // after the stream opened); an unheard stream error would end the process.
       upstream.on('error', (err) => badGateway(res, err));
-      if (upstream.destroyed) return badGateway(res, upstream.errored ?? new Error('the port closed at once'));
+      if (upstream.destroyed)
+        return badGateway(res, upstream.errored ?? execError('EXEC_ERR_BACKEND', 'the port closed at once'));
       // The caller went away while the connection was made.
       if (res.destroyed) {
         upstream.destroy();
@@ -173,7 +174,8 @@ export function proxyUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer,
         upstream.destroy();
         return;
       }
-      if (upstream.destroyed) return refuseUpgrade(socket, upstream.errored ?? new Error('the port closed at once'));
+      if (upstream.destroyed)
+        return refuseUpgrade(socket, upstream.errored ?? execError('EXEC_ERR_BACKEND', 'the port closed at once'));
       // Until the port answered, a failure (nothing listens there) is told as HTTP, as before
       // the stream opened; after it, the tunnel just ends.
       let answered = false;
