@@ -15,11 +15,13 @@ from .errors import (
     ConflictError,
     ConnectionClosedError,
     ExecServerError,
+    HandleDisconnectedError,
     InvalidArgumentError,
     InvalidRequestError,
     LimitError,
     NotFoundError,
     RejectedError,
+    StdinClosedError,
     UnsupportedError,
 )
 from .process import Process, SignalName
@@ -31,9 +33,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ApprovalPolicy", "AsyncClient", "AuthError", "BackendError", "Client", "CommandExitError", "ConflictError",
-    "ConnectionClosedError", "ExecResult", "ExecServerError", "HttpSession", "InvalidArgumentError",
-    "InvalidRequestError", "LimitError", "Limits", "NotFoundError", "OutputChunk", "Process", "RejectedError",
-    "SandboxPermissions", "Session", "SignalName", "StartApproval", "StreamName", "SyncHttpSession",
-    "SyncProcess", "SyncSession", "TOOL_DEFINITIONS", "Terminal", "UnsupportedError",
-    "chat_completions_tools", "http_base_of", "ws_url_of",
+    "ConnectionClosedError", "ExecResult", "ExecServerError", "HandleDisconnectedError", "HttpSession",
+    "InvalidArgumentError", "InvalidRequestError", "LimitError", "Limits", "NotFoundError", "OutputChunk", "Process",
+    "RejectedError", "SandboxPermissions", "Session", "SignalName", "StartApproval", "StdinClosedError",
+    "StreamName", "SyncHttpSession", "SyncProcess", "SyncSession", "TOOL_DEFINITIONS", "Terminal",
+    "UnsupportedError", "chat_completions_tools", "http_base_of", "ws_url_of",
 ]

@@ -59,7 +59,19 @@ class NotFoundError(ExecServerError):
 
 
 class ConflictError(ExecServerError):
-    """The target is in a state that refuses the call (process id taken, still starting, session dead)."""
+    """The target is in a state that refuses the call (process id taken, still starting, stdin
+    closed, session dead)."""
+
+
+class StdinClosedError(ConflictError):
+    """``write_stdin`` found the process's stdin closed: after ``close_stdin``, after the process
+    ended, or on a process started without ``stdin="pipe"``. The input was not written. The
+    code is the SDK's own (the server answers the write with the status ``stdinClosed``)."""
+
+    def __init__(self, process_id: str) -> None:
+        super().__init__(f"stdin of process {process_id} is closed: the input was not written",
+                         "EXEC_ERR_STDIN_CLOSED")
+        self.process_id = process_id
 
 
 class LimitError(ExecServerError):
@@ -86,6 +98,17 @@ class ConnectionClosedError(ExecServerError):
         super().__init__(message, "EXEC_ERR_CONNECTION_CLOSED")
         self.close_code = close_code
         self.retryable = close_code != 4000
+
+
+class HandleDisconnectedError(ExecServerError):
+    """A wait or an iteration on a handle that ``Process.disconnect()`` detached from its process:
+    nothing reaches the handle any more while the process runs on; ``Session.attach`` listens
+    to it again. The SDK's own code, as for ``ConnectionClosedError``."""
+
+    def __init__(self, process_id: str) -> None:
+        super().__init__(f"handle of process {process_id} was disconnected (the process runs on; attach to it again)",
+                         "EXEC_ERR_HANDLE_DISCONNECTED")
+        self.process_id = process_id
 
 
 class CommandExitError(ExecServerError):

@@ -17,8 +17,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ._generated import ERROR_REGISTRY
 from ._validate import check_signal, check_size
-from .errors import CommandExitError
+from .errors import CommandExitError, HandleDisconnectedError, StdinClosedError, error_of
 from .results import ExecResult, OutputChunk, StreamName, Terminal, terminal_of
 
 Request = Callable[[str, dict[str, Any]], Awaitable[Any]]
@@ -48,7 +49,9 @@ class Process:
 
     def __init__(self, process_id: str, argv: tuple[str, ...], request: Request, *,
                  check: bool = True, collect: bool = True, after_seq: int = 0,
-                 backlog_bytes: int = 64 * 1024 * 1024) -> None:
+                 backlog_bytes: int = 64 * 1024 * 1024,
+                 release: Callable[[Process], None] | None = None) -> None:
+        """``release``: tells the session to stop routing this process's events here (``disconnect``)."""
         self.process_id = process_id
         self.argv = argv
         self._request = request
@@ -73,6 +76,8 @@ class Process:
         self._done: asyncio.Future[ExecResult] = asyncio.get_running_loop().create_future()
         self._held: list[tuple[str, dict[str, Any]]] | None = None
         self._started = False
+        self._release = release
+        self._detached: HandleDisconnectedError | None = None
 
     @property
     def done(self) -> bool:
@@ -95,7 +100,8 @@ class Process:
 
         The first iteration of each stream starts from that stream's beginning (what arrived
         before it is kept, up to ``backlog_bytes`` of memory for all streams); a later one starts
-        when it begins. Raises the failure (``ConnectionClosedError``) once the handle has failed.
+        when it begins. Raises the failure (``ConnectionClosedError``) once the handle has failed,
+        ``HandleDisconnectedError`` once it was disconnected.
         """
         queue: asyncio.Queue[Any] = asyncio.Queue()
         mine = self._unclaimed & ({stream} if stream is not None else set(_STREAMS))
@@ -130,20 +136,64 @@ class Process:
         """The result once the process ended and its output closed.
 
         Raises ``CommandExitError`` on a non-zero exit when ``check`` (the spawn's default),
-        ``TimeoutError`` after ``timeout`` seconds (the process keeps running).
+        ``TimeoutError`` after ``timeout`` seconds (the process keeps running),
+        ``HandleDisconnectedError`` after ``disconnect()``.
         """
+        if self._detached is not None:
+            raise self._detached
         result = await asyncio.wait_for(asyncio.shield(self._done), timeout)
         if (self._check if check is None else check) and result.exit_code != 0:
             raise CommandExitError(result)
         return result
 
-    async def write_stdin(self, data: str | bytes) -> str:
-        """Writes to stdin (keystrokes on a PTY); answers the server's status (``accepted``...)."""
+    def disconnect(self) -> None:
+        """Stops listening without ending the process.
+
+        No output or exit reaches this handle any more; its waits and iterations, pending and
+        later, raise ``HandleDisconnectedError`` (an iteration first yields what it had
+        received). ``write_stdin``, ``kill`` and the like still act on the process.
+        ``Session.attach(process_id)`` listens to it again, from the start of the retained
+        output, or after ``after_seq=handle.last_seq`` (what this handle received). A handle
+        whose process already ended keeps its result.
+        """
+        if self._result is not None or self._detached is not None:
+            return
+        err = HandleDisconnectedError(self.process_id)
+        self._detached = self._error = err
+        self._held = None
+        self._backlog, self._backlog_bytes, self._unclaimed = [], 0, set()
+        self._text = {s: [] for s in _STREAMS}
+        self._bytes = {s: [] for s in _STREAMS}
+        if self._release is not None:
+            self._release(self)  # at once: an attach that follows must not get this handle back
+        if not self._done.done():
+            self._done.set_exception(err)
+            self._done.add_done_callback(lambda f: f.exception())  # retrieved, even if nobody waits
+        for queue, _ in self._queues:
+            queue.put_nowait(err)
+
+    async def write_stdin(self, data: str | bytes) -> None:
+        """Writes to stdin (keystrokes on a PTY).
+
+        Input is never dropped silently: a closed stdin (after ``close_stdin``, after the process
+        ended, or started without ``stdin="pipe"``) raises ``StdinClosedError``; a process the
+        server does not know ``NotFoundError`` (``EXEC_ERR_PROCESS_NOT_FOUND``), one still waiting
+        for its approval ``ConflictError`` (``EXEC_ERR_PROCESS_STARTING``).
+        """
         raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
         answer = await self._request("process/write", {
             "processId": self.process_id, "chunk": base64.b64encode(raw).decode("ascii"),
             "writeId": str(uuid.uuid4())})
-        return str(answer["status"])
+        match answer["status"]:
+            case "accepted":
+                return
+            case "stdinClosed":
+                raise StdinClosedError(self.process_id)
+            case "starting":  # what the server answers the other process methods in this state
+                code, message = "EXEC_ERR_PROCESS_STARTING", f"process id {self.process_id} is starting"
+            case _:
+                code, message = "EXEC_ERR_PROCESS_NOT_FOUND", f"unknown process id {self.process_id}"
+        raise error_of(code, message, rpc_code=ERROR_REGISTRY[code][1])
 
     async def close_stdin(self) -> None:
         await self._request("process/closeStdin", {"processId": self.process_id})
@@ -173,6 +223,8 @@ class Process:
             self._apply(method, params)
 
     def _apply(self, method: str, params: dict[str, Any]) -> None:
+        if self._detached is not None:  # a read in flight, or a session that routes to it still
+            return
         seq = params.get("seq")
         if isinstance(seq, int):
             if seq <= self.last_seq:
@@ -221,7 +273,7 @@ class Process:
                 self._emit(OutputChunk(stream, self.last_seq, b"", rest))
 
     def _finish(self) -> None:
-        if self._result is not None:
+        if self._result is not None or self._detached is not None:
             return
         self._flush_decoders()
         ex = self._exit or _Exit(-1, "lost", None, False)

@@ -7,6 +7,7 @@ with ``process/read`` while live events wait, so each byte arrives once, in orde
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import uuid
 from collections.abc import Mapping, Sequence
@@ -21,7 +22,7 @@ from ._sharing import SharingMixin
 from ._snapshots import SnapshotsMixin
 from ._spec import ApprovalCallback, ApprovalPolicy, ImagePullCallback, Limits
 from ._tools import ToolsMixin
-from .errors import ConnectionClosedError, NotFoundError, error_of
+from .errors import ConnectionClosedError, NotFoundError, StdinClosedError, error_of
 from .process import Process
 from .results import ExecResult
 
@@ -268,7 +269,7 @@ class Session(ToolsMixin, SharingMixin, FilesMixin, SnapshotsMixin):
             raise error_of("EXEC_ERR_PROCESS_EXISTS", f"process id {pid!r} is in use by a handle of this session")
         params["processId"] = pid
         handle = Process(pid, tuple(argv), self.request, check=check, collect=collect,
-                         backlog_bytes=backlog_bytes)
+                         backlog_bytes=backlog_bytes, release=self._forget)
         self._processes[pid] = handle  # before the start: no early output is missed
         try:
             await self.request("process/start", params)
@@ -278,7 +279,9 @@ class Session(ToolsMixin, SharingMixin, FilesMixin, SnapshotsMixin):
         handle._started = True
         handle._done.add_done_callback(lambda _: self._forget(handle))
         if stdin is not None and stdin != "pipe":
-            await handle.write_stdin(stdin)
+            # A command may end without reading its input (`true`): as in a shell pipe, no error.
+            with contextlib.suppress(StdinClosedError):
+                await handle.write_stdin(stdin)
             if not tty:
                 await handle.close_stdin()
         return handle
@@ -301,14 +304,17 @@ class Session(ToolsMixin, SharingMixin, FilesMixin, SnapshotsMixin):
 
     async def attach(self, process_id: str, *, after_seq: int = 0, check: bool = False,
                      collect: bool = True) -> Process:
-        """A handle on an existing process, replaying retained output after ``after_seq``.
+        """A handle on an existing process, replaying retained output after ``after_seq``: one
+        started on another connection, or whose handle was ``disconnect()``ed (its ``last_seq``
+        as ``after_seq`` skips what it received). An open handle of the process is returned as is.
 
         Output the server no longer retains is counted in ``dropped_bytes`` (with ``after_seq``,
         what it dropped before that seq too: the SDK cannot tell those bytes apart).
         """
         if process_id in self._processes:
             return self._processes[process_id]
-        handle = Process(process_id, (), self.request, check=check, collect=collect, after_seq=after_seq)
+        handle = Process(process_id, (), self.request, check=check, collect=collect, after_seq=after_seq,
+                         release=self._forget)
         handle._started = True
         handle._hold()
         self._processes[process_id] = handle

@@ -71,6 +71,17 @@ def _blocking(method: Callable[Concatenate[A, P], Awaitable[T]]) -> Callable[Con
     return call
 
 
+def _on_loop(method: Callable[Concatenate[A, P], T]) -> Callable[Concatenate[_Wrapper[A], P], T]:
+    """The synchronous twin of a plain ``method``: called on the loop's thread, as the objects
+    it changes (futures, queues) belong to that loop."""
+    @functools.wraps(method)
+    def call(self: _Wrapper[A], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        async def on_loop() -> T:
+            return method(self.aio, *args, **kwargs)
+        return self._loop.run(on_loop())
+    return call
+
+
 def _sync_session(loop: _Loop, session: Session) -> SyncSession:
     return SyncSession(loop, session)
 
@@ -111,7 +122,13 @@ class SyncProcess:
     def dropped_bytes(self) -> int:
         return self.aio.dropped_bytes
 
+    @property
+    def last_seq(self) -> int:
+        """Seq of the last event applied: ``attach(process_id, after_seq=...)`` after ``disconnect()``."""
+        return self.aio.last_seq
+
     wait = _blocking(Process.wait)
+    disconnect = _on_loop(Process.disconnect)
     write_stdin = _blocking(Process.write_stdin)
     close_stdin = _blocking(Process.close_stdin)
     resize = _blocking(Process.resize)
