@@ -45,11 +45,15 @@ export const HEAD_YIELD_MS = 1_000;
 const LOOKUP_TIMEOUT_MS = 5_000;
 const CONNECT_TIMEOUT_MS = 10_000;
 
-/** One connection as it ended, for the audit log and the counters. */
+/**
+ * One connection as it ended, for the audit log and the counters. `host`, `port` and `method`
+ * are null for a connection answered before its request head said where it was going (a head
+ * too large, malformed or too slow, or no place to read it): a probe shows in the log too.
+ */
 export interface EgressRecord {
-  readonly host: string;
-  readonly port: number;
-  readonly method: string;
+  readonly host: string | null;
+  readonly port: number | null;
+  readonly method: string | null;
   readonly allowed: boolean;
   readonly address?: string | undefined;
   readonly reason?: string | undefined;
@@ -155,11 +159,7 @@ export class EgressProxy {
     this.#open.add(client);
     client.once('close', () => this.#open.delete(client));
     if (!this.#admitHead()) {
-      answer(
-        client,
-        '429 Too Many Requests',
-        `exec-server egress: ${this.#maxHeads} request heads already in progress`,
-      );
+      this.#refuseEarly(client, '429 Too Many Requests', `${this.#maxHeads} request heads already in progress`);
       return;
     }
     void this.#readHead(client)
@@ -203,7 +203,7 @@ export class EgressProxy {
         client.off('data', onData);
         client.off('end', onEnd);
         client.off('close', onClose);
-        if (status !== undefined) answer(client, status, `exec-server egress: ${why}`);
+        if (status !== undefined) this.#refuseEarly(client, status, why ?? status);
         resolve(v);
       };
       const timer = setTimeout(
@@ -247,7 +247,7 @@ export class EgressProxy {
   async #serve(client: Duplex, head: string, rest: Buffer): Promise<void> {
     const target = parseRequestHead(head);
     if (typeof target === 'string') {
-      answer(client, '400 Bad Request', target);
+      this.#refuseEarly(client, '400 Bad Request', target);
       return;
     }
     const refuse = (reason: string, status = '403 Forbidden'): void => {
@@ -263,7 +263,10 @@ export class EgressProxy {
     try {
       addresses = isIP(target.host) !== 0 ? [target.host] : await (this.#o.resolve ?? systemResolve)(target.host);
     } catch (err) {
-      answer(client, '502 Bad Gateway', `exec-server egress: cannot resolve ${target.host}: ${(err as Error).message}`);
+      const why = `cannot resolve ${target.host}: ${(err as Error).message}`;
+      this.counts.refused++;
+      this.#record(target, { allowed: false, reason: why, bytesOut: 0, bytesIn: 0 });
+      answer(client, '502 Bad Gateway', `exec-server egress: ${why}`);
       return;
     }
     const decision = decideEgress(this.#o.allow, target.host, target.port, addresses);
@@ -370,7 +373,15 @@ export class EgressProxy {
     }
   }
 
-  #record(target: Target, r: Omit<EgressRecord, 'host' | 'port' | 'method'>): void {
-    this.#o.onRecord?.({ host: target.host, port: target.port, method: target.method, ...r });
+  /** A connection answered before its destination was known: counted and recorded as refused. */
+  #refuseEarly(client: Duplex, status: string, why: string): void {
+    this.counts.refused++;
+    this.#record(undefined, { allowed: false, reason: why, bytesOut: 0, bytesIn: 0 });
+    answer(client, status, `exec-server egress: ${why}`);
+  }
+
+  #record(target: Target | undefined, r: Omit<EgressRecord, 'host' | 'port' | 'method'>): void {
+    const where = { host: target?.host ?? null, port: target?.port ?? null, method: target?.method ?? null };
+    this.#o.onRecord?.({ ...where, ...r });
   }
 }

@@ -52,6 +52,25 @@ export function splitAuthority(
   return { host, port };
 }
 
+const fieldName = (line: string): string => line.slice(0, line.indexOf(':')).toLowerCase();
+
+/**
+ * The field names a request's `Connection` fields list: they concern this hop only and are
+ * dropped with it (RFC 9110 §7.6.1), so a client cannot make the proxy pass on, say,
+ * `Connection: close, X-Forwarded-For` as the origin would read it. `Transfer-Encoding` and
+ * `Content-Length` stay whatever is listed: the body is forwarded as it is, and its framing with it.
+ */
+function connectionOptions(fields: readonly string[]): Set<string> {
+  const named = new Set<string>();
+  for (const line of fields) {
+    if (fieldName(line) !== 'connection') continue;
+    for (const option of line.slice(line.indexOf(':') + 1).split(',')) named.add(option.trim().toLowerCase());
+  }
+  named.delete('transfer-encoding');
+  named.delete('content-length');
+  return named;
+}
+
 /** Why the field lines cannot be forwarded as they are, or undefined when they can. */
 function badField(fields: readonly string[]): string | undefined {
   const bad = fields.find((l) => !FIELD.test(l));
@@ -85,9 +104,10 @@ export function parseRequestHead(head: string): Target | string {
   const authority = (url[1] ?? '').toLowerCase();
   const a = splitAuthority(authority, 80);
   if (!a) return `${url[1]} is not host[:port]`;
+  const named = connectionOptions(fields);
   const kept = fields.filter((l) => {
-    const name = l.slice(0, l.indexOf(':')).toLowerCase();
-    return name !== 'host' && !HOP_HEADERS.has(name);
+    const name = fieldName(l);
+    return name !== 'host' && !HOP_HEADERS.has(name) && !named.has(name);
   });
   const path = url[2] === '' || url[2] === undefined ? '/' : url[2].startsWith('/') ? url[2] : `/${url[2]}`;
   const out = [`${method} ${path} ${version}`, `Host: ${authority}`, ...kept, 'Connection: close', '', ''].join('\r\n');

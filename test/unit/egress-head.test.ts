@@ -181,3 +181,56 @@ test('proxy: a head not complete within the deadline is answered 408', async (t)
   assert.match(await read(client), /^HTTP\/1\.1 408 [\s\S]*within 200 ms/);
   client.destroy();
 });
+
+test('request heads: the fields a Connection field names stay with this hop (RFC 9110 §7.6.1)', () => {
+  const got = parseRequestHead(
+    'POST http://a.test/p HTTP/1.1\r\nConnection: keep-alive, X-Hop ,content-length\r\nconnection: x-other\r\n' +
+      'X-Hop: secret\r\nX-Other: 1\r\nX-Kept: 2\r\nContent-Length: 3\r\n\r\n',
+  );
+  assert.ok(typeof got !== 'string');
+  // The body goes on as it is, so its framing (Content-Length) stays whatever is listed.
+  assert.equal(
+    got.head?.toString(),
+    'POST /p HTTP/1.1\r\nHost: a.test\r\nX-Kept: 2\r\nContent-Length: 3\r\nConnection: close\r\n\r\n',
+  );
+});
+
+test('proxy: connections answered before their destination is known are counted and recorded', async (t) => {
+  const records: EgressRecord[] = [];
+  const proxy = new EgressProxy({
+    allow: parseAllowList(['*']),
+    maxConnections: 4,
+    headTimeoutMs: 200,
+    onRecord: (r) => records.push(r),
+    resolve: async () => {
+      throw new Error('no such name');
+    },
+  });
+  t.after(() => proxy.close());
+  const exchange = async (request: string): Promise<string> => {
+    const [inner, client] = await pair();
+    proxy.handle(inner);
+    client.write(request);
+    const got = await read(client);
+    client.destroy();
+    return got;
+  };
+  assert.match(await exchange(`CONNECT a:1 HTTP/1.1\r\nX: ${'a'.repeat(20_000)}\r\n\r\n`), /^HTTP\/1\.1 431 /);
+  assert.match(await exchange('NOT HTTP\r\n\r\n'), /^HTTP\/1\.1 400 /);
+  assert.match(await exchange('CONNECT a:1 HTTP/1.1\r\n'), /^HTTP\/1\.1 408 /);
+  assert.match(await exchange('CONNECT nowhere.test:443 HTTP/1.1\r\n\r\n'), /^HTTP\/1\.1 502 [\s\S]*cannot resolve/);
+  assert.equal(proxy.counts.refused, 4);
+  assert.deepEqual(
+    records.map((r) => [r.host, r.port, r.method, r.allowed]),
+    [
+      [null, null, null, false],
+      [null, null, null, false],
+      [null, null, null, false],
+      ['nowhere.test', 443, 'CONNECT', false],
+    ],
+  );
+  assert.match(records[0]?.reason ?? '', /larger than 16384 bytes/);
+  assert.match(records[1]?.reason ?? '', /not an HTTP\/1\.x request/);
+  assert.match(records[2]?.reason ?? '', /no complete request head within 200 ms/);
+  assert.match(records[3]?.reason ?? '', /cannot resolve nowhere\.test: no such name/);
+});

@@ -108,10 +108,12 @@ test('proxy: relays an allowed request, refuses others with 403 without dialling
       ['named.test', false],
       ['127.0.0.2', false],
       ['unlisted.test', false],
+      // The malformed head: refused before it named a destination.
+      [null, false],
     ],
   );
   assert.equal(proxy.counts.connections, 1);
-  assert.equal(proxy.counts.refused, 3);
+  assert.equal(proxy.counts.refused, 4);
   assert.equal(proxy.counts.active, 0);
   assert.ok(proxy.counts.bytesIn > 0 && proxy.counts.bytesOut > 0);
 });
