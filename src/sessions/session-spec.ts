@@ -7,7 +7,13 @@ import { Compile } from 'typebox/compile';
 import type { Config } from '../config.ts';
 import { execError } from '../errors.ts';
 import type { SandboxPolicy, SessionPolicy } from '../policy/sandbox-policy.ts';
-import { ExposedPortSchema, SessionSpecSchema, toPath, type ExposedPort, type SessionSpec } from '../protocol/index.ts';
+import {
+  ExposedPortSchema,
+  SessionSpecSchema,
+  toFieldPath,
+  type ExposedPort,
+  type SessionSpec,
+} from '../protocol/index.ts';
 import { parseAllowList, type AllowEntry } from '../egress/allow-list.ts';
 
 export type { SessionSpec } from '../protocol/index.ts';
@@ -48,18 +54,21 @@ export function resolveSessionSpec(
   const sandbox: SandboxPolicy = spec.sandbox ?? { type: config.sandbox };
   const normalizedSandbox: SandboxPolicy =
     sandbox.type === 'workspace-write' && sandbox.writableRoots
-      ? { ...sandbox, writableRoots: sandbox.writableRoots.map(toPath) }
+      ? {
+          ...sandbox,
+          writableRoots: sandbox.writableRoots.map((r, i) => toFieldPath(r, `session.sandbox.writableRoots[${i}]`)),
+        }
       : sandbox;
   return {
     image: spec.image,
     snapshot: spec.snapshot,
     runtime: spec.runtime,
-    workdir: spec.workdir === undefined ? undefined : toPath(spec.workdir),
+    workdir: spec.workdir === undefined ? undefined : toFieldPath(spec.workdir, 'session.workdir'),
     env: spec.env ?? {},
     labels: spec.labels ?? {},
     policy: {
       sandbox: normalizedSandbox,
-      denyRead: (spec.denyRead ?? []).map(toPath),
+      denyRead: (spec.denyRead ?? []).map((d, i) => toFieldPath(d, `session.denyRead[${i}]`)),
       approvalPolicy: spec.approvalPolicy ?? config.approvalPolicy,
       strictAutoReview: spec.strictAutoReview ?? false,
       denialHandling,

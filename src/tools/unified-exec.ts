@@ -17,7 +17,7 @@ import { pruneVictim } from '../processes/pruning.ts';
 import type { ExecCommandArgs, ExecToolResult, WriteStdinArgs } from '../protocol/index.ts';
 import type { SessionPolicy } from '../policy/sandbox-policy.ts';
 import type { ProcessTable } from '../processes/process-table.ts';
-import { toPath } from '../protocol/index.ts';
+import { toFieldPath } from '../protocol/index.ts';
 import { HttpApprovalQueue, type ToolRun } from './approval-queue.ts';
 import { buildResult } from './format.ts';
 import { HeadTailBuffer } from './head-tail-buffer.ts';
@@ -191,7 +191,8 @@ export class UnifiedExec {
 
   async #resolveWorkdir(workdir: string | null | undefined): Promise<string | undefined> {
     if (workdir === undefined || workdir === null || workdir === '') return undefined;
-    if (workdir.startsWith('/') || workdir.startsWith('file://')) return this.session.resolveCwd(toPath(workdir));
+    if (workdir.startsWith('/') || workdir.startsWith('file://'))
+      return this.session.resolveCwd(toFieldPath(workdir, 'workdir'));
     return posix.join(this.session.backend.workdir, workdir);
   }
 

@@ -13,12 +13,14 @@ import { newSession, serverWithApi } from './helpers.ts';
 /** One of each way a file URI fails: bad percent-escape, truncated UTF-8 escape, unparsable host. */
 const BAD_URIS = ['file:///%ZZ', 'file:///%E0%A4%A', 'file://[::1/x'];
 
-/** Asserts an answer is 400 EXEC_ERR_INVALID_PARAMS whose message quotes `uri`. */
-function assertInvalid(r: { status: number; body: unknown }, uri: string, what: string): void {
+/** Asserts an answer is 400 EXEC_ERR_INVALID_PARAMS whose message quotes `uri` (after naming `field`). */
+function assertInvalid(r: { status: number; body: unknown }, uri: string, what: string, field?: string): void {
   const body = r.body as { code?: string; message?: string };
   assert.equal(r.status, 400, `${what}: ${JSON.stringify(r.body)}`);
   assert.equal(body.code, 'EXEC_ERR_INVALID_PARAMS', what);
   assert.ok(body.message?.includes(JSON.stringify(uri)), `${what}: ${body.message}`);
+  // HTTP bodies are `{code, message}` (docs/errors.md): the field is named in the message.
+  if (field !== undefined) assert.ok(body.message?.startsWith(`${field}: `), `${what}: ${body.message}`);
 }
 
 /** Asserts a JSON-RPC call was refused with -32602 EXEC_ERR_INVALID_PARAMS quoting `uri` (and naming `field`). */
@@ -36,13 +38,19 @@ async function rejectsInvalid(call: Promise<unknown>, uri: string, field?: strin
 test('bad file URIs in a REST session spec (workdir, writableRoots, denyRead) answer 400 naming the value', async (t) => {
   const api = await serverWithApi(t);
   for (const uri of BAD_URIS) {
-    assertInvalid(await api('POST', '/v1/sessions', { workdir: uri }), uri, `workdir ${uri}`);
+    assertInvalid(await api('POST', '/v1/sessions', { workdir: uri }), uri, `workdir ${uri}`, 'session.workdir');
     assertInvalid(
-      await api('POST', '/v1/sessions', { sandbox: { type: 'workspace-write', writableRoots: [uri] } }),
+      await api('POST', '/v1/sessions', { sandbox: { type: 'workspace-write', writableRoots: ['/tmp', uri] } }),
       uri,
       `writableRoots ${uri}`,
+      'session.sandbox.writableRoots[1]',
     );
-    assertInvalid(await api('POST', '/v1/sessions', { denyRead: [uri] }), uri, `denyRead ${uri}`);
+    assertInvalid(
+      await api('POST', '/v1/sessions', { denyRead: [uri] }),
+      uri,
+      `denyRead ${uri}`,
+      'session.denyRead[0]',
+    );
   }
   // The server still makes sessions.
   assert.match(await newSession(api), /^[0-9a-f-]{36}$/);
@@ -52,10 +60,13 @@ test('bad file URIs in a WebSocket initialize session spec answer -32602', async
   const api = await serverWithApi(t);
   const url = api.server.url;
   for (const uri of BAD_URIS) {
-    for (const session of [{ workdir: uri }, { denyRead: [uri] }]) {
+    for (const [session, field] of [
+      [{ workdir: uri }, 'session.workdir'],
+      [{ denyRead: ['/etc', uri] }, 'session.denyRead[1]'],
+    ] as const) {
       const conn = await RpcConnection.open(url);
       t.after(() => conn.close());
-      await rejectsInvalid(conn.request('initialize', { clientName: 'bad-input', session }), uri);
+      await rejectsInvalid(conn.request('initialize', { clientName: 'bad-input', session }), uri, field);
     }
   }
 });
@@ -86,6 +97,7 @@ test('a bad file URI as exec_command workdir answers 400 (HTTP facade) and an MC
       await api('POST', `/v1/sessions/${id}/exec_command`, { cmd: 'true', workdir: uri, login: false }),
       uri,
       `exec_command workdir ${uri}`,
+      'workdir',
     );
     for (const [tool, args] of [
       ['exec_command', { cmd: 'true', workdir: uri, session: id }],
