@@ -34,6 +34,16 @@ async function read(client: Socket, ms = 3000): Promise<string> {
   return Buffer.concat(chunks).toString('latin1');
 }
 
+/** Sends `request` on a new tunnel of `proxy`; what the client read back. */
+async function exchangeWith(proxy: EgressProxy, request: string): Promise<string> {
+  const [inner, client] = await pair();
+  proxy.handle(inner);
+  client.write(request);
+  const got = await read(client);
+  client.destroy();
+  return got;
+}
+
 /** An HTTP server on 127.0.0.2 that says what it was asked; its port. */
 async function origin(t: TestContext): Promise<number> {
   const server = createHttp((req, res) => res.end(`origin saw ${req.url} host=${req.headers.host}`));
@@ -83,14 +93,7 @@ test('proxy: the head limit holds however the head arrives; bare LF is answered 
   const port = await origin(t);
   const proxy = new EgressProxy({ allow: parseAllowList([`127.0.0.2:${port}`]), maxConnections: 4 });
   t.after(() => proxy.close());
-  const exchange = async (request: string): Promise<string> => {
-    const [inner, client] = await pair();
-    proxy.handle(inner);
-    client.write(request);
-    const got = await read(client);
-    client.destroy();
-    return got;
-  };
+  const exchange = (request: string): Promise<string> => exchangeWith(proxy, request);
   // 20 KB in one segment: complete, but over 16 KiB.
   const big = await exchange(`CONNECT 127.0.0.2:${port} HTTP/1.1\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
   assert.match(big, /^HTTP\/1\.1 431 [\s\S]*larger than 16384 bytes/);
@@ -207,14 +210,7 @@ test('proxy: connections answered before their destination is known are counted 
     },
   });
   t.after(() => proxy.close());
-  const exchange = async (request: string): Promise<string> => {
-    const [inner, client] = await pair();
-    proxy.handle(inner);
-    client.write(request);
-    const got = await read(client);
-    client.destroy();
-    return got;
-  };
+  const exchange = (request: string): Promise<string> => exchangeWith(proxy, request);
   assert.match(await exchange(`CONNECT a:1 HTTP/1.1\r\nX: ${'a'.repeat(20_000)}\r\n\r\n`), /^HTTP\/1\.1 431 /);
   assert.match(await exchange('NOT HTTP\r\n\r\n'), /^HTTP\/1\.1 400 /);
   assert.match(await exchange('CONNECT a:1 HTTP/1.1\r\n'), /^HTTP\/1\.1 408 /);
