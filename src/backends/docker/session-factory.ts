@@ -29,7 +29,7 @@ import {
   isGvisor,
   type RuntimeResolver,
 } from './engine/runtimes.ts';
-import { findSnapshot } from './checkpoints/snapshots.ts';
+import { findSnapshot, refuseForeignSnapshot } from './checkpoints/snapshots.ts';
 import { claimedName, POOL_NAME_PREFIX, type PoolEntry, type WarmPool } from './container/warm-pool.ts';
 import type { CreateGate } from './container/create-gate.ts';
 import type { ImageFacts } from './container/image-facts.ts';
@@ -88,9 +88,12 @@ export class SessionFactory {
       }
     }
     let image = spec.image ?? this.#d.options.defaultImage;
+    const timeoutMs = this.#d.options.engineTimeoutMs;
     if (spec.snapshot !== undefined)
-      image = (await findSnapshot(this.#d.docker, spec.snapshot, spec.tenant, this.#d.options.engineTimeoutMs))
-        .snapshotId;
+      image = (await findSnapshot(this.#d.docker, spec.snapshot, spec.tenant, timeoutMs)).snapshotId;
+    // The engine resolves any image, a snapshot's id (or a prefix of it) too: only the owner's.
+    else if (spec.image !== undefined && spec.image !== this.#d.options.defaultImage)
+      await refuseForeignSnapshot(this.#d.docker, spec.image, spec.tenant, timeoutMs);
     const claimed = spec.snapshot === undefined ? undefined : await this.#d.templates.claim(spec, image, runtime);
     if (claimed)
       return this.adopt(
@@ -105,7 +108,7 @@ export class SessionFactory {
             runtime,
             snapshotId: image,
             sessionId: spec.id,
-            timeoutMs: this.#d.options.engineTimeoutMs,
+            timeoutMs,
             log: this.#d.log,
           })
         : undefined;

@@ -106,6 +106,31 @@ export async function findSnapshot(
 }
 
 /**
+ * A session's `image` may name any image of the engine, by name, id or a prefix of its id
+ * (`sha256:…`, `1a2b3c`): one that is another tenant's snapshot is "not found" for this tenant,
+ * as through `snapshot`. An image the engine does not have passes (it is pulled, not a snapshot).
+ */
+export async function refuseForeignSnapshot(
+  docker: Docker,
+  image: string,
+  tenant: TenantId,
+  timeoutMs: number,
+): Promise<void> {
+  let info: Docker.ImageInspectInfo;
+  try {
+    info = await withDeadline('image inspect', timeoutMs, (abortSignal) =>
+      docker.getImage(image).inspect({ abortSignal } as unknown as Docker.ImageInspectOptions),
+    );
+  } catch (err) {
+    if (statusOf((err as { cause?: unknown }).cause) === 404) return;
+    throw err;
+  }
+  const labels = info.Config?.Labels ?? undefined;
+  if (labels?.[LABEL.snapshot] === 'true' && labels[LABEL.tenant] !== tenant)
+    throw execError('EXEC_ERR_NOT_FOUND', `image ${image} not found`);
+}
+
+/**
  * Refuses while a container uses the snapshot, stopped ones too: the engine refuses a running
  * one's image, but a forced remove would take a hibernated (stopped) session's image from it.
  */
