@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
 from typing import Any
 
-from exec_server import TOOL_DEFINITIONS, AsyncClient
+from exec_server import TOOL_DEFINITIONS, AsyncClient, is_approval_required
 
 
 class ScriptedModel:
@@ -22,7 +23,7 @@ class ScriptedModel:
     def __init__(self) -> None:
         self.turn = 0
 
-    def respond(self, conversation: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def respond(self, conversation: list[Mapping[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         self.turn += 1
         assert {t["name"] for t in tools} == {"exec_command", "write_stdin"}
         if self.turn == 1:
@@ -44,14 +45,20 @@ def call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
 
 async def main() -> None:
     model = ScriptedModel()
-    conversation: list[dict[str, Any]] = [{"role": "user", "content": "Count the words, then greet me."}]
+    conversation: list[Mapping[str, Any]] = [{"role": "user", "content": "Count the words, then greet me."}]
     async with AsyncClient() as client, client.session() as session:
         while True:
             items = model.respond(conversation, TOOL_DEFINITIONS)
             conversation += items
-            outputs = [out for item in items if (out := await session.route_tool_call(item)) is not None]
-            for out in outputs:
-                print(f"[{out['call_id']}] {out['output'].strip().splitlines()[-1]}")
+            outputs: list[Mapping[str, Any]] = []
+            for item in items:
+                out = await session.route_tool_call(item)
+                if is_approval_required(out):  # a session with an approval policy: a person decides first
+                    raise SystemExit(f"needs approval: {out['approval']['argv']}")
+                if out is not None:
+                    outputs.append(out)
+            for output in outputs:
+                print(f"[{output['call_id']}] {output['output'].strip().splitlines()[-1]}")
             if not outputs:
                 print(items[-1]["content"])
                 return

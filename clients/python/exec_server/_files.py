@@ -6,6 +6,7 @@ import base64
 from typing import IO, TYPE_CHECKING, Any
 
 from . import _validate as v
+from ._generated import DirectoryEntry, FileMetadata
 from ._http import Progress, Source
 
 if TYPE_CHECKING:
@@ -31,12 +32,15 @@ class FilesMixin:
         await self.request("fs/writeFile", {"path": v.check_path(path),
                                             "dataBase64": base64.b64encode(raw).decode("ascii")})
 
-    async def list_dir(self, path: str) -> list[dict[str, Any]]:
+    async def list_dir(self, path: str) -> list[DirectoryEntry]:
         """Entries ``{fileName, isDirectory, isFile}``."""
-        return list((await self.request("fs/readDirectory", {"path": v.check_path(path)}))["entries"])
+        answer = await self.request("fs/readDirectory", {"path": v.check_path(path)})
+        entries: list[DirectoryEntry] = answer["entries"]
+        return entries
 
-    async def stat(self, path: str) -> dict[str, Any]:
-        return dict(await self.request("fs/getMetadata", {"path": v.check_path(path)}))
+    async def stat(self, path: str) -> FileMetadata:
+        meta: FileMetadata = await self.request("fs/getMetadata", {"path": v.check_path(path)})
+        return meta
 
     async def mkdir(self, path: str, *, parents: bool = True) -> None:
         await self.request("fs/createDirectory", {"path": v.check_path(path), "recursive": parents})

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import IO, Any, Union
 from urllib.parse import quote, urlencode, urlsplit
 
+from ._generated import UploadResult
 from .errors import BackendError, ConnectionClosedError, error_of, error_of_answer
 
 Progress = Callable[[int, "int | None"], None]
@@ -104,7 +105,7 @@ class HttpApi:
     # ---- streamed files --------------------------------------------------------------
 
     def _upload(self, path: str, source: Source, progress: Progress | None, chunk_size: int,
-                session_id: str) -> dict[str, Any]:
+                session_id: str) -> UploadResult:
         size, chunks = _chunks_of(source, chunk_size)
         done = 0
         source_failed = False
@@ -137,13 +138,13 @@ class HttpApi:
                 text = res.read()
             if res.status >= 400:
                 self._raise_for(res, text)
-            answer: dict[str, Any] = json.loads(text)
+            answer: UploadResult = json.loads(text)
             return answer
         finally:
             conn.close()
 
     async def upload(self, session_id: str, path: str, source: Source, *,
-                     progress: Progress | None = None, chunk_size: int = CHUNK) -> dict[str, Any]:
+                     progress: Progress | None = None, chunk_size: int = CHUNK) -> UploadResult:
         return await asyncio.to_thread(self._upload, path, source, progress, chunk_size, session_id)
 
     def _download(self, session_id: str, path: str, dest: IO[bytes] | None, offset: int,

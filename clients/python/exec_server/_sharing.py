@@ -2,17 +2,25 @@
 that open this session only (for a browser, a sub-agent or a viewer; docs/protocol.md)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from . import _validate as v
+from ._generated import PreviewAnswer, SessionToken, TokenAccess
 from ._http import seg
 
 if TYPE_CHECKING:
     from ._http import HttpApi
 
-__all__ = ["SharingMixin"]
+__all__ = ["ExposedPreview", "SharingMixin"]
 
-TOKEN_ACCESS = ("full", "read")
+TOKEN_ACCESS: tuple[TokenAccess, ...] = get_args(TokenAccess)
+
+
+class ExposedPreview(PreviewAnswer):
+    """What ``expose_port`` answers: the server's preview, and its URLs on the SDK's server address."""
+
+    url: str  # ``path`` on the server: a client with the token opens it
+    signed_url: str  # ``signedPath`` on the server: a browser opens it, until ``expiresAt``
 
 
 class SharingMixin:
@@ -22,7 +30,7 @@ class SharingMixin:
     if TYPE_CHECKING:
         async def request(self, method: str, params: dict[str, Any] | None = None) -> Any: ...
 
-    async def expose_port(self, port: int, *, ttl_seconds: int | None = None) -> dict[str, Any]:
+    async def expose_port(self, port: int, *, ttl_seconds: int | None = None) -> ExposedPreview:
         """A preview URL for a TCP port of the session (needs ``preview_ports=True``).
 
         The answer adds ``url`` (bearer token) and ``signed_url`` (for a browser) to the
@@ -31,18 +39,21 @@ class SharingMixin:
         params: dict[str, Any] = {"port": v.check_port(port)}
         if ttl_seconds is not None:
             params["ttlSeconds"] = ttl_seconds
-        answer = dict(await self.request("session/exposePort", params))
-        answer["url"] = self.http.base_url + answer["path"]
-        answer["signed_url"] = self.http.base_url + answer["signedPath"]
-        return answer
+        # The server's answer, to which the two URLs are added below.
+        preview: ExposedPreview = await self.request("session/exposePort", params)
+        preview["url"] = self.http.base_url + preview["path"]
+        preview["signed_url"] = self.http.base_url + preview["signedPath"]
+        return preview
 
     async def close_port(self, port: int) -> bool:
         return bool((await self.request("session/closePort", {"port": v.check_port(port)}))["closed"])
 
-    async def list_ports(self) -> list[dict[str, Any]]:
-        return list((await self.http.request("GET", f"/v1/sessions/{seg(self.id)}/ports"))["ports"])
+    async def list_ports(self) -> list[PreviewAnswer]:
+        """The exposed ports, as the server has them (``path`` and ``signedPath``, no URLs)."""
+        ports: list[PreviewAnswer] = (await self.http.request("GET", f"/v1/sessions/{seg(self.id)}/ports"))["ports"]
+        return ports
 
-    async def create_token(self, *, access: str = "full", ttl_seconds: int | None = None) -> dict[str, Any]:
+    async def create_token(self, *, access: TokenAccess = "full", ttl_seconds: int | None = None) -> SessionToken:
         """A token that opens this session only: ``{token, tokenId, access, expiresAt}``.
 
         ``access="read"`` attaches, replays output and reads files, but starts, writes and
@@ -57,7 +68,8 @@ class SharingMixin:
             if not isinstance(ttl_seconds, int) or isinstance(ttl_seconds, bool) or ttl_seconds < 1:
                 raise v.fail("ttl_seconds must be a positive integer")
             body["ttlSeconds"] = ttl_seconds
-        return dict(await self.http.request("POST", f"/v1/sessions/{seg(self.id)}/tokens", body))
+        token: SessionToken = await self.http.request("POST", f"/v1/sessions/{seg(self.id)}/tokens", body)
+        return token
 
     async def revoke_token(self, token_id: str) -> None:
         """Ends a token ``create_token`` made, on every replica and after a restart."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import _validate as v
+from ._generated import HibernationAnswer, SnapshotInfo
 
 __all__ = ["SnapshotsMixin"]
 
@@ -13,7 +14,7 @@ class SnapshotsMixin:
     if TYPE_CHECKING:
         async def request(self, method: str, params: dict[str, Any] | None = None) -> Any: ...
 
-    async def snapshot(self, name: str | None = None, *, memory: bool = False) -> dict[str, Any]:
+    async def snapshot(self, name: str | None = None, *, memory: bool = False) -> SnapshotInfo:
         """Commits the session's filesystem to a snapshot (docker): ``{snapshotId, ...}``.
 
         With ``memory=True`` (gVisor sessions) also its memory: a live template, whose sessions
@@ -23,11 +24,14 @@ class SnapshotsMixin:
         params: dict[str, Any] = {} if name is None else {"name": name}
         if memory:
             params["memory"] = True
-        return dict(await self.request("session/snapshot", params))
+        snap: SnapshotInfo = await self.request("session/snapshot", params)
+        return snap
 
-    async def hibernate(self) -> dict[str, Any]:
+    async def hibernate(self) -> HibernationAnswer:
         """Checkpoints and stops the container (docker, gVisor); the next call wakes it."""
-        return dict(await self.request("session/hibernate"))
+        answer: HibernationAnswer = await self.request("session/hibernate")
+        return answer
 
-    async def wake(self) -> dict[str, Any]:
-        return dict(await self.request("session/wake"))
+    async def wake(self) -> HibernationAnswer:
+        answer: HibernationAnswer = await self.request("session/wake")
+        return answer

@@ -10,12 +10,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, TypedDict
 
 from . import _validate as v
+from ._generated import ApprovalRequest, ImagePull
 
 __all__ = ["ApprovalCallback", "ApprovalPolicy", "ImagePullCallback", "Limits", "session_spec"]
 
-ApprovalCallback = Callable[[dict[str, Any]], str | Awaitable[str]]
+ApprovalCallback = Callable[[ApprovalRequest], str | Awaitable[str]]
 """Decides an ``approval/request``: ``approved``, ``approved-for-session``, ``denied`` or ``abort``."""
-ImagePullCallback = Callable[[dict[str, Any]], None]
+ImagePullCallback = Callable[[ImagePull], None]
+"""Hears each ``session/imagePull`` of the pull a session's creation waits for."""
 
 ApprovalPolicy = Literal["untrusted", "on-failure", "on-request", "never"] | Mapping[str, Mapping[str, bool]]
 """A named policy, or ``{"granular": {"sandboxApproval": bool}}``."""

@@ -8,18 +8,26 @@ a tool call).
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
-from ._generated import TOOL_DEFINITIONS
+from ._generated import (TOOL_DEFINITIONS, ApprovalDecision, ApprovalRequired, ExecToolResult, FunctionCallOutput,
+                         PendingApproval)
 from ._http import seg
 from .errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from ._http import HttpApi
 
-__all__ = ["TOOL_DEFINITIONS", "HttpSession", "ToolsMixin", "chat_completions_tools"]
+__all__ = ["TOOL_DEFINITIONS", "HttpSession", "ToolsMixin", "chat_completions_tools", "is_approval_required"]
 
 
+def is_approval_required(answer: ExecToolResult | FunctionCallOutput | ApprovalRequired | None
+                         ) -> TypeGuard[ApprovalRequired]:
+    """Whether a tool answer waits for a person (``decide_approval``) rather than being the call's result."""
+    return answer is not None and answer.get("status") == "approval_required"
+
+
+# A dict: the definitions are JSON Schema for a model, free-form by nature.
 def chat_completions_tools() -> list[dict[str, Any]]:
     """The same definitions in the Chat Completions shape (``{"type": "function", "function": ...}``)."""
     return [{"type": "function", "function": {k: d[k] for k in ("name", "description", "parameters")}}
@@ -34,20 +42,25 @@ class ToolsMixin:
         return f"/v1/sessions/{seg(self.id)}/{tail}"
 
     # ``self`` positional-only: next to ``**args``, mypy binds sync.py's ParamSpec wrapper only so.
-    async def exec_command(self, /, cmd: str, **args: Any) -> dict[str, Any]:
+    async def exec_command(self, /, cmd: str, **args: Any) -> ExecToolResult | ApprovalRequired:
         """``exec_command``: ``{output, exit_code | session_id, text, ...}`` (or ``approval_required``)."""
         if not isinstance(cmd, str) or not cmd:
             raise InvalidArgumentError("cmd must be a non-empty string")
-        return dict(await self.http.request("POST", self._path("exec_command"), {"cmd": cmd, **args}))
+        answer: ExecToolResult | ApprovalRequired = await self.http.request(
+            "POST", self._path("exec_command"), {"cmd": cmd, **args})
+        return answer
 
-    async def write_stdin_tool(self, /, session_id: int, chars: str = "", **args: Any) -> dict[str, Any]:
+    async def write_stdin_tool(self, /, session_id: int, chars: str = "",
+                               **args: Any) -> ExecToolResult | ApprovalRequired:
         """``write_stdin`` of the facade: writes to (or polls) the command ``session_id`` names."""
         if not isinstance(session_id, int) or isinstance(session_id, bool):
             raise InvalidArgumentError("session_id must be the integer exec_command answered")
         body = {"session_id": session_id, "chars": chars, **args}
-        return dict(await self.http.request("POST", self._path("write_stdin"), body))
+        answer: ExecToolResult | ApprovalRequired = await self.http.request("POST", self._path("write_stdin"), body)
+        return answer
 
-    async def route_tool_call(self, item: dict[str, Any] | Any) -> dict[str, Any] | None:
+    # ``item`` is a dict: a model's response item, free-form (whatever its SDK hands over).
+    async def route_tool_call(self, item: dict[str, Any] | Any) -> FunctionCallOutput | ApprovalRequired | None:
         """Routes a model's tool-call item (a dict, or an SDK object with ``model_dump``/``to_dict``).
 
         Answers ``{"type": "function_call_output", "call_id", "output"}`` for the model, an
@@ -65,17 +78,23 @@ class ToolsMixin:
                     "arguments": fn.get("arguments")}
         if isinstance(item.get("arguments"), dict):
             item = {**item, "arguments": json.dumps(item["arguments"])}
-        answer = await self.http.request("POST", self._path("tool-calls"), item)
-        return None if answer is None else dict(answer)
+        answer: FunctionCallOutput | ApprovalRequired | None = await self.http.request(
+            "POST", self._path("tool-calls"), item)
+        return answer
 
-    async def list_approvals(self) -> list[dict[str, Any]]:
+    async def list_approvals(self) -> list[PendingApproval]:
         """Approvals waiting for a person (sessions without an attached WebSocket client)."""
-        return list((await self.http.request("GET", self._path("approvals")))["approvals"])
+        approvals: list[PendingApproval] = (await self.http.request("GET", self._path("approvals")))["approvals"]
+        return approvals
 
-    async def decide_approval(self, approval_id: str, decision: str) -> dict[str, Any]:
-        """Decides a pending approval; answers the original call's result."""
+    async def decide_approval(self, approval_id: str,
+                              decision: ApprovalDecision) -> ExecToolResult | FunctionCallOutput | ApprovalRequired:
+        """Decides a pending approval; answers the original call's result (``exec_command``,
+        ``write_stdin_tool``), its ``function_call_output`` (``route_tool_call``), or the next approval."""
         path = self._path(f"approvals/{seg(approval_id)}")
-        return dict(await self.http.request("POST", path, {"decision": decision}))
+        answer: ExecToolResult | FunctionCallOutput | ApprovalRequired = await self.http.request(
+            "POST", path, {"decision": decision})
+        return answer
 
 
 class HttpSession(ToolsMixin):

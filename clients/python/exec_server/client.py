@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Generator, Mapping
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from . import _validate as v
-from ._generated import MAX_SESSION_BATCH
+from ._generated import MAX_SESSION_BATCH, ImagePull, SessionInfo, SnapshotInfo
 from ._http import HttpApi, seg, ws_url_of
 from ._spec import ApprovalPolicy, Limits, session_spec
 from ._tools import HttpSession
@@ -170,7 +170,7 @@ class AsyncClient:
                               allow_network: list[str] | None = None,
                               deny_read: list[str] | None = None, idle_timeout: int | None = None,
                               max_lifetime: int | None = None,
-                              spec: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+                              spec: Mapping[str, Any] | None = None) -> list[SessionInfo]:
         """``count`` sessions of one spec at once (``POST /v1/sessions?count=N``; best-of-N, rollouts),
         as their infos: all of them, or an error with none left behind. The spec keywords are
         those of ``create_session``; attach with ``resume_session(info["sessionId"])`` or
@@ -183,26 +183,31 @@ class AsyncClient:
                             allow_network=allow_network, deny_read=deny_read, idle_timeout=idle_timeout,
                             max_lifetime=max_lifetime, spec=spec)
         answer = await self.http.request("POST", f"/v1/sessions?count={count}", body)
-        return list(answer["sessions"])
+        sessions: list[SessionInfo] = answer["sessions"]
+        return sessions
 
-    async def list_sessions(self) -> list[dict[str, Any]]:
-        return list((await self.http.request("GET", "/v1/sessions"))["sessions"])
+    async def list_sessions(self) -> list[SessionInfo]:
+        sessions: list[SessionInfo] = (await self.http.request("GET", "/v1/sessions"))["sessions"]
+        return sessions
 
-    async def get_session(self, session_id: str) -> dict[str, Any]:
-        return dict(await self.http.request("GET", f"/v1/sessions/{seg(session_id)}"))
+    async def get_session(self, session_id: str) -> SessionInfo:
+        info: SessionInfo = await self.http.request("GET", f"/v1/sessions/{seg(session_id)}")
+        return info
 
     async def delete_session(self, session_id: str) -> None:
         await self.http.request("DELETE", f"/v1/sessions/{seg(session_id)}")
 
-    async def list_snapshots(self) -> list[dict[str, Any]]:
-        return list((await self.http.request("GET", "/v1/snapshots"))["snapshots"])
+    async def list_snapshots(self) -> list[SnapshotInfo]:
+        snapshots: list[SnapshotInfo] = (await self.http.request("GET", "/v1/snapshots"))["snapshots"]
+        return snapshots
 
     async def delete_snapshot(self, snapshot_id: str) -> None:
         await self.http.request("DELETE", f"/v1/snapshots/{seg(snapshot_id)}")
 
-    async def image_pulls(self) -> list[dict[str, Any]]:
+    async def image_pulls(self) -> list[ImagePull]:
         """Image pulls in flight that this tenant's session creations wait for."""
-        return list((await self.http.request("GET", "/v1/images/pulls"))["pulls"])
+        pulls: list[ImagePull] = (await self.http.request("GET", "/v1/images/pulls"))["pulls"]
+        return pulls
 
 
 class _Opening:

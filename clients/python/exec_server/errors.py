@@ -22,7 +22,7 @@ class ExecServerError(Exception):
     retryable: bool
     status: int | None
     rpc_code: int | None
-    data: dict[str, Any]
+    data: dict[str, Any]  # the error's details: free-form, each code has its own (or none)
 
     def __init__(self, message: str, code: str = "EXEC_ERR_INTERNAL", *,
                  status: int | None = None, rpc_code: int | None = None,

@@ -7,10 +7,13 @@ A module of its own, below ``process`` and ``errors``, which both speak of them
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import TypeAlias, get_args
 
-StreamName = Literal["stdout", "stderr", "pty"]
-Terminal = Literal["exited", "signaled", "timed-out", "terminated", "lost"]
+from ._generated import StreamName, TerminalStatus
+
+__all__ = ["ExecResult", "OutputChunk", "StreamName", "Terminal", "terminal_of"]
+
+Terminal: TypeAlias = TerminalStatus
 """How a process ended (``TerminalStatusSchema``, src/protocol/process.ts)."""
 
 _TERMINALS: tuple[Terminal, ...] = get_args(Terminal)

@@ -11,10 +11,11 @@ import contextlib
 import inspect
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from . import _validate as v
 from ._files import FilesMixin
+from ._generated import ApprovalRequest, ImagePull, InitializeResult, ProcessSummary, SessionInfo
 from ._http import seg
 from ._opener import SessionOpener
 from ._rpc import RpcConnection
@@ -45,7 +46,8 @@ class Session(ToolsMixin, SharingMixin, FilesMixin, SnapshotsMixin):
         self.client = client
         self.http = client.http
         self.id = ""
-        self.init_result: dict[str, Any] = {}
+        # What ``initialize`` answered on the current connection (set by ``_open``, before any use).
+        self.init_result: InitializeResult = cast(InitializeResult, {})
         self._on_approval = on_approval
         self._on_image_pull = on_image_pull
         self._auto_reconnect = auto_reconnect
@@ -79,11 +81,11 @@ class Session(ToolsMixin, SharingMixin, FilesMixin, SnapshotsMixin):
         if old is not None and old.open_:
             await old.close()
 
-    async def _connect(self, params: dict[str, Any], limit: float) -> tuple[RpcConnection, Any]:
+    async def _connect(self, params: dict[str, Any], limit: float) -> tuple[RpcConnection, InitializeResult]:
         conn = await RpcConnection.open(self.client.ws_url, self.client.token, self._server_request, limit)
         conn.notification_handlers.append(self._route)
         try:
-            init = await conn.request("initialize", params)
+            init: InitializeResult = await conn.request("initialize", params)
             await conn.notify("initialized", {})
         except asyncio.CancelledError:
             conn.abort()  # out of time: a server that did not answer initialize would not answer a close
@@ -98,7 +100,7 @@ class Session(ToolsMixin, SharingMixin, FilesMixin, SnapshotsMixin):
             raise ValueError(f"unsupported server request {method}")
         decision: Any = "denied"
         if self._on_approval is not None:
-            decision = self._on_approval(params)
+            decision = self._on_approval(cast(ApprovalRequest, params))  # the server's approval/request params
             if inspect.isawaitable(decision):
                 decision = await decision
         return {"decision": decision if decision in v.DECISIONS else "denied"}
@@ -110,7 +112,7 @@ class Session(ToolsMixin, SharingMixin, FilesMixin, SnapshotsMixin):
             return
         if method == "session/imagePull":
             if self._on_image_pull is not None:
-                self._on_image_pull(params)
+                self._on_image_pull(cast(ImagePull, params))  # the server's session/imagePull params
             return
         pid = params.get("processId")
         handle = self._processes.get(pid) if isinstance(pid, str) else None
@@ -181,7 +183,10 @@ class Session(ToolsMixin, SharingMixin, FilesMixin, SnapshotsMixin):
         return self._conn is not None and self._conn.open_
 
     async def request(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        """Any JSON-RPC method of the session (waits for a resume in progress)."""
+        """Any JSON-RPC method of the session (waits for a resume in progress).
+
+        Its answer is untyped, as the method is any (a newer server's too); the methods above
+        give the typed answers (``SessionInfo``, ``FileMetadata``...)."""
         conn = self._conn
         if conn is not None and not conn.open_ and self._auto_reconnect and not self._closing \
                 and conn.close_code != 4000 and self._reconnecting is None:
@@ -334,12 +339,14 @@ class Session(ToolsMixin, SharingMixin, FilesMixin, SnapshotsMixin):
         if self._processes.get(handle.process_id) is handle:
             del self._processes[handle.process_id]
 
-    async def list_processes(self) -> list[dict[str, Any]]:
-        return list((await self.request("process/list"))["processes"])
+    async def list_processes(self) -> list[ProcessSummary]:
+        processes: list[ProcessSummary] = (await self.request("process/list"))["processes"]
+        return processes
 
-    async def info(self) -> dict[str, Any]:
+    async def info(self) -> SessionInfo:
         """``session/info``: backend, sandbox, workdir, status, usage..."""
-        return dict(await self.request("session/info"))
+        info: SessionInfo = await self.request("session/info")
+        return info
 
     async def terminate_all(self) -> int:
         return int((await self.request("session/terminateAll"))["terminated"])

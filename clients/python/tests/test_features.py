@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from conftest import aio, require_gvisor
 from server import REPO, Server, free_port
+from shapes import assert_shape
 
 from exec_server import (
-    TOOL_DEFINITIONS, AsyncClient, AuthError, InvalidArgumentError, NotFoundError, RejectedError,
-    chat_completions_tools,
+    TOOL_DEFINITIONS, AsyncClient, AuthError, HibernationAnswer, ImagePull, InvalidArgumentError, NotFoundError,
+    RejectedError, chat_completions_tools,
 )
 
 
@@ -193,9 +194,13 @@ async def test_hibernate_and_wake(docker_server: Server) -> None:
         assert (await s.info())["runtime"] == "runsc"
         counter = await s.spawn("i=0; while true; do i=$((i+1)); echo $i; sleep 0.2; done", collect=False)
         await asyncio.sleep(0.5)
-        assert (await s.hibernate())["hibernation"] == "hibernated"
+        hibernated = await s.hibernate()
+        assert hibernated["hibernation"] == "hibernated"
+        assert_shape(hibernated, HibernationAnswer)
         assert (await s.info())["hibernation"] == "hibernated"
-        assert (await s.wake())["hibernation"] == "awake"
+        woken = await s.wake()
+        assert woken["hibernation"] == "awake"
+        assert_shape(woken, HibernationAnswer)
         seen: list[int] = []
         async for chunk in counter:
             seen += [int(n) for n in chunk.text.split()]
@@ -225,6 +230,7 @@ async def test_image_pull_progress(docker_server: Server) -> None:
         with pytest.raises(NotFoundError) as err:
             await client.create_session(image=f"{host}/exec-test/absent:x", on_image_pull=missing.append)
         assert "manifest unknown" in err.value.message and missing[-1]["phase"] == "failed"
+        assert_shape(heard + missing, list[ImagePull])
     finally:
         registry.stdin.close()
         registry.wait(30)

@@ -9,16 +9,32 @@ from pathlib import Path
 import exec_server
 
 GOOD = '''
-from exec_server import AsyncClient, Client, ExecResult, SyncHttpSession, SyncProcess, SyncSession, Terminal
+from exec_server import (AsyncClient, Client, ExecResult, ImagePull, SessionInfo, SyncHttpSession, SyncProcess,
+                         SyncSession, Terminal, is_approval_required)
+
+
+def heard(pull: ImagePull) -> None:
+    print(pull["phase"], pull["currentBytes"] + 1, pull.get("error"))
 
 
 async def amain(client: AsyncClient) -> Terminal:
-    async with client.session(image="python:3.12", limits={"pids": 64}, strict_auto_review=True) as s:
+    async with client.session(image="python:3.12", limits={"pids": 64}, strict_auto_review=True,
+                              on_image_pull=heard) as s:
         p = await s.spawn("true", sandbox_permissions="require-escalated", approval="approved-for-session")
         await p.kill("SIGKILL")
         await p.signal("interrupt")
-        infos: list[dict[str, object]] = await client.create_sessions(2, approval_policy="never")
+        infos: list[SessionInfo] = await client.create_sessions(2, approval_policy="never")
         print(infos, await client.create_http_session(approval_policy={"granular": {"sandboxApproval": True}}))
+        size: float = (await s.stat("/x"))["size"]
+        names: list[str] = [e["fileName"] for e in await s.list_dir("/")]
+        usage = (await s.info()).get("usage")
+        memory: int | None = usage["memoryBytes"] if usage is not None else None
+        token_id: str = (await s.create_token(access="read"))["tokenId"]
+        url: str = (await s.expose_port(3000))["signed_url"]
+        answer = await s.exec_command("ls")
+        if is_approval_required(answer):
+            print(answer["approval"]["argv"], await s.decide_approval(answer["approval_id"], "approved"))
+        print(size, names, memory, token_id, url, (await s.snapshot())["snapshotId"])
         return (await p.wait()).terminal
 
 
@@ -50,6 +66,12 @@ async def amain(client: AsyncClient) -> None:
         await p.kill("SIGSTOP")  # E
         await s.fork(snapshot="other")  # E
         await client.create_session(limits={"pid": 8})  # E
+        (await s.stat("/x"))["sise"]  # E
+        name: int = (await s.info())["sessionId"]  # E
+        await s.create_token(access="admin")  # E
+        [p["pid"] for p in await s.list_processes()]  # E
+        (await s.hibernate())["state"]  # E
+        await s.decide_approval("a1", "maybe")  # E
 
 
 def smain(c: Client) -> None:
