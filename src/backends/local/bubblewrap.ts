@@ -152,6 +152,30 @@ export function hiddenByPrivateTmp(dir: string, writableRoots: readonly string[]
   return isWithin(dir, '/tmp') && !writableRoots.some((r) => posix.normalize(r) !== '/tmp' && isWithin(dir, r));
 }
 
+/**
+ * The directories between a writable root and a deny-read path below it. A command could rename
+ * one of them (`mv secrets old`) with the placeholder inside, and the next sandbox, which covers
+ * the path by its name, would show the file at its new one: each becomes a mount point of its own
+ * (bound onto itself, as writable as before), which rename and rmdir refuse (EBUSY). Roots at
+ * `/tmp` are left out: the private /tmp is no host path to bind from.
+ */
+async function writableParents(
+  denied: readonly { path: string }[],
+  sandbox: Extract<ResolvedSandbox, { kind: 'restricted' }>,
+): Promise<string[]> {
+  const roots = sandbox.writableRoots.map((r) => posix.normalize(r)).filter((r) => r !== '/tmp');
+  const parents = new Set<string>();
+  for (const { path } of denied) {
+    const root = roots.filter((r) => r !== path && isWithin(path, r)).sort((a, b) => b.length - a.length)[0];
+    if (root === undefined) continue;
+    for (let dir = posix.dirname(path); dir !== root && isWithin(dir, root); dir = posix.dirname(dir)) {
+      // A parent that is itself denied gets its placeholder, not a bind.
+      if (!denied.some((d) => isWithin(dir, d.path)) && (await kindOf(dir)) === 'dir') parents.add(dir);
+    }
+  }
+  return [...parents];
+}
+
 /** The `bwrap` arguments (without the command) for a restricted sandbox. */
 export async function bubblewrapArgs(
   sandbox: Extract<ResolvedSandbox, { kind: 'restricted' }>,
@@ -187,15 +211,23 @@ export async function bubblewrapArgs(
     if (isWithin(root, '/tmp'))
       await mkdir(posix.join(layout.privateTmp, posix.relative('/tmp', root)), { recursive: true, mode: 0o711 });
   }
+  const denied: { path: string; kind: 'dir' | 'file' }[] = [];
+  for (const spelled of sandbox.denyRead) {
+    // As the fs calls compare it: `/ws/x/../.env` is `/ws/.env` even while x is missing, and a
+    // file named with a trailing slash is still that file (stat would call both missing).
+    const path = posix.normalize(spelled).replace(/(.)\/+$/, '$1');
+    const kind = await kindOf(path);
+    if (kind !== 'missing') denied.push({ path, kind });
+  }
+  for (const parent of await writableParents(denied, sandbox))
+    mounts.push({ target: parent, args: ['--bind', parent, parent] });
   mounts.sort((a, b) => a.target.split('/').length - b.target.split('/').length);
   for (const m of mounts) args.push(...m.args);
   const { placeholders } = layout;
   if (sandbox.writableRoots.some((r) => isWithin(placeholders.root, r)))
     args.push('--ro-bind', placeholders.root, placeholders.root);
-  for (const denied of sandbox.denyRead) {
-    const kind = await kindOf(denied);
-    if (kind !== 'missing') args.push('--ro-bind', kind === 'dir' ? placeholders.dir : placeholders.file, denied);
-  }
+  for (const { path, kind } of denied)
+    args.push('--ro-bind', kind === 'dir' ? placeholders.dir : placeholders.file, path);
   args.push('--chdir', cwd);
   return args;
 }

@@ -19,7 +19,7 @@ import { ptyRelayProblem } from './pty-process.ts';
 import { writeSandboxAccounts } from './sandbox-accounts.ts';
 import { SandboxUsers } from './sandbox-users.ts';
 import { probeWarmSandbox } from './warm-sandbox.ts';
-import { WorkspaceUsers } from './workspace-users.ts';
+import { canonicalPath, isWithin, overlaps, WorkspaceUsers } from './workspace-users.ts';
 
 export interface LocalBackendOptions {
   /** Directory holding one workspace per session. */
@@ -121,7 +121,7 @@ async function prepareHost(options: LocalBackendOptions, log: Logger): Promise<L
   const sandboxNetwork = options.sandboxNetwork !== false;
   if (!sandboxNetwork && probe.available)
     log.info({}, 'no token configured: sandboxed commands get no network, even where their policy grants it');
-  const users = new WorkspaceUsers(probe.available ? await SandboxUsers.create() : undefined);
+  const users = new WorkspaceUsers(probe.available ? await SandboxUsers.create() : undefined, options.workspaceRoot);
   const setup: SpawnSetup = {
     channels,
     ptyPinning: options.ptyPinning === true,
@@ -140,6 +140,28 @@ async function prepareHost(options: LocalBackendOptions, log: Logger): Promise<L
   return { options, tmpRoot, probe, placeholders, channels, users, setup, sessions: new Set() };
 }
 
+/**
+ * Refuses a client's workdir in the workspace root, or holding it: the session's user would be
+ * handed every session's workspace and private /tmp, or another tenant's. The workspace of a live
+ * session of the same tenant (or a directory in it) is allowed: a client may open several
+ * sessions on one directory.
+ */
+async function checkWorkdir(host: LocalHost, workdir: string, tenant: TenantId): Promise<void> {
+  const root = host.options.workspaceRoot;
+  if (!(await overlaps(workdir, root))) return;
+  const [wanted, rootPath] = await Promise.all([canonicalPath(workdir), canonicalPath(root)]);
+  for (const session of host.sessions) {
+    if (session.tenant !== tenant) continue;
+    const own = await canonicalPath(session.workdir);
+    if (own !== rootPath && isWithin(own, rootPath) && isWithin(wanted, own)) return;
+  }
+  throw execError(
+    'EXEC_ERR_INVALID_PARAMS',
+    `session.workdir ${workdir}: the server keeps its sessions' workspaces in ${root}; choose a directory outside it`,
+    { detail: { field: 'session.workdir' } },
+  );
+}
+
 /** A session in its own workspace (made unless given), with its sandbox user and private /tmp. */
 async function createLocalSession(
   host: LocalHost,
@@ -148,6 +170,7 @@ async function createLocalSession(
   if (spec.snapshot !== undefined)
     throw execError('EXEC_ERR_UNSUPPORTED', 'sessions from snapshots need the docker backend');
   const ownsWorkdir = spec.workdir === undefined;
+  if (spec.workdir !== undefined) await checkWorkdir(host, spec.workdir, spec.tenant);
   const workdir = spec.workdir ?? join(host.options.workspaceRoot, spec.id);
   await mkdir(workdir, { recursive: true, mode: ownsWorkdir ? 0o700 : 0o755 });
   const user = await host.users.acquire(workdir, ownsWorkdir);

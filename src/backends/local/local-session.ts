@@ -105,6 +105,7 @@ type RestrictedSandbox = Extract<ResolvedSandbox, { kind: 'restricted' }>;
 
 export class LocalSession implements BackendSession {
   readonly id: BackendSessionSpec['id'];
+  readonly tenant: BackendSessionSpec['tenant'];
   readonly workdir: string;
   readonly sandboxType: SandboxType;
   readonly sandboxUnavailableReason: string | undefined;
@@ -131,6 +132,7 @@ export class LocalSession implements BackendSession {
 
   constructor(spec: BackendSessionSpec, places: SessionPlaces, setup: SpawnSetup) {
     this.id = spec.id;
+    this.tenant = spec.tenant;
     this.#spec = spec;
     this.workdir = places.workdir;
     this.#places = places;

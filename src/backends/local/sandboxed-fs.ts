@@ -87,6 +87,31 @@ async function owned(view: SandboxView, host: string): Promise<boolean> {
     if (dir === dirname(dir)) return false;
   }
 }
+
+/**
+ * Refuses a change at `host` the sandbox user could not make itself (write and search bits of the
+ * directory the entry is, or would be, made in, and of an existing file to be overwritten), but
+ * in the user's own places, whose new entries the server hands over. The server writes as root:
+ * without this, a writable root the user cannot write (a system directory named as the session's
+ * workdir or a writable root, which is never lent) took files from fs calls all the same.
+ */
+async function checkWrite(view: SandboxView, host: string, shown: string, overwrite: boolean): Promise<void> {
+  const user = view.user;
+  if (!user || (await owned(view, host))) return;
+  const denied = (): never => {
+    throw execError('EXEC_ERR_FS_DENIED', `${shown}: permission denied (not writable by the session's sandbox user)`, {
+      detail: { path: shown },
+    });
+  };
+  const st = await lstat(host).catch(() => undefined);
+  if (overwrite && st?.isFile() && !mayAccess(st, user, 2)) denied();
+  let dir = dirname(host);
+  for (; dir !== '/' && !(await stat(dir).catch(() => undefined)); dir = dirname(dir));
+  const parent = await stat(dir).catch(() => undefined);
+  if (!parent || !mayAccess(parent, user, 2) || !mayAccess(parent, user, 1)) denied();
+  await checkRead(view, dir, shown);
+}
+
 async function handOver(view: SandboxView, host: string): Promise<void> {
   if (await owned(view, host)) await lchown(host, view.user!.uid, view.user!.gid).catch(() => undefined);
 }
@@ -171,16 +196,19 @@ function hostFs(base: SessionFs, view: SandboxView): SessionFs {
       return base.openRead(toHost(view, path), offset);
     },
     async writeFile(path, data) {
+      await checkWrite(view, toHost(view, path), path, true);
       await base.writeFile(toHost(view, path), data);
       await handOver(view, toHost(view, path));
     },
     async writeStream(path, source) {
+      await checkWrite(view, toHost(view, path), path, true);
       const n = await base.writeStream(toHost(view, path), source);
       await handOver(view, toHost(view, path));
       return n;
     },
     async createDirectory(path, recursive) {
       const host = toHost(view, path);
+      await checkWrite(view, host, path, false);
       const made = (await owned(view, host)) ? await missingDirs(host) : [];
       await base.createDirectory(host, recursive);
       for (const dir of made) await handOver(view, dir);
@@ -189,10 +217,14 @@ function hostFs(base: SessionFs, view: SandboxView): SessionFs {
       await checkRead(view, toHost(view, path), path);
       return base.readDirectory(toHost(view, path));
     },
-    remove: (path, recursive, force) => base.remove(toHost(view, path), recursive, force),
+    async remove(path, recursive, force) {
+      await checkWrite(view, toHost(view, path), path, false);
+      return base.remove(toHost(view, path), recursive, force);
+    },
     async copy(source, destination, recursive) {
       await checkRead(view, toHost(view, source), source);
       const dest = toHost(view, destination);
+      await checkWrite(view, dest, destination, true);
       await base.copy(toHost(view, source), dest, recursive);
       if (await owned(view, dest))
         await run('chown', ['-Rh', `${view.user!.uid}:${view.user!.gid}`, '--', dest]).catch(() => undefined);

@@ -13,6 +13,7 @@
  */
 import { execFile } from 'node:child_process';
 import { realpath, stat } from 'node:fs/promises';
+import { posix } from 'node:path';
 import { promisify } from 'node:util';
 import type { SandboxUser, SandboxUsers } from './sandbox-users.ts';
 
@@ -36,6 +37,33 @@ const SYSTEM_ROOTS = new Set([
   '/var/cache',
   '/var/log',
 ]);
+
+/** `path` with symlinks and `..` resolved as far as it exists, the missing rest kept as spelled. */
+export async function canonicalPath(path: string): Promise<string> {
+  const rest: string[] = [];
+  for (let dir = posix.resolve(path); ; dir = posix.dirname(dir)) {
+    const real = await realpath(dir).catch(() => undefined);
+    if (real !== undefined) return posix.join(real, ...rest);
+    if (dir === posix.dirname(dir)) return posix.resolve(path);
+    rest.unshift(posix.basename(dir));
+  }
+}
+
+/**
+ * Whether `path` is `dir`, lies in it or holds it, once both are canonical: such a path given
+ * as a workspace or writable root would hand every session's files below `dir` to one sandbox user.
+ */
+export async function overlaps(path: string, dir: string): Promise<boolean> {
+  const [p, d] = await Promise.all([canonicalPath(path), canonicalPath(dir)]);
+  return isWithin(p, d) || isWithin(d, p);
+}
+
+/** Whether `path` is `root` or lies in it (both absolute and normalized). */
+export function isWithin(path: string, root: string): boolean {
+  const rel = posix.relative(root, path);
+  // `..` or `../x` is above the root; a name like `..x` is inside it.
+  return rel === '' || (rel !== '..' && !rel.startsWith('../') && !posix.isAbsolute(rel));
+}
 
 /** Whether `path` may be handed to a sandbox user (no system directory, no top-level root). */
 export function lendable(path: string): boolean {
@@ -78,10 +106,13 @@ async function chownWhere(path: string, test: string[], to: string): Promise<voi
 
 export class WorkspaceUsers {
   readonly #users: SandboxUsers | undefined;
+  /** Where the server keeps every session's workspace and private /tmp: never lent whole. */
+  readonly #reserved: string;
   readonly #entries = new Map<string, Entry>();
 
-  constructor(users: SandboxUsers | undefined) {
+  constructor(users: SandboxUsers | undefined, reserved: string) {
     this.#users = users;
+    this.#reserved = reserved;
   }
 
   /**
@@ -98,6 +129,7 @@ export class WorkspaceUsers {
     }
     const st = await stat(path);
     const extras = new Map<string, { uid: number; gid: number }>();
+    const reserved = this.#reserved;
     let entry: Entry;
     if (st.uid !== 0) {
       const user: WorkspaceUser = { uid: st.uid, gid: st.gid, path, lent: false, lend: async () => undefined };
@@ -120,6 +152,7 @@ export class WorkspaceUsers {
             if (!extras.has(root)) {
               const rst = await stat(root).catch(() => undefined);
               if (rst?.uid !== 0 || !lendable(root)) continue; // gone, or not root's
+              if (await overlaps(root, reserved)) continue; // other sessions' files are in it
               extras.set(root, { uid: rst.uid, gid: rst.gid });
             }
             if (owner !== undefined) await chownWhere(root, notOurs, to);
