@@ -34,6 +34,8 @@ export const ERROR_REGISTRY = {
   EXEC_ERR_REJECTED: [403, RpcCode.invalidRequest],
   EXEC_ERR_APPROVAL_NOT_FOUND: [404, RpcCode.invalidRequest],
   EXEC_ERR_SNAPSHOT_IN_USE: [409, RpcCode.invalidRequest],
+  /** The tenant has as many snapshots as it may (`--max-snapshots-per-tenant`); they stay until deleted. */
+  EXEC_ERR_SNAPSHOT_LIMIT: [429, RpcCode.invalidRequest],
   EXEC_ERR_NOT_FOUND: [404, RpcCode.notFound],
   EXEC_ERR_FS_DENIED: [403, RpcCode.invalidRequest],
   EXEC_ERR_SANDBOX_TYPE_FORBIDDEN: [403, RpcCode.invalidRequest],

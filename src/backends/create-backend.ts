@@ -36,6 +36,7 @@ async function createDocker(config: Config, log: Logger): Promise<Backend> {
         config.warmPoolTemplates === undefined ? undefined : warmPoolTemplates(config.warmPoolTemplates),
       checkpointDir: config.checkpointDir,
       checkpointMaxMb: config.checkpointMaxMb,
+      maxSnapshotsPerTenant: config.maxSnapshotsPerTenant,
     },
     log.child({ backend: 'docker' }),
   );

@@ -24,6 +24,16 @@ export const LIMIT_OPTIONS = {
     max: 100_000,
     description: 'Sessions per tenant (token); past it creation answers 429.',
   },
+  maxSnapshotsPerTenant: {
+    flag: 'max-snapshots-per-tenant',
+    env: 'EXEC_SERVER_MAX_SNAPSHOTS_PER_TENANT',
+    kind: 'int',
+    default: 100,
+    min: 1,
+    max: 100_000,
+    description:
+      "Docker: snapshots per tenant (token): those the engines hold (across a fleet) and those being taken, forks' included; past it a snapshot or fork answers 429 until some are deleted.",
+  },
   maxProcesses: {
     flag: 'max-processes',
     env: 'EXEC_SERVER_MAX_PROCESSES',

@@ -35,6 +35,7 @@ import { resolveOptions, type DockerBackendOptions, type DockerLogger, type Reso
 import { removeContainer } from './container/provision.ts';
 import { RuntimeResolver } from './engine/runtimes.ts';
 import { deleteSnapshot, findSnapshot, listSnapshots } from './checkpoints/snapshots.ts';
+import { SnapshotQuota } from './checkpoints/snapshot-quota.ts';
 import { WarmPool } from './container/warm-pool.ts';
 import { CreateGate } from './container/create-gate.ts';
 import { ImageFacts } from './container/image-facts.ts';
@@ -150,12 +151,18 @@ class DockerBackendImpl implements DockerBackend {
           this.docker.getContainer(id).rename({ name, abortSignal }),
         ),
     });
+    const snapshotQuota =
+      options.snapshotQuota ??
+      new SnapshotQuota(options.maxSnapshotsPerTenant, async (t) =>
+        (await this.listSnapshots(t)).map((s) => s.snapshotId),
+      );
     this.#factory = new SessionFactory({
       ...{ docker: this.docker, options, log, runtimes: this.runtimes, pulls: this.#pulls, pools: this.#pools },
       ...{ storage: this.#storage, agentLinks: this.#agentLinks, agentVolume: this.#agentVolume },
       ...{ imageFacts: this.#imageFacts, checkpoints: this.#checkpoints, gate: this.#gate, lease: this.#lease },
       ...{ fleet: this.#fleet, sessions: this.#sessions, gated: this.#gated, templates: this.#templates },
       ownLabels: () => this.#ownLabels(),
+      snapshotQuota,
       removeContainer: (id) => this.#removeContainer(id),
       deleteSnapshot: (snapshotId, tenant) => this.deleteSnapshot(snapshotId, tenant),
     });

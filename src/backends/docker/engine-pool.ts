@@ -29,6 +29,7 @@ import { commaList } from '../../config/lists.ts';
 import { quotaSlots } from './container/quota-slots.ts';
 import type { SessionQuota } from '../fleet-types.ts';
 import { DockerFleet } from './fleet.ts';
+import { DEFAULT_MAX_SNAPSHOTS, SnapshotQuota } from './checkpoints/snapshot-quota.ts';
 
 /** How often every engine is pinged (placement skips the ones that did not answer). */
 const HEALTH_INTERVAL_MS = 2000;
@@ -56,15 +57,22 @@ export function createDockerEngines(
   log: DockerLogger & { child?: (bindings: Record<string, unknown>) => DockerLogger },
 ): Backend {
   if (engines.length <= 1) return createDockerBackend({ ...options, dockerHost: engines[0] }, log);
-  return new EnginePool(
+  // A tenant's snapshots on every engine count, and so do those being taken on any of them.
+  const snapshotQuota =
+    options.snapshotQuota ??
+    new SnapshotQuota(options.maxSnapshotsPerTenant ?? DEFAULT_MAX_SNAPSHOTS, async (t) =>
+      (await pool.listSnapshots(t)).map((s) => s.snapshotId),
+    );
+  const pool = new EnginePool(
     engines.map((engine) => ({
       engine,
-      backend: createDockerBackend({ ...options, dockerHost: engine }, log.child?.({ engine }) ?? log),
+      backend: createDockerBackend({ ...options, dockerHost: engine, snapshotQuota }, log.child?.({ engine }) ?? log),
       healthy: true,
       reason: undefined,
     })),
     log,
   );
+  return pool;
 }
 
 function unavailable(err: unknown): boolean {

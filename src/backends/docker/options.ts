@@ -5,6 +5,7 @@
 import { availableParallelism } from 'node:os';
 import type { FleetIdentity } from '../../config/fleet.ts';
 import type { Logger } from '../../logger.ts';
+import { DEFAULT_MAX_SNAPSHOTS, type SnapshotQuota } from './checkpoints/snapshot-quota.ts';
 
 /** The docker backend logs through the server's logger (pino fits). */
 export type DockerLogger = Pick<Logger, 'info' | 'warn' | 'error' | 'debug'>;
@@ -104,6 +105,10 @@ export interface DockerBackendOptions {
   readonly checkpointDir?: string | undefined;
   /** The most memory (MiB) a session may use to be snapshotted or forked with it. */
   readonly checkpointMaxMb?: number | undefined;
+  /** Snapshots a tenant may have, those being taken included (snapshot-quota.ts). Default 100. */
+  readonly maxSnapshotsPerTenant?: number | undefined;
+  /** The quota shared by the engines of a pool (engine-pool.ts); default: one of this engine's own. */
+  readonly snapshotQuota?: SnapshotQuota | undefined;
 }
 
 /**
@@ -149,6 +154,8 @@ export interface ResolvedDockerOptions {
   readonly warmPoolTemplates: Readonly<Record<string, number>>;
   readonly checkpointDir: string;
   readonly checkpointMaxMb: number;
+  readonly maxSnapshotsPerTenant: number;
+  readonly snapshotQuota: SnapshotQuota | undefined;
 }
 
 /** Half the host's CPUs, at least one: one busy session must not be able to take them all. */
@@ -188,5 +195,7 @@ export function resolveOptions(o: DockerBackendOptions): ResolvedDockerOptions {
     warmPoolTemplates: o.warmPoolTemplates ?? {},
     checkpointDir: o.checkpointDir ?? '/var/lib/exec-server/checkpoints',
     checkpointMaxMb: o.checkpointMaxMb ?? 4096,
+    maxSnapshotsPerTenant: o.maxSnapshotsPerTenant ?? DEFAULT_MAX_SNAPSHOTS,
+    snapshotQuota: o.snapshotQuota,
   };
 }

@@ -19,6 +19,7 @@ import { DiskAwareSession, type StorageOptSupport } from './container/disk.ts';
 import type { CheckpointStore } from './checkpoints/checkpoint-store.ts';
 import { type TemplateRestore, templateRestorer } from './checkpoints/memory-snapshot.ts';
 import type { TemplatePools } from './checkpoints/template-pool.ts';
+import type { SnapshotQuota } from './checkpoints/snapshot-quota.ts';
 import type { HibernatableSession } from './checkpoints/hibernation.ts';
 import { LABEL, userLabels } from './container/labels.ts';
 import type { DockerLogger, ResolvedDockerOptions } from './options.ts';
@@ -59,6 +60,8 @@ export interface SessionFactoryDeps {
   readonly gated: Map<string, HibernatableSession>;
   /** Labels every container this server makes carries. */
   ownLabels(): Record<string, string>;
+  /** Every snapshot of a session takes a place of its tenant's (snapshot-quota.ts). */
+  readonly snapshotQuota: SnapshotQuota;
   removeContainer(containerId: string): Promise<void>;
   deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void>;
 }
@@ -214,6 +217,7 @@ export class SessionFactory {
         log: this.#d.log,
         hibernated,
         restored,
+        quota: this.#d.snapshotQuota,
         memory: {
           store: this.#d.checkpoints,
           maxBytes: this.#d.options.checkpointMaxMb * 1024 * 1024,

@@ -12,12 +12,15 @@ import type {
   ResolvedSandbox,
   SessionStats,
 } from '../../types.ts';
+import type { TenantId } from '../../../ids.ts';
 import type { AgentChannel } from '../agent/agent-channel.ts';
 import type { DockerLogger } from '../options.ts';
 import type { MemorySnapshots, restoredAdopter } from './memory-snapshot.ts';
+import type { SnapshotQuota } from './snapshot-quota.ts';
 
 /** The session being wrapped: the docker session's own surface plus what hibernation needs. */
 export type InnerSession = BackendSession & {
+  readonly tenant: TenantId;
   readonly container: Docker.Container;
   readonly lostReason: string | undefined;
   /** The exec agent on the agent path; its connection must not span a checkpoint. */
@@ -47,4 +50,6 @@ export interface HibernationInit {
   readonly restored?: Parameters<typeof restoredAdopter>[0];
   /** Where memory snapshots go; undefined: none are taken. */
   readonly memory?: MemorySnapshots | undefined;
+  /** The tenant's snapshot quota, which every snapshot passes; undefined: none. */
+  readonly quota?: SnapshotQuota | undefined;
 }

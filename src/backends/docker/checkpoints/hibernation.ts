@@ -30,6 +30,7 @@ import { checkpointContainer, clearAfterRestore, restoreContainer } from './chec
 import { attachedExecsError, gatedFs, gatedProcess, InFlight } from './session-gate.ts';
 import { type MemorySnapshots, restoredAdopter, takeMemorySnapshot } from './memory-snapshot.ts';
 import type { HibernationInit, InnerSession } from './hibernation-types.ts';
+import type { SnapshotQuota } from './snapshot-quota.ts';
 
 /** How long a hibernation waits for calls already in the container to finish. */
 const DRAIN_TIMEOUT_MS = 30_000;
@@ -44,6 +45,7 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
   readonly #timeoutMs: number;
   readonly #log: DockerLogger;
   readonly #memory: MemorySnapshots | undefined;
+  readonly #quota: SnapshotQuota | undefined;
   #state: HibernationState;
   #hibernatedAt: Date | undefined;
   /** The checkpoint of the current hibernation. */
@@ -62,6 +64,7 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
     this.#timeoutMs = init.timeoutMs;
     this.#log = init.log;
     this.#memory = init.memory;
+    this.#quota = init.quota;
     this.adoptRestored = restoredAdopter(init.restored, init.inner.agent);
     this.#hibernatedAt = init.hibernated?.at;
     this.#checkpointName = init.hibernated?.checkpoint;
@@ -183,10 +186,22 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
     return this.#use(() => this.inner.enableEgress(port, accept));
   }
 
-  /** With `memory`: a live template (memory-snapshot.ts); else the filesystem, through the gate. */
-  snapshot(name: string | undefined, options?: SnapshotOptions): Promise<SnapshotInfo> {
-    if (options?.memory === true) return takeMemorySnapshot(this.#memory, this, name);
-    return this.#use(() => this.inner.snapshot(name));
+  /**
+   * With `memory`: a live template (memory-snapshot.ts); else the filesystem, through the gate.
+   * Every snapshot, a fork's too, holds a place of the tenant's quota from before anything is
+   * stopped or committed until it is made or failed (snapshot-quota.ts).
+   */
+  async snapshot(name: string | undefined, options?: SnapshotOptions): Promise<SnapshotInfo> {
+    const place = await this.#quota?.reserve(this.inner.tenant);
+    try {
+      const info = await (options?.memory === true
+        ? takeMemorySnapshot(this.#memory, this, name)
+        : this.#use(() => this.inner.snapshot(name)));
+      place?.made(info.snapshotId);
+      return info;
+    } finally {
+      place?.release();
+    }
   }
 
   /**
