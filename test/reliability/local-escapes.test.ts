@@ -1,12 +1,12 @@
 /**
  * Ways out of a local session's sandbox that the policy's own paths opened (docs/reliability.md,
- * cases L10-L13): a deny-read file renamed out of its covered path, a session spec that names
- * the server's workspace root, fs calls writing as root where the sandbox user cannot, and a
- * deny-read path spelled so that the sandbox missed it.
+ * cases L10-L14): a deny-read file renamed out of its covered path, a session spec that names
+ * the server's workspace root, fs calls writing as root where the sandbox user cannot, a
+ * deny-read path spelled so that the sandbox missed it, and one spelled through a removable link.
  * Against the real server process with two tenants restricted to sandboxed types.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { after, before, describe, test } from 'node:test';
 import { RpcError } from '../../src/client/rpc-connection.ts';
@@ -82,6 +82,29 @@ describe('local sandbox escapes through the policy paths', { ...rootSandboxOnly,
       assert.equal(r.stdout, 'end\n', 'a denied file was read by a command');
       for (const path of [`${workdir}/.env`, `${workdir}/token`])
         await assert.rejects(s.request('fs/readFile', { path }), refused('EXEC_ERR_FS_DENIED'), path);
+      await s.close();
+    } finally {
+      rmSync(workdir, { recursive: true, force: true });
+    }
+  });
+
+  test('L14 a deny-read path spelled through a symlink stays covered once the command removes the link', async () => {
+    const workdir = await mkdtemp('/var/tmp/exec-server-escape-');
+    mkdirSync(`${workdir}/real`);
+    writeFileSync(`${workdir}/real/key`, 'TOP-SECRET\n');
+    symlinkSync('real', `${workdir}/link`);
+    try {
+      const { s } = await open(server, TA, { workdir, denyRead: [`${workdir}/link/key`] });
+      // The link is the sandbox user's to remove: the covered place must not go with it.
+      const same = await sh(s, 'rm link && cat real/key 2>/dev/null; echo end');
+      assert.equal(same.stdout, 'end\n', 'the denied file was read once the link was gone');
+      assert.ok(!existsSync(`${workdir}/link`), 'the command removed the link');
+      const path = `${workdir}/real/key`;
+      await assert.rejects(s.request('fs/readFile', { path }), refused('EXEC_ERR_FS_DENIED'), path);
+      const next = await sh(s, 'cat real/key 2>/dev/null; echo end');
+      assert.equal(next.stdout, 'end\n', 'the denied file was read by a later command');
+      await assert.rejects(s.request('fs/readFile', { path }), refused('EXEC_ERR_FS_DENIED'), path);
+      assert.equal(readFileSync(path, 'utf8'), 'TOP-SECRET\n', 'still where it was');
       await s.close();
     } finally {
       rmSync(workdir, { recursive: true, force: true });

@@ -41,7 +41,7 @@ import { sandboxedFs } from './sandboxed-fs.ts';
 import { SandboxEnvironment } from './sandbox-env.ts';
 import { hostFacts } from './host-facts.ts';
 import { coldArgv, userArg, WarmSandboxes, type WarmSandboxTools } from './warm-sandbox.ts';
-import type { WorkspaceUser, WorkspaceUsers } from './workspace-users.ts';
+import { canonicalPath, type WorkspaceUser, type WorkspaceUsers } from './workspace-users.ts';
 
 /** What every session's spawns share. */
 export interface SpawnSetup {
@@ -103,6 +103,9 @@ function visibleCwd(sandbox: RestrictedSandbox, cwd: string, clientDirs: readonl
 
 type RestrictedSandbox = Extract<ResolvedSandbox, { kind: 'restricted' }>;
 
+/** Deny-read paths a session remembers where they first resolved; more (a client's narrowings) are resolved anew. */
+const MAX_PINNED_DENIED = 1024;
+
 export class LocalSession implements BackendSession {
   readonly id: BackendSessionSpec['id'];
   readonly tenant: BackendSessionSpec['tenant'];
@@ -129,6 +132,8 @@ export class LocalSession implements BackendSession {
   #destroyed: Promise<void> | undefined;
   /** The session's egress proxy (local-egress.ts), once `enableEgress` made it. */
   #egress: LocalEgress | undefined;
+  /** Each deny-read path as spelled, and where it resolved when first seen (the policy's: at creation). */
+  readonly #pinnedDenied = new Map<string, Promise<string>>();
 
   constructor(spec: BackendSessionSpec, places: SessionPlaces, setup: SpawnSetup) {
     this.id = spec.id;
@@ -167,6 +172,29 @@ export class LocalSession implements BackendSession {
     return this.#clientDirs.add(path, workspace);
   }
 
+  /** Pins the policy's deny-read paths where they resolve now, before the session runs a command. */
+  async prepareSandbox(sandbox: ResolvedSandbox): Promise<void> {
+    if (sandbox.kind === 'restricted') await this.#withPinnedDenied(sandbox);
+  }
+
+  /**
+   * `sandbox` with each deny-read path also covered where it resolved when first seen. One spelled
+   * through a link the sandbox user can remove (`link/key` for `real/key`) would otherwise cover
+   * nothing once the link is gone, and the file would be readable under its real name.
+   */
+  async #withPinnedDenied(sandbox: RestrictedSandbox): Promise<RestrictedSandbox> {
+    const canonical = await Promise.all(
+      sandbox.denyRead.map((spelled) => {
+        const pinned = this.#pinnedDenied.get(spelled);
+        if (pinned) return pinned;
+        const path = canonicalPath(spelled);
+        if (this.#pinnedDenied.size < MAX_PINNED_DENIED) this.#pinnedDenied.set(spelled, path);
+        return path;
+      }),
+    );
+    return { ...sandbox, denyRead: [...new Set([...sandbox.denyRead, ...canonical])] };
+  }
+
   async spawn(req: SpawnRequest, sink: ProcessSink): Promise<BackendProcess> {
     if (this.#destroyed) throw execError('EXEC_ERR_SESSION_DEAD', 'session is being destroyed');
     const cwd = await stat(req.cwd).catch(() => undefined);
@@ -180,8 +208,9 @@ export class LocalSession implements BackendSession {
         : req.argv;
     let sandboxType: SandboxType = 'none';
     if (req.sandbox.kind === 'restricted' && this.sandboxType === 'bubblewrap') {
+      const pinned = await this.#withPinnedDenied(req.sandbox);
       const sandbox = visibleCwd(
-        this.#setup.sandboxNetwork && !this.#egress ? req.sandbox : { ...req.sandbox, network: false },
+        this.#setup.sandboxNetwork && !this.#egress ? pinned : { ...pinned, network: false },
         req.cwd,
         this.#clientDirs.all,
       );

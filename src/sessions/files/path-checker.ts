@@ -4,6 +4,7 @@
  * Paths are compared only once canonical (symlinks and `..` resolved by the backend's
  * `realpath`), and so are the policy's writable roots and deny-read paths: otherwise a link
  * could lead out of what the sandbox allows, or a root spelled through a link would match nothing.
+ * The policy's deny-read paths are also kept as they resolved at the session's creation.
  */
 import { posix } from 'node:path';
 import type { FileMetadata, ResolvedSandbox, SessionFs } from '../../backends/types.ts';
@@ -74,10 +75,23 @@ export class SessionPaths {
   /** Taken anew on every use, so that each step fails once the session is gone. */
   readonly #fs: () => SessionFs;
   readonly #canonical = new Map<string, { path: string; at: number }>();
+  /**
+   * The policy's deny-read paths where they resolved when the session was made. A command may
+   * remove or re-point a link they are spelled through; what they denied then stays denied.
+   */
+  readonly #pinnedDenied: Promise<readonly string[]>;
 
   constructor(session: Pick<SessionCore, 'backend' | 'spec'>, fs: () => SessionFs) {
     this.#session = session;
     this.#fs = fs;
+    // Started now, before the session can run a command; a session already gone has no paths to pin.
+    const pin = (d: string): Promise<string> =>
+      fs()
+        .realpath(d)
+        .catch(() => d);
+    this.#pinnedDenied = Promise.resolve()
+      .then(() => Promise.all(session.spec.policy.denyRead.map(pin)))
+      .catch(() => []);
   }
 
   async #realpathCached(path: string): Promise<string> {
@@ -100,11 +114,12 @@ export class SessionPaths {
     if (resolved.kind === 'unrestricted') return new Checker(resolved, policy.sandbox.type);
     const roots = await Promise.all(resolved.writableRoots.map((r) => this.#realpathCached(r)));
     const denied = await Promise.all(resolved.denyRead.map((d) => this.#realpathCached(d)));
+    const pinned = await this.#pinnedDenied;
     return new Checker(
       {
         ...resolved,
         writableRoots: [...new Set(roots)],
-        denyRead: [...new Set([...resolved.denyRead.map((d) => posix.normalize(d)), ...denied])],
+        denyRead: [...new Set([...resolved.denyRead.map((d) => posix.normalize(d)), ...denied, ...pinned])],
       },
       policy.sandbox.type,
     );
