@@ -5,6 +5,7 @@
 import { posix } from 'node:path';
 import type { ResolvedSandbox } from '../backends/types.ts';
 import type { ApprovalPolicy, SandboxPolicy } from '../protocol/index.ts';
+import { isWithin } from '../path-within.ts';
 
 export type { ApprovalPolicy, SandboxPolicy } from '../protocol/index.ts';
 
@@ -27,12 +28,6 @@ export interface SandboxNarrowing {
   readonly writableRoots?: readonly string[] | undefined;
   readonly denyRead?: readonly string[] | undefined;
   readonly network?: boolean | undefined;
-}
-
-function isWithin(path: string, root: string): boolean {
-  const rel = posix.relative(root, path);
-  // `..` or `../x` is above the root; a name like `..x` is inside it.
-  return rel === '' || (rel !== '..' && !rel.startsWith('../') && !posix.isAbsolute(rel));
 }
 
 /**

@@ -14,6 +14,7 @@ import { promisify } from 'node:util';
 import type { ResolvedSandbox } from '../types.ts';
 import { ownerTag } from './placeholder-owners.ts';
 import type { SandboxAccounts } from './sandbox-accounts.ts';
+import { isWithin } from '../../path-within.ts';
 
 const run = promisify(execFile);
 
@@ -139,12 +140,6 @@ async function kindOf(path: string): Promise<'dir' | 'file' | 'missing'> {
   } catch {
     return 'missing';
   }
-}
-
-function isWithin(path: string, root: string): boolean {
-  const rel = posix.relative(root, path);
-  // `..` or `../x` is above the root; a name like `..x` is inside it.
-  return rel === '' || (rel !== '..' && !rel.startsWith('../') && !posix.isAbsolute(rel));
 }
 
 /** Whether `dir` lies under /tmp and in no writable root but /tmp itself (the private /tmp hides it). */

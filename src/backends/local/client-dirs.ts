@@ -17,14 +17,10 @@
 import { stat } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { lendable } from './workspace-users.ts';
+import { isWithin } from '../../path-within.ts';
 
 /** Client directories per session, at most (every one is a bind in each of its sandboxes). */
 const MAX_CLIENT_DIRS = 16;
-
-function isWithin(path: string, root: string): boolean {
-  const rel = posix.relative(root, path);
-  return rel === '' || (!rel.startsWith('..') && !posix.isAbsolute(rel));
-}
 
 export class ClientDirectories {
   readonly #excluded: readonly string[];

@@ -19,7 +19,8 @@ import { ptyRelayProblem } from './pty-process.ts';
 import { writeSandboxAccounts } from './sandbox-accounts.ts';
 import { SandboxUsers } from './sandbox-users.ts';
 import { probeWarmSandbox } from './warm-sandbox.ts';
-import { canonicalPath, isWithin, overlaps, WorkspaceUsers } from './workspace-users.ts';
+import { isWithin } from '../../path-within.ts';
+import { canonicalPath, overlaps, WorkspaceUsers } from './workspace-users.ts';
 
 export interface LocalBackendOptions {
   /** Directory holding one workspace per session. */

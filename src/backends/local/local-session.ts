@@ -42,6 +42,7 @@ import { SandboxEnvironment } from './sandbox-env.ts';
 import { hostFacts } from './host-facts.ts';
 import { coldArgv, userArg, WarmSandboxes, type WarmSandboxTools } from './warm-sandbox.ts';
 import { canonicalPath, type WorkspaceUser, type WorkspaceUsers } from './workspace-users.ts';
+import { isWithin } from '../../path-within.ts';
 
 /** What every session's spawns share. */
 export interface SpawnSetup {
@@ -79,12 +80,6 @@ function withArg0(argv: readonly string[], arg0: string | undefined, shell: stri
 }
 
 const JOIN_HELPER = sandboxJoinPath();
-
-function isWithin(path: string, root: string): boolean {
-  const rel = posix.relative(root, path);
-  // `..` or `../x` is above the root; a name like `..x` is inside it.
-  return rel === '' || (rel !== '..' && !rel.startsWith('../') && !posix.isAbsolute(rel));
-}
 
 /**
  * A cwd (or a client directory) under the host's /tmp where /tmp is writable is writable by the

@@ -16,6 +16,7 @@ import { dirname, posix } from 'node:path';
 import { promisify } from 'node:util';
 import { execError, ExecServerError } from '../../errors.ts';
 import type { SessionFs } from '../types.ts';
+import { isWithin } from '../../path-within.ts';
 
 const run = promisify(execFile);
 
@@ -28,12 +29,6 @@ export interface SandboxView {
   readonly privateTmp: string;
   /** The client's directories: host paths in every view, also under /tmp (client-dirs.ts). */
   readonly clientDirs?: { covers(path: string): boolean } | undefined;
-}
-
-function isWithin(path: string, root: string): boolean {
-  const rel = posix.relative(root, path);
-  // `..` or `../x` is above the root; a name like `..x` is inside it.
-  return rel === '' || (rel !== '..' && !rel.startsWith('../') && !posix.isAbsolute(rel));
 }
 
 function mayAccess(

@@ -16,6 +16,7 @@ import { realpath, stat } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { promisify } from 'node:util';
 import type { SandboxUser, SandboxUsers } from './sandbox-users.ts';
+import { isWithin } from '../../path-within.ts';
 
 const run = promisify(execFile);
 /** chown of a large tree: bounded like any other engine call. */
@@ -56,13 +57,6 @@ export async function canonicalPath(path: string): Promise<string> {
 export async function overlaps(path: string, dir: string): Promise<boolean> {
   const [p, d] = await Promise.all([canonicalPath(path), canonicalPath(dir)]);
   return isWithin(p, d) || isWithin(d, p);
-}
-
-/** Whether `path` is `root` or lies in it (both absolute and normalized). */
-export function isWithin(path: string, root: string): boolean {
-  const rel = posix.relative(root, path);
-  // `..` or `../x` is above the root; a name like `..x` is inside it.
-  return rel === '' || (rel !== '..' && !rel.startsWith('../') && !posix.isAbsolute(rel));
 }
 
 /** Whether `path` may be handed to a sandbox user (no system directory, no top-level root). */

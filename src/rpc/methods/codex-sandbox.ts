@@ -3,11 +3,11 @@
  * read / write / none entries and `workspaceRoots`) onto a narrowing of the session policy.
  * The session policy stays the ceiling: whatever this returns can only take rights away.
  */
-import { posix } from 'node:path';
 import { execError, type ExecServerError } from '../../errors.ts';
 import type { SandboxNarrowing } from '../../policy/sandbox-policy.ts';
 import { toPath } from '../../protocol/index.ts';
 import type { Session } from '../../sessions/session.ts';
+import { isWithin } from '../../path-within.ts';
 
 type Json = Record<string, unknown>;
 
@@ -80,12 +80,6 @@ function projectRoots(sandbox: Json, session: Session): string[] {
   return roots.flatMap((r, i) =>
     typeof r === 'string' ? [session.mapClientPath(absolutePath(r, `sandbox.workspaceRoots[${i}]`))] : [],
   );
-}
-
-/** Whether `path` is `root` or lies below it. */
-function isWithin(path: string, root: string): boolean {
-  const rel = posix.relative(root, path);
-  return rel === '' || (rel !== '..' && !rel.startsWith('../') && !posix.isAbsolute(rel));
 }
 
 /**
