@@ -10,25 +10,11 @@ import { existsSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, wri
 import { mkdtemp } from 'node:fs/promises';
 import { after, before, describe, test } from 'node:test';
 import { RpcError } from '../../src/client/rpc-connection.ts';
-import { TestSession, type ProcessResult } from '../support/harness.ts';
-import { rootSandboxOnly, spawnServer, type ServerProcess } from './support.ts';
+import type { TestSession, ProcessResult } from '../support/harness.ts';
+import { openSandboxed, rootSandboxOnly, spawnServer, type ServerProcess } from './support.ts';
 
 const TA = 'tenant-a-escape-token';
 const TB = 'tenant-b-escape-token';
-
-async function open(
-  server: ServerProcess,
-  token: string,
-  session: Record<string, unknown> = {},
-): Promise<{ s: TestSession; workdir: string }> {
-  const s = await TestSession.open(
-    server.url,
-    { session: { sandbox: { type: 'workspace-write' }, ...session } },
-    { token },
-  );
-  const workdir = String((await s.request<Record<string, unknown>>('session/info', {}))['workdir']);
-  return { s, workdir };
-}
 
 let n = 0;
 const sh = (s: TestSession, script: string): Promise<ProcessResult> => s.run(`e${n++}`, ['sh', '-c', script]);
@@ -55,7 +41,7 @@ describe('local sandbox escapes through the policy paths', { ...rootSandboxOnly,
     mkdirSync(`${workdir}/config/keys`, { recursive: true });
     writeFileSync(`${workdir}/config/keys/api`, 'TOP-SECRET\n');
     try {
-      const { s } = await open(server, TA, { workdir, denyRead: [`${workdir}/config/keys/api`] });
+      const { s } = await openSandboxed(server, TA, { workdir, denyRead: [`${workdir}/config/keys/api`] });
       const moved = await sh(s, 'mv config/keys moved 2>/dev/null; mv config cfg 2>/dev/null; echo done');
       assert.equal(moved.stdout, 'done\n');
       // A later command gets a sandbox of its own, built from the host's view of the paths.
@@ -77,7 +63,7 @@ describe('local sandbox escapes through the policy paths', { ...rootSandboxOnly,
     writeFileSync(`${workdir}/token`, 'TOKEN=2\n');
     try {
       const denyRead = [`${workdir}/.env/`, `${workdir}/missing/../token`];
-      const { s } = await open(server, TA, { workdir, denyRead });
+      const { s } = await openSandboxed(server, TA, { workdir, denyRead });
       const r = await sh(s, 'cat .env token 2>/dev/null; echo end');
       assert.equal(r.stdout, 'end\n', 'a denied file was read by a command');
       for (const path of [`${workdir}/.env`, `${workdir}/token`])
@@ -94,7 +80,7 @@ describe('local sandbox escapes through the policy paths', { ...rootSandboxOnly,
     writeFileSync(`${workdir}/real/key`, 'TOP-SECRET\n');
     symlinkSync('real', `${workdir}/link`);
     try {
-      const { s } = await open(server, TA, { workdir, denyRead: [`${workdir}/link/key`] });
+      const { s } = await openSandboxed(server, TA, { workdir, denyRead: [`${workdir}/link/key`] });
       // The link is the sandbox user's to remove: the covered place must not go with it.
       const same = await sh(s, 'rm link && cat real/key 2>/dev/null; echo end');
       assert.equal(same.stdout, 'end\n', 'the denied file was read once the link was gone');
@@ -112,14 +98,16 @@ describe('local sandbox escapes through the policy paths', { ...rootSandboxOnly,
   });
 
   test("L11 a session spec cannot take the workspace root, or another tenant's workspace, as its own", async () => {
-    const b = await open(server, TB);
+    const b = await openSandboxed(server, TB);
     assert.equal((await sh(b.s, 'echo mine > mine.txt && echo ok')).stdout, 'ok\n');
     const bOwner = statSync(b.workdir).uid;
     for (const workdir of [server.workspaceRoot, b.workdir, `${server.workspaceRoot}/.tmp`, `${b.workdir}/../x`]) {
-      await assert.rejects(open(server, TA, { workdir }), refused('EXEC_ERR_INVALID_PARAMS'), workdir);
+      await assert.rejects(openSandboxed(server, TA, { workdir }), refused('EXEC_ERR_INVALID_PARAMS'), workdir);
     }
     // As an extra writable root it is not handed to A's user either.
-    const a = await open(server, TA, { sandbox: { type: 'workspace-write', writableRoots: [server.workspaceRoot] } });
+    const a = await openSandboxed(server, TA, {
+      sandbox: { type: 'workspace-write', writableRoots: [server.workspaceRoot] },
+    });
     const r = await sh(
       a.s,
       `cat '${b.workdir}/mine.txt' 2>/dev/null; echo x > '${b.workdir}/pwned' 2>/dev/null; echo end`,
@@ -129,7 +117,7 @@ describe('local sandbox escapes through the policy paths', { ...rootSandboxOnly,
     assert.equal(statSync(`${b.workdir}/mine.txt`).uid, bOwner);
     assert.equal((await sh(b.s, 'cat mine.txt')).stdout, 'mine\n');
     // B itself may open another session on its own workspace (a client may share one directory).
-    const b2 = await open(server, TB, { workdir: b.workdir });
+    const b2 = await openSandboxed(server, TB, { workdir: b.workdir });
     assert.equal((await sh(b2.s, 'cat mine.txt')).stdout, 'mine\n');
     await b2.s.close();
     await a.s.close();
@@ -139,7 +127,7 @@ describe('local sandbox escapes through the policy paths', { ...rootSandboxOnly,
   test('L12 fs calls write only where the sandbox user could: not into a system directory named as a root', async () => {
     const probe = `/etc/exec-server-escape-${process.pid}`;
     try {
-      const a = await open(server, TA, { sandbox: { type: 'workspace-write', writableRoots: ['/etc'] } });
+      const a = await openSandboxed(server, TA, { sandbox: { type: 'workspace-write', writableRoots: ['/etc'] } });
       const data = Buffer.from('root-owned\n').toString('base64');
       await assert.rejects(
         a.s.request('fs/writeFile', { path: probe, dataBase64: data }),
@@ -158,7 +146,7 @@ describe('local sandbox escapes through the policy paths', { ...rootSandboxOnly,
       const own = await sh(a.s, 'cat f /tmp/f && rm f /tmp/f && echo removed');
       assert.equal(own.stdout, 'root-owned\nroot-owned\nremoved\n');
       await a.s.close();
-      const b = await open(server, TB, { workdir: '/etc' });
+      const b = await openSandboxed(server, TB, { workdir: '/etc' });
       await assert.rejects(
         b.s.request('fs/writeFile', { path: probe, dataBase64: data }),
         refused('EXEC_ERR_FS_DENIED'),

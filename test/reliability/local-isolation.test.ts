@@ -7,25 +7,11 @@ import { readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node
 import { mkdtemp } from 'node:fs/promises';
 import { after, before, describe, test } from 'node:test';
 import { RpcError } from '../../src/client/rpc-connection.ts';
-import { TestSession, type ProcessResult } from '../support/harness.ts';
-import { rootSandboxOnly, spawnServer, type ServerProcess } from './support.ts';
+import type { TestSession, ProcessResult } from '../support/harness.ts';
+import { openSandboxed, rootSandboxOnly, spawnServer, type ServerProcess } from './support.ts';
 
 const TA = 'tenant-a-secret-token';
 const TB = 'tenant-b-secret-token';
-
-async function open(
-  server: ServerProcess,
-  token: string | undefined,
-  session: Record<string, unknown> = {},
-): Promise<{ s: TestSession; workdir: string }> {
-  const s = await TestSession.open(
-    server.url,
-    { session: { sandbox: { type: 'workspace-write' }, ...session } },
-    { token },
-  );
-  const workdir = String((await s.request<Record<string, unknown>>('session/info', {}))['workdir']);
-  return { s, workdir };
-}
 
 let n = 0;
 const sh = (s: TestSession, script: string, extra: Record<string, unknown> = {}): Promise<ProcessResult> =>
@@ -46,7 +32,7 @@ describe('local sessions are isolated from each other and from the server', {
 
   test('L1 tokens: no sandboxed command can read them, and the server shows none in its command line', async () => {
     assert.ok(!readFileSync(`/proc/${server.pid}/cmdline`, 'utf8').includes(TA), 'the server rewrote its command line');
-    const { s } = await open(server, TA, { sandbox: { type: 'workspace-write', networkAccess: true } });
+    const { s } = await openSandboxed(server, TA, { sandbox: { type: 'workspace-write', networkAccess: true } });
     const r = await sh(
       s,
       'cat /proc/*/cmdline /proc/*/environ 2>/dev/null | tr "\\0" " "; echo; ps -eo pid,args | wc -l',
@@ -58,8 +44,8 @@ describe('local sessions are isolated from each other and from the server', {
   });
 
   test('L2 cross-session writes: neither the other workspace nor the other /tmp is reachable', async () => {
-    const a = await open(server, TA);
-    const b = await open(server, TB);
+    const a = await openSandboxed(server, TA);
+    const b = await openSandboxed(server, TB);
     const wa = await sh(
       a.s,
       `echo from-a > /tmp/a-marker; echo x > '${b.workdir}/pwned' 2>/dev/null && echo WROTE; ls '${b.workdir}' >/dev/null 2>&1 && echo LISTED; echo done`,
@@ -74,8 +60,8 @@ describe('local sessions are isolated from each other and from the server', {
   });
 
   test('L3 users: each session its own unprivileged uid; root-only files closed to commands and to fs/readFile', async () => {
-    const a = await open(server, TA);
-    const b = await open(server, TB);
+    const a = await openSandboxed(server, TA);
+    const b = await openSandboxed(server, TB);
     const ua = Number((await sh(a.s, 'id -u')).stdout);
     const ub = Number((await sh(b.s, 'id -u')).stdout);
     assert.ok(ua > 0 && ub > 0 && ua !== ub, `uids ${ua} and ${ub}`);
@@ -89,14 +75,14 @@ describe('local sessions are isolated from each other and from the server', {
   });
 
   test("L4 deny-read through another session's /proc/<pid>/root: nothing to open", async () => {
-    const b0 = await open(server, TB);
+    const b0 = await openSandboxed(server, TB);
     const secret = `${b0.workdir}-secret`;
     writeFileSync(secret, 'top-secret\n');
     await b0.s.close();
-    const { s: b } = await open(server, TB, { denyRead: [secret] });
+    const { s: b } = await openSandboxed(server, TB, { denyRead: [secret] });
     // B's sandbox has the placeholder over the secret; A looks for any process whose root shows it.
     await b.start('holder', ['sleep', '30']);
-    const { s: a } = await open(server, TA);
+    const { s: a } = await openSandboxed(server, TA);
     const r = await sh(
       a,
       `for p in /proc/[0-9]*; do cat "$p/root${secret}" 2>/dev/null; done; ls /proc | grep -c '^[0-9]'`,
@@ -113,7 +99,7 @@ describe('local sessions are isolated from each other and from the server', {
     const workdir = await mkdtemp('/var/tmp/exec-server-rel-');
     const denied = `${workdir}/.env`;
     writeFileSync(denied, 'API_KEY=1\n');
-    const { s } = await open(server, TB, { workdir, denyRead: [denied] });
+    const { s } = await openSandboxed(server, TB, { workdir, denyRead: [denied] });
     // The placeholder's own path, from the mount table.
     const where = await sh(s, `grep ' ${denied} ' /proc/self/mountinfo | head -1`);
     assert.match(where.stdout, /\.env/);
@@ -145,7 +131,7 @@ describe('local sessions are isolated from each other and from the server', {
     for (const p of placeholders) assert.equal(statSync(p).mode & 0o7777, 0, `${p} unchanged`);
     // Every later sandboxed start with a deny list still works, in this session and a new one.
     assert.equal((await sh(s, 'cat .env 2>/dev/null || echo still-denied')).stdout, 'still-denied\n');
-    const { s: fresh } = await open(server, TA, { denyRead: ['/etc/hostname'] });
+    const { s: fresh } = await openSandboxed(server, TA, { denyRead: ['/etc/hostname'] });
     assert.equal((await sh(fresh, 'cat /etc/hostname 2>/dev/null || echo denied')).stdout, 'denied\n');
     await fresh.close();
     await s.close();
@@ -157,7 +143,9 @@ describe('a loopback server without a token', { ...rootSandboxOnly, timeout: 120
   test('L6 gives sandboxed commands no network (they could otherwise drive the server itself)', async () => {
     const server = await spawnServer();
     try {
-      const { s } = await open(server, undefined, { sandbox: { type: 'workspace-write', networkAccess: true } });
+      const { s } = await openSandboxed(server, undefined, {
+        sandbox: { type: 'workspace-write', networkAccess: true },
+      });
       const r = await s.run('net', [
         'bash',
         '-c',

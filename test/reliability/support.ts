@@ -7,6 +7,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { TestSession } from '../support/harness.ts';
 
 const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
 
@@ -122,3 +123,21 @@ export const rootSandboxOnly =
   process.env['CI'] === 'true' || (process.getuid?.() === 0 && hasBubblewrap())
     ? {}
     : { skip: 'needs root and bubblewrap (sandboxed commands run as users of their own only then)' };
+
+/**
+ * A workspace-write session on `server` as `token`'s tenant (`session` adds to or overrides the
+ * spec), with the workdir its `session/info` reports.
+ */
+export async function openSandboxed(
+  server: ServerProcess,
+  token: string | undefined,
+  session: Record<string, unknown> = {},
+): Promise<{ s: TestSession; workdir: string }> {
+  const s = await TestSession.open(
+    server.url,
+    { session: { sandbox: { type: 'workspace-write' }, ...session } },
+    { token },
+  );
+  const workdir = String((await s.request<Record<string, unknown>>('session/info', {}))['workdir']);
+  return { s, workdir };
+}
