@@ -14,6 +14,13 @@ import { KILL_ALL_SCRIPT } from './scripts.ts';
 
 /** How long the exec is tried again (a fork bomb may hold every process slot meanwhile). */
 const KILL_ALL_DEADLINE_MS = 15_000;
+/**
+ * Process slots added to the container's pids limit while the exec cannot start. A fork bomb
+ * takes each slot that frees before the engine's exec can (measured: 1 exec start in 44 tries
+ * over 15 s against a bomb at a limit of 64), so the exec gets room the bomb needs time to fill;
+ * the limit is put back as soon as the exec ran, or failed for good.
+ */
+export const KILL_ALL_PIDS_HEADROOM = 1024;
 
 export interface KillAllOptions {
   readonly container: Docker.Container;
@@ -26,6 +33,38 @@ export interface KillAllOptions {
 }
 
 export async function killAllProcesses(o: KillAllOptions): Promise<void> {
+  let restore: (() => Promise<void>) | undefined;
+  try {
+    await killAllTries(o, async () => {
+      restore ??= await widenPidsLimit(o);
+    });
+  } finally {
+    await restore?.();
+  }
+}
+
+/**
+ * Raises the container's pids limit by KILL_ALL_PIDS_HEADROOM; answers how to put it back.
+ * Nothing to do for a container without a limit. Best effort: a failure leaves the retries.
+ */
+async function widenPidsLimit(o: KillAllOptions): Promise<() => Promise<void>> {
+  const none = async (): Promise<void> => undefined;
+  try {
+    const limit = (await o.container.inspect()).HostConfig?.PidsLimit;
+    if (limit === undefined || limit === null || limit <= 0) return none;
+    await o.container.update({ PidsLimit: limit + KILL_ALL_PIDS_HEADROOM });
+    o.log.debug({ containerId: o.container.id, limit }, 'pids limit widened to end every process');
+    return async () => {
+      await o.container.update({ PidsLimit: limit }).catch((err: unknown) => {
+        o.log.warn({ containerId: o.container.id, limit, err }, 'pids limit not put back after ending every process');
+      });
+    };
+  } catch {
+    return none;
+  }
+}
+
+async function killAllTries(o: KillAllOptions, widen: () => Promise<void>): Promise<void> {
   const deadline = Date.now() + KILL_ALL_DEADLINE_MS;
   let last = '';
   for (let attempt = 1; o.wanted(); attempt++) {
@@ -47,6 +86,8 @@ export async function killAllProcesses(o: KillAllOptions): Promise<void> {
     }
     if (Date.now() >= deadline)
       throw execError('EXEC_ERR_BACKEND', `cannot end every process of the session container: ${last}`);
+    // The exec did not start or did not finish: most likely no process slot was free.
+    await widen();
     await new Promise((r) => setTimeout(r, Math.min(50 * attempt, 500)));
   }
 }
