@@ -298,6 +298,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   if (engines !== undefined) metrics.watchEngines(engines);
   const checkpoints = backend.memoryCheckpoints?.bind(backend);
   if (checkpoints !== undefined) metrics.watchCheckpoints(checkpoints);
+  const warmPools = backend.warmPools?.bind(backend);
+  if (warmPools !== undefined) metrics.watchWarmPools(warmPools);
   const app = createFastify(deps);
   const log = app.log as unknown as Logger;
   const audit = deps.audit ?? (await openAudit(config, deps.holdAuditStdout, metrics, log));

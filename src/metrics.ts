@@ -4,7 +4,7 @@
  * `exec_server_` prefix, base units, `_total` on counters, no unbounded labels.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { EngineReport } from './backends/types.ts';
+import type { EngineReport, WarmPoolReport } from './backends/types.ts';
 
 /** What `watchEgress` reads of a session's egress. */
 export interface EgressCountsView {
@@ -166,6 +166,33 @@ export class Metrics {
           this.set({ session: s.id, direction: 'out' }, s.counts.bytesOut);
           this.set({ session: s.id, direction: 'in' }, s.counts.bytesIn);
         }
+      },
+    });
+  }
+
+  /**
+   * Warm pools, read at scrape time: what each holds and aims at. The `pool` label is bounded by
+   * the configured runtimes and `--warm-pool-templates`. A replica is ready to serve a template's
+   * sessions at once when its pool's `ready` reaches its `target`.
+   */
+  watchWarmPools(pools: () => readonly WarmPoolReport[]): void {
+    const registers = [this.registry];
+    new Gauge({
+      name: 'exec_server_warm_pool_ready',
+      help: 'Containers waiting in each warm pool (a runtime, or template:NAME for a live template)',
+      labelNames: ['pool'],
+      registers,
+      collect() {
+        for (const p of pools()) this.set({ pool: p.pool }, p.ready);
+      },
+    });
+    new Gauge({
+      name: 'exec_server_warm_pool_target',
+      help: 'The size each warm pool aims at now (self-sized from demand; a template pool once its template is found)',
+      labelNames: ['pool'],
+      registers,
+      collect() {
+        for (const p of pools()) this.set({ pool: p.pool }, p.target);
       },
     });
   }

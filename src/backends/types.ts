@@ -28,6 +28,15 @@ export interface EngineReport {
   readonly reason?: string | undefined;
 }
 
+/** One warm pool as `/metrics` reports it: a runtime's pool (`runc`) or a live template's (`template:NAME`). */
+export interface WarmPoolReport {
+  readonly pool: string;
+  /** Containers waiting in it now. */
+  readonly ready: number;
+  /** The size it aims at now (self-sized, or a template pool's size once its template is found). */
+  readonly target: number;
+}
+
 export type BackendKind = 'local' | 'docker';
 export interface Backend {
   readonly kind: BackendKind;
@@ -62,6 +71,8 @@ export interface Backend {
   handOver?(): Promise<void>;
   /** Optional: the engines of a pool with their health and sessions (`/readyz`, `/metrics`). */
   engines?(): EngineReport[];
+  /** Optional (docker): every warm pool with what it holds and aims at (`/metrics`), summed over engines. */
+  warmPools?(): WarmPoolReport[];
   /** Present when this server is one replica of a fleet (`--fleet`, docker). */
   readonly fleet?: FleetBackend | undefined;
 }

@@ -54,6 +54,15 @@ async function pools(): Promise<Map<string, string[]>> {
   return map;
 }
 
+/** The template pool's containers ready on replica `r`, as its /metrics reports them. */
+async function warmReady(r: DevServer): Promise<number> {
+  const text = await (await fetch(`${r.http}/metrics`)).text();
+  const target = /^exec_server_warm_pool_target\{pool="template:warm"\} (\d+)$/m.exec(text);
+  const ready = /^exec_server_warm_pool_ready\{pool="template:warm"\} (\d+)$/m.exec(text);
+  assert.ok(ready !== null && target !== null, `the replica reports its template pool:\n${text.slice(0, 400)}`);
+  return Number(target[1]) === 1 ? Number(ready[1]) : 0;
+}
+
 async function until(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
@@ -111,13 +120,14 @@ test('template pools in a fleet: one per replica, claimed where the session is m
   const gone = await fetch(`${a.http}/v1/sessions/${sourceId}`, { method: 'DELETE' });
   assert.equal(gone.status, 204, 'the source is not needed any more');
 
-  // Each replica finds the template (B within its 5 s lookup) and fills its own pool of one.
+  // Each replica finds the template (B within its 5 s lookup) and fills its own pool of one; a
+  // restored container joins its pool once its agent answers, which the replica's /metrics shows.
   const full = async () => {
     const p = await pools();
     return p.get('a')?.length === 1 && p.get('b')?.length === 1;
   };
   await until('both template pools', full, 60_000);
-  await sleep(2000); // a restored container joins its pool once its agent answers
+  await until('both pools ready', async () => (await warmReady(a)) === 1 && (await warmReady(b)) === 1, 60_000);
   const before = await pools();
 
   const claim = async (r: DevServer, replica: string) => {

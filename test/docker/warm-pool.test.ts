@@ -31,6 +31,7 @@ test('the pool grows to the demand it saw, then shrinks back to its minimum', do
   closers.push(() => backend.close());
   assert.equal(await backend.poolFull(60_000), true);
   assert.deepEqual(backend.poolState(), { ready: 1, target: 1, creating: 0 });
+  assert.deepEqual(backend.warmPools(), [{ pool: 'runc', ready: 1, target: 1 }], 'as /metrics reports it');
 
   // A burst of 4 default sessions: one from the pool, three cold; the pool now aims at 4.
   const sessions = await Promise.all([1, 2, 3, 4].map(() => backend.createSession(sessionSpec())));

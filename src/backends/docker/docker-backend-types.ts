@@ -1,7 +1,7 @@
 /** The docker backend's interface: `Backend` and what the server and tests use beyond it. */
 import type Docker from 'dockerode';
 import type { SessionId, TenantId } from '../../ids.ts';
-import type { Backend, RecoveredSession } from '../types.ts';
+import type { Backend, RecoveredSession, WarmPoolReport } from '../types.ts';
 import type { RuntimeResolver } from './engine/runtimes.ts';
 import type { ResolvedDockerOptions } from './options.ts';
 
@@ -17,6 +17,8 @@ export interface DockerBackend extends Backend {
   poolFull(timeoutMs: number): Promise<boolean>;
   /** The size each runtime's warm pool aims at now, and its creates under way (tests, metrics). */
   poolState(runtime?: string): { ready: number; target: number; creating: number };
+  /** Every warm pool, a runtime's or a live template's, with what it holds and aims at. */
+  warmPools(): WarmPoolReport[];
   /** Which runtimes sessions get and may ask for (runtimes.ts). */
   readonly runtimes: RuntimeResolver;
   /**

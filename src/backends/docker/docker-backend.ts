@@ -14,6 +14,7 @@ import type {
   ImagePull,
   RecoveredSession,
   SnapshotInfo,
+  WarmPoolReport,
 } from '../types.ts';
 import type { DockerSession } from './docker-session.ts';
 import type { DockerBackend } from './docker-backend-types.ts';
@@ -247,6 +248,11 @@ class DockerBackendImpl implements DockerBackend {
       state.creating += p?.creating ?? 0;
     }
     return state;
+  }
+
+  warmPools(): WarmPoolReport[] {
+    const runtimes = [...this.#pools].map(([pool, p]) => ({ pool, ready: p.readyCount, target: p.target }));
+    return [...runtimes, ...this.#templates.reports()];
   }
 
   async poolFull(timeoutMs: number): Promise<boolean> {

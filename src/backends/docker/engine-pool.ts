@@ -22,6 +22,7 @@ import type {
   ImagePull,
   RecoveredSession,
   SnapshotInfo,
+  WarmPoolReport,
 } from '../types.ts';
 import { createDockerBackend, type DockerBackend } from './docker-backend.ts';
 import type { DockerBackendOptions, DockerLogger } from './options.ts';
@@ -138,6 +139,18 @@ export class EnginePool implements Backend {
       sessions: m.backend.sessionCount,
       ...(m.reason === undefined ? {} : { reason: m.reason }),
     }));
+  }
+
+  /** The warm pools of every engine, summed by pool (one series per pool, not per engine). */
+  warmPools(): WarmPoolReport[] {
+    const sums = new Map<string, { pool: string; ready: number; target: number }>();
+    for (const r of this.#members.flatMap((m) => m.backend.warmPools())) {
+      const sum = sums.get(r.pool) ?? { pool: r.pool, ready: 0, target: 0 };
+      sum.ready += r.ready;
+      sum.target += r.target;
+      sums.set(r.pool, sum);
+    }
+    return [...sums.values()];
   }
 
   imagePulls(tenant: TenantId): ImagePull[] {

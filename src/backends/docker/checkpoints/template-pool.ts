@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import type Docker from 'dockerode';
 import { execError } from '../../../errors.ts';
 import type { TenantId } from '../../../ids.ts';
-import type { BackendSessionSpec, SnapshotInfo } from '../../types.ts';
+import type { BackendSessionSpec, SnapshotInfo, WarmPoolReport } from '../../types.ts';
 import type { ProvisionInput } from '../container/provision.ts';
 import { LABEL } from '../container/labels.ts';
 import { claimedName, POOL_NAME_PREFIX, type PoolEntry } from '../container/warm-pool.ts';
@@ -202,6 +202,15 @@ export class TemplatePools {
     return this.#pools
       .filter((p) => name === undefined || p.name === name)
       .flatMap((p) => p.ready.map((e) => e.containerId));
+  }
+
+  /** Each pool's ready containers, and its size once its template is found (`/metrics`). */
+  reports(): WarmPoolReport[] {
+    return this.#pools.map((p) => ({
+      pool: `template:${p.name}`,
+      ready: p.ready.length,
+      target: p.snapshotId === undefined ? 0 : p.size,
+    }));
   }
 
   /** A container vanished (events): dropped if it was waiting here. */
