@@ -4,7 +4,7 @@
  * configuration table of docs/guide.md, so they cannot drift apart.
  */
 import { parseArgs } from 'node:util';
-import { isAbsolute } from 'node:path';
+import { isAbsolute, posix } from 'node:path';
 
 import type { OptionDef } from './config/option-def.ts';
 import { DOCKER_OPTIONS } from './config/options-docker.ts';
@@ -14,7 +14,7 @@ import { POLICY_OPTIONS } from './config/options-policy.ts';
 import { SERVER_OPTIONS } from './config/options-server.ts';
 import { ConfigError } from './config/config-error.ts';
 import { dockerHostList, parseDockerHost } from './config/docker-host.ts';
-import { commaEntries } from './config/lists.ts';
+import { commaEntries, commaList } from './config/lists.ts';
 import { isLoopback, parseListen } from './config/listen.ts';
 import { checkRuntimeName, runtimeList, warmPoolRuntimes } from './config/runtimes.ts';
 import { warmPoolTemplates } from './config/template-pools.ts';
@@ -162,6 +162,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
   if (config.runtime !== undefined) checkRuntimeName(config.runtime);
   if (config.allowedRuntimes !== undefined) runtimeList(config.allowedRuntimes);
   allowedOriginList(config.allowedOrigins);
+  localHostDirList(config.localHostDirs);
   const everyone = sandboxTypeRules(config.allowedSandboxTypes)?.everyone ?? [];
   if (everyone.length > 0 && !everyone.includes(config.sandbox))
     throw new ConfigError(
@@ -244,6 +245,29 @@ export function sandboxTypeRules(value: string | undefined): SandboxTypeRules | 
     everyone: [...everyone],
     byTenant: new Map([...byTenant].map(([t, types]) => [t, [...types]])),
   };
+}
+
+/**
+ * `--local-host-dirs` parsed: absolute paths, normalized. A relative entry is a configuration
+ * error (it would resolve against wherever the server happened to start).
+ */
+export function localHostDirList(value: string | undefined): string[] {
+  return commaList(value).map((e) => {
+    if (!isAbsolute(e))
+      throw new ConfigError(
+        `--local-host-dirs / EXEC_SERVER_LOCAL_HOST_DIRS: expected absolute paths, got ${JSON.stringify(e)}`,
+      );
+    return posix.resolve(e);
+  });
+}
+
+/**
+ * The host directories `tenant`'s local sessions may name (`--local-host-dirs`), or undefined
+ * (anywhere) for a tenant allowed `danger-full-access`, which could reach them outside the sandbox.
+ */
+export function hostDirsFor(config: Config, tenant: string): readonly string[] | undefined {
+  const types = allowedSandboxTypes(sandboxTypeRules(config.allowedSandboxTypes), tenant);
+  return types.includes('danger-full-access') ? undefined : localHostDirList(config.localHostDirs);
 }
 
 /** The sandbox types `tenant` may ask for under `rules` (undefined rules: all of them). */

@@ -39,6 +39,8 @@ export const ERROR_REGISTRY = {
   EXEC_ERR_NOT_FOUND: [404, RpcCode.notFound],
   EXEC_ERR_FS_DENIED: [403, RpcCode.invalidRequest],
   EXEC_ERR_SANDBOX_TYPE_FORBIDDEN: [403, RpcCode.invalidRequest],
+  /** A confined tenant named a host directory outside `--local-host-dirs` (local backend). */
+  EXEC_ERR_HOST_DIR_FORBIDDEN: [403, RpcCode.invalidRequest],
   EXEC_ERR_FS: [500, RpcCode.internal],
   EXEC_ERR_TOO_LARGE: [413, RpcCode.invalidRequest],
   EXEC_ERR_TOOL_PAYLOAD: [400, RpcCode.invalidParams],

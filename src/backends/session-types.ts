@@ -143,6 +143,14 @@ export interface BackendSessionSpec {
    */
   readonly sandboxed?: boolean | undefined;
   /**
+   * Local backend: the host directories the session's workdir, writable roots and client
+   * workspaces must lie in (`--local-host-dirs`, for a tenant not allowed danger-full-access);
+   * undefined: anywhere.
+   */
+  readonly hostDirs?: readonly string[] | undefined;
+  /** The extra writable roots of the session's policy, as the client named them. */
+  readonly writableRoots?: readonly string[] | undefined;
+  /**
    * Where the progress of a pull this creation waits for goes (docker: the image is missing
    * locally): at once, at most every 500 ms, and a last `pulled` or `failed`.
    */

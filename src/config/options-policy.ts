@@ -28,6 +28,14 @@ export const POLICY_OPTIONS = {
     description:
       'Sandbox types sessions may ask for, comma-separated: `TYPE` for every tenant, `TENANT:TYPE` for one more (`read-only,workspace-write,ops:danger-full-access`); anything else is refused with 403 `EXEC_ERR_SANDBOX_TYPE_FORBIDDEN`, and so is running a command outside the sandbox (escalation) where `danger-full-access` is not allowed. Default: every type.',
   },
+  localHostDirs: {
+    flag: 'local-host-dirs',
+    env: 'EXEC_SERVER_LOCAL_HOST_DIRS',
+    kind: 'string',
+    default: undefined,
+    description:
+      "Local backend: host directories, comma-separated absolute paths, in which a tenant not allowed `danger-full-access` (`--allowed-sandbox-types`) may name its session's workdir and writable roots, and have a Codex client's working directory made a workspace; anything else it names is refused with 403 `EXEC_ERR_HOST_DIR_FORBIDDEN`. Default: none (such tenants work in the server's workspaces). Tenants allowed `danger-full-access` may name any directory.",
+  },
   approvalPolicy: {
     flag: 'approval-policy',
     env: 'EXEC_SERVER_APPROVAL_POLICY',

@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { resolveSandbox } from '../policy/sandbox-policy.ts';
 import type { Backend, BackendSession, BackendSessionSpec } from '../backends/types.ts';
-import { allowedSandboxTypes, sandboxTypeRules, type Config } from '../config.ts';
+import { allowedSandboxTypes, hostDirsFor, sandboxTypeRules, type Config } from '../config.ts';
 import { execError, toExecError } from '../errors.ts';
 import { asSessionId, type SessionId, type TenantId } from '../ids.ts';
 import type { Logger } from '../logger.ts';
@@ -216,6 +216,8 @@ export class SessionManager {
         resources: resolved.resources,
         network,
         sandboxed: resolved.policy.sandbox.type !== 'danger-full-access',
+        hostDirs: hostDirsFor(this.#config, options.tenant),
+        writableRoots: resolved.policy.sandbox.type === 'workspace-write' ? resolved.policy.sandbox.writableRoots : [],
         onImagePull: options.onImagePull,
       });
       const session = new Session(id, options.tenant, resolved, backendSession, this.#deps);

@@ -29,6 +29,10 @@ describe('local sandbox escapes through the policy paths', { ...rootSandboxOnly,
       `alice:${TA},bob:${TB}`,
       '--allowed-sandbox-types',
       'workspace-write,read-only',
+      // The directories these cases name: what each is checked against here lies past that gate
+      // (host-dirs.ts; local-host-dirs.test.ts).
+      '--local-host-dirs',
+      '/var/tmp,/etc,/tmp',
     ]);
   });
   after(async () => {

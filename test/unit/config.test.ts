@@ -4,6 +4,7 @@ import {
   ConfigError,
   checkDockerHost,
   helpText,
+  hostDirsFor,
   isLoopback,
   loadConfig,
   markdownTable,
@@ -217,4 +218,19 @@ test('--fleet: a replica id and an advertised URL, derived from a fixed --listen
   const d = loadConfig(['--fleet', '--advertise-url', 'http://10.0.0.7:8765/'], {});
   assert.equal(fleetIdentity(d)?.advertiseUrl, 'http://10.0.0.7:8765');
   assert.match(fleetIdentity(d)?.replicaId ?? '', /^r-[0-9a-f]{8}$/);
+});
+
+test('--local-host-dirs: absolute paths only; it confines the tenants not allowed danger-full-access', () => {
+  assert.throws(
+    () => loadConfig(['--local-host-dirs', '/srv/a,work'], {}),
+    /--local-host-dirs.*absolute paths.*"work"/,
+  );
+  const config = loadConfig(
+    ['--local-host-dirs', '/srv/a/, /srv/b/../c', '--allowed-sandbox-types', 'workspace-write,ops:danger-full-access'],
+    {},
+  );
+  assert.deepEqual(hostDirsFor(config, 'alice'), ['/srv/a', '/srv/c']);
+  assert.equal(hostDirsFor(config, 'ops'), undefined, 'allowed danger-full-access: not confined');
+  assert.equal(hostDirsFor(loadConfig([], {}), 'alice'), undefined, 'every type allowed by default');
+  assert.deepEqual(hostDirsFor(loadConfig(['--allowed-sandbox-types', 'read-only,workspace-write'], {}), 'a'), []);
 });

@@ -152,6 +152,7 @@ FAMILIES: dict[str, type[ExecServerError]] = {
     "EXEC_ERR_REJECTED": RejectedError,
     "EXEC_ERR_FS_DENIED": RejectedError,
     "EXEC_ERR_SANDBOX_TYPE_FORBIDDEN": RejectedError,
+    "EXEC_ERR_HOST_DIR_FORBIDDEN": RejectedError,
     "EXEC_ERR_UNSUPPORTED": UnsupportedError,
     "EXEC_ERR_FS": BackendError,
     "EXEC_ERR_BACKEND_UNAVAILABLE": BackendError,

@@ -11,11 +11,13 @@
  * The client's working directory (`environmentConfig/read`, which Codex sends first) is also a
  * workspace of the session: a writable root wherever the policy makes the workspace one, lent to
  * the sandbox user like the session's own, so a Codex client works in its directory wherever it
- * is, as with the reference server. A command's cwd under /tmp is only made visible (/tmp's own
+ * is, as with the reference server; for a confined tenant, wherever `--local-host-dirs` lets it
+ * (host-dirs.ts). A command's cwd under /tmp is only made visible (/tmp's own
  * policy decides whether it is writable).
  */
 import { stat } from 'node:fs/promises';
 import { posix } from 'node:path';
+import { withinHostDirs } from './host-dirs.ts';
 import { lendable } from './workspace-users.ts';
 import { isWithin } from '../../path-within.ts';
 
@@ -24,12 +26,17 @@ const MAX_CLIENT_DIRS = 16;
 
 export class ClientDirectories {
   readonly #excluded: readonly string[];
+  readonly #hostDirs: readonly string[] | undefined;
   readonly #all = new Set<string>();
   readonly #workspaces: string[] = [];
 
-  /** `excluded`: where the server keeps sessions' own directories (never a client's). */
-  constructor(excluded: readonly string[]) {
+  /**
+   * `excluded`: where the server keeps sessions' own directories (never a client's); `hostDirs`:
+   * where a confined tenant's client directories must lie (host-dirs.ts; undefined: anywhere).
+   */
+  constructor(excluded: readonly string[], hostDirs?: readonly string[]) {
     this.#excluded = excluded.map((p) => posix.normalize(p));
+    this.#hostDirs = hostDirs;
   }
 
   /** The client's working directories that are workspaces of the session. */
@@ -49,8 +56,9 @@ export class ClientDirectories {
   }
 
   /**
-   * Registers `path` if it is an existing directory of the host that is not the server's own;
-   * `workspace`: as a workspace of the session (not a system directory). Anything else is ignored.
+   * Registers `path` if it is an existing directory of the host that is not the server's own (and
+   * lies in the tenant's host directories); `workspace`: as a workspace of the session (not a
+   * system directory). Anything else is ignored.
    */
   async add(path: string, workspace: boolean): Promise<void> {
     if (!posix.isAbsolute(path)) return;
@@ -59,6 +67,7 @@ export class ClientDirectories {
     if (dir === '/tmp' || this.#all.size >= MAX_CLIENT_DIRS) return;
     if (this.#excluded.some((e) => isWithin(dir, e) || isWithin(e, dir))) return;
     if (workspace && !lendable(dir)) return;
+    if (!(await withinHostDirs(dir, this.#hostDirs))) return;
     if (!(await stat(dir).catch(() => undefined))?.isDirectory()) return;
     if (workspace && !this.#workspaces.includes(dir)) this.#workspaces.push(dir);
     this.#all.add(dir);

@@ -5,13 +5,14 @@
 import { existsSync } from 'node:fs';
 import { chmod, chown, mkdir, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, posix } from 'node:path';
 import { execError } from '../../errors.ts';
 import type { TenantId } from '../../ids.ts';
 import type { Logger } from '../../logger.ts';
-import type { Backend } from '../types.ts';
+import type { Backend, BackendSessionSpec } from '../types.ts';
 import { DenyPlaceholders, probeBubblewrap, type BubblewrapProbe } from './bubblewrap.ts';
 import { ClientDirectories } from './client-dirs.ts';
+import { checkHostDir } from './host-dirs.ts';
 import { LocalSession, makePrivateTmp, type SpawnSetup } from './local-session.ts';
 import { OutputChannels } from './output-channels.ts';
 import { sweepOwnerless } from './placeholder-owners.ts';
@@ -145,11 +146,13 @@ async function prepareHost(options: LocalBackendOptions, log: Logger): Promise<L
  * Refuses a client's workdir in the workspace root, or holding it: the session's user would be
  * handed every session's workspace and private /tmp, or another tenant's. The workspace of a live
  * session of the same tenant (or a directory in it) is allowed: a client may open several
- * sessions on one directory.
+ * sessions on one directory. Any other directory of a confined tenant must lie in its host
+ * directories (host-dirs.ts).
  */
-async function checkWorkdir(host: LocalHost, workdir: string, tenant: TenantId): Promise<void> {
+async function checkWorkdir(host: LocalHost, workdir: string, spec: BackendSessionSpec): Promise<void> {
+  const { tenant, hostDirs } = spec;
   const root = host.options.workspaceRoot;
-  if (!(await overlaps(workdir, root))) return;
+  if (!(await overlaps(workdir, root))) return checkHostDir(workdir, 'session.workdir', hostDirs);
   const [wanted, rootPath] = await Promise.all([canonicalPath(workdir), canonicalPath(root)]);
   for (const session of host.sessions) {
     if (session.tenant !== tenant) continue;
@@ -171,7 +174,11 @@ async function createLocalSession(
   if (spec.snapshot !== undefined)
     throw execError('EXEC_ERR_UNSUPPORTED', 'sessions from snapshots need the docker backend');
   const ownsWorkdir = spec.workdir === undefined;
-  if (spec.workdir !== undefined) await checkWorkdir(host, spec.workdir, spec.tenant);
+  if (spec.workdir !== undefined) await checkWorkdir(host, spec.workdir, spec);
+  // A confined tenant's extra writable roots are host directories it names too (not /tmp: its own).
+  for (const [i, root] of (spec.writableRoots ?? []).entries())
+    if (posix.normalize(root) !== '/tmp')
+      await checkHostDir(root, `session.sandbox.writableRoots[${i}]`, spec.hostDirs);
   const workdir = spec.workdir ?? join(host.options.workspaceRoot, spec.id);
   await mkdir(workdir, { recursive: true, mode: ownsWorkdir ? 0o700 : 0o755 });
   const user = await host.users.acquire(workdir, ownsWorkdir);
@@ -186,7 +193,7 @@ async function createLocalSession(
         ? await writeSandboxAccounts(`${privateTmp}.accounts`, user, workdir, sandboxShell())
         : undefined;
     // Sessions' own directories are never a client's (another session's workspace would be lent).
-    const clientDirs = new ClientDirectories([host.options.workspaceRoot, workdir]);
+    const clientDirs = new ClientDirectories([host.options.workspaceRoot, workdir], spec.hostDirs);
     const session: LocalSession = new LocalSession(
       spec,
       {
