@@ -7,7 +7,7 @@
  * engine: no shared socket directory); without certificates, or with another CA's, it cannot.
  */
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { connect as netConnect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -93,7 +93,17 @@ test('an engine over tcp:// with TLS client certificates: reached with them, ref
   await makeCerts(other);
   const port = await freePort();
   const engine = await tlsEngine(dir, port);
-  t.after(() => engine.close());
+  let server: ChildProcess | undefined;
+  // The server stops before the engine's TLS front closes: stopped later, it could not reach the
+  // engine to remove its warm-pool containers, which would outlive the test.
+  t.after(async () => {
+    if (server !== undefined && server.exitCode === null) {
+      const gone = new Promise((r) => server?.once('exit', r));
+      server.kill('SIGTERM');
+      await gone;
+    }
+    await engine.close();
+  });
   const host = `tcp://127.0.0.1:${port}`;
 
   const ping = (env: NodeJS.ProcessEnv) =>
@@ -115,12 +125,7 @@ test('an engine over tcp:// with TLS client certificates: reached with them, ref
     cwd: ROOT,
     env: { ...process.env, DOCKER_HOST: undefined, DOCKER_CERT_PATH: dir },
   });
-  t.after(async () => {
-    if (child.exitCode !== null) return;
-    const gone = new Promise((r) => child.once('exit', r));
-    child.kill('SIGTERM');
-    await gone;
-  });
+  server = child;
   for (let i = 0; i < 600; i++) {
     const ok = await fetch(`http://127.0.0.1:${listen}/readyz`).then(
       (r) => r.ok,

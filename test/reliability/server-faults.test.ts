@@ -79,12 +79,16 @@ test('S2 the engine stops mid-stream: clear errors, /readyz false, nothing hangs
 }, async (t) => {
   const proxy = new EngineProxy(`/tmp/exec-server-rel-${randomUUID().slice(0, 8)}.sock`);
   await proxy.start();
-  t.after(() => proxy.stop());
+  let app: Awaited<ReturnType<typeof buildApp>> | undefined;
+  // The server closes (removing its sessions' containers) while the engine is still reachable.
+  t.after(async () => {
+    await app?.close();
+    await proxy.stop();
+  });
   const config = loadConfig(['--listen', 'ws://127.0.0.1:0', '--backend', 'docker'], {});
   const backend = makeBackend({ dockerHost: proxy.dockerHost, pingTimeoutMs: 1500 });
-  const app = await buildApp({ config, backend });
+  app = await buildApp({ config, backend });
   await app.listen({ host: '127.0.0.1', port: 0 });
-  t.after(() => app.close());
   const port = (app.server.address() as { port: number }).port;
   const url = `ws://127.0.0.1:${port}`;
   const s = await TestSession.open(url, { session: { sandbox: { type: 'danger-full-access' } } });
