@@ -20,8 +20,9 @@ import { canonicalPath } from './workspace-users.ts';
  */
 export async function withinHostDirs(path: string, hostDirs: readonly string[] | undefined): Promise<boolean> {
   if (hostDirs === undefined) return true;
-  const [wanted, ...roots] = await Promise.all([canonicalPath(path), ...hostDirs.map((d) => canonicalPath(d))]);
-  return roots.some((root) => isWithin(wanted!, root));
+  const wanted = await canonicalPath(path);
+  const roots = await Promise.all(hostDirs.map((d) => canonicalPath(d)));
+  return roots.some((root) => isWithin(wanted, root));
 }
 
 /** Refuses `path` (the client's `field`) outside `hostDirs`: 403 `EXEC_ERR_HOST_DIR_FORBIDDEN`. */
