@@ -54,13 +54,11 @@ export class MissingWatches {
         detail: { field: 'missing' },
       });
     }
-    if (!this.#watches.has(watchId) && this.#watches.size >= this.#limits.maxWatches) {
-      throw execError(
-        'EXEC_ERR_INVALID_REQUEST',
-        `too many watches in this session (limit ${this.#limits.maxWatches})`,
-      );
-    }
+    this.#assertRoomFor(watchId);
     const check = await checker();
+    // Again after the await: the requests of one batch (or of frames read together) all pass
+    // the first check before any of them gets here.
+    this.#assertRoomFor(watchId);
     const state = new Map<string, boolean>();
     for (const [paths, there] of [
       [missing, false],
@@ -75,6 +73,15 @@ export class MissingWatches {
     if (!this.#poller) {
       this.#poller = setInterval(() => void this.#poll(), this.#limits.watchIntervalMs);
       this.#poller.unref();
+    }
+  }
+
+  #assertRoomFor(watchId: string): void {
+    if (!this.#watches.has(watchId) && this.#watches.size >= this.#limits.maxWatches) {
+      throw execError(
+        'EXEC_ERR_INVALID_REQUEST',
+        `too many watches in this session (limit ${this.#limits.maxWatches}); drop some with fs/unwatch`,
+      );
     }
   }
 
