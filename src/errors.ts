@@ -60,6 +60,8 @@ export const ERROR_REGISTRY = {
   EXEC_ERR_TOKEN_EXPIRED: [401, RpcCode.invalidRequest],
   /** A session token that was revoked (or whose session was deleted). */
   EXEC_ERR_TOKEN_REVOKED: [401, RpcCode.invalidRequest],
+  /** The session keeps as many unexpired token revocations as it may (`MAX_TOKEN_REVOCATIONS`). */
+  EXEC_ERR_TOKEN_LIMIT: [429, RpcCode.invalidRequest],
   /** A start that cannot happen: cwd missing or not a directory, program missing or not executable. */
   EXEC_ERR_SPAWN_FAILED: [422, RpcCode.internal],
   EXEC_ERR_INTERNAL: [500, RpcCode.internal],

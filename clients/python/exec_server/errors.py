@@ -149,6 +149,7 @@ FAMILIES: dict[str, type[ExecServerError]] = {
     "EXEC_ERR_BUSY": LimitError,
     "EXEC_ERR_DISK_LIMIT": LimitError,
     "EXEC_ERR_SNAPSHOT_LIMIT": LimitError,
+    "EXEC_ERR_TOKEN_LIMIT": LimitError,
     "EXEC_ERR_REJECTED": RejectedError,
     "EXEC_ERR_FS_DENIED": RejectedError,
     "EXEC_ERR_SANDBOX_TYPE_FORBIDDEN": RejectedError,
