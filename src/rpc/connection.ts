@@ -208,6 +208,8 @@ export class Connection implements SessionClient {
    * the observer is closed when the session is deleted.
    */
   attach(session: Session, role: 'client' | 'observer' = 'client'): void {
+    // First, so that a refused observer leaves the connection as it was (initialize fails).
+    const releaseObserver = role === 'observer' ? session.addObserver() : undefined;
     this.#session = session;
     this.#observer = role === 'observer';
     const scope = this.deps.principal?.scope;
@@ -230,6 +232,7 @@ export class Connection implements SessionClient {
       const prev = this.#offDestroy;
       this.#offDestroy = () => {
         off();
+        releaseObserver?.();
         prev?.();
       };
     } else session.attach(this);

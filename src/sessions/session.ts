@@ -42,6 +42,9 @@ export interface SessionClient {
 
 export type { SessionStatus } from './session-view.ts';
 
+/** Observing connections (`initialize observe`, read tokens) one session serves at most: each has its own output buffer. */
+export const MAX_OBSERVERS_PER_SESSION = 32;
+
 export interface SessionDeps {
   readonly metrics: Metrics;
   readonly log: Logger;
@@ -100,6 +103,7 @@ export class Session implements FilesSession {
   #pendingApprovals = 0;
   /** Cleanups run by `destroy()` (an observing connection closes itself). */
   readonly #onDestroy = new Set<() => void>();
+  #observers = 0;
   readonly #deps: SessionDeps;
   /** The last record write asked for (persistRecord). */
   #recordWrite: Promise<void> = Promise.resolve();
@@ -354,6 +358,18 @@ export class Session implements FilesSession {
       await this.backend.killAll();
     }
     return terminated;
+  }
+
+  /** Counts one more observer; throws `EXEC_ERR_BUSY` past the limit. Returns its release (call it once). */
+  addObserver(): () => void {
+    if (this.#observers >= MAX_OBSERVERS_PER_SESSION)
+      throw execError(
+        'EXEC_ERR_BUSY',
+        `too many observers of this session (limit ${MAX_OBSERVERS_PER_SESSION}); close one first`,
+        { detail: { limit: MAX_OBSERVERS_PER_SESSION } },
+      );
+    this.#observers++;
+    return () => void this.#observers--;
   }
 
   /** Registers a cleanup run when the session is destroyed; returns its removal. */
