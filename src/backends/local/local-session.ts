@@ -25,6 +25,7 @@ import type {
 } from '../types.ts';
 import { bubblewrapArgs, hiddenByPrivateTmp, type BubblewrapProbe, type SandboxLayout } from './bubblewrap.ts';
 import type { ClientDirectories } from './client-dirs.ts';
+import { withinHostDirs } from './host-dirs.ts';
 import { localDiskUse } from './disk-usage.ts';
 import { spawnFailure } from '../spawn-failure.ts';
 import { Keepers } from './keepers.ts';
@@ -246,11 +247,27 @@ export class LocalSession implements BackendSession {
     return spawnPipe({ ...common, argv0, stdin: req.mode === 'pipe', spawner }, sink);
   }
 
+  /**
+   * The extra roots to lend, where they lead now, and only those still in the tenant's host
+   * directories: one named inside them (a Codex working directory `dir/x/y`, a write entry of
+   * a start's narrowing) can lead out through a symlink its commands made in a directory they
+   * own (`x -> /opt/app`), and was lent where it led.
+   */
+  async #extraRoots(roots: readonly string[]): Promise<string[]> {
+    const extra = new Set<string>();
+    for (const root of roots) {
+      if (root === '/tmp' || isWithin(root, this.workdir)) continue;
+      const canonical = await canonicalPath(root);
+      if (await withinHostDirs(canonical, this.#spec.hostDirs)) extra.add(canonical);
+    }
+    return [...extra];
+  }
+
   /** Hands the workspace (and root-owned extra roots) to the sandbox user where needed. */
   async #lend(roots: readonly string[]): Promise<void> {
     const user = this.#places.user;
     if (!user?.lent) return;
-    const extra = roots.filter((r) => r !== '/tmp' && !isWithin(r, this.workdir));
+    const extra = await this.#extraRoots(roots);
     // Serialized: concurrent starts wait for one pass instead of running their own.
     while (this.#lending) await this.#lending;
     const again = this.#dirty;

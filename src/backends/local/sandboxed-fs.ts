@@ -11,7 +11,7 @@
  * session's private /tmp (except where the workspace itself lies under /tmp).
  */
 import { execFile } from 'node:child_process';
-import { lchown, lstat, stat } from 'node:fs/promises';
+import { lchown, lstat, readdir, stat } from 'node:fs/promises';
 import { dirname, posix } from 'node:path';
 import { promisify } from 'node:util';
 import { execError, ExecServerError } from '../../errors.ts';
@@ -68,6 +68,32 @@ async function checkRead(view: SandboxView, host: string, shown: string): Promis
   }
   const st = await stat(host).catch(() => undefined);
   if (st && !mayAccess(st, user, st.isDirectory() ? 5 : 4)) denied();
+}
+
+/**
+ * Refuses a recursive copy of `host` (a directory the sandbox user may read) if anything below it
+ * is not readable by that user: the server copies as root and hands the copy over, so a file
+ * closed to the user in an open directory (`/etc/shadow` in `/etc`) became the user's to read.
+ * Symbolic links are copied as links and need nothing.
+ */
+async function checkReadTree(view: SandboxView, host: string, shown: string): Promise<void> {
+  const user = view.user;
+  if (!user || !(await lstat(host).catch(() => undefined))?.isDirectory()) return;
+  const dirs = [host];
+  for (let dir = dirs.pop(); dir !== undefined; dir = dirs.pop()) {
+    for (const name of await readdir(dir).catch(() => [])) {
+      const path = posix.join(dir, name);
+      const st = await lstat(path).catch(() => undefined);
+      if (!st || st.isSymbolicLink()) continue;
+      if (!mayAccess(st, user, st.isDirectory() ? 5 : 4))
+        throw execError(
+          'EXEC_ERR_FS_DENIED',
+          `${shown}: permission denied (${fromHost(view, path)} in it is not readable by the session's sandbox user)`,
+          { detail: { path: shown } },
+        );
+      if (st.isDirectory()) dirs.push(path);
+    }
+  }
 }
 
 /** Whether what the server makes at `host` must be the sandbox user's: in the workspace, the
@@ -218,6 +244,7 @@ function hostFs(base: SessionFs, view: SandboxView): SessionFs {
     },
     async copy(source, destination, recursive) {
       await checkRead(view, toHost(view, source), source);
+      if (recursive) await checkReadTree(view, toHost(view, source), source);
       const dest = toHost(view, destination);
       await checkWrite(view, dest, destination, true);
       await base.copy(toHost(view, source), dest, recursive);

@@ -9,7 +9,8 @@
  * something running as root may have written there), and goes back to the workspace's owner
  * when its last session ends. Extra writable roots of the session's policy that root owns are
  * lent the same way. System directories (`/`, `/etc`, `/usr`, ...) are never lent: sandboxed
- * commands then cannot write there, which is what a sandbox should mean for them.
+ * commands then cannot write there, which is what a sandbox should mean for them. Nor is a
+ * directory whose path someone but root could re-point (fixedPath): the chown follows the path.
  */
 import { execFile } from 'node:child_process';
 import { realpath, stat } from 'node:fs/promises';
@@ -91,7 +92,24 @@ async function ownerOf(path: string): Promise<number | undefined> {
   return (await stat(path).catch(() => undefined))?.uid;
 }
 
+/**
+ * Whether no one but root can make `path` lead elsewhere: it names no symlink, and every directory
+ * above it is root's and closed to others' writes (or sticky: others cannot move root's entries).
+ * Otherwise a sandbox user owning a directory above it (a workspace lent before, `ws/x/y`) could
+ * re-point it (`x -> /opt`) between any check and the chown, which would then hand over `/opt/y`.
+ */
+async function fixedPath(path: string): Promise<boolean> {
+  if ((await realpath(path).catch(() => undefined)) !== posix.normalize(path)) return false;
+  for (let dir = posix.dirname(path); ; dir = posix.dirname(dir)) {
+    const st = await stat(dir).catch(() => undefined);
+    if (st?.uid !== 0 || ((st.mode & 0o022) !== 0 && (st.mode & 0o1000) === 0)) return false;
+    if (dir === posix.dirname(dir)) return true;
+  }
+}
+
+/** Chowns to `to` what in `path` passes `test`; nothing where `path` is not fixed (fixedPath). */
 async function chownWhere(path: string, test: string[], to: string): Promise<void> {
+  if (!(await fixedPath(path))) return;
   await run('find', [path, '-xdev', ...test, '-exec', 'chown', '-h', to, '{}', '+'], {
     timeout: CHOWN_TIMEOUT_MS,
     maxBuffer: 1024 * 1024,
@@ -146,6 +164,7 @@ export class WorkspaceUsers {
             if (!extras.has(root)) {
               const rst = await stat(root).catch(() => undefined);
               if (rst?.uid !== 0 || !lendable(root)) continue; // gone, or not root's
+              if (!(await fixedPath(root))) continue; // could be re-pointed elsewhere
               if (await overlaps(root, reserved)) continue; // other sessions' files are in it
               extras.set(root, { uid: rst.uid, gid: rst.gid });
             }
