@@ -46,12 +46,18 @@ export const EnvNameSchema = (maxLength: number): TString =>
   Type.String({ minLength: 1, maxLength, pattern: '^[^=\\u0000]+$', description: 'no = and no NUL byte' });
 
 /**
- * A map whose keys must match `key`. TypeBox's `Record` with a patterned key alone only
+ * Environment variables one map may carry: far above what a program's environment holds, and
+ * what keeps a session's stored spec bounded by more than the message size.
+ */
+export const MAX_ENV_VARS = 4096;
+
+/**
+ * A map whose keys must match `key`, with at most `maxProperties` of them. TypeBox's `Record` with a patterned key alone only
  * constrains the keys that match (JSON Schema `patternProperties`) and lets any other key
  * through: an environment name with `=` or a label name with spaces was accepted as it was.
  */
-export const KeyedRecord = <V extends TSchema>(key: TString, value: V) =>
-  Type.Record(key, value, { additionalProperties: false });
+export const KeyedRecord = <V extends TSchema>(key: TString, value: V, maxProperties: number) =>
+  Type.Record(key, value, { additionalProperties: false, maxProperties });
 
 /** An absolute path or a `file://` URI (the form every path on the wire may take). */
 export const PathSchema = Type.String(PATH);

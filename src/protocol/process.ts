@@ -9,6 +9,7 @@ import {
   ExecStringSchema,
   KeyedRecord,
   literals,
+  MAX_ENV_VARS,
   OneOf,
   Opt,
   Params,
@@ -18,7 +19,7 @@ import {
   StreamNameSchema,
 } from './common.ts';
 
-const EnvMap = KeyedRecord(EnvNameSchema(4096), ExecStringSchema(131072));
+const EnvMap = KeyedRecord(EnvNameSchema(4096), ExecStringSchema(131072), MAX_ENV_VARS);
 const Size = Type.Object({
   cols: Type.Integer({ minimum: 1, maximum: 1000 }),
   rows: Type.Integer({ minimum: 1, maximum: 1000 }),

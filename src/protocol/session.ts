@@ -4,7 +4,16 @@
  * API report, snapshots, and the approval request a server asks its client.
  */
 import { Type, type Static } from 'typebox';
-import { EnvNameSchema, ExecStringSchema, ImageRefSchema, KeyedRecord, literals, OneOf, PathSchema } from './common.ts';
+import {
+  EnvNameSchema,
+  ExecStringSchema,
+  ImageRefSchema,
+  KeyedRecord,
+  literals,
+  MAX_ENV_VARS,
+  OneOf,
+  PathSchema,
+} from './common.ts';
 
 export const SandboxPolicySchema = Type.Union([
   Type.Object(
@@ -72,9 +81,9 @@ export const SessionSpecSchema = Type.Object(
       }),
     ),
     workdir: Type.Optional(PathSchema),
-    env: Type.Optional(KeyedRecord(EnvNameSchema(1024), ExecStringSchema(131072))),
+    env: Type.Optional(KeyedRecord(EnvNameSchema(1024), ExecStringSchema(131072), MAX_ENV_VARS)),
     labels: Type.Optional(
-      KeyedRecord(Type.String({ pattern: '^[A-Za-z0-9_.-]{1,63}$' }), Type.String({ maxLength: 256 })),
+      KeyedRecord(Type.String({ pattern: '^[A-Za-z0-9_.-]{1,63}$' }), Type.String({ maxLength: 256 }), 64),
     ),
     sandbox: Type.Optional(SandboxPolicySchema),
     denyRead: Type.Optional(Type.Array(PathSchema, { maxItems: 256 })),
