@@ -1,4 +1,5 @@
 /** Server-to-client approval requests (`approval/request`, docs/protocol.md; wire shapes in src/protocol/session.ts). */
+import { createHash } from 'node:crypto';
 import type { ApprovalDecision, ApprovalRequest } from '../protocol/index.ts';
 import type { ApprovalOutcome } from './approval-gate.ts';
 
@@ -15,7 +16,39 @@ export function isApproval(decision: ApprovalDecision): boolean {
   return decision === 'approved' || decision === 'approved-for-session';
 }
 
-/** Key of the per-session approval cache (`approved-for-session`). */
+/**
+ * Key of the per-session approval cache (`approved-for-session`): a digest, so that an entry
+ * costs the same whatever the argv (up to 2 MiB) it stands for.
+ */
 export function approvalKey(argv: readonly string[]): string {
-  return JSON.stringify(argv);
+  return createHash('sha256').update(JSON.stringify(argv)).digest('base64url');
+}
+
+/** Commands one session remembers as approved for the session, at most. */
+export const MAX_SESSION_APPROVALS = 1024;
+
+/**
+ * The commands approved for the session (`approved-for-session`), the most recent
+ * `MAX_SESSION_APPROVALS` of them: past that the oldest is forgotten, and asked about again the
+ * next time it runs, rather than the set growing with every command a client approves.
+ */
+export class SessionApprovals {
+  readonly #keys = new Set<string>();
+
+  has(key: string): boolean {
+    return this.#keys.has(key);
+  }
+
+  add(key: string): void {
+    this.#keys.delete(key);
+    this.#keys.add(key);
+    if (this.#keys.size > MAX_SESSION_APPROVALS) {
+      const oldest = this.#keys.values().next().value;
+      if (oldest !== undefined) this.#keys.delete(oldest);
+    }
+  }
+
+  get size(): number {
+    return this.#keys.size;
+  }
 }

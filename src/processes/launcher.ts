@@ -19,7 +19,13 @@ import {
   notApprovedMessage,
   type SandboxPermissions,
 } from '../policy/approval-gate.ts';
-import { approvalKey, isApproval, type ApprovalPurpose, type ApprovalRequester } from '../policy/approvals.ts';
+import {
+  approvalKey,
+  isApproval,
+  type ApprovalPurpose,
+  type ApprovalRequester,
+  type SessionApprovals,
+} from '../policy/approvals.ts';
 import { isLikelySandboxDenied } from '../policy/denial-classifier.ts';
 import {
   resolveSandbox,
@@ -40,7 +46,7 @@ export interface LauncherContext {
   readonly backend: BackendSession;
   readonly policy: SessionPolicy;
   readonly requestApproval: ApprovalRequester;
-  readonly approvalCache: Set<string>;
+  readonly approvalCache: Pick<SessionApprovals, 'add' | 'has'>;
   readonly metrics: Metrics;
   readonly log: Logger;
   /** Optional: refuses a start the session cannot take now (past its disk limit), before anything runs. */

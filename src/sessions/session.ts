@@ -8,7 +8,7 @@ import type { BackendHibernation, BackendSession } from '../backends/types.ts';
 import type { SessionId, TenantId } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import type { ApprovalRequest } from '../policy/approvals.ts';
+import { type ApprovalRequest, SessionApprovals } from '../policy/approvals.ts';
 import {
   answeredOutcome,
   type ApprovalOutcome,
@@ -90,7 +90,8 @@ export class Session implements FilesSession {
   /** The egress proxy of a session created with `network.allow` (src/egress/). */
   readonly egress: SessionEgress | undefined;
   readonly createdAt: Date;
-  readonly approvalCache = new Set<string>();
+  /** Commands approved for the session (`approved-for-session`), bounded. */
+  readonly approvalCache = new SessionApprovals();
   /** Session tokens revoked before their expiry; stored with the session's record. */
   readonly tokens = new TokenRevocations();
   /** Client paths that stand for the workspace (workspace-aliases.ts). */
