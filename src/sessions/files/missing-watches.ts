@@ -56,6 +56,8 @@ export class MissingWatches {
     }
     this.#assertRoomFor(watchId);
     const check = await checker();
+    // The session closed meanwhile: a watch stored now would start a poller nothing stops.
+    if (this.#closed) throw execError('EXEC_ERR_SESSION_DEAD', 'the session is going away');
     // Again after the await: the requests of one batch (or of frames read together) all pass
     // the first check before any of them gets here.
     this.#assertRoomFor(watchId);
