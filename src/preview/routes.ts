@@ -30,14 +30,15 @@ import { ExecServerError, execError, httpErrorBody, toExecError } from '../error
 import type { TenantId } from '../ids.ts';
 import type { Session } from '../sessions/session.ts';
 import { createAuthenticator } from '../transport/auth.ts';
-import { scopeProblem } from '../sessions/token-scope.ts';
+import { scopeProblem, type TokenScope } from '../sessions/token-scope.ts';
+import { routedPath } from '../transport/auth-hook.ts';
 import { bearerOf } from '../transport/principal.ts';
 import { isSessionToken, type SessionTokenSigner } from '../transport/session-tokens.ts';
 import { CLIENT_HEADER } from '../transport/client-address.ts';
 import { FORWARDED_HEADER } from '../transport/fleet-forward.ts';
 import { ownerTarget } from './fleet-preview.ts';
 import { proxyHttp, proxyUpgrade, type ProxyTarget } from './proxy.ts';
-import type { PreviewSigner } from './signing.ts';
+import { PreviewSigner } from './signing.ts';
 
 export const TOKEN_PARAM = 'exec_preview_token';
 export const COOKIE = 'exec_preview';
@@ -57,7 +58,8 @@ const VIA_HOST = Symbol('preview-via-host');
 
 /** Whether the app's bearer hook must let this request through to the proxy's own auth. */
 export function isPreviewProxyRequest(method: string, url: string): boolean {
-  const m = PROXY_PATH.exec(url.split('?')[0] ?? '');
+  // The path the router will match: `/v1/sessions/S#/ports/1/x` reaches `/v1/sessions/S`.
+  const m = PROXY_PATH.exec(routedPath(url));
   if (!m) return false;
   return m[3] !== undefined || method === 'GET' || method === 'HEAD';
 }
@@ -77,17 +79,22 @@ export function previewRewriter(previewHost: string | undefined): ((req: Incomin
   };
 }
 
-/** What exposing a port answers (HTTP and JSON-RPC alike). */
+/**
+ * What exposing a port answers (HTTP and JSON-RPC alike). `scope`: the caller's session token,
+ * whose signed URL must not outlive it (nor its revocation: the URL names it).
+ */
 export function previewAnswer(
   session: Session,
   exposed: ExposedPort,
   signer: PreviewSigner,
   config: Pick<Config, 'previewHost' | 'previewUrlTtlSeconds'>,
   ttlSeconds?: number,
+  scope?: Pick<TokenScope, 'tokenId' | 'expiresAt'>,
 ): PreviewAnswer {
-  const expiresAt = Math.floor(Date.now() / 1000) + (ttlSeconds ?? config.previewUrlTtlSeconds);
+  const wanted = Math.floor(Date.now() / 1000) + (ttlSeconds ?? config.previewUrlTtlSeconds);
+  const expiresAt = scope === undefined ? wanted : Math.min(wanted, scope.expiresAt);
   const path = `/v1/sessions/${session.id}/ports/${exposed.port}/`;
-  const token = signer.sign(session.tenant, session.id, exposed.port, expiresAt);
+  const token = signer.sign(session.tenant, session.id, exposed.port, expiresAt, scope?.tokenId);
   return {
     port: exposed.port,
     exposedAt: exposed.exposedAt,
@@ -164,7 +171,8 @@ export async function registerPreviewRoutes(
       async (request, reply) => {
         const session = app.sessions.get(request.params.id, request.tenant);
         const exposed = await session.ports.expose(request.body.port);
-        return reply.code(201).send(previewAnswer(session, exposed, signer, config, request.body.ttlSeconds));
+        const scope = request.principal?.scope;
+        return reply.code(201).send(previewAnswer(session, exposed, signer, config, request.body.ttlSeconds, scope));
       },
     );
     api.get(
@@ -180,7 +188,8 @@ export async function registerPreviewRoutes(
       },
       async (request) => {
         const session = app.sessions.get(request.params.id, request.tenant);
-        return { ports: session.ports.list().map((p) => previewAnswer(session, p, signer, config)) };
+        const scope = request.principal?.scope;
+        return { ports: session.ports.list().map((p) => previewAnswer(session, p, signer, config, undefined, scope)) };
       },
     );
     api.delete(
@@ -249,7 +258,10 @@ function authenticate(
     const scoped = isSessionToken(token) ? sessionTokenOpens(ctx, token, sessionId, elsewhere) : undefined;
     if (scoped !== undefined) return { ...scoped, fromQuery: fromQuery !== null, bearer: false };
     const tenant = ctx.signer.verify(sessionId, port, token);
-    if (tenant !== undefined) return { tenant, fromQuery: fromQuery !== null, bearer: false };
+    // A URL made for a session token ends with its revocation (elsewhere: the owner checks).
+    const madeFor = PreviewSigner.tokenIdOf(token);
+    const revoked = madeFor !== undefined && ctx.app.sessions.find(sessionId)?.tokens.has(madeFor) === true;
+    if (tenant !== undefined && !revoked) return { tenant, fromQuery: fromQuery !== null, bearer: false };
   }
   const bearer = bearerOf(request.headers.authorization);
   if (bearer !== undefined && isSessionToken(bearer)) {

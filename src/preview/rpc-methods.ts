@@ -15,7 +15,9 @@ export function registerPreviewMethods(
 ): void {
   table.add('session/exposePort', async (params, conn) => {
     const session = conn.session;
-    return previewAnswer(session, await session.ports.expose(params.port), opts.signer, opts.config, params.ttlSeconds);
+    const exposed = await session.ports.expose(params.port);
+    const scope = conn.deps.principal?.scope;
+    return previewAnswer(session, exposed, opts.signer, opts.config, params.ttlSeconds, scope);
   });
   table.add('session/closePort', async (params, conn) => ({ closed: await conn.session.ports.close(params.port) }));
 }

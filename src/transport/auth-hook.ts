@@ -26,6 +26,15 @@ export interface AuthHookOptions extends Identify {
   readonly elsewhere?: ((request: FastifyRequest, sessionId: string) => boolean) | undefined;
 }
 
+/**
+ * The path of `url` as the router matches it: up to the query or the fragment. The router ends
+ * a path at `#` as at `?`, so a check made on any longer spelling would judge another route.
+ */
+export function routedPath(url: string): string {
+  const end = url.search(/[?#]/);
+  return end < 0 ? url : url.slice(0, end);
+}
+
 /** The audit actor of a request: its principal's name, never its token. */
 export function actorOf(request: FastifyRequest): AuditActor {
   return {
@@ -57,7 +66,7 @@ async function refuse(
 export function registerAuthHooks(app: FastifyInstance, opts: AuthHookOptions): void {
   app.decorateRequest('principal', undefined);
   app.addHook('onRequest', async (request, reply) => {
-    const path = request.url.split('?')[0] ?? '';
+    const path = routedPath(request.url);
     if (opts.skip(request.method, request.url, path)) return;
     const upgrade = request.headers.upgrade?.toLowerCase() === 'websocket';
     const who = identify(
