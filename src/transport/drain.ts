@@ -10,6 +10,7 @@ import type { Backend } from '../backends/types.ts';
 import type { Config } from '../config.ts';
 import { execError, httpErrorBody } from '../errors.ts';
 import type { DrainingNotification } from '../protocol/index.ts';
+import { routedPath } from './auth-hook.ts';
 
 /**
  * Whether SIGTERM leaves the sessions for others: always in a fleet (another replica takes them
@@ -75,7 +76,7 @@ const STILL_ANSWERED = new Set(['/healthz', '/readyz']);
 export function registerDrainGate(app: FastifyInstance, drain: Drain): void {
   app.addHook('onRequest', async (request, reply) => {
     if (!drain.draining) return;
-    const path = request.url.split('?')[0] ?? '';
+    const path = routedPath(request.url);
     if (path === '/readyz' || !STILL_ANSWERED.has(path)) {
       const err = execError('EXEC_ERR_SHUTTING_DOWN', 'server is draining; retry on another replica');
       return reply.code(503).header('connection', 'close').send(httpErrorBody(err));

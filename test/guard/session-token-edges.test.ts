@@ -106,7 +106,8 @@ test("an expired token's open connection is closed at expiry, and the refusals a
     viewer.request('process/start', { processId: 'x', argv: ['true'] }),
     code('EXEC_ERR_TOKEN_READ_ONLY'),
   );
-  const short = await mint(api, id, { ttlSeconds: 1 });
+  // 2 s: expiry is a whole second, so a 1 s token minted late in a second can lapse before attaching.
+  const short = await mint(api, id, { ttlSeconds: 2 });
   const conn = await attach(t, api, short.token, id);
   const closed = await new Promise<{ code: number; reason: string }>((resolve) =>
     conn.onClose((c, reason) => resolve({ code: c, reason })),
