@@ -54,11 +54,17 @@ export function clientStampFor(request: FastifyRequest): string {
   return request.server.clientStamp.stamp(request.clientAddress);
 }
 
-/** Sets `request.clientAddress` on every request, first of all hooks (the audit's actor reads it). */
+/**
+ * Sets `request.clientAddress` on every request, first of all hooks (the audit's actor reads it).
+ * A lone server (no `--fleet`) takes no stamp: no replica vouches for anyone there, and its key
+ * may derive from one tenant token alone, which that token's holder can compute.
+ */
 export function registerClientAddress(app: FastifyInstance, stamp: ClientStamp): void {
   app.decorate('clientStamp', stamp);
   app.decorateRequest('clientAddress', '');
+  // The server's sessions tell a lone server; the hook on an app of its own reads stamps.
+  const lone = app.hasDecorator('sessions') && app.sessions.backend.fleet === undefined;
   app.addHook('onRequest', async (request) => {
-    request.clientAddress = stamp.read(request.headers[CLIENT_HEADER]) ?? request.ip;
+    request.clientAddress = (lone ? undefined : stamp.read(request.headers[CLIENT_HEADER])) ?? request.ip;
   });
 }

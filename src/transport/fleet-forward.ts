@@ -8,11 +8,13 @@ import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { bearerFromProtocols } from '../console/websocket-token.ts';
+import { scopeProblem } from '../sessions/token-scope.ts';
 import { execError, httpErrorBody } from '../errors.ts';
 import { asTenantId } from '../ids.ts';
 import type { FleetBackend } from '../backends/types.ts';
 import { MCP_PATH, MCP_REPLICA_SEPARATOR, MCP_SESSION_HEADER } from '../protocol/index.ts';
 import type { SessionRoute } from '../sessions/session-manager.ts';
+import { actorOf } from './auth-hook.ts';
 import { CLIENT_HEADER, clientStampFor } from './client-address.ts';
 import { bearerOf } from './principal.ts';
 import { isSessionToken, type SessionTokenSigner } from './session-tokens.ts';
@@ -33,10 +35,19 @@ const SESSION_PATH = /^\/v1\/sessions\/([^/?#]+)/;
  */
 const HOP_HEADERS = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection']);
 
-function forwardHeaders(request: FastifyRequest, replicaId: string): Record<string, string | string[]> {
+/**
+ * The headers of a forwarded request. A bodiless one is sent without its body, so without the
+ * `content-length` it came with: the owner would take that many bytes of the next request on the
+ * kept-alive connection (another caller's) for its body.
+ */
+function forwardHeaders(
+  request: FastifyRequest,
+  replicaId: string,
+  bodiless: boolean,
+): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
   for (const [k, v] of Object.entries(request.headers))
-    if (v !== undefined && !HOP_HEADERS.has(k.toLowerCase())) out[k] = v;
+    if (v !== undefined && !HOP_HEADERS.has(k.toLowerCase()) && !(bodiless && k === 'content-length')) out[k] = v;
   out[FORWARDED_HEADER] = replicaId;
   out[CLIENT_HEADER] = clientStampFor(request);
   return out;
@@ -58,7 +69,7 @@ function forward(
     const bodiless = request.method === 'GET' || request.method === 'HEAD' || request.method === 'DELETE';
     const upstream = (https ? httpsRequest : httpRequest)(target, {
       method: request.method,
-      headers: forwardHeaders(request, replicaId),
+      headers: forwardHeaders(request, replicaId, bodiless),
       agent: https ? agents.https : agents.http,
     });
     let sent = false;
@@ -100,7 +111,8 @@ function forward(
  * Session tokens in a fleet: a token's revocations live with its session, on the owner. A
  * request with a well-signed session token whose session another live replica owns is let
  * through authentication here (`elsewhere`) and forwarded; the owner checks the token fully.
- * Registered before the authentication hook; undefined without a fleet.
+ * When it is served here instead (the session was taken over meanwhile), it is checked here in
+ * full before its handler. Registered before the authentication hook; undefined without a fleet.
  */
 export function registerFleetTokenRouting(
   app: FastifyInstance,
@@ -120,6 +132,30 @@ export function registerFleetTokenRouting(
     // An orphan is taken over here (then checked here); a live owner's session goes there.
     const route = await app.sessions.route(scope.sessionId, asTenantId(scope.tenant)).catch(() => undefined);
     if (route?.kind === 'remote') remote.set(request, scope.sessionId);
+  });
+  // Such a request may be served here after all: its owner did not answer and this replica took
+  // the session over (registerFleetForwarding), or another request did meanwhile. The session's
+  // revocations are here now: the token is checked against them before any handler runs.
+  app.addHook('preHandler', async (request, reply) => {
+    const sessionId = remote.get(request);
+    const scope = request.principal?.scope;
+    if (sessionId === undefined || scope === undefined || app.sessions.find(sessionId) === undefined) return;
+    const problem = scopeProblem(scope, { findSession: (id) => app.sessions.find(id) });
+    if (problem === undefined) return;
+    app.audit.record({
+      action: problem.statusCode === 401 ? 'auth.failure' : 'auth.denied',
+      tenant: scope.tenant,
+      session: scope.sessionId,
+      actor: actorOf(request),
+      detail: {
+        method: request.method,
+        path: request.url.split('?')[0] ?? '',
+        code: problem.code,
+        reason: problem.message,
+      },
+    });
+    if (problem.statusCode === 401) reply.header('www-authenticate', 'Bearer');
+    return reply.code(problem.statusCode).send(httpErrorBody(problem));
   });
   return (request, sessionId) => remote.get(request) === sessionId;
 }
