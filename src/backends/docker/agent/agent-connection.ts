@@ -16,11 +16,11 @@ import {
   HelloFlag,
   frame,
   FromAgent,
-  parseProcRecord,
+  malformed,
   ToAgent,
   type AgentFrame,
-  type ProcRecord,
 } from './agent-protocol.ts';
+import { AgentListing, type ListedProcess } from './agent-listing.ts';
 import { LINK_IN_CONTAINER, type AgentLink } from './agent-link.ts';
 import { readIntoSharedBuffer } from './link-reader.ts';
 import { AGENT_DIR } from '../container/container-config.ts';
@@ -39,14 +39,7 @@ export interface HandleListener {
   frame(f: AgentFrame): void;
 }
 
-/** A kept process as the agent replayed it after attaching. */
-export interface ListedProcess {
-  readonly handle: number;
-  readonly record: ProcRecord;
-  /** Retained output, in order (copies). */
-  readonly output: Array<{ stream: AgentFrame['stream']; offset: number; data: Buffer }>;
-  exit: Buffer | undefined;
-}
+export type { ListedProcess };
 
 /**
  * How a connection reaches the daemon: `socket` over the agent link (output crosses neither
@@ -74,7 +67,8 @@ export class AgentConnection {
   readonly #listeners = new Map<number, HandleListener>();
   readonly #waiting = new Map<number, (f: AgentFrame) => void>();
   #onHello: ((f: AgentFrame) => void) | undefined;
-  #listing: { procs: Map<number, ListedProcess>; done: (l: ListedProcess[]) => void } | undefined;
+  #listing: AgentListing | undefined;
+  readonly #retentionBytes: number;
   #closed = false;
   #closeReason = 'agent connection closed';
   #detaching = false;
@@ -90,11 +84,12 @@ export class AgentConnection {
   notedAt: number | undefined;
   readonly transport: AgentTransport;
 
-  private constructor(socket: Duplex, log: DockerLogger, transport: AgentTransport) {
+  private constructor(socket: Duplex, log: DockerLogger, transport: AgentTransport, retentionBytes: number) {
     this.#log = log;
     this.transport = transport;
+    this.#retentionBytes = retentionBytes;
     const parser = new AgentStreamParser(
-      (f) => this.#route(f),
+      (f) => this.#take(f),
       (text) => log.warn({ agent: text.toString('utf8').trim().slice(0, 500) }, 'exec agent stderr'),
       (err) => this.#end(`exec agent stream broken: ${err.message}`),
       transport === 'socket' ? 'raw' : 'docker',
@@ -134,7 +129,7 @@ export class AgentConnection {
           o.timeoutMs,
         )
       ).socket;
-    const conn = new AgentConnection(socket, o.log, direct ? 'socket' : 'exec-stream');
+    const conn = new AgentConnection(socket, o.log, direct ? 'socket' : 'exec-stream', o.retentionBytes);
     try {
       const hello = await conn.#await('hello', o.timeoutMs, (resolve) => {
         conn.#onHello = resolve;
@@ -235,17 +230,18 @@ export class AgentConnection {
    * listeners without missing live output.
    */
   async list(timeoutMs: number, onListed: (listed: ListedProcess[]) => void): Promise<void> {
-    const listed = await this.#await<ListedProcess[]>('list', timeoutMs, (resolve) => {
-      this.#listing = {
-        procs: new Map(),
-        done: (l) => {
-          onListed(l);
-          resolve(l);
-        },
-      };
+    await this.#await<ListedProcess[]>('list', timeoutMs, (resolve) => {
+      this.#listing = new AgentListing(this.#retentionBytes, (l) => {
+        onListed(l);
+        resolve(l);
+      });
       this.send(frame(ToAgent.LIST, 0));
+    }).catch((err: unknown) => {
+      // A list that never ends must not keep collecting what the agent replays into it.
+      this.#listing = undefined;
+      this.close(`exec agent did not finish its list: ${(err as Error).message}`);
+      throw err;
     });
-    void listed;
   }
 
   /** Tells the agent the session was used now (its idle clock, for a server that takes it over). */
@@ -265,31 +261,35 @@ export class AgentConnection {
     this.#socket.destroy();
   }
 
+  /** Every frame from the agent: untrusted (the agent is root's in its container). */
+  #take(f: AgentFrame): void {
+    if (this.#closed) return;
+    const bad = malformed(f);
+    if (bad !== undefined) {
+      this.#end(`exec agent sent a malformed frame: ${bad}`);
+      return;
+    }
+    try {
+      this.#route(f);
+    } catch (err) {
+      // Thrown while reading the link, it would be uncaught: it ends this connection, not the server.
+      this.#log.warn({ err: (err as Error).message, type: f.type }, 'exec agent frame could not be handled');
+      this.#end(`exec agent frame could not be handled: ${(err as Error).message}`);
+    }
+  }
+
   #route(f: AgentFrame): void {
-    if (this.#listing && f.type !== FromAgent.ERROR) {
-      const l = this.#listing;
-      if (f.type === FromAgent.LIST_END) {
-        this.#listing = undefined;
-        l.done([...l.procs.values()]);
-        return;
-      }
-      if (f.type === FromAgent.PROC) {
-        l.procs.set(f.handle, { handle: f.handle, record: parseProcRecord(f.payload), output: [], exit: undefined });
-        return;
-      }
-      const p = l.procs.get(f.handle);
-      if (p && f.type === FromAgent.OUTPUT) {
-        p.output.push({
-          stream: f.stream,
-          offset: Number(f.payload.readBigUInt64LE(0)),
-          data: Buffer.from(f.payload.subarray(8)),
-        });
-        return;
-      }
-      if (p && f.type === FromAgent.EXIT) {
-        p.exit = Buffer.from(f.payload);
-        return;
-      }
+    const l = f.type === FromAgent.ERROR ? undefined : this.#listing;
+    const listed = l?.take(f) ?? 'other';
+    if (listed === 'taken') return;
+    if (listed === 'end') {
+      this.#listing = undefined;
+      l?.finish();
+      return;
+    }
+    if (listed !== 'other') {
+      this.#end(`exec agent list refused: ${listed.refused}`);
+      return;
     }
     if (f.type === FromAgent.HELLO || (f.type === FromAgent.ERROR && f.handle === 0 && this.#onHello)) {
       const h = this.#onHello;

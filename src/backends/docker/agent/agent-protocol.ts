@@ -168,6 +168,19 @@ export interface AgentFrame {
   readonly payload: Buffer;
 }
 
+/** The most processes an agent keeps (MAX_PROCS in native/exec-agent.c): a longer LIST is not an agent's. */
+export const AGENT_MAX_PROCS = 256;
+
+/**
+ * Why `f` cannot be an agent's frame (its payload too short for its fixed fields), or undefined.
+ * The agent is root's in a `danger-full-access` container, so its frames are checked here, at
+ * the edge, before any handler reads a field (docs/security-agent-link.md).
+ */
+export function malformed(f: AgentFrame): string | undefined {
+  const need = f.type === FromAgent.OUTPUT || f.type === FromAgent.STDIN_ACK ? 8 : f.type === FromAgent.TUNNEL ? 4 : 0;
+  return f.payload.length < need ? `frame type ${f.type} with a payload of ${f.payload.length} bytes` : undefined;
+}
+
 /** A kept process as LIST reports it. */
 export interface ProcRecord {
   readonly tag: string;
