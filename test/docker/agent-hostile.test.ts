@@ -24,10 +24,13 @@ const options = { ...dockerTestOptions, timeout: dockerTestOptions.skip ? 1000 :
  * on the daemon's socket for the server's `exec-agent start` (which brings the secret and the
  * link's path), dials the link with them, answers the hello, then by MODE:
  * `short`: an empty list, SPAWNED for the next spawn, then OUTPUT shorter than its offset field;
- * `flood`: a kept process, then its "retained output" without end, never LIST_END.
+ * `flood`: a kept process, then its "retained output" without end, never LIST_END;
+ * `tunnel`: an empty list, the egress proxy "listening", then 20000 TUNNEL frames, counting the
+ * tunnel processes the server asks it to spawn in the next 3 s.
  * It logs to /tmp/fake-agent.log what happened (how much it wrote before the server closed).
  */
 const FAKE_AGENT_C = String.raw`
+#define _GNU_SOURCE
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -36,6 +39,7 @@ const FAKE_AGENT_C = String.raw`
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 static int rd(int s, void *b, size_t n) { size_t g = 0; while (g < n) { ssize_t r = read(s, (char *)b + g, n - g); if (r <= 0) return -1; g += (size_t)r; } return 0; }
@@ -100,6 +104,23 @@ int main(int argc, char **argv) {
     return 0;
   }
   send_frame(s, 9, 0, 0, NULL, 0);
+  if (strcmp(mode, "tunnel") == 0) {
+    /* Over a link the tunnels come in on the link: a TUNNEL frame there is not an agent's. */
+    for (;;) {
+      if (read_frame(s, &type, &handle) < 0) { printf("closed before egress\n"); return 0; }
+      if (type == 13) break;
+    }
+    send_frame(s, 10, 0, handle, "port", 4);
+    for (uint32_t id = 1; id <= 20000; id++) if (send_frame(s, 11, 0, 0, &id, 4) < 0) break;
+    alarm(0);
+    signal(SIGALRM, SIG_DFL);
+    int tunnels = 0;
+    struct timeval tv = { 3, 0 }; setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    while ((n = read_frame(s, &type, &handle)) >= 0)
+      if (type == 2 && memmem(pay, (size_t)n, "tunnel", 6) != NULL) tunnels++;
+    printf("tunnel spawns %d\n", tunnels);
+    return 0;
+  }
   for (;;) {
     if ((n = read_frame(s, &type, &handle)) < 0) { printf("closed before a spawn\n"); return 0; }
     if (type == 2) break;
@@ -124,7 +145,7 @@ async function buildFakeAgent(t: TestContext): Promise<Buffer> {
 }
 
 /** Copies the fake agent in (as any tenant can) and lets it take over the session's agent. */
-async function takeOver(s: TestSession, binary: Buffer, mode: 'short' | 'flood'): Promise<void> {
+async function takeOver(s: TestSession, binary: Buffer, mode: 'short' | 'flood' | 'tunnel'): Promise<void> {
   await s.request('fs/writeFile', { path: '/tmp/fake-agent', dataBase64: binary.toString('base64') });
   const r = await s.run('take-over', ['sh', '-c', `chmod +x /tmp/fake-agent && /tmp/fake-agent ${mode}`]);
   assert.equal(r.exited['exitCode'], 0, r.stderr);
@@ -193,4 +214,24 @@ test('a list that never ends is cut off: the server keeps no unbounded replay', 
   assert.ok(mib <= 256, `the server took ${mib} MiB of a list before closing it`);
   const r = await victim.run('still', ['echo', 'fine']);
   assert.equal(r.stdout, 'fine\n');
+});
+
+test('TUNNEL frames over a link start no tunnel process: a flood of them costs nothing', options, async (t) => {
+  const binary = await buildFakeAgent(t);
+  const server = await startServer({ backend: 'docker' });
+  t.after(() => server.close());
+  // A session with an egress allow-list: its agent is asked to run the proxy on every attach.
+  const attacker = await TestSession.open(server.url, { session: { ...ROOT, network: { allow: ['127.0.0.2:9'] } } });
+  t.after(() => attacker.close());
+  await takeOver(attacker, binary, 'tunnel');
+  await attacker.start('reattach', ['true']).catch(() => undefined);
+  let log = '';
+  for (let i = 0; i < 300 && !/tunnel spawns \d+/.test(log); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    log = await fakeLog(attacker);
+  }
+  assert.match(log, /tunnel spawns 0\n/, log);
+  const other = await TestSession.open(server.url, { session: ROOT });
+  t.after(() => other.close());
+  assert.equal((await other.run('still', ['echo', 'fine'])).stdout, 'fine\n');
 });

@@ -21,6 +21,8 @@ import { keptProcess, withMarks } from './kept-process.ts';
 
 /** A tunnel process runs as root, unsandboxed: it only relays the socket the daemon hands it. */
 const ROOT_TUNNEL: AgentSpawnOptions = { uid: 0, gid: 0, sandboxType: 'none' };
+/** Tunnel processes starting at once, at most: the clients the agent keeps waiting (MAX_TUNNELS). */
+const MAX_TUNNEL_STARTS = 128;
 
 const AGENT_DIED = 'the exec agent died (killed, or out of memory): its processes went with it';
 
@@ -70,6 +72,7 @@ export class AgentChannel {
   /** The session's egress proxy port (docs/architecture.md, "Egress"): asked of every connection. */
   #egressPort: number | undefined;
   #egressAccept: ((tunnel: Duplex, offersSocket?: boolean) => void) | undefined;
+  #tunnelStarts = 0;
   owner: AgentOwner = { lostReason: () => undefined, containerRunning: async () => undefined };
 
   constructor(init: AgentChannelInit) {
@@ -159,10 +162,20 @@ export class AgentChannel {
       throw execError('EXEC_ERR_BACKEND', `exec agent cannot run the egress proxy: ${reply.payload.toString('utf8')}`);
   }
 
-  /** Runs `exec-agent tunnel` for client `id` and hands its stdin/stdout to the proxy. */
+  /**
+   * Runs `exec-agent tunnel` for client `id` and hands its stdin/stdout to the proxy. The frame
+   * is the agent's, which a root tenant may replace: one over a link (where tunnels come in on
+   * the link itself) is ignored, and at most MAX_TUNNEL_STARTS start at once, as many as the
+   * agent keeps clients waiting; a flood of frames past that starts nothing.
+   */
   async #tunnelProcess(id: number): Promise<void> {
     const accept = this.#egressAccept;
-    if (accept === undefined) return;
+    if (accept === undefined || this.#init.socket.link !== undefined) return;
+    if (this.#tunnelStarts >= MAX_TUNNEL_STARTS) {
+      this.#init.log.debug({ id }, 'egress tunnel ignored: as many are starting as the agent keeps waiting');
+      return;
+    }
+    this.#tunnelStarts++;
     try {
       const stream = await processStream((request, sink) => this.spawn(request, sink, ROOT_TUNNEL), {
         argv: [AGENT_PATH, 'tunnel', this.#init.socket.path, String(id)],
@@ -175,6 +188,8 @@ export class AgentChannel {
       accept(stream);
     } catch (err) {
       this.#init.log.debug({ id, err: (err as Error).message }, 'egress tunnel process did not start');
+    } finally {
+      this.#tunnelStarts--;
     }
   }
 
