@@ -100,7 +100,8 @@ function originGate(
   origins: OriginCheck,
 ): (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply | undefined> {
   return async (request, reply) => {
-    const upgrade = request.headers.upgrade?.toLowerCase() === 'websocket';
+    // Any upgrade the server took (request.ws), whatever its protocol: the preview proxy tunnels each.
+    const upgrade = request.ws || request.headers.upgrade?.toLowerCase() === 'websocket';
     const preview = isPreviewProxyRequest(request.method, request.url);
     if ((upgrade || !preview) && !origins.allows(request.raw)) {
       const e = execError('EXEC_ERR_ORIGIN_FORBIDDEN', foreignOriginMessage(request.raw));
@@ -292,7 +293,11 @@ async function openAudit(
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, backend } = deps;
   const auth = createAuthenticator(config);
-  const origins = new OriginCheck(config.allowedOrigins);
+  const origins = new OriginCheck({
+    allowedOrigins: config.allowedOrigins,
+    tokens: auth.enabled,
+    previewHost: config.previewHost,
+  });
   const metrics = deps.metrics ?? new Metrics();
   const engines = backend.engines?.bind(backend);
   if (engines !== undefined) metrics.watchEngines(engines);

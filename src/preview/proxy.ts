@@ -134,10 +134,16 @@ export function proxyHttp(req: IncomingMessage, res: ServerResponse, target: Pro
 
 /** Sends the request over `upstream` (Node's HTTP client speaks HTTP/1.1 on it) and streams the answer back. */
 function forward(req: IncomingMessage, res: ServerResponse, target: ProxyTarget, upstream: Duplex): void {
+  // A chunked body keeps its framing (the server's parser accepts only codings that end in
+  // `chunked`). Node's client frames a body it has no length for only for methods that usually
+  // carry one: a chunked GET, DELETE or OPTIONS would otherwise reach the application bare
+  // after its head, to be read there as a request of its own.
+  const te = req.headers['transfer-encoding'];
+  const chunked = te === undefined ? {} : { 'transfer-encoding': te };
   const outgoing = httpRequest({
     method: req.method,
     path: target.path,
-    headers: { ...forwardHeaders(target.headers), connection: 'close' },
+    headers: { ...forwardHeaders(target.headers), ...chunked, connection: 'close' },
     createConnection: () => upstream,
   });
   outgoing.on('response', (answer) => {

@@ -9,7 +9,7 @@
  * port), a session token of that session (bearer, or in place of the signed token) or the
  * tenant's bearer token. What authenticated the caller to us never reaches the
  * application: the token parameter and cookie are removed, and so is `Authorization` when it
- * was our bearer token.
+ * carries a token of ours, whichever credential opened the port.
  */
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -35,7 +35,7 @@ import { routedPath } from '../transport/auth-hook.ts';
 import { bearerOf } from '../transport/principal.ts';
 import { isSessionToken, type SessionTokenSigner } from '../transport/session-tokens.ts';
 import { CLIENT_HEADER } from '../transport/client-address.ts';
-import { FORWARDED_HEADER } from '../transport/fleet-forward.ts';
+import { FORWARDED_HEADER, LOCAL_ONLY_HEADER } from '../transport/fleet-forward.ts';
 import { ownerTarget } from './fleet-preview.ts';
 import { proxyHttp, proxyUpgrade, type ProxyTarget } from './proxy.ts';
 import { PreviewSigner } from './signing.ts';
@@ -273,6 +273,13 @@ function authenticate(
   return undefined;
 }
 
+/** Whether `Authorization` carries a token of ours (even beside the signed URL that opened the port). */
+function oursInAuthorization(ctx: PreviewContext, header: string | undefined): boolean {
+  const bearer = bearerOf(header);
+  if (bearer !== undefined && isSessionToken(bearer)) return true;
+  return ctx.auth.enabled && ctx.auth.authenticate(header) !== undefined;
+}
+
 /** 401 to a caller with no credential that opens the port, recorded as an authentication failure. */
 function refuse(
   app: FastifyInstance,
@@ -356,12 +363,13 @@ async function handleProxy(ctx: PreviewContext, request: FastifyRequest, reply: 
   const cookie = withoutOurCookie(headers.cookie);
   if (cookie === undefined) delete headers.cookie;
   else headers.cookie = cookie;
-  if (who.bearer) delete headers.authorization;
+  if (who.bearer || oursInAuthorization(ctx, request.headers.authorization)) delete headers.authorization;
   headers['x-forwarded-prefix'] = prefix.replace(/\/$/, '') || '/';
   // What the fleet's replicas tell each other stays between them: the application in the
   // session must not get a client stamp it could replay (client-address.ts).
   delete headers[CLIENT_HEADER];
   delete headers[FORWARDED_HEADER];
+  delete headers[LOCAL_ONLY_HEADER];
   const target: ProxyTarget = {
     open: () => session.ports.open(port),
     path: `/${path.slice(`/v1/sessions/${m[1]}/ports/${port}/`.length)}${cleanQuery}`,
@@ -374,7 +382,8 @@ async function handleProxy(ctx: PreviewContext, request: FastifyRequest, reply: 
 /** Hands the request (or its WebSocket upgrade) to `target` (proxy.ts). */
 function proxyTo(request: FastifyRequest, reply: FastifyReply, target: ProxyTarget): FastifyReply {
   reply.hijack();
-  if (request.headers.upgrade !== undefined) {
+  // An upgrade only when the server took it as one: else its body was read, as for any request.
+  if (request.ws) {
     proxyUpgrade(request.raw, request.raw.socket as Duplex, upgradeHeadOf(request.raw), target);
   } else {
     proxyHttp(request.raw, reply.raw, target);

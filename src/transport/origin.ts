@@ -7,8 +7,14 @@
  * included (a sandboxed frame or a `file:` page), is refused: browsers let any page open a
  * WebSocket to any address and send it simple requests, and a tokenless server on loopback
  * would otherwise run commands for any web page its user visits.
+ *
+ * Without tokens the `Host` is trusted to name the server only when no web page can choose it:
+ * an IP address, `localhost` (and `*.localhost`), or a name under `--preview-host`. A page of
+ * another site can re-point its own name at the server (DNS rebinding) and then sends that
+ * name as both `Host` and `Origin`; with tokens such a page still has no token.
  */
 import type { IncomingMessage } from 'node:http';
+import { isIP } from 'node:net';
 import { allowedOriginList } from '../config.ts';
 
 /** `scheme://host` of the request as the client addressed it (behind a proxy: X-Forwarded-Proto). */
@@ -39,12 +45,41 @@ function normalize(origin: string): string | undefined {
   }
 }
 
+/** The host name of a `Host` header (lower case, without its port or the brackets of IPv6). */
+function hostName(host: string): string {
+  const name = host.toLowerCase().replace(/:\d*$/, '');
+  return name.startsWith('[') && name.endsWith(']') ? name.slice(1, -1) : name;
+}
+
+/** Whether a host name is one no other site can make a browser send (see the module comment). */
+function unforgeableHost(name: string, previewHost: string | undefined): boolean {
+  return (
+    isIP(name) !== 0 ||
+    name === 'localhost' ||
+    name.endsWith('.localhost') ||
+    (previewHost !== undefined && name.endsWith(`.${previewHost.toLowerCase()}`))
+  );
+}
+
+export interface OriginCheckOptions {
+  /** `--allowed-origins`. */
+  readonly allowedOrigins?: string | undefined;
+  /** Whether the server requires tokens (then any `Host` may name the server's own origin). */
+  readonly tokens: boolean;
+  /** `--preview-host`: its names are the operator's, never a rebound site's. */
+  readonly previewHost?: string | undefined;
+}
+
 /** Decides whether a request's `Origin` may drive this server. */
 export class OriginCheck {
   readonly #allowed: ReadonlySet<string>;
+  readonly #tokens: boolean;
+  readonly #previewHost: string | undefined;
 
-  constructor(allowedOrigins: string | undefined) {
-    this.#allowed = allowedOriginList(allowedOrigins);
+  constructor(opts: OriginCheckOptions) {
+    this.#allowed = allowedOriginList(opts.allowedOrigins);
+    this.#tokens = opts.tokens;
+    this.#previewHost = opts.previewHost;
   }
 
   /** True when the request may proceed (no Origin, its own origin, or an allowed one). */
@@ -54,7 +89,8 @@ export class OriginCheck {
     const origin = normalize(header);
     if (origin === undefined) return false;
     const own = originOf(raw);
-    if (own !== undefined && normalize(own) === origin) return true;
+    const trusted = this.#tokens || unforgeableHost(hostName(raw.headers.host ?? ''), this.#previewHost);
+    if (own !== undefined && trusted && normalize(own) === origin) return true;
     return this.#allowed.has(origin);
   }
 }
