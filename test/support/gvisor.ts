@@ -36,11 +36,11 @@ export function http(
 /** The value a counter loop last wrote to `file` in the session (command id `id`). */
 export async function readCounter(s: TestSession, id: string, file: string): Promise<number> {
   // Read again a moment later when empty: the loop rewrites the file, and a read can fall
-  // between truncate and write.
+  // between truncate and write; and under load its first write can come late (up to 2 s here).
   const r = await s.run(id, [
     'sh',
     '-c',
-    `for n in 1 2 3; do v=$(cat ${file}); [ -n "$v" ] && { echo "$v"; exit 0; }; sleep 0.02; done; exit 1`,
+    `n=0; while [ $n -lt 100 ]; do v=$(cat ${file} 2>/dev/null); [ -n "$v" ] && { echo "$v"; exit 0; }; sleep 0.02; n=$((n+1)); done; exit 1`,
   ]);
   assert.equal(r.exited['exitCode'], 0, r.stderr);
   return Number(r.stdout.trim());
