@@ -25,6 +25,8 @@ import { docker, removeInstanceContainers } from './helpers.ts';
 
 const instanceId = `fleet-pool-${randomUUID().slice(0, 8)}`;
 const replicas: DevServer[] = [];
+/** The replicas by name, for their /metrics. */
+const named = new Map<string, DevServer>();
 
 async function replica(name: string): Promise<DevServer> {
   const server = await spawnDevServer({
@@ -35,6 +37,7 @@ async function replica(name: string): Promise<DevServer> {
     stderr: 'capture',
   });
   replicas.push(server);
+  named.set(name, server);
   await server.ready();
   return server;
 }
@@ -76,6 +79,16 @@ async function until<T>(what: string, check: () => Promise<T | undefined>, timeo
   }
 }
 
+/** Replica `name`'s warm-pool containers ready to claim, as its /metrics reports them (its one runtime pool). */
+async function warmReady(name: string): Promise<number> {
+  const r = named.get(name);
+  assert.ok(r !== undefined, `replica ${name}`);
+  const text = await (await fetch(`${r.http}/metrics`)).text();
+  const ready = /^exec_server_warm_pool_ready\{pool="([^"]+)"\} (\d+)$/m.exec(text);
+  assert.ok(ready !== null, `replica ${name} reports its warm pool:\n${text.slice(0, 400)}`);
+  return Number(ready[2]);
+}
+
 /** Waits until each of `names` holds a full pool whose agents answer; the pool containers then. */
 async function settled(names: readonly string[]): Promise<Pooled[]> {
   const full = async () => {
@@ -83,8 +96,13 @@ async function settled(names: readonly string[]): Promise<Pooled[]> {
     return names.every((n) => unclaimed(list, n).length === 2) ? list : undefined;
   };
   await until(`the pools of ${names.join(', ')}`, full, 60_000);
-  // A container is in its pool once its agent answers, a moment after it runs.
-  await sleep(3000);
+  // A container is in its pool once its agent answers, a moment after it runs (longer under
+  // load): each replica's /metrics shows when, rather than a fixed wait.
+  const ready = async () => {
+    for (const n of names) if ((await warmReady(n)) !== 2) return undefined;
+    return true;
+  };
+  await until(`the pools of ${names.join(', ')} ready`, ready, 60_000);
   return until(`the pools of ${names.join(', ')}`, full, 60_000);
 }
 

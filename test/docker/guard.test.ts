@@ -86,7 +86,14 @@ test('session tokens survive a restart, revocations too; docker processes are au
   assert.equal(fork.status, 201, JSON.stringify(fork.body));
   forkId = fork.body.sessionId;
   await s.close();
-  await sleep(300); // the exit's audit line is written
+  // The first server is SIGKILLed next: wait until its audit lines are on disk (written in
+  // order, in batches, so the fork's session.create, the last one, stands for all of them).
+  const forkAudited = async (): Promise<boolean> =>
+    (await readFile(auditLog, 'utf8').catch(() => ''))
+      .split('\n')
+      .some((l) => l.includes('"session.create"') && l.includes(fork.body.sessionId));
+  for (const end = Date.now() + 10_000; !(await forkAudited()) && Date.now() < end; ) await sleep(50);
+  assert.ok(await forkAudited(), "the fork's session.create is in the audit log");
 
   await first.kill();
   second = await serve(instanceId, auditLog);

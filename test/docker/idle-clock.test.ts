@@ -37,7 +37,9 @@ test('the agent gives back when the session was last noted used', dockerTestOpti
   }
   const usedAt = at.get(used.id);
   assert.ok(usedAt !== undefined, 'the agent said when the session was noted used');
-  assert.ok(Math.abs(usedAt - notedAt) < 500, `noted ${usedAt - notedAt} ms from the note`);
+  // Within 1 s: the NOTE reaches the agent after a loaded moment at worst, and the wrong answers
+  // (the agent's start, or the recovery) lie 2 s or more away from the note.
+  assert.ok(Math.abs(usedAt - notedAt) < 1000, `noted ${usedAt - notedAt} ms from the note`);
   // Never noted: since its agent started (the session's creation), not since the recovery.
   const quietAt = at.get(quiet.id);
   assert.ok(quietAt !== undefined && quietAt >= started - 500 && quietAt < notedAt - 2000, `${quietAt} vs ${started}`);

@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { test } from 'node:test';
+import { RECORD_FILE } from '../../src/backends/docker/exec/scripts.ts';
 import { abandon, sleep, startServer, TestSession } from '../support/harness.ts';
 import { dockerTestOptions } from './engine.ts';
 
@@ -21,14 +22,23 @@ test('re-adoption keeps the session policy; a session without its record is remo
   const doomedInfo = await doomed.request<Record<string, unknown>>('session/info', {});
   // The secret is put there from outside (the session itself is read-only).
   execFileSync('docker', ['exec', String(keptInfo['containerId']), 'sh', '-c', 'echo classified > /workspace/secret']);
-  await sleep(500); // the records are stored in the background
-  execFileSync('docker', [
-    'exec',
-    String(doomedInfo['containerId']),
-    'rm',
-    '-f',
-    '/run/exec-server/r/session-record.json',
-  ]);
+  // The records are stored in the background (an engine exec each, slow under load): wait until
+  // both are there, or the doomed one's could land after its removal below (written through a
+  // temporary file, so one that exists is whole).
+  const stored = (info: Record<string, unknown>): boolean => {
+    try {
+      const id = String(info['containerId']);
+      const argv = ['exec', '-u', '0', id, 'sh', '-c', 'test -s "$1"', 'sh', RECORD_FILE];
+      execFileSync('docker', argv, { stdio: 'ignore' });
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const deadline = Date.now() + 30_000;
+  while (!(stored(keptInfo) && stored(doomedInfo)) && Date.now() < deadline) await sleep(200);
+  assert.ok(stored(keptInfo) && stored(doomedInfo), 'both session records were stored');
+  execFileSync('docker', ['exec', String(doomedInfo['containerId']), 'rm', '-f', RECORD_FILE]);
   await kept.close();
   await doomed.close();
 

@@ -181,7 +181,9 @@ test('expiry, the TTL bound, revocation (live connections too) and deletion of t
   const bad = await api('POST', `/v1/sessions/${id}/tokens`, { access: 'admin' }, ACME);
   assert.equal(bad.status, 400);
 
-  const short = await mint(api, id, { ttlSeconds: 1 });
+  // 2 s: expiry is a whole second, so a 1 s token minted late in a second can lapse before the
+  // first GET. A 2 s one ends at most 2 s after its minting, so 2.1 s after that GET it has.
+  const short = await mint(api, id, { ttlSeconds: 2 });
   assert.equal((await api('GET', `/v1/sessions/${id}`, undefined, short.token)).status, 200);
   await new Promise((r) => setTimeout(r, 2100));
   const expired = await api('GET', `/v1/sessions/${id}`, undefined, short.token);

@@ -33,15 +33,17 @@ test('SDK: a process pruned while disconnected ends lost on resume; the others r
   t.after(() => server.close());
   const client = await ExecServerClient.connect(server.url);
   t.after(() => client.deleteSession().catch(() => undefined));
+  // The reconnect must come after `short` ended and before `long` does: wide margins on both
+  // sides (the reconnect lands about 2 s after the drop), since a loaded machine is slow at either.
   const short = await client.exec(['sh', '-c', 'echo before; sleep 0.3; echo after'], { check: false });
-  const long = await client.exec(['sh', '-c', 'echo a; sleep 1.5; echo b']);
+  const long = await client.exec(['sh', '-c', 'echo a; sleep 5; echo b']);
   let seen = '';
   short.onOutput((c) => (seen += c.text));
   await until(() => seen === 'before\n', 5000, 'first output');
   client.connection.socket.terminate();
   // `short` ends and is dropped by the server meanwhile.
   await until(() => !client.connected, 5000, 'the drop');
-  await sleep(1000);
+  await sleep(2000);
   await within(client.reconnect(), 10_000, 'reconnect');
   const lost = await within(short.wait(), 5000, 'the pruned handle');
   assert.deepEqual([lost.terminal, lost.exitCode, lost.stdout], ['lost', -1, 'before\n']);

@@ -50,7 +50,13 @@ test('SDK: exec, wait, CommandExitError, stdin, resize, kill, UTF-8 split across
     tty: true,
     size: { cols: 90, rows: 20 },
   });
-  await new Promise((res) => setTimeout(res, 300));
+  // Resize only once the first `stty size` has answered: under load the shell can take longer
+  // than any fixed wait to get there, and would then print the new size twice.
+  let before = '';
+  tty.onOutput((c) => (before += c.text));
+  for (const end = Date.now() + 10_000; !before.includes('20 90') && Date.now() < end; )
+    await new Promise((res) => setTimeout(res, 20));
+  assert.match(before, /20 90/, 'the first stty size');
   await tty.resize(132, 43);
   await tty.sendStdin('\n');
   assert.match((await tty.wait()).pty, /20 90\r\n[\s\S]*43 132\r\n$/);

@@ -146,7 +146,9 @@ for (const backend of BACKENDS) {
       const server = await startServer({ backend });
       t.after(() => server.close());
       const first = await TestSession.open(server.url);
-      await first.start('long', ['sh', '-c', 'sleep 1; echo done']);
+      // Long enough to outlive the resume on a loaded machine: a resumed connection hears only
+      // what happens after it attached, so an exit before that would never reach `second`.
+      await first.start('long', ['sh', '-c', 'sleep 3; echo done']);
       const evicted = new Promise<[number, string]>((resolve) =>
         first.conn.onClose((code, reason) => resolve([code, reason])),
       );
