@@ -44,7 +44,8 @@ test('the pool grows to the demand it saw, then shrinks back to its minimum', do
   assert.equal(waiting.length, 4, 'four unclaimed pool containers');
   // Taken from the grown pool, not created cold (which a time limit would stand for, and flake).
   const pooled = await backend.createSession(sessionSpec());
-  assert.ok(waiting.includes(pooled.containerId), 'a session of the grown pool is one of its containers');
+  const taken = pooled.containerId;
+  assert.ok(taken !== undefined && waiting.includes(taken), 'a session of the grown pool is one of its containers');
   sessions.push(pooled);
 
   // Quiet for the idle time: the target falls back to 1 and the surplus is removed.
