@@ -6,7 +6,8 @@
  * token, and the owner answers the tool's result as it would to a connection of its own. The
  * route is between replicas (hidden from the API document) and takes tenant tokens only.
  */
-import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { validatorCompiler } from '../transport/validator.ts';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config.ts';
@@ -129,7 +130,7 @@ export async function registerForwardedCalls(
   opts: { config: Config; signer: PreviewSigner },
 ): Promise<void> {
   await app.register(async (scope) => {
-    scope.setValidatorCompiler(TypeBoxValidatorCompiler);
+    scope.setValidatorCompiler(validatorCompiler);
     scope
       .withTypeProvider<TypeBoxTypeProvider>()
       .post(

@@ -13,7 +13,8 @@
  */
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { validatorCompiler } from '../transport/validator.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { Config } from '../config.ts';
@@ -152,7 +153,7 @@ export async function registerPreviewRoutes(
   const ctx: PreviewContext = { app, signer, auth: createAuthenticator(config), sessionTokens: opts.sessionTokens };
 
   await app.register(async (scope) => {
-    scope.setValidatorCompiler(TypeBoxValidatorCompiler);
+    scope.setValidatorCompiler(validatorCompiler);
     const api = scope.withTypeProvider<TypeBoxTypeProvider>();
     const errors = { '4xx': ErrorSchema, '5xx': ErrorSchema };
 

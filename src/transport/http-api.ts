@@ -7,7 +7,8 @@
  */
 import { LOCAL_ONLY_HEADER } from './fleet-forward.ts';
 import { fleetSessionInfos } from './fleet-list.ts';
-import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { validatorCompiler } from './validator.ts';
 import type { FastifyInstance } from 'fastify';
 import {
   ERROR_RESPONSES,
@@ -36,7 +37,7 @@ export async function registerHttpApi(app: FastifyInstance): Promise<void> {
   app.get('/docs/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   await app.register(async (scope) => {
-    scope.setValidatorCompiler(TypeBoxValidatorCompiler);
+    scope.setValidatorCompiler(validatorCompiler);
     const api = scope.withTypeProvider<TypeBoxTypeProvider>();
     sessionRoutes(api, app);
     oneSessionRoutes(api, app);

@@ -28,6 +28,7 @@ import {
 import type { Session } from '../sessions/session.ts';
 import type { SessionFiles } from '../sessions/files/session-files.ts';
 import type { TypedApi } from './typed-api.ts';
+import { validatorCompiler } from './validator.ts';
 
 const errors = ERROR_RESPONSES;
 const TAGS = ['files'];
@@ -60,6 +61,7 @@ export async function registerFileRoutes(app: FastifyInstance): Promise<void> {
   await app.register(async (scope) => {
     // Uploads: hand the raw request stream to the handler, unbuffered and unparsed.
     scope.addContentTypeParser('application/octet-stream', (_request, payload, done) => done(null, payload));
+    scope.setValidatorCompiler(validatorCompiler);
     const r = scope.withTypeProvider<TypeBoxTypeProvider>();
     transferRoutes(scope, r);
     listingRoutes(scope, r);

@@ -3,7 +3,8 @@
  * `DELETE /v1/sessions/{id}/tokens/{tokenId}` revokes one. Only a tenant token may do either
  * (the auth hook refuses session tokens here): a `read` token must not mint a `full` one.
  */
-import { TypeBoxValidatorCompiler, type TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { validatorCompiler } from './validator.ts';
 import type { FastifyInstance } from 'fastify';
 import { execError } from '../errors.ts';
 import {
@@ -23,7 +24,7 @@ export interface TokenRouteOptions {
 
 export async function registerTokenRoutes(app: FastifyInstance, opts: TokenRouteOptions): Promise<void> {
   await app.register(async (scope) => {
-    scope.setValidatorCompiler(TypeBoxValidatorCompiler);
+    scope.setValidatorCompiler(validatorCompiler);
     const api = scope.withTypeProvider<TypeBoxTypeProvider>();
     api.post(
       '/v1/sessions/:id/tokens',
