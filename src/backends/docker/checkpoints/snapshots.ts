@@ -96,7 +96,9 @@ export async function findSnapshot(
       docker.getImage(snapshotId).inspect({ abortSignal } as unknown as Docker.ImageInspectOptions),
     );
   } catch (err) {
-    if (statusOf((err as { cause?: unknown }).cause) === 404) throw notFound();
+    // 400: a reference the engine cannot parse (a name past its 255 characters) names no image.
+    const status = statusOf((err as { cause?: unknown }).cause);
+    if (status === 404 || status === 400) throw notFound();
     throw err;
   }
   const labels = info.Config?.Labels ?? undefined;
