@@ -34,18 +34,39 @@ export const MAX_SESSION_APPROVALS = 1024;
  */
 export class SessionApprovals {
   readonly #keys = new Set<string>();
+  readonly #onAdd: () => Promise<void>;
+
+  /**
+   * `onAdd` runs after each `add`: the session stores its record, so approvals survive a restart.
+   * It must not reject (a failed store is the session's to report).
+   */
+  constructor(onAdd: () => Promise<void> = () => Promise.resolve()) {
+    this.#onAdd = onAdd;
+  }
 
   has(key: string): boolean {
     return this.#keys.has(key);
   }
 
-  add(key: string): void {
+  /** Remembers `key`; resolves once `onAdd` has (the approved command waits for its record). */
+  add(key: string): Promise<void> {
     this.#keys.delete(key);
     this.#keys.add(key);
     if (this.#keys.size > MAX_SESSION_APPROVALS) {
       const oldest = this.#keys.values().next().value;
       if (oldest !== undefined) this.#keys.delete(oldest);
     }
+    return this.#onAdd();
+  }
+
+  /** The keys, oldest first (stored with the session's record). */
+  entries(): string[] {
+    return [...this.#keys];
+  }
+
+  /** The keys a stored record lists, oldest first (a re-adopted session; `onAdd` is not run). */
+  restore(keys: readonly string[]): void {
+    for (const key of keys.slice(-MAX_SESSION_APPROVALS)) this.#keys.add(key);
   }
 
   get size(): number {

@@ -106,7 +106,7 @@ async function ask(
   const { decision, why } = outcome;
   ctx.metrics.approvals.inc({ purpose, decision });
   ctx.audit?.('approval', { processId: proc.id, purpose, reason, decision, ...(why === undefined ? {} : { why }) });
-  if (decision === 'approved-for-session') ctx.approvalCache.add(approvalKey(proc.spec.argv));
+  if (decision === 'approved-for-session') await ctx.approvalCache.add(approvalKey(proc.spec.argv));
   return outcome;
 }
 
@@ -194,7 +194,7 @@ export async function launch(ctx: LauncherContext, proc: ManagedProcess, input: 
       approved = initial.approved;
       sandboxed = initial.sandboxed;
       if (input.approval === 'approved-for-session' && !policy.strictAutoReview)
-        ctx.approvalCache.add(approvalKey(proc.spec.argv));
+        await ctx.approvalCache.add(approvalKey(proc.spec.argv));
   }
   if (input.sandboxPermissions === 'require-escalated' && !sandboxed) decide(ctx, proc, 'escalated-first-attempt');
   const sandbox: ResolvedSandbox = sandboxed

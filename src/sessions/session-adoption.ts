@@ -7,7 +7,7 @@ import type { BackendSession, RecoveredSession } from '../backends/types.ts';
 import type { Config } from '../config.ts';
 import { restoreEgress } from '../egress/session-egress.ts';
 import type { Logger } from '../logger.ts';
-import { fromSessionRecord, exposedPortsOf, revokedTokensOf } from './session-spec.ts';
+import { approvedCommandsOf, fromSessionRecord, exposedPortsOf, revokedTokensOf } from './session-spec.ts';
 import { Session, type SessionDeps } from './session.ts';
 
 /** What re-adoption needs of the session manager. */
@@ -42,6 +42,7 @@ export async function adoptRecovered(recovered: RecoveredSession, host: Adoption
   );
   session.tokens.restore(revokedTokensOf(recovered.record));
   session.ports.restore(exposedPortsOf(recovered.record));
+  session.approvalCache.restore(approvedCommandsOf(recovered.record));
   await restoreEgress(session, recovered.session, log);
   host.register(session);
   // Running and ended processes the backend kept (docker's exec agent): seqs continue.

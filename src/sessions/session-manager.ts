@@ -228,6 +228,10 @@ export class SessionManager {
       try {
         await this.#backend.fleet?.quota?.take(options.tenant, id, this.#config.maxSessionsPerTenant);
         await startEgress(session, backendSession);
+        // The record is stored before the create answers: a server SIGKILLed right after its
+        // 201 left a container without one, which the next start's recovery removes (it cannot
+        // guess the policy), so the session the client was given was gone.
+        await session.persistRecord();
       } catch (err) {
         await this.#teardown(session);
         throw err;
@@ -243,13 +247,6 @@ export class SessionManager {
             this.#log.warn({ sessionId: id, err }, 'preparing the sandbox ahead of the first command failed'),
           );
       }
-      // Not awaited (a warm-pool session is ready in milliseconds); if the server dies before
-      // the record is stored, recovery removes the session rather than guess its policy.
-      session
-        .persistRecord()
-        .catch((err: unknown) =>
-          this.#log.warn({ sessionId: id, err }, 'session record not stored; the session will not survive a restart'),
-        );
       this.#metrics.sessionsCreated.inc({ result: 'ok' });
       this.#auditCreate(session, detail);
       this.#metrics.sessionsActive.set(this.#sessions.size);

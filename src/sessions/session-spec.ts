@@ -121,6 +121,7 @@ export function sessionRecord(
   spec: ResolvedSessionSpec,
   revokedTokens: ReadonlyArray<readonly [string, number]> = [],
   exposedPorts: readonly ExposedPort[] = [],
+  approvedCommands: readonly string[] = [],
 ): string {
   const explicit: SessionSpec = {
     ...(spec.image !== undefined ? { image: spec.image } : {}),
@@ -144,6 +145,7 @@ export function sessionRecord(
     denialHandling: spec.policy.denialHandling,
     ...(revokedTokens.length > 0 ? { revokedTokens } : {}),
     ...(exposedPorts.length > 0 ? { exposedPorts } : {}),
+    ...(approvedCommands.length > 0 ? { approvedCommands } : {}),
   });
 }
 
@@ -173,6 +175,16 @@ export function revokedTokensOf(record: string | undefined): Array<[string, numb
     (e): e is [string, number] =>
       Array.isArray(e) && e.length === 2 && typeof e[0] === 'string' && typeof e[1] === 'number',
   );
+}
+
+/**
+ * The `approved-for-session` keys a stored record lists (approvalKey digests, oldest first); none
+ * when unreadable. Anything but a digest is dropped: the record is readable by the container's root.
+ */
+export function approvedCommandsOf(record: string | undefined): string[] {
+  const list = recordField(record, 'approvedCommands');
+  if (!Array.isArray(list)) return [];
+  return list.filter((e): e is string => typeof e === 'string' && /^[A-Za-z0-9_-]{43}$/.test(e));
 }
 
 const checkSpec = Compile(SessionSpecSchema);

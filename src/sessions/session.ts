@@ -90,8 +90,10 @@ export class Session implements FilesSession {
   /** The egress proxy of a session created with `network.allow` (src/egress/). */
   readonly egress: SessionEgress | undefined;
   readonly createdAt: Date;
-  /** Commands approved for the session (`approved-for-session`), bounded. */
-  readonly approvalCache = new SessionApprovals();
+  /** Approved for the session, bounded; recorded before the command runs (a failed store: asked again). */
+  readonly approvalCache = new SessionApprovals(() =>
+    this.persistRecord().catch((err: unknown) => this.#log.warn({ err }, 'approval not in the session record')),
+  );
   /** Session tokens revoked before their expiry; stored with the session's record. */
   readonly tokens = new TokenRevocations();
   /** Client paths that stand for the workspace (workspace-aliases.ts). */
@@ -165,17 +167,19 @@ export class Session implements FilesSession {
 
   /**
    * Stores the session's record (its policy, the session tokens it revoked, its exposed preview
-   * ports) where a restarted server's recovery reads it back; resolves once stored.
+   * ports, the commands approved for it) where a restarted server's recovery reads it back; resolves once stored.
    */
   persistRecord(): Promise<void> {
     // One write at a time, each of the state when it starts: writes that overlapped raced on
     // the backend's temporary file (a port exposed right after the create failed with 502), and
     // an older record could land last. Each caller waits for its own write and sees its error.
-    const write = this.#recordWrite
-      .catch(() => undefined)
-      .then(() => this.backend.persistRecord(sessionRecord(this.spec, this.tokens.entries(), this.ports.list())));
+    const write = this.#recordWrite.catch(() => undefined).then(() => this.backend.persistRecord(this.#record()));
     this.#recordWrite = write;
     return write;
+  }
+
+  #record(): string {
+    return sessionRecord(this.spec, this.tokens.entries(), this.ports.list(), this.approvalCache.entries());
   }
 
   /** Throws `EXEC_ERR_SESSION_DEAD` once the session lost its backend. */

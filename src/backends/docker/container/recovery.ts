@@ -21,6 +21,13 @@ import { envOf, installIfWanted, startAgent } from './provision.ts';
 import type { PoolEntry } from './warm-pool.ts';
 import { execError } from '../../../errors.ts';
 
+/**
+ * The most of a session record read back. A record lists up to 10,000 revoked tokens
+ * (MAX_TOKEN_REVOCATIONS, ~40 bytes each) besides its spec: read with a 64 KiB bound, a session
+ * past ~1,600 revocations failed the read and was removed at the next start, container and all.
+ */
+const MAX_RECORD_BYTES = 4 * 1024 * 1024;
+
 /** Re-adopts containers of the instance as sessions: recovery at start and a fleet's take-over. */
 export interface ContainerAdopter {
   /** This instance's containers on the engine. */
@@ -125,7 +132,7 @@ export async function adoptRunning(
     const stored = await runControl(container, {
       cmd: ['cat', RECORD_FILE],
       timeoutMs: host.options.engineTimeoutMs,
-      maxStdout: 64 * 1024,
+      maxStdout: MAX_RECORD_BYTES,
     });
     const channel = session.inner.agent;
     host.log.info({ sessionId, containerId: c.Id }, 'recover: re-adopted session');
