@@ -54,8 +54,53 @@ function forwardHeaders(
 }
 
 /**
+ * How long a forwarded request may wait for its answer while the owner's `/healthz` says nothing
+ * either. A paused or wedged owner still accepts connections (the kernel does) and keeps its
+ * lease (its engine connection stays open), so without this the caller waited for ever. A slow
+ * answer of a live owner (an `exec_command` that waits for its command) is not cut: its
+ * `/healthz` answers meanwhile.
+ */
+const OWNER_SILENCE_MS = 10_000;
+const PROBE_EVERY_MS = 2_000;
+
+/** Whether the replica at `base` answers `/healthz` within `ms`. */
+function answers(base: string, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const url = new URL('/healthz', base);
+    const https = url.protocol === 'https:';
+    // A connection of its own: one kept alive might be the very one the owner stopped reading.
+    const probe = (https ? httpsRequest : httpRequest)(url, { agent: false, timeout: ms });
+    probe.on('response', (res) => {
+      res.resume();
+      resolve(true);
+    });
+    probe.on('timeout', () => probe.destroy());
+    probe.on('error', () => resolve(false));
+    probe.end();
+  });
+}
+
+/**
+ * Calls `silent` once the replica at `base` has answered neither the request nor its `/healthz`
+ * for OWNER_SILENCE_MS; the returned function stops watching (the answer came, or the request
+ * ended).
+ */
+function watchOwner(base: string, silent: () => void): () => void {
+  let lastHeard = Date.now();
+  const timer = setInterval(() => {
+    void answers(base, PROBE_EVERY_MS).then((alive) => {
+      if (alive) lastHeard = Date.now();
+      else if (Date.now() - lastHeard >= OWNER_SILENCE_MS) silent();
+    });
+  }, PROBE_EVERY_MS);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
+/**
  * Sends `request` to the replica at `base` and streams its answer back: 'done', or
- * 'unreachable' when no byte of the request was sent (the caller may route it again).
+ * 'unreachable' when no byte of the request was sent (the caller may route it again). An owner
+ * that answers neither the request nor its `/healthz` for OWNER_SILENCE_MS: 503, 'done'.
  */
 function forward(
   request: FastifyRequest,
@@ -73,6 +118,12 @@ function forward(
       agent: https ? agents.https : agents.http,
     });
     let sent = false;
+    let silenced = false;
+    const unwatch = watchOwner(base, () => {
+      silenced = true;
+      upstream.destroy(new Error(`no answer for ${OWNER_SILENCE_MS / 1000} s, nor from its /healthz`));
+    });
+    upstream.on('close', unwatch);
     const start = (): void => {
       sent = !bodiless;
       if (bodiless) upstream.end();
@@ -83,6 +134,7 @@ function forward(
       else start();
     });
     upstream.on('response', (res: IncomingMessage) => {
+      unwatch();
       void reply.hijack();
       const headers = { ...res.headers };
       for (const h of HOP_HEADERS) delete headers[h];
@@ -97,7 +149,7 @@ function forward(
       if (reply.sent || reply.raw.headersSent) {
         reply.raw.destroy();
         resolve('done');
-      } else if (!sent) resolve('unreachable');
+      } else if (!sent && !silenced) resolve('unreachable');
       else {
         const e = execError('EXEC_ERR_BACKEND_UNAVAILABLE', `the replica serving this session failed: ${err.message}`);
         void reply.code(e.statusCode).send(httpErrorBody(e));
