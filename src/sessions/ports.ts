@@ -81,11 +81,22 @@ export class SessionPorts {
     return exposed;
   }
 
-  /** Stops exposing `port` and ends its connections; false when it was not exposed. */
+  /**
+   * Stops exposing `port` and ends its connections, once the record no longer lists it; false
+   * when it was not exposed. A record that cannot be stored leaves the port exposed (the error
+   * says so): dropped only here, a restart or a take-over would expose it again unseen.
+   */
   async close(port: number): Promise<boolean> {
-    if (!this.#ports.delete(port)) return false;
+    const exposed = this.#ports.get(port);
+    if (exposed === undefined) return false;
+    this.#ports.delete(port);
+    try {
+      await this.#host.persistRecord();
+    } catch (err) {
+      if (!this.#ports.has(port) && !this.#closed) this.#ports.set(port, exposed);
+      throw err;
+    }
     for (const [stream, p] of this.#connections) if (p === port) stream.destroy();
-    await this.#host.persistRecord();
     return true;
   }
 

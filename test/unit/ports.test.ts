@@ -93,6 +93,23 @@ test('a port whose record cannot be stored is not exposed; a recovered record re
   );
 });
 
+test('a port whose closing cannot be stored stays exposed, and closes once it can be', async () => {
+  const over = { store: true };
+  const { h, stored, track } = host(over);
+  const ports = track(new SessionPorts(h, { maxPorts: 2, maxConnections: 2 }));
+  await ports.expose(80);
+  const stream = await ports.open(80);
+  over.store = false;
+  await assert.rejects(ports.close(80), { code: 'EXEC_ERR_BACKEND_UNAVAILABLE' });
+  assert.equal(ports.has(80), true, 'still exposed, as the stored record says');
+  assert.equal(stream.destroyed, false, 'its connection goes on');
+  over.store = true;
+  assert.equal(await ports.close(80), true);
+  assert.equal(ports.has(80), false);
+  assert.equal(stream.destroyed, true);
+  assert.deepEqual(stored.at(-1), [], 'the record no longer lists it');
+});
+
 test('opening: only exposed ports, through the session sandbox, up to the connection limit', async () => {
   const { h, opened } = host();
   const ports = new SessionPorts(h, { maxPorts: 4, maxConnections: 1 });
