@@ -118,10 +118,7 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
    * counted past the return (a stream still reading from the container).
    */
   async #use<T>(fn: () => Promise<T>, hold?: (value: T) => Promise<void>): Promise<T> {
-    while (this.#transition !== undefined || this.#state !== 'awake') {
-      if (this.#transition !== undefined) await this.#transition.catch(() => undefined);
-      else if (this.#state === 'hibernated') await this.wake();
-    }
+    while (!this.#idle()) await this.#settle();
     const release = this.#calls.enter();
     let value: T;
     try {
@@ -133,6 +130,21 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
     if (hold === undefined) release();
     else void hold(value).finally(release);
     return value;
+  }
+
+  /** The container is awake and no transition is under way. */
+  #idle(): boolean {
+    return this.#transition === undefined && this.#state === 'awake';
+  }
+
+  /**
+   * One wait towards `#idle()`. Callers loop `while (!this.#idle()) await this.#settle();` and
+   * act in the tick of the check that passed: a transition waited for can be followed at once
+   * by another that was waiting too (a hibernate sent during a wake), so no wait proves it.
+   */
+  async #settle(): Promise<void> {
+    if (this.#transition !== undefined) await this.#transition.catch(() => undefined);
+    else if (this.#state === 'hibernated') await this.wake();
   }
 
   async spawn(request: SpawnRequest, sink: ProcessSink): Promise<BackendProcess> {
@@ -212,7 +224,8 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
   async whileCheckpointed<T>(fn: (checkpoint: string) => Promise<T>): Promise<{ value: T; pauseMs: number }> {
     if (this.unsupportedReason !== undefined)
       throw execError('EXEC_ERR_UNSUPPORTED', `cannot checkpoint: ${this.unsupportedReason}`);
-    await this.wake();
+    // Not a bare wake(): the checkpoint below must start with no other transition under way.
+    while (!this.#idle()) await this.#settle();
     if (this.inner.lostReason !== undefined)
       throw execError('EXEC_ERR_SESSION_DEAD', `session container is gone: ${this.inner.lostReason}`);
     return this.#run(async () => {
@@ -271,8 +284,10 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
   }
 
   wake(): Promise<void> {
+    // Another's transition failing is not this wake's failure (a failed hibernation leaves the
+    // session awake): only the state after it counts.
     if (this.#transition !== undefined)
-      return this.#transition.then(() => (this.#state === 'awake' ? undefined : this.wake()));
+      return this.#transition.catch(() => undefined).then(() => (this.#state === 'awake' ? undefined : this.wake()));
     if (this.#state === 'awake') return Promise.resolve();
     return this.#run(() => this.#wake());
   }
