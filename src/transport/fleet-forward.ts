@@ -121,7 +121,8 @@ function forward(
     let silenced = false;
     const unwatch = watchOwner(base, () => {
       silenced = true;
-      upstream.destroy(new Error(`no answer for ${OWNER_SILENCE_MS / 1000} s, nor from its /healthz`));
+      const silence = `no answer for ${OWNER_SILENCE_MS / 1000} s, nor from its /healthz`;
+      upstream.destroy(execError('EXEC_ERR_BACKEND_UNAVAILABLE', silence));
     });
     upstream.on('close', unwatch);
     const start = (): void => {

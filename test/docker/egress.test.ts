@@ -170,11 +170,16 @@ test(
     assert.match(metrics, new RegExp(`exec_server_egress_session_bytes\\{session="${id}",direction="in"\\} \\d+`));
     assert.match(metrics, /exec_server_egress_connections_total\{result="refused"\} 1/);
     // One audit event per connection: where, allowed or refused (and why), bytes.
-    const events = (await readFile(auditPath, 'utf8'))
-      .trim()
-      .split('\n')
-      .map((l) => JSON.parse(l) as { action: string; session: string | null; detail: Record<string, unknown> })
-      .filter((e) => e.action === 'egress.connection');
+    // Lines are written in batches after the fact: read until both are there (10 s at most).
+    const egressEvents = async () =>
+      (await readFile(auditPath, 'utf8'))
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { action: string; session: string | null; detail: Record<string, unknown> })
+        .filter((e) => e.action === 'egress.connection');
+    let events = await egressEvents();
+    for (const end = Date.now() + 10_000; events.length < 2 && Date.now() < end; events = await egressEvents())
+      await new Promise((r) => setTimeout(r, 50));
     assert.equal(events.length, 2, JSON.stringify(events));
     const [ok, no] = events;
     assert.equal(ok?.session, id);

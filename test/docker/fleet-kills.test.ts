@@ -220,17 +220,22 @@ test('an owner SIGKILLed under a relayed stream, a forwarded call and a double t
   await onC.close();
 
   // An HTTP call forwarded through B to the owner C; C dies while it runs.
-  const started = Date.now();
   const call = requestJson<{ code?: string; exit_code?: number }>(`${b.http}/v1/sessions/${id}/exec_command`, 'POST', {
-    cmd: 'echo ran >> /workspace/ran.txt; sleep 3; echo done',
+    cmd: 'echo ran >> /workspace/ran.txt; sleep 10; echo done',
     login: false,
   });
-  await sleep(800);
+  // Killed once the command runs on C (a fixed wait could kill C before the call reached it).
+  const running = async (): Promise<boolean> => {
+    const cid = (await docker('ps', '-q', '--filter', `label=exec-server.session-id=${id}`)).trim();
+    return cid !== '' && (await docker('exec', cid, 'cat', '/workspace/ran.txt').catch(() => '')).includes('ran');
+  };
+  for (const end = Date.now() + 15_000; !(await running()) && Date.now() < end; ) await sleep(50);
   await kill(c);
+  const killedAt = Date.now();
   const answer = await Promise.race([call, sleep(20_000).then(() => undefined)]);
   assert.ok(answer !== undefined, 'the forwarded call does not hang when the owner dies');
   assert.ok(answer.status >= 500, `a clear error: ${answer.status} ${JSON.stringify(answer.body)}`);
-  assert.ok(Date.now() - started < 20_000);
+  assert.ok(Date.now() - killedAt < 20_000);
 
   // Two replicas asked at once for the orphan: one takes it over, the other forwards.
   const [viaB, viaD] = await Promise.all([

@@ -68,6 +68,23 @@ async function auditOf(name: string): Promise<{ text: string; lines: AuditLine[]
   return { text, lines };
 }
 
+/**
+ * The audit of `name` once a line matches `wanted` (for at most 10 s): lines are written in
+ * batches after the answer, so one read right after it can come too early under load.
+ */
+async function auditWith(
+  name: string,
+  wanted: (l: AuditLine) => boolean,
+): Promise<{ text: string; lines: AuditLine[]; line: AuditLine | undefined }> {
+  const end = Date.now() + 10_000;
+  for (;;) {
+    const audit = await auditOf(name);
+    const line = audit.lines.find(wanted);
+    if (line !== undefined || Date.now() > end) return { ...audit, line };
+    await sleep(50);
+  }
+}
+
 test('a revoked session token stays refused when the replica it reaches takes its session over', {
   ...dockerTestOptions,
   timeout: dockerTestOptions.skip ? 1000 : 180_000,
@@ -107,9 +124,9 @@ test('a revoked session token stays refused when the replica it reaches takes it
     body: JSON.stringify({ cmd: 'echo forged-stamp', login: false }),
   });
   assert.equal(forged.status, 200, await forged.text());
-  const started = (await auditOf('a')).lines.find(
-    (l) => l.action === 'process.start' && JSON.stringify(l).includes('forged-stamp'),
-  );
+  const started = (
+    await auditWith('a', (l) => l.action === 'process.start' && JSON.stringify(l).includes('forged-stamp'))
+  ).line;
   assert.equal(started?.remote, '127.0.0.1', 'a forged stamp does not change the audited address');
 
   // B forwards the revoked token's request to A (refused: nothing is sent), then waits for A's
@@ -126,11 +143,10 @@ test('a revoked session token stays refused when the replica it reaches takes it
   assert.match(b.stderr(), new RegExp(`"sessionId":"${id}"[^\n]*took over a session whose owner is gone`));
   assert.equal(answer.status, 401, `B refuses the revoked token after the take-over: ${JSON.stringify(answer.body)}`);
   assert.equal(answer.body.code, 'EXEC_ERR_TOKEN_REVOKED');
-  const audit = await auditOf('b');
+  const refusal = (l: AuditLine): boolean => l.action === 'auth.failure' && l.detail?.code === 'EXEC_ERR_TOKEN_REVOKED';
+  const audit = await auditWith('b', refusal);
   assert.doesNotMatch(audit.text, /ran-with-revoked-token/, 'the command never ran');
-  const failures = audit.lines.filter(
-    (l) => l.action === 'auth.failure' && l.detail?.code === 'EXEC_ERR_TOKEN_REVOKED',
-  );
+  const failures = audit.lines.filter(refusal);
   assert.equal(failures.length, 1, `B audits the refusal once: ${audit.text}`);
   assert.equal(failures[0]?.principal, `session-token:${tokenId}`);
 
@@ -175,9 +191,9 @@ test('a lone server takes no client stamp, not even one its sole tenant computed
     body: JSON.stringify({ cmd: 'echo computed-stamp', login: false }),
   });
   assert.equal(res.status, 200, await res.text());
-  const started = (await auditOf('lone')).lines.find(
-    (l) => l.action === 'process.start' && JSON.stringify(l).includes('computed-stamp'),
-  );
+  const started = (
+    await auditWith('lone', (l) => l.action === 'process.start' && JSON.stringify(l).includes('computed-stamp'))
+  ).line;
   assert.equal(started?.remote, '127.0.0.1', 'the audit names the connection, not the stamp');
 });
 
