@@ -25,6 +25,7 @@ import type {
   MethodResult,
   ProcessSummary,
   SessionInfo,
+  SnapshotInfo,
 } from '../protocol/index.ts';
 import { type ConnectOptions, openSession } from './connect.ts';
 import { ExecServerConnectionError, StdinClosedError } from './errors.ts';
@@ -352,6 +353,16 @@ export class ExecServerClient {
   /** Revokes a token `createToken` made. */
   revokeToken(tokenId: string): Promise<void> {
     return this.http.revokeSessionToken(this.sessionId, tokenId);
+  }
+
+  /** The snapshots taken of this session; with a session token, the only ones it can see. */
+  listSnapshots(): Promise<SnapshotInfo[]> {
+    return this.http.listSessionSnapshots(this.sessionId);
+  }
+
+  /** Deletes a snapshot taken of this session (`snapshotId` as listed; a `read` token cannot). */
+  deleteSnapshot(snapshotId: string): Promise<void> {
+    return this.http.deleteSessionSnapshot(this.sessionId, snapshotId);
   }
 
   /** Deletes the session (kills its processes) and closes the connection. */

@@ -114,6 +114,17 @@ export class HttpApi {
     return this.request('POST', `/v1/sessions/${encodeURIComponent(id)}/fork`, opts);
   }
 
+  /** The snapshots taken of session `id` (a session token of it may list them, a `full` one delete them). */
+  async listSessionSnapshots(id: string): Promise<SnapshotInfo[]> {
+    const path = `/v1/sessions/${encodeURIComponent(id)}/snapshots`;
+    return (await this.request<{ snapshots: SnapshotInfo[] }>('GET', path)).snapshots;
+  }
+
+  /** Deletes a snapshot taken of session `id`, by its `snapshotId` as listed. */
+  async deleteSessionSnapshot(id: string, snapshotId: string): Promise<void> {
+    await this.request('DELETE', `/v1/sessions/${encodeURIComponent(id)}/snapshots/${encodeURIComponent(snapshotId)}`);
+  }
+
   async listSnapshots(): Promise<SnapshotInfo[]> {
     return (await this.request<{ snapshots: SnapshotInfo[] }>('GET', '/v1/snapshots')).snapshots;
   }

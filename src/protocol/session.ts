@@ -282,6 +282,11 @@ export const ForkAnswerSchema = Type.Object({
 export type ForkAnswer = Static<typeof ForkAnswerSchema>;
 export const SessionParamsSchema = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) });
 export const SnapshotParamsSchema = Type.Object({ id: ImageRefSchema });
+/** `/v1/sessions/:id/snapshots/:snapshotId`: a snapshot taken of that session. */
+export const SessionSnapshotParamsSchema = Type.Object({
+  id: Type.String({ minLength: 1, maxLength: 128 }),
+  snapshotId: ImageRefSchema,
+});
 
 /**
  * Where the pull of a session's image stands: sent as `session/imagePull` to the connection whose

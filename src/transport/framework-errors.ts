@@ -13,6 +13,7 @@ import {
   PortParamsSchema,
   SessionParamsSchema,
   SessionTokenParamsSchema,
+  SessionSnapshotParamsSchema,
   SnapshotParamsSchema,
 } from '../protocol/index.ts';
 
@@ -20,6 +21,7 @@ import {
 const PATH_PARAMS = [
   SessionParamsSchema,
   SnapshotParamsSchema,
+  SessionSnapshotParamsSchema,
   SessionTokenParamsSchema,
   ApprovalParamsSchema,
   PortParamsSchema,

@@ -22,12 +22,15 @@ import {
   SessionListQuerySchema,
   SessionListSchema,
   SessionParamsSchema,
+  SessionSnapshotParamsSchema,
   SessionSpecSchema,
   SnapshotBodySchema,
   SnapshotInfoSchema,
   SnapshotListSchema,
   SnapshotParamsSchema,
 } from '../protocol/index.ts';
+import { execError } from '../errors.ts';
+import type { TenantId } from '../ids.ts';
 import { registerToolRoutes } from './tool-routes.ts';
 import { bodyOptional, type TypedApi } from './typed-api.ts';
 
@@ -43,6 +46,7 @@ export async function registerHttpApi(app: FastifyInstance): Promise<void> {
     oneSessionRoutes(api, app);
     snapshotRoutes(api, app);
     snapshotListRoutes(api, app);
+    sessionSnapshotRoutes(api, app);
     registerToolRoutes(scope);
   });
 }
@@ -219,6 +223,56 @@ function snapshotRoutes(api: TypedApi, app: FastifyInstance) {
         name: b.name,
       });
       return reply.code(201).send({ snapshot: forked.snapshot, sessions: forked.sessions.map((s) => s.info()) });
+    },
+  );
+}
+
+/**
+ * The snapshots taken of one session, listed and deleted under the session's own path. A session
+ * token opens only its session's routes (src/transport/principal.ts), and in a fleet these go
+ * to the session's owner, which checks the token's revocations: so the holder of a `full` token
+ * can manage the snapshots it may take (they count against the tenant's quota), and no other.
+ */
+function sessionSnapshotRoutes(api: TypedApi, app: FastifyInstance) {
+  const ofSession = async (id: string, tenant: TenantId) => {
+    app.sessions.get(id, tenant); // 404 for a session that is not the caller's
+    return (await app.sessions.backend.listSnapshots(tenant)).filter((s) => s.sessionId === id);
+  };
+  api.get(
+    '/v1/sessions/:id/snapshots',
+    {
+      schema: {
+        operationId: 'listSessionSnapshots',
+        tags: ['snapshots'],
+        summary: 'The snapshots taken of this session (its forks included)',
+        params: SessionParamsSchema,
+        response: { 200: SnapshotListSchema, ...errors },
+      },
+    },
+    async (request) => ({ snapshots: await ofSession(request.params.id, request.tenant) }),
+  );
+
+  api.delete(
+    '/v1/sessions/:id/snapshots/:snapshotId',
+    {
+      schema: {
+        operationId: 'deleteSessionSnapshot',
+        tags: ['snapshots'],
+        summary: 'Delete a snapshot taken of this session (its id as listed)',
+        params: SessionSnapshotParamsSchema,
+        response: { 204: { type: 'null', description: 'Deleted' }, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const { id, snapshotId } = request.params;
+      // The id as listed (`sha256:…`, or its hex alone): a prefix or a name could name another
+      // session's snapshot by the time the delete runs.
+      const own = (await ofSession(id, request.tenant)).find(
+        (s) => s.snapshotId === snapshotId || s.snapshotId === `sha256:${snapshotId}`,
+      );
+      if (own === undefined) throw execError('EXEC_ERR_NOT_FOUND', `snapshot ${snapshotId} of session ${id} not found`);
+      await app.sessions.backend.deleteSnapshot(own.snapshotId, request.tenant);
+      return reply.code(204).send(null);
     },
   );
 }

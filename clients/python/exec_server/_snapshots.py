@@ -6,11 +6,18 @@ from typing import TYPE_CHECKING, Any
 
 from . import _validate as v
 from ._generated import HibernationAnswer, SnapshotInfo
+from ._http import seg
+
+if TYPE_CHECKING:
+    from ._http import HttpApi
 
 __all__ = ["SnapshotsMixin"]
 
 
 class SnapshotsMixin:
+    http: HttpApi
+    id: str
+
     if TYPE_CHECKING:
         async def request(self, method: str, params: dict[str, Any] | None = None) -> Any: ...
 
@@ -26,6 +33,18 @@ class SnapshotsMixin:
             params["memory"] = True
         snap: SnapshotInfo = await self.request("session/snapshot", params)
         return snap
+
+    async def list_snapshots(self) -> list[SnapshotInfo]:
+        """The snapshots taken of this session (with a session token, the only ones it sees)."""
+        answer = await self.http.request("GET", f"/v1/sessions/{seg(self.id)}/snapshots")
+        snapshots: list[SnapshotInfo] = answer["snapshots"]
+        return snapshots
+
+    async def delete_snapshot(self, snapshot_id: str) -> None:
+        """Deletes a snapshot taken of this session, by its ``snapshotId`` as listed."""
+        if not isinstance(snapshot_id, str) or not snapshot_id:
+            raise v.fail("snapshot_id must be a non-empty string")
+        await self.http.request("DELETE", f"/v1/sessions/{seg(self.id)}/snapshots/{seg(snapshot_id)}")
 
     async def hibernate(self) -> HibernationAnswer:
         """Checkpoints and stops the container (docker, gVisor); the next call wakes it."""

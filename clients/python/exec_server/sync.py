@@ -190,6 +190,8 @@ class SyncSession(_SyncTools):
     download = _blocking(Session.download)
 
     snapshot = _blocking(Session.snapshot)
+    list_snapshots = _blocking(Session.list_snapshots)
+    delete_snapshot = _blocking(Session.delete_snapshot)
     fork = _blocking_as(Session.fork, _sync_session)
     fork_many = _blocking_as(Session.fork_many, _sync_sessions)
     hibernate = _blocking(Session.hibernate)

@@ -164,6 +164,31 @@ async def test_snapshot_and_fork(docker_server: Server) -> None:
 
 
 @aio
+async def test_a_session_token_manages_its_session_snapshots(docker_server: Server) -> None:
+    client = AsyncClient(docker_server.url, docker_server.token)
+    async with client.session() as s, client.session() as other:
+        theirs = await other.snapshot("py-theirs")
+        full = await s.create_token()
+        read = await s.create_token(access="read")
+        async with AsyncClient(docker_server.url, full["token"]) as agent:
+            mine = await agent.resume_session(s.id)
+            snap = await mine.snapshot("py-mine")
+            assert [x["snapshotId"] for x in await mine.list_snapshots()] == [snap["snapshotId"]]
+            with pytest.raises(NotFoundError):
+                await mine.delete_snapshot(theirs["snapshotId"])
+            async with AsyncClient(docker_server.url, read["token"]) as viewer:
+                watched = await viewer.resume_session(s.id)
+                assert len(await watched.list_snapshots()) == 1
+                with pytest.raises(AuthError) as refused:
+                    await watched.delete_snapshot(snap["snapshotId"])
+                assert refused.value.code == "EXEC_ERR_TOKEN_READ_ONLY"
+            await mine.delete_snapshot(snap["snapshotId"])
+            assert await mine.list_snapshots() == []
+            await mine.disconnect()
+        await client.delete_snapshot(theirs["snapshotId"])
+
+
+@aio
 async def test_fork_many_with_memory(docker_server: Server) -> None:
     require_gvisor()
     client = AsyncClient(docker_server.url, docker_server.token)
