@@ -6,13 +6,18 @@
 import { isImageRef } from '../../../protocol/index.ts';
 import { randomBytes } from 'node:crypto';
 import type Docker from 'dockerode';
-import { execError } from '../../../errors.ts';
+import { ExecServerError, execError } from '../../../errors.ts';
 import type { TenantId } from '../../../ids.ts';
 import type { SnapshotInfo } from '../../types.ts';
 import { statusOf, withDeadline } from '../engine/engine-client.ts';
 import { LABEL } from '../container/labels.ts';
 
 export const SNAPSHOT_REPO = 'exec-server-snapshot';
+/** What looking a snapshot up and deleting it use of the engine. */
+export interface SnapshotEngine {
+  getImage(name: string): Docker.Image;
+  listContainers(options?: Docker.ContainerListOptions): Promise<Docker.ContainerInfo[]>;
+}
 /** Commits copy the container's writable layer: allow for big ones. */
 const COMMIT_TIMEOUT_MS = 10 * 60_000;
 
@@ -82,7 +87,7 @@ export async function listSnapshots(
  * image that is not a snapshot, is "not found", never "forbidden".
  */
 export async function findSnapshot(
-  docker: Docker,
+  docker: Pick<SnapshotEngine, 'getImage'>,
   snapshotId: string,
   tenant: TenantId | undefined,
   timeoutMs: number,
@@ -133,10 +138,14 @@ export async function refuseForeignSnapshot(
 }
 
 /**
- * Refuses while a container uses the snapshot, stopped ones too: the engine refuses a running
- * one's image, but a forced remove would take a hibernated (stopped) session's image from it.
+ * Refuses, naming the sessions, while a container uses the snapshot, stopped ones too. It only
+ * names them: a container made after this list is caught by the engine itself (deleteSnapshot).
  */
-async function refuseWhileUsed(docker: Docker, snapshotId: string, timeoutMs: number): Promise<void> {
+async function refuseWhileUsed(
+  docker: Pick<SnapshotEngine, 'listContainers'>,
+  snapshotId: string,
+  timeoutMs: number,
+): Promise<void> {
   const users = await withDeadline('container list', timeoutMs, (abortSignal) =>
     docker.listContainers({
       all: true,
@@ -164,7 +173,7 @@ async function refuseWhileUsed(docker: Docker, snapshotId: string, timeoutMs: nu
  * only a failure of the engine itself is EXEC_ERR_BACKEND (502) or EXEC_ERR_BACKEND_UNAVAILABLE.
  */
 export async function deleteSnapshot(
-  docker: Docker,
+  docker: SnapshotEngine,
   snapshotId: string,
   tenant: TenantId | undefined,
   timeoutMs: number,
@@ -172,23 +181,52 @@ export async function deleteSnapshot(
   const snap = await findSnapshot(docker, snapshotId, tenant, timeoutMs);
   await refuseWhileUsed(docker, snap.snapshotId, timeoutMs);
   try {
-    // force: also drops every tag.
+    // By id and never forced, so the engine checks and removes in one step: a container made
+    // since the list above (running or stopped) makes it refuse with 409, the snapshot intact. A
+    // forced remove would untag or delete an image in use. Its one tag goes with the image;
+    // a tag added on the engine by hand makes it refuse too, rather than untag only.
     await withDeadline('image remove', timeoutMs * 6, (abortSignal) =>
-      docker.getImage(snap.snapshotId).remove({ force: true, abortSignal } as unknown as Docker.ImageRemoveOptions),
+      docker.getImage(snap.snapshotId).remove({ abortSignal } as unknown as Docker.ImageRemoveOptions),
     );
   } catch (err) {
-    const cause = (err as { cause?: unknown }).cause;
-    if (statusOf(cause) === 404) throw execError('EXEC_ERR_NOT_FOUND', `snapshot ${snapshotId} not found`);
-    // A session started from it meanwhile, or a snapshot of a session forked from it (an image
-    // whose parent it is: "image has dependent child images").
-    if (statusOf(cause) === 409) {
-      const reason = (cause as { json?: { message?: string } }).json?.message ?? (err as Error).message;
-      const base = /child images/.test(reason)
-        ? `snapshot ${snapshotId} is the base of other snapshots (of sessions forked from it): delete them first`
-        : `snapshot ${snapshotId} is in use: ${reason}`;
-      throw execError('EXEC_ERR_SNAPSHOT_IN_USE', base, { cause: err });
-    }
-    throw err;
+    throw await refusal(docker, snapshotId, snap.snapshotId, err, timeoutMs);
   }
   return snap.snapshotId;
+}
+
+/** The error of a failed remove of snapshot `id` (asked for as `asked`). */
+async function refusal(docker: SnapshotEngine, asked: string, id: string, err: unknown, timeoutMs: number) {
+  const cause = (err as { cause?: unknown }).cause;
+  if (statusOf(cause) === 404) return execError('EXEC_ERR_NOT_FOUND', `snapshot ${asked} not found`);
+  if (statusOf(cause) !== 409) return err;
+  const reason = (cause as { json?: { message?: string } }).json?.message ?? (err as Error).message;
+  // A snapshot of a session forked from it: an image whose parent it is.
+  if (/child images/.test(reason))
+    return execError(
+      'EXEC_ERR_SNAPSHOT_IN_USE',
+      `snapshot ${asked} is the base of other snapshots (of sessions forked from it): delete them first`,
+      { cause: err },
+    );
+  // A container made since the list: the list now names its session, when it still exists.
+  if (/being used by/.test(reason)) {
+    const named = await refuseWhileUsed(docker, id, timeoutMs).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    if (named instanceof ExecServerError && named.code === 'EXEC_ERR_SNAPSHOT_IN_USE') return named;
+  }
+  if (/multiple repositories/.test(reason)) {
+    const tags = await withDeadline('image inspect', timeoutMs, (abortSignal) =>
+      docker.getImage(id).inspect({ abortSignal } as unknown as Docker.ImageInspectOptions),
+    ).then(
+      (i) => i.RepoTags ?? [],
+      () => [],
+    );
+    return execError(
+      'EXEC_ERR_SNAPSHOT_IN_USE',
+      `snapshot ${asked} has several tags on the engine (${tags.join(', ')}): remove all but one first`,
+      { cause: err },
+    );
+  }
+  return execError('EXEC_ERR_SNAPSHOT_IN_USE', `snapshot ${asked} is in use: ${reason}`, { cause: err });
 }
