@@ -60,7 +60,7 @@ function forwardHeaders(
  * answer of a live owner (an `exec_command` that waits for its command) is not cut: its
  * `/healthz` answers meanwhile.
  */
-const OWNER_SILENCE_MS = 10_000;
+export const OWNER_SILENCE_MS = 10_000;
 const PROBE_EVERY_MS = 2_000;
 
 /** Whether the replica at `base` answers `/healthz` within `ms`. */
@@ -83,31 +83,39 @@ function answers(base: string, ms: number): Promise<boolean> {
 /**
  * Calls `silent` once the replica at `base` has answered neither the request nor its `/healthz`
  * for OWNER_SILENCE_MS; the returned function stops watching (the answer came, or the request
- * ended).
+ * ended). Also the bound of a relayed WebSocket's handshake (fleet-ws.ts).
  */
-function watchOwner(base: string, silent: () => void): () => void {
+export function watchOwner(base: string, silent: () => void): () => void {
   let lastHeard = Date.now();
+  let watching = true;
   const timer = setInterval(() => {
     void answers(base, PROBE_EVERY_MS).then((alive) => {
       if (alive) lastHeard = Date.now();
-      else if (Date.now() - lastHeard >= OWNER_SILENCE_MS) silent();
+      // A probe still out when the answer came must not cut what is now being answered.
+      else if (watching && Date.now() - lastHeard >= OWNER_SILENCE_MS) silent();
     });
   }, PROBE_EVERY_MS);
   timer.unref();
-  return () => clearInterval(timer);
+  return () => {
+    watching = false;
+    clearInterval(timer);
+  };
 }
 
 /**
- * Sends `request` to the replica at `base` and streams its answer back: 'done', or
- * 'unreachable' when no byte of the request was sent (the caller may route it again). An owner
- * that answers neither the request nor its `/healthz` for OWNER_SILENCE_MS: 503, 'done'.
+ * How a forward ended: 'done' (answered, or an error told to the caller), 'unreachable' (no
+ * byte of the request was sent: the caller may route it again), or 'lost' (a bodiless request
+ * was sent and the owner failed before it answered: it may have acted on it).
  */
-function forward(
-  request: FastifyRequest,
-  reply: FastifyReply,
-  base: string,
-  replicaId: string,
-): Promise<'done' | 'unreachable'> {
+type Forwarded = 'done' | 'unreachable' | 'lost';
+
+/**
+ * Sends `request` to the replica at `base` and streams its answer back (see Forwarded). A
+ * request with a body that the owner failed under: 503, since its body is spent and it may
+ * have run. An owner that answers neither the request nor its `/healthz` for
+ * OWNER_SILENCE_MS: 503, 'done'.
+ */
+function forward(request: FastifyRequest, reply: FastifyReply, base: string, replicaId: string): Promise<Forwarded> {
   return new Promise((resolve) => {
     const target = new URL(request.url, base);
     const https = target.protocol === 'https:';
@@ -118,6 +126,7 @@ function forward(
       agent: https ? agents.https : agents.http,
     });
     let sent = false;
+    let written = false;
     let silenced = false;
     const unwatch = watchOwner(base, () => {
       silenced = true;
@@ -126,6 +135,7 @@ function forward(
     });
     upstream.on('close', unwatch);
     const start = (): void => {
+      written = true;
       sent = !bodiless;
       if (bodiless) upstream.end();
       else request.raw.pipe(upstream);
@@ -150,7 +160,7 @@ function forward(
       if (reply.sent || reply.raw.headersSent) {
         reply.raw.destroy();
         resolve('done');
-      } else if (!sent && !silenced) resolve('unreachable');
+      } else if (!sent && !silenced) resolve(written ? 'lost' : 'unreachable');
       else {
         const e = execError('EXEC_ERR_BACKEND_UNAVAILABLE', `the replica serving this session failed: ${err.message}`);
         void reply.code(e.statusCode).send(httpErrorBody(e));
@@ -221,12 +231,13 @@ export function registerFleetTokenRouting(
 async function targetOf(request: FastifyRequest, fleet: FleetBackend): Promise<Target | undefined> {
   const sessions = request.server.sessions;
   const path = request.url.split('?')[0] ?? '';
-  const sessionRoute = (id: string): Target => ({
+  const sessionRoute = (id: string, deletesSession = false): Target => ({
     route: () => sessions.route(id, request.tenant),
     reroute: (url) => sessions.rerouteAfterFailure(id, request.tenant, url),
+    deletesSession,
   });
   const m = SESSION_PATH.exec(path);
-  if (m?.[1] !== undefined) return sessionRoute(decodeURIComponent(m[1]));
+  if (m?.[1] !== undefined) return sessionRoute(decodeURIComponent(m[1]), request.method === 'DELETE' && path === m[0]);
   if (path !== MCP_PATH) return undefined;
   const mcpId = request.headers['mcp-session-id'];
   if (typeof mcpId === 'string') {
@@ -236,7 +247,7 @@ async function targetOf(request: FastifyRequest, fleet: FleetBackend): Promise<T
       const url = await fleet.replicaUrl(replicaId);
       return url === undefined ? { kind: 'absent' } : { kind: 'remote', url, replicaId };
     };
-    return { route, reroute: () => Promise.resolve({ kind: 'absent' }) };
+    return { route, reroute: () => Promise.resolve({ kind: 'absent' }), deletesSession: false };
   }
   const bound = request.headers[MCP_SESSION_HEADER];
   return typeof bound === 'string' ? sessionRoute(bound) : undefined;
@@ -245,6 +256,8 @@ async function targetOf(request: FastifyRequest, fleet: FleetBackend): Promise<T
 interface Target {
   route(): Promise<SessionRoute>;
   reroute(url: string): Promise<SessionRoute>;
+  /** `DELETE /v1/sessions/:id`: the session itself. */
+  readonly deletesSession: boolean;
 }
 
 /** The session routes (and MCP) of a fleet go to the replica that serves them (this hook runs after authentication). */
@@ -264,8 +277,16 @@ export function registerFleetForwarding(app: FastifyInstance): void {
         );
         return reply.code(e.statusCode).send(httpErrorBody(e));
       }
-      if ((await forward(request, reply, route.url, fleet.replicaId)) === 'done') return reply;
+      const outcome = await forward(request, reply, route.url, fleet.replicaId);
+      if (outcome === 'done') return reply;
       route = await target.reroute(route.url);
+      // 'lost': the owner had this bodiless request and failed before it answered. A GET or
+      // HEAD is sent again (a read), and so is a DELETE while its session is still somewhere
+      // (taken over: the new owner acts on it). A session's DELETE whose session is gone now
+      // was carried out by the failed owner (a session that existed is absent only once
+      // removed): what was asked, so 204. Sent again it would answer 404 to a client whose
+      // delete succeeded; a 503 would only send the client's retry into that same 404.
+      if (outcome === 'lost' && target.deletesSession && route.kind === 'absent') return reply.code(204).send(null);
     }
     if (route.kind === 'remote') {
       const e = execError('EXEC_ERR_BACKEND_UNAVAILABLE', `the replica ${route.replicaId} does not answer`);

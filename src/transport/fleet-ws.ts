@@ -6,10 +6,11 @@
  */
 import type { FastifyRequest } from 'fastify';
 import { WebSocket } from 'ws';
+import { type ExecServerError, execError, rpcErrorBody } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import type { SessionManager, SessionRoute } from '../sessions/session-manager.ts';
 import { CLIENT_HEADER, clientStampFor } from './client-address.ts';
-import { FORWARDED_HEADER } from './fleet-forward.ts';
+import { FORWARDED_HEADER, OWNER_SILENCE_MS, watchOwner } from './fleet-forward.ts';
 
 /** Close code for a relayed connection whose replica went away: resume the session (any replica). */
 const OWNER_GONE = 1012;
@@ -20,6 +21,21 @@ function resumeTarget(text: string): string | undefined {
     const msg = JSON.parse(text) as { method?: unknown; params?: { resumeSessionId?: unknown } };
     const id = msg.params?.resumeSessionId;
     return msg.method === 'initialize' && typeof id === 'string' ? id : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The answer to a queued frame that is a request (it has an id): `err`; undefined for a notification. */
+function errorAnswer(text: string, err: ExecServerError): string | undefined {
+  try {
+    const msg = JSON.parse(text) as { id?: unknown; method?: unknown; jsonrpc?: unknown };
+    if (typeof msg.method !== 'string' || msg.id === undefined || msg.id === null) return undefined;
+    return JSON.stringify({
+      ...(msg.jsonrpc === '2.0' ? { jsonrpc: '2.0' } : {}),
+      id: msg.id,
+      error: rpcErrorBody(err),
+    });
   } catch {
     return undefined;
   }
@@ -36,6 +52,71 @@ function relayHeaders(request: FastifyRequest, replicaId: string): Record<string
     if (typeof v === 'string') headers[h] = v;
   }
   return headers;
+}
+
+/** How a relay's handshake with the owner ends. */
+interface RelayEnds {
+  /** The owner took the upgrade: frames go to `ws` from now on. */
+  opened(ws: WebSocket): void;
+  /** The owner answered neither the upgrade nor its `/healthz` for OWNER_SILENCE_MS. */
+  silent(): void;
+  /** The upgrade failed otherwise (refused, reset): the session may have moved. */
+  failed(err: Error): void;
+}
+
+/**
+ * A WebSocket of the caller's on the owner at `route`: its frames and its close go to `socket`.
+ * A paused or wedged owner accepts the connection (the kernel does) and keeps its lease, but
+ * never answers the upgrade: its `/healthz` is watched meanwhile, as for a forwarded HTTP call
+ * (fleet-forward.ts). The watch ends with the handshake, so an open relay, idle or busy, is
+ * never cut by it.
+ */
+function openRelay(
+  socket: WebSocket,
+  request: FastifyRequest,
+  route: Extract<SessionRoute, { kind: 'remote' }>,
+  replicaId: string,
+  ends: RelayEnds,
+): WebSocket {
+  const target = new URL(request.url, route.url.replace(/^http/, 'ws'));
+  const protocols = (request.headers['sec-websocket-protocol'] ?? '')
+    .split(',')
+    .map((p) => p.trim())
+    .filter((p) => p !== '');
+  const ws = new WebSocket(target, protocols, {
+    headers: relayHeaders(request, replicaId),
+    ...(request.headers.origin === undefined ? {} : { origin: request.headers.origin }),
+    perMessageDeflate: false,
+  });
+  let opened = false;
+  let silenced = false;
+  const unwatch = watchOwner(route.url, () => {
+    silenced = true;
+    ws.terminate();
+  });
+  ws.on('open', () => {
+    unwatch();
+    opened = true;
+    ends.opened(ws);
+  });
+  ws.on('message', (data, isBinary) => {
+    if (socket.readyState === socket.OPEN) socket.send(data as Buffer, { binary: isBinary });
+  });
+  ws.on('close', (code, reason) => {
+    unwatch();
+    if (!opened || socket.readyState !== socket.OPEN) return;
+    const passes = code === 1000 || (code >= 4000 && code < 5000);
+    socket.close(
+      passes ? code : OWNER_GONE,
+      passes ? reason.toString() : 'the replica serving this session went away: resume it',
+    );
+  });
+  ws.on('error', (err) => {
+    if (opened) return;
+    if (silenced) ends.silent();
+    else ends.failed(err);
+  });
+  return ws;
 }
 
 /**
@@ -59,46 +140,37 @@ export function fleetMessageGate(
     state = 'local';
     for (const text of queue.splice(0)) deliver(text);
   };
+  // The requests waiting for the relay fail with `err`, as a forwarded HTTP call gets 503. None
+  // reached the owner nor a session here, so the connection may initialize again.
+  const refuse = (err: ExecServerError): void => {
+    state = 'first';
+    upstream = undefined;
+    for (const text of queue.splice(0)) {
+      const answer = errorAnswer(text, err);
+      if (answer !== undefined && socket.readyState === socket.OPEN) socket.send(answer);
+    }
+  };
   const relay = (route: Extract<SessionRoute, { kind: 'remote' }>, id: string): void => {
-    const target = new URL(request.url, route.url.replace(/^http/, 'ws'));
-    const protocols = (request.headers['sec-websocket-protocol'] ?? '')
-      .split(',')
-      .map((p) => p.trim())
-      .filter((p) => p !== '');
-    const headers = relayHeaders(request, fleet.replicaId);
-    const ws = new WebSocket(target, protocols, {
-      headers,
-      ...(request.headers.origin === undefined ? {} : { origin: request.headers.origin }),
-      perMessageDeflate: false,
-    });
-    upstream = ws;
-    let opened = false;
-    ws.on('open', () => {
-      opened = true;
-      state = 'relay';
-      for (const text of queue.splice(0)) ws.send(text);
-    });
-    ws.on('message', (data, isBinary) => {
-      if (socket.readyState === socket.OPEN) socket.send(data as Buffer, { binary: isBinary });
-    });
-    ws.on('close', (code, reason) => {
-      if (!opened || socket.readyState !== socket.OPEN) return;
-      const passes = code === 1000 || (code >= 4000 && code < 5000);
-      socket.close(
-        passes ? code : OWNER_GONE,
-        passes ? reason.toString() : 'the replica serving this session went away: resume it',
-      );
-    });
-    ws.on('error', (err) => {
-      if (opened) return;
-      log.info(
-        { sessionId: id, replica: route.replicaId, err: err.message },
-        'fleet: owner unreachable, routing again',
-      );
-      void sessions.rerouteAfterFailure(id, request.tenant, route.url).then(
-        (next) => (next.kind === 'remote' && next.url !== route.url ? relay(next, id) : serveHere()),
-        () => serveHere(),
-      );
+    upstream = openRelay(socket, request, route, fleet.replicaId, {
+      opened: (ws) => {
+        state = 'relay';
+        for (const text of queue.splice(0)) ws.send(text);
+      },
+      silent: () => {
+        log.warn({ sessionId: id, replica: route.replicaId }, 'fleet: owner silent, relay refused');
+        const silence = `no answer for ${OWNER_SILENCE_MS / 1000} s, nor from its /healthz`;
+        refuse(execError('EXEC_ERR_BACKEND_UNAVAILABLE', `the replica serving this session failed: ${silence}`));
+      },
+      failed: (err) => {
+        log.info(
+          { sessionId: id, replica: route.replicaId, err: err.message },
+          'fleet: owner unreachable, routing again',
+        );
+        void sessions.rerouteAfterFailure(id, request.tenant, route.url).then(
+          (next) => (next.kind === 'remote' && next.url !== route.url ? relay(next, id) : serveHere()),
+          () => serveHere(),
+        );
+      },
     });
   };
   socket.on('close', () => upstream?.close());
