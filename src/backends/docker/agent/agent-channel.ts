@@ -122,11 +122,18 @@ export class AgentChannel {
       ptyPinning: i.ptyPinning,
       log: i.log,
     });
-    await conn.list(i.timeoutMs, (listed) => {
-      for (const l of listed) this.#nextHandle = Math.max(this.#nextHandle, l.handle + 1);
-      this.#rebind(listed, conn);
-    });
-    if (this.#egressPort !== undefined) await this.#listenEgress(conn, this.#egressPort);
+    try {
+      await conn.list(i.timeoutMs, (listed) => {
+        for (const l of listed) this.#nextHandle = Math.max(this.#nextHandle, l.handle + 1);
+        this.#rebind(listed, conn);
+      });
+      if (this.#egressPort !== undefined) await this.#listenEgress(conn, this.#egressPort);
+    } catch (err) {
+      // Not the channel's, so closed here: else it stays the agent's current connection (its
+      // processes' output sent to it) with no one holding it, until another attach displaces it.
+      conn.close(`attaching failed: ${(err as Error).message}`);
+      throw err;
+    }
     this.#conn = conn;
     this.#transport = conn.transport;
     conn.hold(this.#procs.size > 0);
@@ -141,12 +148,22 @@ export class AgentChannel {
    */
   async enableEgress(port: number, accept: (tunnel: Duplex, offersSocket?: boolean) => void): Promise<void> {
     const link = this.#init.socket.link;
+    const before = { port: this.#egressPort, accept: this.#egressAccept, onTunnel: link?.onTunnel };
     if (link !== undefined) link.onTunnel = accept;
     this.#egressAccept = accept;
     this.#egressPort = port;
-    const conn = await this.connection();
-    // A connection made before the port was set was not asked yet; asking twice is harmless.
-    await this.#listenEgress(conn, port);
+    try {
+      const conn = await this.connection();
+      // A connection made before the port was set was not asked yet; asking twice is harmless.
+      await this.#listenEgress(conn, port);
+    } catch (err) {
+      // Refused, the port is not asked of later connections: each would fail the same way, and
+      // the session (kept without its proxy after a restart) could never attach again.
+      this.#egressPort = before.port;
+      this.#egressAccept = before.accept;
+      if (link !== undefined) link.onTunnel = before.onTunnel;
+      throw err;
+    }
   }
 
   async #listenEgress(conn: AgentConnection, port: number): Promise<void> {
