@@ -121,6 +121,8 @@ async function agentStream(
   const stdout = new PassThrough({ highWaterMark: 256 * 1024 });
   const err: Buffer[] = [];
   let proc: AgentProcess | undefined;
+  /** Whether a wait for the reader to drain `stdout` is set: one, however many chunks find it full. */
+  let draining = false;
   let resolveExit!: (e: BackendExit) => void;
   const exited = new Promise<BackendExit>((r) => (resolveExit = r));
   proc = await start(
@@ -132,10 +134,17 @@ async function agentStream(
           return;
         }
         if (stdout.destroyed) return;
-        // Backpressure: the agent stops reading the command while the reader is behind.
+        // Backpressure: the agent stops reading the command while the reader is behind. What
+        // it had already sent (up to its window) still arrives and finds `stdout` full too: one
+        // wait serves every such chunk (a listener each would pass Node's limit of ten).
         if (!stdout.write(Buffer.from(data))) {
           proc?.pauseOutput();
-          stdout.once('drain', () => proc?.resumeOutput());
+          if (draining) return;
+          draining = true;
+          stdout.once('drain', () => {
+            draining = false;
+            proc?.resumeOutput();
+          });
         }
       },
       exit: resolveExit,
