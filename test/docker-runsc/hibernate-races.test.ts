@@ -19,6 +19,13 @@ async function checkpointing(t: TestContext) {
   return gvisorSession(t, ['--allowed-runtimes', 'runsc', '--checkpoint-dir', dir, '--checkpoint-max-mb', '512']);
 }
 
+/** A checkpointing server's session, with its id and its container's. */
+async function checkpointingSession(t: TestContext) {
+  const { server, s } = await checkpointing(t);
+  const containerId = String((await s.request('session/info', {}))['containerId']);
+  return { server, s, id: s.sessionId, containerId };
+}
+
 /** Polls the session's hibernation state until `want` (for at most 30 s). */
 async function until(server: TestServer, id: string, want: string): Promise<void> {
   const end = Date.now() + 30_000;
@@ -47,9 +54,7 @@ test(
   'a memory fork waiting on a hibernation and a hibernate sent during the fork-driven wake: one checkpoint at a time',
   dockerTestOptions,
   async (t) => {
-    const { server, s } = await checkpointing(t);
-    const id = s.sessionId;
-    const containerId = String((await s.request('session/info', {}))['containerId']);
+    const { server, s, id, containerId } = await checkpointingSession(t);
     // An open read stream keeps H1 draining (calls inside finish first) while the fork comes:
     // the fork's wake waits on H1, then wakes the session (T2) once the stream is closed.
     await s.run('big', ['sh', '-c', 'head -c 20000000 /dev/zero > /tmp/big']);
@@ -106,9 +111,8 @@ for (const when of ['checkpointing', 'checking'] as const) {
     `the source deleted while its memory fork of 2 is ${when}: clear answers, nothing left behind`,
     dockerTestOptions,
     async (t) => {
-      const { server, s } = await checkpointing(t);
-      const id = s.sessionId;
-      const instance = await instanceOf(String((await s.request('session/info', {}))['containerId']));
+      const { server, id, containerId } = await checkpointingSession(t);
+      const instance = await instanceOf(containerId);
       const fork = http(server, 'POST', `/v1/sessions/${id}/fork`, { count: 2, memory: true });
       // Checking: before the fork stops the source (its stats and quota); else during the checkpoint.
       if (when === 'checkpointing') await until(server, id, 'hibernating');
@@ -134,9 +138,8 @@ test(
   'deleted while hibernating with a command waiting to start: clear answers, no container left',
   dockerTestOptions,
   async (t) => {
-    const { server, s } = await checkpointing(t);
-    const id = s.sessionId;
-    const instance = await instanceOf(String((await s.request('session/info', {}))['containerId']));
+    const { server, s, id, containerId } = await checkpointingSession(t);
+    const instance = await instanceOf(containerId);
     const h = http(server, 'POST', `/v1/sessions/${id}/hibernate`);
     await until(server, id, 'hibernating');
     // A command waits at the gate; then the session is deleted, still hibernating.

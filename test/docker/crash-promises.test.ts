@@ -56,6 +56,19 @@ const SPEC = {
   approvalPolicy: 'never',
 };
 
+/** A fresh instance (see `instance`), a server of it, and a session made there from `spec`. */
+async function withSession(
+  t: TestContext,
+  name: string,
+  spec: object = {},
+): Promise<{ instanceId: string; srv: DevServer; id: string }> {
+  const instanceId = instance(t, name);
+  const srv = await server(instanceId);
+  const made = await requestJson<Info>(`${srv.http}/v1/sessions`, 'POST', spec, TOKEN);
+  assert.equal(made.status, 201, JSON.stringify(made.body));
+  return { instanceId, srv, id: made.body.sessionId };
+}
+
 test('a session answered 201 is there after a SIGKILL right after the answer', dockerTestOptions, async (t) => {
   const instanceId = instance(t, 'create');
   const made: string[] = [];
@@ -94,11 +107,7 @@ test(
   'a process start, a file write and a revocation answered are there after a SIGKILL',
   dockerTestOptions,
   async (t) => {
-    const instanceId = instance(t, 'answers');
-    let srv = await server(instanceId);
-    const made = await requestJson<Info>(`${srv.http}/v1/sessions`, 'POST', {}, TOKEN);
-    assert.equal(made.status, 201, JSON.stringify(made.body));
-    const id = made.body.sessionId;
+    let { instanceId, srv, id } = await withSession(t, 'answers');
     const mint = async (): Promise<{ token: string; tokenId: string }> => {
       const r = await requestJson<{ token: string; tokenId: string }>(
         `${srv.http}/v1/sessions/${id}/tokens`,
@@ -214,11 +223,7 @@ test(
   'a client whose server is SIGKILLed mid-command resumes on the next one: every byte once',
   dockerTestOptions,
   async (t) => {
-    const instanceId = instance(t, 'stream');
-    let srv = await server(instanceId);
-    const made = await requestJson<Info>(`${srv.http}/v1/sessions`, 'POST', {}, TOKEN);
-    assert.equal(made.status, 201, JSON.stringify(made.body));
-    const id = made.body.sessionId;
+    let { instanceId, srv, id } = await withSession(t, 'stream');
     const s = await TestSession.open(srv.url, { resumeSessionId: id }, { token: TOKEN });
     const script = 'i=0; while [ $i -lt 300 ]; do echo line$i; i=$((i+1)); sleep 0.02; done';
     await s.start('stream', ['sh', '-c', script]);
@@ -248,11 +253,7 @@ test(
 );
 
 test('an approved-for-session decision is remembered after a SIGKILL', dockerTestOptions, async (t) => {
-  const instanceId = instance(t, 'approval');
-  let srv = await server(instanceId);
-  const made = await requestJson<Info>(`${srv.http}/v1/sessions`, 'POST', { approvalPolicy: 'untrusted' }, TOKEN);
-  assert.equal(made.status, 201, JSON.stringify(made.body));
-  const id = made.body.sessionId;
+  let { instanceId, srv, id } = await withSession(t, 'approval', { approvalPolicy: 'untrusted' });
   const asked: string[] = [];
   const answer = (decision: string) => (method: string, params: Record<string, unknown>) => {
     asked.push(`${method} ${JSON.stringify(params['argv'])}`);
@@ -288,11 +289,7 @@ test('a session with many revoked tokens is re-adopted after a SIGKILL', {
   ...dockerTestOptions,
   timeout: dockerTestOptions.skip ? 1000 : 600_000,
 }, async (t) => {
-  const instanceId = instance(t, 'revocations');
-  let srv = await server(instanceId);
-  const made = await requestJson<Info>(`${srv.http}/v1/sessions`, 'POST', {}, TOKEN);
-  assert.equal(made.status, 201, JSON.stringify(made.body));
-  const id = made.body.sessionId;
+  let { instanceId, srv, id } = await withSession(t, 'revocations');
   const base = `${srv.http}/v1/sessions/${id}/tokens`;
   // Each revocation is ~40 bytes of the record: 1,800 of them (of the 10,000 a session keeps)
   // make a record past 64 KiB.

@@ -21,11 +21,11 @@ import { test } from 'node:test';
 import type { PreviewAnswer, SessionToken } from '../../src/protocol/index.ts';
 import { requestJson } from '../http/helpers.ts';
 import { call, mcpClient, textOf } from '../mcp/helpers.ts';
-import { type DevServer, spawnDevServer } from '../support/dev-server.ts';
+import type { DevServer } from '../support/dev-server.ts';
 import { sleep } from '../support/harness.ts';
 import { nextMessage, wsEcho, wsOpen } from '../preview/ws-echo.ts';
-import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
-import { removeInstanceContainers } from './helpers.ts';
+import { dockerTestOptions } from './engine.ts';
+import { Fleet } from './fleet-replicas.ts';
 
 const instanceId = `fleet-access-${randomUUID().slice(0, 8)}`;
 const HTTP_PORT = 18_080;
@@ -35,22 +35,15 @@ const auditDir = mkdtempSync(join(tmpdir(), 'fleet-access-audit-'));
 const ALICE = `alice-${randomUUID()}`;
 const BOB = `bob-${randomUUID()}`;
 
-async function replica(name: string): Promise<DevServer> {
-  const server = await spawnDevServer({
-    image: TEST_IMAGE,
-    instanceId,
-    // No --session-token-secret nor --preview-secret: both keys derive from the tenant tokens.
-    flags: [
-      ...['--fleet', '--replica-id', name, '--warm-pool', '0', '--preview-host', 'preview.test'],
-      ...['--audit-log', join(auditDir, `${name}.jsonl`)],
-    ],
-    env: { ...process.env, EXEC_SERVER_TOKENS: `alice:${ALICE},bob:${BOB}` },
-    logLevel: 'info',
-    stderr: 'capture',
-  });
-  await server.ready();
-  return server;
-}
+const fleet = new Fleet({
+  instanceId,
+  // No --session-token-secret nor --preview-secret: both keys derive from the tenant tokens.
+  flags: (name) => [
+    ...['--warm-pool', '0', '--preview-host', 'preview.test'],
+    ...['--audit-log', join(auditDir, `${name}.jsonl`)],
+  ],
+  env: { ...process.env, EXEC_SERVER_TOKENS: `alice:${ALICE},bob:${BOB}` },
+});
 
 /**
  * An exec_command through B from the client address 127.0.0.5 (B forwards it from 127.0.0.1):
@@ -161,12 +154,8 @@ test('MCP connections and preview ports on one replica work on a session another
   ...dockerTestOptions,
   timeout: dockerTestOptions.skip ? 1000 : 180_000,
 }, async (t) => {
-  const [a, b] = await Promise.all([replica('a'), replica('b')]);
-  t.after(async () => {
-    if (process.env.FLEET_TEST_LOGS) for (const r of [a, b]) console.error(r.stderr());
-    await Promise.all([a.kill(), b.kill()]);
-    await removeInstanceContainers(instanceId);
-  });
+  t.after(fleet.cleanUp);
+  const [a, b] = await Promise.all([fleet.start('a'), fleet.start('b')]);
   const made = await requestJson<{ sessionId: string }>(
     `${a.http}/v1/sessions`,
     'POST',

@@ -14,26 +14,15 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { test } from 'node:test';
-import { type DevServer, spawnDevServer } from '../support/dev-server.ts';
+import type { DevServer } from '../support/dev-server.ts';
 import { sleep } from '../support/harness.ts';
 import { docker2, SECOND_ENGINE_HOST, startSecondEngine } from '../support/second-engine.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
+import { Fleet } from './fleet-replicas.ts';
 import { docker } from './helpers.ts';
 
 const instanceId = `fleet-engines-${randomUUID().slice(0, 8)}`;
 const ENGINES = `unix:///var/run/docker.sock,${SECOND_ENGINE_HOST}`;
-
-async function replica(name: string): Promise<DevServer> {
-  const server = await spawnDevServer({
-    image: TEST_IMAGE,
-    instanceId,
-    flags: ['--fleet', '--replica-id', name, '--docker-host', ENGINES, '--warm-pool', '0'],
-    logLevel: 'info',
-    stderr: 'capture',
-  });
-  await server.ready();
-  return server;
-}
 
 async function create(r: DevServer): Promise<string> {
   const res = await fetch(`${r.http}/v1/sessions`, {
@@ -108,17 +97,18 @@ test('a fleet over two engines: spread, used through either replica, one engine 
   timeout: dockerTestOptions.skip ? 1000 : 150_000,
 }, async (t) => {
   const engine2 = await startSecondEngine(TEST_IMAGE);
-  const replicas: DevServer[] = [];
-  t.after(async () => {
-    if (process.env.FLEET_TEST_LOGS) for (const r of replicas) console.error(`--- replica\n${r.stderr()}`);
-    for (const r of replicas) r.child.kill('SIGKILL');
-    await sleep(300);
-    await engine2.start();
-    await removeInstance();
-    await engine2.stop();
+  const fleet = new Fleet({
+    instanceId,
+    flags: () => ['--docker-host', ENGINES, '--warm-pool', '0'],
+    // The second engine runs while its containers are removed, then is left stopped (as every file using it leaves it).
+    removeContainers: async () => {
+      await engine2.start();
+      await removeInstance();
+      await engine2.stop();
+    },
   });
-  replicas.push(...(await Promise.all([replica('a'), replica('b')])));
-  const [a, b] = replicas as [DevServer, DevServer];
+  t.after(fleet.cleanUp);
+  const [a, b] = await Promise.all([fleet.start('a'), fleet.start('b')]);
 
   // Each replica places a new session on the engine with the fewest of its sessions.
   const made = [await create(a), await create(a), await create(b), await create(b)];

@@ -9,31 +9,16 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { test } from 'node:test';
 import { requestJson } from '../http/helpers.ts';
-import { type DevServer, spawnDevServer } from '../support/dev-server.ts';
 import { readToEnd, sleep, TestSession } from '../support/harness.ts';
-import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
-import { docker, removeInstanceContainers } from './helpers.ts';
-
-interface Replica extends DevServer {
-  readonly name: string;
-}
+import { dockerTestOptions } from './engine.ts';
+import { Fleet, type Replica } from './fleet-replicas.ts';
+import { docker } from './helpers.ts';
 
 const instanceId = `fleet-kills-${randomUUID().slice(0, 8)}`;
-const replicas: Replica[] = [];
-
-async function replica(name: string): Promise<Replica> {
-  const server = await spawnDevServer({
-    image: TEST_IMAGE,
-    instanceId,
-    flags: ['--fleet', '--session-token-secret', instanceId, '--replica-id', name, '--max-sessions-per-tenant', '20'],
-    logLevel: 'info',
-    stderr: 'capture',
-  });
-  const r = Object.assign(server, { name });
-  replicas.push(r);
-  await r.ready();
-  return r;
-}
+const fleet = new Fleet({
+  instanceId,
+  flags: () => ['--session-token-secret', instanceId, '--max-sessions-per-tenant', '20'],
+});
 
 async function kill(r: Replica): Promise<void> {
   r.child.kill('SIGKILL');
@@ -80,14 +65,9 @@ test('a fleet owner SIGKILLed right after each answer loses nothing', {
   ...dockerTestOptions,
   timeout: dockerTestOptions.skip ? 1000 : 300_000,
 }, async (t) => {
-  t.after(async () => {
-    if (process.env.FLEET_TEST_LOGS) for (const r of replicas) console.error(`--- replica ${r.name}\n${r.stderr()}`);
-    for (const r of replicas) r.child.kill('SIGKILL');
-    await sleep(500);
-    await removeInstanceContainers(instanceId);
-  });
+  t.after(fleet.cleanUp);
   let n = 0;
-  const next = () => replica(`r${n++}`);
+  const next = () => fleet.start(`r${n++}`);
   let owner = await next();
   let other = await next();
 
@@ -176,13 +156,8 @@ test('an owner SIGKILLed under a relayed stream, a forwarded call and a double t
   ...dockerTestOptions,
   timeout: dockerTestOptions.skip ? 1000 : 300_000,
 }, async (t) => {
-  t.after(async () => {
-    if (process.env.FLEET_TEST_LOGS) for (const r of replicas) console.error(`--- replica ${r.name}\n${r.stderr()}`);
-    for (const r of replicas) r.child.kill('SIGKILL');
-    await sleep(500);
-    await removeInstanceContainers(instanceId);
-  });
-  const [a, b, c, d] = await Promise.all([replica('ka'), replica('kb'), replica('kc'), replica('kd')]);
+  t.after(fleet.cleanUp);
+  const [a, b, c, d] = await Promise.all([fleet.start('ka'), fleet.start('kb'), fleet.start('kc'), fleet.start('kd')]);
 
   // A client on B relayed to the owner A; A dies mid-stream.
   const made = await requestJson<Info>(`${a.http}/v1/sessions`, 'POST', SPEC);
@@ -259,12 +234,8 @@ test('an owner paused (SIGSTOP) then resumed: one owner, no hang through the oth
   ...dockerTestOptions,
   timeout: dockerTestOptions.skip ? 1000 : 120_000,
 }, async (t) => {
-  t.after(async () => {
-    for (const r of replicas) r.child.kill('SIGKILL');
-    await sleep(500);
-    await removeInstanceContainers(instanceId);
-  });
-  const [a, b] = await Promise.all([replica('pa'), replica('pb')]);
+  t.after(fleet.cleanUp);
+  const [a, b] = await Promise.all([fleet.start('pa'), fleet.start('pb')]);
   const made = await requestJson<Info>(`${a.http}/v1/sessions`, 'POST', SPEC);
   assert.equal(made.status, 201);
   const id = made.body.sessionId;

@@ -18,29 +18,17 @@ import { DockerFleet } from '../../src/backends/docker/fleet.ts';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { McpDrainingData } from '../../src/mcp/drain-notice.ts';
 import { call, mcpClient, textOf } from '../mcp/helpers.ts';
-import { type DevServer, spawnDevServer } from '../support/dev-server.ts';
+import type { DevServer } from '../support/dev-server.ts';
 import { sleep } from '../support/harness.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
-import { docker, removeInstanceContainers } from './helpers.ts';
+import { Fleet } from './fleet-replicas.ts';
+import { docker } from './helpers.ts';
 
 const instanceId = `fleet-pool-${randomUUID().slice(0, 8)}`;
-const replicas: DevServer[] = [];
-/** The replicas by name, for their /metrics. */
-const named = new Map<string, DevServer>();
-
-async function replica(name: string): Promise<DevServer> {
-  const server = await spawnDevServer({
-    image: TEST_IMAGE,
-    instanceId,
-    flags: ['--fleet', '--replica-id', name, '--warm-pool', '2', '--warm-pool-max', '2', '--max-sessions', '2'],
-    logLevel: 'info',
-    stderr: 'capture',
-  });
-  replicas.push(server);
-  named.set(name, server);
-  await server.ready();
-  return server;
-}
+const fleet = new Fleet({
+  instanceId,
+  flags: () => ['--warm-pool', '2', '--warm-pool-max', '2', '--max-sessions', '2'],
+});
 
 interface Pooled {
   readonly id: string;
@@ -81,7 +69,7 @@ async function until<T>(what: string, check: () => Promise<T | undefined>, timeo
 
 /** Replica `name`'s warm-pool containers ready to claim, as its /metrics reports them (its one runtime pool). */
 async function warmReady(name: string): Promise<number> {
-  const r = named.get(name);
+  const r = fleet.replicas.find((x) => x.name === name);
   assert.ok(r !== undefined, `replica ${name}`);
   const text = await (await fetch(`${r.http}/metrics`)).text();
   const ready = /^exec_server_warm_pool_ready\{pool="([^"]+)"\} (\d+)$/m.exec(text);
@@ -127,13 +115,6 @@ async function echo(r: DevServer, id: string, text: string): Promise<void> {
   assert.match(body.output ?? '', new RegExp(`^${text}$`, 'm'));
 }
 
-async function cleanUp(): Promise<void> {
-  if (process.env.FLEET_TEST_LOGS) for (const r of replicas) console.error(`--- replica\n${r.stderr()}`);
-  for (const r of replicas) r.child.kill('SIGKILL');
-  await sleep(300);
-  await removeInstanceContainers(instanceId);
-}
-
 /**
  * An MCP client on `from`, bound to session `id` (`from` owns it), while `from` stops with
  * SIGTERM: the client is told, its MCP session is gone for the fleet (404 on `to`), and a new one
@@ -170,8 +151,8 @@ test('warm pools in a fleet: own pools, taken over sessions, a gone replica’s 
   ...dockerTestOptions,
   timeout: dockerTestOptions.skip ? 1000 : 150_000,
 }, async (t) => {
-  t.after(cleanUp);
-  const [a, b] = await Promise.all([replica('a'), replica('b')]);
+  t.after(fleet.cleanUp);
+  const [a, b] = await Promise.all([fleet.start('a'), fleet.start('b')]);
   const before = await settled(['a', 'b']);
 
   const made = await create(a);
@@ -190,7 +171,7 @@ test('warm pools in a fleet: own pools, taken over sessions, a gone replica’s 
   for (let i = 0; i < 2; i++) assert.equal((await create(b)).status, 201, 'B counts its own sessions only');
 
   const quiet = await settled(['a', 'b']);
-  const c = await replica('c');
+  const c = await fleet.start('c');
   const withC = await settled(['a', 'b', 'c']);
   const ofB = unclaimed(withC, 'b');
   assert.deepEqual(ofB, unclaimed(quiet, 'b'), "C's start left B's pool alone");

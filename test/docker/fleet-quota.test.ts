@@ -7,37 +7,18 @@
  * delete through the other replica frees a slot for the next create.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { type TestContext, test } from 'node:test';
 import Docker from 'dockerode';
 import { QuotaSlots } from '../../src/backends/docker/container/quota-slots.ts';
 import { SLOT_LABEL, STALE_SLOT_MS } from '../../src/backends/docker/container/quota-plan.ts';
-import { freePort } from '../support/free-port.ts';
 import { sleep } from '../support/harness.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
+import { Fleet, type Replica } from './fleet-replicas.ts';
+import { removeInstanceContainers } from './helpers.ts';
 
 const docker = new Docker(process.env.DOCKER_HOST ? undefined : { socketPath: '/var/run/docker.sock' });
 const options = { ...dockerTestOptions, timeout: dockerTestOptions.skip ? 1000 : 180_000 };
-
-async function removeInstance(instanceId: string): Promise<void> {
-  const labels = [
-    `${SLOT_LABEL.instance}=${instanceId}`,
-    `exec-server.instance=${instanceId}`,
-    `exec-server.claim-instance=${instanceId}`,
-  ];
-  for (const label of labels) {
-    const left = await docker.listContainers({ all: true, filters: { label: [label] } });
-    await Promise.all(
-      left.map((c) =>
-        docker
-          .getContainer(c.Id)
-          .remove({ force: true })
-          .catch(() => undefined),
-      ),
-    );
-  }
-}
 
 const slotCount = async (instanceId: string): Promise<number> =>
   (await docker.listContainers({ all: true, filters: { label: [`${SLOT_LABEL.instance}=${instanceId}`] } })).length;
@@ -47,7 +28,7 @@ test(
   options,
   async (t) => {
     const instanceId = `quota-${randomUUID().slice(0, 8)}`;
-    t.after(() => removeInstance(instanceId));
+    t.after(() => removeInstanceContainers(instanceId));
     // One keeper per "replica", each with its own engine client: nothing shared but the engine.
     const keepers = Array.from(
       { length: 6 },
@@ -89,43 +70,17 @@ test(
   },
 );
 
-interface Replica {
-  readonly http: string;
-  readonly child: ChildProcess;
-}
-
-async function replica(instanceId: string, name: string): Promise<Replica> {
-  const port = await freePort();
-  const args = ['--import', 'tsx', 'src/main.ts', 'serve', '--backend', 'docker', '--image', TEST_IMAGE];
-  args.push('--instance-id', instanceId, '--fleet', '--replica-id', name, '--max-sessions-per-tenant', '2');
-  // No warm pool: the sessions are counted by their session-id label, which a pool container lacks.
-  args.push('--listen', `ws://127.0.0.1:${port}`, '--log-level', 'warn', '--warm-pool', '0');
-  const child = spawn(process.execPath, args, {
-    stdio: ['ignore', 'ignore', 'inherit'],
-    cwd: new URL('../..', import.meta.url).pathname,
-  });
-  const http = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 1200 && child.exitCode === null; i++) {
-    const ok = await fetch(`${http}/readyz`).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (ok) return { http, child };
-    await sleep(100);
-  }
-  throw new Error(`replica ${name} did not become ready`);
-}
-
 /** Replicas `a` and `b` of `instanceId`; killed, and the instance's containers removed, when the test ends. */
 async function twoReplicas(t: TestContext, instanceId: string): Promise<[Replica, Replica]> {
-  const replicas: Replica[] = [];
-  t.after(async () => {
-    for (const r of replicas) r.child.kill('SIGKILL');
-    await sleep(300);
-    await removeInstance(instanceId);
+  const fleet = new Fleet({
+    instanceId,
+    // No warm pool: the sessions are counted by their session-id label, which a pool container lacks.
+    flags: () => ['--max-sessions-per-tenant', '2', '--warm-pool', '0'],
+    logLevel: 'warn',
+    stderr: 'inherit',
   });
-  replicas.push(...(await Promise.all([replica(instanceId, 'a'), replica(instanceId, 'b')])));
-  return replicas as [Replica, Replica];
+  t.after(fleet.cleanUp);
+  return Promise.all([fleet.start('a'), fleet.start('b')]);
 }
 
 test('two replicas, quota 2, three creates on each at once: two sessions, no overshoot', options, async (t) => {

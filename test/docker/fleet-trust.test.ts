@@ -26,31 +26,24 @@ import { test } from 'node:test';
 import type { SessionToken } from '../../src/protocol/index.ts';
 import { ClientStamp } from '../../src/transport/client-address.ts';
 import { requestJson } from '../http/helpers.ts';
-import { type DevServer, spawnDevServer } from '../support/dev-server.ts';
+import { spawnDevServer } from '../support/dev-server.ts';
 import { freePort } from '../support/free-port.ts';
 import { sleep } from '../support/harness.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
+import { Fleet } from './fleet-replicas.ts';
 import { removeInstanceContainers } from './helpers.ts';
 
 const instanceId = `fleet-trust-${randomUUID().slice(0, 8)}`;
 const auditDir = mkdtempSync(join(tmpdir(), 'fleet-trust-audit-'));
 const ALICE = `alice-${randomUUID()}`;
 
-async function replica(name: string, extra: readonly string[] = [], tokens = `alice:${ALICE}`): Promise<DevServer> {
-  const server = await spawnDevServer({
-    image: TEST_IMAGE,
-    instanceId,
-    flags: [
-      ...['--fleet', '--replica-id', name, '--warm-pool', '0'],
-      ...['--audit-log', join(auditDir, `${name}.jsonl`), ...extra],
-    ],
-    env: { ...process.env, EXEC_SERVER_TOKENS: tokens },
-    logLevel: 'info',
-    stderr: 'capture',
-  });
-  await server.ready();
-  return server;
-}
+/** The replicas' environment: `tokens` their tenants (EXEC_SERVER_TOKENS). */
+const withTokens = (tokens: string): NodeJS.ProcessEnv => ({ ...process.env, EXEC_SERVER_TOKENS: tokens });
+const fleet = new Fleet({
+  instanceId,
+  flags: (name) => ['--warm-pool', '0', '--audit-log', join(auditDir, `${name}.jsonl`)],
+  env: withTokens(`alice:${ALICE}`),
+});
 
 interface AuditLine {
   action?: string;
@@ -90,12 +83,8 @@ test('a revoked session token stays refused when the replica it reaches takes it
   timeout: dockerTestOptions.skip ? 1000 : 180_000,
 }, async (t) => {
   const nowhere = `http://127.0.0.1:${await freePort()}`;
-  const [a, b] = await Promise.all([replica('a', ['--advertise-url', nowhere]), replica('b')]);
-  t.after(async () => {
-    if (process.env.FLEET_TEST_LOGS) for (const r of [a, b]) console.error(r.stderr());
-    await Promise.all([a.kill(), b.kill()]);
-    await removeInstanceContainers(instanceId);
-  });
+  t.after(fleet.cleanUp);
+  const [a, b] = await Promise.all([fleet.start('a', ['--advertise-url', nowhere]), fleet.start('b')]);
   const made = await requestJson<{ sessionId: string }>(
     `${a.http}/v1/sessions`,
     'POST',
@@ -215,12 +204,9 @@ test("a forwarded request's body framing leaves the replicas' shared connection 
   timeout: dockerTestOptions.skip ? 1000 : 180_000,
 }, async (t) => {
   const BOB = `bob-${randomUUID()}`;
-  const tokens = `alice:${ALICE},bob:${BOB}`;
-  const [a, b] = await Promise.all([replica('fa', [], tokens), replica('fb', [], tokens)]);
-  t.after(async () => {
-    await Promise.all([a.kill(), b.kill()]);
-    await removeInstanceContainers(instanceId);
-  });
+  const tokens = withTokens(`alice:${ALICE},bob:${BOB}`);
+  t.after(fleet.cleanUp);
+  const [a, b] = await Promise.all([fleet.start('fa', [], tokens), fleet.start('fb', [], tokens)]);
   const make = async (token: string): Promise<string> => {
     const made = await requestJson<{ sessionId: string }>(`${a.http}/v1/sessions`, 'POST', {}, token);
     assert.equal(made.status, 201, JSON.stringify(made.body));

@@ -8,40 +8,13 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { test } from 'node:test';
-import { type DevServer, spawnDevServer } from '../support/dev-server.ts';
 import { call, mcpClient, textOf } from '../mcp/helpers.ts';
 import { readToEnd, sleep, TestSession } from '../support/harness.ts';
-import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
-import { removeInstanceContainers } from './helpers.ts';
-
-interface Replica extends DevServer {
-  readonly name: string;
-}
+import { dockerTestOptions } from './engine.ts';
+import { Fleet, type Replica } from './fleet-replicas.ts';
 
 const instanceId = `fleet-${randomUUID().slice(0, 8)}`;
-const replicas: Replica[] = [];
-
-async function replica(name: string, extra: readonly string[] = []): Promise<Replica> {
-  const server = await spawnDevServer({
-    image: TEST_IMAGE,
-    instanceId,
-    flags: ['--fleet', '--session-token-secret', instanceId, '--replica-id', name, ...extra],
-    logLevel: 'info',
-    stderr: 'capture',
-  });
-  const r = Object.assign(server, { name });
-  replicas.push(r);
-  await r.ready();
-  return r;
-}
-
-async function cleanUp(): Promise<void> {
-  // FLEET_TEST_LOGS=1: every replica's log, to see why a case failed.
-  if (process.env.FLEET_TEST_LOGS) for (const r of replicas) console.error(`--- replica ${r.name}\n${r.stderr()}`);
-  for (const r of replicas) r.child.kill('SIGKILL');
-  await sleep(500);
-  await removeInstanceContainers(instanceId);
-}
+const fleet = new Fleet({ instanceId, flags: () => ['--session-token-secret', instanceId] });
 
 function outputOf(s: TestSession, processId: string): string {
   return s
@@ -72,9 +45,13 @@ test('a fleet of three replicas serves every session through any of them', {
   ...dockerTestOptions,
   timeout: dockerTestOptions.skip ? 1000 : 240_000,
 }, async (t) => {
-  t.after(cleanUp);
+  t.after(fleet.cleanUp);
   // C shares no directory with the engine: it reaches agents through the engine (as across hosts).
-  const [a, b, c] = await Promise.all([replica('a'), replica('b'), replica('c', ['--docker-agent-socket-dir', 'off'])]);
+  const [a, b, c] = await Promise.all([
+    fleet.start('a'),
+    fleet.start('b'),
+    fleet.start('c', ['--docker-agent-socket-dir', 'off']),
+  ]);
   let movedOnB: { id: string; onB: TestSession } | undefined;
   const full = { session: { sandbox: { type: 'danger-full-access' } } };
 
@@ -191,7 +168,7 @@ test('a fleet of three replicas serves every session through any of them', {
     await onC.start('nap', ['sh', '-c', 'echo napping; sleep 4; echo woke; exit 7']);
     await until('napping', () => outputOf(onC, 'nap').includes('napping'));
     const before = await listed(b);
-    const d = await replica('d');
+    const d = await fleet.start('d');
     assert.deepEqual(await listed(d), before, 'D lists the same sessions');
     assert.equal((await onC.result('nap', 30_000)).exited['exitCode'], 7, "C's command ran on untouched");
     assert.match(outputOf(onC, 'nap'), /napping\nwoke\n/);
