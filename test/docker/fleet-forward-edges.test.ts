@@ -13,38 +13,15 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { RpcConnection, RpcError } from '../../src/client/rpc-connection.ts';
 import { requestJson } from '../http/helpers.ts';
-import { type DevServer, spawnDevServer } from '../support/dev-server.ts';
 import { sleep } from '../support/harness.ts';
-import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
-import { docker, removeInstanceContainers } from './helpers.ts';
-
-interface Replica extends DevServer {
-  readonly name: string;
-}
+import { dockerTestOptions } from './engine.ts';
+import { Fleet, type Replica } from './fleet-replicas.ts';
+import { docker } from './helpers.ts';
 
 const instanceId = `fleet-edges-${randomUUID().slice(0, 8)}`;
-const replicas: Replica[] = [];
-
-async function replica(name: string, extra: readonly string[] = []): Promise<Replica> {
-  const server = await spawnDevServer({
-    image: TEST_IMAGE,
-    instanceId,
-    flags: ['--fleet', '--replica-id', name, '--max-sessions-per-tenant', '20', ...extra],
-    logLevel: 'info',
-    stderr: 'capture',
-  });
-  const r = Object.assign(server, { name });
-  replicas.push(r);
-  await r.ready();
-  return r;
-}
-
-async function cleanUp(): Promise<void> {
-  if (process.env.FLEET_TEST_LOGS) for (const r of replicas) console.error(`--- replica ${r.name}\n${r.stderr()}`);
-  // SIGKILL ends a stopped process too; each waited for, so none makes a container after the removal.
-  await Promise.all(replicas.map((r) => r.kill()));
-  await removeInstanceContainers(instanceId);
-}
+const fleet = new Fleet({ instanceId, flags: () => ['--max-sessions-per-tenant', '20'] });
+const replica = (name: string, extra: readonly string[] = []): Promise<Replica> => fleet.start(name, extra);
+const cleanUp = fleet.cleanUp;
 
 const tookOver = (id: string): RegExp => new RegExp(`"sessionId":"${id}"[^\n]*took over a session whose owner is gone`);
 
