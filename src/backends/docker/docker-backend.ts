@@ -37,6 +37,7 @@ import { removeContainer } from './container/provision.ts';
 import { RuntimeResolver } from './engine/runtimes.ts';
 import { deleteSnapshot, findSnapshot, listSnapshots } from './checkpoints/snapshots.ts';
 import { SnapshotQuota } from './checkpoints/snapshot-quota.ts';
+import { snapshotMarkers } from './checkpoints/snapshot-markers.ts';
 import { WarmPool } from './container/warm-pool.ts';
 import { CreateGate } from './container/create-gate.ts';
 import { ImageFacts } from './container/image-facts.ts';
@@ -152,10 +153,13 @@ class DockerBackendImpl implements DockerBackend {
           this.docker.getContainer(id).rename({ name, abortSignal }),
         ),
     });
+    // In a fleet, snapshots under way are markers in the engine: every replica counts them.
     const snapshotQuota =
       options.snapshotQuota ??
-      new SnapshotQuota(options.maxSnapshotsPerTenant, async (t) =>
-        (await this.listSnapshots(t)).map((s) => s.snapshotId),
+      new SnapshotQuota(
+        options.maxSnapshotsPerTenant,
+        async (t) => (await this.listSnapshots(t)).map((s) => s.snapshotId),
+        options.fleet === undefined ? undefined : { markers: snapshotMarkers(() => this), log },
       );
     this.#factory = new SessionFactory({
       ...{ docker: this.docker, options, log, runtimes: this.runtimes, pulls: this.#pulls, pools: this.#pools },

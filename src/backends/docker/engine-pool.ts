@@ -31,6 +31,7 @@ import { quotaSlots } from './container/quota-slots.ts';
 import type { SessionQuota } from '../fleet-types.ts';
 import { DockerFleet } from './fleet.ts';
 import { DEFAULT_MAX_SNAPSHOTS, SnapshotQuota } from './checkpoints/snapshot-quota.ts';
+import { snapshotMarkers } from './checkpoints/snapshot-markers.ts';
 
 /** How often every engine is pinged (placement skips the ones that did not answer). */
 const HEALTH_INTERVAL_MS = 2000;
@@ -58,21 +59,22 @@ export function createDockerEngines(
   log: DockerLogger & { child?: (bindings: Record<string, unknown>) => DockerLogger },
 ): Backend {
   if (engines.length <= 1) return createDockerBackend({ ...options, dockerHost: engines[0] }, log);
-  // A tenant's snapshots on every engine count, and so do those being taken on any of them.
+  // A tenant's snapshots on every engine count, and so do those being taken on any of them (in a
+  // fleet: on any replica, by their markers on the first engine, like the session quota's slots).
   const snapshotQuota =
     options.snapshotQuota ??
-    new SnapshotQuota(options.maxSnapshotsPerTenant ?? DEFAULT_MAX_SNAPSHOTS, async (t) =>
-      (await pool.listSnapshots(t)).map((s) => s.snapshotId),
+    new SnapshotQuota(
+      options.maxSnapshotsPerTenant ?? DEFAULT_MAX_SNAPSHOTS,
+      async (t) => (await pool.listSnapshots(t)).map((s) => s.snapshotId),
+      options.fleet === undefined ? undefined : { markers: snapshotMarkers(() => members[0]!.backend), log },
     );
-  const pool = new EnginePool(
-    engines.map((engine) => ({
-      engine,
-      backend: createDockerBackend({ ...options, dockerHost: engine, snapshotQuota }, log.child?.({ engine }) ?? log),
-      healthy: true,
-      reason: undefined,
-    })),
-    log,
-  );
+  const members: Member[] = engines.map((engine) => ({
+    engine,
+    backend: createDockerBackend({ ...options, dockerHost: engine, snapshotQuota }, log.child?.({ engine }) ?? log),
+    healthy: true,
+    reason: undefined,
+  }));
+  const pool = new EnginePool(members, log);
   return pool;
 }
 

@@ -3,10 +3,15 @@
  * memory and a fork's too, holds a place from before anything is stopped or committed until it
  * is made or failed. The count is the engine's (the snapshot images the tenant has, which
  * survive restarts and are the same for every replica of a fleet) plus the places held by
- * snapshots under way on this server, so snapshots taken at once count each other.
+ * snapshots under way, so snapshots taken at once count each other: on a lone server the places
+ * are in its memory; in a fleet they are markers in the engine (snapshot-marker-plan.ts), which
+ * every replica sees.
  */
-import { execError } from '../../../errors.ts';
+import { type ExecServerError, execError } from '../../../errors.ts';
 import type { TenantId } from '../../../ids.ts';
+import type { DockerLogger } from '../options.ts';
+import { rankOf, retryDelayMs, type SeenMarker, snapshotFits, sortMarkers } from './snapshot-marker-plan.ts';
+import type { MarkerStore } from './snapshot-markers.ts';
 
 /** Snapshots a tenant may have when the server's configuration names no number. */
 export const DEFAULT_MAX_SNAPSHOTS = 100;
@@ -23,16 +28,32 @@ export interface SnapshotPlace {
   release(): void;
 }
 
+/** In a fleet: the markers of snapshots under way, and where a marker that cannot be removed is told. */
+export interface FleetPlaces {
+  readonly markers: MarkerStore;
+  readonly log: Pick<DockerLogger, 'warn'>;
+  /** The delay before a refused attempt is tried again, by its rank (`retryDelayMs` unless a test sets it). */
+  readonly backoffMs?: ((rank: number) => number) | undefined;
+}
+
+/** Attempts of a fleet reserve refused while other snapshots were under way (see `#reserveMarked`). */
+const MARKED_ATTEMPTS = 3;
+
 /** Counts each tenant's snapshots against `max` and holds places for those under way. */
 export class SnapshotQuota {
   readonly max: number;
   /** The tenant's snapshot ids in the engine(s). */
   readonly #list: (tenant: TenantId) => Promise<readonly string[]>;
   readonly #held = new Map<TenantId, Set<Place>>();
+  readonly #fleet: FleetPlaces | undefined;
+  /** This replica's markers whose snapshot is over (removal under way or failed), by id: with their tenant. */
+  readonly #finished = new Map<string, TenantId>();
 
-  constructor(max: number, list: (tenant: TenantId) => Promise<readonly string[]>) {
+  /** With `fleet`, places are markers in the engine instead of this process's memory (never both: they would count twice). */
+  constructor(max: number, list: (tenant: TenantId) => Promise<readonly string[]>, fleet?: FleetPlaces) {
     this.max = max;
     this.#list = list;
+    this.#fleet = fleet;
   }
 
   /**
@@ -42,6 +63,7 @@ export class SnapshotQuota {
    * be in the list already: it counts once, by its image id.
    */
   async reserve(tenant: TenantId): Promise<SnapshotPlace> {
+    if (this.#fleet !== undefined) return this.#reserveMarked(tenant, this.#fleet);
     const held = this.#held.get(tenant) ?? new Set<Place>();
     const before = [...held];
     const place: Place = { snapshotId: undefined, refused: false };
@@ -60,13 +82,8 @@ export class SnapshotQuota {
       const underWay = before.filter(
         (p) => !p.refused && (p.snapshotId === undefined || !listed.has(p.snapshotId)),
       ).length;
-      const count = listed.size + underWay;
-      if (count >= this.max)
-        throw execError(
-          'EXEC_ERR_SNAPSHOT_LIMIT',
-          `snapshot quota reached: this tenant has ${count} of ${this.max} snapshots (--max-snapshots-per-tenant)${underWay > 0 ? `, ${underWay} of them being taken` : ''}; delete snapshots to make room`,
-          { detail: { count, limit: this.max } },
-        );
+      const refusal = this.#refusal(listed.size, underWay);
+      if (refusal !== undefined) throw refusal;
     } catch (err) {
       place.refused = true;
       release();
@@ -78,5 +95,94 @@ export class SnapshotQuota {
       },
       release,
     };
+  }
+
+  /**
+   * The fleet's way (snapshot-marker-plan.ts). Snapshots asked at the same moment at the edge
+   * of the quota each count the others' markers and may all be refused: a refusal while others
+   * are under way and the images alone leave room is tried again after a delay by its rank
+   * (`retryDelayMs`), so that apart one of them fits. Each attempt counts as the plan says:
+   * none of them passes the quota.
+   */
+  async #reserveMarked(tenant: TenantId, fleet: FleetPlaces): Promise<SnapshotPlace> {
+    for (let attempt = 1; ; attempt++) {
+      const outcome = await this.#attempt(tenant, fleet);
+      if (outcome.refusal === undefined) return outcome.place;
+      if (outcome.rank === undefined || attempt >= MARKED_ATTEMPTS) throw outcome.refusal;
+      const ms = (fleet.backoffMs ?? retryDelayMs)(outcome.rank);
+      await new Promise((r) => setTimeout(r, ms));
+    }
+  }
+
+  /**
+   * Own marker, then the markers, then the images, in that order: a snapshot that finished
+   * elsewhere during the listings counts at least once (its image is made before its marker
+   * goes); one whose image is made but whose marker is not yet removed counts twice for that
+   * moment, which may refuse at the edge of the quota but never lets it be passed.
+   */
+  async #attempt(
+    tenant: TenantId,
+    fleet: FleetPlaces,
+  ): Promise<
+    | { place: SnapshotPlace; refusal?: undefined }
+    | { refusal: ExecServerError; rank: number | undefined; place?: undefined }
+  > {
+    const own = await fleet.markers.create(tenant);
+    let images: number;
+    let others: SeenMarker[];
+    try {
+      const seen = await fleet.markers.list(tenant);
+      images = (await this.#list(tenant)).length;
+      // Own markers that failed to go and are no longer listed (removed as stale) are forgotten.
+      const listed = new Set(seen.map((m) => m.id));
+      for (const [id, t] of this.#finished) if (t === tenant && !listed.has(id)) this.#finished.delete(id);
+      const { live, stale } = sortMarkers(seen, Date.now(), new Set(this.#finished.keys()));
+      // By id: a dead replica's marker; one already gone is no error, and another failure only leaves it for later.
+      await Promise.all(stale.map((m) => fleet.markers.remove(m.id).catch(() => undefined)));
+      others = live.filter((m) => m.id !== own);
+    } catch (err) {
+      void this.#finish(own, tenant, fleet);
+      throw err;
+    }
+    const refusal = this.#refusal(images, others.length);
+    if (refusal !== undefined) {
+      // Removed before anyone tries again (this replica or another): left behind, it would refuse them.
+      await this.#finish(own, tenant, fleet);
+      // Tried again only while others under way refuse it: the images alone leave room.
+      const contended = others.length > 0 && images < this.max;
+      return { refusal, rank: contended ? rankOf(own, others) : undefined };
+    }
+    let released = false;
+    const release = (): void => {
+      if (released) return;
+      released = true;
+      void this.#finish(own, tenant, fleet);
+    };
+    return { place: { made: () => undefined, release } };
+  }
+
+  /** Removes this replica's marker `own`; not counted here from now on, removed or not. */
+  async #finish(own: string, tenant: TenantId, fleet: FleetPlaces): Promise<void> {
+    this.#finished.set(own, tenant);
+    try {
+      await fleet.markers.remove(own);
+      this.#finished.delete(own);
+    } catch (err) {
+      fleet.log.warn(
+        { tenant, marker: own, err: (err as Error).message },
+        'snapshot marker not removed: it counts for other replicas until it is stale',
+      );
+    }
+  }
+
+  /** EXEC_ERR_SNAPSHOT_LIMIT unless one more fits besides `images` and `underWay`. */
+  #refusal(images: number, underWay: number): ExecServerError | undefined {
+    const { fits, count } = snapshotFits(images, underWay, this.max);
+    if (fits) return undefined;
+    return execError(
+      'EXEC_ERR_SNAPSHOT_LIMIT',
+      `snapshot quota reached: this tenant has ${count} of ${this.max} snapshots (--max-snapshots-per-tenant)${underWay > 0 ? `, ${underWay} of them being taken` : ''}; delete snapshots to make room`,
+      { detail: { count, limit: this.max } },
+    );
   }
 }
