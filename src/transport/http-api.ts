@@ -227,6 +227,12 @@ function snapshotRoutes(api: TypedApi, app: FastifyInstance) {
   );
 }
 
+/** Deletes a snapshot and records it in the audit log (the caller is the request's). */
+async function deleteAudited(app: FastifyInstance, snapshotId: string, tenant: TenantId, session: string | undefined) {
+  await app.sessions.backend.deleteSnapshot(snapshotId, tenant);
+  app.sessions.audit.record({ action: 'snapshot.delete', tenant, session, detail: { snapshot: snapshotId } });
+}
+
 /**
  * The snapshots taken of one session, listed and deleted under the session's own path. A session
  * token opens only its session's routes (src/transport/principal.ts), and in a fleet these go
@@ -271,7 +277,7 @@ function sessionSnapshotRoutes(api: TypedApi, app: FastifyInstance) {
         (s) => s.snapshotId === snapshotId || s.snapshotId === `sha256:${snapshotId}`,
       );
       if (own === undefined) throw execError('EXEC_ERR_NOT_FOUND', `snapshot ${snapshotId} of session ${id} not found`);
-      await app.sessions.backend.deleteSnapshot(own.snapshotId, request.tenant);
+      await deleteAudited(app, own.snapshotId, request.tenant, id);
       return reply.code(204).send(null);
     },
   );
@@ -304,7 +310,7 @@ function snapshotListRoutes(api: TypedApi, app: FastifyInstance) {
       },
     },
     async (request, reply) => {
-      await app.sessions.backend.deleteSnapshot(request.params.id, request.tenant);
+      await deleteAudited(app, request.params.id, request.tenant, undefined);
       return reply.code(204).send(null);
     },
   );

@@ -5,6 +5,9 @@
  * `read` token only lists them. Real engine, a server process of the test's own.
  */
 import assert from 'node:assert/strict';
+import { mkdtemp, readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { ExecServerClient } from '../../src/client/index.ts';
 import type { SessionToken, SnapshotInfo } from '../../src/protocol/index.ts';
@@ -14,12 +17,40 @@ import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
 
 const TENANT = 'session-snapshots-secret';
 
+interface AuditLine {
+  action: string;
+  principal: string;
+  session: string | null;
+  detail: Record<string, unknown>;
+}
+
+/** The lines of `action` once there are `count` of them (10 s at most). */
+async function auditLines(path: string, action: string, count: number): Promise<AuditLine[]> {
+  const until = Date.now() + 10_000;
+  for (;;) {
+    const text = await readFile(path, 'utf8');
+    const lines = text
+      .split('\n')
+      .filter((l) => l !== '')
+      .map((l) => JSON.parse(l) as AuditLine)
+      .filter((l) => l.action === action);
+    if (lines.length >= count || Date.now() > until) return lines;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 test('a session token lists and deletes its session snapshots only', {
   ...dockerTestOptions,
   timeout: dockerTestOptions.skip ? 1000 : 240_000,
 }, async (t) => {
   const env = { ...process.env, EXEC_SERVER_TOKENS: `acme:${TENANT}` };
-  const server = await startDevServer({ image: TEST_IMAGE, instanceId: `snaps-${process.pid}-${Date.now()}`, env });
+  const auditLog = join(await mkdtemp(join(tmpdir(), 'session-snapshots-')), 'audit.jsonl');
+  const server = await startDevServer({
+    image: TEST_IMAGE,
+    instanceId: `snaps-${process.pid}-${Date.now()}`,
+    env,
+    flags: ['--audit-log', auditLog],
+  });
   const call = <T>(path: string, method: string, token: string, body?: unknown) =>
     requestJson<T>(`${server.http}${path}`, method, body, token);
   const sessions: string[] = [];
@@ -99,6 +130,15 @@ test('a session token lists and deletes its session snapshots only', {
   const again = await snapshot(a, 'again');
   const byHex = await call(`/v1/sessions/${a}/snapshots/${again.replace(/^sha256:/, '')}`, 'DELETE', TENANT);
   assert.equal(byHex.status, 204, JSON.stringify(byHex.body));
+  // Each delete is in the audit log, under its caller (lines are written just after the answer).
+  const deletes = await auditLines(auditLog, 'snapshot.delete', 2);
+  assert.deepEqual(
+    deletes.map((l) => [l.principal, l.session, l.detail['snapshot']]),
+    [
+      [`session-token:${full.tokenId}`, a, ofA],
+      ['tenant:acme', a, again],
+    ],
+  );
   const gone = await call('/v1/sessions/no-such-session/snapshots', 'GET', TENANT);
   assert.deepEqual([gone.status, codeOf(gone.body)], [404, 'EXEC_ERR_SESSION_NOT_FOUND']);
 });
