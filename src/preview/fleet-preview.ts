@@ -15,7 +15,7 @@ import { execError, type ExecServerError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
 import type { SessionManager } from '../sessions/session-manager.ts';
 import { CLIENT_HEADER, clientStampFor } from '../transport/client-address.ts';
-import { FORWARDED_HEADER } from '../transport/fleet-forward.ts';
+import { FORWARDED_HEADER, watchOwner } from '../transport/fleet-forward.ts';
 import type { ProxyTarget } from './proxy.ts';
 
 /** How long a connection to another replica may take to open. */
@@ -69,6 +69,7 @@ export async function ownerTarget(
     return execError('EXEC_ERR_BACKEND_UNAVAILABLE', `session ${sessionId} is moving between replicas: try again`);
   return {
     open: () => replicaSocket(route.url),
+    watch: (silent) => watchOwner(route.url, silent),
     path: request.originalUrl,
     headers: {
       ...request.headers,

@@ -44,6 +44,25 @@ export interface ProxyTarget {
    * besides the application's own (a browser enforces both); any other replaces the application's.
    */
   readonly responseHeaders?: OutgoingHttpHeaders | undefined;
+  /**
+   * In a fleet, for a port on another replica: watches that replica while its answer is awaited
+   * (`watchOwner`, src/transport/fleet-forward.ts) and calls `silent` once it answered neither
+   * for 10 s; returns the stop. A paused owner accepts the connection and never answers, and
+   * the idle bound alone (`IDLE_MS`) would hold the caller for minutes.
+   */
+  readonly watch?: ((silent: () => void) => () => void) | undefined;
+}
+
+/** Destroys `upstream` with EXEC_ERR_BACKEND_UNAVAILABLE once `target`'s replica is silent; the returned function stops watching. */
+function watchReplica(target: ProxyTarget, upstream: Duplex): () => void {
+  const unwatch = target.watch?.(() =>
+    upstream.destroy(
+      execError('EXEC_ERR_BACKEND_UNAVAILABLE', 'the replica serving this session answered nothing, nor its /healthz'),
+    ),
+  );
+  if (unwatch === undefined) return () => undefined;
+  upstream.once('close', unwatch);
+  return unwatch;
 }
 
 /** The application's answer headers, hop-by-hop ones dropped and the target's own added. */
@@ -126,14 +145,20 @@ export function proxyHttp(req: IncomingMessage, res: ServerResponse, target: Pro
         return;
       }
       idleGuard(upstream);
-      forward(req, res, target, upstream);
+      forward(req, res, target, upstream, watchReplica(target, upstream));
     },
     (err: unknown) => badGateway(res, err),
   );
 }
 
 /** Sends the request over `upstream` (Node's HTTP client speaks HTTP/1.1 on it) and streams the answer back. */
-function forward(req: IncomingMessage, res: ServerResponse, target: ProxyTarget, upstream: Duplex): void {
+function forward(
+  req: IncomingMessage,
+  res: ServerResponse,
+  target: ProxyTarget,
+  upstream: Duplex,
+  answered: () => void,
+): void {
   // A chunked body keeps its framing (the server's parser accepts only codings that end in
   // `chunked`). Node's client frames a body it has no length for only for methods that usually
   // carry one: a chunked GET, DELETE or OPTIONS would otherwise reach the application bare
@@ -147,6 +172,7 @@ function forward(req: IncomingMessage, res: ServerResponse, target: ProxyTarget,
     createConnection: () => upstream,
   });
   outgoing.on('response', (answer) => {
+    answered();
     res.writeHead(answer.statusCode ?? 502, answer.statusMessage, answerHeaders(answer, target.responseHeaders));
     answer.pipe(res);
     answer.once('error', () => res.destroy());
@@ -186,8 +212,10 @@ export function proxyUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer,
       // the stream opened; after it, the tunnel just ends.
       let answered = false;
       let refused = false;
+      const unwatch = watchReplica(target, upstream);
       upstream.once('data', () => {
         answered = true;
+        unwatch();
       });
       upstream.on('error', (err) => {
         if (answered) return socket.destroy();
