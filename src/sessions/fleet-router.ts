@@ -3,6 +3,7 @@
  * live replica that owns it, or here after a take-over when its owner's lease is gone; and the
  * scan that takes over such sessions even when nobody uses them (so they are reaped).
  */
+import { execError } from '../errors.ts';
 import type { FleetBackend } from '../backends/types.ts';
 import type { TenantId } from '../ids.ts';
 import type { Session } from './session.ts';
@@ -15,6 +16,10 @@ export type SessionRoute =
 
 /** How often a replica looks for sessions whose owner is gone (plus up to 5 s, so replicas spread). */
 const ORPHAN_SCAN_MS = 30_000;
+
+/** After losing a take-over: how many times, and how far apart, the winner's claim is looked for. */
+const CLAIM_LOOKS = 20;
+const CLAIM_LOOK_MS = 100;
 
 export interface FleetRouterDeps {
   /** Undefined without a fleet: a session is here or nowhere. */
@@ -52,11 +57,23 @@ export class FleetRouter {
     }
     const session = await taking;
     if (session !== undefined) return { kind: 'local', session };
-    // Another replica claimed it first: it serves it now.
-    const again = await fleet.locate(id, tenant);
-    return again.kind === 'remote'
-      ? { kind: 'remote', url: again.url, replicaId: again.replicaId }
-      : { kind: 'absent' };
+    return this.#claimedElsewhere(fleet, id, tenant);
+  }
+
+  /**
+   * Another replica claimed session `id` first: it serves it now. Its claim's name is taken
+   * before the engine lists the claim (the losing create's 409 may come first), so for a moment
+   * the session still looks orphaned: it is looked up again, briefly. Answering "absent" then
+   * would tell a client its session is gone (404) while it is being taken over.
+   */
+  async #claimedElsewhere(fleet: FleetBackend, id: string, tenant: TenantId): Promise<SessionRoute> {
+    for (let look = 0; look < CLAIM_LOOKS; look++) {
+      if (look > 0) await new Promise((resolve) => setTimeout(resolve, CLAIM_LOOK_MS));
+      const again = await fleet.locate(id, tenant);
+      if (again.kind === 'remote') return { kind: 'remote', url: again.url, replicaId: again.replicaId };
+      if (again.kind === 'absent') return again;
+    }
+    throw execError('EXEC_ERR_BACKEND_UNAVAILABLE', `session ${id} is being taken over by another replica: try again`);
   }
 
   /**
