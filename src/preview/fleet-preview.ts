@@ -15,7 +15,8 @@ import { execError, type ExecServerError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
 import type { SessionManager } from '../sessions/session-manager.ts';
 import { CLIENT_HEADER, clientStampFor } from '../transport/client-address.ts';
-import { FORWARDED_HEADER, watchOwner } from '../transport/fleet-forward.ts';
+import { FORWARDED_HEADER } from '../transport/fleet-forward.ts';
+import { watchOwner } from '../transport/owner-watch.ts';
 import type { ProxyTarget } from './proxy.ts';
 
 /** How long a connection to another replica may take to open. */

@@ -46,7 +46,7 @@ export interface ProxyTarget {
   readonly responseHeaders?: OutgoingHttpHeaders | undefined;
   /**
    * In a fleet, for a port on another replica: watches that replica while its answer is awaited
-   * (`watchOwner`, src/transport/fleet-forward.ts) and calls `silent` once it answered neither
+   * (`watchOwner`, src/transport/owner-watch.ts) and calls `silent` once it answered neither
    * for 10 s; returns the stop. A paused owner accepts the connection and never answers, and
    * the idle bound alone (`IDLE_MS`) would hold the caller for minutes.
    */

@@ -16,6 +16,7 @@ import { MCP_PATH, MCP_REPLICA_SEPARATOR, MCP_SESSION_HEADER } from '../protocol
 import type { SessionRoute } from '../sessions/session-manager.ts';
 import { actorOf } from './auth-hook.ts';
 import { CLIENT_HEADER, clientStampFor } from './client-address.ts';
+import { OWNER_SILENCE_MS, watchOwner } from './owner-watch.ts';
 import { bearerOf } from './principal.ts';
 import { isSessionToken, type SessionTokenSigner } from './session-tokens.ts';
 
@@ -51,55 +52,6 @@ function forwardHeaders(
   out[FORWARDED_HEADER] = replicaId;
   out[CLIENT_HEADER] = clientStampFor(request);
   return out;
-}
-
-/**
- * How long a forwarded request may wait for its answer while the owner's `/healthz` says nothing
- * either. A paused or wedged owner still accepts connections (the kernel does) and keeps its
- * lease (its engine connection stays open), so without this the caller waited for ever. A slow
- * answer of a live owner (an `exec_command` that waits for its command) is not cut: its
- * `/healthz` answers meanwhile.
- */
-export const OWNER_SILENCE_MS = 10_000;
-const PROBE_EVERY_MS = 2_000;
-
-/** Whether the replica at `base` answers `/healthz` within `ms`. */
-function answers(base: string, ms: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const url = new URL('/healthz', base);
-    const https = url.protocol === 'https:';
-    // A connection of its own: one kept alive might be the very one the owner stopped reading.
-    const probe = (https ? httpsRequest : httpRequest)(url, { agent: false, timeout: ms });
-    probe.on('response', (res) => {
-      res.resume();
-      resolve(true);
-    });
-    probe.on('timeout', () => probe.destroy());
-    probe.on('error', () => resolve(false));
-    probe.end();
-  });
-}
-
-/**
- * Calls `silent` once the replica at `base` has answered neither the request nor its `/healthz`
- * for OWNER_SILENCE_MS; the returned function stops watching (the answer came, or the request
- * ended). Also the bound of a relayed WebSocket's handshake (fleet-ws.ts).
- */
-export function watchOwner(base: string, silent: () => void): () => void {
-  let lastHeard = Date.now();
-  let watching = true;
-  const timer = setInterval(() => {
-    void answers(base, PROBE_EVERY_MS).then((alive) => {
-      if (alive) lastHeard = Date.now();
-      // A probe still out when the answer came must not cut what is now being answered.
-      else if (watching && Date.now() - lastHeard >= OWNER_SILENCE_MS) silent();
-    });
-  }, PROBE_EVERY_MS);
-  timer.unref();
-  return () => {
-    watching = false;
-    clearInterval(timer);
-  };
 }
 
 /**

@@ -10,7 +10,8 @@ import { type ExecServerError, execError, rpcErrorBody } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import type { SessionManager, SessionRoute } from '../sessions/session-manager.ts';
 import { CLIENT_HEADER, clientStampFor } from './client-address.ts';
-import { FORWARDED_HEADER, OWNER_SILENCE_MS, watchOwner } from './fleet-forward.ts';
+import { FORWARDED_HEADER } from './fleet-forward.ts';
+import { OWNER_SILENCE_MS, watchOwner } from './owner-watch.ts';
 
 /** Close code for a relayed connection whose replica went away: resume the session (any replica). */
 const OWNER_GONE = 1012;
