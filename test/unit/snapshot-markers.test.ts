@@ -1,6 +1,6 @@
 /**
  * The snapshot quota across a fleet: the decisions (src/backends/docker/checkpoints/
- * snapshot-marker-plan.ts) and SnapshotQuota's use of markers, over a fake engine that two
+ * snapshot-marker-plan.ts) and FleetSnapshotQuota's use of markers, over a fake engine that two
  * "replicas" share. The real engine is test/docker/fleet-snapshot-quota.test.ts.
  */
 import assert from 'node:assert/strict';
@@ -17,7 +17,7 @@ import {
   sortMarkers,
 } from '../../src/backends/docker/checkpoints/snapshot-marker-plan.ts';
 import type { MarkerStore } from '../../src/backends/docker/checkpoints/snapshot-markers.ts';
-import { SnapshotQuota } from '../../src/backends/docker/checkpoints/snapshot-quota.ts';
+import { createSnapshotQuota, type SnapshotQuota } from '../../src/backends/docker/checkpoints/snapshot-quota.ts';
 import { asTenantId } from '../../src/ids.ts';
 
 const T = asTenantId('team');
@@ -112,7 +112,7 @@ class FakeEngine implements MarkerStore {
 
 /** A replica's quota over `engine`; its delays before trying again are `backoff`, the ranks it asked with go to `ranks`. */
 function replica(engine: FakeEngine, backoff: number, warned: string[] = [], ranks: number[] = []): SnapshotQuota {
-  return new SnapshotQuota(2, engine.listImages, {
+  return createSnapshotQuota(2, engine.listImages, {
     markers: engine,
     log: { warn: (_o: unknown, msg: string) => warned.push(msg) },
     backoffMs: (rank) => {
@@ -188,7 +188,7 @@ test("a marker of a dead replica is stale: ignored and removed; one's own that f
 
 test('a lone server (no fleet) keeps its places in memory: no marker is made', async () => {
   const engine = new FakeEngine();
-  const lone = new SnapshotQuota(2, engine.listImages);
+  const lone = createSnapshotQuota(2, engine.listImages);
   const first = await lone.reserve(T);
   await lone.reserve(T);
   await assert.rejects(lone.reserve(T), /2 of 2 snapshots .*2 of them being taken/);

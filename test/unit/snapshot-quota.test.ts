@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { SnapshotQuota } from '../../src/backends/docker/checkpoints/snapshot-quota.ts';
+import { createSnapshotQuota } from '../../src/backends/docker/checkpoints/snapshot-quota.ts';
 import { resolveOptions } from '../../src/backends/docker/options.ts';
 import { ConfigError, loadConfig } from '../../src/config.ts';
 import { ERROR_REGISTRY, ExecServerError, RETRYABLE_CODES } from '../../src/errors.ts';
@@ -76,7 +76,7 @@ async function limitOf(p: Promise<unknown>): Promise<ExecServerError> {
 
 test('the count is the engine plus those under way; past it EXEC_ERR_SNAPSHOT_LIMIT with count and limit', async () => {
   const engine = new FakeEngine();
-  const quota = new SnapshotQuota(2, engine.list);
+  const quota = createSnapshotQuota(2, engine.list);
   engine.add(A, 'sha256:1');
   const held = await quota.reserve(A);
   const err = await limitOf(quota.reserve(A));
@@ -101,7 +101,7 @@ test('the count is the engine plus those under way; past it EXEC_ERR_SNAPSHOT_LI
 
 test('asked at once, snapshots count each other; one made during the listing counts once', async () => {
   const engine = new FakeEngine();
-  const quota = new SnapshotQuota(2, engine.list);
+  const quota = createSnapshotQuota(2, engine.list);
   engine.hold();
   const burst = [quota.reserve(A), quota.reserve(A), quota.reserve(A)];
   engine.open();
@@ -138,7 +138,7 @@ test('asked at once, snapshots count each other; one made during the listing cou
 
 test('a snapshot the quota refused does not count for those asked with it', async () => {
   const engine = new FakeEngine();
-  const quota = new SnapshotQuota(1, engine.list);
+  const quota = createSnapshotQuota(1, engine.list);
   engine.add(A, 'sha256:old');
   engine.hold();
   const refused = quota.reserve(A);

@@ -36,7 +36,7 @@ import { resolveOptions, type DockerBackendOptions, type DockerLogger, type Reso
 import { removeContainer } from './container/provision.ts';
 import { RuntimeResolver } from './engine/runtimes.ts';
 import { deleteSnapshot, findSnapshot, listSnapshots } from './checkpoints/snapshots.ts';
-import { SnapshotQuota } from './checkpoints/snapshot-quota.ts';
+import { createSnapshotQuota } from './checkpoints/snapshot-quota.ts';
 import { snapshotMarkers } from './checkpoints/snapshot-markers.ts';
 import { WarmPool } from './container/warm-pool.ts';
 import { CreateGate } from './container/create-gate.ts';
@@ -156,7 +156,7 @@ class DockerBackendImpl implements DockerBackend {
     // In a fleet, snapshots under way are markers in the engine: every replica counts them.
     const snapshotQuota =
       options.snapshotQuota ??
-      new SnapshotQuota(
+      createSnapshotQuota(
         options.maxSnapshotsPerTenant,
         async (t) => (await this.listSnapshots(t)).map((s) => s.snapshotId),
         options.fleet === undefined ? undefined : { markers: snapshotMarkers(() => this), log },

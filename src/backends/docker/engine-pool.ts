@@ -30,7 +30,7 @@ import { commaList } from '../../config/lists.ts';
 import { quotaSlots } from './container/quota-slots.ts';
 import type { SessionQuota } from '../fleet-types.ts';
 import { DockerFleet } from './fleet.ts';
-import { DEFAULT_MAX_SNAPSHOTS, SnapshotQuota } from './checkpoints/snapshot-quota.ts';
+import { createSnapshotQuota, DEFAULT_MAX_SNAPSHOTS } from './checkpoints/snapshot-quota.ts';
 import { snapshotMarkers } from './checkpoints/snapshot-markers.ts';
 
 /** How often every engine is pinged (placement skips the ones that did not answer). */
@@ -63,7 +63,7 @@ export function createDockerEngines(
   // fleet: on any replica, by their markers on the first engine, like the session quota's slots).
   const snapshotQuota =
     options.snapshotQuota ??
-    new SnapshotQuota(
+    createSnapshotQuota(
       options.maxSnapshotsPerTenant ?? DEFAULT_MAX_SNAPSHOTS,
       async (t) => (await pool.listSnapshots(t)).map((s) => s.snapshotId),
       options.fleet === undefined ? undefined : { markers: snapshotMarkers(() => members[0]!.backend), log },
