@@ -65,9 +65,16 @@ type Forwarded = 'done' | 'unreachable' | 'lost';
  * Sends `request` to the replica at `base` and streams its answer back (see Forwarded). A
  * request with a body that the owner failed under: 503, since its body is spent and it may
  * have run. An owner that answers neither the request nor its `/healthz` for
- * OWNER_SILENCE_MS: 503, 'done'.
+ * OWNER_SILENCE_MS: 503, 'done'. With `missingIsDone` (a DELETE sent again after a failed owner
+ * may have carried it out), a 404 answer is a 204.
  */
-function forward(request: FastifyRequest, reply: FastifyReply, base: string, replicaId: string): Promise<Forwarded> {
+function forward(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  base: string,
+  replicaId: string,
+  missingIsDone: boolean,
+): Promise<Forwarded> {
   return new Promise((resolve) => {
     const target = new URL(request.url, base);
     const https = target.protocol === 'https:';
@@ -98,6 +105,11 @@ function forward(request: FastifyRequest, reply: FastifyReply, base: string, rep
     });
     upstream.on('response', (res: IncomingMessage) => {
       unwatch();
+      if (missingIsDone && res.statusCode === 404) {
+        res.resume();
+        void reply.code(204).send(null);
+        return resolve('done');
+      }
       void reply.hijack();
       const headers = { ...res.headers };
       for (const h of HOP_HEADERS) delete headers[h];
@@ -183,13 +195,16 @@ export function registerFleetTokenRouting(
 async function targetOf(request: FastifyRequest, fleet: FleetBackend): Promise<Target | undefined> {
   const sessions = request.server.sessions;
   const path = request.url.split('?')[0] ?? '';
-  const sessionRoute = (id: string, deletesSession = false): Target => ({
+  const sessionRoute = (id: string, deletes: Target['deletes'] = 'nothing'): Target => ({
     route: () => sessions.route(id, request.tenant),
     reroute: (url) => sessions.rerouteAfterFailure(id, request.tenant, url),
-    deletesSession,
+    deletes,
   });
   const m = SESSION_PATH.exec(path);
-  if (m?.[1] !== undefined) return sessionRoute(decodeURIComponent(m[1]), request.method === 'DELETE' && path === m[0]);
+  if (m?.[1] !== undefined) {
+    const deletes = request.method !== 'DELETE' ? 'nothing' : path === m[0] ? 'session' : 'part';
+    return sessionRoute(decodeURIComponent(m[1]), deletes);
+  }
   if (path !== MCP_PATH) return undefined;
   const mcpId = request.headers['mcp-session-id'];
   if (typeof mcpId === 'string') {
@@ -199,7 +214,7 @@ async function targetOf(request: FastifyRequest, fleet: FleetBackend): Promise<T
       const url = await fleet.replicaUrl(replicaId);
       return url === undefined ? { kind: 'absent' } : { kind: 'remote', url, replicaId };
     };
-    return { route, reroute: () => Promise.resolve({ kind: 'absent' }), deletesSession: false };
+    return { route, reroute: () => Promise.resolve({ kind: 'absent' }), deletes: 'nothing' };
   }
   const bound = request.headers[MCP_SESSION_HEADER];
   return typeof bound === 'string' ? sessionRoute(bound) : undefined;
@@ -208,19 +223,27 @@ async function targetOf(request: FastifyRequest, fleet: FleetBackend): Promise<T
 interface Target {
   route(): Promise<SessionRoute>;
   reroute(url: string): Promise<SessionRoute>;
-  /** `DELETE /v1/sessions/:id`: the session itself. */
-  readonly deletesSession: boolean;
+  /** What a DELETE removes: `DELETE /v1/sessions/:id` the session, a longer path a part of it (a port, a token, a snapshot). */
+  readonly deletes: 'session' | 'part' | 'nothing';
 }
 
 /** The session routes (and MCP) of a fleet go to the replica that serves them (this hook runs after authentication). */
 export function registerFleetForwarding(app: FastifyInstance): void {
   const fleet = app.sessions.backend.fleet;
   if (fleet === undefined) return;
+  // DELETEs of a part of a session served here after the owner failed under them: see below.
+  const resent = new WeakSet<FastifyRequest>();
+  app.addHook('onSend', async (request, reply, payload) => {
+    if (!resent.has(request) || reply.statusCode !== 404) return payload;
+    reply.code(204).removeHeader('content-type');
+    return null;
+  });
   app.addHook('onRequest', async (request, reply) => {
     if (request.principal === undefined || request.headers.upgrade !== undefined) return;
     const target = await targetOf(request, fleet);
     if (target === undefined) return;
     let route = await target.route();
+    let again = false;
     for (let hop = 0; route.kind === 'remote' && hop < 3; hop++) {
       if (request.headers[FORWARDED_HEADER] !== undefined) {
         const e = execError(
@@ -229,7 +252,7 @@ export function registerFleetForwarding(app: FastifyInstance): void {
         );
         return reply.code(e.statusCode).send(httpErrorBody(e));
       }
-      const outcome = await forward(request, reply, route.url, fleet.replicaId);
+      const outcome = await forward(request, reply, route.url, fleet.replicaId, again);
       if (outcome === 'done') return reply;
       route = await target.reroute(route.url);
       // 'lost': the owner had this bodiless request and failed before it answered. A GET or
@@ -238,12 +261,18 @@ export function registerFleetForwarding(app: FastifyInstance): void {
       // was carried out by the failed owner (a session that existed is absent only once
       // removed): what was asked, so 204. Sent again it would answer 404 to a client whose
       // delete succeeded; a 503 would only send the client's retry into that same 404.
-      if (outcome === 'lost' && target.deletesSession && route.kind === 'absent') return reply.code(204).send(null);
+      if (outcome === 'lost' && target.deletes === 'session' && route.kind === 'absent')
+        return reply.code(204).send(null);
+      // A DELETE of a part of the session (a port, a token, a snapshot) is sent again, here or
+      // to the new owner; if the failed owner had carried it out, the part is gone: 204, as
+      // above, not 404. The part that never existed is told apart only by the lost answer.
+      if (outcome === 'lost' && target.deletes === 'part') again = true;
     }
     if (route.kind === 'remote') {
       const e = execError('EXEC_ERR_BACKEND_UNAVAILABLE', `the replica ${route.replicaId} does not answer`);
       return reply.code(e.statusCode).send(httpErrorBody(e));
     }
+    if (again) resent.add(request);
     return undefined;
   });
 }

@@ -167,10 +167,15 @@ export function fleetMessageGate(
           { sessionId: id, replica: route.replicaId, err: err.message },
           'fleet: owner unreachable, routing again',
         );
-        void sessions.rerouteAfterFailure(id, request.tenant, route.url).then(
-          (next) => (next.kind === 'remote' && next.url !== route.url ? relay(next, id) : serveHere()),
-          () => serveHere(),
-        );
+        void sessions.rerouteAfterFailure(id, request.tenant, route.url).then((next) => {
+          if (next.kind !== 'remote') return serveHere();
+          if (next.url !== route.url) return relay(next, id);
+          // Its lease lives on and its URL still refuses: served here, `initialize` would say the
+          // session does not exist. Answered as a forwarded HTTP call is (503 there).
+          refuse(
+            execError('EXEC_ERR_BACKEND_UNAVAILABLE', `the replica ${route.replicaId} does not answer: ${err.message}`),
+          );
+        }, serveHere);
       },
     });
   };
