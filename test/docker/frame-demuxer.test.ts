@@ -86,3 +86,30 @@ test('unknown frame type is an error; a truncated frame still ends the targets',
   await assert.rejects(pipeline(Readable.from([frame(1, Buffer.from('abcdef')).subarray(0, 10)]), t), /inside a frame/);
   await ended;
 });
+
+test('frames of one chunk that find their target full share one drain wait', async () => {
+  const frames = Array.from({ length: 40 }, (_, i) => frame(i % 4 === 0 ? 2 : 1, Buffer.alloc(16, i)));
+  const stdout = new PassThrough({ highWaterMark: 1 });
+  const stderr = new PassThrough({ highWaterMark: 1 });
+  const d = new FrameDemuxer(stdout, stderr);
+  let written = false;
+  d.write(Buffer.concat(frames), () => {
+    written = true;
+  });
+  // 30 payloads went to stdout and 10 to stderr, every one of them past its high-water mark.
+  assert.equal(stdout.listenerCount('drain'), 1, 'one wait on stdout');
+  assert.equal(stderr.listenerCount('drain'), 1, 'one wait on stderr');
+  assert.equal(written, false, 'the chunk is not taken while its targets are full');
+  const bytes = [0, 0];
+  const drained = (s: PassThrough, i: 0 | 1): Promise<void> =>
+    new Promise((resolve) => {
+      s.on('data', (b: Buffer) => {
+        bytes[i] = (bytes[i] ?? 0) + b.length;
+      });
+      s.once('drain', () => resolve());
+    });
+  await Promise.all([drained(stdout, 0), drained(stderr, 1)]);
+  await new Promise((r) => setImmediate(r));
+  assert.equal(written, true, 'taken once both targets drained');
+  assert.deepEqual(bytes, [30 * 16, 10 * 16]);
+});

@@ -42,14 +42,9 @@ export class FrameDemuxer extends Writable {
   }
 
   override _write(chunk: Buffer, _enc: BufferEncoding, callback: (error?: Error | null) => void): void {
-    let pending = 0;
-    let done = false;
-    const settle = (): void => {
-      if (!done && pending === 0) {
-        done = true;
-        callback();
-      }
-    };
+    // The targets that did not accept a payload of this chunk: one `'drain'` wait each, however
+    // many of the chunk's frames they refused (a listener per payload would pile up).
+    const full = new Set<NodeJS.WritableStream>();
     let off = 0;
     while (off < chunk.length) {
       if (this.#remaining === 0) {
@@ -76,15 +71,18 @@ export class FrameDemuxer extends Writable {
       const target = this.#target === 'stdout' ? this.#stdout : this.#stderr;
       if (this.#target === 'stdout') this.stats.stdoutBytes += take;
       else this.stats.stderrBytes += take;
-      if (!target.write(payload)) {
-        pending += 1;
-        target.once('drain', () => {
-          pending -= 1;
-          settle();
-        });
-      }
+      if (!target.write(payload)) full.add(target);
     }
-    settle();
+    let pending = full.size;
+    if (pending === 0) {
+      callback();
+      return;
+    }
+    for (const target of full)
+      target.once('drain', () => {
+        pending -= 1;
+        if (pending === 0) callback();
+      });
   }
 
   override _final(callback: (error?: Error | null) => void): void {
