@@ -1,5 +1,5 @@
 /**
- * A rollout (docs/kubernetes.md, "Rollouts"): a real server process started with
+ * A rollout (docs/kubernetes.md, "Graceful shutdown"): a real server process started with
  * `--shutdown-sessions keep` gets SIGTERM while a command streams. Its client is told to go
  * (`server/draining`, close code 1012), the server fails `/readyz` while it drains, the command
  * keeps running in its container with no server at all, and once the next server of the instance
