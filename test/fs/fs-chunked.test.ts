@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { test } from 'node:test';
+import { TestSession } from '../support/harness.ts';
 import { b64, BACKENDS, fsEnv, rejectsRpc } from './helpers.ts';
 
 const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
@@ -228,5 +229,26 @@ for (const { kind, options } of BACKENDS) {
       /at most 64 paths/,
     );
     await rejectsRpc(session.request('fs/watchMissing', { watchId: 4, missing: ['relative'] }), -32602);
+  });
+
+  test(`${kind}: a session's client and its observer keep watches of the same id apart`, options, async (t) => {
+    const { server, session, workdir } = await fsEnv(t, kind);
+    // An observer (a console viewer, a read token) may watch too; Codex numbers its watches from 1.
+    const other = await TestSession.open(server.url, { resumeSessionId: session.sessionId, observe: true });
+    t.after(() => other.close());
+    for (const client of [session, other])
+      assert.deepEqual(await client.request('fs/watchMissing', { watchId: 1, missing: [`${workdir}/shared.txt`] }), {
+        watching: true,
+      });
+    // The observer's watch 1 did not replace the client's; it drops its own, not the client's.
+    assert.deepEqual(await other.request('fs/unwatch', { watchId: 1 }), { watching: false, removed: true });
+    assert.deepEqual(await other.request('fs/unwatch', { watchId: 1 }), { watching: false, removed: false });
+    await session.request('fs/writeFile', { path: `${workdir}/shared.txt`, dataBase64: b64('here') });
+    await session.waitFor((all) => all.some((n) => n.method === 'fs/missingChanged'), 15_000, 'fs/missingChanged');
+    assert.deepEqual(
+      session.notifications.filter((n) => n.method === 'fs/missingChanged').map((n) => n.params),
+      [{ watchId: 1 }],
+    );
+    assert.equal(other.notifications.filter((n) => n.method === 'fs/missingChanged').length, 0);
   });
 }

@@ -198,6 +198,6 @@ function handleMethods(table: MethodTable<Connection>) {
 
   fsMethod(table, 'fs/unwatch', byWatch, async (p, conn) => ({
     watching: false,
-    removed: files(conn).unwatch(p.watchId),
+    removed: files(conn).unwatch(p.watchId, conn),
   }));
 }

@@ -1,6 +1,8 @@
 /**
  * `fs/watchMissing` watches: paths expected absent (or present) are polled, and the client is sent
  * `fs/missingChanged` when one of them appears or goes away. Bounded per session and per watch.
+ * A watch id is the client's own: every connection to a session names its watches as it likes
+ * (Codex numbers them from 1), so a second client's `1` neither replaces nor unwatches the first's.
  */
 import { execError } from '../../errors.ts';
 import type { NotificationName, NotificationParams } from '../../protocol/index.ts';
@@ -14,6 +16,7 @@ export interface WatchNotifier {
 }
 
 interface Watch {
+  /** Its key here: the connection's and the client's id. */
   readonly id: string;
   /** The id as the client sent it (Codex uses numbers), echoed in `fs/missingChanged`. */
   readonly wireId: string | number;
@@ -27,6 +30,9 @@ export class MissingWatches {
   readonly #session: Pick<SessionCore, 'backend'>;
   readonly #limits: FileLimits;
   readonly #watches = new Map<string, Watch>();
+  /** A number per connection, for the keys of its watches. */
+  readonly #clients = new WeakMap<WatchNotifier, number>();
+  #nextClient = 0;
   #poller: NodeJS.Timeout | undefined;
   #polling = false;
   #closed = false;
@@ -48,7 +54,7 @@ export class MissingWatches {
     notifier: WatchNotifier,
     checker: () => Promise<Checker>,
   ): Promise<void> {
-    const watchId = String(wireId);
+    const watchId = this.#key(notifier, wireId);
     if (missing.length + present.length > this.#limits.maxWatchPaths) {
       throw execError('EXEC_ERR_TOO_LARGE', `a watch may cover at most ${this.#limits.maxWatchPaths} paths`, {
         detail: { field: 'missing' },
@@ -78,6 +84,15 @@ export class MissingWatches {
     }
   }
 
+  #key(notifier: WatchNotifier, wireId: string | number): string {
+    let client = this.#clients.get(notifier);
+    if (client === undefined) {
+      client = this.#nextClient++;
+      this.#clients.set(notifier, client);
+    }
+    return `${client}:${String(wireId)}`;
+  }
+
   #assertRoomFor(watchId: string): void {
     if (!this.#watches.has(watchId) && this.#watches.size >= this.#limits.maxWatches) {
       throw execError(
@@ -87,9 +102,9 @@ export class MissingWatches {
     }
   }
 
-  /** Drops the watch `wireId`; false when there was none. */
-  remove(wireId: string | number): boolean {
-    const had = this.#watches.delete(String(wireId));
+  /** Drops the watch `wireId` of `notifier`'s client; false when it has none of that id. */
+  remove(wireId: string | number, notifier: WatchNotifier): boolean {
+    const had = this.#watches.delete(this.#key(notifier, wireId));
     this.#stopPollerIfIdle();
     return had;
   }

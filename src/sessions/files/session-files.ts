@@ -309,9 +309,9 @@ export class SessionFiles {
     return this.#watches.add(wireId, missing, present, notifier, () => this.checker());
   }
 
-  /** `fs/unwatch`: drops the watch `wireId`; false when there was none. */
-  unwatch(wireId: string | number): boolean {
-    return this.#watches.remove(wireId);
+  /** `fs/unwatch`: drops the watch `wireId` of `notifier`'s client; false when it has none of that id. */
+  unwatch(wireId: string | number, notifier: WatchNotifier): boolean {
+    return this.#watches.remove(wireId, notifier);
   }
 
   /** Drops the watches of a client that went away. */
