@@ -18,6 +18,7 @@ import { isConsolePath, registerConsole } from './console/routes.ts';
 import { selectProtocol } from './console/websocket-token.ts';
 import { hostname } from 'node:os';
 import { AuditLog } from './audit/audit-log.ts';
+import { registerAuditBarrier } from './audit/audit-barrier.ts';
 import { NO_AUDIT, type Auditor } from './audit/auditor.ts';
 import { registerAuthHooks } from './transport/auth-hook.ts';
 import { SessionTokenSigner } from './transport/session-tokens.ts';
@@ -363,6 +364,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   registerProbes(app, backend, audit, metrics);
+  registerAuditBarrier(app, audit);
 
   await registerRoutes(app, { config, sessions, metrics, tokenSigner, signer, drain });
 

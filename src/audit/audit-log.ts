@@ -15,7 +15,9 @@
  * disk never glues two lines into what verify would call an edit (log-file.ts). Either way the
  * operator sees it: `/readyz` fails (notReadyReason), and `exec_server_audit_healthy` is 0 with
  * `exec_server_audit_dropped_total` / `exec_server_audit_write_errors_total` counting. Never
- * silent, never blocking a request.
+ * silent. While the log is healthy, answers wait for the lines recorded before them
+ * (`settled`, audit-barrier.ts), as Kubernetes' blocking audit mode does; a failing log holds
+ * nothing up.
  */
 import { createHash } from 'node:crypto';
 import { Counter, Gauge } from 'prom-client';
@@ -64,6 +66,11 @@ export class AuditLog implements Auditor {
   #failure: string | undefined;
   #held: boolean;
   #closed = false;
+  /** Lines queued and lines written since the start, for `settled`. */
+  #enqueued = 0;
+  #written = 0;
+  /** `settled` callers, each waiting for the lines up to its count; one promise per count. */
+  readonly #waiters: { upTo: number; promise: Promise<void>; resolve: () => void }[] = [];
   readonly #healthy: Gauge;
   readonly #droppedTotal: Counter;
   readonly #writeErrors: Counter;
@@ -163,7 +170,29 @@ export class AuditLog implements Auditor {
     const bytes = Buffer.from(line, 'utf8');
     this.#prev = sha256(bytes);
     this.#queue.push(Buffer.concat([bytes, NEWLINE]));
+    this.#enqueued++;
     if (!this.#held) this.#writing ??= this.#drain();
+  }
+
+  settled(): Promise<void> | undefined {
+    // Held lines wait for the server's first line, before it serves anything.
+    if (this.#written >= this.#enqueued || this.#held || this.#closed || this.#failure !== undefined) return undefined;
+    const upTo = this.#enqueued;
+    const last = this.#waiters.at(-1);
+    if (last?.upTo === upTo) return last.promise;
+    let resolve = (): void => undefined;
+    const promise = new Promise<void>((r) => {
+      resolve = r;
+    });
+    this.#waiters.push({ upTo, promise, resolve });
+    return promise;
+  }
+
+  /** Lets go of the `settled` callers whose lines are written (all of them: `all`). */
+  #wake(all: boolean): void {
+    // In the order of their counts: the first still waiting ends those that may go.
+    const waiting = all ? -1 : this.#waiters.findIndex((w) => w.upTo > this.#written);
+    for (const w of this.#waiters.splice(0, waiting === -1 ? this.#waiters.length : waiting)) w.resolve();
   }
 
   /** Starts writing what `holdStdout` kept back (the server printed its address). */
@@ -179,6 +208,8 @@ export class AuditLog implements Auditor {
       try {
         await this.#sink.write(Buffer.concat(batch));
         this.#queue.splice(0, batch.length);
+        this.#written += batch.length;
+        this.#wake(false);
         this.#lines.inc(batch.length);
         if (this.#failure !== undefined) this.#opts.log.warn({}, 'audit log writable again');
         this.#failure = undefined;
@@ -188,6 +219,8 @@ export class AuditLog implements Auditor {
         this.#healthy.set(0);
         if (this.#failure === undefined) this.#opts.log.error({ err }, 'audit log write failed; retrying');
         this.#failure = (err as Error).message;
+        // Nothing waits on a failing log (the failure is what the operator sees).
+        this.#wake(true);
         await new Promise<void>((r) => {
           setTimeout(r, RETRY_MS).unref();
         });
@@ -206,6 +239,7 @@ export class AuditLog implements Auditor {
     await Promise.race([this.#writing, deadline]);
     // A log still failing after the deadline stops retrying: its lines are lost with the process.
     this.#closed = true;
+    this.#wake(true);
     await this.#sink.close().catch(() => undefined);
   }
 }

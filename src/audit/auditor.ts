@@ -26,6 +26,13 @@ export interface AuditEvent {
 export interface Auditor {
   readonly enabled: boolean;
   record(event: AuditEvent): void;
+  /**
+   * Undefined when every line recorded so far is written, or when none can be now (the log is
+   * failing, which `/readyz` and the metrics say): then nothing waits for it. Otherwise resolves
+   * once they are written. An answer waits for it (audit-barrier.ts), so a caller told that
+   * something was done finds it in the log, even if the server dies right after.
+   */
+  settled(): Promise<void> | undefined;
 }
 
 export const actorStore = new AsyncLocalStorage<AuditActor>();
@@ -36,7 +43,7 @@ export function currentActor(): AuditActor | undefined {
 }
 
 /** The auditor of a server without `--audit-log`. */
-export const NO_AUDIT: Auditor = { enabled: false, record: () => undefined };
+export const NO_AUDIT: Auditor = { enabled: false, record: () => undefined, settled: () => undefined };
 
 /** `env` with every value replaced: variable names may matter to an auditor, values may be secrets. */
 export function redactEnv(env: Record<string, unknown> | undefined): Record<string, string> | undefined {

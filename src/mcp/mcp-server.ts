@@ -67,6 +67,8 @@ export function createMcpServer(ctx: Omit<ToolContext, 'clientName'>): Server {
     const result = (await callOnOwner(name, args, call, from)) ?? (await callTool(name, args, call));
     if (result === undefined)
       throw new McpError(ErrorCode.InvalidParams, `unknown tool ${JSON.stringify(request.params.name)}`);
+    // The SDK writes the answer itself, past the HTTP hook: after its audit lines here (audit-barrier.ts).
+    await context.sessions.audit.settled();
     return result;
   });
   return server;

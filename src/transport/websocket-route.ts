@@ -11,8 +11,9 @@ import { execError, rpcErrorBody } from '../errors.ts';
 import type { Metrics } from '../metrics.ts';
 import { Connection, type ConnectionDeps } from '../rpc/connection.ts';
 import type { MethodTable } from '../rpc/method-table.ts';
-import { RpcPeer } from '../rpc/rpc-peer.ts';
-import { actorStore } from '../audit/auditor.ts';
+import { RpcPeer, type RpcTransport } from '../rpc/rpc-peer.ts';
+import { auditBarrier } from '../audit/audit-barrier.ts';
+import { actorStore, type Auditor } from '../audit/auditor.ts';
 import { actorOf } from './auth-hook.ts';
 import { DRAIN_CLOSE_CODE, type Drain } from './drain.ts';
 import { fleetMessageGate } from './fleet-ws.ts';
@@ -43,6 +44,23 @@ const BINARY_REFUSED = JSON.stringify({
   ),
 });
 
+type Write = (data: string | Buffer, binary: boolean, sent: (() => void) | undefined) => void;
+
+/**
+ * The peer's sends: with `--audit-log`, each after the audit lines recorded before it
+ * (audit-barrier.ts); without, straight to the socket, with no closure per output frame.
+ */
+function transportOf(audit: Auditor, write: Write): RpcTransport {
+  // A Buffer is JSON text already encoded (the output hot path): still a text frame.
+  if (!audit.enabled)
+    return { send: (text, sent) => write(text, false, sent), sendBinary: (frame, sent) => write(frame, true, sent) };
+  const afterAudit = auditBarrier(audit);
+  return {
+    send: (text, sent) => afterAudit(() => write(text, false, sent)),
+    sendBinary: (frame, sent) => afterAudit(() => write(frame, true, sent)),
+  };
+}
+
 export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRouteOptions): void {
   const wsHandler = (socket: WebSocket, request: FastifyRequest): void => {
     const log = request.log.child({ tenant: request.tenant });
@@ -60,11 +78,7 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
       metrics: opts.metrics,
       gate: (method, requires) => conn.gate(method, requires),
       onNotification: (method, params) => conn.onNotification(method, params),
-      transport: {
-        // A Buffer is JSON text already encoded (the output hot path): still a text frame.
-        send: (text, sent) => write(text, false, sent),
-        sendBinary: (frame, sent) => write(frame, true, sent),
-      },
+      transport: transportOf(opts.deps.sessions.audit, (data, binary, sent) => write(data, binary, sent)),
     });
     conn.bindPeer(peer);
     const flushed = (): void => conn.flowCheck(socket.bufferedAmount);
