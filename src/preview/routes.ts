@@ -5,11 +5,7 @@
  * closes one. The proxy: `/v1/sessions/:id/ports/:port/...` (any method, and WebSocket
  * upgrades), or the host `p{port}-{session}.{--preview-host}`, rewritten to that path before
  * routing. The proxy authenticates itself (the app's bearer hook lets it through, see
- * `isPreviewProxyRequest`): a signed token (`?exec_preview_token=`, then a cookie scoped to the
- * port), a session token of that session (bearer, or in place of the signed token) or the
- * tenant's bearer token. What authenticated the caller to us never reaches the
- * application: the token parameter and cookie are removed, and so is `Authorization` when it
- * carries a token of ours, whichever credential opened the port.
+ * `isPreviewProxyRequest`; the credentials it takes, and strips: preview-auth.ts).
  */
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -28,21 +24,26 @@ import {
   type PreviewAnswer,
 } from '../protocol/index.ts';
 import { ExecServerError, execError, httpErrorBody, toExecError } from '../errors.ts';
-import type { TenantId } from '../ids.ts';
 import type { Session } from '../sessions/session.ts';
 import { createAuthenticator } from '../transport/auth.ts';
-import { scopeProblem, type TokenScope } from '../sessions/token-scope.ts';
+import type { TokenScope } from '../sessions/token-scope.ts';
 import { routedPath } from '../transport/auth-hook.ts';
-import { bearerOf } from '../transport/principal.ts';
-import { isSessionToken, type SessionTokenSigner } from '../transport/session-tokens.ts';
+import type { SessionTokenSigner } from '../transport/session-tokens.ts';
 import { CLIENT_HEADER } from '../transport/client-address.ts';
 import { FORWARDED_HEADER, LOCAL_ONLY_HEADER } from '../transport/fleet-forward.ts';
 import { ownerTarget } from './fleet-preview.ts';
+import {
+  authenticate,
+  COOKIE,
+  oursInAuthorization,
+  type PreviewAuthContext,
+  refuse,
+  TOKEN_PARAM,
+  withoutOurCookie,
+} from './preview-auth.ts';
 import { proxyHttp, proxyUpgrade, type ProxyTarget } from './proxy.ts';
-import { PreviewSigner } from './signing.ts';
+import type { PreviewSigner } from './signing.ts';
 
-export const TOKEN_PARAM = 'exec_preview_token';
-export const COOKIE = 'exec_preview';
 /** `/v1/sessions/<id>/ports/<port>` and what follows it (any characters: the `s` flag). */
 const PROXY_PATH = /^\/v1\/sessions\/([^/?]+)\/ports\/(\d{1,5})(\/.*)?$/s;
 /**
@@ -106,22 +107,6 @@ export function previewAnswer(
   };
 }
 
-function cookieToken(header: string | undefined): string | undefined {
-  for (const part of (header ?? '').split(';')) {
-    const [name, ...rest] = part.trim().split('=');
-    if (name === COOKIE) return rest.join('=');
-  }
-  return undefined;
-}
-
-function withoutOurCookie(header: string | undefined): string | undefined {
-  const kept = (header ?? '')
-    .split(';')
-    .map((p) => p.trim())
-    .filter((p) => p !== '' && p.split('=')[0] !== COOKIE);
-  return kept.length > 0 ? kept.join('; ') : undefined;
-}
-
 /** The proxy: bodies are streamed to the application, never parsed here. */
 async function registerProxy(scope: FastifyInstance, ctx: PreviewContext): Promise<void> {
   await scope.register(async (proxy) => {
@@ -137,12 +122,9 @@ async function registerProxy(scope: FastifyInstance, ctx: PreviewContext): Promi
   });
 }
 
-/** What the preview proxy authenticates with. */
-interface PreviewContext {
+/** What the preview proxy authenticates with (preview-auth.ts), and the server it serves from. */
+interface PreviewContext extends PreviewAuthContext {
   readonly app: FastifyInstance;
-  readonly signer: PreviewSigner;
-  readonly auth: ReturnType<typeof createAuthenticator>;
-  readonly sessionTokens: SessionTokenSigner | undefined;
 }
 
 export async function registerPreviewRoutes(
@@ -226,109 +208,26 @@ function splitUrl(url: string): [string, string] {
   return i < 0 ? [url, ''] : [url.slice(0, i), url.slice(i)];
 }
 
-/** A session token's tenant and expiry when it opens `sessionId` now (any access: viewing a preview). */
-function sessionTokenOpens(
-  ctx: PreviewContext,
-  token: string,
-  sessionId: string,
-  elsewhere: boolean,
-): { tenant: TenantId; expiresAt: number } | undefined {
-  const scope = ctx.sessionTokens?.verify(token);
-  if (scope === undefined || !('tokenId' in scope) || scope.sessionId !== sessionId) return undefined;
-  const deps = { findSession: (id: string) => ctx.app.sessions.find(id), servedElsewhere: () => elsewhere };
-  if (scopeProblem(scope, deps) !== undefined) return undefined;
-  return scope;
-}
-
-/**
- * The caller's tenant by signed token (query or cookie) or bearer token; and what to strip.
- * `elsewhere`: the session may be on another replica, which then checks a session token's
- * revocation itself (fleet-preview.ts); here only its signature and expiry are checked.
- */
-function authenticate(
-  ctx: PreviewContext,
-  request: FastifyRequest,
-  sessionId: string,
-  port: number,
-  elsewhere = false,
-): { tenant: TenantId; fromQuery: boolean; bearer: boolean; expiresAt?: number } | undefined {
-  const query = new URLSearchParams(splitUrl(request.url)[1]);
-  const fromQuery = query.get(TOKEN_PARAM);
-  const token = fromQuery ?? cookieToken(request.headers.cookie);
-  if (token !== undefined) {
-    const scoped = isSessionToken(token) ? sessionTokenOpens(ctx, token, sessionId, elsewhere) : undefined;
-    if (scoped !== undefined) return { ...scoped, fromQuery: fromQuery !== null, bearer: false };
-    const tenant = ctx.signer.verify(sessionId, port, token);
-    // A URL made for a session token ends with its revocation (elsewhere: the owner checks).
-    const madeFor = PreviewSigner.tokenIdOf(token);
-    const revoked = madeFor !== undefined && ctx.app.sessions.find(sessionId)?.tokens.has(madeFor) === true;
-    if (tenant !== undefined && !revoked) return { tenant, fromQuery: fromQuery !== null, bearer: false };
-  }
-  const bearer = bearerOf(request.headers.authorization);
-  if (bearer !== undefined && isSessionToken(bearer)) {
-    const scoped = sessionTokenOpens(ctx, bearer, sessionId, elsewhere);
-    return scoped === undefined ? undefined : { ...scoped, fromQuery: false, bearer: true };
-  }
-  const tenant = ctx.auth.authenticate(request.headers.authorization);
-  if (tenant !== undefined) return { tenant, fromQuery: false, bearer: ctx.auth.enabled };
-  return undefined;
-}
-
-/** Whether `Authorization` carries a token of ours (even beside the signed URL that opened the port). */
-function oursInAuthorization(ctx: PreviewContext, header: string | undefined): boolean {
-  const bearer = bearerOf(header);
-  if (bearer !== undefined && isSessionToken(bearer)) return true;
-  return ctx.auth.enabled && ctx.auth.authenticate(header) !== undefined;
-}
-
-/** 401 to a caller with no credential that opens the port, recorded as an authentication failure. */
-function refuse(
-  app: FastifyInstance,
-  request: FastifyRequest,
-  reply: FastifyReply,
-  sessionId: string,
-  port: number,
-): FastifyReply {
-  app.audit.record({
-    action: 'auth.failure',
-    session: sessionId,
-    actor: { principal: 'anonymous', remote: request.clientAddress || request.ip },
-    detail: {
-      method: request.method,
-      path: `/v1/sessions/${sessionId}/ports/${port}/`,
-      code: 'EXEC_ERR_UNAUTHORIZED',
-    },
-  });
-  return reply
-    .code(401)
-    .header('www-authenticate', 'Bearer')
-    .send(
-      httpErrorBody(
-        execError(
-          'EXEC_ERR_UNAUTHORIZED',
-          "a preview port needs the tenant's bearer token, a session token or a signed preview URL",
-        ),
-      ),
-    );
-}
-
 async function handleProxy(ctx: PreviewContext, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
   const { app } = ctx;
-  const m = PROXY_PATH.exec(splitUrl(request.url)[0]);
+  const [path, rawQuery] = splitUrl(request.url);
+  const m = PROXY_PATH.exec(path);
   const sessionId = m?.[1] ?? '';
   const port = Number(m?.[2]);
   if (!m || !(port >= 1 && port <= 65535))
     return reply.code(404).send(httpErrorBody(execError('EXEC_ERR_NOT_FOUND', 'no such preview port')));
+  const query = new URLSearchParams(rawQuery);
+  const token = query.get(TOKEN_PARAM);
   const elsewhere = app.sessions.find(sessionId) === undefined && app.sessions.backend.fleet !== undefined;
-  let who = authenticate(ctx, request, sessionId, port, elsewhere);
-  if (!who) return refuse(app, request, reply, sessionId, port);
+  let who = authenticate(ctx, request, token, sessionId, port, elsewhere);
+  if (!who) return refuse(app.audit, request, reply, sessionId, port);
   if (elsewhere) {
     const owner = await ownerTarget(app.sessions, request, sessionId, who.tenant).catch(toExecError);
     if (owner instanceof ExecServerError) return reply.code(owner.statusCode).send(httpErrorBody(owner));
     if (owner !== undefined) return proxyTo(request, reply, owner);
     // Served here after all (taken over just now, or nowhere): a session token is checked fully.
-    who = authenticate(ctx, request, sessionId, port);
-    if (!who) return refuse(app, request, reply, sessionId, port);
+    who = authenticate(ctx, request, token, sessionId, port);
+    if (!who) return refuse(app.audit, request, reply, sessionId, port);
   }
   let session: Session;
   try {
@@ -341,9 +240,6 @@ async function handleProxy(ctx: PreviewContext, request: FastifyRequest, reply: 
   }
   const viaHost = (request.raw as IncomingMessage & { [VIA_HOST]?: boolean })[VIA_HOST] === true;
   const prefix = viaHost ? '/' : `/v1/sessions/${sessionId}/ports/${port}/`;
-  const [path, rawQuery] = splitUrl(request.url);
-  const query = new URLSearchParams(rawQuery);
-  const token = query.get(TOKEN_PARAM);
   query.delete(TOKEN_PARAM);
   // Rebuilt only when our parameter was in it: the application gets its query as it was sent.
   const cleanQuery = token === null ? rawQuery : query.size > 0 ? `?${query.toString()}` : '';
