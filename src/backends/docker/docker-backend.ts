@@ -1,8 +1,9 @@
 /**
  * The docker `Backend`: one hardened container per session (see container-config.ts),
  * startup recovery of this instance's containers, the events watcher that turns a dead
- * container into `lost`, snapshots and the warm pool. It keeps the engine-wide state; the
- * creation pipeline is session-factory.ts, recovery and the events' handling recovery-events.ts.
+ * container into `lost`, snapshots and the warm pools. It keeps the engine-wide state; the
+ * creation pipeline is session-factory.ts, recovery and the events' handling recovery-events.ts,
+ * the warm pools (a runtime's, a live template's) warm-pools.ts.
  */
 import type Docker from 'dockerode';
 import { ExecServerError, execError } from '../../errors.ts';
@@ -29,7 +30,6 @@ import { DockerFleet } from './fleet.ts';
 import { quotaSlots } from './container/quota-slots.ts';
 import { StorageOptSupport } from './container/disk.ts';
 import { CheckpointStore } from './checkpoints/checkpoint-store.ts';
-import { TemplatePools } from './checkpoints/template-pool.ts';
 import type { HibernatableSession } from './checkpoints/hibernation.ts';
 import { LABEL } from './container/labels.ts';
 import { resolveOptions, type DockerBackendOptions, type DockerLogger, type ResolvedDockerOptions } from './options.ts';
@@ -38,7 +38,7 @@ import { RuntimeResolver } from './engine/runtimes.ts';
 import { deleteSnapshot, findSnapshot, listSnapshots } from './checkpoints/snapshots.ts';
 import { createSnapshotQuota } from './checkpoints/snapshot-quota.ts';
 import { snapshotMarkers } from './checkpoints/snapshot-markers.ts';
-import { WarmPool } from './container/warm-pool.ts';
+import { WarmPools } from './warm-pools.ts';
 import { CreateGate } from './container/create-gate.ts';
 import { ImageFacts } from './container/image-facts.ts';
 import { AgentVolume } from './agent/agent-volume.ts';
@@ -67,8 +67,8 @@ class DockerBackendImpl implements DockerBackend {
   /** One pull per missing image, whoever waits for it (sessions, the pool, the readiness check). */
   readonly #pulls: ImagePulls;
   readonly runtimes: RuntimeResolver;
-  /** One warm pool per runtime asked for (`warmPoolSize` for the default one, `warmPoolRuntimes`). */
-  readonly #pools = new Map<string, WarmPool>();
+  /** The warm pools: a runtime's, and the live templates' (warm-pools.ts). */
+  readonly #warm: WarmPools;
   /** Whether the engine limits writable layers (disk.ts). */
   readonly #storage = new StorageOptSupport();
   /** The server's listeners for exec agents, in directories shared with the engine's host (agent-links.ts). */
@@ -87,9 +87,6 @@ class DockerBackendImpl implements DockerBackend {
   readonly #fleet: DockerFleet | undefined;
   /** The creation pipeline: sessions' and pool containers (session-factory.ts). */
   readonly #factory: SessionFactory;
-  #poolsStarted: Promise<void> | undefined;
-  /** Pools of containers restored from live templates (template-pool.ts). */
-  readonly #templates: TemplatePools;
   /** When the engine last answered a ping for `createSession`. */
   #pingedAt = 0;
   #started = false;
@@ -140,18 +137,12 @@ class DockerBackendImpl implements DockerBackend {
       () => void this.#reconcile(),
     );
     this.runtimes = new RuntimeResolver(this.docker, options.runtime, options.allowedRuntimes, options.engineTimeoutMs);
-    this.#templates = new TemplatePools(options.warmPoolTemplates, {
-      ...{ docker: this.docker, options, runtimes: this.runtimes, store: this.#checkpoints, log },
+    this.#warm = new WarmPools({
+      ...{ docker: this.docker, options, log, runtimes: this.runtimes, store: this.#checkpoints, gate: this.#gate },
       listSnapshots: () => this.listSnapshots(undefined),
-      provision: (p) =>
-        this.#gate.run('background', () =>
-          this.#factory.provision({ ...p, labels: { ...this.#ownLabels(), ...p.labels } }),
-        ),
-      remove: (id) => this.#removeContainer(id),
-      rename: (id, name) =>
-        withDeadline('container rename', options.engineTimeoutMs, (abortSignal) =>
-          this.docker.getContainer(id).rename({ name, abortSignal }),
-        ),
+      createPoolEntry: (runtime) => this.#factory.createPoolEntry(runtime),
+      provision: (p) => this.#factory.provision({ ...p, labels: { ...this.#ownLabels(), ...p.labels } }),
+      removeContainer: (id) => this.#removeContainer(id),
     });
     // In a fleet, snapshots under way are markers in the engine: every replica counts them.
     const snapshotQuota =
@@ -162,10 +153,11 @@ class DockerBackendImpl implements DockerBackend {
         options.fleet === undefined ? undefined : { markers: snapshotMarkers(() => this), log },
       );
     this.#factory = new SessionFactory({
-      ...{ docker: this.docker, options, log, runtimes: this.runtimes, pulls: this.#pulls, pools: this.#pools },
+      ...{ docker: this.docker, options, log, runtimes: this.runtimes, pulls: this.#pulls },
       ...{ storage: this.#storage, agentLinks: this.#agentLinks, agentVolume: this.#agentVolume },
       ...{ imageFacts: this.#imageFacts, checkpoints: this.#checkpoints, gate: this.#gate, lease: this.#lease },
-      ...{ fleet: this.#fleet, sessions: this.#sessions, gated: this.#gated, templates: this.#templates },
+      ...{ fleet: this.#fleet, sessions: this.#sessions, gated: this.#gated },
+      ...{ pools: this.#warm.byRuntime, templates: this.#warm.templates },
       ownLabels: () => this.#ownLabels(),
       snapshotQuota,
       removeContainer: (id) => this.#removeContainer(id),
@@ -189,35 +181,7 @@ class DockerBackendImpl implements DockerBackend {
     if (this.#started || this.#closed) return;
     this.#started = true;
     this.#watcher.start();
-    this.#templates
-      .start()
-      .catch((err: unknown) => this.#log.warn({ err: (err as Error).message }, 'no template pool'));
-    this.#poolsStarted = this.#startPools().catch((err: unknown) =>
-      this.#log.warn({ err: (err as Error).message }, 'warm pool: cannot resolve the runtimes; no pool'),
-    );
-  }
-
-  async #startPools(): Promise<void> {
-    const o = this.options;
-    const sizes = new Map<string, { min: number; max: number }>([
-      [await this.runtimes.defaultRuntime(), { min: o.warmPoolSize, max: o.warmPoolMax }],
-      ...Object.entries(o.warmPoolRuntimes).map(
-        ([r, n]) => [r, { min: n, max: n <= 0 ? 0 : Math.max(n, o.warmPoolMax) }] as const,
-      ),
-    ]);
-    for (const [runtime, size] of sizes) {
-      if (size.max <= 0 || this.#closed) continue;
-      await this.runtimes.resolve(runtime);
-      const pool = new WarmPool({
-        sizing: { ...size, idleMs: o.warmPoolIdleMs },
-        create: () => this.#factory.createPoolEntry(runtime),
-        remove: (id) => this.#removeContainer(id),
-        gate: this.#gate,
-        log: this.#log,
-      });
-      this.#pools.set(runtime, pool);
-      pool.refill();
-    }
+    this.#warm.start();
   }
 
   async ping(): Promise<void> {
@@ -237,36 +201,20 @@ class DockerBackendImpl implements DockerBackend {
   }
 
   poolReady(runtime?: string): number {
-    if (runtime !== undefined) return this.#pools.get(runtime)?.readyCount ?? 0;
-    let n = 0;
-    for (const pool of this.#pools.values()) n += pool.readyCount;
-    return n;
+    return this.#warm.ready(runtime);
   }
 
   poolState(runtime?: string): { ready: number; target: number; creating: number } {
-    const pools = runtime === undefined ? [...this.#pools.values()] : [this.#pools.get(runtime)];
-    const state = { ready: 0, target: 0, creating: 0 };
-    for (const p of pools) {
-      state.ready += p?.readyCount ?? 0;
-      state.target += p?.target ?? 0;
-      state.creating += p?.creating ?? 0;
-    }
-    return state;
+    return this.#warm.state(runtime);
   }
 
   warmPools(): WarmPoolReport[] {
-    const runtimes = [...this.#pools].map(([pool, p]) => ({ pool, ready: p.readyCount, target: p.target }));
-    return [...runtimes, ...this.#templates.reports()];
+    return this.#warm.reports();
   }
 
   async poolFull(timeoutMs: number): Promise<boolean> {
     this.#start();
-    const deadline = Date.now() + timeoutMs;
-    await this.#poolsStarted;
-    const full = await Promise.all(
-      [...this.#pools.values()].map((p) => p.whenFull(Math.max(0, deadline - Date.now()))),
-    );
-    return full.every(Boolean);
+    return this.#warm.whenFull(timeoutMs);
   }
 
   async createSession(spec: BackendSessionSpec): Promise<BackendSession> {
@@ -330,7 +278,7 @@ class DockerBackendImpl implements DockerBackend {
     return {
       ...{ options: this.options, log: this.#log, runtimes: this.runtimes, lease: this.#lease },
       ...{ agentLinks: this.#agentLinks, fleet: this.#fleet, sessions: this.#sessions, gated: this.#gated },
-      ...{ pools: this.#pools, templates: this.#templates },
+      ...{ pools: this.#warm.byRuntime, templates: this.#warm.templates },
       listOwn: () => this.#listOwn(),
       adoptRunning: (c, id, tenant) => this.adoptRunning(c, id, tenant),
       adoptHibernated: (c, id, tenant) => this.adoptHibernated(c, id, tenant),
@@ -358,7 +306,7 @@ class DockerBackendImpl implements DockerBackend {
 
   async deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void> {
     // A template pool's containers use the image: they go first (template-pool.ts).
-    const deleted = await this.#templates.whileReleased(snapshotId, tenant, () =>
+    const deleted = await this.#warm.templates.whileReleased(snapshotId, tenant, () =>
       deleteSnapshot(this.docker, snapshotId, tenant, this.options.engineTimeoutMs),
     );
     // A live template's memory goes with it.
@@ -366,7 +314,7 @@ class DockerBackendImpl implements DockerBackend {
   }
 
   templatePoolReady(template?: string): string[] {
-    return this.#templates.readyContainers(template);
+    return this.#warm.templates.readyContainers(template);
   }
 
   memoryCheckpoints(): { count: number; bytes: number } {
@@ -391,8 +339,7 @@ class DockerBackendImpl implements DockerBackend {
     if (this.#closed) return;
     this.#closed = true;
     this.#watcher.stop();
-    await this.#poolsStarted;
-    await Promise.all([...this.#pools.values(), this.#templates].map((p) => p.close()));
+    await this.#warm.close();
     await Promise.all([...this.#sessions.values()].map((s) => leave(s).catch(() => undefined)));
     this.#agentLinks.closeAll();
     await this.#lease.release();
