@@ -9,6 +9,7 @@ import { requestJson } from '../http/helpers.ts';
 import { type DevServer, startDevServer } from '../support/dev-server.ts';
 import { readToEnd, sleep, TestSession } from '../support/harness.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
+import { createSession } from './fleet-replicas.ts';
 import { docker, removeInstanceContainers } from './helpers.ts';
 import { sessionOfContainer } from '../../src/backends/docker/fleet.ts';
 import type { ContainerInfo } from 'dockerode';
@@ -64,9 +65,8 @@ async function withSession(
 ): Promise<{ instanceId: string; srv: DevServer; id: string }> {
   const instanceId = instance(t, name);
   const srv = await server(instanceId);
-  const made = await requestJson<Info>(`${srv.http}/v1/sessions`, 'POST', spec, TOKEN);
-  assert.equal(made.status, 201, JSON.stringify(made.body));
-  return { instanceId, srv, id: made.body.sessionId };
+  const made = await createSession(srv, spec, TOKEN);
+  return { instanceId, srv, id: made.sessionId };
 }
 
 test('a session answered 201 is there after a SIGKILL right after the answer', dockerTestOptions, async (t) => {

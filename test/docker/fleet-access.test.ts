@@ -25,7 +25,7 @@ import type { DevServer } from '../support/dev-server.ts';
 import { sleep } from '../support/harness.ts';
 import { nextMessage, wsEcho, wsOpen } from '../preview/ws-echo.ts';
 import { dockerTestOptions } from './engine.ts';
-import { Fleet } from './fleet-replicas.ts';
+import { createSession, Fleet } from './fleet-replicas.ts';
 
 const instanceId = `fleet-access-${randomUUID().slice(0, 8)}`;
 const HTTP_PORT = 18_080;
@@ -154,16 +154,12 @@ test('MCP connections and preview ports on one replica work on a session another
   ...dockerTestOptions,
   timeout: dockerTestOptions.skip ? 1000 : 180_000,
 }, async (t) => {
-  t.after(fleet.cleanUp);
-  const [a, b] = await Promise.all([fleet.start('a'), fleet.start('b')]);
-  const made = await requestJson<{ sessionId: string }>(
-    `${a.http}/v1/sessions`,
-    'POST',
+  const [a, b] = await fleet.begin(t, 'a', 'b');
+  const { sessionId: id } = await createSession(
+    a,
     { sandbox: { type: 'danger-full-access' }, previewPorts: true },
     ALICE,
   );
-  assert.equal(made.status, 201, JSON.stringify(made.body));
-  const id = made.body.sessionId;
 
   const { client, transport } = await mcpClient(t, b.http, { token: ALICE });
   assert.match(transport.sessionId ?? '', /^b~/, 'B holds this MCP connection');

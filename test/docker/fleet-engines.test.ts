@@ -18,21 +18,14 @@ import type { DevServer } from '../support/dev-server.ts';
 import { sleep } from '../support/harness.ts';
 import { docker2, SECOND_ENGINE_HOST, startSecondEngine } from '../support/second-engine.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
-import { Fleet } from './fleet-replicas.ts';
+import { createSession, Fleet } from './fleet-replicas.ts';
 import { docker } from './helpers.ts';
 
 const instanceId = `fleet-engines-${randomUUID().slice(0, 8)}`;
 const ENGINES = `unix:///var/run/docker.sock,${SECOND_ENGINE_HOST}`;
 
 async function create(r: DevServer): Promise<string> {
-  const res = await fetch(`${r.http}/v1/sessions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ sandbox: { type: 'danger-full-access' } }),
-  });
-  const body = (await res.json()) as { sessionId?: string };
-  assert.equal(res.status, 201, JSON.stringify(body));
-  return String(body.sessionId);
+  return (await createSession(r, { sandbox: { type: 'danger-full-access' } })).sessionId;
 }
 
 /** The engine that holds the session's container. */
@@ -107,8 +100,7 @@ test('a fleet over two engines: spread, used through either replica, one engine 
       await engine2.stop();
     },
   });
-  t.after(fleet.cleanUp);
-  const [a, b] = await Promise.all([fleet.start('a'), fleet.start('b')]);
+  const [a, b] = await fleet.begin(t, 'a', 'b');
 
   // Each replica places a new session on the engine with the fewest of its sessions.
   const made = [await create(a), await create(a), await create(b), await create(b)];

@@ -16,7 +16,7 @@ import { requestJson } from '../http/helpers.ts';
 import { freePort } from '../support/free-port.ts';
 import { sleep } from '../support/harness.ts';
 import { dockerTestOptions } from './engine.ts';
-import { Fleet, type Replica } from './fleet-replicas.ts';
+import { createSession, Fleet, type Replica } from './fleet-replicas.ts';
 import { docker } from './helpers.ts';
 
 const instanceId = `fleet-edges-${randomUUID().slice(0, 8)}`;
@@ -37,22 +37,15 @@ function settled<T>(p: Promise<T>, ms: number): Promise<{ value: T } | { error: 
   ]);
 }
 
-async function createSession(r: Replica): Promise<string> {
-  const made = await requestJson<{ sessionId: string }>(`${r.http}/v1/sessions`, 'POST', {
-    sandbox: { type: 'danger-full-access' },
-    approvalPolicy: 'never',
-  });
-  assert.equal(made.status, 201, JSON.stringify(made.body));
-  return made.body.sessionId;
-}
+const SPEC = { sandbox: { type: 'danger-full-access' }, approvalPolicy: 'never' };
+const newSession = async (r: Replica): Promise<string> => (await createSession(r, SPEC)).sessionId;
 
 test('a WebSocket relayed to a paused owner fails in about 10 s; an open relay, idle, stays', {
   ...dockerTestOptions,
   timeout: dockerTestOptions.skip ? 1000 : 180_000,
 }, async (t) => {
-  t.after(cleanUp);
-  const [a, b] = await Promise.all([replica('wa'), replica('wb')]);
-  const id = await createSession(a);
+  const [a, b] = await fleet.begin(t, 'wa', 'wb');
+  const id = await newSession(a);
   const conn = await RpcConnection.open(b.url);
   t.after(() => conn.socket.terminate());
 
@@ -93,7 +86,7 @@ test('a WebSocket relayed to an owner whose URL refuses connections is told the 
   // A's lease names a URL where nothing listens: B's relay is refused while A lives on.
   const nowhere = `http://127.0.0.1:${await freePort()}`;
   const [a, b] = await Promise.all([replica('ua', ['--advertise-url', nowhere]), replica('ub')]);
-  const id = await createSession(a);
+  const id = await newSession(a);
   const conn = await RpcConnection.open(b.url);
   t.after(() => conn.socket.terminate());
 
@@ -184,7 +177,7 @@ async function ownerBehindProxy(t: TestContext, tag: string) {
     await proxy.stop();
   });
   const [a, b] = await Promise.all([replica(`${tag}a`, ['--docker-host', proxy.dockerHost]), replica(`${tag}b`)]);
-  return { proxy, a, b, id: await createSession(a) };
+  return { proxy, a, b, id: await newSession(a) };
 }
 
 test('a session DELETE whose owner dies after carrying it out answers 204', {

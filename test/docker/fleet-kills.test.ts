@@ -156,8 +156,7 @@ test('an owner SIGKILLed under a relayed stream, a forwarded call and a double t
   ...dockerTestOptions,
   timeout: dockerTestOptions.skip ? 1000 : 300_000,
 }, async (t) => {
-  t.after(fleet.cleanUp);
-  const [a, b, c, d] = await Promise.all([fleet.start('ka'), fleet.start('kb'), fleet.start('kc'), fleet.start('kd')]);
+  const [a, b, c, d] = await fleet.begin(t, 'ka', 'kb', 'kc', 'kd');
 
   // A client on B relayed to the owner A; A dies mid-stream.
   const made = await requestJson<Info>(`${a.http}/v1/sessions`, 'POST', SPEC);
@@ -234,8 +233,7 @@ test('an owner paused (SIGSTOP) then resumed: one owner, no hang through the oth
   ...dockerTestOptions,
   timeout: dockerTestOptions.skip ? 1000 : 120_000,
 }, async (t) => {
-  t.after(fleet.cleanUp);
-  const [a, b] = await Promise.all([fleet.start('pa'), fleet.start('pb')]);
+  const [a, b] = await fleet.begin(t, 'pa', 'pb');
   const made = await requestJson<Info>(`${a.http}/v1/sessions`, 'POST', SPEC);
   assert.equal(made.status, 201);
   const id = made.body.sessionId;

@@ -151,8 +151,7 @@ test('warm pools in a fleet: own pools, taken over sessions, a gone replica’s 
   ...dockerTestOptions,
   timeout: dockerTestOptions.skip ? 1000 : 150_000,
 }, async (t) => {
-  t.after(fleet.cleanUp);
-  const [a, b] = await Promise.all([fleet.start('a'), fleet.start('b')]);
+  const [a, b] = await fleet.begin(t, 'a', 'b');
   const before = await settled(['a', 'b']);
 
   const made = await create(a);

@@ -11,7 +11,7 @@ import { request as httpRequest } from 'node:http';
 import { test } from 'node:test';
 import { requestJson } from '../http/helpers.ts';
 import { dockerTestOptions } from './engine.ts';
-import { Fleet } from './fleet-replicas.ts';
+import { createSession, Fleet } from './fleet-replicas.ts';
 
 const instanceId = `fleet-preview-paused-${randomUUID().slice(0, 8)}`;
 const PORT = 18_090;
@@ -53,17 +53,13 @@ test('a preview port of a paused owner fails in about 10 s through another repli
   ...dockerTestOptions,
   timeout: dockerTestOptions.skip ? 1000 : 180_000,
 }, async (t) => {
-  t.after(fleet.cleanUp);
-  const [a, b] = await Promise.all([fleet.start('pa'), fleet.start('pb')]);
+  const [a, b] = await fleet.begin(t, 'pa', 'pb');
   t.after(() => a.child.kill('SIGCONT'));
-  const made = await requestJson<{ sessionId: string }>(
-    `${a.http}/v1/sessions`,
-    'POST',
+  const { sessionId: id } = await createSession(
+    a,
     { sandbox: { type: 'danger-full-access' }, previewPorts: true },
     TOKEN,
   );
-  assert.equal(made.status, 201, JSON.stringify(made.body));
-  const id = made.body.sessionId;
   const started = await requestJson<{ exit_code?: number }>(
     `${a.http}/v1/sessions/${id}/exec_command`,
     'POST',

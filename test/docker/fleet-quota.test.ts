@@ -79,8 +79,7 @@ async function twoReplicas(t: TestContext, instanceId: string): Promise<[Replica
     logLevel: 'warn',
     stderr: 'inherit',
   });
-  t.after(fleet.cleanUp);
-  return Promise.all([fleet.start('a'), fleet.start('b')]);
+  return fleet.begin(t, 'a', 'b');
 }
 
 test('two replicas, quota 2, three creates on each at once: two sessions, no overshoot', options, async (t) => {

@@ -2,8 +2,11 @@
  * The replicas of one fleet in the fleet tests: server processes (test/support/dev-server.ts) with
  * one --instance-id and --fleet on the engine, each named by its --replica-id, and their end
  * after the test (their logs shown under FLEET_TEST_LOGS, the processes SIGKILLed, the instance's
- * containers removed).
+ * containers removed). Also the session create those tests (and other server tests) make over HTTP.
  */
+import assert from 'node:assert/strict';
+import type { TestContext } from 'node:test';
+import { requestJson } from '../http/helpers.ts';
 import { type DevServer, spawnDevServer } from '../support/dev-server.ts';
 import { TEST_IMAGE } from './engine.ts';
 import { removeInstanceContainers } from './helpers.ts';
@@ -12,6 +15,9 @@ export interface Replica extends DevServer {
   /** Its --replica-id. */
   readonly name: string;
 }
+
+/** A replica for each name of `N`, in its order. */
+type ReplicasOf<N extends readonly string[]> = { -readonly [K in keyof N]: Replica };
 
 export interface FleetSpec {
   readonly instanceId: string;
@@ -54,6 +60,15 @@ export class Fleet {
   }
 
   /**
+   * Replicas `names`, started at once with the fleet's flags and environment, in that order;
+   * `cleanUp` registered with `t.after` first, so that one that fails to start is ended too.
+   */
+  begin<const N extends readonly string[]>(t: TestContext, ...names: N): Promise<ReplicasOf<N>> {
+    t.after(this.cleanUp);
+    return Promise.all(names.map((name) => this.start(name))) as Promise<ReplicasOf<N>>;
+  }
+
+  /**
    * For `t.after` (a bound function): every replica's log under FLEET_TEST_LOGS=1, to see why a
    * case failed; the replicas SIGKILLed; their containers removed.
    */
@@ -66,4 +81,18 @@ export class Fleet {
     await Promise.all(this.replicas.map((r) => r.kill()));
     await (this.#spec.removeContainers ?? (() => removeInstanceContainers(this.#spec.instanceId)))();
   };
+}
+
+/**
+ * A session made on `server` (POST /v1/sessions with `body`, as `token` when given): the 201 is
+ * asserted, with the answer in the message; the answer's body.
+ */
+export async function createSession(
+  server: Pick<DevServer, 'http'>,
+  body: object,
+  token?: string,
+): Promise<{ sessionId: string }> {
+  const made = await requestJson<{ sessionId: string }>(`${server.http}/v1/sessions`, 'POST', body, token);
+  assert.equal(made.status, 201, JSON.stringify(made.body));
+  return made.body;
 }

@@ -30,7 +30,7 @@ import { spawnDevServer } from '../support/dev-server.ts';
 import { freePort } from '../support/free-port.ts';
 import { sleep } from '../support/harness.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
-import { Fleet } from './fleet-replicas.ts';
+import { createSession, Fleet } from './fleet-replicas.ts';
 import { removeInstanceContainers } from './helpers.ts';
 
 const instanceId = `fleet-trust-${randomUUID().slice(0, 8)}`;
@@ -85,14 +85,7 @@ test('a revoked session token stays refused when the replica it reaches takes it
   const nowhere = `http://127.0.0.1:${await freePort()}`;
   t.after(fleet.cleanUp);
   const [a, b] = await Promise.all([fleet.start('a', ['--advertise-url', nowhere]), fleet.start('b')]);
-  const made = await requestJson<{ sessionId: string }>(
-    `${a.http}/v1/sessions`,
-    'POST',
-    { sandbox: { type: 'danger-full-access' } },
-    ALICE,
-  );
-  assert.equal(made.status, 201, JSON.stringify(made.body));
-  const id = made.body.sessionId;
+  const { sessionId: id } = await createSession(a, { sandbox: { type: 'danger-full-access' } }, ALICE);
   const minted = await requestJson<SessionToken>(`${a.http}/v1/sessions/${id}/tokens`, 'POST', {}, ALICE);
   assert.equal(minted.status, 201, JSON.stringify(minted.body));
   const { token, tokenId } = minted.body;
@@ -166,11 +159,10 @@ test('a lone server takes no client stamp, not even one its sole tenant computed
     await removeInstanceContainers(lone);
   });
   await server.ready();
-  const made = await requestJson<{ sessionId: string }>(`${server.http}/v1/sessions`, 'POST', {}, ALICE);
-  assert.equal(made.status, 201, JSON.stringify(made.body));
+  const made = await createSession(server, {}, ALICE);
   // The key every replica would share: from the digest of the tenant tokens (src/transport/auth.ts).
   const digest = createHash('sha256').update(`alice:${ALICE}`).digest('hex');
-  const res = await fetch(`${server.http}/v1/sessions/${made.body.sessionId}/exec_command`, {
+  const res = await fetch(`${server.http}/v1/sessions/${made.sessionId}/exec_command`, {
     method: 'POST',
     headers: {
       authorization: `Bearer ${ALICE}`,
@@ -207,11 +199,7 @@ test("a forwarded request's body framing leaves the replicas' shared connection 
   const tokens = withTokens(`alice:${ALICE},bob:${BOB}`);
   t.after(fleet.cleanUp);
   const [a, b] = await Promise.all([fleet.start('fa', [], tokens), fleet.start('fb', [], tokens)]);
-  const make = async (token: string): Promise<string> => {
-    const made = await requestJson<{ sessionId: string }>(`${a.http}/v1/sessions`, 'POST', {}, token);
-    assert.equal(made.status, 201, JSON.stringify(made.body));
-    return made.body.sessionId;
-  };
+  const make = async (token: string): Promise<string> => (await createSession(a, {}, token)).sessionId;
   const [mine, theirs] = [await make(ALICE), await make(BOB)];
   const bobs = async (): Promise<number> =>
     (await requestJson(`${b.http}/v1/sessions/${theirs}`, 'GET', undefined, BOB)).status;
