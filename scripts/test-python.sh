@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Python SDK's checks (.ci/run runs them after `npm test`): a venv on Debian's Python with
+# The Python SDK's checks (`npm test` runs them after the node tests): a venv on Debian's Python with
 # its packages (python3-websockets, python3-pytest, python3-mypy, and python3-setuptools with
 # python3-wheel to build the package without isolation; no package index needed), the
 # SDK installed from the checkout, mypy --strict, pyflakes and pycodestyle, then pytest against

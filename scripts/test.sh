@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The one test command (`npm test`): type-check, then every test file under node's test runner.
-# Docker tests need an engine (scripts/start-dockerd.sh); under CI=true a missing one fails.
+# The one test command (`npm test`): type-check, then every test file under node's test runner,
+# then the Python SDK's checks (scripts/test-python.sh). Docker tests need an engine
+# (scripts/start-dockerd.sh); under CI=true a missing one fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,9 @@ fi
 # Arguments (e.g. --test-name-pattern) go to every runner. A file list given after `--` replaces
 # the whole tree: `npm test -- -- test/unit/x.test.ts`.
 args=()
+# A run narrowed by arguments (a pattern, a file list) is of those node tests only.
+whole=1
+[ $# -gt 0 ] && whole=0
 while [ $# -gt 0 ]; do
   if [ "$1" = "--" ]; then shift; files=("$@"); break; fi
   args+=("$1"); shift
@@ -98,6 +102,25 @@ if [ -n "$other_runner" ]; then
 fi
 kill "$watchdog" 2>/dev/null
 wait "$watchdog" 2>/dev/null
-echo "# ---- summary: engine group exit $rc (${#engine[@]} files), other group exit $orc (${#other[@]} files) ----"
 rm -rf "$tmp"
-[ "$rc" -eq 0 ] && [ "$orc" -eq 0 ]
+
+# The Python SDK (clients/python): mypy --strict, lint, pytest against real servers on both
+# backends; after the node groups, as its docker tests share the engine. It needs Debian's
+# python3-venv, -websockets, -pytest, -mypy, -pyflakes and pycodestyle (.ci/run installs them):
+# without them it is reported as not run, and under CI=true that fails the run.
+prc=0
+pystate="not run (a narrowed run)"
+if [ "$whole" -eq 1 ]; then
+  if /usr/bin/python3 -c 'import ensurepip, websockets, pytest, mypy, pyflakes, pycodestyle' 2>/dev/null; then
+    bash scripts/test-python.sh || prc=$?
+    pystate="exit $prc"
+  elif [ "${CI:-}" = "true" ]; then
+    echo "test.sh: the Python SDK checks need python3 with venv, websockets, pytest, mypy, pyflakes and pycodestyle (required under CI=true)" >&2
+    prc=1
+    pystate="missing its Python packages (required under CI=true)"
+  else
+    pystate="NOT RUN: no python3 with venv, websockets, pytest, mypy, pyflakes and pycodestyle (bash .ci/run installs them)"
+  fi
+fi
+echo "# ---- summary: engine group exit $rc (${#engine[@]} files), other group exit $orc (${#other[@]} files), Python SDK $pystate ----"
+[ "$rc" -eq 0 ] && [ "$orc" -eq 0 ] && [ "$prc" -eq 0 ]
