@@ -18,7 +18,6 @@ import { isConsolePath, registerConsole } from './console/routes.ts';
 import { selectProtocol } from './console/websocket-token.ts';
 import { hostname } from 'node:os';
 import { AuditLog } from './audit/audit-log.ts';
-import { registerAuditBarrier } from './audit/audit-barrier.ts';
 import { NO_AUDIT, type Auditor } from './audit/auditor.ts';
 import { registerAuthHooks } from './transport/auth-hook.ts';
 import { SessionTokenSigner } from './transport/session-tokens.ts';
@@ -114,6 +113,18 @@ function originGate(
 }
 
 /** One line per request, at debug: at info the log would be mostly requests within minutes. */
+/**
+ * HTTP answers after the audit lines recorded before them, as the WebSocket route's frames
+ * (src/audit/audit-barrier.ts): with `--audit-log` only.
+ */
+function waitForAuditLines(app: FastifyInstance, audit: Auditor): void {
+  if (!audit.enabled) return;
+  app.addHook('onSend', async (_request, _reply, payload) => {
+    await audit.settled();
+    return payload;
+  });
+}
+
 function logRequests(app: FastifyInstance): void {
   app.addHook('onResponse', async (request, reply) => {
     request.log.debug(
@@ -364,7 +375,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   registerProbes(app, backend, audit, metrics);
-  registerAuditBarrier(app, audit);
+  waitForAuditLines(app, audit);
 
   await registerRoutes(app, { config, sessions, metrics, tokenSigner, signer, drain });
 

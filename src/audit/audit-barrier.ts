@@ -5,7 +5,6 @@
  * it in the log even if the server dies right after the answer. Kubernetes' API server does the
  * same in its `blocking` audit mode. A failing log holds nothing up (`Auditor.settled`).
  */
-import type { FastifyInstance } from 'fastify';
 import type { Auditor } from './auditor.ts';
 
 /**
@@ -29,13 +28,4 @@ export function auditBarrier(audit: Pick<Auditor, 'settled'>): (send: () => void
       .catch(() => undefined);
     tail = turn;
   };
-}
-
-/** HTTP answers likewise: each waits for the lines recorded before it is sent (with `--audit-log` only). */
-export function registerAuditBarrier(app: FastifyInstance, audit: Auditor): void {
-  if (!audit.enabled) return;
-  app.addHook('onSend', async (_request, _reply, payload) => {
-    await audit.settled();
-    return payload;
-  });
 }

@@ -5,11 +5,11 @@
  */
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
-import { requestJson } from '../http/helpers.ts';
+import { requestJson, createSession } from '../http/helpers.ts';
 import { type DevServer, startDevServer } from '../support/dev-server.ts';
 import { readToEnd, sleep, TestSession } from '../support/harness.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
-import { createSession } from './fleet-replicas.ts';
+
 import { docker, removeInstanceContainers } from './helpers.ts';
 import { sessionOfContainer } from '../../src/backends/docker/fleet.ts';
 import type { ContainerInfo } from 'dockerode';

@@ -19,13 +19,13 @@ import { join } from 'node:path';
 import { request as httpRequest } from 'node:http';
 import { test } from 'node:test';
 import type { PreviewAnswer, SessionToken } from '../../src/protocol/index.ts';
-import { requestJson } from '../http/helpers.ts';
+import { requestJson, createSession } from '../http/helpers.ts';
 import { call, mcpClient, textOf } from '../mcp/helpers.ts';
 import type { DevServer } from '../support/dev-server.ts';
 import { sleep } from '../support/harness.ts';
 import { nextMessage, wsEcho, wsOpen } from '../preview/ws-echo.ts';
 import { dockerTestOptions } from './engine.ts';
-import { createSession, Fleet } from './fleet-replicas.ts';
+import { Fleet } from './fleet-replicas.ts';
 
 const instanceId = `fleet-access-${randomUUID().slice(0, 8)}`;
 const HTTP_PORT = 18_080;

@@ -18,7 +18,8 @@ import type { DevServer } from '../support/dev-server.ts';
 import { sleep } from '../support/harness.ts';
 import { docker2, SECOND_ENGINE_HOST, startSecondEngine } from '../support/second-engine.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
-import { createSession, Fleet } from './fleet-replicas.ts';
+import { Fleet } from './fleet-replicas.ts';
+import { createSession } from '../http/helpers.ts';
 import { docker } from './helpers.ts';
 
 const instanceId = `fleet-engines-${randomUUID().slice(0, 8)}`;

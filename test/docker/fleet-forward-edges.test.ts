@@ -12,11 +12,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type TestContext, test } from 'node:test';
 import { RpcConnection, RpcError } from '../../src/client/rpc-connection.ts';
-import { requestJson } from '../http/helpers.ts';
+import { requestJson, createSession } from '../http/helpers.ts';
 import { freePort } from '../support/free-port.ts';
 import { sleep } from '../support/harness.ts';
 import { dockerTestOptions } from './engine.ts';
-import { createSession, Fleet, type Replica } from './fleet-replicas.ts';
+import { Fleet, type Replica } from './fleet-replicas.ts';
 import { docker } from './helpers.ts';
 
 const instanceId = `fleet-edges-${randomUUID().slice(0, 8)}`;

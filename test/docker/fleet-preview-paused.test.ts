@@ -9,9 +9,9 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { test } from 'node:test';
-import { requestJson } from '../http/helpers.ts';
+import { requestJson, createSession } from '../http/helpers.ts';
 import { dockerTestOptions } from './engine.ts';
-import { createSession, Fleet } from './fleet-replicas.ts';
+import { Fleet } from './fleet-replicas.ts';
 
 const instanceId = `fleet-preview-paused-${randomUUID().slice(0, 8)}`;
 const PORT = 18_090;

@@ -2,11 +2,9 @@
  * The replicas of one fleet in the fleet tests: server processes (test/support/dev-server.ts) with
  * one --instance-id and --fleet on the engine, each named by its --replica-id, and their end
  * after the test (their logs shown under FLEET_TEST_LOGS, the processes SIGKILLed, the instance's
- * containers removed). Also the session create those tests (and other server tests) make over HTTP.
+ * containers removed).
  */
-import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
-import { requestJson } from '../http/helpers.ts';
 import { type DevServer, spawnDevServer } from '../support/dev-server.ts';
 import { TEST_IMAGE } from './engine.ts';
 import { removeInstanceContainers } from './helpers.ts';
@@ -81,18 +79,4 @@ export class Fleet {
     await Promise.all(this.replicas.map((r) => r.kill()));
     await (this.#spec.removeContainers ?? (() => removeInstanceContainers(this.#spec.instanceId)))();
   };
-}
-
-/**
- * A session made on `server` (POST /v1/sessions with `body`, as `token` when given): the 201 is
- * asserted, with the answer in the message; the answer's body.
- */
-export async function createSession(
-  server: Pick<DevServer, 'http'>,
-  body: object,
-  token?: string,
-): Promise<{ sessionId: string }> {
-  const made = await requestJson<{ sessionId: string }>(`${server.http}/v1/sessions`, 'POST', body, token);
-  assert.equal(made.status, 201, JSON.stringify(made.body));
-  return made.body;
 }

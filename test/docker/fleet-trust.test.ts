@@ -25,12 +25,12 @@ import { request as httpRequest } from 'node:http';
 import { test } from 'node:test';
 import type { SessionToken } from '../../src/protocol/index.ts';
 import { ClientStamp } from '../../src/transport/client-address.ts';
-import { requestJson } from '../http/helpers.ts';
+import { requestJson, createSession } from '../http/helpers.ts';
 import { spawnDevServer } from '../support/dev-server.ts';
 import { freePort } from '../support/free-port.ts';
 import { sleep } from '../support/harness.ts';
 import { dockerTestOptions, TEST_IMAGE } from './engine.ts';
-import { createSession, Fleet } from './fleet-replicas.ts';
+import { Fleet } from './fleet-replicas.ts';
 import { removeInstanceContainers } from './helpers.ts';
 
 const instanceId = `fleet-trust-${randomUUID().slice(0, 8)}`;

@@ -72,6 +72,20 @@ export async function newSession(api: Api, spec: Record<string, unknown> = {}, t
   return r.body.sessionId;
 }
 
+/**
+ * A session made on `server` (POST /v1/sessions with `body`, as `token` when given): the 201 is
+ * asserted, with the answer in the message; the answer's body.
+ */
+export async function createSession(
+  server: { readonly http: string },
+  body: object,
+  token?: string,
+): Promise<{ sessionId: string }> {
+  const made = await requestJson<{ sessionId: string }>(`${server.http}/v1/sessions`, 'POST', body, token);
+  assert.equal(made.status, 201, JSON.stringify(made.body));
+  return made.body;
+}
+
 /** The Codex text block, parsed back into its parts. */
 export const TEXT_RE =
   /^Chunk ID: ([0-9a-f]{6})\nWall time: (\d+\.\d{4}) seconds\n(?:Process exited with code (-?\d+)|Process running with session ID (\d+))\nOriginal token count: (\d+)\nOutput:\n([\s\S]*)$/;
