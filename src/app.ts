@@ -296,6 +296,8 @@ async function openAudit(
         server: `${hostname()}/${config.instanceId}`,
         version: VERSION,
         maxQueueLines: config.auditQueueLines,
+        maxFileBytes: config.auditLogMaxBytes,
+        maxFiles: config.auditLogMaxFiles,
         holdStdout,
         metrics,
         log,

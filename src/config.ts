@@ -50,6 +50,9 @@ type ValueOf<D> = D extends { kind: 'int' }
       : string;
 type WithDefault<D> = D extends { default: undefined } ? ValueOf<D> | undefined : ValueOf<D>;
 
+/** The smallest size a rotated audit log file may be given: 16 of its longest lines. */
+const MIN_AUDIT_FILE_BYTES = 1024 * 1024;
+
 /** The validated configuration. */
 export type Config = { -readonly [K in keyof Options]: WithDefault<Options[K]> };
 
@@ -154,6 +157,11 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Con
     throw new ConfigError(`--max-pids (${config.maxPids}) is below --pids (${config.pids})`);
   if (config.maxDiskMb < config.diskMb)
     throw new ConfigError(`--max-disk-mb (${config.maxDiskMb}) is below --disk-mb (${config.diskMb})`);
+  // A file is rotated only between lines: it must hold the longest line (MAX_LINE_BYTES) with room.
+  if (config.auditLogMaxBytes !== 0 && config.auditLogMaxBytes < MIN_AUDIT_FILE_BYTES)
+    throw new ConfigError(
+      `--audit-log-max-bytes / EXEC_SERVER_AUDIT_LOG_MAX_BYTES: must be 0 (never rotate) or at least ${MIN_AUDIT_FILE_BYTES}, got ${config.auditLogMaxBytes}`,
+    );
   const socketDir = config.dockerAgentSocketDir;
   if (socketDir !== 'off' && (!isAbsolute(socketDir) || socketDir.length > MAX_SOCKET_DIR_LENGTH))
     throw new ConfigError(

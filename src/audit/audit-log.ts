@@ -17,7 +17,9 @@
  * `exec_server_audit_dropped_total` / `exec_server_audit_write_errors_total` counting. Never
  * silent. While the log is healthy, answers wait for the lines recorded before them
  * (`settled`, audit-barrier.ts), as Kubernetes' blocking audit mode does; a failing log holds
- * nothing up.
+ * nothing up. A file log is rotated by size (`maxFileBytes`, log-file.ts): the chain goes on in
+ * the new file, whose first line is `audit.rotate`, so `audit verify` checks the files one by one
+ * or together.
  */
 import { createHash } from 'node:crypto';
 import { Counter, Gauge } from 'prom-client';
@@ -25,13 +27,16 @@ import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import { actorStore, type AuditEvent, type Auditor } from './auditor.ts';
 import { boundedLine } from './line-bound.ts';
-import { openLogFile, type Sink, type Tail } from './log-file.ts';
+import { openLogFile, type Sink } from './log-file.ts';
 
 const sha256 = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('hex');
 
 const NEWLINE = Buffer.from('\n');
 
 const RETRY_MS = 1000;
+
+/** In the queue, where the file is rotated: the lines before it go to the old file. */
+const ROTATE = Symbol('rotate');
 
 export interface AuditLogOptions {
   /**
@@ -42,6 +47,10 @@ export interface AuditLogOptions {
   readonly server: string;
   readonly version: string;
   readonly maxQueueLines: number;
+  /** A file log is rotated before a line would take it past this many bytes; 0 never. */
+  readonly maxFileBytes?: number | undefined;
+  /** Rotated files kept (`PATH.1`...); 0 keeps all. */
+  readonly maxFiles?: number | undefined;
   readonly metrics: Metrics;
   readonly log: Logger;
 }
@@ -58,7 +67,7 @@ export class AuditLog implements Auditor {
   readonly enabled = true;
   readonly #sink: Sink;
   readonly #opts: AuditLogOptions;
-  readonly #queue: Buffer[] = [];
+  readonly #queue: (Buffer | typeof ROTATE)[] = [];
   #prev: string | null;
   #seq: number;
   #dropped = 0;
@@ -66,6 +75,9 @@ export class AuditLog implements Auditor {
   #failure: string | undefined;
   #held: boolean;
   #closed = false;
+  /** Bytes in the current file once the queue is written, and where it is rotated (0 never). */
+  #fileBytes = 0;
+  #maxFileBytes = 0;
   /** Lines queued and lines written since the start, for `settled`. */
   #enqueued = 0;
   #written = 0;
@@ -116,10 +128,17 @@ export class AuditLog implements Auditor {
    * SHA-256 of its bytes), so that `audit verify` tells a crash from an edit.
    */
   static async open(path: string, opts: AuditLogOptions): Promise<AuditLog> {
-    const { sink, last, torn }: { sink: Sink } & Tail =
-      path === '-' ? { sink: stdoutSink(), last: undefined, torn: undefined } : await openLogFile(path);
+    const { sink, last, torn, size, afterRotation } =
+      path === '-'
+        ? { sink: stdoutSink(), last: undefined, torn: undefined, size: 0, afterRotation: false }
+        : await openLogFile(path, opts.maxFiles);
     const log = new AuditLog(sink, last, opts);
     log.#held = path === '-' && opts.holdStdout === true;
+    // After a torn line the first write starts with a newline of its own (log-file.ts).
+    log.#fileBytes = size + (torn === undefined ? 0 : 1);
+    log.#maxFileBytes = sink.rotate === undefined ? 0 : (opts.maxFileBytes ?? 0);
+    // A new file after a rotation starts with `audit.rotate`, whoever writes its first line.
+    if (afterRotation) log.#push(log.#format(log.#rotation()));
     const detail: Record<string, unknown> = {
       server: opts.server,
       version: opts.version,
@@ -154,9 +173,28 @@ export class AuditLog implements Auditor {
   }
 
   #enqueue(event: AuditEvent): void {
+    const bytes = this.#format(event);
+    if (this.#maxFileBytes > 0 && this.#fileBytes > 0 && this.#fileBytes + bytes.length + 1 > this.#maxFileBytes) {
+      // The line would take the file past its size: it goes first in a new one, after the rotation's line.
+      this.#queue.push(ROTATE);
+      this.#fileBytes = 0;
+      this.#push(this.#format(this.#rotation()));
+      this.#push(this.#format(event));
+    } else this.#push(bytes);
+    if (!this.#held) this.#writing ??= this.#drain();
+  }
+
+  /** The first line of a file that goes on from a rotated one. */
+  #rotation(): AuditEvent {
+    const detail = { server: this.#opts.server, pid: process.pid, maxBytes: this.#maxFileBytes };
+    return { action: 'audit.rotate', actor: { principal: 'server' }, detail };
+  }
+
+  /** The bytes of `event`'s line as the next in the chain (`#push` makes it so). */
+  #format(event: AuditEvent): Buffer {
     const actor = event.actor ?? actorStore.getStore() ?? { principal: 'system' };
     const line = boundedLine({
-      seq: this.#seq++,
+      seq: this.#seq,
       time: new Date().toISOString(),
       tenant: event.tenant ?? actor.tenant ?? null,
       principal: actor.principal,
@@ -166,12 +204,17 @@ export class AuditLog implements Auditor {
       detail: event.detail ?? {},
       prev: this.#prev,
     });
+    return Buffer.from(line, 'utf8');
+  }
+
+  /** Queues a line made by `#format`: the chain goes on from it. */
+  #push(bytes: Buffer): void {
+    this.#seq++;
     // The hash is of the bytes written, which is what verify reads back.
-    const bytes = Buffer.from(line, 'utf8');
     this.#prev = sha256(bytes);
     this.#queue.push(Buffer.concat([bytes, NEWLINE]));
+    this.#fileBytes += bytes.length + 1;
     this.#enqueued++;
-    if (!this.#held) this.#writing ??= this.#drain();
   }
 
   settled(): Promise<void> | undefined {
@@ -204,13 +247,8 @@ export class AuditLog implements Auditor {
 
   async #drain(): Promise<void> {
     while (this.#queue.length > 0 && !this.#closed) {
-      const batch = this.#queue.slice();
       try {
-        await this.#sink.write(Buffer.concat(batch));
-        this.#queue.splice(0, batch.length);
-        this.#written += batch.length;
-        this.#wake(false);
-        this.#lines.inc(batch.length);
+        await this.#writeNext();
         if (this.#failure !== undefined) this.#opts.log.warn({}, 'audit log writable again');
         this.#failure = undefined;
         if (this.#dropped === 0) this.#healthy.set(1);
@@ -227,6 +265,22 @@ export class AuditLog implements Auditor {
       }
     }
     this.#writing = undefined;
+  }
+
+  /** Writes the lines up to the next rotation, or rotates when that is next. */
+  async #writeNext(): Promise<void> {
+    if (this.#queue[0] === ROTATE) {
+      await this.#sink.rotate?.();
+      this.#queue.shift();
+      return;
+    }
+    const end = this.#queue.indexOf(ROTATE);
+    const batch = (end < 0 ? this.#queue.slice() : this.#queue.slice(0, end)) as Buffer[];
+    await this.#sink.write(Buffer.concat(batch));
+    this.#queue.splice(0, batch.length);
+    this.#written += batch.length;
+    this.#wake(false);
+    this.#lines.inc(batch.length);
   }
 
   /** Writes what is queued (one more attempt when writes fail), then closes the file. */

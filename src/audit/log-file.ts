@@ -4,8 +4,13 @@
  * complete line whatever its length (a line is at most `MAX_LINE_BYTES`, line-bound.ts; a log
  * of an earlier version may hold longer ones) and what follows it when the file does not end
  * with a newline: a line torn by a crash mid-write, which the new `audit.start` declares.
+ *
+ * A file log is rotated by size (`--audit-log-max-bytes`): the file becomes `PATH.1`, older ones
+ * move up to `PATH.2`... (past `--audit-log-max-files` removed), and the chain goes on in a new
+ * `PATH` whose first line is `audit.rotate` (audit-log.ts). A server that finds `PATH` missing or
+ * empty goes on from the last line of `PATH.1`, so a crash right after a rotation keeps the chain.
  */
-import { open, realpath, stat, type FileHandle } from 'node:fs/promises';
+import { open, readdir, realpath, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { execError } from '../errors.ts';
 import { MAX_LINE_BYTES } from './line-bound.ts';
@@ -14,6 +19,8 @@ import { lockLog, type LogLock } from './log-lock.ts';
 /** Where the audit lines go: the bytes of whole lines, in order. */
 export interface Sink {
   write(bytes: Buffer): Promise<void>;
+  /** Files only: the current file becomes `PATH.1` and the next write starts a new `PATH`. */
+  rotate?(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -77,20 +84,68 @@ async function canonical(path: string): Promise<string> {
  * such as /dev/stdout has no tail to continue and no file to lock). After a torn line, the first
  * write starts with a newline, so the next line is whole.
  */
-export async function openLogFile(path: string): Promise<{ sink: Sink } & Tail> {
+export async function openLogFile(
+  path: string,
+  maxFiles = 0,
+): Promise<{ sink: Sink; readonly size: number; readonly afterRotation: boolean } & Tail> {
   const existing = await stat(path).catch(() => undefined);
   const lock = existing === undefined || existing.isFile() ? await lockLog(await canonical(path)) : undefined;
   let handle: FileHandle | undefined;
   try {
     handle = await open(path, 'a+', 0o600);
     const { size } = await handle.stat();
-    const tail = size > 0 && existing?.isFile() !== false ? await readTail(handle, size, path) : undefined;
-    return { sink: fileSink(handle, tail?.torn !== undefined, lock), last: tail?.last, torn: tail?.torn };
+    const isFile = existing?.isFile() !== false;
+    const tail = size > 0 && isFile ? await readTail(handle, size, path) : undefined;
+    const previous = size === 0 && isFile ? await rotatedLast(path) : undefined;
+    const rotation = lock === undefined ? undefined : { path, maxFiles };
+    return {
+      sink: fileSink(handle, tail?.torn !== undefined, lock, rotation),
+      size,
+      last: tail?.last ?? previous,
+      torn: tail?.torn,
+      afterRotation: previous !== undefined,
+    };
   } catch (err) {
     await handle?.close().catch(() => undefined);
     await lock?.release();
     throw err;
   }
+}
+
+/** The last complete line of `PATH.1`, where a chain cut by a crash right after a rotation goes on. */
+async function rotatedLast(path: string): Promise<Buffer | undefined> {
+  const handle = await open(`${path}.1`, 'r').catch(() => undefined);
+  if (handle === undefined) return undefined;
+  try {
+    const { size } = await handle.stat();
+    return size > 0 ? (await readTail(handle, size, `${path}.1`)).last : undefined;
+  } finally {
+    await handle.close();
+  }
+}
+
+/** The numbers N of the rotated files `PATH.N` next to `path`. */
+async function rotatedNumbers(path: string): Promise<number[]> {
+  const prefix = `${basename(path)}.`;
+  const numbers: number[] = [];
+  for (const name of await readdir(dirname(path))) {
+    const n = name.startsWith(prefix) ? name.slice(prefix.length) : '';
+    if (/^[1-9][0-9]{0,8}$/.test(n)) numbers.push(Number(n));
+  }
+  return numbers.sort((a, b) => b - a);
+}
+
+/**
+ * Moves `PATH.N` to `PATH.N+1`, the highest first so that no rename lands on a file still to be
+ * moved (those that would pass `maxFiles` are removed; 0 keeps all), then `PATH` to `PATH.1`.
+ */
+async function shiftRotated(path: string, maxFiles: number): Promise<void> {
+  for (const n of await rotatedNumbers(path)) {
+    if (maxFiles > 0 && n >= maxFiles) await unlink(`${path}.${n}`);
+    else await rename(`${path}.${n}`, `${path}.${n + 1}`);
+  }
+  // After a rotation that failed between this rename and the new file, there is no PATH to move.
+  if (await stat(path).catch(() => undefined)) await rename(path, `${path}.1`);
 }
 
 /**
@@ -100,7 +155,13 @@ export async function openLogFile(path: string): Promise<{ sink: Sink } & Tail> 
  * lock), so the size before a write is where that write began. Only a regular file is cut: a
  * device (/dev/full) has no length.
  */
-function fileSink(handle: FileHandle, afterTorn: boolean, lock: LogLock | undefined): Sink {
+function fileSink(
+  first: FileHandle,
+  afterTorn: boolean,
+  lock: LogLock | undefined,
+  rotation: { readonly path: string; readonly maxFiles: number } | undefined,
+): Sink {
+  let handle = first;
   let lead = afterTorn;
   /** Where a failed write began, while its bytes are still to be cut. */
   let cut: number | undefined;
@@ -123,6 +184,20 @@ function fileSink(handle: FileHandle, afterTorn: boolean, lock: LogLock | undefi
       }
       lead = false;
     },
+    ...(rotation === undefined
+      ? {}
+      : {
+          rotate: async () => {
+            await cutBack();
+            await shiftRotated(rotation.path, rotation.maxFiles);
+            // The old handle writes the renamed file until the new one is open: no write is lost.
+            const next = await open(rotation.path, 'a+', 0o600);
+            const old = handle;
+            handle = next;
+            lead = false;
+            await old.close().catch(() => undefined);
+          },
+        }),
     close: async () => {
       try {
         await handle.close();

@@ -15,6 +15,10 @@
  * by its length and SHA-256 (audit-log.ts): reported as torn, not as an edit; a torn line
  * that is edited, or not declared, still fails.
  *
+ * A file that goes on from a rotated one starts with `audit.rotate`, whose `prev` is the hash
+ * of the last line of the file before: alone, that link is reported, not checked; given the
+ * files in order (`verify PATH.2 PATH.1 PATH`), each link is checked like any other line's.
+ *
  * What a chain cannot show by itself: a cut at the end (the last lines removed) and an edit of
  * the very last line. docs/security-guarded.md says how to anchor the head elsewhere.
  */
@@ -33,6 +37,10 @@ export interface VerifyResult {
   readonly head?: string;
   /** 1-based lines torn by a crash, each declared by the `audit.start` after it. */
   readonly torn?: readonly number[];
+  /** The file goes on from a rotated one: the first line's `seq` and `prev` (the hash of that one's last line). */
+  readonly continues?: { readonly seq: number; readonly prev: string };
+  /** The last line's `seq`, which the next file's first line follows. */
+  readonly lastSeq?: number;
 }
 
 interface Parsed {
@@ -103,6 +111,7 @@ export function verifyBytes(data: Buffer): VerifyResult {
   const torn: number[] = [];
   const fail = (line: number, problem: string): VerifyResult => ({ ok: false, lines: lines.length, line, problem });
   let b = -1; // the line the chain runs from
+  let start: Parsed | undefined; // the chain's first line
   for (let i = 0; i < lines.length; i++) {
     const n = i + 1;
     const cur = parsed[i];
@@ -113,13 +122,16 @@ export function verifyBytes(data: Buffer): VerifyResult {
     if (cur === undefined) return fail(n, `line ${n} is not an audit line (edited)`);
     const problem = b < 0 ? startProblem(cur, n) : linkProblem(lines, parsed, b, i);
     if (problem !== undefined) return fail(problem.line, problem.text);
+    start ??= cur;
     b = i;
   }
   return {
     ok: true,
     lines: lines.length,
     head: sha256(lines[lines.length - 1]!),
+    lastSeq: parsed[lines.length - 1]!.seq,
     ...(torn.length > 0 ? { torn } : {}),
+    ...(start?.prev != null ? { continues: { seq: start.seq, prev: start.prev } } : {}),
   };
 }
 
@@ -127,6 +139,8 @@ type Problem = { readonly line: number; readonly text: string } | undefined;
 
 function startProblem(cur: Parsed, n: number): Problem {
   if (cur.prev === null && cur.action === 'audit.start') return undefined;
+  // The first line of a file that goes on from a rotated one; its link is checked across files.
+  if (n === 1 && cur.prev !== null && cur.action === 'audit.rotate') return undefined;
   return {
     line: n,
     text: `line ${n} is not the start of a chain (lines before it were removed, or it was edited)`,
@@ -162,26 +176,79 @@ export async function verifyFile(path: string): Promise<VerifyResult> {
   return verifyBytes(await readFile(path));
 }
 
-/** `exec-server audit verify PATH`: 0 intact, 1 broken (naming the first line), 2 usage or read error. */
+/** One file's result in a verification of several, oldest first. */
+export interface FileResult {
+  readonly path: string;
+  readonly result: VerifyResult;
+}
+
+/**
+ * Verifies rotated files given oldest first (`PATH.2 PATH.1 PATH`): each on its own, then each
+ * file's first line against the last line of the one before. Stops at the first broken file or link.
+ */
+export async function verifyFiles(paths: readonly string[]): Promise<FileResult[]> {
+  const results: FileResult[] = [];
+  for (const path of paths) {
+    const result = await verifyFile(path);
+    const before = results.at(-1)?.result;
+    const link = before === undefined || !result.ok ? undefined : linkBetween(before, result);
+    results.push({ path, result: link === undefined ? result : { ...result, ...link } });
+    if (!results.at(-1)!.result.ok) break;
+  }
+  return results;
+}
+
+/** Why a file does not go on from `before` (verified intact), or undefined when it does. */
+function linkBetween(before: VerifyResult, after: VerifyResult): Partial<VerifyResult> | undefined {
+  const fail = (problem: string): Partial<VerifyResult> => ({ ok: false, line: 1, problem });
+  if (after.continues === undefined)
+    return fail('line 1 starts a new chain (audit.start): it does not go on from the file before');
+  if (after.continues.seq !== (before.lastSeq ?? -1) + 1)
+    return fail(
+      `line 1 has seq ${after.continues.seq} where ${(before.lastSeq ?? -1) + 1} belongs: files missing or out of order`,
+    );
+  if (after.continues.prev !== before.head)
+    return fail('line 1 does not chain to the last line of the file before (that line or this one was edited)');
+  return undefined;
+}
+
+const USAGE = `Usage: exec-server audit verify PATH...
+  Checks the hash chain of an --audit-log file; rotated files oldest first (PATH.2 PATH.1 PATH)
+  are checked together, each file's first line against the last line of the one before.
+`;
+
+/** `exec-server audit verify PATH...`: 0 intact, 1 broken (naming the file and first line), 2 usage or read error. */
 export async function auditCommand(args: readonly string[]): Promise<number> {
-  const [sub, path] = args;
-  if (sub !== 'verify' || path === undefined || args.length !== 2) {
-    process.stderr.write('Usage: exec-server audit verify PATH\n  Checks the hash chain of an --audit-log file.\n');
+  const [sub, ...paths] = args;
+  if (sub !== 'verify' || paths.length === 0 || paths.some((p) => p.startsWith('-'))) {
+    process.stderr.write(USAGE);
     return sub === '--help' || sub === '-h' ? 0 : 2;
   }
-  let result: VerifyResult;
+  let results: FileResult[];
   try {
-    result = await verifyFile(path);
+    results = await verifyFiles(paths);
   } catch (err) {
-    process.stderr.write(`exec-server audit: cannot read ${path}: ${(err as Error).message}\n`);
+    process.stderr.write(`exec-server audit: cannot read: ${(err as Error).message}\n`);
     return 2;
   }
-  if (result.ok) {
-    process.stdout.write(`ok: ${result.lines} lines, chain intact; head ${result.head}\n`);
-    for (const line of result.torn ?? [])
-      process.stdout.write(`line ${line}: torn by a crash (the audit.start after it declares it)\n`);
-    return 0;
+  const broken = results.find((r) => !r.result.ok);
+  if (broken !== undefined) {
+    const where = paths.length > 1 ? `${broken.path}: ` : '';
+    process.stderr.write(`${where}broken at line ${broken.result.line}: ${broken.result.problem}\n`);
+    return 1;
   }
-  process.stderr.write(`broken at line ${result.line}: ${result.problem}\n`);
-  return 1;
+  for (const { path, result } of results) {
+    const where = paths.length > 1 ? `${path}: ` : '';
+    for (const line of result.torn ?? [])
+      process.stdout.write(`${where}line ${line}: torn by a crash (the audit.start after it declares it)\n`);
+  }
+  const first = results[0]!.result;
+  if (first.continues !== undefined)
+    process.stdout.write(
+      `${paths[0]}: line 1 goes on from a rotated file (seq ${first.continues.seq}, prev ${first.continues.prev}); give that file first to check the link\n`,
+    );
+  const lines = results.reduce((n, r) => n + r.result.lines, 0);
+  const files = paths.length > 1 ? `${paths.length} files, ` : '';
+  process.stdout.write(`ok: ${files}${lines} lines, chain intact; head ${results.at(-1)!.result.head}\n`);
+  return 0;
 }

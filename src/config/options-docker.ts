@@ -247,6 +247,25 @@ export const DOCKER_OPTIONS = {
     description:
       'Append a hash-chained JSON audit log here (`-` for standard output); check it with `exec-server audit verify PATH`.',
   },
+  auditLogMaxBytes: {
+    flag: 'audit-log-max-bytes',
+    env: 'EXEC_SERVER_AUDIT_LOG_MAX_BYTES',
+    kind: 'int',
+    default: 100 * 1024 * 1024,
+    min: 0,
+    max: 2 ** 50,
+    description:
+      'Rotate a file audit log before it passes this size: it becomes PATH.1 (older ones PATH.2...) and the chain goes on in a new PATH (0: never; otherwise at least 1048576).',
+  },
+  auditLogMaxFiles: {
+    flag: 'audit-log-max-files',
+    env: 'EXEC_SERVER_AUDIT_LOG_MAX_FILES',
+    kind: 'int',
+    default: 0,
+    min: 0,
+    max: 100_000,
+    description: 'Rotated audit log files kept (PATH.1...); the oldest past it is removed (0: keep every one).',
+  },
   auditQueueLines: {
     flag: 'audit-queue-lines',
     env: 'EXEC_SERVER_AUDIT_QUEUE_LINES',

@@ -19,7 +19,9 @@ for (const release of HELM_RELEASES) {
   describe(`helm ${release.version}`, () => {
     const suite = helmSuite(release);
 
-    test('audit.log: off by default, stdout, or a file per pod on its own volume', { timeout: 120_000 }, async (t) => {
+    test('audit.log: off by default, stdout, or a file per pod on its own volume, rotated to fit it', {
+      timeout: 120_000,
+    }, async (t) => {
       if (!suite.ready(t)) return;
       const server = async (args: string[]) => {
         const spec = one<IDeployment>(await render(suite.bin, args), 'Deployment').spec?.template.spec;
@@ -32,6 +34,16 @@ for (const release of HELM_RELEASES) {
       const file = await server(['-f', join(ciDir, 'audit-values.yaml'), '--set', 'audit.existingClaim=audit-pvc']);
       assert.equal(file.env['EXEC_SERVER_AUDIT_LOG'], '/var/log/exec-server/$(POD_NAME).jsonl');
       assert.equal(file.env['EXEC_SERVER_AUDIT_QUEUE_LINES'], '5000');
+      // A file is rotated so that the pod's volume holds it: 9 files of 100 MiB by default.
+      assert.equal(file.env['EXEC_SERVER_AUDIT_LOG_MAX_BYTES'], '104857600');
+      assert.equal(file.env['EXEC_SERVER_AUDIT_LOG_MAX_FILES'], '8');
+      const stdout = await server(['--set', 'audit.log=stdout']);
+      assert.equal(stdout.env['EXEC_SERVER_AUDIT_LOG_MAX_BYTES'], undefined, 'standard output is never rotated');
+      const kept = await server(['-f', join(ciDir, 'audit-values.yaml'), '--set', 'audit.maxFiles=0']);
+      assert.equal(kept.env['EXEC_SERVER_AUDIT_LOG_MAX_FILES'], '0');
+      const tooSmall = await helm(suite.bin, ['template', RELEASE, chart, '--set', 'audit.maxBytes=65536']);
+      assert.notEqual(tooSmall.code, 0, 'a file smaller than 1 MiB is refused by the schema');
+      assert.match(tooSmall.out, /maxBytes/);
       assert.ok(file.mounts.some((m) => m.name === 'audit' && m.mountPath === '/var/log/exec-server'));
       const volume = file.volumes.find((v) => v.name === 'audit');
       assert.equal(volume?.persistentVolumeClaim?.claimName, 'audit-pvc');
