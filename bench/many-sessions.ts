@@ -37,7 +37,21 @@ console.log(`bench/many-sessions: ${new Date().toISOString()}, load average ${lo
 const limit = String(Math.max(N, 256));
 const server = await startServer(
   args.image,
-  ['--warm-pool', '0', '--max-sessions', limit, '--max-sessions-per-tenant', limit, '--idle-timeout-seconds', '86400'],
+  [
+    '--warm-pool',
+    '0',
+    '--max-sessions',
+    limit,
+    '--max-sessions-per-tenant',
+    limit,
+    // `--via ws` holds a WebSocket per session, all of one tenant.
+    '--max-websockets-per-tenant',
+    limit,
+    '--max-connections',
+    String(Number(limit) + 256),
+    '--idle-timeout-seconds',
+    '86400',
+  ],
   { dist: !args.src },
 );
 const pid = server.child.pid;

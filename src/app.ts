@@ -29,6 +29,7 @@ import { registerPreviewMethods } from './preview/rpc-methods.ts';
 import { isPreviewProxyRequest, previewRewriter, registerPreviewRoutes } from './preview/routes.ts';
 import { PreviewSigner } from './preview/signing.ts';
 import { Metrics } from './metrics.ts';
+import { limitServerConnections, TenantWebSockets } from './transport/connection-limits.ts';
 import type { Connection } from './rpc/connection.ts';
 import { MethodTable, patternsInWords } from './rpc/method-table.ts';
 import { registerFsMethods } from './rpc/methods/fs-methods.ts';
@@ -211,6 +212,7 @@ async function registerRoutes(
     table,
     metrics,
     bufferLimitBytes: config.wsBufferLimitBytes,
+    tenantSockets: new TenantWebSockets(config.maxWebsocketsPerTenant, metrics.connectionsRefused),
     drain,
     deps: { sessions, config, metrics, version: VERSION },
   });
@@ -304,6 +306,16 @@ async function openAudit(
       });
 }
 
+/** The backend's gauges read at scrape time: its engines, memory checkpoints and warm pools, where it has them. */
+function watchBackend(metrics: Metrics, backend: Backend): void {
+  const engines = backend.engines?.bind(backend);
+  if (engines !== undefined) metrics.watchEngines(engines);
+  const checkpoints = backend.memoryCheckpoints?.bind(backend);
+  if (checkpoints !== undefined) metrics.watchCheckpoints(checkpoints);
+  const warmPools = backend.warmPools?.bind(backend);
+  if (warmPools !== undefined) metrics.watchWarmPools(warmPools);
+}
+
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, backend } = deps;
   const auth = createAuthenticator(config);
@@ -313,12 +325,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     previewHost: config.previewHost,
   });
   const metrics = deps.metrics ?? new Metrics();
-  const engines = backend.engines?.bind(backend);
-  if (engines !== undefined) metrics.watchEngines(engines);
-  const checkpoints = backend.memoryCheckpoints?.bind(backend);
-  if (checkpoints !== undefined) metrics.watchCheckpoints(checkpoints);
-  const warmPools = backend.warmPools?.bind(backend);
-  if (warmPools !== undefined) metrics.watchWarmPools(warmPools);
+  watchBackend(metrics, backend);
   const app = createFastify(deps);
   const log = app.log as unknown as Logger;
   const audit = deps.audit ?? (await openAudit(config, deps.holdAuditStdout, metrics, log));
@@ -349,7 +356,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // handleProtocols: browsers send their token as a subprotocol (console/websocket-token.ts).
   await app.register(websocket, { options: { maxPayload: config.maxMessageBytes, handleProtocols: selectProtocol } });
 
-  // First: the audit names a forwarded request's client, which its replica vouched for.
+  // Before anything else runs for a request: one past the server's connections is only refused.
+  limitServerConnections(app, config.maxConnections, metrics.connectionsRefused);
+  // Then the audit names a forwarded request's client, which its replica vouched for.
   registerClientAddress(app, new ClientStamp(fleetSecret));
   registerDrainGate(app, drain);
   app.addHook('onRequest', originGate(origins));

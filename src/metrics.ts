@@ -49,6 +49,11 @@ export class Metrics {
     ['stream'],
   );
   readonly wsConnections: Gauge = this.#gauge('exec_server_websocket_connections_active', 'Open WebSocket connections');
+  readonly connectionsRefused: Counter<'limit'> = this.#counter(
+    'exec_server_connections_refused_total',
+    "Requests refused because the connections were at their limit: the server's (--max-connections) or a tenant's WebSockets",
+    ['limit'],
+  );
   readonly wsSlowConsumers: Counter = this.#counter(
     'exec_server_websocket_slow_consumer_disconnects_total',
     'Clients disconnected for not reading fast enough',

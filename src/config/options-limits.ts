@@ -24,6 +24,25 @@ export const LIMIT_OPTIONS = {
     max: 100_000,
     description: 'Sessions per tenant (token); past it creation answers 429.',
   },
+  maxConnections: {
+    flag: 'max-connections',
+    env: 'EXEC_SERVER_MAX_CONNECTIONS',
+    kind: 'int',
+    default: 4096,
+    min: 16,
+    max: 1_000_000,
+    description:
+      'Client connections open at once (HTTP, WebSocket, preview, other replicas); a request on one past it answers 429 and the connection closes.',
+  },
+  maxWebsocketsPerTenant: {
+    flag: 'max-websockets-per-tenant',
+    env: 'EXEC_SERVER_MAX_WEBSOCKETS_PER_TENANT',
+    kind: 'int',
+    default: 1024,
+    min: 1,
+    max: 1_000_000,
+    description: 'WebSocket connections per tenant at once; an upgrade past it answers 429.',
+  },
   maxSnapshotsPerTenant: {
     flag: 'max-snapshots-per-tenant',
     env: 'EXEC_SERVER_MAX_SNAPSHOTS_PER_TENANT',

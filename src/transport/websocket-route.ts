@@ -13,6 +13,7 @@ import { Connection, type ConnectionDeps } from '../rpc/connection.ts';
 import type { MethodTable } from '../rpc/method-table.ts';
 import { RpcPeer, type RpcTransport } from '../rpc/rpc-peer.ts';
 import { auditBarrier } from '../audit/audit-barrier.ts';
+import type { TenantWebSockets } from './connection-limits.ts';
 import { actorStore, type Auditor } from '../audit/auditor.ts';
 import { actorOf } from './auth-hook.ts';
 import { DRAIN_CLOSE_CODE, type Drain } from './drain.ts';
@@ -32,6 +33,8 @@ export interface WebSocketRouteOptions {
   readonly deps: Omit<ConnectionDeps, 'tenant' | 'log' | 'principal'>;
   readonly metrics: Metrics;
   readonly bufferLimitBytes: number;
+  /** Each tenant's WebSocket places (connection-limits.ts): an upgrade past them is refused. */
+  readonly tenantSockets: TenantWebSockets;
   /** Told of every open connection, to send it away on a rollout. */
   readonly drain?: Drain | undefined;
 }
@@ -62,7 +65,15 @@ function transportOf(audit: Auditor, write: Write): RpcTransport {
 }
 
 export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRouteOptions): void {
-  const wsHandler = (socket: WebSocket, request: FastifyRequest): void => {
+  const wsHandler = webSocketHandler(opts);
+  const preHandler = opts.tenantSockets.take;
+  for (const url of ['/', '/v1/ws'])
+    app.route({ method: 'GET', url, schema: { hide: true }, preHandler, handler: hello, wsHandler });
+}
+
+/** What serves one upgraded connection: its JSON-RPC peer, flow control and close. */
+function webSocketHandler(opts: WebSocketRouteOptions): (socket: WebSocket, request: FastifyRequest) => void {
+  return (socket, request) => {
     const log = request.log.child({ tenant: request.tenant });
     opts.metrics.wsConnections.inc();
     const close = (code: number, reason: string): void => {
@@ -133,8 +144,6 @@ export function registerWebSocketRoute(app: FastifyInstance, opts: WebSocketRout
     });
     socket.on('error', (err) => log.debug({ err }, 'websocket error'));
   };
-  for (const url of ['/', '/v1/ws'])
-    app.route({ method: 'GET', url, schema: { hide: true }, handler: hello, wsHandler });
 }
 
 /**
