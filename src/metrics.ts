@@ -15,6 +15,7 @@ export interface EgressCountsView {
   readonly bytesIn: number;
 }
 
+/** The server's Prometheus metrics (`exec_server_*`) on a registry of its own, one per app. */
 export class Metrics {
   readonly registry = new Registry();
   readonly sessionsActive: Gauge = this.#gauge('exec_server_sessions_active', 'Sessions currently alive');

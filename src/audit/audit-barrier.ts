@@ -1,5 +1,5 @@
 /**
- * Answers after their audit lines (docs/security-guarded.md, "Audit log"): while the log is
+ * Answers after their audit lines (docs/security-guarded.md, "The audit log"): while the log is
  * healthy, nothing leaves the server before the audit lines recorded before it are written, so a
  * caller told that something was done (a session made, a process started, a file written) finds
  * it in the log even if the server dies right after the answer. Kubernetes' API server does the

@@ -22,11 +22,13 @@ export type ResolvedSandbox =
 /** How the process's stdio is wired. */
 export type SpawnMode = 'pty' | 'pipe' | 'pipe-no-stdin';
 
+/** A terminal's size in character cells (PTY mode; pipe mode ignores it). */
 export interface TerminalSize {
   readonly cols: number;
   readonly rows: number;
 }
 
+/** One attempt of a command as the engine hands it to a backend: everything resolved, nothing left to decide. */
 export interface SpawnRequest {
   readonly argv: readonly string[];
   /** Replaces argv[0] as seen by the program (the executable is still argv[0]). */

@@ -6,6 +6,7 @@ import type { TenantId } from '../ids.ts';
 import type { BackendProcess, ProcessSink, RecoveredProcess } from './process-types.ts';
 import type { BackendSession } from './session-types.ts';
 
+/** A session a backend kept: enough to rebuild the server's `Session` around it and adopt its processes. */
 export interface RecoveredSession {
   readonly session: BackendSession;
   readonly tenant: TenantId;

@@ -14,6 +14,7 @@ import type {
 } from './process-types.ts';
 import type { BackendDisk, BackendHibernation, EnvironmentFacts, SessionFs, SessionStats } from './session-facets.ts';
 
+/** One session as its backend runs it: spawns commands, serves files, ends with `destroy`. */
 export interface BackendSession {
   readonly id: SessionId;
   /** OCI runtime the session's container runs under (docker: `runc`, `runsc`...). */
@@ -163,6 +164,7 @@ export type { ImagePull } from '../protocol/index.ts';
 /** A snapshot as clients see it (`session/snapshot`, `/v1/snapshots`). */
 export type { SnapshotInfo } from '../protocol/index.ts';
 
+/** How `BackendSession.snapshot` takes a snapshot. */
 export interface SnapshotOptions {
   /** Keep the memory too (a live template). */
   readonly memory?: boolean | undefined;

@@ -38,6 +38,10 @@ export interface WarmPoolReport {
 }
 
 export type BackendKind = 'local' | 'docker';
+/**
+ * Where sessions run: the one interface the server above `src/backends/` sees of a backend
+ * (docs/architecture.md, "Where to add"). It makes and recovers sessions; each runs its commands.
+ */
 export interface Backend {
   readonly kind: BackendKind;
   /** Throws `EXEC_ERR_BACKEND_UNAVAILABLE` quickly when the backend cannot serve (readyz). */

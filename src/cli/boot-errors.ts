@@ -8,6 +8,7 @@ import { DEFAULT_DOCKER_SOCKET } from '../config/docker-host.ts';
 import { listenPort } from '../config/listen.ts';
 import { ExecServerError } from '../errors.ts';
 
+/** What a boot failure's line may name: where the server was to listen and which engine it used. */
 export interface BootContext {
   /** The `--listen` value. */
   readonly listen: string;
@@ -15,6 +16,7 @@ export interface BootContext {
   readonly dockerHost: string | undefined;
 }
 
+/** The line to print and the exit code: 2 for an expected failure, 1 for a bug. */
 export interface BootFailure {
   readonly message: string;
   readonly exitCode: 1 | 2;

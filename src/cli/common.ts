@@ -11,12 +11,15 @@ export const DEFAULT_URL = DEFAULT_LISTEN;
 
 /** Exit code for failures of exec-server itself (not of the command), as `docker run` uses 125. */
 export const EXIT_CLI_ERROR = 125;
+/** Exit code for a command line the client commands cannot parse. */
 export const EXIT_USAGE = 2;
 
+/** A mistake in the command line: printed as one line, exit 2, never with a stack. */
 export class UsageError extends Error {
   override readonly name = 'UsageError';
 }
 
+/** The options every client command takes: where the server is, its token, JSON output, help. */
 export const connectionOptions = {
   url: { type: 'string' },
   token: { type: 'string' },
@@ -24,11 +27,13 @@ export const connectionOptions = {
   help: { type: 'boolean', short: 'h', default: false },
 } as const satisfies ParseArgsConfig['options'];
 
+/** Where a client command connects: the server's URL and the token, if any. */
 export interface Connection {
   readonly url: string;
   readonly token: string | undefined;
 }
 
+/** The connection from the flags, else `EXEC_SERVER_URL` and `EXEC_SERVER_TOKEN`, else the default URL. */
 export function connectionOf(
   values: { url?: string | undefined; token?: string | undefined },
   env: NodeJS.ProcessEnv = process.env,
@@ -36,6 +41,7 @@ export function connectionOf(
   return { url: values.url ?? env['EXEC_SERVER_URL'] ?? DEFAULT_URL, token: values.token ?? env['EXEC_SERVER_TOKEN'] };
 }
 
+/** Parses a client command's arguments strictly; a mistake is a `UsageError`. */
 export function parse<O extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: O) {
   try {
     return parseArgs({ args, options, allowPositionals: true, strict: true });
@@ -90,6 +96,7 @@ export function describeError(err: unknown): string {
   return e instanceof Error ? e.message : String(err);
 }
 
+/** Prints an error as one line (or JSON with `--json`) and returns the exit code it means. */
 export function printError(err: unknown, json: boolean): number {
   if (err instanceof UsageError) {
     process.stderr.write(`exec-server: ${err.message}\n`);

@@ -33,6 +33,7 @@ export function parseRemote(arg: string): RemoteRef | undefined {
   return { sessionId: m[1], path: m[2] };
 }
 
+/** `exec-server cp`: copies one file to or from a session, streamed over HTTP. */
 export async function cpCommand(args: string[]): Promise<number> {
   let values: { url?: string | undefined; token?: string | undefined; help?: boolean | undefined };
   let positionals: string[];

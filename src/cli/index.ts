@@ -4,6 +4,7 @@ import { runCommand } from './run.ts';
 import { sessionsCommand } from './sessions.ts';
 import { shellCommand } from './shell.ts';
 
+/** Runs a client command by name; an unknown one is a usage error (exit 2). */
 export async function runCli(command: string, args: string[]): Promise<number> {
   switch (command) {
     case 'run':

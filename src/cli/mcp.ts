@@ -46,6 +46,7 @@ function parseMcpArgs(args: string[]) {
   return values;
 }
 
+/** `exec-server mcp`: relays MCP between stdio and a running server's `/mcp`. */
 export async function mcpCommand(args: string[]): Promise<number> {
   let values: ReturnType<typeof parseMcpArgs>;
   let url: URL;

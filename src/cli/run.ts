@@ -15,6 +15,7 @@ import {
   UsageError,
 } from './common.ts';
 
+/** `exec-server run --help`. */
 export const RUN_HELP = `Usage: exec-server run [options] -- CMD [ARGS...]
 
 Creates a session, runs CMD in it, streams its output, exits with its exit code and deletes the session.
@@ -43,6 +44,7 @@ const RUN_OPTIONS = {
   verbose: { type: 'boolean', short: 'v', default: false },
 } as const satisfies ParseArgsConfig['options'];
 
+/** `exec-server run`: one command in a new session, its exit code as the CLI's. */
 export function runCommand(args: string[]): Promise<number> {
   return clientCommand(args, RUN_OPTIONS, RUN_HELP, async ({ values, positionals }) => {
     if (positionals.length === 0)

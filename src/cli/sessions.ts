@@ -3,6 +3,7 @@ import type { ParseArgsConfig } from 'node:util';
 import { HttpApi } from '../client/http.ts';
 import { clientCommand, connectionOf, UsageError } from './common.ts';
 
+/** `exec-server sessions --help`. */
 export const SESSIONS_HELP = `Usage: exec-server sessions [list] [--json]
        exec-server sessions show ID [--json]
        exec-server sessions delete ID... [--json]
@@ -44,6 +45,7 @@ const SESSIONS_OPTIONS = {
   memory: { type: 'boolean', default: false },
 } as const satisfies ParseArgsConfig['options'];
 
+/** `exec-server sessions`: list, show, delete and fork sessions over the REST API. */
 export function sessionsCommand(args: string[]): Promise<number> {
   return clientCommand(args, SESSIONS_OPTIONS, SESSIONS_HELP, async ({ values, positionals }) => {
     const json = values.json === true;

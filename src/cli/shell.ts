@@ -21,6 +21,7 @@ import { execError } from '../errors.ts';
 
 const ESCAPE = 0x1d; // Ctrl-]
 
+/** `exec-server shell --help`. */
 export const SHELL_HELP = `Usage: exec-server shell [--image I] [--allow-network ENTRY]... [--url U] [--token T]
        exec-server shell --attach SESSION
 
@@ -54,6 +55,7 @@ const SHELL_OPTIONS = {
   attach: { type: 'string' },
 } as const satisfies ParseArgsConfig['options'];
 
+/** `exec-server shell`: an interactive shell in a new session, or attached again to one. */
 export function shellCommand(args: string[]): Promise<number> {
   return clientCommand(args, SHELL_OPTIONS, SHELL_HELP, async ({ values, positionals }) => {
     if (positionals.length > 0) throw new UsageError(`shell takes no arguments (got ${positionals.join(' ')})`);

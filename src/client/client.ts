@@ -58,6 +58,7 @@ interface ReconnectPlan {
   readonly maxDelayMs?: number | undefined;
 }
 
+/** How `ExecServerClient.exec` starts a command: `process/start`'s options in the SDK's terms. */
 export interface ExecOptions {
   readonly tty?: boolean | undefined;
   readonly cwd?: string | undefined;
@@ -75,6 +76,7 @@ export interface ExecOptions {
   readonly approval?: 'approved' | 'approved-for-session' | undefined;
 }
 
+/** One session over WebSocket JSON-RPC plus the REST API; made with `ExecServerClient.connect`. */
 export class ExecServerClient {
   readonly url: string;
   readonly sessionId: SessionId;

@@ -17,6 +17,7 @@ import { RpcConnection, type Notification } from './rpc-connection.ts';
 /** How long a connect (or a resume) may take by default: upgrade plus `initialize`. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 30_000;
 
+/** Options of `ExecServerClient.connect`: auth, the session to make or resume, approvals, bounds and reconnects. */
 export interface ConnectOptions {
   readonly token?: string | undefined;
   /** Spec of the new session (ignored with `resumeSessionId`). */

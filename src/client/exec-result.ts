@@ -1,6 +1,7 @@
 /** What a finished command gives back (`ExecHandle.wait`, `CommandExitError.result`). */
 import type { ProcessId } from '../ids.ts';
 
+/** A finished command: how it ended and its decoded output (empty when not collected). */
 export interface ExecResult {
   readonly processId: ProcessId;
   readonly argv: readonly string[];

@@ -81,6 +81,7 @@ export async function writeFileChunked(
 
 // ---- HTTP ----------------------------------------------------------------------------
 
+/** Where `HttpFiles` sends its requests: the server, the token and the session. */
 export interface HttpFilesOptions {
   /** `http(s)://host:port` of the server; a `ws(s)://` URL is accepted and converted. */
   readonly baseUrl: string;
@@ -88,6 +89,7 @@ export interface HttpFilesOptions {
   readonly sessionId: string;
 }
 
+/** A session's files over HTTP: streamed upload and download, plus metadata, list, remove, copy, mkdir. */
 export class HttpFiles {
   readonly #base: string;
   readonly #token: string | undefined;

@@ -30,6 +30,7 @@ export function wsUrlOf(url: string): string {
   return `${u.protocol === 'https:' ? 'wss:' : 'ws:'}//${u.host}/`;
 }
 
+/** The REST half of the SDK (`client.http`): sessions, snapshots, tokens and the tool facade. */
 export class HttpApi {
   readonly baseUrl: string;
   readonly #token: string | undefined;

@@ -28,6 +28,7 @@ export type ProcessEvent =
   | ProcessNotification
   | { readonly method: 'process/output'; readonly params: BinaryOutputParams };
 
+/** One chunk of a process's output, as bytes and as text decoded across chunk boundaries. */
 export interface OutputChunk {
   readonly stream: StreamName;
   readonly seq: number;
@@ -61,6 +62,7 @@ interface ExitInfo {
   sandboxDenied: boolean;
 }
 
+/** A running or ended command: its output in `seq` order, `wait()`, stdin, resize and signals. */
 export class ExecHandle {
   readonly processId: ProcessId;
   readonly argv: readonly string[];

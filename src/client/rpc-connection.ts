@@ -53,6 +53,7 @@ export type Notification =
 
 export type ServerRequestHandler = (method: string, params: Record<string, unknown>) => Promise<unknown> | unknown;
 
+/** Options of one `RpcConnection`: auth, how server requests are answered, message bounds. */
 export interface RpcConnectionOptions {
   readonly token?: string | undefined;
   /** Default handler answers every server request with an error (no approvals given). */
@@ -105,6 +106,7 @@ export function outputNotification(data: Buffer): Record<string, unknown> | unde
   return head as Record<string, unknown>;
 }
 
+/** One WebSocket JSON-RPC connection: request ids, notifications, answers to server requests. */
 export class RpcConnection {
   readonly socket: WebSocket;
   readonly #pending = new Map<number, Waiter>();

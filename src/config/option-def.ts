@@ -2,6 +2,7 @@
 
 export type Kind = 'string' | 'int' | 'bool' | 'enum';
 
+/** One option of the table: its flag, variable, kind, default, description and bounds. */
 export interface OptionDef {
   readonly flag: string;
   readonly env: string;

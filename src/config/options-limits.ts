@@ -4,6 +4,7 @@
  */
 import type { OptionDef } from './option-def.ts';
 
+/** Quotas, retention, timeouts and the bounds of messages and files (one part of the option table). */
 export const LIMIT_OPTIONS = {
   maxSessions: {
     flag: 'max-sessions',

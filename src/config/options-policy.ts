@@ -11,6 +11,7 @@ function defaultSessionCpus(): number {
   return Math.max(1, Math.floor(availableParallelism() / 2));
 }
 
+/** Sandbox and approval defaults, and the resources a session gets and may ask for (one part of the option table). */
 export const POLICY_OPTIONS = {
   sandbox: {
     flag: 'sandbox',

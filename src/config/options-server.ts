@@ -34,6 +34,7 @@ function defaultWorkspaceRoot(): string {
   return canMake(state) ? state : join(tmpdir(), `exec-server-${process.getuid?.() ?? 'user'}`, 'workspaces');
 }
 
+/** Listening, authentication, the backend and its engine or workspaces, logging (one part of the option table). */
 export const SERVER_OPTIONS = {
   listen: {
     flag: 'listen',

@@ -13,6 +13,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { execError, httpErrorBody } from '../errors.ts';
 import { originOf } from '../transport/origin.ts';
 
+/** Where the console is served; its files' answers and CSP are scoped to it. */
 export const CONSOLE_PREFIX = '/console';
 
 /** Where `web/build.mjs` writes the bundle. */

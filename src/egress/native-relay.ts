@@ -81,6 +81,7 @@ export interface RelayExit {
   readonly open: number;
 }
 
+/** One connection handed to the session's relay process: its end with the bytes moved, and a way to end it. */
 export interface NativeRelay {
   /** Resolves when the relay ended, with the bytes it moved each way (session → destination, back). */
   readonly done: Promise<RelayEnd>;

@@ -62,6 +62,7 @@ export interface EgressRecord {
   readonly bytesIn: number;
 }
 
+/** A session's egress so far, as `session/info` reports it. */
 export interface EgressCounts {
   connections: number;
   refused: number;
@@ -72,6 +73,7 @@ export interface EgressCounts {
   tookSocket: number;
 }
 
+/** What a session's egress proxy decides and bounds by: its allow-list and its limits. */
 export interface EgressProxyOptions {
   readonly allow: readonly AllowEntry[];
   /** Connections relayed at once; further ones are answered 429. */

@@ -32,6 +32,7 @@ export function egressEnvironment(port: number): Record<string, string> {
   return env;
 }
 
+/** What a session's egress is made from: its allow-list, and where its connections are counted and recorded. */
 export interface SessionEgressInit {
   readonly allow: readonly string[];
   readonly entries: readonly AllowEntry[];
@@ -89,6 +90,7 @@ export function withEgressEnvironment(
   return egress === undefined ? { ...env } : { ...egress.environment, ...env };
 }
 
+/** A session's egress (`Session.egress`): its proxy, the environment pointing at it, its counts. */
 export class SessionEgress {
   readonly port: number;
   readonly allow: readonly string[];

@@ -63,6 +63,7 @@ async function readSome(stream: NodeJS.ReadableStream, max: number): Promise<Buf
   return Buffer.concat(parts).subarray(0, max);
 }
 
+/** MCP `read_file`: a file of the session, text as it is, other bytes as base64. */
 export const readFileTool = defineTool({
   name: 'read_file',
   title: 'Read a file',
@@ -105,6 +106,7 @@ function decodeContent(content: string): Buffer {
   return decodeBase64(compact, 'content');
 }
 
+/** MCP `write_file`: creates or replaces a file of the session. */
 export const writeFileTool = defineTool({
   name: 'write_file',
   title: 'Write a file',
@@ -129,6 +131,7 @@ export const writeFileTool = defineTool({
   },
 });
 
+/** MCP `list_dir`: a directory of the session, its workspace by default. */
 export const listDirTool = defineTool({
   name: 'list_dir',
   title: 'List a directory',

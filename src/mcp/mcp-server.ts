@@ -25,6 +25,7 @@ const INSTRUCTIONS = [
   'A result asking for approval names an approval_id: ask the user, then call decide_approval.',
 ].join(' ');
 
+/** The MCP server of one MCP connection: its tools on the session it binds. */
 export function createMcpServer(ctx: Omit<ToolContext, 'clientName'>): Server {
   const server = new Server(
     { name: 'exec-server', version: VERSION },

@@ -11,10 +11,12 @@ import type { ApprovalPolicy } from '../policy/sandbox-policy.ts';
 import { approvalRequiredBody, type RunOutcome } from '../tools/approval-queue.ts';
 import type { ExecToolResult } from '../protocol/index.ts';
 
+/** A tool result a model reads as text, with its JSON as `structuredContent` when given. */
 export function textResult(text: string, structured?: Record<string, unknown>): CallToolResult {
   return { content: [{ type: 'text', text }], ...(structured ? { structuredContent: structured } : {}) };
 }
 
+/** A failed tool call as a tool error naming its `EXEC_ERR_*` code (a model never sees protocol errors). */
 export function errorResult(tool: string, err: unknown): CallToolResult {
   const e = toExecError(err);
   return {

@@ -19,6 +19,7 @@ import {
 
 /** Largest `read_file` answer (bytes): a model's context is the real limit. */
 export const MAX_READ_BYTES = 1024 * 1024;
+/** `read_file`'s `max_bytes` when a call gives none. */
 export const DEFAULT_READ_BYTES = 256 * 1024;
 /** Largest `write_file` content (characters of text or base64). */
 export const MAX_WRITE_CHARS = 16 * 1024 * 1024;
@@ -48,9 +49,12 @@ const FilePath = Type.String({
   description: 'Path inside the session: absolute, a file:// URI, or relative to the session workspace',
 });
 
+/** `exec_command`: the HTTP facade's body plus `session`. */
 export const ExecCommandArgsSchema = withSession(ExecCommandBodySchema.properties);
+/** `write_stdin`: the HTTP facade's body plus `session`. */
 export const WriteStdinArgsSchema = withSession(WriteStdinBodySchema.properties);
 
+/** `read_file`: a path, where to start and how much. */
 export const ReadFileArgsSchema = withSession({
   path: FilePath,
   offset: Type.Optional(
@@ -65,6 +69,7 @@ export const ReadFileArgsSchema = withSession({
   ),
 });
 
+/** `write_file`: a path and its new content, text or base64. */
 export const WriteFileArgsSchema = withSession({
   path: FilePath,
   content: Type.String({
@@ -79,10 +84,12 @@ export const WriteFileArgsSchema = withSession({
   create_parents: Type.Optional(Type.Boolean({ description: 'Create missing parent directories (default true)' })),
 });
 
+/** `list_dir`: the directory to list. */
 export const ListDirArgsSchema = withSession({
   path: Type.Optional({ ...FilePath, description: 'Directory to list (default: the session workspace)' }),
 });
 
+/** `create_session`: the session spec, plus whether to bind it and how many to make. */
 export const CreateSessionArgsSchema = Type.Object(
   {
     ...SessionSpecSchema.properties,
@@ -99,14 +106,17 @@ export const CreateSessionArgsSchema = Type.Object(
   { additionalProperties: false },
 );
 
+/** `list_sessions` takes no arguments. */
 export const ListSessionsArgsSchema = Type.Object({}, { additionalProperties: false });
 
 // The bounds are the HTTP routes' own (snapshot name, port, signed URL validity); only the
 // descriptions speak to a model.
+/** `snapshot_session`: an optional snapshot name. */
 export const SnapshotSessionArgsSchema = withSession({
   name: Type.Optional({ ...SnapshotNameSchema, description: 'Snapshot name (letters, digits, _ . -)' }),
 });
 
+/** `fork_session`: how many forks, with or without the running processes. */
 export const ForkSessionArgsSchema = withSession({
   count: Type.Optional({ ...ForkBodySchema.properties.count, description: 'How many forks (default 1, at most 16)' }),
   memory: Type.Optional({
@@ -115,6 +125,7 @@ export const ForkSessionArgsSchema = withSession({
   }),
 });
 
+/** `expose_port`: the port and how long its signed URL lasts. */
 export const ExposePortArgsSchema = withSession({
   port: {
     ...PortBodySchema.properties.port,
@@ -126,6 +137,7 @@ export const ExposePortArgsSchema = withSession({
   }),
 });
 
+/** `decide_approval`: the approval an `approval_required` result named, and the decision. */
 export const DecideApprovalArgsSchema = withSession({
   approval_id: Type.String({
     minLength: 1,

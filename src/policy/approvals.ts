@@ -12,6 +12,7 @@ export type { ApprovalDecision, ApprovalPurpose, ApprovalRequest } from '../prot
  */
 export type ApprovalRequester = (request: ApprovalRequest) => Promise<ApprovalOutcome>;
 
+/** Whether a decision lets the command run (once or for the session). */
 export function isApproval(decision: ApprovalDecision): boolean {
   return decision === 'approved' || decision === 'approved-for-session';
 }

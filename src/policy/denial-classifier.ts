@@ -15,6 +15,7 @@ const KEYWORDS = [
 ] as const;
 const SIGSYS = 31;
 
+/** What the classifier sees of a sandboxed attempt that ended in its early-exit window. */
 export interface AttemptOutcome {
   readonly sandboxType: SandboxType;
   /** Wire exit code (128+N for a signal). */
@@ -23,6 +24,10 @@ export interface AttemptOutcome {
   readonly output: string;
 }
 
+/**
+ * Whether an early failure looks like the sandbox's doing, judged as Codex judges it: such an
+ * attempt may be retried or reported.
+ */
 export function isLikelySandboxDenied(outcome: AttemptOutcome): boolean {
   if (outcome.sandboxType === 'none' || outcome.exitCode === 0) return false;
   const text = outcome.output.toLowerCase();

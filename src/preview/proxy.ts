@@ -32,6 +32,7 @@ const HOP_BY_HOP = new Set([
   'upgrade',
 ]);
 
+/** Where a preview request goes: a connection to the session's port, the path and the headers to send. */
 export interface ProxyTarget {
   /** A new connection to the port. */
   open(): Promise<Duplex>;

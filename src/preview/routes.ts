@@ -127,6 +127,7 @@ interface PreviewContext extends PreviewAuthContext {
   readonly app: FastifyInstance;
 }
 
+/** Registers the preview routes: exposing and listing ports, and the proxy into them. */
 export async function registerPreviewRoutes(
   app: FastifyInstance,
   opts: { config: Config; signer: PreviewSigner; sessionTokens?: SessionTokenSigner },

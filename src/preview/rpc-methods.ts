@@ -9,6 +9,7 @@ import type { MethodTable } from '../rpc/method-table.ts';
 import { previewAnswer } from './routes.ts';
 import type { PreviewSigner } from './signing.ts';
 
+/** Registers `session/exposePort` and `session/closePort`, the JSON-RPC side of the preview routes. */
 export function registerPreviewMethods(
   table: MethodTable<Connection>,
   opts: { config: Config; signer: PreviewSigner },

@@ -14,6 +14,7 @@ import { asTenantId, type TenantId } from '../ids.ts';
 /** `EXPIRY.TENANT[.TOKENID].MAC`: a session token's id is `tok_` and 20 base64url characters. */
 const SIGNED = /^(\d{1,12})\.([A-Za-z0-9_-]{1,128})\.(?:(tok_[A-Za-z0-9_-]{20})\.)?([A-Za-z0-9_-]{43})$/;
 
+/** Signs and checks the preview paths that open a port without a token, until they expire. */
 export class PreviewSigner {
   readonly #key: HmacKey;
 

@@ -7,11 +7,13 @@
 import { StringDecoder } from 'node:string_decoder';
 import type { BackendExit, BackendProcess, StreamName } from '../backends/types.ts';
 
+/** Output an attempt keeps back while it is held, released in order or discarded. */
 export interface HeldChunk {
   readonly stream: StreamName;
   readonly data: Buffer;
 }
 
+/** One backend attempt of a process: its exit, and its output while held in the early-exit window. */
 export class Attempt {
   /** Resolves with the attempt's exit (after its last output, per the ProcessSink contract). */
   readonly exited: Promise<BackendExit>;

@@ -28,6 +28,7 @@ function matchesAny(name: string, patterns: readonly string[]): boolean {
   return patterns.some((p) => globToRegExp(p).test(name));
 }
 
+/** A command's environment from the server's base, the start's `envPolicy` and its `env`, as Codex builds it. */
 export function buildEnvironment(
   base: Readonly<Record<string, string>>,
   policy: EnvPolicy | undefined,

@@ -42,6 +42,7 @@ import { type AuditActor, redactEnv } from '../audit/auditor.ts';
 /** The early-exit window, measured from the moment the attempt runs. */
 export const EARLY_EXIT_WINDOW_MS = 150;
 
+/** What the launcher uses of its session: the backend, the policy, the approvals and where to report. */
 export interface LauncherContext {
   readonly backend: BackendSession;
   readonly policy: SessionPolicy;
@@ -70,6 +71,7 @@ function unsandboxedForbidden(ctx: LauncherContext): boolean {
   );
 }
 
+/** A start as the policy gate judges it: the asked permissions and approval, and the request without its sandbox. */
 export interface GateInput {
   readonly sandboxPermissions: SandboxPermissions;
   /** The caller's reason for `require-escalated` (Codex's `justification`), added to the approval's reason. */

@@ -25,6 +25,7 @@ import { terminalState, type ProcessState, type ServerEnd, type TerminalState } 
 
 const WRITE_ID_MEMORY = 1024;
 
+/** What a process was started as: fixed for its life, whatever attempts it takes. */
 export interface ProcessSpec {
   readonly id: ProcessId;
   readonly argv: readonly string[];
@@ -38,6 +39,7 @@ type Phase =
   | { readonly kind: 'starting' | 'held' | 'running' | 'retrying' }
   | { readonly kind: 'ended'; readonly state: TerminalState };
 
+/** One process as clients see it: the one owner of its state machine, its attempts and its output log. */
 export class ManagedProcess {
   readonly spec: ProcessSpec;
   readonly log: OutputLog;

@@ -17,6 +17,7 @@ import { SlabWriter } from './output-slabs.ts';
  */
 const CHUNK_MAX_BYTES = 16 * 1024;
 
+/** Merges a process's small reads into chunks of at most 16 KiB before they enter its log. */
 export class OutputCoalescer {
   readonly #log: OutputLog;
   /** Called with each chunk's size just before it is appended (the append notifies clients). */

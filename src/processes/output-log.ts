@@ -16,6 +16,7 @@ export type LogEvent =
 type Unsequenced<E> = E extends unknown ? Omit<E, 'seq'> : never;
 export type NewLogEvent = Unsequenced<LogEvent>;
 
+/** What a read of the log gives: output after the asked seq, where to go on, and what was dropped. */
 export interface ReadResult {
   readonly chunks: ReadonlyArray<Extract<LogEvent, { kind: 'output' }>>;
   readonly nextSeq: number;
@@ -23,6 +24,7 @@ export interface ReadResult {
   readonly droppedBytes: number;
 }
 
+/** A process's events numbered by seq, with its output retained up to a byte budget (oldest dropped first). */
 export class OutputLog {
   readonly #budget: number;
   readonly #chunks: Array<Extract<LogEvent, { kind: 'output' }>> = [];

@@ -33,6 +33,7 @@ export function terminalState(exit: BackendExit, serverEnd: ServerEnd | undefine
   return { status: 'exited', exitCode: exit.code };
 }
 
+/** Whether the process has ended (any state but `starting` and `running`). */
 export function isTerminal(state: ProcessState): state is TerminalState {
   return state.status !== 'starting' && state.status !== 'running';
 }

@@ -19,6 +19,7 @@ import { decodeRecoveryTag, encodeRecoveryTag } from './recovery.ts';
 import type { BackendProcess, ProcessSink, RecoveredProcess } from '../backends/types.ts';
 const DEFAULT_SIZE: TerminalSize = { cols: 80, rows: 24 };
 
+/** A session's bounds on its processes: how many, how much output each retains, how long ended ones stay. */
 export interface ProcessLimits {
   readonly maxProcesses: number;
   readonly retentionBytes: number;
@@ -44,6 +45,7 @@ export interface StartRequest {
   readonly narrowing?: SandboxNarrowing | undefined;
 }
 
+/** A `process/read`: after which seq, how much, and how long to wait for output. */
 export interface ReadRequest {
   readonly afterSeq: number;
   readonly maxBytes: number;
@@ -51,6 +53,7 @@ export interface ReadRequest {
   readonly signal?: AbortSignal | undefined;
 }
 
+/** A session's processes: starts them through the launcher, reads, signals, prunes, and tells listeners. */
 export class ProcessTable {
   readonly #procs = new Map<ProcessId, ManagedProcess>();
   readonly #ctx: LauncherContext;

@@ -22,6 +22,7 @@ export interface RecoveryTag extends Pick<ProcessSpec, 'argv' | 'cwd' | 'mode'> 
   readonly sandboxed: boolean;
 }
 
+/** The tag stored with an attempt so that a restarted server can rebuild its process. */
 export function encodeRecoveryTag(tag: RecoveryTag): string {
   return JSON.stringify({ v: TAG_VERSION, ...tag });
 }

@@ -10,7 +10,9 @@
  */
 import type { StreamName } from './common.ts';
 
+/** The first byte of a binary frame: the one kind there is, process output. */
 export const BINARY_OUTPUT_KIND = 1;
+/** Bytes before the process id: kind, stream, id length and seq. */
 export const BINARY_OUTPUT_HEADER_BYTES = 12;
 const STREAMS: readonly StreamName[] = ['stdout', 'stderr', 'pty'];
 

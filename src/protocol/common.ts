@@ -127,6 +127,7 @@ export function isImageRef(ref: string): boolean {
   return ref.length <= 512 && IMAGE_REF.test(ref);
 }
 
+/** An image reference or id as the engine takes it (IMAGE_REF_PATTERN), checked before the engine sees it. */
 export const ImageRefSchema = Type.String({ minLength: 1, maxLength: 512, pattern: IMAGE_REF_PATTERN });
 
 export const ProcessIdSchema = Type.String({ minLength: 1, maxLength: 256 });

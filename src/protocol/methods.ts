@@ -50,6 +50,7 @@ export const InitializeParams = Params({
   /** Our extension: `process/output` as binary frames (binary-output.ts). */
   binaryOutput: Opt(Type.Boolean()),
 });
+/** `initialize`'s answer: the session now attached, the extensions this server has, its environment. */
 export const InitializeResult = Type.Object({
   sessionId: Type.String(),
   /** Our extensions (`processResize`, `approvals`, `snapshots`...). */

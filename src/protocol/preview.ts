@@ -5,6 +5,7 @@
 import { Type, type Static } from 'typebox';
 import { Params } from './common.ts';
 
+/** `POST /v1/sessions/:id/ports`: the port to expose and how long its signed path is valid. */
 export const PortBodySchema = Type.Object(
   {
     port: Type.Integer({ minimum: 1, maximum: 65535, description: 'TCP port inside the session' }),
@@ -18,10 +19,12 @@ export const PortBodySchema = Type.Object(
   },
   { additionalProperties: false },
 );
+/** The path params of `DELETE /v1/sessions/:id/ports/:port`. */
 export const PortParamsSchema = Type.Object({
   id: Type.String({ minLength: 1, maxLength: 128 }),
   port: Type.Integer({ minimum: 1, maximum: 65535 }),
 });
+/** An exposed port: where to reach it with a token, and a signed path that needs none until `expiresAt`. */
 export const PreviewSchema = Type.Object({
   port: Type.Integer(),
   exposedAt: Type.String(),
@@ -32,9 +35,12 @@ export const PreviewSchema = Type.Object({
 });
 export type PreviewAnswer = Static<typeof PreviewSchema>;
 
+/** `session/exposePort`: the same as the HTTP body, over JSON-RPC. */
 export const ExposePortParams = Params({
   port: Type.Integer({ minimum: 1, maximum: 65535 }),
   ttlSeconds: Type.Optional(Type.Integer({ minimum: 10, maximum: 7 * 86_400 })),
 });
+/** `session/closePort`: the port to close. */
 export const ClosePortParams = Params({ port: Type.Integer({ minimum: 1, maximum: 65535 }) });
+/** `session/closePort`'s answer; false for a port that was not exposed. */
 export const ClosePortResult = Type.Object({ closed: Type.Boolean() });

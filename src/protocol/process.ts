@@ -25,6 +25,7 @@ const Size = Type.Object({
   rows: Type.Integer({ minimum: 1, maximum: 1000 }),
 });
 
+/** `process/start`: Codex's fields plus the marked extensions (docs/protocol.md, "Processes"). */
 export const ProcessStartParams = Params({
   processId: ProcessIdSchema,
   argv: Type.Array(ExecStringSchema(131072), { maxItems: 4096 }),
@@ -61,6 +62,7 @@ export const ProcessStartResult = Type.Object({
   sandbox: Type.String(),
 });
 
+/** `process/read`: output after `afterSeq`, waiting up to `waitMs` for some (a long poll). */
 export const ProcessReadParams = Params({
   processId: ProcessIdSchema,
   afterSeq: Opt(Type.Integer({ minimum: 0 })),
@@ -71,8 +73,10 @@ export const ProcessReadParams = Params({
 /** How a process ended, as every answer and notification names it. */
 export const TerminalStatusSchema = OneOf(['exited', 'signaled', 'timed-out', 'terminated', 'lost']);
 
+/** One chunk of retained output, numbered by its `seq` (`chunk` is base64). */
 export const OutputChunkSchema = Type.Object({ seq: Type.Integer(), stream: StreamNameSchema, chunk: Type.String() });
 
+/** `process/read`'s answer: the chunks, where to read on, and how the process ended if it did. */
 export const ProcessReadResult = Type.Object({
   chunks: Type.Array(OutputChunkSchema),
   nextSeq: Type.Integer(),
@@ -88,27 +92,35 @@ export const ProcessReadResult = Type.Object({
 });
 export type ProcessReadResult = Static<typeof ProcessReadResult>;
 
+/** `process/write`: stdin bytes, base64; a repeated `writeId` is accepted without writing again. */
 export const ProcessWriteParams = Params({
   processId: ProcessIdSchema,
   chunk: Base64Schema,
   writeId: Opt(Type.String({ maxLength: 256 })),
 });
+/** What became of a `process/write` (not an error: the client decides what a closed stdin means). */
 export const WriteStatusSchema = OneOf(['accepted', 'unknownProcess', 'stdinClosed', 'starting']);
 export type WriteStatus = Static<typeof WriteStatusSchema>;
+/** `process/write`'s answer. */
 export const ProcessWriteResult = Type.Object({ status: WriteStatusSchema });
 
+/** `process/signal`: a signal by name (`interrupt` is Codex's Ctrl-C). */
 export const ProcessSignalParams = Params({
   processId: ProcessIdSchema,
   signal: Type.Union([Type.Literal('interrupt'), ...literals(SIGNAL_NAMES)]),
 });
+/** Params of the calls that name only a process (`process/terminate`, `process/closeStdin`). */
 export const ProcessIdParams = Params({ processId: ProcessIdSchema });
+/** `process/terminate`'s answer: false for a process unknown or already ended. */
 export const ProcessTerminateResult = Type.Object({ running: Type.Boolean() });
+/** `process/resize`: a PTY process's new terminal size. */
 export const ProcessResizeParams = Params({
   processId: ProcessIdSchema,
   cols: Type.Integer({ minimum: 1, maximum: 1000 }),
   rows: Type.Integer({ minimum: 1, maximum: 1000 }),
 });
 
+/** One process as `process/list` (and the console) shows it. */
 export const ProcessSummarySchema = Type.Object({
   processId: Type.String(),
   argv: Type.Array(Type.String()),
@@ -123,16 +135,19 @@ export const ProcessSummarySchema = Type.Object({
   sandboxDenied: Type.Boolean(),
 });
 export type ProcessSummary = Static<typeof ProcessSummarySchema>;
+/** `process/list`'s answer: the session's processes, running and ended. */
 export const ProcessListResult = Type.Object({ processes: Type.Array(ProcessSummarySchema) });
 
 // ---- notifications (server to client) ----
 
+/** `process/output`: output as it comes, in `seq` order (base64, or a binary frame if asked for). */
 export const ProcessOutputNotification = Type.Object({
   processId: Type.String(),
   seq: Type.Integer(),
   stream: StreamNameSchema,
   chunk: Type.String(),
 });
+/** `process/exited`: how the process ended; `process/closed` follows once its output is done. */
 export const ProcessExitedNotification = Type.Object({
   processId: Type.String(),
   seq: Type.Integer(),
@@ -141,7 +156,9 @@ export const ProcessExitedNotification = Type.Object({
   signal: Type.Optional(Type.String()),
   sandboxDenied: Type.Boolean(),
 });
+/** `process/closed`: always last; both streams ended and the exit is known. */
 export const ProcessClosedNotification = Type.Object({ processId: Type.String(), seq: Type.Integer() });
+/** `process/escalated`: a denied sandboxed attempt is run again without the sandbox. */
 export const ProcessEscalatedNotification = Type.Object({
   processId: Type.String(),
   seq: Type.Integer(),

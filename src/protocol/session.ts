@@ -15,6 +15,7 @@ import {
   PathSchema,
 } from './common.ts';
 
+/** A session's sandbox policy, Codex's three kinds: what its commands may write and reach. */
 export const SandboxPolicySchema = Type.Union([
   Type.Object(
     {
@@ -33,6 +34,7 @@ export const SandboxPolicySchema = Type.Union([
 ]);
 export type SandboxPolicy = Static<typeof SandboxPolicySchema>;
 
+/** When a command needs a person's approval: Codex's approval policies. */
 export const ApprovalPolicySchema = Type.Union([
   ...literals(['untrusted', 'on-failure', 'on-request', 'never']),
   Type.Object(
@@ -70,6 +72,7 @@ export const EgressInfoSchema = Type.Object({
 });
 export type EgressInfo = Static<typeof EgressInfoSchema>;
 
+/** The spec a session is created with (`initialize.session`, `POST /v1/sessions`); everything optional. */
 export const SessionSpecSchema = Type.Object(
   {
     image: Type.Optional(ImageRefSchema),
@@ -118,6 +121,7 @@ export const SessionSpecSchema = Type.Object(
 );
 export type SessionSpec = Static<typeof SessionSpecSchema>;
 
+/** A session's resource use now, against its limits (`session/info`, `?usage=true`). */
 export const ResourceUsageSchema = Type.Object(
   {
     cpuPercent: Type.Union([Type.Number(), Type.Null()], {
@@ -149,6 +153,7 @@ export const HibernationAnswerSchema = Type.Object({
 });
 export type HibernationAnswer = Static<typeof HibernationAnswerSchema>;
 
+/** What `session/info` and the REST API report of a session; open to fields a backend adds. */
 export const SessionInfoSchema = Type.Object(
   {
     sessionId: Type.String(),
@@ -209,6 +214,7 @@ export type SessionInfo = Static<typeof SessionInfoSchema>;
 /** `?usage=true` adds each session's resource use to the list (one backend stats call per session). */
 export const SessionListQuerySchema = Type.Object({ usage: Type.Optional(Type.Boolean()) });
 
+/** `GET /v1/sessions`'s answer, and a batch create's. */
 export const SessionListSchema = Type.Object({ sessions: Type.Array(SessionInfoSchema) });
 
 /** Sessions one `POST /v1/sessions?count=N` makes at most. */
@@ -225,7 +231,9 @@ export const SessionCreateQuerySchema = Type.Object({
 /** `POST /v1/sessions` answers one session, or `{sessions}` when `count` was given. */
 export const SessionCreateResultSchema = Type.Union([SessionInfoSchema, SessionListSchema]);
 
+/** A name a client gives a snapshot (image-tag safe). */
 export const SnapshotNameSchema = Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_.-]+$' });
+/** `POST /v1/sessions/:id/snapshots`: an optional name, and whether to keep the memory too. */
 export const SnapshotBodySchema = Type.Object(
   {
     name: Type.Optional(SnapshotNameSchema),
@@ -242,6 +250,7 @@ export const SnapshotBodySchema = Type.Object(
 /** Most sessions one fork makes. */
 export const MAX_FORK_COUNT = 16;
 
+/** `POST /v1/sessions/:id/fork` and `session/fork`: how many sessions, with or without the memory. */
 export const ForkBodySchema = Type.Object(
   {
     count: Type.Optional(
@@ -258,6 +267,7 @@ export const ForkBodySchema = Type.Object(
   { additionalProperties: false },
 );
 
+/** A snapshot as it is listed and answered (docs/snapshots.md). */
 export const SnapshotInfoSchema = Type.Object({
   snapshotId: Type.String(),
   name: Type.Optional(Type.String()),
@@ -270,6 +280,7 @@ export const SnapshotInfoSchema = Type.Object({
 });
 export type SnapshotInfo = Static<typeof SnapshotInfoSchema>;
 
+/** `GET /v1/snapshots`'s and `GET /v1/sessions/:id/snapshots`'s answer. */
 export const SnapshotListSchema = Type.Object({ snapshots: Type.Array(SnapshotInfoSchema) });
 
 export type ForkBody = Static<typeof ForkBodySchema>;
@@ -280,7 +291,9 @@ export const ForkAnswerSchema = Type.Object({
   sessions: Type.Array(SessionInfoSchema),
 });
 export type ForkAnswer = Static<typeof ForkAnswerSchema>;
+/** The `:id` path param of every session route. */
 export const SessionParamsSchema = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) });
+/** The `:id` path param of `DELETE /v1/snapshots/:id`, an image reference. */
 export const SnapshotParamsSchema = Type.Object({ id: ImageRefSchema });
 /** `/v1/sessions/:id/snapshots/:snapshotId`: a snapshot taken of that session. */
 export const SessionSnapshotParamsSchema = Type.Object({
@@ -313,6 +326,7 @@ export function describeImagePull(f: Pick<ImagePull, 'currentBytes' | 'totalByte
   return f.totalBytes > 0 ? `${mb(f.currentBytes)} of ${mb(f.totalBytes)} MB, ${layers}` : layers;
 }
 
+/** `GET /v1/images/pulls`'s answer. */
 export const ImagePullListSchema = Type.Object({ pulls: Type.Array(ImagePullSchema) });
 
 /**
@@ -330,9 +344,11 @@ export type DrainingNotification = Static<typeof DrainingNotificationSchema>;
 
 // ---- approvals (server-to-client `approval/request`, and the HTTP approval queue) ----
 
+/** Why a command asks: before its first attempt, or to run again without the sandbox. */
 export const ApprovalPurposeSchema = OneOf(['initial', 'sandbox-retry']);
 export type ApprovalPurpose = Static<typeof ApprovalPurposeSchema>;
 
+/** A person's answer to an approval (Codex's decisions). */
 export const ApprovalDecisionSchema = OneOf(['approved', 'approved-for-session', 'denied', 'abort']);
 export type ApprovalDecision = Static<typeof ApprovalDecisionSchema>;
 

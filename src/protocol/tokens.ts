@@ -9,6 +9,7 @@ import { Type, type Static } from 'typebox';
 export const TokenAccessSchema = Type.Union([Type.Literal('full'), Type.Literal('read')]);
 export type TokenAccess = Static<typeof TokenAccessSchema>;
 
+/** `POST /v1/sessions/:id/tokens`: how long the token lives and what it may do. */
 export const CreateSessionTokenSchema = Type.Object(
   {
     /** Validity in seconds; default 3600, at most `--session-token-max-ttl-seconds`. */
@@ -19,6 +20,7 @@ export const CreateSessionTokenSchema = Type.Object(
 );
 export type CreateSessionToken = Static<typeof CreateSessionTokenSchema>;
 
+/** A minted session token: the secret once, and the `tokenId` that revokes it. */
 export const SessionTokenSchema = Type.Object({
   /** The bearer token: `Authorization: Bearer <token>` (or the WebSocket subprotocol) on this session only. */
   token: Type.String(),
@@ -29,6 +31,7 @@ export const SessionTokenSchema = Type.Object({
 });
 export type SessionToken = Static<typeof SessionTokenSchema>;
 
+/** The path params of `DELETE /v1/sessions/:id/tokens/:tokenId`. */
 export const SessionTokenParamsSchema = Type.Object({
   id: Type.String({ minLength: 1, maxLength: 128 }),
   tokenId: Type.String({ minLength: 1, maxLength: 64 }),

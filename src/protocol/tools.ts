@@ -6,6 +6,7 @@ import { Type, type Static } from 'typebox';
 import { NO_NUL, OneOf, Opt } from './common.ts';
 import { ApprovalDecisionSchema, ApprovalPurposeSchema } from './session.ts';
 
+/** `POST .../exec_command`: Codex's `exec_command` arguments; fields it adds later pass through. */
 export const ExecCommandBodySchema = Type.Object(
   {
     cmd: Type.String({ ...NO_NUL, minLength: 1, maxLength: 1024 * 1024, description: 'Shell command line' }),
@@ -33,6 +34,7 @@ export const ExecCommandBodySchema = Type.Object(
 );
 export type ExecCommandArgs = Static<typeof ExecCommandBodySchema>;
 
+/** `POST .../write_stdin`: Codex's `write_stdin` arguments; an empty `chars` polls. */
 export const WriteStdinBodySchema = Type.Object(
   {
     session_id: Type.Integer({ description: 'The session_id an exec_command answered with' }),
@@ -46,6 +48,7 @@ export const WriteStdinBodySchema = Type.Object(
 );
 export type WriteStdinArgs = Static<typeof WriteStdinBodySchema>;
 
+/** What `exec_command` and `write_stdin` answer: the output so far, and the exit or the `session_id` to go on with. */
 export const ExecResultSchema = Type.Object({
   chunk_id: Type.String(),
   wall_time_seconds: Type.Number(),
@@ -59,6 +62,7 @@ export const ExecResultSchema = Type.Object({
 });
 export type ExecToolResult = Static<typeof ExecResultSchema>;
 
+/** A command waiting for an HTTP client's approval (`GET .../approvals`). */
 export const ApprovalSchema = Type.Object({
   id: Type.String(),
   purpose: ApprovalPurposeSchema,
@@ -69,8 +73,10 @@ export const ApprovalSchema = Type.Object({
   expiresAt: Type.String(),
 });
 
+/** `GET .../approvals`'s answer. */
 export const ApprovalListSchema = Type.Object({ approvals: Type.Array(ApprovalSchema) });
 
+/** The 202 of `exec_command` or a tool call whose command waits for an approval. */
 export const ApprovalRequiredSchema = Type.Object({
   status: Type.Literal('approval_required'),
   call_id: Type.Optional(Type.String()),
@@ -79,8 +85,10 @@ export const ApprovalRequiredSchema = Type.Object({
 });
 export type ApprovalRequired = Static<typeof ApprovalRequiredSchema>;
 
+/** `POST .../approvals/:approvalId`: the decision on a waiting command. */
 export const DecisionBodySchema = Type.Object({ decision: ApprovalDecisionSchema }, { additionalProperties: false });
 
+/** `POST .../tool-calls`: a model's response item, routed to the tool it names. */
 export const ToolCallItemSchema = Type.Object(
   {
     type: Type.Optional(Type.String()),
@@ -93,6 +101,7 @@ export const ToolCallItemSchema = Type.Object(
 );
 export type ToolCallItem = Static<typeof ToolCallItemSchema>;
 
+/** A tool call's answer, as the item to hand back to the model. */
 export const FunctionCallOutputSchema = Type.Object({
   type: Type.Literal('function_call_output'),
   call_id: Type.String(),
@@ -103,6 +112,7 @@ export const FunctionCallOutputSchema = Type.Object({
 });
 export type FunctionCallOutput = Static<typeof FunctionCallOutputSchema>;
 
+/** The path params of `POST /v1/sessions/:id/approvals/:approvalId`. */
 export const ApprovalParamsSchema = Type.Object({
   id: Type.String({ minLength: 1, maxLength: 128 }),
   approvalId: Type.String({ minLength: 1, maxLength: 128 }),

@@ -34,6 +34,7 @@ export const READ_METHODS: ReadonlySet<string> = new Set([
   'fs/unwatch',
 ]);
 
+/** What a connection takes from the server: sessions, configuration, metrics, logs, and its caller. */
 export interface ConnectionDeps {
   readonly sessions: SessionManager;
   readonly config: Config;
@@ -94,6 +95,7 @@ export function toNotification(proc: ManagedProcess, event: LogEvent): ProcessNo
   }
 }
 
+/** One client's WebSocket JSON-RPC connection: lifecycle gate, attached session, notifications, flow control. */
 export class Connection implements SessionClient {
   readonly deps: ConnectionDeps;
   clientName = 'unknown';

@@ -18,6 +18,7 @@ import {
 import { FramePool } from './frame-pool.ts';
 import type { MethodTable } from './method-table.ts';
 
+/** Where a peer's messages go: the connection's socket, behind what the route puts in between. */
 export interface RpcTransport {
   /**
    * One JSON text message; a Buffer holds its UTF-8 bytes (sent as a text frame all the same).
@@ -42,6 +43,7 @@ interface Pending {
   timer: NodeJS.Timeout;
 }
 
+/** What a peer runs with: the method table, its context, its transport, logs and metrics. */
 export interface RpcPeerOptions<Ctx> {
   readonly table: MethodTable<Ctx>;
   readonly ctx: Ctx;
@@ -63,6 +65,7 @@ function isId(value: unknown): value is Id {
   return typeof value === 'string' || (typeof value === 'number' && Number.isFinite(value));
 }
 
+/** The JSON-RPC side of one connection: Codex's framing rules, calls through the method table, notifications. */
 export class RpcPeer<Ctx> {
   /** Whether replies carry `"jsonrpc":"2.0"` (only when the client's initialize did). */
   tagReplies = false;

@@ -4,6 +4,7 @@
  */
 import { execError, toExecError } from '../errors.ts';
 
+/** How a batch makes and removes one session; the batch makes all or none. */
 export interface BatchSteps<S> {
   /** Makes one session (with the server's per-session checks). */
   readonly create: () => Promise<S>;

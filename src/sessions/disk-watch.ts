@@ -43,6 +43,7 @@ export class MeasureSlots {
   }
 }
 
+/** What a session's disk watch shares with the server: its interval, the measurement slots, logs and metrics. */
 export interface DiskWatchDeps {
   /** Between two measurements. */
   readonly intervalMs: number;
@@ -70,6 +71,7 @@ function mib(bytes: number): string {
   return `${(bytes / MIB).toFixed(1)} MiB`;
 }
 
+/** One session's disk watch: measures its use and stops the session past its limit. */
 export class DiskWatch {
   readonly #session: Watched;
   readonly #deps: DiskWatchDeps;

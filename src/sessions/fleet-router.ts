@@ -21,6 +21,7 @@ const ORPHAN_SCAN_MS = 30_000;
 const CLAIM_LOOKS = 20;
 const CLAIM_LOOK_MS = 100;
 
+/** What the router asks of the session manager: the sessions here, adoption, and whether it is closing. */
 export interface FleetRouterDeps {
   /** Undefined without a fleet: a session is here or nowhere. */
   readonly fleet: FleetBackend | undefined;
@@ -32,6 +33,10 @@ export interface FleetRouterDeps {
   closing(): boolean;
 }
 
+/**
+ * Where a request for a session goes in a fleet: here, its live owner, or a take-over
+ * (docs/architecture.md, "Fleet").
+ */
 export class FleetRouter {
   readonly #deps: FleetRouterDeps;
   /** Take-overs in flight: two requests for one orphan take it over once. */

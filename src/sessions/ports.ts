@@ -11,6 +11,7 @@ import { execError } from '../errors.ts';
 import { resolveSandbox, sessionWorkspaces, type SessionPolicy } from '../policy/sandbox-policy.ts';
 import type { ExposedPort } from '../protocol/index.ts';
 
+/** A session's bounds on its preview ports and their connections. */
 export interface PortLimits {
   /** Ports one session exposes at most. */
   readonly maxPorts: number;
@@ -29,6 +30,7 @@ export interface PortsHost {
   persistRecord(): Promise<void>;
 }
 
+/** A session's exposed preview ports (`Session.ports`): kept with its record, connected through its backend. */
 export class SessionPorts {
   readonly #host: PortsHost;
   readonly #limits: PortLimits;

@@ -10,11 +10,13 @@ import type { SnapshotInfo } from '../backends/types.ts';
 import type { ResolvedSessionSpec } from './session-spec.ts';
 import type { Session } from './session.ts';
 
+/** A fork's outcome: the snapshot the forks were made from, and the new sessions. */
 export interface ForkResult {
   readonly snapshot: SnapshotInfo;
   readonly sessions: Session[];
 }
 
+/** Forks `source`: one snapshot, then `count` sessions from it; a failure removes those already made. */
 export async function forkSession(
   source: Session,
   o: { readonly count: number; readonly memory: boolean; readonly name: string | undefined },

@@ -8,6 +8,7 @@ import { execError } from '../errors.ts';
 import type { TenantId } from '../ids.ts';
 import type { Metrics } from '../metrics.ts';
 
+/** What the limits are checked against: this server's sessions and the tenant's. */
 export interface LimitState {
   /** Sessions listed on this server, and those being made (reserved). */
   readonly size: number;

@@ -29,6 +29,7 @@ const REAP_INTERVAL_MS = 5_000;
 /** Disk measurements (a `du`, an engine walk of a layer) in flight at once across all sessions. */
 const DISK_MEASUREMENTS = 4;
 
+/** Who creates a session and how its image pull is reported. */
 export interface CreateOptions {
   readonly tenant: TenantId;
   /** Who opens it: `codex…` clients get denial reports by default (`--denial-handling auto`). */
@@ -39,6 +40,7 @@ export interface CreateOptions {
 
 export type { SessionRoute } from './fleet-router.ts';
 
+/** The server's sessions: create, find and route, quotas, reaping, recovery and removal. */
 export class SessionManager {
   readonly #sessions = new Map<SessionId, Session>();
   readonly #backend: Backend;

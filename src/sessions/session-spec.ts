@@ -46,6 +46,7 @@ function capped(name: string, value: number | undefined, dflt: number, max: numb
   return value;
 }
 
+/** A client's spec with the server's defaults and maxima applied: what the session is made with. */
 export function resolveSessionSpec(
   spec: SessionSpec,
   config: Config,

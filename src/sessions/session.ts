@@ -71,6 +71,7 @@ export interface SessionDeps {
  */
 export const NOTE_ACTIVITY_MS = 5_000;
 
+/** One session: composes its backend session, processes, files, unified exec, ports, egress and tokens. */
 export class Session implements FilesSession {
   readonly id: SessionId;
   readonly tenant: TenantId;

@@ -20,6 +20,7 @@ export interface TokenScope {
   readonly expiresAt: number;
 }
 
+/** Who is calling: a tenant, and the scope of the session token it used, if any. */
 export interface Principal {
   readonly tenant: TenantId;
   /** For the audit log: `tenant:NAME` or `session-token:ID`; never a token. */

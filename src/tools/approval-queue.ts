@@ -14,6 +14,7 @@ import type { ApprovalDecision, ApprovalRequest } from '../policy/approvals.ts';
 import type { ErrorStatus } from '../errors.ts';
 import type { ApprovalRequired, ErrorBody, ExecToolResult, FunctionCallOutput } from '../protocol/index.ts';
 
+/** A tool-facade command waiting for an HTTP client's decision. */
 export interface PendingApproval {
   readonly id: string;
   readonly request: ApprovalRequest;
@@ -224,6 +225,7 @@ export function approvalRequiredBody(approval: PendingApproval, callId: string |
   };
 }
 
+/** The HTTP answer of a tool run: its reply, or a 202 naming the approval it waits for. */
 export function outcomeReply<B extends ToolBody>(outcome: RunOutcome<B>, callId: string | undefined): ToolReply<B> {
   if (outcome.kind === 'reply') return outcome.reply;
   return { statusCode: 202, body: approvalRequiredBody(outcome.approval, callId) };

@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import type { ExecToolResult } from '../protocol/index.ts';
 import { approxTokenCount, formattedTruncateText } from './truncation.ts';
 
+/** Codex's default output budget of one tool answer, in approximate tokens. */
 export const DEFAULT_MAX_OUTPUT_TOKENS = 10_000;
 
 /** `generate_chunk_id`: 6 random hex characters. */
@@ -13,6 +14,7 @@ export function chunkId(): string {
   return randomBytes(3).toString('hex');
 }
 
+/** What a tool answer is built from: the raw output, how long it took and how the command stands. */
 export interface ResultInput {
   readonly wallTimeMs: number;
   readonly exitCode?: number | undefined;
@@ -23,6 +25,7 @@ export interface ResultInput {
   readonly warning?: string | undefined;
 }
 
+/** A tool answer as Codex builds it: the output truncated to its budget, and the text block the model reads. */
 export function buildResult(input: ResultInput): ExecToolResult {
   const id = chunkId();
   const wall = input.wallTimeMs / 1000;

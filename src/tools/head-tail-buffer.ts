@@ -1,11 +1,12 @@
 /**
- * Codex's unified-exec output buffer (`head_tail_buffer.rs`): bounded (default 1 MiB), split
+ * Codex's unified-exec output buffer (docs/protocol.md, "Tool facade"): bounded (default 1 MiB), split
  * 50/50 between the first bytes (head, filled first) and the newest bytes (tail); the bytes
  * dropped in between are counted and reported by a marker when drained.
  */
 
 export const UNIFIED_EXEC_OUTPUT_MAX_BYTES = 1024 * 1024;
 
+/** Bounded output between two calls: the first bytes and the newest, with a count of what was dropped between. */
 export class HeadTailBuffer {
   readonly #headMax: number;
   readonly #tailMax: number;

@@ -36,6 +36,7 @@ export type RouteDecision =
   | { readonly kind: 'reply'; readonly reply: Reply }
   | { readonly kind: 'run'; readonly run: ToolRun<FunctionCallOutput> };
 
+/** A 200 with the `function_call_output` item to hand back to the model. */
 export function functionCallOutput(callId: string, output: string, extra: Partial<FunctionCallOutput> = {}): Reply {
   return { statusCode: 200, body: { type: 'function_call_output', call_id: callId, output, ...extra } };
 }
@@ -69,6 +70,7 @@ function completed(callId: string, result: ExecToolResult): Reply {
   return functionCallOutput(callId, result.text, { status: 'completed', result });
 }
 
+/** What to do with a model's response item: ignore it, answer at once, or run the tool it names. */
 export function routeToolCall(item: Record<string, unknown>, unifiedExec: () => UnifiedExec): RouteDecision {
   if (typeof item['type'] !== 'string' || !TOOL_ITEM_TYPES.has(item['type'])) return { kind: 'ignore' };
   const callId = item['call_id'];

@@ -1,6 +1,6 @@
 /**
- * Codex's model-facing truncation (`codex-rs/utils/string/src/truncate.rs` and
- * `utils/output-truncation`): tokens are approximated as 4 bytes each, and output over the
+ * Codex's model-facing truncation, as the Codex CLI does it (docs/protocol.md, "Tool facade"):
+ * tokens are approximated as 4 bytes each, and output over the
  * budget keeps its beginning and end (split 50/50 on UTF-8 boundaries) with a
  * `…N tokens truncated…` marker in the middle, under a warning header.
  */
@@ -12,6 +12,7 @@ export function approxTokenCount(text: string): number {
   return Math.ceil(Buffer.byteLength(text, 'utf8') / BYTES_PER_TOKEN);
 }
 
+/** The byte budget of `tokens` approximate tokens (the inverse of `approxTokenCount`). */
 export function approxBytesForTokens(tokens: number): number {
   return tokens * BYTES_PER_TOKEN;
 }

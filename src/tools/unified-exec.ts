@@ -1,5 +1,5 @@
 /**
- * Codex's unified exec (`codex-rs/core/src/unified_exec/`) served over HTTP: `exec_command`
+ * Codex's unified exec served over HTTP (docs/protocol.md, "Tool facade"): `exec_command`
  * starts a command in the session and waits up to its yield time; a command still running
  * then is kept under a numeric `session_id` (random 1000..100000, as Codex allocates them)
  * that `write_stdin` writes to and polls. Output between calls accumulates in a 1 MiB
@@ -22,13 +22,21 @@ import { HttpApprovalQueue, type ToolRun } from './approval-queue.ts';
 import { buildResult } from './format.ts';
 import { HeadTailBuffer } from './head-tail-buffer.ts';
 
+/** Shortest wait of any call (Codex's bounds and defaults follow). */
 export const MIN_YIELD_TIME_MS = 250;
+/** Longest wait of `exec_command` and of a `write_stdin` that writes. */
 export const MAX_YIELD_TIME_MS = 30_000;
+/** Shortest wait of a `write_stdin` poll (empty `chars`). */
 export const MIN_EMPTY_YIELD_TIME_MS = 5_000;
+/** Longest wait of a `write_stdin` poll (Codex's background terminal timeout). */
 export const DEFAULT_MAX_BACKGROUND_TERMINAL_TIMEOUT_MS = 300_000;
+/** `exec_command`'s wait when the call names none. */
 export const DEFAULT_EXEC_YIELD_TIME_MS = 10_000;
+/** `write_stdin`'s wait when the call names none. */
 export const DEFAULT_WRITE_STDIN_YIELD_TIME_MS = 250;
+/** Processes kept for `write_stdin` at most; past it one is pruned by Codex's rule. */
 export const MAX_UNIFIED_EXEC_PROCESSES = 64;
+/** From this many kept processes on, answers carry Codex's warning. */
 export const WARNING_UNIFIED_EXEC_PROCESSES = 60;
 /** After the exit, how long to wait for the output to close. */
 const POST_EXIT_CLOSE_WAIT_MS = 50;
@@ -51,6 +59,7 @@ export const UNIFIED_EXEC_ENV: Readonly<Record<string, string>> = {
   CODEX_CI: '1',
 };
 
+/** `v` held to [`lo`, `hi`]. */
 export const clamp = (v: number, lo: number, hi: number): number => Math.min(Math.max(v, lo), hi);
 
 /** `exec_command`: default 10 s, clamped to [250 ms, 30 s]. */
@@ -70,6 +79,7 @@ export function writeStdinYieldMs(
     : Math.min(t, MAX_YIELD_TIME_MS);
 }
 
+/** Codex's warning text once `count` processes are kept (its wording, which models know). */
 export function processLimitWarning(count: number): string {
   return `The maximum number of unified exec processes you can keep open is ${WARNING_UNIFIED_EXEC_PROCESSES} and you currently have ${count} processes open. Reuse older processes or close them to prevent automatic pruning of old processes`;
 }
@@ -139,6 +149,7 @@ class ExecEntry {
   }
 }
 
+/** A session's unified exec (`Session.unifiedExec`): `exec_command`, `write_stdin` and its HTTP approvals. */
 export class UnifiedExec {
   readonly session: ExecHost;
   readonly approvals = new HttpApprovalQueue();

@@ -18,6 +18,7 @@ declare module 'fastify' {
   }
 }
 
+/** How the auth hook identifies callers, what it skips, and where it records. */
 export interface AuthHookOptions extends Identify {
   readonly audit: Auditor;
   /** Routes that need no token, and those that authenticate themselves. */
@@ -63,6 +64,7 @@ async function refuse(
   return reply;
 }
 
+/** Authenticates every request before its route (and a WebSocket before its upgrade), and enters the audit actor. */
 export function registerAuthHooks(app: FastifyInstance, opts: AuthHookOptions): void {
   app.decorateRequest('principal', undefined);
   app.addHook('onRequest', async (request, reply) => {

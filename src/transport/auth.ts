@@ -8,8 +8,10 @@ import { readFileSync } from 'node:fs';
 import { ConfigError, type Config } from '../config.ts';
 import { asTenantId, type TenantId } from '../ids.ts';
 
+/** The tenant of `--token`, and of every caller when no token is configured. */
 export const DEFAULT_TENANT = asTenantId('default');
 
+/** The tenant tokens' check: which tenant a bearer token names. */
 export interface Authenticator {
   /** False when no token is configured (loopback development). */
   readonly enabled: boolean;
@@ -42,6 +44,7 @@ function parseTokenList(text: string, where: string): Array<[string, string]> {
   return pairs;
 }
 
+/** The authenticator of the configured tenant tokens (`--token`, `--tokens`, `--tokens-file`). */
 export function createAuthenticator(config: Config): Authenticator {
   const pairs: Array<[string, string]> = [];
   if (config.token !== undefined) pairs.push([DEFAULT_TENANT, config.token]);

@@ -25,6 +25,7 @@ export const CLIENT_HEADER = 'x-exec-server-client';
 /** How old a stamp may be (a forwarded request is sent at once; clocks of replicas differ a little). */
 const STAMP_MAX_AGE_S = 60;
 
+/** Stamps and checks the client address a forwarding replica vouches for (`x-exec-server-client`). */
 export class ClientStamp {
   readonly #key: HmacKey;
 

@@ -33,6 +33,7 @@ export interface DrainTarget {
 /** How long after the notification the connection is closed: room for the frame to leave. */
 const NOTIFY_TO_CLOSE_MS = 100;
 
+/** The drain of a rollout: fails readiness, refuses new requests, and sends every client away to resume elsewhere. */
 export class Drain {
   readonly #targets = new Set<DrainTarget>();
   #draining = false;

@@ -36,6 +36,7 @@ import { bodyOptional, type TypedApi } from './typed-api.ts';
 
 const errors = ERROR_RESPONSES;
 
+/** Registers the REST API of sessions, snapshots and images, and the OpenAPI document. */
 export async function registerHttpApi(app: FastifyInstance): Promise<void> {
   app.get('/docs/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 

@@ -61,6 +61,7 @@ function unforgeableHost(name: string, previewHost: string | undefined): boolean
   );
 }
 
+/** What the `Origin` rule allows beyond the server's own origin. */
 export interface OriginCheckOptions {
   /** `--allowed-origins`. */
   readonly allowedOrigins?: string | undefined;

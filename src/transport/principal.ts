@@ -12,6 +12,7 @@ import type { Authenticator } from './auth.ts';
 import { MCP_CALL_SUFFIX } from '../protocol/index.ts';
 import { isSessionToken, type SessionTokenSigner } from './session-tokens.ts';
 
+/** What it takes to tell who a bearer token names: the tenant tokens and the session tokens' key. */
 export interface Identify extends ScopeLookup {
   readonly auth: Authenticator;
   readonly signer: SessionTokenSigner;

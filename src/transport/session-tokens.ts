@@ -26,6 +26,7 @@ export function isSessionToken(bearer: string): boolean {
   return bearer.startsWith(PREFIX);
 }
 
+/** Mints and verifies session tokens (`est1.PAYLOAD.MAC`) with no store (docs/architecture.md, "Session tokens"). */
 export class SessionTokenSigner {
   readonly #key: HmacKey;
 

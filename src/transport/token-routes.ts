@@ -17,11 +17,13 @@ import {
 import { DEFAULT_TOKEN_TTL_SECONDS, type SessionTokenSigner } from './session-tokens.ts';
 import { bodyOptional } from './typed-api.ts';
 
+/** How session tokens are minted: the key and the longest lifetime allowed. */
 export interface TokenRouteOptions {
   readonly signer: SessionTokenSigner;
   readonly maxTtlSeconds: number;
 }
 
+/** Registers minting and revoking session tokens (`/v1/sessions/:id/tokens`). */
 export async function registerTokenRoutes(app: FastifyInstance, opts: TokenRouteOptions): Promise<void> {
   await app.register(async (scope) => {
     scope.setValidatorCompiler(validatorCompiler);

@@ -65,6 +65,7 @@ function facadeRoute<S extends TSchema>(
   );
 }
 
+/** Registers the HTTP tool facade: `exec_command`, `write_stdin`, approvals and tool calls. */
 export function registerToolRoutes(app: FastifyInstance): void {
   const api = app.withTypeProvider<TypeBoxTypeProvider>();
   facadeRoutes(app, api);

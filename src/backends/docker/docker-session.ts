@@ -43,6 +43,7 @@ import { containerStats } from './container/stats.ts';
  */
 const SANDBOX_HOME = '/home/sandbox';
 
+/** What a docker session is made with: its container, its engine, its agent and its options. */
 export interface DockerSessionInit {
   readonly id: SessionId;
   readonly tenant: TenantId;
@@ -77,6 +78,7 @@ const ALIAS_SCRIPT =
 /** Pid files removed in one batch (each costs a tmpfs page until removed). */
 const CLEANUP_BATCH = 32;
 
+/** A session backed by one container: spawns in it, serves its files, snapshots it. */
 export class DockerSession implements BackendSession {
   readonly id: SessionId;
   readonly tenant: TenantId;

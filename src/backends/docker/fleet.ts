@@ -36,6 +36,7 @@ export interface FleetHost extends ContainerAdopter {
   readonly docker: Docker;
 }
 
+/** One replica's view of its fleet on one engine: the sessions, their owners, take-overs and sweeps. */
 export class DockerFleet implements FleetBackend {
   readonly replicaId: string;
   /** Set by the backend (quota-slots.ts); the pool puts one of its own on its fleet. */

@@ -10,6 +10,7 @@ import { DEFAULT_MAX_SNAPSHOTS, type SnapshotQuota } from './checkpoints/snapsho
 /** The docker backend logs through the server's logger (pino fits). */
 export type DockerLogger = Pick<Logger, 'info' | 'warn' | 'error' | 'debug'>;
 
+/** How the docker backend is configured; what is left out gets the defaults of `resolveOptions`. */
 export interface DockerBackendOptions {
   /**
    * Engine address: `unix:///var/run/docker.sock`, a bare socket path, `tcp://host:2375`,
@@ -163,6 +164,7 @@ function defaultCpus(): number {
   return Math.max(1, Math.floor(availableParallelism() / 2));
 }
 
+/** The options with every default filled in. */
 export function resolveOptions(o: DockerBackendOptions): ResolvedDockerOptions {
   return {
     dockerHost: o.dockerHost,

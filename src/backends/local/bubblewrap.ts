@@ -18,6 +18,7 @@ import { isWithin } from '../../path-within.ts';
 
 const run = promisify(execFile);
 
+/** Whether bubblewrap can sandbox here, found once at startup: sessions fall back to no sandbox when not. */
 export interface BubblewrapProbe {
   readonly available: boolean;
   readonly path: string;

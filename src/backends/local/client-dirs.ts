@@ -24,6 +24,7 @@ import { isWithin } from '../../path-within.ts';
 /** Client directories per session, at most (every one is a bind in each of its sandboxes). */
 const MAX_CLIENT_DIRS = 16;
 
+/** A session's client directories under /tmp, shown at their own host paths in its sandboxes and fs calls. */
 export class ClientDirectories {
   readonly #excluded: readonly string[];
   readonly #hostDirs: readonly string[] | undefined;

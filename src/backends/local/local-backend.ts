@@ -23,6 +23,7 @@ import { probeWarmSandbox } from './warm-sandbox.ts';
 import { isWithin } from '../../path-within.ts';
 import { canonicalPath, overlaps, WorkspaceUsers } from './workspace-users.ts';
 
+/** How the local backend runs: where workspaces live, the sandbox it probed, pinning and network. */
 export interface LocalBackendOptions {
   /** Directory holding one workspace per session. */
   readonly workspaceRoot: string;
@@ -221,6 +222,7 @@ async function createLocalSession(
   }
 }
 
+/** The local backend: sessions as workspaces on this host, commands through the native relays. */
 export async function createLocalBackend(options: LocalBackendOptions, log: Logger): Promise<Backend> {
   const host = await prepareHost(options, log);
   const { sessions, channels, placeholders } = host;

@@ -23,6 +23,7 @@ const GREETING_MS = 5_000;
 /** The static agent binary of this build, which carries the wrapper. */
 const WRAPPER = fileURLToPath(new URL('../../../build/exec-agent', import.meta.url));
 
+/** A local session's egress: the unix socket its wrapped commands tunnel to, and how to start them. */
 export class LocalEgress {
   readonly #server: Server;
   readonly #secret = randomBytes(32);

@@ -102,6 +102,7 @@ type RestrictedSandbox = Extract<ResolvedSandbox, { kind: 'restricted' }>;
 /** Deny-read paths a session remembers where they first resolved; more (a client's narrowings) are resolved anew. */
 const MAX_PINNED_DENIED = 1024;
 
+/** A local session: its workspace, sandbox, keepers and processes on this host. */
 export class LocalSession implements BackendSession {
   readonly id: BackendSessionSpec['id'];
   readonly tenant: BackendSessionSpec['tenant'];

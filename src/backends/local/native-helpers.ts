@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 
 export type NativeHelper = 'pty-relay' | 'sandbox-join';
 
+/** Where the built helper `name` is (it may be missing: no C compiler at install). */
 export function nativeHelperPath(name: NativeHelper): string {
   return fileURLToPath(new URL(`../../../build/${name}`, import.meta.url));
 }

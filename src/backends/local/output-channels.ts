@@ -22,6 +22,7 @@ const HANDSHAKE_MS = 5_000;
 /** Every read of every channel lands here; `onData` sees a view valid during the call only. */
 const readBuffer = Buffer.allocUnsafeSlow(64 * 1024);
 
+/** One output stream of a child: our reading end and the end the child writes to. */
 export interface OutputChannel {
   /** Our end: data arrives through `onData`; `end` when every writer has closed it. */
   readonly reader: net.Socket;
@@ -43,6 +44,7 @@ function destroyChannel(c: OutputChannel): void {
 /** Channels kept connected ahead of need: a spawn then pays no handshake (about 0.3 ms each). */
 const READY = 4;
 
+/** Makes output channels over the private listener, a few kept ready ahead of the next spawn. */
 export class OutputChannels {
   readonly #listener: PrivateListener;
   readonly #waiting: TokenClaims;

@@ -156,6 +156,7 @@ function outputChannel(opts: PipeSpawn, sink: ProcessSink) {
   return opts.channels?.open((d) => sink.output('stdout', d)).catch(() => undefined);
 }
 
+/** Starts a pipe-mode command through its relay (or as our child without one) and reports to `sink`. */
 export async function spawnPipe(
   opts: PipeSpawn,
   sink: ProcessSink,

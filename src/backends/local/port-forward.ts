@@ -36,6 +36,7 @@ export function tcpConnect(port: number): Promise<Duplex> {
   });
 }
 
+/** What reaching a local session's port needs: how to spawn in its sandbox, and whether it has one. */
 export interface LocalPortTarget {
   readonly spawn: Spawner;
   readonly workdir: string;
@@ -45,6 +46,7 @@ export interface LocalPortTarget {
   readonly warm: boolean;
 }
 
+/** A connection to `port` on the loopback the session's commands see. */
 export async function connectLocalPort(
   target: LocalPortTarget,
   port: number,

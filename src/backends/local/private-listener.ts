@@ -13,6 +13,7 @@ import { readHead } from './socket-head.ts';
 /** Who waits for the connection that greets with a token (the token's bytes as latin1). */
 export type TokenClaims = Map<string, (socket: net.Socket, rest: Buffer) => void>;
 
+/** The server's private unix socket; each connection is handed to whoever claimed the token it sends. */
 export class PrivateListener {
   readonly path: string;
   readonly #dir: string;

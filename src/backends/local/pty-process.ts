@@ -30,6 +30,7 @@ const STDIN_BUFFER_LIMIT = 8 * 1024 * 1024;
 /** Diagnostics the relay may print on its stderr, kept for the error message. */
 const RELAY_STDERR_LIMIT = 4096;
 
+/** A PTY-mode start: the relay's start plus the terminal size and whether the relay may pin CPUs. */
 export interface PtySpawn extends RelaySpawn {
   readonly size: TerminalSize;
   /** Whether the relay may pin the command to one CPU while it streams fast (default true). */
@@ -146,6 +147,7 @@ function ptyProcess(
   return proc;
 }
 
+/** Starts a PTY-mode command through the PTY relay and reports to `sink`. */
 export async function spawnPty(
   opts: PtySpawn,
   sink: ProcessSink,

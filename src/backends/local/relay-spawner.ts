@@ -98,6 +98,7 @@ interface Pending {
   reject: (err: Error) => void;
 }
 
+/** A session's relay spawner (build/relay-spawner): forks its relays so that the server does not fork itself. */
 export class RelaySpawner {
   readonly #listener: PrivateListener;
   readonly #child: ChildProcess;

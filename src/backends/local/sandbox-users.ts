@@ -16,6 +16,7 @@ import { mkdir, open, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { execError } from '../../errors.ts';
 
+/** A sandbox user's ids. */
 export interface SandboxUser {
   readonly uid: number;
   readonly gid: number;
@@ -23,6 +24,7 @@ export interface SandboxUser {
 
 /** Where claims live: cleared at boot (a tmpfs), root-only. */
 const DEFAULT_CLAIM_DIR = '/run/exec-server/sandbox-users';
+/** First uid of the range sandbox users are taken from, far above the ids a system hands out. */
 export const DEFAULT_UID_BASE = 2_000_000_000;
 const UID_COUNT = 1_000_000;
 
@@ -33,6 +35,7 @@ async function startTime(pid: number): Promise<string | undefined> {
   return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
 }
 
+/** Hands out uids of a reserved range, one per workspace, that no other server on this host holds at once. */
 export class SandboxUsers {
   readonly #dir: string;
   readonly #base: number;

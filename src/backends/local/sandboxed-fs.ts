@@ -20,6 +20,7 @@ import { isWithin } from '../../path-within.ts';
 
 const run = promisify(execFile);
 
+/** Who a session's sandboxed commands are, and whether files the server makes must become theirs. */
 export interface SandboxView {
   /** The sandbox user; undefined: the server's own (the kernel checks then). */
   readonly user: { readonly uid: number; readonly gid: number } | undefined;
@@ -177,6 +178,7 @@ function inView(view: SandboxView, err: unknown): unknown {
 }
 
 export function sandboxedFs(base: SessionFs, view: SandboxView): SessionFs {
+/** `base` as the session's sandboxed commands see the filesystem: their permissions, their /tmp. */
   const fs = hostFs(base, view);
   const shown =
     <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>

@@ -41,6 +41,7 @@ const EVICTION_GRACE_MS = 5_000;
 /** A holder that does not report its sandbox by then is given up (the command falls back). */
 const HOLDER_START_TIMEOUT_MS = 10_000;
 
+/** The binaries warm sandboxes need: bwrap for the holder, sandbox-join to enter it. */
 export interface WarmSandboxTools {
   readonly bwrap: string;
   /** build/sandbox-join (native/sandbox-join.c): the holder, and the way into it. */

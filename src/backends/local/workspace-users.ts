@@ -116,6 +116,7 @@ async function chownWhere(path: string, test: string[], to: string): Promise<voi
   });
 }
 
+/** Which user each workspace's sandboxed commands run as, and the workspace lent to it and given back. */
 export class WorkspaceUsers {
   readonly #users: SandboxUsers | undefined;
   /** Where the server keeps every session's workspace and private /tmp: never lent whole. */

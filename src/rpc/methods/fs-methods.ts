@@ -81,6 +81,7 @@ function openHandle(open: 'openRead' | 'openWrite'): MethodHandler<'fs/open' | '
   };
 }
 
+/** Registers the `fs/*` methods on the table. */
 export function registerFsMethods(table: MethodTable<Connection>): void {
   pathMethods(table);
   handleMethods(table);

@@ -22,6 +22,7 @@ function bytesOf(argv: readonly string[], env: Record<string, string> | null | u
   return n;
 }
 
+/** Registers the `process/*` methods on the table. */
 export function registerProcessMethods(table: MethodTable<Connection>): void {
   startMethod(table);
   runningMethods(table);

@@ -63,6 +63,7 @@ function serverCapabilities(session: Session): Record<string, boolean> {
   };
 }
 
+/** Registers `initialize`, the environment queries and the `session/*` methods on the table. */
 export function registerSessionMethods(table: MethodTable<Connection>): void {
   initializeMethods(table);
   sessionMethods(table);

@@ -26,6 +26,7 @@ const MAX_TUNNEL_STARTS = 128;
 
 const AGENT_DIED = 'the exec agent died (killed, or out of memory): its processes went with it';
 
+/** What a session's channel to its agent is made with: the container, its socket and link, and bounds. */
 export interface AgentChannelInit {
   readonly container: Docker.Container;
   /** The daemon's socket inside the container, and the server's link for it when it has one (agent-links.ts). */
@@ -55,12 +56,14 @@ export interface AgentOwner {
 /** Acknowledgement marks ([seq, end offset], oldest first) by process handle. */
 export type AckMarks = Readonly<Record<number, ReadonlyArray<readonly [number, number]>>>;
 
+/** How the agent runs one command: as whom, in which sandbox, and the tag a restarted server needs. */
 export interface AgentSpawnOptions {
   readonly uid: number;
   readonly gid: number;
   readonly sandboxType: SandboxType;
 }
 
+/** A session's way to its exec agent: one connection at a time, attached again when it breaks. */
 export class AgentChannel {
   readonly #init: AgentChannelInit;
   #conn: AgentConnection | undefined;

@@ -29,6 +29,7 @@ import type { DockerLogger } from '../options.ts';
 
 /** Where the agent lives in a session container (root-only; see docs/docker-backend.md). */
 export { AGENT_DIR };
+/** The agent's binary inside a session container. */
 export const AGENT_PATH = `${AGENT_DIR}/exec-agent`;
 
 /** How long a frame sent with `sendLater` waits at most for an urgent one to ride with. */
@@ -47,6 +48,7 @@ export type { ListedProcess };
  */
 export type AgentTransport = 'socket' | 'exec-stream';
 
+/** How a connection to a session's agent is opened: through its link, or an attached exec. */
 export interface AgentConnectOptions {
   readonly container: Docker.Container;
   /** The daemon's socket inside the container. */
@@ -61,6 +63,7 @@ export interface AgentConnectOptions {
   readonly log: DockerLogger;
 }
 
+/** One connection to a session's agent: frames to the processes that own their handles, replies with a deadline. */
 export class AgentConnection {
   readonly #socket: Duplex;
   readonly #log: DockerLogger;

@@ -39,7 +39,9 @@ const GREETING_BYTES = LINK_MAGIC.length + SECRET_BYTES;
 const GREETING_TIMEOUT_MS = 5_000;
 /** Connections still to present their greeting, per link (bounded: a container can only waste its own). */
 const MAX_PENDING = 32;
+/** Name of the server's socket in a container's link directory. */
 export const LINK_SOCKET = 'agent.sock';
+/** The subdirectory of a link directory that is mounted into the container. */
 export const LINK_SUBDIR = 's';
 
 /** The agent's socket inside the container (the read-only mount). */

@@ -32,6 +32,7 @@ export function isBindSourceMissing(err: unknown): boolean {
   return /bind source path does not exist|invalid mount config/i.test(message);
 }
 
+/** The server's agent links: one private directory and listener per container, swept when it is gone. */
 export class AgentLinks {
   readonly #base: string | undefined;
   readonly #log: DockerLogger;

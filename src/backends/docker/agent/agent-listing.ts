@@ -22,6 +22,7 @@ export interface ListedProcess {
   exit: Buffer | undefined;
 }
 
+/** Collects an agent's replay after LIST, bounded so that an agent cannot make the server hold without end. */
 export class AgentListing {
   readonly #procs = new Map<number, ListedProcess>();
   readonly #bytes = new Map<number, number>();

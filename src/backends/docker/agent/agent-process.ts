@@ -40,6 +40,7 @@ const LAZY_CREDIT_BYTES = 8 * 1024;
 /** Stdin goes out in frames of at most this size. */
 const STDIN_FRAME = 256 * 1024;
 
+/** What an agent process is made with: its handle, mode, sandbox and where its output stands. */
 export interface AgentProcessInit {
   readonly handle: number;
   readonly mode: SpawnMode;
@@ -51,6 +52,7 @@ export interface AgentProcessInit {
   readonly done: (p: AgentProcess) => void;
 }
 
+/** A command the agent runs: replayed output deduplicated by offset, delivery acknowledged as credit. */
 export class AgentProcess implements BackendProcess, HandleListener {
   readonly handle: number;
   readonly sandboxType: SandboxType;

@@ -38,11 +38,14 @@
 import type { SpawnMode, StreamName, TerminalSize } from '../../types.ts';
 import { execError } from '../../../errors.ts';
 
+/** The protocol version the server's hello names; the agent refuses another. */
 export const AGENT_PROTOCOL_VERSION = 1;
+/** Bytes of a frame's header: payload length, type, stream, zero, handle. */
 export const AGENT_HEADER_BYTES = 12;
 /** Largest payload either side accepts (a bigger one is a framing error). */
 export const AGENT_MAX_PAYLOAD = 1024 * 1024 + 64;
 
+/** Frame types the server sends (native/exec-agent.c has the same numbers). */
 export const ToAgent = {
   HELLO: 1,
   SPAWN: 2,
@@ -60,6 +63,7 @@ export const ToAgent = {
   NOTE: 14,
 } as const;
 
+/** Frame types the agent sends. */
 export const FromAgent = {
   HELLO: 1,
   SPAWNED: 2,
@@ -77,6 +81,7 @@ export type FromAgentType = (typeof FromAgent)[keyof typeof FromAgent];
 
 const STREAMS: Readonly<Record<number, StreamName>> = { 1: 'stdout', 2: 'stderr', 3: 'pty' };
 
+/** One frame of `type` for `handle`. */
 export function frame(type: number, handle: number, payload?: Buffer): Buffer {
   const len = payload?.length ?? 0;
   const out = Buffer.allocUnsafe(AGENT_HEADER_BYTES + len);
@@ -95,6 +100,7 @@ export const HelloFlag = {
   PTY_PIN: 1,
 } as const;
 
+/** The server's hello: the protocol version, how much output the agent retains, its credit window, flags. */
 export function encodeHello(retentionBytes: number, windowBytes: number, flags = 0): Buffer {
   const p = Buffer.allocUnsafe(16);
   p.writeUInt32LE(AGENT_PROTOCOL_VERSION, 0);
@@ -104,6 +110,7 @@ export function encodeHello(retentionBytes: number, windowBytes: number, flags =
   return frame(ToAgent.HELLO, 0, p);
 }
 
+/** A command as the agent starts it. */
 export interface AgentSpawn {
   readonly mode: SpawnMode;
   readonly size: TerminalSize;
@@ -137,6 +144,7 @@ export function encodeSpawn(handle: number, s: AgentSpawn): Buffer {
   return frame(ToAgent.SPAWN, handle, Buffer.from(`${fields.join('\0')}\0`, 'utf8'));
 }
 
+/** A RESIZE frame: a PTY's new size. */
 export function encodeResize(handle: number, size: TerminalSize): Buffer {
   const p = Buffer.allocUnsafe(4);
   p.writeUInt16LE(Math.min(size.rows, 0xffff), 0);
@@ -144,6 +152,7 @@ export function encodeResize(handle: number, size: TerminalSize): Buffer {
   return frame(ToAgent.RESIZE, handle, p);
 }
 
+/** A SIGNAL frame: the signal's Linux number, for the command's whole process session. */
 export function encodeSignal(handle: number, signo: number): Buffer {
   const p = Buffer.allocUnsafe(4);
   p.writeUInt32LE(signo, 0);
@@ -193,6 +202,7 @@ export interface ProcRecord {
   readonly marks: ReadonlyArray<readonly [number, number]>;
 }
 
+/** One process the agent kept, from its LIST reply. */
 export function parseProcRecord(payload: Buffer): ProcRecord {
   const f = payload.toString('utf8').split('\0');
   const marks: Array<readonly [number, number]> = [];

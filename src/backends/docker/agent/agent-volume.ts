@@ -30,6 +30,7 @@ const MARKER_SUFFIX = '-complete';
 
 const markerOf = (name: string): string => `${name}${MARKER_SUFFIX}`;
 
+/** The engine's read-only volume holding the agent binary, filled once per build and mounted in every container. */
 export class AgentVolume {
   readonly #docker: Docker;
   readonly #binaryPath: string | undefined;

@@ -39,6 +39,10 @@ export interface CheckpointTotals {
   readonly bytes: number;
 }
 
+/**
+ * The server's directory of memory checkpoints (`--checkpoint-dir`): moved in after a checkpoint,
+ * copied out for a restore.
+ */
 export class CheckpointStore {
   readonly #dir: string;
   readonly #docker: Docker;

@@ -17,6 +17,7 @@ import { execError } from '../../../errors.ts';
  */
 export const CHECKPOINT_PREFIX = 'exec-server-hibernation';
 
+/** Whether a checkpoint name is one this server gave (a hibernation's). */
 export const isOurs = (name: string | undefined): name is string =>
   name === CHECKPOINT_PREFIX || (name?.startsWith(`${CHECKPOINT_PREFIX}-`) ?? false);
 
@@ -36,6 +37,7 @@ export interface CheckpointApi {
   deleteCheckpoint(name: string, opts: { abortSignal: AbortSignal }): Promise<unknown>;
 }
 
+/** The names of our checkpoints a container holds, through the engine. */
 export function listCheckpoints(container: Docker.Container, timeoutMs: number): Promise<string[]> {
   return withDeadline('checkpoint list', timeoutMs, async (abortSignal) =>
     ((await (container as unknown as CheckpointApi).listCheckpoint({ abortSignal })) ?? [])

@@ -37,6 +37,7 @@ export type InnerSession = BackendSession & {
   ): Promise<number>;
 };
 
+/** What a hibernatable session is made with: the session it wraps, its runtime and its schedule. */
 export interface HibernationInit {
   readonly inner: InnerSession;
   readonly runtime: string;

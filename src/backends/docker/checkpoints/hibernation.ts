@@ -35,6 +35,7 @@ import type { SnapshotQuota } from './snapshot-quota.ts';
 /** How long a hibernation waits for calls already in the container to finish. */
 const DRAIN_TIMEOUT_MS = 30_000;
 
+/** A docker session behind the hibernation gate: checkpointed and stopped when asked, restored on use. */
 export class HibernatableSession implements BackendSession, BackendHibernation {
   readonly inner: InnerSession;
   readonly runtime: string;

@@ -33,6 +33,7 @@ export interface CheckpointableSession {
 
 const MiB = 1024 * 1024;
 
+/** What memory snapshots use: the checkpoint store and the largest memory one may hold. */
 export interface MemorySnapshots {
   readonly store: CheckpointStore;
   /** The most memory a session may use to be snapshotted with it, and the most its checkpoint may take. */

@@ -20,6 +20,7 @@ export interface MarkerStore {
   remove(id: string): Promise<void>;
 }
 
+/** Where a fleet's snapshot markers live: the instance and the pool's first engine. */
 export interface SnapshotMarkersOptions {
   readonly instanceId: string;
   /** The engine holding the markers (the pool's first). */
@@ -31,6 +32,7 @@ export interface SnapshotMarkersOptions {
 
 const causeStatus = (err: unknown): number | undefined => statusOf((err as { cause?: unknown }).cause);
 
+/** The markers of snapshots under way in a fleet: created, listed and removed in the engine. */
 export class SnapshotMarkers implements MarkerStore {
   readonly #o: SnapshotMarkersOptions;
 

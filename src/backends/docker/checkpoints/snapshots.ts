@@ -12,6 +12,7 @@ import type { SnapshotInfo } from '../../types.ts';
 import { statusOf, withDeadline } from '../engine/engine-client.ts';
 import { LABEL } from '../container/labels.ts';
 
+/** The repository snapshots are tagged in, so that `docker image prune` keeps them. */
 export const SNAPSHOT_REPO = 'exec-server-snapshot';
 /** What looking a snapshot up and deleting it use of the engine. */
 export interface SnapshotEngine {
@@ -21,6 +22,7 @@ export interface SnapshotEngine {
 /** Commits copy the container's writable layer: allow for big ones. */
 const COMMIT_TIMEOUT_MS = 10 * 60_000;
 
+/** Commits a session container to a snapshot image labelled with its owner. */
 export async function commitSnapshot(
   container: Docker.Container,
   o: { sessionId: string; tenant: string; name: string | undefined; memory?: boolean | undefined },
@@ -69,6 +71,7 @@ function toInfo(id: string, labels: Record<string, string> | undefined): Snapsho
   };
 }
 
+/** The snapshots of `tenant` (every snapshot when undefined) on one engine. */
 export async function listSnapshots(
   docker: Docker,
   tenant: TenantId | undefined,

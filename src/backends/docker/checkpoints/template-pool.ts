@@ -56,6 +56,7 @@ interface Pool {
   again: boolean;
 }
 
+/** The pools of containers restored from live templates, one per `--warm-pool-templates` entry. */
 export class TemplatePools {
   readonly #pools: Pool[];
   readonly #host: TemplatePoolHost;

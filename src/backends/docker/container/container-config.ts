@@ -1,6 +1,6 @@
 /**
  * The hardened container every session runs in. One function builds the create options so the
- * hardening is reviewed in one place (and read back by test/docker/hardening.test.ts).
+ * hardening is reviewed in one place (and read back by test/docker/session.test.ts).
  */
 import type Docker from 'dockerode';
 
@@ -32,6 +32,7 @@ export function cpuShares(cpus: number): number {
   return Math.min(262_144, Math.max(2, Math.round(1024 * cpus)));
 }
 
+/** What a session container is made of: image, labels, resources, mounts and network. */
 export interface ContainerConfigInput {
   readonly name: string;
   readonly image: string;
@@ -60,6 +61,7 @@ export const LINK_MOUNT = `${CONTROL_DIR}/r/link`;
 /** Where servers before agent links mounted a directory the agent made its socket in (writable). */
 export const LEGACY_AGENT_MOUNT = `${CONTROL_DIR}/a`;
 
+/** The create options of a hardened session container, all in one place to review. */
 export function buildContainerConfig(input: ContainerConfigInput): Docker.ContainerCreateOptions {
   return {
     name: input.name,

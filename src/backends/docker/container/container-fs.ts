@@ -158,6 +158,7 @@ export interface ContainerFsHost {
 /** Runs one of the filesystem's scripts; its stdout, or its failure mapped to the registry. */
 async function runScript(
   host: ContainerFsHost,
+/** What a container's filesystem calls use: the container, and how they run their scripts. */
   what: string,
   script: string,
   args: string[],
@@ -241,6 +242,7 @@ export function createContainerFs(host: ContainerFsHost): SessionFs {
       return {
         isDirectory: (target.mode & MODE_DIR) !== 0,
         isFile: (target.mode & MODE_TYPE) === 0,
+/** The `SessionFs` of a container: metadata through the archive API, the rest through small scripts. */
         isSymlink,
         size: target.size,
         createdAtMs: mtime,

@@ -7,6 +7,7 @@
 
 type Waiter = () => void;
 
+/** Bounds one engine's container creates at once, live work always before warm-pool refills. */
 export class CreateGate {
   readonly limit: number;
   readonly #background: number;

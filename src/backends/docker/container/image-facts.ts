@@ -16,6 +16,7 @@ const TTL_MS = 10 * 60_000;
 /** Images remembered at most (the oldest is dropped). */
 const MAX_IMAGES = 256;
 
+/** What is known of each image (its shell, its environment), for a while and for a bounded number of images. */
 export class ImageFacts {
   readonly #facts = new Map<string, { fact: ImageFact; at: number }>();
 

@@ -22,12 +22,14 @@ export const LABEL = {
 /** Prefix of user labels from the session spec (`labels: {team: "x"}` -> `exec-server.label.team`). */
 export const USER_LABEL_PREFIX = 'exec-server.label.';
 
+/** A session's own labels as container labels, under `exec-server.label.`. */
 export function userLabels(labels: Readonly<Record<string, string>>): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(labels)) out[USER_LABEL_PREFIX + k] = v;
   return out;
 }
 
+/** The session's own labels back from its container's labels. */
 export function readUserLabels(labels: Readonly<Record<string, string>> | undefined): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(labels ?? {})) {

@@ -20,6 +20,7 @@ export interface PoolSizing {
 /** Demand is kept per second: a bounded number of buckets whatever the rate. */
 const BUCKET_MS = 1000;
 
+/** The demand a warm pool has seen, and the size it should keep from it. */
 export class PoolDemand {
   readonly min: number;
   readonly max: number;

@@ -18,6 +18,7 @@ const RELAY_SCRIPT = [
   'exit 127',
 ].join('\n');
 
+/** A connection to `port` on the container's loopback, through a relay command run in the container. */
 export function connectContainerPort(spawn: Spawner, workdir: string, port: number): Promise<Duplex> {
   return processStream(spawn, {
     argv: ['/bin/sh', '-c', RELAY_SCRIPT, 'exec-server-port-relay', String(port)],

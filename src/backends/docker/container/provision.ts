@@ -49,6 +49,7 @@ export interface ProvisionInput {
   readonly restore?: ((container: Docker.Container) => Promise<void>) | undefined;
 }
 
+/** Creates, starts and sets up one container (pulling its image when missing); removes it if a step fails. */
 export async function provisionContainer(
   docker: Docker,
   options: ResolvedDockerOptions,

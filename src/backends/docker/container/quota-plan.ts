@@ -31,6 +31,7 @@ export function slotPrefix(instanceId: string, tenant: string): string {
   return `exec-server-quota-${short(instanceId)}-${short(tenant)}-q`;
 }
 
+/** The engine name of a tenant's quota slot `index`. */
 export function slotName(instanceId: string, tenant: string, index: number): string {
   return `${slotPrefix(instanceId, tenant)}${index}`;
 }

@@ -12,6 +12,7 @@ import { statusOf, withDeadline } from '../engine/engine-client.ts';
 import { LABEL } from './labels.ts';
 import { freeSlots, type SeenSlot, SLOT_LABEL, slotName, slotPrefix, staleSlots } from './quota-plan.ts';
 
+/** Where a fleet's quota slots live (the pool's first engine) and which engines its sessions may be on. */
 export interface QuotaSlotsOptions {
   readonly instanceId: string;
   /** The engine holding the slots (the pool's first). */
@@ -25,6 +26,7 @@ export interface QuotaSlotsOptions {
 
 const conflict = (status: number | undefined): boolean => status === 409;
 
+/** A fleet's per-tenant session quota as slot containers in the engine. */
 export class QuotaSlots implements SessionQuota {
   readonly #o: QuotaSlotsOptions;
 

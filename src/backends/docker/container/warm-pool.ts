@@ -12,6 +12,7 @@ import type { DockerLogger } from '../options.ts';
 import type { CreateGate } from './create-gate.ts';
 import { PoolDemand, type PoolSizing, refillStep, shrinkStep } from './pool-sizing.ts';
 
+/** A pre-started container of the pool, with what its session will need to know of it. */
 export interface PoolEntry {
   readonly containerId: string;
   readonly shellPath: string;
@@ -44,6 +45,7 @@ const TICK_MS = 1000;
 /** Wait after a failed create before the next one (engine down, image missing). */
 const RETRY_MS = 5000;
 
+/** How a warm pool sizes itself, and makes and removes its containers. */
 export interface WarmPoolInput {
   readonly sizing: PoolSizing;
   readonly create: () => Promise<PoolEntry>;
@@ -57,6 +59,7 @@ export interface WarmPoolInput {
   readonly now?: (() => number) | undefined;
 }
 
+/** Pre-started containers of the default image, sized from demand and refilled in the background. */
 export class WarmPool {
   readonly #in: WarmPoolInput;
   readonly #demand: PoolDemand;

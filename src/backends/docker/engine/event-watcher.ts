@@ -9,6 +9,7 @@ import type Docker from 'dockerode';
 import { LABEL } from '../container/labels.ts';
 import type { DockerLogger } from '../options.ts';
 
+/** An engine event of one of this instance's containers. */
 export interface ContainerEvent {
   readonly containerId: string;
   /** `die`, `destroy`, `oom`, `kill`... */
@@ -16,6 +17,7 @@ export interface ContainerEvent {
   readonly attributes: Readonly<Record<string, string>>;
 }
 
+/** Follows the engine's events for this instance's containers, reconnecting and replaying what it missed. */
 export class EventWatcher {
   readonly #docker: Docker;
   readonly #instanceId: string;

@@ -24,6 +24,7 @@ export interface DemuxStats {
   stderrBytes: number;
 }
 
+/** Splits Docker's 8-byte framed stream into stdout and stderr, with backpressure, ending both at its end. */
 export class FrameDemuxer extends Writable {
   readonly stats: DemuxStats = { stdoutBytes: 0, stderrBytes: 0 };
   readonly #stdout: NodeJS.WritableStream;

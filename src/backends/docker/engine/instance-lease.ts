@@ -43,6 +43,7 @@ export function leaseName(instanceId: string, replicaId?: string): string {
   return replicaId === undefined ? base : `${base}-r-${replicaId}`;
 }
 
+/** Which lease to hold (the instance's, or one replica's) and how long to wait for a held one. */
 export interface InstanceLeaseOptions {
   readonly instanceId: string;
   /** How long to wait for a held lease before failing. */
@@ -90,6 +91,7 @@ function engineStatus(err: unknown): number | undefined {
   return err instanceof ExecServerError ? statusOf(err.cause) : statusOf(err);
 }
 
+/** The lease container that says which server acts for an instance id on an engine, alive with its connection. */
 export class InstanceLease {
   readonly #docker: Docker;
   readonly #options: InstanceLeaseOptions;

@@ -30,6 +30,7 @@ export interface Owner {
   readonly generation: number;
 }
 
+/** A fleet's live replicas and who owns which session, read from the engine; claims made there. */
 export class ReplicaRegistry {
   readonly #docker: Docker;
   readonly #instanceId: string;

@@ -25,6 +25,7 @@ interface InfoShape {
   ExperimentalBuild?: boolean;
 }
 
+/** The runtimes the engine has and its default (`GET /info`). */
 export async function readEngineRuntimes(docker: Docker, timeoutMs: number): Promise<EngineRuntimes> {
   const info = (await withDeadline('engine info', timeoutMs, (abortSignal) =>
     (docker.info as (o: object) => Promise<unknown>).call(docker, { abortSignal }),

@@ -13,6 +13,7 @@ import type { AgentChannel } from '../agent/agent-channel.ts';
 import type { AgentProcess } from '../agent/agent-process.ts';
 import { endWithResult, runControl, streamControl, type ControlOptions, type ControlResult } from './exec-runner.ts';
 
+/** A control command whose stdout is streamed rather than collected. */
 export interface StreamControlOptions {
   readonly cmd: string[];
   readonly user?: string | undefined;
@@ -21,11 +22,13 @@ export interface StreamControlOptions {
   readonly failure: (result: ControlResult) => Error | undefined;
 }
 
+/** How a session runs the server's small control commands: through its agent, or one engine exec each. */
 export interface ControlRunner {
   run(o: ControlOptions): Promise<ControlResult>;
   stream(o: StreamControlOptions): Promise<{ stdout: Readable; done: Promise<ControlResult> }>;
 }
 
+/** Control commands as engine execs (a session without an agent). */
 export function execRunner(container: Docker.Container): ControlRunner {
   return { run: (o) => runControl(container, o), stream: (o) => streamControl(container, o) };
 }
@@ -170,6 +173,7 @@ async function agentStream(
   return { stdout, done };
 }
 
+/** Control commands through the session's exec agent (a frame each, no engine exec). */
 export function agentRunner(channel: AgentChannel, env: Readonly<Record<string, string>>): ControlRunner {
   const start = controlStarter(channel, env);
   return { run: (o) => agentRun(start, o), stream: (o) => agentStream(start, o) };

@@ -41,6 +41,7 @@ export interface ProcessHost {
   finished(process: DockerProcess, pidFile: string, user: string): void;
 }
 
+/** As whom, and in which sandbox, an exec-path command runs. */
 export interface SpawnOptions {
   readonly user: string;
   readonly sandboxType: SandboxType;
@@ -88,6 +89,7 @@ export async function spawnDockerProcess(
   return proc;
 }
 
+/** A command run as one engine exec: output as it arrives, the exit after the last of it. */
 export class DockerProcess implements BackendProcess {
   readonly sandboxType: SandboxType;
   readonly #host: ProcessHost;

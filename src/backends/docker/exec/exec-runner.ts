@@ -11,6 +11,7 @@ import { execError } from '../../../errors.ts';
 import { engineError, statusOf, withDeadline } from '../engine/engine-client.ts';
 import { callbackWritable, FrameDemuxer } from '../engine/frame-demuxer.ts';
 
+/** An exec created and started with its stream hijacked. */
 export interface StartedExec {
   readonly exec: Docker.Exec;
   /** The hijacked connection: raw PTY bytes (Tty) or 8-byte frames; writable side is stdin. */
@@ -60,6 +61,7 @@ export function closeExecStreams(containerId: string): void {
   openStreams.delete(containerId);
 }
 
+/** Creates and starts an exec within a deadline and hands back its hijacked stream. */
 export async function startExec(
   container: Docker.Container,
   options: Docker.ExecCreateOptions,
@@ -148,12 +150,14 @@ export function demuxDone(demux: FrameDemuxer): Promise<void> {
   return finished(demux).catch(() => undefined);
 }
 
+/** A control command's exit code and output. */
 export interface ControlResult {
   readonly exitCode: number;
   readonly stdout: Buffer;
   readonly stderr: string;
 }
 
+/** A control command of the server's: what to run, as whom, with what bounds. */
 export interface ControlOptions {
   readonly cmd: string[];
   readonly user?: string | undefined;

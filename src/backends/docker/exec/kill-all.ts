@@ -22,6 +22,7 @@ const KILL_ALL_DEADLINE_MS = 15_000;
  */
 export const KILL_ALL_PIDS_HEADROOM = 1024;
 
+/** Which container to clear, and whether its agent is to be spared. */
 export interface KillAllOptions {
   readonly container: Docker.Container;
   /** Whether the session has an exec agent (its processes are spared). */
@@ -32,6 +33,7 @@ export interface KillAllOptions {
   readonly wanted: () => boolean;
 }
 
+/** Ends every process of a session container but its init, keep-alive loop and agent. */
 export async function killAllProcesses(o: KillAllOptions): Promise<void> {
   let restore: (() => Promise<void>) | undefined;
   try {
