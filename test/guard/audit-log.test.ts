@@ -17,6 +17,7 @@ import { verifyText } from '../../src/audit/verify.ts';
 import { RpcConnection } from '../../src/client/rpc-connection.ts';
 import type { ExecToolResult, SessionInfo, SessionToken } from '../../src/protocol/index.ts';
 import { startServer } from '../support/harness.ts';
+import { auditVerify } from './audit-cli.ts';
 import { type ExecAnswer, newSession, requestJson, serverWithApi } from '../http/helpers.ts';
 
 const ACME = 'tenant-secret-acme';
@@ -33,14 +34,6 @@ interface Line {
   action: string;
   detail: Record<string, unknown>;
   prev: string | null;
-}
-
-function cli(path: string): { status: number | null; out: string } {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/main.ts', 'audit', 'verify', path], {
-    cwd: ROOT,
-    encoding: 'utf8',
-  });
-  return { status: r.status, out: `${r.stdout}${r.stderr}` };
 }
 
 test('every action appears once, without secrets; verify passes and finds edits, removals and swaps', async (t) => {
@@ -162,7 +155,7 @@ test('every action appears once, without secrets; verify passes and finds edits,
 
   // The chain: intact, then three kinds of tampering, each named at its first broken line.
   assert.deepEqual(verifyText(text).ok, true);
-  const ok = cli(path);
+  const ok = auditVerify(path);
   assert.equal(ok.status, 0, ok.out);
   const raw = text.split('\n').slice(0, -1);
   const k = 5; // 0-based index of a line in the middle
@@ -178,7 +171,7 @@ test('every action appears once, without secrets; verify passes and finds edits,
   for (const [what, broken, message] of variants) {
     const copy = join(dir, `${what.replace(/ /g, '-')}.jsonl`);
     await writeFile(copy, `${broken.join('\n')}\n`);
-    const result = cli(copy);
+    const result = auditVerify(copy);
     assert.equal(result.status, 1, `${what}: ${result.out}`);
     assert.match(result.out, message, what);
   }
@@ -310,7 +303,7 @@ test('a restart after a SIGKILL chains onto a long last line: every line is boun
   await second.kill('SIGTERM');
   const text = await readFile(path, 'utf8');
   for (const line of text.trim().split('\n')) assert.ok(Buffer.byteLength(line) <= MAX_LINE_BYTES);
-  const result = cli(path);
+  const result = auditVerify(path);
   assert.equal(result.status, 0, result.out);
   const restart = JSON.parse(text.trim().split('\n')[before.length]!) as Line;
   assert.equal(restart.action, 'audit.start');
@@ -322,7 +315,7 @@ test('a torn last line: the restarted server declares it on a line of its own, a
   const path = join(dir, 'audit.jsonl');
   await (await serverWithApi(t, { flags: ['--audit-log', path] })).server.close();
   await truncate(path, (await stat(path)).size - 15);
-  const torn = cli(path);
+  const torn = auditVerify(path);
   assert.equal(torn.status, 1);
   assert.match(torn.out, /line 2 is incomplete/);
   await (await serverWithApi(t, { flags: ['--audit-log', path] })).server.close();
@@ -331,12 +324,12 @@ test('a torn last line: the restarted server declares it on a line of its own, a
   assert.equal(restart.action, 'audit.start');
   assert.equal(restart.seq, 1);
   assert.deepEqual(Object.keys(restart.detail['torn'] as object), ['bytes', 'sha256']);
-  const ok = cli(path);
+  const ok = auditVerify(path);
   assert.equal(ok.status, 0, ok.out);
   assert.match(ok.out, /line 2: torn by a crash/);
   // Any other edit still fails: here one byte of the torn line.
   await writeFile(path, lines.map((l, i) => (i === 1 ? l.replace('"', "'") : l)).join('\n'));
-  assert.equal(cli(path).status, 1);
+  assert.equal(auditVerify(path).status, 1);
 });
 
 test('a second server on the same log refuses to start, whatever its port, and writes nothing to it', async (t) => {
@@ -360,6 +353,6 @@ test('a second server on the same log refuses to start, whatever its port, and w
   await api.server.close();
   const text = await readFile(path, 'utf8');
   assert.equal(text.match(/"audit\.start"/g)?.length, 1, text);
-  const result = cli(path);
+  const result = auditVerify(path);
   assert.equal(result.status, 0, result.out);
 });

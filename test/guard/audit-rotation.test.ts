@@ -5,23 +5,14 @@
  * naming the file and line where a copy was changed.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { mkdtemp, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { type ExecAnswer, newSession, serverWithApi } from '../http/helpers.ts';
+import { auditVerify } from './audit-cli.ts';
 
-const ROOT = new URL('../..', import.meta.url).pathname;
 const MiB = 1024 * 1024;
-
-function verify(...paths: string[]): { status: number | null; out: string } {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/main.ts', 'audit', 'verify', ...paths], {
-    cwd: ROOT,
-    encoding: 'utf8',
-  });
-  return { status: r.status, out: `${r.stdout}${r.stderr}` };
-}
 
 test('a server rotates its audit log by size, keeps the files it is told to, and verify checks them together', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'audit-rotation-'));
@@ -51,13 +42,13 @@ test('a server rotates its audit log by size, keeps the files it is told to, and
   assert.deepEqual(names, ['audit.jsonl', 'audit.jsonl.1', 'audit.jsonl.2']);
   for (const name of names) assert.ok((await stat(join(dir, name))).size <= MiB, name);
   const files = [`${path}.2`, `${path}.1`, path];
-  const ok = verify(...files);
+  const ok = auditVerify(...files);
   assert.equal(ok.status, 0, ok.out);
   assert.match(ok.out, /line 1 goes on from a rotated file/);
   assert.match(ok.out, /^ok: 3 files, \d+ lines, chain intact; head [0-9a-f]{64}$/m);
   const starts = (await readFile(path, 'utf8')).split('\n').filter((l) => l.includes('"audit.start"'));
   assert.equal(starts.length, 1, 'the restart appended its start to the newest file');
-  const newest = verify(path);
+  const newest = auditVerify(path);
   assert.equal(newest.status, 0, newest.out);
 
   // A copy of the middle file with one byte changed: verify names that file and line.
@@ -66,7 +57,7 @@ test('a server rotates its audit log by size, keeps the files it is told to, and
   assert.ok(at > 0, 'a start line is in the middle file');
   const copy = join(dir, 'edited.jsonl');
   await writeFile(copy, `${text.slice(0, at + 1)}T${text.slice(at + 2)}`);
-  const broken = verify(`${path}.2`, copy, path);
+  const broken = auditVerify(`${path}.2`, copy, path);
   assert.equal(broken.status, 1, broken.out);
   assert.match(
     broken.out,
