@@ -31,7 +31,7 @@ import { PreviewSigner } from './preview/signing.ts';
 import { Metrics } from './metrics.ts';
 import { limitServerConnections, TenantWebSockets } from './transport/connection-limits.ts';
 import type { Connection } from './rpc/connection.ts';
-import { MethodTable, patternsInWords } from './rpc/method-table.ts';
+import { httpValidationMessage, MethodTable } from './rpc/method-table.ts';
 import { registerFsMethods } from './rpc/methods/fs-methods.ts';
 import { registerProcessMethods } from './rpc/methods/process-methods.ts';
 import { registerSessionMethods } from './rpc/methods/session-methods.ts';
@@ -149,7 +149,7 @@ function setErrorHandlers(app: FastifyInstance): void {
     }
     const err = error as Error & { validation?: unknown; statusCode?: number };
     if (err.validation)
-      return reply.code(400).send(httpErrorBody(execError('EXEC_ERR_INVALID_PARAMS', patternsInWords(err.message))));
+      return reply.code(400).send(httpErrorBody(execError('EXEC_ERR_INVALID_PARAMS', httpValidationMessage(err))));
     // The framework's own 4xx (body too large, malformed JSON, wrong content type): our code, and
     // that code's one status (a 415 of the framework is answered 400 EXEC_ERR_INVALID_REQUEST).
     const status = err.statusCode;

@@ -82,6 +82,21 @@ function rpcError(reply: FastifyReply, status: number, code: number, message: st
     .send({ jsonrpc: '2.0', error: { code, message }, id: null });
 }
 
+/**
+ * A request outside any MCP connection that is not an `initialize` the SDK takes: one whose
+ * params it refuses is told so ("initialize first" would send its client in circles).
+ */
+function withoutConnection(request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  if (request.method === 'POST' && (request.body as { method?: unknown } | null)?.method === 'initialize')
+    return rpcError(
+      reply,
+      400,
+      -32602,
+      'invalid initialize params: protocolVersion (a string), capabilities (an object) and clientInfo {name, version} are required',
+    );
+  return rpcError(reply, 400, -32600, 'no Mcp-Session-Id header: initialize first');
+}
+
 /** A new MCP connection of `tenant` (bound to `sessionId` if given), kept in `connections` once initialized. */
 async function openConnection(
   on: {
@@ -193,7 +208,7 @@ export function registerMcpEndpoint(app: FastifyInstance, opts: { config: Config
       conn = await open(request.tenant, bound, originOf(request.raw));
       await connectMcpServer(conn.server, conn.transport);
     } else {
-      return rpcError(reply, 400, -32600, 'no Mcp-Session-Id header: initialize first');
+      return withoutConnection(request, reply);
     }
     conn.inFlight++;
     conn.lastSeen = Date.now();

@@ -10,6 +10,7 @@ import type { StaticEncode, TSchema } from 'typebox';
 import { Compile } from 'typebox/compile';
 import type { Config } from '../config.ts';
 import { execError } from '../errors.ts';
+import { readableErrors, type ValidationError } from '../rpc/method-table.ts';
 import type { TenantId } from '../ids.ts';
 import type { PreviewSigner } from '../preview/signing.ts';
 import type { SessionManager } from '../sessions/session-manager.ts';
@@ -63,25 +64,24 @@ export function defineTool<const S extends TSchema>(def: ToolDef<S>): McpTool {
     ...listing,
     async call(args, ctx) {
       if (!check.Check(args))
-        throw execError('EXEC_ERR_INVALID_PARAMS', `invalid arguments: ${argumentError(check.Errors(args)[0])}`);
+        throw execError('EXEC_ERR_INVALID_PARAMS', `invalid arguments: ${argumentError(check.Errors(args))}`);
       return run(args, ctx);
     },
   };
 }
 
-/** The first validation error of a tool's arguments, in one line. */
-function argumentError(error: object | undefined): string {
-  const first = error as
-    | {
-        keyword?: string;
-        instancePath?: string;
-        message?: string;
-        params?: { requiredProperties?: string[]; additionalProperties?: string[] };
-      }
-    | undefined;
-  if (first?.keyword === 'required') return `missing field ${first.params?.requiredProperties?.[0] ?? '?'}`;
-  if (first?.keyword === 'additionalProperties')
-    return `unknown field ${first.params?.additionalProperties?.[0] ?? '?'}`;
+/**
+ * What is wrong with a tool's arguments, in one line: a missing field, else an unknown one
+ * (TypeBox reports it first as "schema is false" at its path), else the first other error, a
+ * union of literals said as the values it allows.
+ */
+function argumentError(errors: readonly object[]): string {
+  const all = readableErrors(errors as readonly ValidationError[]);
+  const required = all.find((e) => e.keyword === 'required');
+  if (required) return `missing field ${(required.params['requiredProperties'] as string[] | undefined)?.[0] ?? '?'}`;
+  const extra = all.find((e) => e.keyword === 'additionalProperties');
+  if (extra) return `unknown field ${(extra.params['additionalProperties'] as string[] | undefined)?.[0] ?? '?'}`;
+  const first = all.find((e) => e.keyword !== 'boolean' && e.keyword !== 'anyOf') ?? all[0];
   return `${first?.instancePath || 'arguments'} ${first?.message ?? 'is invalid'}`;
 }
 

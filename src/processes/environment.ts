@@ -47,11 +47,12 @@ export function buildEnvironment(
     if (!policy.ignoreDefaultExcludes)
       for (const k of Object.keys(env)) if (matchesAny(k, DEFAULT_EXCLUDES)) delete env[k];
     if (policy.exclude?.length) for (const k of Object.keys(env)) if (matchesAny(k, policy.exclude)) delete env[k];
-    Object.assign(env, policy.set ?? {});
+    // Spread, not Object.assign: assigning `__proto__` would set the prototype and lose the variable.
+    env = { ...env, ...policy.set };
     if (policy.includeOnly?.length)
       for (const k of Object.keys(env)) if (!matchesAny(k, policy.includeOnly)) delete env[k];
   }
-  return Object.assign(env, overlay ?? {});
+  return { ...env, ...overlay };
 }
 
 /**

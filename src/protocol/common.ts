@@ -130,7 +130,13 @@ export function isImageRef(ref: string): boolean {
 /** An image reference or id as the engine takes it (IMAGE_REF_PATTERN), checked before the engine sees it. */
 export const ImageRefSchema = Type.String({ minLength: 1, maxLength: 512, pattern: IMAGE_REF_PATTERN });
 
-export const ProcessIdSchema = Type.String({ minLength: 1, maxLength: 256 });
+/**
+ * A process id. Binary output frames name it in UTF-8 (binary-output.ts), which has no form for
+ * an unpaired surrogate (`"\ud800"` would arrive as U+FFFD): the output of such an id would name
+ * another process, so it is refused.
+ */
+export const ProcessIdSchema = Type.String({ minLength: 1, maxLength: 256, pattern: '^[^\\uD800-\\uDFFF]*$' });
+/** Bytes carried as base64 in JSON (at most 128 MiB of text). */
 export const Base64Schema = Type.String({ maxLength: 128 * 1024 * 1024, pattern: '^[A-Za-z0-9+/]*={0,2}$' });
 
 type Literals<T extends readonly string[]> = { -readonly [K in keyof T]: TLiteral<T[K]> };

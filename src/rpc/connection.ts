@@ -110,6 +110,8 @@ export class Connection implements SessionClient {
   /** An observer (initialize `observe`) follows the session without being its client. */
   #observer = false;
   #offDestroy: (() => void) | undefined;
+  /** `initialized` arrived while `initialize` still ran (sent right behind it): counted once it succeeds. */
+  #initializedEarly = false;
 
   constructor(deps: ConnectionDeps, close: (code: number, reason: string) => void) {
     this.deps = deps;
@@ -190,6 +192,8 @@ export class Connection implements SessionClient {
   onNotification(method: string, _params: unknown): void {
     if (method === 'initialized') {
       if (this.#lifecycle === 'awaiting-initialized') this.#lifecycle = 'ready';
+      // Dropped, it would leave the connection waiting for a notification its client did send.
+      else if (this.#lifecycle === 'initializing') this.#initializedEarly = true;
       return;
     }
     this.deps.log.debug({ method }, 'ignoring unknown client notification');
@@ -202,6 +206,7 @@ export class Connection implements SessionClient {
   /** initialize failed (e.g. unknown resume id): the client may try again. */
   resetInitialize(): void {
     this.#lifecycle = 'new';
+    this.#initializedEarly = false;
   }
 
   /**
@@ -246,7 +251,7 @@ export class Connection implements SessionClient {
       const n = toNotification(proc, event);
       this.#peer?.notify(n.method, n.params);
     });
-    this.#lifecycle = 'awaiting-initialized';
+    this.#lifecycle = this.#initializedEarly ? 'ready' : 'awaiting-initialized';
     // The socket closed while the session was being made (closed() found nothing to detach):
     // attached to a dead connection, the session would never count as idle.
     if (this.#peer === undefined || this.#peer.closed) this.#detach();

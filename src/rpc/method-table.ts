@@ -24,7 +24,8 @@ export interface CompiledMethod<Ctx> {
   run(params: unknown, ctx: Ctx, signal: AbortSignal): Promise<unknown>;
 }
 
-interface ValidationError {
+/** One validation error, as TypeBox and the HTTP framework's validator (TypeBox's too) report it. */
+export interface ValidationError {
   readonly instancePath: string;
   readonly message: string;
   readonly keyword: string;
@@ -36,6 +37,7 @@ const PATTERN_MEANINGS: Record<string, string> = {
   '^(/|file://)[^\\u0000]*$': 'must be an absolute path or a file:// URI, without a NUL byte',
   '^[A-Za-z0-9+/]*={0,2}$': 'must be standard base64',
   '^[^\\u0000]*$': 'must not contain a NUL byte (execve would cut the string there)',
+  '^[^\\uD800-\\uDFFF]*$': 'must be well-formed Unicode (an unpaired surrogate has no UTF-8 form)',
 };
 
 /**
@@ -46,9 +48,64 @@ export function patternsInWords(message: string): string {
   return message.replace(/must match pattern "([^"]*)"/g, (all, pattern: string) => PATTERN_MEANINGS[pattern] ?? all);
 }
 
+/**
+ * What `at` must be, when its errors say that a value of the literals' type is none of them
+ * (TypeBox reports one "must be equal to constant" per literal of the union): the values. A
+ * value of another type keeps its type error ("must be string"), which says more.
+ */
+function oneOf(errors: readonly ValidationError[], at: string): string | undefined {
+  const here = errors.filter((e) => e.instancePath === at);
+  const allowed = here.filter((e) => e.keyword === 'const').map((e) => e.params['allowedValue']);
+  if (allowed.length === 0) return undefined;
+  const types = new Set(here.filter((e) => e.keyword === 'type').map((e) => String(e.params['type'])));
+  if (types.has(typeof allowed[0])) return undefined;
+  const others = [...types].map((type) => `, or ${type}`).join('');
+  return `must be one of ${allowed.map((v) => JSON.stringify(v)).join(', ')}${others}`;
+}
+
+/**
+ * `errors` with each union of literals said as one "must be one of ..." naming the values, and
+ * without the "must match a schema in anyOf" beside it; other errors as they are.
+ */
+export function readableErrors(errors: readonly ValidationError[]): ValidationError[] {
+  const lists = new Map<string, string | undefined>();
+  for (const e of errors)
+    if (e.keyword === 'const' && !lists.has(e.instancePath)) lists.set(e.instancePath, oneOf(errors, e.instancePath));
+  if (![...lists.values()].some((m) => m !== undefined)) return [...errors];
+  const said = new Set<string>();
+  const out: ValidationError[] = [];
+  for (const e of errors) {
+    const list = lists.get(e.instancePath);
+    if (list === undefined) {
+      if (e.keyword !== 'anyOf') out.push(e);
+    } else if (!said.has(e.instancePath)) {
+      said.add(e.instancePath);
+      out.push({ ...e, keyword: 'enum', message: list });
+    }
+  }
+  return out;
+}
+
+/**
+ * The message of an HTTP request the framework's validator refused (`err.validation`): its own
+ * message, unless a union of literals is better said as the values it allows.
+ */
+export function httpValidationMessage(err: {
+  message: string;
+  validation?: unknown;
+  validationContext?: unknown;
+}): string {
+  const errors = Array.isArray(err.validation) ? (err.validation as ValidationError[]) : [];
+  const readable = readableErrors(errors);
+  if (readable.length === errors.length && readable.every((e, i) => e === errors[i]))
+    return patternsInWords(err.message);
+  const context = typeof err.validationContext === 'string' ? err.validationContext : 'body';
+  return patternsInWords(readable.map((e) => `${context}${e.instancePath} ${e.message}`).join(', '));
+}
+
 /** Turns TypeBox errors into one message that names the field, e.g. "invalid params: argv: must be array". */
 function describe(errors: readonly ValidationError[]): { message: string; field: string } {
-  const relevant = errors.filter((e) => e.keyword !== 'boolean' && e.keyword !== 'anyOf');
+  const relevant = readableErrors(errors).filter((e) => e.keyword !== 'boolean' && e.keyword !== 'anyOf');
   const first = relevant.find((e) => e.keyword === 'required') ?? relevant[0] ?? errors[0];
   if (!first) return { message: 'invalid params', field: '' };
   const field = first.instancePath.replace(/^\//, '').replace(/\//g, '.');

@@ -131,7 +131,9 @@ function webSocketHandler(opts: WebSocketRouteOptions): (socket: WebSocket, requ
     );
     // Listeners attach synchronously, before any await, or early frames would be lost.
     socket.on('message', (data, isBinary) => {
-      if (isBinary) return void socket.send(BINARY_REFUSED);
+      // Through `write`, as every other answer: a client sending binary frames without reading the
+      // refusals is cut at the buffer limit instead of having them pile up in server memory.
+      if (isBinary) return void write(BINARY_REFUSED, false, undefined);
       const text = Array.isArray(data) ? Buffer.concat(data).toString('utf8') : data.toString('utf8');
       // Everything the message does is this caller's, for the audit log.
       handle(text);
