@@ -26,6 +26,21 @@ export function bearerFromProtocols(header: string | string[] | undefined): stri
 }
 
 /**
+ * Why an upgrade cannot work when it offers bearer subprotocols only: the server never selects
+ * one (that would echo the token), so it would answer with no subprotocol, which a client that
+ * asked for one refuses with no word of why. Undefined when something else is offered too.
+ */
+export function bearerOnlyProblem(header: string | string[] | undefined): string | undefined {
+  const value = Array.isArray(header) ? header.join(',') : (header ?? '');
+  const offered = value
+    .split(',')
+    .map((p) => p.trim())
+    .filter((p) => p !== '');
+  if (offered.length === 0 || !offered.every((p) => p.startsWith(BEARER_PREFIX))) return undefined;
+  return `a WebSocket that offers ${BEARER_PREFIX}<token> must offer the subprotocol ${WS_PROTOCOL} too: the server selects that one and never echoes the token`;
+}
+
+/**
  * ws's `handleProtocols`: `exec-server` when offered; otherwise what ws does without the hook
  * (the first offered), never a bearer entry.
  */

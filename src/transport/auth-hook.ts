@@ -7,8 +7,8 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { actorStore, type AuditActor, type Auditor } from '../audit/auditor.ts';
-import { bearerFromProtocols } from '../console/websocket-token.ts';
-import { ExecServerError, httpErrorBody } from '../errors.ts';
+import { bearerFromProtocols, bearerOnlyProblem } from '../console/websocket-token.ts';
+import { ExecServerError, execError, httpErrorBody } from '../errors.ts';
 import type { Principal } from '../sessions/token-scope.ts';
 import { httpScopeError, identify, type Identify, requestTarget } from './principal.ts';
 
@@ -71,6 +71,8 @@ export function registerAuthHooks(app: FastifyInstance, opts: AuthHookOptions): 
     const path = routedPath(request.url);
     if (opts.skip(request.method, request.url, path)) return;
     const upgrade = request.headers.upgrade?.toLowerCase() === 'websocket';
+    const protocolProblem = upgrade ? bearerOnlyProblem(request.headers['sec-websocket-protocol']) : undefined;
+    if (protocolProblem !== undefined) throw execError('EXEC_ERR_INVALID_REQUEST', protocolProblem);
     const who = identify(
       request.headers.authorization ??
         (upgrade ? bearerFromProtocols(request.headers['sec-websocket-protocol']) : undefined),

@@ -115,6 +115,26 @@ test('a browser WebSocket authenticates with the token subprotocol; the server a
   assert.deepEqual(wrong, { status: 401 });
   const none = await openWs(server.url, ['exec-server']);
   assert.deepEqual(none, { status: 401 });
+  // Only the token's subprotocol: nothing could be selected, so the upgrade is refused saying why.
+  const alone = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const ws = new WebSocket(`${server.url}/v1/ws`, [`exec-server.bearer.${b64url('tok-bob')}`]);
+    ws.once('open', () => reject(new Error('upgraded with the token subprotocol alone')));
+    ws.once('unexpected-response', (req, res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => {
+        body += c.toString();
+      });
+      res.once('end', () => {
+        req.destroy();
+        resolve({ status: res.statusCode ?? 0, body });
+      });
+    });
+    ws.once('error', reject);
+  });
+  assert.equal(alone.status, 400);
+  const body = JSON.parse(alone.body) as { code: string; message: string };
+  assert.equal(body.code, 'EXEC_ERR_INVALID_REQUEST');
+  assert.match(body.message, /must offer the subprotocol exec-server too/);
 });
 
 test('an observer follows a session without evicting its client, is not asked for approvals, and is closed on delete', async (t) => {
