@@ -3,6 +3,12 @@
  * message is `initialize` with the `resumeSessionId` of a session another live replica owns is
  * relayed, frame for frame, to a WebSocket of the caller's on that replica; one whose owner's
  * lease is gone is taken over here first. Everything else is served here as usual.
+ *
+ * A relay holds a bounded number of bytes: past `RELAY_HIGH_WATER` unsent to one side it stops
+ * reading the other (`forward`), and frames queued while the session is routed stop the client's
+ * reading likewise. A relayed client that stops reading thus backs up into the owner, whose flow
+ * control pauses the session's output and whose stall timeout cuts it (4001), as for a client
+ * of its own (docs/protocol.md, "Transport").
  */
 import type { FastifyRequest } from 'fastify';
 import { WebSocket } from 'ws';
@@ -15,6 +21,21 @@ import { OWNER_SILENCE_MS, watchOwner } from './owner-watch.ts';
 
 /** Close code for a relayed connection whose replica went away: resume the session (any replica). */
 const OWNER_GONE = 1012;
+
+/** Bytes a relay lets wait for one side before it stops reading the other. */
+const RELAY_HIGH_WATER = 4 * 1024 * 1024;
+
+/**
+ * Sends a frame of `from`'s to `to`, and stops reading `from` while `to` has more than
+ * RELAY_HIGH_WATER unsent; reading goes on once `to` is down to a quarter of it.
+ */
+function forward(from: WebSocket, to: WebSocket, data: Buffer | string, binary: boolean): void {
+  if (to.readyState !== to.OPEN) return;
+  to.send(data, { binary }, () => {
+    if (from.isPaused && to.bufferedAmount <= RELAY_HIGH_WATER / 4) from.resume();
+  });
+  if (to.bufferedAmount > RELAY_HIGH_WATER && !from.isPaused) from.pause();
+}
 
 function resumeTarget(text: string): string | undefined {
   if (!text.includes('resumeSessionId')) return undefined;
@@ -100,9 +121,7 @@ function openRelay(
     opened = true;
     ends.opened(ws);
   });
-  ws.on('message', (data, isBinary) => {
-    if (socket.readyState === socket.OPEN) socket.send(data as Buffer, { binary: isBinary });
-  });
+  ws.on('message', (data, isBinary) => forward(ws, socket, data as Buffer, isBinary));
   ws.on('close', (code, reason) => {
     unwatch();
     if (!opened || socket.readyState !== socket.OPEN) return;
@@ -121,6 +140,27 @@ function openRelay(
 }
 
 /**
+ * The frames of a connection waiting for its session's route. A client that sends on meanwhile
+ * is not read past RELAY_HIGH_WATER queued, instead of filling the queue; `drain` reads it again.
+ */
+function routingQueue(socket: WebSocket): { push(text: string): void; drain(): string[] } {
+  const queue: string[] = [];
+  let queued = 0;
+  return {
+    push(text) {
+      queue.push(text);
+      queued += text.length;
+      if (queued > RELAY_HIGH_WATER && !socket.isPaused) socket.pause();
+    },
+    drain() {
+      queued = 0;
+      if (socket.isPaused) socket.resume();
+      return queue.splice(0);
+    },
+  };
+}
+
+/**
  * The message handler of one connection: `deliver` serves a frame here; frames of a connection
  * that resumes a session owned elsewhere go to the owner instead.
  */
@@ -134,19 +174,19 @@ export function fleetMessageGate(
   const fleet = sessions.backend.fleet;
   if (fleet === undefined || request.headers[FORWARDED_HEADER] !== undefined) return deliver;
   let state: 'first' | 'routing' | 'local' | 'relay' = 'first';
-  const queue: string[] = [];
+  const queue = routingQueue(socket);
   let upstream: WebSocket | undefined;
 
   const serveHere = (): void => {
     state = 'local';
-    for (const text of queue.splice(0)) deliver(text);
+    for (const text of queue.drain()) deliver(text);
   };
   // The requests waiting for the relay fail with `err`, as a forwarded HTTP call gets 503. None
   // reached the owner nor a session here, so the connection may initialize again.
   const refuse = (err: ExecServerError): void => {
     state = 'first';
     upstream = undefined;
-    for (const text of queue.splice(0)) {
+    for (const text of queue.drain()) {
       const answer = errorAnswer(text, err);
       if (answer !== undefined && socket.readyState === socket.OPEN) socket.send(answer);
     }
@@ -155,7 +195,7 @@ export function fleetMessageGate(
     upstream = openRelay(socket, request, route, fleet.replicaId, {
       opened: (ws) => {
         state = 'relay';
-        for (const text of queue.splice(0)) ws.send(text);
+        for (const text of queue.drain()) forward(socket, ws, text, false);
       },
       silent: () => {
         log.warn({ sessionId: id, replica: route.replicaId }, 'fleet: owner silent, relay refused');
@@ -183,7 +223,7 @@ export function fleetMessageGate(
 
   return (text) => {
     if (state === 'local') return deliver(text);
-    if (state === 'relay') return upstream?.send(text);
+    if (state === 'relay') return upstream && forward(socket, upstream, text, false);
     queue.push(text);
     if (state === 'routing') return;
     const id = resumeTarget(text);
