@@ -113,7 +113,6 @@ function originGate(
   };
 }
 
-/** One line per request, at debug: at info the log would be mostly requests within minutes. */
 /**
  * HTTP answers after the audit lines recorded before them, as the WebSocket route's frames
  * (src/audit/audit-barrier.ts): with `--audit-log` only.
@@ -126,6 +125,7 @@ function waitForAuditLines(app: FastifyInstance, audit: Auditor): void {
   });
 }
 
+/** One line per request, at debug: at info the log would be mostly requests within minutes. */
 function logRequests(app: FastifyInstance): void {
   app.addHook('onResponse', async (request, reply) => {
     request.log.debug(
