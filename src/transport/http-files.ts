@@ -6,6 +6,7 @@
  * another tenant's session is a 404.
  */
 import { posix } from 'node:path';
+import { pipeline, Transform } from 'node:stream';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Static, TSchema } from 'typebox';
@@ -32,6 +33,29 @@ import { validatorCompiler } from './validator.ts';
 
 const errors = ERROR_RESPONSES;
 const TAGS = ['files'];
+
+/**
+ * A download body of exactly the `length` bytes its Content-Length announced. Bytes of a file
+ * that grew meanwhile are left out (past the length they broke the HTTP framing of the
+ * connection); a file that shrank fails the body, so the client sees a cut transfer instead of
+ * waiting for bytes that never come.
+ */
+function exactly(source: NodeJS.ReadableStream, length: number, path: string): NodeJS.ReadableStream {
+  let left = length;
+  const body = new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      const part = chunk.subarray(0, Math.max(0, left));
+      left -= part.length;
+      cb(null, part.length > 0 ? part : undefined);
+    },
+    flush(cb) {
+      cb(left > 0 ? execError('EXEC_ERR_FS', `${path} shrank by ${left} bytes while it was downloaded`) : null);
+    },
+  });
+  // The error reaches the reply through `body`; nothing more to do with it here.
+  pipeline(source, body, () => undefined);
+  return body;
+}
 
 /** The options of a route on a session's path (`?path=`) answering `result`. */
 function onPath<R extends TSchema>(summary: string, result: R) {
@@ -89,11 +113,13 @@ function transferRoutes(scope: FastifyInstance, r: TypedApi) {
       const { files } = filesOf(scope, request);
       const offset = request.query.offset ?? 0;
       const { stream, size, path } = await files.openDownload(files.resolvePath(request.query.path), offset);
-      return reply
+      reply
         .header('content-type', 'application/octet-stream')
-        .header('content-length', String(Math.max(0, size - offset)))
-        .header('content-disposition', `attachment; filename="${encodeURIComponent(posix.basename(path))}"`)
-        .send(stream);
+        .header('content-disposition', `attachment; filename="${encodeURIComponent(posix.basename(path))}"`);
+      // Size 0 is also what /proc and /sys files say: sent chunked, to their end.
+      if (size === 0) return reply.send(stream);
+      const length = Math.max(0, size - offset);
+      return reply.header('content-length', String(length)).send(exactly(stream, length, path));
     },
   );
 

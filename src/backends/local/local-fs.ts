@@ -1,9 +1,10 @@
 /** `SessionFs` on the host filesystem (node:fs). Sandbox checks happen above, on canonical paths. */
-import { createReadStream, createWriteStream } from 'node:fs';
+import { constants } from 'node:fs';
 import { cp, lstat, mkdir, open, readdir, realpath, rm, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { execError, type ExecServerError, fromErrno } from '../../errors.ts';
+import { notRegularFile } from '../fs-errors.ts';
 import type { DirectoryEntry, FileMetadata, SessionFs } from '../types.ts';
 
 async function wrap<T>(what: string, fn: () => Promise<T>): Promise<T> {
@@ -21,6 +22,21 @@ function notRecursive(path: string): ExecServerError {
   });
 }
 
+/**
+ * Opening a FIFO for reading blocks until a writer comes (for writing, until a reader does), and
+ * it blocks a thread of libuv's small pool: a few such calls stalled every file operation of the
+ * server. Non-blocking opens return at once; the type is then checked on the descriptor.
+ */
+const READ_FLAGS = constants.O_RDONLY | constants.O_NONBLOCK;
+const WRITE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NONBLOCK;
+
+/** An existing `path` that is not a regular file or a directory (the write then reports the directory). */
+async function refuseSpecial(path: string): Promise<void> {
+  const info = await stat(path).catch(() => undefined);
+  if (info && !info.isFile() && !info.isDirectory()) throw notRegularFile(path);
+}
+
+/** The host filesystem as a `SessionFs`; the sandbox checks are above it. */
 export const localFs: SessionFs = {
   async realpath(path) {
     const missing: string[] = [];
@@ -51,10 +67,12 @@ export const localFs: SessionFs = {
     }),
   readFile: (path, maxBytes) =>
     wrap(path, async () => {
-      const handle = await open(path, 'r');
+      await refuseSpecial(path);
+      const handle = await open(path, READ_FLAGS);
       try {
         const info = await handle.stat();
         if (info.isDirectory()) throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`);
+        if (!info.isFile()) throw notRegularFile(path);
         if (info.size > maxBytes)
           throw execError(
             'EXEC_ERR_TOO_LARGE',
@@ -84,16 +102,27 @@ export const localFs: SessionFs = {
     }),
   openRead: (path, offset) =>
     wrap(path, async () => {
-      const info = await stat(path);
-      if (info.isDirectory()) throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`);
-      const stream = createReadStream(path, { start: offset });
-      await new Promise<void>((resolve, reject) => stream.once('open', () => resolve()).once('error', reject));
-      return stream;
+      await refuseSpecial(path);
+      const handle = await open(path, READ_FLAGS);
+      try {
+        const info = await handle.stat();
+        if (info.isDirectory()) throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`);
+        if (!info.isFile()) throw notRegularFile(path);
+      } catch (err) {
+        await handle.close();
+        throw err;
+      }
+      return handle.createReadStream({ start: offset });
     }),
-  writeFile: (path, data) => wrap(path, () => writeFile(path, data)),
+  writeFile: (path, data) =>
+    wrap(path, async () => {
+      await refuseSpecial(path);
+      await writeFile(path, data, { flag: WRITE_FLAGS });
+    }),
   writeStream: (path, source) =>
     wrap(path, async () => {
-      const out = createWriteStream(path);
+      await refuseSpecial(path);
+      const out = (await open(path, WRITE_FLAGS)).createWriteStream();
       await pipeline(source, out);
       return out.bytesWritten;
     }),

@@ -64,7 +64,8 @@ async function checkRead(view: SandboxView, host: string, shown: string): Promis
   };
   for (let dir = dirname(host); ; dir = dirname(dir)) {
     const st = await stat(dir).catch(() => undefined);
-    if (st && !mayAccess(st, user, 1)) denied();
+    // A file as a parent is not a denial: the operation then fails with ENOTDIR, as on docker.
+    if (st?.isDirectory() && !mayAccess(st, user, 1)) denied();
     if (dir === '/') break;
   }
   const st = await stat(host).catch(() => undefined);
@@ -177,8 +178,8 @@ function inView(view: SandboxView, err: unknown): unknown {
   return execError(err.code, message, { cause: err, ...(detail === undefined ? {} : { detail }) });
 }
 
-export function sandboxedFs(base: SessionFs, view: SandboxView): SessionFs {
 /** `base` as the session's sandboxed commands see the filesystem: their permissions, their /tmp. */
+export function sandboxedFs(base: SessionFs, view: SandboxView): SessionFs {
   const fs = hostFs(base, view);
   const shown =
     <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>

@@ -15,6 +15,7 @@
  * `fs/watchMissing` watches in `missing-watches.ts`; this facade ties them to the session.
  */
 import { posix } from 'node:path';
+import { notRegularFile } from '../../backends/fs-errors.ts';
 import type { FileMetadata, SessionFs } from '../../backends/types.ts';
 import { execError } from '../../errors.ts';
 import { containsDenied, type SandboxNarrowing } from '../../policy/sandbox-policy.ts';
@@ -109,6 +110,7 @@ export class SessionFiles {
     check.read(canonical);
     const info = await this.#fs.stat(canonical);
     if (info.isDirectory) throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`, { detail: { path } });
+    if (!info.isFile) throw notRegularFile(path);
     return { path: canonical, size: info.size };
   }
 
@@ -192,15 +194,16 @@ export class SessionFiles {
       throw execError('EXEC_ERR_INVALID_REQUEST', `${source}: Is a directory (pass recursive)`, {
         detail: { path: source, errno: 'EISDIR' },
       });
+    // A FIFO would block the copy; a device would be copied as endless bytes or as a new device node.
+    if (!info.isDirectory && !info.isFile) throw notRegularFile(source);
     const to = await this.#paths.writeTarget(destination);
     check.write(to);
+    const existing = await this.#fs
+      .stat(to)
+      .catch((err: unknown) => (isNotFound(err) ? undefined : Promise.reject(err)));
     if (info.isDirectory) {
       // Copying into an existing tree could follow symlinks already planted there; refuse.
-      const exists = await this.#fs.stat(to).then(
-        () => true,
-        (err: unknown) => (isNotFound(err) ? false : Promise.reject(err)),
-      );
-      if (exists)
+      if (existing)
         throw execError(
           'EXEC_ERR_INVALID_REQUEST',
           `${destination}: already exists; a directory is copied only to a new path`,
@@ -213,7 +216,11 @@ export class SessionFiles {
     } else if (to === from) {
       const message = `${destination}: is the source itself; a file is not copied onto itself`;
       throw execError('EXEC_ERR_INVALID_REQUEST', message, { detail: { path: destination } });
-    }
+    } else if (existing?.isDirectory) {
+      // cp would copy into it (docker) or refuse (local): one answer, the request's mistake.
+      const message = `${destination}: Is a directory; a file is copied to a file path`;
+      throw execError('EXEC_ERR_INVALID_REQUEST', message, { detail: { path: destination, errno: 'EISDIR' } });
+    } else if (existing && !existing.isFile) throw notRegularFile(destination);
     await this.#fs.copy(from, to, recursive);
     this.session.audit({ action: 'file.write', detail: { path: to, copiedFrom: from, size: info.size } });
   }
@@ -249,6 +256,7 @@ export class SessionFiles {
       .catch((err: unknown) => (isNotFound(err) ? undefined : Promise.reject(err)));
     if (existing?.isDirectory)
       throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`, { detail: { path } });
+    if (existing && !existing.isFile) throw notRegularFile(path);
     return target;
   }
 

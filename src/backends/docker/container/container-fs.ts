@@ -11,6 +11,7 @@ import { posix } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import type Docker from 'dockerode';
 import { execError, ExecServerError, fromErrno } from '../../../errors.ts';
+import { notRegularFile } from '../../fs-errors.ts';
 import type { DirectoryEntry, FileMetadata, SessionFs } from '../../types.ts';
 import { statusOf, withDeadline } from '../engine/engine-client.ts';
 import type { ControlResult } from '../exec/exec-runner.ts';
@@ -23,7 +24,9 @@ const ERRNO_BY_TEXT: ReadonlyArray<readonly [RegExp, string]> = [
   [/^EROFS|Read-only file system/m, 'EROFS'],
   [/^EISDIR|Is a directory/m, 'EISDIR'],
   [/^ENOTDIR|Not a directory/m, 'ENOTDIR'],
-  [/^ELOOP|Too many levels of symbolic links/m, 'ELOOP'],
+  // glibc's and musl's words: images of either kind run these scripts.
+  [/^ELOOP|Too many levels of symbolic links|Symbolic link loop/m, 'ELOOP'],
+  [/^ENAMETOOLONG|File name too long|Filename too long/m, 'ENAMETOOLONG'],
   [/^EEXIST|File exists/m, 'EEXIST'],
   [/^ENOTEMPTY|Directory not empty/m, 'ENOTEMPTY'],
   [/^ENOSPC|No space left on device/m, 'ENOSPC'],
@@ -34,6 +37,7 @@ export function scriptError(result: ControlResult, what: string): ExecServerErro
   const text = result.stderr.trim();
   const match = ERRNO_BY_TEXT.find(([re]) => re.test(text));
   const code = match?.[1];
+  if (/^ENOTREG/.test(text)) return notRegularFile(what);
   // A directory removed or copied without `recursive` (exit 4): the request's mistake, as on the
   // local backend; any other EISDIR goes through fromErrno like the rest.
   if (code === 'EISDIR' && result.exitCode === 4)
@@ -45,35 +49,43 @@ export function scriptError(result: ControlResult, what: string): ExecServerErro
   return fromErrno(err, what);
 }
 
+/** A missing `$1`: stat's errno text (ENOENT, ENOTDIR, ELOOP...) without the path, as the local backend names it. */
+const MISSING = '[ -e "$1" ] || { e=$(stat -L -- "$1" 2>&1); echo "${e##*: }" >&2; exit 2; }';
+
 const S = {
   /** lstat through an exec: raw mode (hex), size, mtime (s), then the link target if a symlink. */
   lstat: [
-    '[ -e "$1" ] || [ -L "$1" ] || { echo ENOENT >&2; exit 2; }',
-    'stat -c "%f %s %Y" -- "$1" || exit 2',
+    // stat's own errno text, after the last ': ' (a name in the path cannot be mistaken for it).
+    'out=$(stat -c "%f %s %Y" -- "$1" 2>&1) || { echo "${out##*: }" >&2; exit 2; }',
+    'printf "%s\\n" "$out"',
     '[ ! -L "$1" ] || readlink -f -- "$1" || readlink -- "$1"',
   ].join('\n'),
   realpath: [
     'p=$1; rest=',
     'while [ ! -e "$p" ] && [ ! -L "$p" ] && [ "$p" != / ]; do rest="/${p##*/}$rest"; p=${p%/*}; [ -n "$p" ] || p=/; done',
-    'r=$(realpath "$p" 2>/dev/null) || r=$p',
+    // A dangling link keeps its spelling (like a missing path); a loop is the caller's error.
+    'r=$(realpath "$p" 2>&1) || { case ${r##*: } in *"ymbolic link"*) echo ELOOP >&2; exit 2;; esac; r=$p; }',
     'printf "%s%s" "$r" "$rest"',
   ].join('\n'),
   readFile: [
-    '[ -e "$1" ] || { echo ENOENT >&2; exit 2; }',
+    MISSING,
     '[ -d "$1" ] && { echo EISDIR >&2; exit 2; }',
+    '[ -f "$1" ] || { echo ENOTREG >&2; exit 2; }',
     's=$(stat -L -c %s -- "$1") || exit 2',
     '[ "$s" -le "$2" ] || { echo "ETOOBIG $s" >&2; exit 3; }',
     'exec head -c "$(($2 + 1))" -- "$1"',
   ].join('\n'),
   openRead: [
-    '[ -e "$1" ] || { echo ENOENT >&2; exit 2; }',
+    MISSING,
     '[ -d "$1" ] && { echo EISDIR >&2; exit 2; }',
+    '[ -f "$1" ] || { echo ENOTREG >&2; exit 2; }',
     'exec tail -c +"$(($2 + 1))" -- "$1"',
   ].join('\n'),
   write: [
     'd=${1%/*}; [ -n "$d" ] || d=/',
     '[ -d "$d" ] || { echo ENOENT >&2; cat >/dev/null; exit 2; }',
     '[ -d "$1" ] && { echo EISDIR >&2; cat >/dev/null; exit 2; }',
+    '[ ! -e "$1" ] || [ -f "$1" ] || { echo ENOTREG >&2; cat >/dev/null; exit 2; }',
     'exec cat >"$1"',
   ].join('\n'),
   mkdir: [
@@ -82,7 +94,7 @@ const S = {
     'exec mkdir -- "$1"',
   ].join('\n'),
   readdir: [
-    '[ -e "$1" ] || { echo ENOENT >&2; exit 2; }',
+    MISSING,
     '[ -d "$1" ] || { echo ENOTDIR >&2; exit 2; }',
     'cd -- "$1" || exit 2',
     'for f in * .[!.]* ..?*; do',
@@ -92,7 +104,7 @@ const S = {
     'done',
   ].join('\n'),
   remove: [
-    'if [ ! -e "$1" ] && [ ! -L "$1" ]; then [ "$3" = 1 ] && exit 0; echo ENOENT >&2; exit 2; fi',
+    'if [ ! -e "$1" ] && [ ! -L "$1" ]; then [ "$3" = 1 ] && exit 0; e=$(stat -- "$1" 2>&1); echo "${e##*: }" >&2; exit 2; fi',
     'if [ -d "$1" ] && [ ! -L "$1" ]; then',
     '  [ "$2" = 1 ] || { echo "$1: Is a directory (pass recursive)" >&2; exit 4; }',
     '  exec rm -rf -- "$1"',
@@ -100,7 +112,7 @@ const S = {
     'exec rm -f -- "$1"',
   ].join('\n'),
   copy: [
-    '[ -e "$1" ] || { echo ENOENT >&2; exit 2; }',
+    MISSING,
     'if [ -d "$1" ]; then',
     '  [ "$3" = 1 ] || { echo "$1: Is a directory (pass recursive)" >&2; exit 4; }',
     '  mkdir -p -- "$2" && exec cp -a -- "$1"/. "$2"/',
@@ -124,10 +136,10 @@ const MODE_TYPE = 0x80000000 | 0x08000000 | 0x02000000 | 0x01000000 | 0x04000000
 
 /**
  * Mounts the archive API cannot see into (it reads the container's root filesystem on the
- * host): Docker's /dev/shm, and /tmp, which gVisor makes a tmpfs inside its sandbox when the
+ * host): Docker's /dev (and /dev/shm), /proc and /sys, and /tmp, which gVisor makes a tmpfs inside its sandbox when the
  * image's /tmp is empty. A path there that the archive API does not find is asked again by exec.
  */
-const TMPFS_PATHS = ['/tmp', '/dev/shm'] as const;
+const TMPFS_PATHS = ['/tmp', '/dev', '/proc', '/sys'] as const;
 const inTmpfs = (path: string): boolean => TMPFS_PATHS.some((m) => path === m || path.startsWith(`${m}/`));
 
 /** `stat -c '%f %s %Y'` (+ link target) as the archive API's stat record. */
@@ -146,6 +158,7 @@ function parseLstat(path: string, out: string): PathStat {
   };
 }
 
+/** What a container's filesystem calls use: the container, and how they run their scripts. */
 export interface ContainerFsHost {
   readonly container: Docker.Container;
   /** Runs the filesystem's small scripts (through the exec agent when the session has one). */
@@ -158,7 +171,6 @@ export interface ContainerFsHost {
 /** Runs one of the filesystem's scripts; its stdout, or its failure mapped to the registry. */
 async function runScript(
   host: ContainerFsHost,
-/** What a container's filesystem calls use: the container, and how they run their scripts. */
   what: string,
   script: string,
   args: string[],
@@ -181,7 +193,12 @@ async function pathStat(host: ContainerFsHost, path: string): Promise<PathStat> 
     host.timeoutMs,
     (abortSignal) => host.container.infoArchive({ path, abortSignal }) as Promise<unknown>,
   ).catch(async (err: unknown) => {
-    if (statusOf((err as ExecServerError).cause) !== 404) throw err;
+    const status = statusOf((err as ExecServerError).cause);
+    // The engine answers a path through a symlink loop or through a file with a bare 500: ask
+    // the container itself, whose stat names the errno (ELOOP, ENOTDIR...) as the local backend does.
+    if (status === 500)
+      return { fromExec: parseLstat(path, (await runScript(host, path, S.lstat, [path])).toString('utf8')) };
+    if (status !== 404) throw err;
     if (inTmpfs(posix.normalize(path)))
       return { fromExec: parseLstat(path, (await runScript(host, path, S.lstat, [path])).toString('utf8')) };
     throw execError('EXEC_ERR_NOT_FOUND', `${path}: No such file or directory`, { cause: err });
@@ -225,11 +242,13 @@ function directoryEntries(out: Buffer): DirectoryEntry[] {
   return entries;
 }
 
+/** The `SessionFs` of a container: metadata through the archive API, the rest through small scripts. */
 export function createContainerFs(host: ContainerFsHost): SessionFs {
   return {
     async realpath(path) {
-      const out = await runScript(host, path, S.realpath, [posix.normalize(path)]);
-      return posix.normalize(out.toString('utf8'));
+      const out = posix.normalize((await runScript(host, path, S.realpath, [posix.normalize(path)])).toString('utf8'));
+      // `f/` names `f`, as the local backend's realpath resolves it: every operation then agrees.
+      return out.length > 1 && out.endsWith('/') ? out.slice(0, -1) : out;
     },
 
     async stat(path): Promise<FileMetadata> {
@@ -242,7 +261,6 @@ export function createContainerFs(host: ContainerFsHost): SessionFs {
       return {
         isDirectory: (target.mode & MODE_DIR) !== 0,
         isFile: (target.mode & MODE_TYPE) === 0,
-/** The `SessionFs` of a container: metadata through the archive API, the rest through small scripts. */
         isSymlink,
         size: target.size,
         createdAtMs: mtime,
@@ -256,6 +274,7 @@ export function createContainerFs(host: ContainerFsHost): SessionFs {
       // Checked first so that open errors are thrown here, not as a broken stream later.
       const info = await this.stat(path);
       if (info.isDirectory) throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`);
+      if (!info.isFile) throw notRegularFile(path);
       const { stdout } = await host.runner.stream({
         cmd: ['/bin/sh', '-c', S.openRead, 'sh', path, String(Math.max(0, Math.trunc(offset)))],
         timeoutMs: host.timeoutMs,
