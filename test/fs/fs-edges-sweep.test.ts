@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ExecServerHttpError } from '../../src/client/errors.ts';
 import { HttpFiles } from '../../src/client/files.ts';
+import { MAX_LISTING_ENTRIES } from '../../src/backends/fs-errors.ts';
 import { within } from '../support/harness.ts';
 import { b64, BACKENDS, fsEnv, rejectsRpc } from './helpers.ts';
 
@@ -147,4 +148,21 @@ for (const { kind, options } of BACKENDS) {
       assert.equal(await text(`${w}/d/h`), 'hi');
     },
   );
+
+  test(`${kind}: a directory of more entries than a listing answers is refused, not read whole`, options, async (t) => {
+    const { session, workdir: w, sh } = await fsEnv(t, kind);
+    const big = `${w}/big`;
+    await sh(`mkdir ${big} && cd ${big} && seq 1 ${MAX_LISTING_ENTRIES + 1} | xargs touch`);
+    const err = await rejectsRpc(
+      within(session.request('fs/readDirectory', { path: big }), 30_000, 'readDirectory'),
+      -32600,
+      'EXEC_ERR_TOO_LARGE',
+      new RegExp(`more than ${MAX_LISTING_ENTRIES} entries.*list it with a command`),
+    );
+    assert.equal(err.data?.['maxEntries'], MAX_LISTING_ENTRIES);
+    // At the limit, every entry is answered.
+    await sh(`rm ${big}/1`);
+    const list = await session.request<{ entries: unknown[] }>('fs/readDirectory', { path: big });
+    assert.equal(list.entries.length, MAX_LISTING_ENTRIES);
+  });
 }

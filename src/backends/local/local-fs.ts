@@ -1,10 +1,10 @@
 /** `SessionFs` on the host filesystem (node:fs). Sandbox checks happen above, on canonical paths. */
-import { constants } from 'node:fs';
-import { cp, lstat, mkdir, open, readdir, realpath, rm, stat, writeFile } from 'node:fs/promises';
+import { constants, type Dirent } from 'node:fs';
+import { cp, lstat, mkdir, open, opendir, realpath, rm, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { execError, type ExecServerError, fromErrno } from '../../errors.ts';
-import { notRegularFile } from '../fs-errors.ts';
+import { MAX_LISTING_ENTRIES, notRegularFile, tooManyEntries } from '../fs-errors.ts';
 import type { DirectoryEntry, FileMetadata, SessionFs } from '../types.ts';
 
 async function wrap<T>(what: string, fn: () => Promise<T>): Promise<T> {
@@ -129,7 +129,12 @@ export const localFs: SessionFs = {
   createDirectory: (path, recursive) => wrap(path, async () => void (await mkdir(path, { recursive }))),
   readDirectory: (path) =>
     wrap(path, async (): Promise<DirectoryEntry[]> => {
-      const entries = await readdir(path, { withFileTypes: true });
+      const entries: Dirent[] = [];
+      // One entry at a time: a huge directory is refused without being read whole.
+      for await (const e of await opendir(path)) {
+        if (entries.length === MAX_LISTING_ENTRIES) throw tooManyEntries(path);
+        entries.push(e);
+      }
       return Promise.all(
         entries.map(async (e) => {
           if (!e.isSymbolicLink()) return { fileName: e.name, isDirectory: e.isDirectory(), isFile: e.isFile() };

@@ -11,7 +11,7 @@ import { posix } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import type Docker from 'dockerode';
 import { execError, ExecServerError, fromErrno } from '../../../errors.ts';
-import { notRegularFile } from '../../fs-errors.ts';
+import { MAX_LISTING_ENTRIES, notRegularFile, tooManyEntries } from '../../fs-errors.ts';
 import type { DirectoryEntry, FileMetadata, SessionFs } from '../../types.ts';
 import { statusOf, withDeadline } from '../engine/engine-client.ts';
 import type { ControlResult } from '../exec/exec-runner.ts';
@@ -308,8 +308,15 @@ export function createContainerFs(host: ContainerFsHost): SessionFs {
     },
 
     async readDirectory(path): Promise<DirectoryEntry[]> {
-      const out = await runScript(host, path, S.readdir, [path], { maxStdout: 64 * 1024 * 1024 });
-      return directoryEntries(out);
+      // Names are at most 255 bytes: past that output there are more entries than answered anyway.
+      const out = await runScript(host, path, S.readdir, [path], { maxStdout: MAX_LISTING_ENTRIES * 258 }).catch(
+        (err: unknown) => {
+          throw err instanceof ExecServerError && err.code === 'EXEC_ERR_TOO_LARGE' ? tooManyEntries(path) : err;
+        },
+      );
+      const entries = directoryEntries(out);
+      if (entries.length > MAX_LISTING_ENTRIES) throw tooManyEntries(path);
+      return entries;
     },
 
     async remove(path, recursive, force) {
