@@ -242,6 +242,19 @@ function directoryEntries(out: Buffer): DirectoryEntry[] {
   return entries;
 }
 
+/** A directory's entries, at most MAX_LISTING_ENTRIES of them. */
+async function listDirectory(host: ContainerFsHost, path: string): Promise<DirectoryEntry[]> {
+  // Names are at most 255 bytes: past that output there are more entries than answered anyway.
+  const out = await runScript(host, path, S.readdir, [path], { maxStdout: MAX_LISTING_ENTRIES * 258 }).catch(
+    (err: unknown) => {
+      throw err instanceof ExecServerError && err.code === 'EXEC_ERR_TOO_LARGE' ? tooManyEntries(path) : err;
+    },
+  );
+  const entries = directoryEntries(out);
+  if (entries.length > MAX_LISTING_ENTRIES) throw tooManyEntries(path);
+  return entries;
+}
+
 /** The `SessionFs` of a container: metadata through the archive API, the rest through small scripts. */
 export function createContainerFs(host: ContainerFsHost): SessionFs {
   return {
@@ -307,17 +320,7 @@ export function createContainerFs(host: ContainerFsHost): SessionFs {
       await runScript(host, path, S.mkdir, [path, recursive ? '1' : '0']);
     },
 
-    async readDirectory(path): Promise<DirectoryEntry[]> {
-      // Names are at most 255 bytes: past that output there are more entries than answered anyway.
-      const out = await runScript(host, path, S.readdir, [path], { maxStdout: MAX_LISTING_ENTRIES * 258 }).catch(
-        (err: unknown) => {
-          throw err instanceof ExecServerError && err.code === 'EXEC_ERR_TOO_LARGE' ? tooManyEntries(path) : err;
-        },
-      );
-      const entries = directoryEntries(out);
-      if (entries.length > MAX_LISTING_ENTRIES) throw tooManyEntries(path);
-      return entries;
-    },
+    readDirectory: (path) => listDirectory(host, path),
 
     async remove(path, recursive, force) {
       host.mutated();
