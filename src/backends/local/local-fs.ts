@@ -1,6 +1,6 @@
 /** `SessionFs` on the host filesystem (node:fs). Sandbox checks happen above, on canonical paths. */
-import { constants, type Dirent } from 'node:fs';
-import { cp, lstat, mkdir, open, opendir, realpath, rm, stat, writeFile } from 'node:fs/promises';
+import { constants, type Dirent, type Stats } from 'node:fs';
+import { cp, type FileHandle, lstat, mkdir, open, opendir, realpath, rm, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { execError, type ExecServerError, fromErrno } from '../../errors.ts';
@@ -36,6 +36,21 @@ async function refuseSpecial(path: string): Promise<void> {
   if (info && !info.isFile() && !info.isDirectory()) throw notRegularFile(path);
 }
 
+/** `path` opened for reading once it is known to be a regular file, with what its descriptor says. */
+async function openRegular(path: string): Promise<{ handle: FileHandle; info: Stats }> {
+  await refuseSpecial(path);
+  const handle = await open(path, READ_FLAGS);
+  try {
+    const info = await handle.stat();
+    if (info.isDirectory()) throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`);
+    if (!info.isFile()) throw notRegularFile(path);
+    return { handle, info };
+  } catch (err) {
+    await handle.close();
+    throw err;
+  }
+}
+
 /** The host filesystem as a `SessionFs`; the sandbox checks are above it. */
 export const localFs: SessionFs = {
   async realpath(path) {
@@ -67,12 +82,8 @@ export const localFs: SessionFs = {
     }),
   readFile: (path, maxBytes) =>
     wrap(path, async () => {
-      await refuseSpecial(path);
-      const handle = await open(path, READ_FLAGS);
+      const { handle, info } = await openRegular(path);
       try {
-        const info = await handle.stat();
-        if (info.isDirectory()) throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`);
-        if (!info.isFile()) throw notRegularFile(path);
         if (info.size > maxBytes)
           throw execError(
             'EXEC_ERR_TOO_LARGE',
@@ -102,16 +113,7 @@ export const localFs: SessionFs = {
     }),
   openRead: (path, offset) =>
     wrap(path, async () => {
-      await refuseSpecial(path);
-      const handle = await open(path, READ_FLAGS);
-      try {
-        const info = await handle.stat();
-        if (info.isDirectory()) throw execError('EXEC_ERR_INVALID_REQUEST', `${path}: Is a directory`);
-        if (!info.isFile()) throw notRegularFile(path);
-      } catch (err) {
-        await handle.close();
-        throw err;
-      }
+      const { handle } = await openRegular(path);
       return handle.createReadStream({ start: offset });
     }),
   writeFile: (path, data) =>
