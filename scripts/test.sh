@@ -30,6 +30,10 @@ done
 # in its shadow. EXEC_SERVER_TEST_SERIAL=1 keeps one group (as before, for a loaded machine).
 engine=()
 other=()
+# Suites parameterised by backend alone (BACKENDS, and no test outside its loops): their docker
+# cases run in the engine group and their local cases in the other, beside it
+# (test/support/backends.ts, `backendSelected`).
+split=()
 for f in "${files[@]}"; do
   case "$f" in
     test/docker/* | test/docker-runsc/* | test/image/* | test/session-image/*) engine+=("$f") ;;
@@ -43,7 +47,11 @@ for f in "${files[@]}"; do
       fi
       ;;
     *)
-      if grep -qE "BACKENDS|docker/engine\.ts|dockerode|'docker'|\"docker\"|engineReady" "$f"; then
+      if grep -q BACKENDS "$f" && ! grep -qE '^(test|describe)\(' "$f"; then
+        engine+=("$f")
+        other+=("$f")
+        split+=("$f")
+      elif grep -qE "BACKENDS|docker/engine\.ts|dockerode|'docker'|\"docker\"|engineReady" "$f"; then
         engine+=("$f")
       else
         other+=("$f")
@@ -54,7 +62,9 @@ done
 if [ "${EXEC_SERVER_TEST_SERIAL:-0}" = "1" ]; then
   engine=("${files[@]}")
   other=()
+  split=()
 fi
+export EXEC_SERVER_TEST_SPLIT="${split[*]}"
 
 # --test-force-exit: a file whose tests all finished must not hang the run on a stray handle
 # (such leaks are bugs to fix, as the docker exec-stream one was; this only keeps CI bounded).
@@ -71,14 +81,14 @@ run_group() {
 tmp="$(mktemp -d)"
 # A runner given no files runs the whole tree: a group without files runs nothing instead.
 if [ "${#engine[@]}" -gt 0 ]; then
-  run_group "${engine[@]}" &
+  EXEC_SERVER_TEST_GROUP=engine run_group "${engine[@]}" &
 else
   true &
 fi
 runner=$!
 other_runner=""
 if [ "${#other[@]}" -gt 0 ]; then
-  run_group "${other[@]}" >"$tmp/other.tap" 2>&1 &
+  EXEC_SERVER_TEST_GROUP=other run_group "${other[@]}" >"$tmp/other.tap" 2>&1 &
   other_runner=$!
 fi
 trap 'kill -INT -- "-$runner" 2>/dev/null; [ -n "$other_runner" ] && kill -INT -- "-$other_runner" 2>/dev/null' INT TERM

@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import type { TestContext } from 'node:test';
 import { RpcError } from '../../src/client/rpc-connection.ts';
 import { dockerTestOptions } from '../docker/engine.ts';
+import { backendSelected } from '../support/backends.ts';
 import { startServer, TestSession, type BackendKind, type TestServer } from '../support/harness.ts';
 
 const run = promisify(execFile);
@@ -16,11 +17,16 @@ export interface BackendCase {
   readonly options: { skip?: string; timeout: number };
 }
 
-/** Every test runs on both backends; docker is skipped (outside CI) when no engine answers. */
-export const BACKENDS: readonly BackendCase[] = [
-  { kind: 'local', options: { timeout: 120_000 } },
-  { kind: 'docker', options: { ...dockerTestOptions, timeout: dockerTestOptions.skip ? 1000 : 300_000 } },
-];
+/**
+ * Every test runs on both backends; docker is skipped (outside CI) when no engine answers. In
+ * `npm test` each group runs its share (test/support/backends.ts, `backendSelected`).
+ */
+export const BACKENDS: readonly BackendCase[] = (
+  [
+    { kind: 'local', options: { timeout: 120_000 } },
+    { kind: 'docker', options: { ...dockerTestOptions, timeout: dockerTestOptions.skip ? 1000 : 300_000 } },
+  ] as const
+).filter((c) => backendSelected(c.kind));
 
 export interface FsEnv {
   readonly server: TestServer;
