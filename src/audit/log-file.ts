@@ -9,8 +9,10 @@
  * move up to `PATH.2`... (past `--audit-log-max-files` removed), and the chain goes on in a new
  * `PATH` whose first line is `audit.rotate` (audit-log.ts). A server that finds `PATH` missing or
  * empty goes on from the last line of `PATH.1`, so a crash right after a rotation keeps the chain.
+ * A rotation that failed part-way (a rename refused) leaves a gap in the numbers; the next
+ * attempt closes it, so the rotated files are always numbered on from 1, oldest highest.
  */
-import { open, readdir, realpath, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
+import { lstat, open, readdir, realpath, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { execError } from '../errors.ts';
 import { MAX_LINE_BYTES } from './line-bound.ts';
@@ -87,6 +89,7 @@ async function canonical(path: string): Promise<string> {
 export async function openLogFile(
   path: string,
   maxFiles = 0,
+  fs: RotationFs = ROTATION_FS,
 ): Promise<{ sink: Sink; readonly size: number; readonly afterRotation: boolean } & Tail> {
   const existing = await stat(path).catch(() => undefined);
   const lock = existing === undefined || existing.isFile() ? await lockLog(await canonical(path)) : undefined;
@@ -97,7 +100,7 @@ export async function openLogFile(
     const isFile = existing?.isFile() !== false;
     const tail = size > 0 && isFile ? await readTail(handle, size, path) : undefined;
     const previous = size === 0 && isFile ? await rotatedLast(path) : undefined;
-    const rotation = lock === undefined ? undefined : { path, maxFiles };
+    const rotation = lock === undefined ? undefined : { path, maxFiles, fs };
     return {
       sink: fileSink(handle, tail?.torn !== undefined, lock, rotation),
       size,
@@ -124,28 +127,78 @@ async function rotatedLast(path: string): Promise<Buffer | undefined> {
   }
 }
 
-/** The numbers N of the rotated files `PATH.N` next to `path`. */
-async function rotatedNumbers(path: string): Promise<number[]> {
+/** The file operations of a rotation (where a test makes one of them fail). */
+export interface RotationFs {
+  readdir(dir: string): Promise<string[]>;
+  rename(from: string, to: string): Promise<void>;
+  unlink(path: string): Promise<void>;
+  /** Whether the name is taken (by anything, a dangling link too). */
+  exists(path: string): Promise<boolean>;
+}
+
+export const ROTATION_FS: RotationFs = {
+  readdir: (dir) => readdir(dir),
+  rename,
+  unlink,
+  exists: (path) =>
+    lstat(path).then(
+      () => true,
+      () => false,
+    ),
+};
+
+/** The numbers N of the rotated files `PATH.N` next to `path`, lowest (newest) first. */
+async function rotatedNumbers(path: string, fs: RotationFs): Promise<number[]> {
   const prefix = `${basename(path)}.`;
   const numbers: number[] = [];
-  for (const name of await readdir(dirname(path))) {
+  for (const name of await fs.readdir(dirname(path))) {
     const n = name.startsWith(prefix) ? name.slice(prefix.length) : '';
     if (/^[1-9][0-9]{0,8}$/.test(n)) numbers.push(Number(n));
   }
-  return numbers.sort((a, b) => b - a);
+  return numbers.sort((a, b) => a - b);
 }
 
 /**
- * Moves `PATH.N` to `PATH.N+1`, the highest first so that no rename lands on a file still to be
- * moved (those that would pass `maxFiles` are removed; 0 keeps all), then `PATH` to `PATH.1`.
+ * What a rotation does with the rotated files numbered `have`: the newest becomes `first` (2
+ * when `PATH` is to become `PATH.1`, else 1), the next `first + 1` and so on, so a gap left by
+ * an earlier attempt that failed part-way is closed; those past `maxFiles` (0: none) are removed.
+ * The moves are ordered so that none lands on a name still in use: a file's new number minus
+ * its old one only grows from the newest to the oldest, so the files moving down (to close a
+ * gap) go first, lowest first, then those moving up, highest first.
  */
-async function shiftRotated(path: string, maxFiles: number): Promise<void> {
-  for (const n of await rotatedNumbers(path)) {
-    if (maxFiles > 0 && n >= maxFiles) await unlink(`${path}.${n}`);
-    else await rename(`${path}.${n}`, `${path}.${n + 1}`);
-  }
-  // After a rotation that failed between this rename and the new file, there is no PATH to move.
-  if (await stat(path).catch(() => undefined)) await rename(path, `${path}.1`);
+export function rotationPlan(
+  have: readonly number[],
+  first: number,
+  maxFiles: number,
+): { remove: number[]; moves: [from: number, to: number][] } {
+  const sorted = [...have].sort((a, b) => a - b);
+  const kept = sorted.filter((_, i) => maxFiles === 0 || first + i <= maxFiles);
+  const remove = sorted.slice(kept.length).reverse();
+  const pairs = kept.map((n, i): [number, number] => [n, first + i]);
+  const down = pairs.filter(([from, to]) => to < from);
+  const up = pairs.filter(([from, to]) => to > from).reverse();
+  return { remove, moves: [...down, ...up] };
+}
+
+/**
+ * Moves the rotated files along (rotationPlan) and `PATH` to `PATH.1`. Each attempt plans from
+ * what is there, so one that fails part-way is finished by the next; a move never replaces a
+ * file (a name found taken fails the attempt, and the next plans around it).
+ */
+export async function shiftRotated(path: string, maxFiles: number, fs: RotationFs = ROTATION_FS): Promise<void> {
+  // After a rotation that failed between the last rename and the new file, there is no PATH to move.
+  const current = await fs.exists(path);
+  const plan = rotationPlan(await rotatedNumbers(path, fs), current ? 2 : 1, maxFiles);
+  for (const n of plan.remove) await fs.unlink(`${path}.${n}`);
+  for (const [from, to] of plan.moves) await moveFree(fs, `${path}.${from}`, `${path}.${to}`);
+  if (current) await moveFree(fs, path, `${path}.1`);
+}
+
+/** A rename that never replaces a file: the single writer (the lock) makes the check enough. */
+async function moveFree(fs: RotationFs, from: string, to: string): Promise<void> {
+  if (await fs.exists(to))
+    throw execError('EXEC_ERR_FS', `cannot rotate the audit log: ${to} exists, ${from} was not moved onto it`);
+  await fs.rename(from, to);
 }
 
 /**
@@ -159,7 +212,7 @@ function fileSink(
   first: FileHandle,
   afterTorn: boolean,
   lock: LogLock | undefined,
-  rotation: { readonly path: string; readonly maxFiles: number } | undefined,
+  rotation: { readonly path: string; readonly maxFiles: number; readonly fs: RotationFs } | undefined,
 ): Sink {
   let handle = first;
   let lead = afterTorn;
@@ -189,7 +242,7 @@ function fileSink(
       : {
           rotate: async () => {
             await cutBack();
-            await shiftRotated(rotation.path, rotation.maxFiles);
+            await shiftRotated(rotation.path, rotation.maxFiles, rotation.fs);
             // The old handle writes the renamed file until the new one is open: no write is lost.
             const next = await open(rotation.path, 'a+', 0o600);
             const old = handle;
