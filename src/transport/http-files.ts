@@ -6,7 +6,7 @@
  * another tenant's session is a 404.
  */
 import { posix } from 'node:path';
-import { pipeline, Transform } from 'node:stream';
+import { Readable } from 'node:stream';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Static, TSchema } from 'typebox';
@@ -37,24 +37,31 @@ const TAGS = ['files'];
 /**
  * A download body of exactly the `length` bytes its Content-Length announced. Bytes of a file
  * that grew meanwhile are left out (past the length they broke the HTTP framing of the
- * connection); a file that shrank fails the body, so the client sees a cut transfer instead of
- * waiting for bytes that never come.
+ * connection), and the read stops at the length: a file that keeps growing (a log being
+ * written) would otherwise hold the answer open, reading bytes only to drop them. A file that
+ * shrank fails the body, so the client sees a cut transfer instead of waiting for bytes that
+ * never come.
  */
-function exactly(source: NodeJS.ReadableStream, length: number, path: string): NodeJS.ReadableStream {
+export function exactly(source: NodeJS.ReadableStream, length: number, path: string): Readable {
+  return Readable.from(firstBytes(source, length, path), { objectMode: false });
+}
+
+async function* firstBytes(source: NodeJS.ReadableStream, length: number, path: string): AsyncGenerator<Buffer> {
   let left = length;
-  const body = new Transform({
-    transform(chunk: Buffer, _enc, cb) {
-      const part = chunk.subarray(0, Math.max(0, left));
-      left -= part.length;
-      cb(null, part.length > 0 ? part : undefined);
-    },
-    flush(cb) {
-      cb(left > 0 ? execError('EXEC_ERR_FS', `${path} shrank by ${left} bytes while it was downloaded`) : null);
-    },
-  });
-  // The error reaches the reply through `body`; nothing more to do with it here.
-  pipeline(source, body, () => undefined);
-  return body;
+  try {
+    if (left > 0)
+      for await (const chunk of source as AsyncIterable<Buffer>) {
+        const part = chunk.subarray(0, left);
+        left -= part.length;
+        yield part;
+        if (left === 0) break;
+      }
+  } finally {
+    // Ends the backend's reader however the body ends (its length reached, the client gone):
+    // a file handle closed, a command in the container killed.
+    (source as Readable).destroy();
+  }
+  if (left > 0) throw execError('EXEC_ERR_FS', `${path} shrank by ${left} bytes while it was downloaded`);
 }
 
 /** The options of a route on a session's path (`?path=`) answering `result`. */
