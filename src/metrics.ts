@@ -4,7 +4,7 @@
  * `exec_server_` prefix, base units, `_total` on counters, no unbounded labels.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { EngineReport, WarmPoolReport } from './backends/types.ts';
+import type { EngineReport, MemoryCheckpointTotals, WarmPoolReport } from './backends/types.ts';
 
 /** What `watchEgress` reads of a session's egress. */
 export interface EgressCountsView {
@@ -114,9 +114,24 @@ export class Metrics {
     return new Gauge({ name, help, registers: [this.registry] });
   }
 
-  /** Memory checkpoints kept (live templates, forks) and their bytes, read at scrape time. */
-  watchCheckpoints(totals: () => { count: number; bytes: number }): void {
+  /**
+   * Memory checkpoints kept (live templates, forks) and their bytes, read at scrape time; with
+   * `cleanupFailures` where the backend counts them (a docker engine's checkpoint store).
+   */
+  watchCheckpoints(totals: () => MemoryCheckpointTotals): void {
     const registers = [this.registry];
+    new Counter({
+      name: 'exec_server_snapshot_cleanup_failures_total',
+      help: 'Memory snapshots that failed and whose image or checkpoint could not be removed (left behind, logged with their ids)',
+      labelNames: ['leftover'],
+      registers,
+      collect() {
+        const failures = totals().cleanupFailures;
+        if (failures === undefined) return;
+        this.reset();
+        for (const [leftover, n] of Object.entries(failures)) this.inc({ leftover }, n);
+      },
+    });
     new Gauge({
       name: 'exec_server_memory_checkpoints',
       help: 'Memory checkpoints the server keeps for live templates and forks',

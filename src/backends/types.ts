@@ -42,6 +42,17 @@ export type BackendKind = 'local' | 'docker';
  * Where sessions run: the one interface the server above `src/backends/` sees of a backend
  * (docs/architecture.md, "Where to add"). It makes and recovers sessions; each runs its commands.
  */
+/** The memory checkpoints a backend keeps (live templates, forks), read by /metrics at scrape time. */
+export interface MemoryCheckpointTotals {
+  readonly count: number;
+  readonly bytes: number;
+  /**
+   * Failed memory snapshots whose image or checkpoint could not be removed, by what was left,
+   * since the start; only once one was (a labelled counter's series appear at their first count).
+   */
+  readonly cleanupFailures?: Readonly<Partial<Record<'image' | 'checkpoint', number>>>;
+}
+
 export interface Backend {
   readonly kind: BackendKind;
   /** Throws `EXEC_ERR_BACKEND_UNAVAILABLE` quickly when the backend cannot serve (readyz). */
@@ -65,7 +76,7 @@ export interface Backend {
   listSnapshots(tenant: TenantId | undefined): Promise<SnapshotInfo[]>;
   deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void>;
   /** Optional: the memory checkpoints (live templates, forks) this backend keeps, for /metrics. */
-  memoryCheckpoints?(): { readonly count: number; readonly bytes: number };
+  memoryCheckpoints?(): MemoryCheckpointTotals;
   /** Stops everything this backend created (server shutdown). */
   close(): Promise<void>;
   /**

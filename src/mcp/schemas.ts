@@ -113,7 +113,10 @@ export const ListSessionsArgsSchema = Type.Object({}, { additionalProperties: fa
 // descriptions speak to a model.
 /** `snapshot_session`: an optional snapshot name. */
 export const SnapshotSessionArgsSchema = withSession({
-  name: Type.Optional({ ...SnapshotNameSchema, description: 'Snapshot name (letters, digits, _ . -)' }),
+  name: Type.Optional({
+    ...SnapshotNameSchema,
+    description: 'Snapshot name (letters, digits, _ . -; begins with a letter or digit)',
+  }),
 });
 
 /** `fork_session`: how many forks, with or without the running processes. */

@@ -231,8 +231,17 @@ export const SessionCreateQuerySchema = Type.Object({
 /** `POST /v1/sessions` answers one session, or `{sessions}` when `count` was given. */
 export const SessionCreateResultSchema = Type.Union([SessionInfoSchema, SessionListSchema]);
 
-/** A name a client gives a snapshot (image-tag safe). */
-export const SnapshotNameSchema = Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_.-]+$' });
+/**
+ * A name a client gives a snapshot: an image tag's characters, beginning with a letter or digit
+ * as a runtime's name does. So `.`, `..` and names beginning with `.`, `-` or `_` are refused: a
+ * template pool could not name them (`--warm-pool-templates NAME=N` takes none of them), and
+ * where an operator types one it reads as a path or an option.
+ */
+export const SnapshotNameSchema = Type.String({
+  minLength: 1,
+  maxLength: 128,
+  pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]*$',
+});
 /** `POST /v1/sessions/:id/snapshots`: an optional name, and whether to keep the memory too. */
 export const SnapshotBodySchema = Type.Object(
   {

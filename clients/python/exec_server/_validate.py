@@ -12,7 +12,7 @@ T = TypeVar("T")
 
 _RUNTIME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _LABEL = re.compile(r"^[A-Za-z0-9_.-]{1,63}$")
-_SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+_SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 APPROVAL_POLICIES = ("untrusted", "on-failure", "on-request", "never")
 DECISIONS = ("approved", "approved-for-session", "denied", "abort")
 SANDBOX_PERMISSIONS = ("use-default", "require-escalated")
@@ -81,7 +81,7 @@ def check_timeout(timeout: object) -> int | None:
 
 def check_snapshot_name(name: object) -> None:
     if name is not None and (not isinstance(name, str) or not _SNAPSHOT_NAME.match(name)):
-        raise fail(f"snapshot name must match [A-Za-z0-9_.-]{{1,128}}, not {name!r}")
+        raise fail(f"snapshot name must match [A-Za-z0-9][A-Za-z0-9_.-]{{0,127}}, not {name!r}")
 
 
 def _positive_int(v: object, minimum: int, what: str) -> None:

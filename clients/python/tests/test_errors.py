@@ -48,7 +48,7 @@ async def test_bad_arguments_fail_before_anything_is_sent(local_server: Server,
             s.spawn([]), s.spawn(""), s.spawn(["echo", 3]), s.spawn(b"echo"),  # type: ignore[list-item, arg-type]
             s.spawn(["ls"], cwd="relative"), s.spawn(["ls"], env={"A": 1}),  # type: ignore[dict-item]
             s.spawn(["ls"], size=(0, 24)), s.spawn(["ls"], timeout=-1), s.read_file("notes.txt"),
-            s.snapshot("bad name!"), s.expose_port(70000), s.upload("rel", b"x"),
+            s.snapshot("bad name!"), s.snapshot(".hidden"), s.expose_port(70000), s.upload("rel", b"x"),
             client.create_session(limits={"memory_mb": 1}), client.create_session(runtime="-x"),
             client.create_session(labels={"bad label": "x"}),
             client.create_session(approval_policy="sometimes"),  # type: ignore[arg-type]

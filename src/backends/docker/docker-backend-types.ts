@@ -1,7 +1,7 @@
 /** The docker backend's interface: `Backend` and what the server and tests use beyond it. */
 import type Docker from 'dockerode';
 import type { SessionId, TenantId } from '../../ids.ts';
-import type { Backend, RecoveredSession, WarmPoolReport } from '../types.ts';
+import type { Backend, MemoryCheckpointTotals, RecoveredSession, WarmPoolReport } from '../types.ts';
 import type { RuntimeResolver } from './engine/runtimes.ts';
 import type { ResolvedDockerOptions } from './options.ts';
 
@@ -35,5 +35,5 @@ export interface DockerBackend extends Backend {
   /** Containers restored from a live template ready in its pool (`warmPoolTemplates`), of one or all. */
   templatePoolReady(template?: string): string[];
   /** The memory checkpoints of live templates this backend keeps. */
-  memoryCheckpoints(): { count: number; bytes: number };
+  memoryCheckpoints(): MemoryCheckpointTotals;
 }

@@ -13,6 +13,7 @@ import type {
   BackendSessionSpec,
   FleetBackend,
   ImagePull,
+  MemoryCheckpointTotals,
   RecoveredSession,
   SnapshotInfo,
   WarmPoolReport,
@@ -317,7 +318,7 @@ class DockerBackendImpl implements DockerBackend {
     return this.#warm.templates.readyContainers(template);
   }
 
-  memoryCheckpoints(): { count: number; bytes: number } {
+  memoryCheckpoints(): MemoryCheckpointTotals {
     return this.#checkpoints.totals;
   }
 

@@ -20,10 +20,12 @@ import type {
   FleetBackend,
   FleetLocation,
   ImagePull,
+  MemoryCheckpointTotals,
   RecoveredSession,
   SnapshotInfo,
   WarmPoolReport,
 } from '../types.ts';
+import type { Leftover } from './checkpoints/checkpoint-store.ts';
 import { createDockerBackend, type DockerBackend } from './docker-backend.ts';
 import type { DockerBackendOptions, DockerLogger } from './options.ts';
 import { commaList } from '../../config/lists.ts';
@@ -218,15 +220,18 @@ export class EnginePool implements Backend {
     return lists.flat();
   }
 
-  memoryCheckpoints(): { count: number; bytes: number } {
+  memoryCheckpoints(): MemoryCheckpointTotals {
     let count = 0;
     let bytes = 0;
+    const failures: Partial<Record<Leftover, number>> = {};
     for (const m of this.#members) {
       const t = m.backend.memoryCheckpoints();
       count += t.count;
       bytes += t.bytes;
+      for (const [leftover, n] of Object.entries(t.cleanupFailures ?? {}) as [Leftover, number][])
+        failures[leftover] = (failures[leftover] ?? 0) + n;
     }
-    return { count, bytes };
+    return Object.keys(failures).length > 0 ? { count, bytes, cleanupFailures: failures } : { count, bytes };
   }
 
   async deleteSnapshot(snapshotId: string, tenant: TenantId | undefined): Promise<void> {

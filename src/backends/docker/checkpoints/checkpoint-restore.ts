@@ -34,6 +34,7 @@ export interface CheckpointTarget {
   readonly agent: AgentChannel | undefined;
   readonly shellPath: string;
   containerRunning(): Promise<boolean | undefined>;
+  readonly log: Pick<DockerLogger, 'warn'>;
 }
 
 /**
@@ -58,8 +59,11 @@ export async function checkpointContainer(t: CheckpointTarget, name: string, tim
   });
   if (saved.exitCode !== 0)
     throw execError('EXEC_ERR_BACKEND', `cannot checkpoint: saving the session facts failed: ${saved.stderr.trim()}`);
-  // Checkpoints of earlier hibernations (a wake that could not delete its own) go first.
-  await deleteCheckpoints(t.container, timeoutMs).catch(() => undefined);
+  // Checkpoints of earlier hibernations (a wake that could not delete its own) go first. One
+  // left is no reason to refuse: it goes with the container, but takes the engine's disk till then.
+  await deleteCheckpoints(t.container, timeoutMs).catch((err: unknown) =>
+    t.log.warn({ sessionId: t.id, err: (err as Error).message }, 'earlier checkpoints not deleted before a checkpoint'),
+  );
   // Last: the agent's connection (an attached exec) goes; its processes stay with the agent.
   await t.agent?.detach();
   const frozenAt = Date.now();
@@ -126,10 +130,14 @@ export async function clearAfterRestore(
   await deleteCheckpoints(container, timeoutMs).catch((err: unknown) =>
     log.warn({ sessionId, err: (err as Error).message }, 'checkpoint not deleted after restore'),
   );
-  await runControl(container, {
-    cmd: ['rm', '-rf', '--', HIBERNATION_FILE.slice(0, HIBERNATION_FILE.lastIndexOf('/'))],
-    timeoutMs,
-  }).catch(() => undefined);
+  const facts = HIBERNATION_FILE.slice(0, HIBERNATION_FILE.lastIndexOf('/'));
+  const removed = await runControl(container, { cmd: ['rm', '-rf', '--', facts], timeoutMs }).catch((err: unknown) => ({
+    exitCode: -1,
+    stderr: (err as Error).message,
+  }));
+  // Left behind, the session's snapshots would hold it (its record of commands, root-only).
+  if (removed.exitCode !== 0)
+    log.warn({ sessionId, err: removed.stderr.trim() }, 'hibernation file not removed after restore');
 }
 
 /**

@@ -16,6 +16,7 @@ import { copyFile, link, lstat, mkdir, readdir, readFile, rm, stat, writeFile } 
 import { join } from 'node:path';
 import type Docker from 'dockerode';
 import { execError } from '../../../errors.ts';
+import type { MemoryCheckpointTotals } from '../../types.ts';
 import { withDeadline } from '../engine/engine-client.ts';
 import type { AckMarks } from '../agent/agent-channel.ts';
 import { CHECKPOINT_PREFIX } from './checkpoints.ts';
@@ -33,11 +34,8 @@ export interface CheckpointMeta {
   readonly network?: boolean | undefined;
 }
 
-/** Totals for /metrics. */
-export interface CheckpointTotals {
-  readonly count: number;
-  readonly bytes: number;
-}
+/** What a failed memory snapshot's clean-up left behind: its image, or its checkpoint here. */
+export type Leftover = keyof NonNullable<MemoryCheckpointTotals['cleanupFailures']>;
 
 /**
  * The server's directory of memory checkpoints (`--checkpoint-dir`): moved in after a checkpoint,
@@ -51,6 +49,7 @@ export class CheckpointStore {
   /** Snapshot id → bytes, of the checkpoints this server holds (filled lazily from the directory). */
   readonly #sizes = new Map<string, number>();
   #loaded: Promise<void> | undefined;
+  readonly #cleanupFailures: Partial<Record<Leftover, number>> = {};
 
   constructor(dir: string, docker: Docker, timeoutMs: number) {
     this.#dir = dir;
@@ -58,10 +57,19 @@ export class CheckpointStore {
     this.#timeoutMs = timeoutMs;
   }
 
-  get totals(): CheckpointTotals {
+  get totals(): MemoryCheckpointTotals {
     let bytes = 0;
     for (const b of this.#sizes.values()) bytes += b;
-    return { count: this.#sizes.size, bytes };
+    const failures = Object.keys(this.#cleanupFailures).length > 0 ? { ...this.#cleanupFailures } : undefined;
+    return { count: this.#sizes.size, bytes, ...(failures === undefined ? {} : { cleanupFailures: failures }) };
+  }
+
+  /**
+   * Counts a failed memory snapshot whose `what` could not be removed (memory-snapshot.ts): kept
+   * with the store's totals, as /metrics reads them.
+   */
+  cleanupFailed(what: Leftover): void {
+    this.#cleanupFailures[what] = (this.#cleanupFailures[what] ?? 0) + 1;
   }
 
   /** The engine's data directory, which this server must see at the same path (the same host). */

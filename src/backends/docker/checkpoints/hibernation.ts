@@ -213,7 +213,7 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
       place?.made(info.snapshotId);
       return info;
     } finally {
-      place?.release();
+      await place?.release();
     }
   }
 
@@ -333,6 +333,7 @@ export class HibernatableSession implements BackendSession, BackendHibernation {
           agent: inner.agent,
           shellPath: inner.environment.shell.path,
           containerRunning: () => inner.containerRunning(),
+          log: this.#log,
         },
         name,
         this.#timeoutMs,

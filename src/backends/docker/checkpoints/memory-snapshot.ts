@@ -10,7 +10,7 @@ import { execError } from '../../../errors.ts';
 import type { BackendSession, SessionStats, SnapshotInfo, SnapshotOptions } from '../../types.ts';
 import type { AckMarks, AgentChannel } from '../agent/agent-channel.ts';
 import type { DockerLogger } from '../options.ts';
-import type { CheckpointStore } from './checkpoint-store.ts';
+import type { CheckpointStore, Leftover } from './checkpoint-store.ts';
 import { checkpointUnsupportedReason, type EngineRuntimes } from '../engine/runtimes.ts';
 import { clearAfterRestore, renewHostname, restoreContainer } from './checkpoint-restore.ts';
 
@@ -89,13 +89,37 @@ export async function takeMemorySnapshot(
       if (bytes > m.maxBytes) throw tooLarge(`its checkpoint takes ${Math.ceil(bytes / MiB)} MiB`, m.maxBytes);
       return { ...info, memory: true, checkpointBytes: bytes };
     } catch (err) {
-      await m.store.remove(info.snapshotId).catch(() => undefined);
-      await m.removeImage(info.snapshotId).catch(() => undefined);
+      await discard(m, session.id, info.snapshotId, err);
       throw err;
     }
   });
   m.taken?.();
   return { ...value, pauseMs };
+}
+
+/**
+ * Removes the checkpoint and the image of a memory snapshot that failed (`failure`, what the
+ * client is answered). Nothing else would remove them: no sweep of the store or of snapshot
+ * images runs (a replica cannot tell another's from a leftover), and the client never got the
+ * id. So what is left is logged with the ids and counted
+ * (`exec_server_snapshot_cleanup_failures_total`) for the operator to remove.
+ */
+async function discard(m: MemorySnapshots, sessionId: string, snapshotId: string, failure: unknown): Promise<void> {
+  const warn = (leftover: Leftover, err: unknown): void => {
+    m.store.cleanupFailed(leftover);
+    m.log.warn(
+      { sessionId, snapshotId, leftover, err: (err as Error).message, failure: (failure as Error).message },
+      `memory snapshot failed and its ${leftover} could not be removed`,
+    );
+  };
+  const checkpoint = await m.store.remove(snapshotId).then(
+    () => ({ removed: true as const }),
+    (err: unknown) => ({ removed: false as const, err }),
+  );
+  await m.removeImage(snapshotId).catch((err: unknown) => warn('image', err));
+  // Asked of the store after both: removing the image may remove the checkpoint too (the
+  // backend's deletion of a snapshot does).
+  if (!checkpoint.removed && (await m.store.has(snapshotId).catch(() => true))) warn('checkpoint', checkpoint.err);
 }
 
 /** A container restored from a live template, and the source's marks for its processes. */

@@ -16,10 +16,13 @@ import type { MarkerStore } from './snapshot-markers.ts';
 /** Snapshots a tenant may have when the server's configuration names no number. */
 export const DEFAULT_MAX_SNAPSHOTS = 100;
 
-/** A place held for one snapshot; `made` names its image, `release` gives the place back (once). */
+/**
+ * A place held for one snapshot; `made` names its image, `release` gives the place back (once;
+ * resolved when it is given back, never rejected).
+ */
 export interface SnapshotPlace {
   made(snapshotId: string): void;
-  release(): void;
+  release(): Promise<void>;
 }
 
 /** Counts each tenant's snapshots against `max` and holds places for those under way. */
@@ -85,7 +88,7 @@ export class LocalSnapshotQuota implements SnapshotQuota {
     held.add(place);
     this.#held.set(tenant, held);
     let released = false;
-    const release = (): void => {
+    const release = async (): Promise<void> => {
       if (released) return;
       released = true;
       held.delete(place);
@@ -101,7 +104,7 @@ export class LocalSnapshotQuota implements SnapshotQuota {
       if (refusal !== undefined) throw refusal;
     } catch (err) {
       place.refused = true;
-      release();
+      await release();
       throw err;
     }
     return {
@@ -174,7 +177,7 @@ export class FleetSnapshotQuota implements SnapshotQuota {
       await Promise.all(stale.map((m) => markers.remove(m.id).catch(() => undefined)));
       others = live.filter((m) => m.id !== own);
     } catch (err) {
-      void this.#finish(own, tenant);
+      await this.#finish(own, tenant);
       throw err;
     }
     const refusal = quotaRefusal(this.max, images, others.length);
@@ -185,11 +188,13 @@ export class FleetSnapshotQuota implements SnapshotQuota {
       const contended = others.length > 0 && images < this.max;
       return { refusal, rank: contended ? rankOf(own, others) : undefined };
     }
-    let released = false;
-    const release = (): void => {
-      if (released) return;
-      released = true;
-      void this.#finish(own, tenant);
+    // Awaited by the snapshot before it answers: a marker still there then would count against
+    // the client's next snapshot on another replica (its image counts already), and one whose
+    // removal was under way at shutdown would be left to go stale. Its own failure is warned.
+    let finished: Promise<void> | undefined;
+    const release = (): Promise<void> => {
+      finished ??= this.#finish(own, tenant);
+      return finished;
     };
     return { place: { made: () => undefined, release } };
   }
