@@ -42,6 +42,7 @@ import { registerFleetForwarding, registerFleetTokenRouting } from './transport/
 import { registerHttpApi } from './transport/http-api.ts';
 import { registerFileRoutes } from './transport/http-files.ts';
 import { clientError, frameworkError, MAX_PARAM_LENGTH } from './transport/framework-errors.ts';
+import { registerJsonBodyParser } from './transport/json-body.ts';
 import { foreignOriginMessage, OriginCheck } from './transport/origin.ts';
 import { registerWebSocketRoute } from './transport/websocket-route.ts';
 import { Drain, keepsSessions, registerDrainGate } from './transport/drain.ts';
@@ -327,6 +328,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const metrics = deps.metrics ?? new Metrics();
   watchBackend(metrics, backend);
   const app = createFastify(deps);
+  registerJsonBodyParser(app);
   const log = app.log as unknown as Logger;
   const audit = deps.audit ?? (await openAudit(config, deps.holdAuditStdout, metrics, log));
   const sessions = new SessionManager(backend, config, metrics, log, audit);
