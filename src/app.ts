@@ -29,7 +29,7 @@ import { registerPreviewMethods } from './preview/rpc-methods.ts';
 import { isPreviewProxyRequest, previewRewriter, registerPreviewRoutes } from './preview/routes.ts';
 import { PreviewSigner } from './preview/signing.ts';
 import { Metrics } from './metrics.ts';
-import { limitServerConnections, TenantWebSockets } from './transport/connection-limits.ts';
+import { connectionTimeouts, limitServerConnections, TenantWebSockets } from './transport/connection-limits.ts';
 import type { Connection } from './rpc/connection.ts';
 import { httpValidationMessage, MethodTable } from './rpc/method-table.ts';
 import { registerFsMethods } from './rpc/methods/fs-methods.ts';
@@ -272,6 +272,7 @@ function createFastify(deps: AppDeps): FastifyInstance {
   return Fastify({
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
     bodyLimit: config.maxMessageBytes,
+    ...connectionTimeouts(config), // how long a connection may hold its place idle (connection-limits.ts)
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     frameworkErrors: frameworkError,
     clientErrorHandler: clientError,
@@ -359,7 +360,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(websocket, { options: { maxPayload: config.maxMessageBytes, handleProtocols: selectProtocol } });
 
   // Before anything else runs for a request: one past the server's connections is only refused.
-  limitServerConnections(app, config.maxConnections, metrics.connectionsRefused);
+  limitServerConnections(app, config, metrics.connectionsRefused);
   // Then the audit names a forwarded request's client, which its replica vouched for.
   registerClientAddress(app, new ClientStamp(fleetSecret));
   registerDrainGate(app, drain);

@@ -52,7 +52,7 @@ export class Metrics {
   readonly wsConnections: Gauge = this.#gauge('exec_server_websocket_connections_active', 'Open WebSocket connections');
   readonly connectionsRefused: Counter<'limit'> = this.#counter(
     'exec_server_connections_refused_total',
-    "Requests refused because the connections were at their limit: the server's (--max-connections) or a tenant's WebSockets",
+    "Requests refused because the connections were at their limit (server: --max-connections, tenant: a tenant's WebSockets), and connections closed for holding a place idle (headers, idle: a request body or a response not moving, initialize: a WebSocket's first message)",
     ['limit'],
   );
   readonly wsSlowConsumers: Counter = this.#counter(

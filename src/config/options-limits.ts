@@ -44,6 +44,36 @@ export const LIMIT_OPTIONS = {
     max: 1_000_000,
     description: 'WebSocket connections per tenant at once; an upgrade past it answers 429.',
   },
+  headersTimeoutMs: {
+    flag: 'headers-timeout-ms',
+    env: 'EXEC_SERVER_HEADERS_TIMEOUT_MS',
+    kind: 'int',
+    default: 30_000,
+    min: 100,
+    max: 600_000,
+    description:
+      'A request line and headers not complete this long after they began (a connection that sends nothing included) answer 400 and the connection closes.',
+  },
+  requestIdleTimeoutMs: {
+    flag: 'request-idle-timeout-ms',
+    env: 'EXEC_SERVER_REQUEST_IDLE_TIMEOUT_MS',
+    kind: 'int',
+    default: 60_000,
+    min: 100,
+    max: 3_600_000,
+    description:
+      'A request body of which nothing arrives for this long answers 400 and the connection closes, as does (unanswered) a response the client reads nothing of; an upload or download that keeps moving is never cut, however slow.',
+  },
+  wsInitializeTimeoutMs: {
+    flag: 'ws-initialize-timeout-ms',
+    env: 'EXEC_SERVER_WS_INITIALIZE_TIMEOUT_MS',
+    kind: 'int',
+    default: 10_000,
+    min: 100,
+    max: 600_000,
+    description:
+      'A WebSocket that sends no message (its `initialize`) this long after the upgrade is closed with code 4002; an idle one that has is never cut.',
+  },
   maxSnapshotsPerTenant: {
     flag: 'max-snapshots-per-tenant',
     env: 'EXEC_SERVER_MAX_SNAPSHOTS_PER_TENANT',

@@ -23,6 +23,7 @@ import { fleetMessageGate } from './fleet-ws.ts';
 export const CloseCode = {
   evicted: 4000,
   slowConsumer: 4001,
+  initializeTimeout: 4002,
   shutdown: 1001,
   tooBig: 1009,
   draining: DRAIN_CLOSE_CODE,
@@ -124,6 +125,7 @@ function webSocketHandler(opts: WebSocketRouteOptions): (socket: WebSocket, requ
       close(CloseCode.slowConsumer, `slow consumer: ${why}; resume the session and read from your last seq`);
     };
     conn.onStall(() => cutSlowConsumer('behind for longer than the stall timeout'));
+    const firstMessage = initializeDeadline(socket, opts, close);
     const undrain = opts.drain?.add({ notify: (params) => peer.notify('server/draining', params), close });
     // In a fleet, a connection resuming another replica's session is relayed there (fleet-ws.ts).
     const handle = fleetMessageGate(socket, request, opts.deps.sessions, log, (text) =>
@@ -131,6 +133,7 @@ function webSocketHandler(opts: WebSocketRouteOptions): (socket: WebSocket, requ
     );
     // Listeners attach synchronously, before any await, or early frames would be lost.
     socket.on('message', (data, isBinary) => {
+      firstMessage.arrived();
       // Through `write`, as every other answer: a client sending binary frames without reading the
       // refusals is cut at the buffer limit instead of having them pile up in server memory.
       if (isBinary) return void write(BINARY_REFUSED, false, undefined);
@@ -139,6 +142,7 @@ function webSocketHandler(opts: WebSocketRouteOptions): (socket: WebSocket, requ
       handle(text);
     });
     socket.on('close', () => {
+      firstMessage.arrived();
       undrain?.();
       opts.metrics.wsConnections.dec();
       peer.close();
@@ -146,6 +150,31 @@ function webSocketHandler(opts: WebSocketRouteOptions): (socket: WebSocket, requ
     });
     socket.on('error', (err) => log.debug({ err }, 'websocket error'));
   };
+}
+
+/** How long a WebSocket closed for its silence has to answer the close before its socket is dropped. */
+const SILENT_CLOSE_GRACE_MS = 1000;
+
+/**
+ * A WebSocket holds one of the server's places (`--max-connections`) and one of its tenant's:
+ * one that says nothing after the upgrade is closed (4002) within `--ws-initialize-timeout-ms`,
+ * and its socket dropped a moment later if it does not answer the close either (ws would wait
+ * 30 s for that). Only the first message is awaited: once a client has spoken it may stay idle
+ * as long as it likes (a session's client waits for its commands, and the server sends no pings).
+ */
+function initializeDeadline(
+  socket: WebSocket,
+  opts: WebSocketRouteOptions,
+  close: (code: number, reason: string) => void,
+): { arrived(): void } {
+  const ms = opts.deps.config.wsInitializeTimeoutMs;
+  const timer = setTimeout(() => {
+    opts.metrics.connectionsRefused.inc({ limit: 'initialize' });
+    close(CloseCode.initializeTimeout, `no message within ${ms} ms of the upgrade; send initialize first`);
+    setTimeout(() => socket.terminate(), SILENT_CLOSE_GRACE_MS).unref();
+  }, ms);
+  timer.unref();
+  return { arrived: () => clearTimeout(timer) };
 }
 
 /**
