@@ -52,7 +52,7 @@ export class Metrics {
   readonly wsConnections: Gauge = this.#gauge('exec_server_websocket_connections_active', 'Open WebSocket connections');
   readonly connectionsRefused: Counter<'limit'> = this.#counter(
     'exec_server_connections_refused_total',
-    "Requests refused because the connections were at their limit (server: --max-connections, tenant: a tenant's WebSockets), and connections closed for holding a place idle (headers, idle: a request body or a response not moving, initialize: a WebSocket's first message)",
+    "Requests refused because the connections were at their limit (server: --max-connections, tenant: a tenant's WebSockets), and connections closed for holding a place idle (headers, idle: a request body or a response not moving, initialize: a WebSocket's first message, ping: a WebSocket's peer answering no ping)",
     ['limit'],
   );
   readonly wsSlowConsumers: Counter = this.#counter(

@@ -74,6 +74,16 @@ export const LIMIT_OPTIONS = {
     description:
       'A WebSocket that sends no message (its `initialize`) this long after the upgrade is closed with code 4002; an idle one that has is never cut.',
   },
+  wsPingIntervalMs: {
+    flag: 'ws-ping-interval-ms',
+    env: 'EXEC_SERVER_WS_PING_INTERVAL_MS',
+    kind: 'int',
+    default: 30_000,
+    min: 0,
+    max: 3_600_000,
+    description:
+      'Every this long a WebSocket is pinged; one that has answered nothing since the last ping (its peer gone without a close) is dropped, its session kept for a resume. 0: never.',
+  },
   maxSnapshotsPerTenant: {
     flag: 'max-snapshots-per-tenant',
     env: 'EXEC_SERVER_MAX_SNAPSHOTS_PER_TENANT',

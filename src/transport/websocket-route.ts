@@ -126,6 +126,7 @@ function webSocketHandler(opts: WebSocketRouteOptions): (socket: WebSocket, requ
     };
     conn.onStall(() => cutSlowConsumer('behind for longer than the stall timeout'));
     const firstMessage = initializeDeadline(socket, opts, close);
+    const stopHeartbeat = heartbeat(socket, opts, log);
     const undrain = opts.drain?.add({ notify: (params) => peer.notify('server/draining', params), close });
     // In a fleet, a connection resuming another replica's session is relayed there (fleet-ws.ts).
     const handle = fleetMessageGate(socket, request, opts.deps.sessions, log, (text) =>
@@ -143,6 +144,7 @@ function webSocketHandler(opts: WebSocketRouteOptions): (socket: WebSocket, requ
     });
     socket.on('close', () => {
       firstMessage.arrived();
+      stopHeartbeat();
       undrain?.();
       opts.metrics.wsConnections.dec();
       peer.close();
@@ -150,6 +152,41 @@ function webSocketHandler(opts: WebSocketRouteOptions): (socket: WebSocket, requ
     });
     socket.on('error', (err) => log.debug({ err }, 'websocket error'));
   };
+}
+
+/**
+ * A WebSocket whose peer vanished without a close (a client machine lost, a partition, a NAT
+ * that forgot the flow) would hold its places (`--max-connections`, the tenant's WebSockets)
+ * until the kernel gave up on it, which on an idle socket is never. Every
+ * `--ws-ping-interval-ms` it is pinged (every client library answers a ping by itself); one that
+ * sent nothing since the last ping is dropped. A socket still writing to its client is spared:
+ * the ping waits behind that output, and the stall timeout judges a client that does not read.
+ * One per socket (an unref'd interval): 1,000 sockets are 33 timers a second at the default.
+ * Returns the stop.
+ */
+function heartbeat(socket: WebSocket, opts: WebSocketRouteOptions, log: FastifyRequest['log']): () => void {
+  const ms = opts.deps.config.wsPingIntervalMs;
+  if (ms === 0) return () => undefined;
+  let heard = true;
+  const alive = (): void => {
+    heard = true;
+  };
+  socket.on('pong', alive);
+  socket.on('message', alive);
+  const timer = setInterval(() => {
+    if (socket.readyState !== socket.OPEN) return;
+    // Not read by this server for a while (a relay holding back a fast sender): its pongs wait unread.
+    if (!heard && socket.bufferedAmount === 0 && !socket.isPaused) {
+      opts.metrics.connectionsRefused.inc({ limit: 'ping' });
+      log.info({ intervalMs: ms }, 'websocket peer answered no ping: dropped');
+      socket.terminate();
+      return;
+    }
+    heard = false;
+    socket.ping();
+  }, ms);
+  timer.unref();
+  return () => clearInterval(timer);
 }
 
 /** How long a WebSocket closed for its silence has to answer the close before its socket is dropped. */
