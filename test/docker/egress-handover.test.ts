@@ -75,8 +75,8 @@ async function proxiedSession(t: TestContext, prefix: string) {
   return { o, session, egress, records };
 }
 
-async function until(what: string, ok: () => boolean): Promise<void> {
-  for (let i = 0; i < 500 && !ok(); i++) await new Promise((r) => setTimeout(r, 10));
+async function until(what: string, ok: () => boolean, ms = 5000): Promise<void> {
+  for (const end = Date.now() + ms; !ok() && Date.now() < end; ) await new Promise((r) => setTimeout(r, 10));
   assert.ok(ok(), what);
 }
 
@@ -137,11 +137,12 @@ test(
     const connect = `printf 'CONNECT 127.0.0.2:${o.port} HTTP/1.1\\r\\n\\r\\n'`;
     const nc = `nc 127.0.0.1 ${EGRESS_PROXY_PORT}`;
 
-    // 64 tunnels held for 3 s (each handed over, so none holds a place in the agent), then one more.
-    const limit = await run(
-      session,
-      `for i in $(seq 64); do { ${connect}; exec sleep 3; } | ${nc} >/dev/null 2>&1 & done; sleep 1.5; ${connect} | ${nc}; wait`,
-    );
+    // 64 tunnels held for 10 s (each handed over, so none holds a place in the agent), then one
+    // more once the proxy counts all 64 open: polled, so a busy machine cannot send it early.
+    const held = run(session, `for i in $(seq 64); do { ${connect}; exec sleep 10; } | ${nc} >/dev/null 2>&1 & done; wait`);
+    await until('64 tunnels open', () => egress.counts.active === 64, 20_000);
+    const limit = await run(session, `${connect} | ${nc}`);
+    await held;
     assert.match(limit.text('stdout'), /^HTTP\/1\.1 429 Too Many Requests\r\n[\s\S]*64 connections already open/);
     assert.equal(egress.counts.refused, 1);
     assert.deepEqual(
