@@ -139,7 +139,10 @@ test(
 
     // 64 tunnels held for 10 s (each handed over, so none holds a place in the agent), then one
     // more once the proxy counts all 64 open: polled, so a busy machine cannot send it early.
-    const held = run(session, `for i in $(seq 64); do { ${connect}; exec sleep 10; } | ${nc} >/dev/null 2>&1 & done; wait`);
+    const held = run(
+      session,
+      `for i in $(seq 64); do { ${connect}; exec sleep 10; } | ${nc} >/dev/null 2>&1 & done; wait`,
+    );
     await until('64 tunnels open', () => egress.counts.active === 64, 20_000);
     const limit = await run(session, `${connect} | ${nc}`);
     await held;
