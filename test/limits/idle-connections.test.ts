@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import WebSocket from 'ws';
 import { RpcConnection } from '../../src/client/rpc-connection.ts';
-import { startServer, type TestServer } from '../support/harness.ts';
+import { startServer, within, type TestServer } from '../support/harness.ts';
 import { requestJson } from '../http/helpers.ts';
 
 const ACME = 'tenant-secret-acme';
@@ -55,19 +55,6 @@ function exchange(server: TestServer, opened: (s: Socket) => void = () => undefi
   return { socket, closed };
 }
 
-/** `p`, or a failure naming `what` once `ms` have passed. */
-async function within<T>(what: string, ms: number, p: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`not within ${ms} ms: ${what}`)), ms);
-  });
-  try {
-    return await Promise.race([p, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /** Polls `f` until it returns true, for at most 10 s. */
 async function eventually(what: string, f: () => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + 10_000;
@@ -104,7 +91,7 @@ test('a request head not complete in time is answered 400 and closed; the places
   });
   t.after(() => clearInterval(drip));
   for (const { closed } of [...silent, trickle]) {
-    const { got, ms } = await within('a head timeout', HEADERS_MS + SLACK_MS, closed);
+    const { got, ms } = await within(closed, HEADERS_MS + SLACK_MS, 'a head timeout');
     assertAnswered(got, '400', /request head not complete in time/);
     assert.ok(ms >= HEADERS_MS * 0.9, `closed after ${ms} ms, before the headers timeout`);
   }
@@ -130,7 +117,7 @@ test('a request body that stops arriving is answered 400 and closed; a slow one 
     `content-length: ${length}\r\n\r\n`;
 
   const stalled = exchange(server, (s) => s.write(`${put(1000)}some bytes, then nothing`));
-  const { got, ms } = await within('a body idle timeout', IDLE_MS + SLACK_MS, stalled.closed);
+  const { got, ms } = await within(stalled.closed, IDLE_MS + SLACK_MS, 'a body idle timeout');
   assertAnswered(got, '400', /request body: nothing received for 1000 ms \(--request-idle-timeout-ms\)/);
   assert.ok(ms >= IDLE_MS * 0.9, `closed after ${ms} ms, before the idle timeout`);
 
@@ -151,7 +138,7 @@ test('a request body that stops arriving is answered 400 and closed; a slow one 
       if (text.includes('bytesWritten')) resolve(text);
     });
   });
-  const upload = await within('the slow upload', 15_000, answered);
+  const upload = await within(answered, 15_000, 'the slow upload');
   slow.socket.destroy();
   assert.match(upload, /^HTTP\/1.1 200/, upload);
   assert.equal(await readFile(target, 'utf8'), chunks.join(''));
@@ -183,7 +170,7 @@ test('a WebSocket silent after its upgrade is closed with 4002; an idle one with
   const closed = new Promise<{ code: number; reason: string }>((resolve) =>
     silent.once('close', (code, reason) => resolve({ code, reason: reason.toString() })),
   );
-  const { code, reason } = await within('the initialize deadline', INITIALIZE_MS + SLACK_MS, closed);
+  const { code, reason } = await within(closed, INITIALIZE_MS + SLACK_MS, 'the initialize deadline');
   assert.equal(code, 4002);
   assert.match(reason, /no message within 500 ms of the upgrade; send initialize first/);
   assert.ok(Date.now() - start >= INITIALIZE_MS * 0.9);
@@ -194,7 +181,7 @@ test('a WebSocket silent after its upgrade is closed with 4002; an idle one with
         'connection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n',
     ),
   );
-  const dropped = await within('a silent WebSocket dropped', INITIALIZE_MS + 1000 + SLACK_MS, raw.closed);
+  const dropped = await within(raw.closed, INITIALIZE_MS + 1000 + SLACK_MS, 'a silent WebSocket dropped');
   assert.match(dropped.got, /^HTTP\/1.1 101 /);
   // The close frame: opcode 8, then the code 4002 (0x0fa2) and the reason.
   assert.ok(dropped.got.includes('\x88'), dropped.got);
@@ -219,7 +206,7 @@ test('a WebSocket silent after its upgrade is closed with 4002; an idle one with
     'content-type: application/json\r\ncontent-length: 9\r\n\r\n';
   for (let i = 0; i < 2; i++) {
     const stalled = exchange(server, (s) => s.write(unsent));
-    const { got } = await within('a body idle timeout', IDLE_MS + SLACK_MS, stalled.closed);
+    const { got } = await within(stalled.closed, IDLE_MS + SLACK_MS, 'a body idle timeout');
     assertAnswered(got, '400', /request body: nothing received/);
   }
   assert.equal(cut, undefined, 'the idle WebSocket with a session was closed');
@@ -258,7 +245,7 @@ test('a download the client stops reading is closed; one read slowly completes',
     /exec_server_connections_refused_total\{limit="idle"\} 1\b/.test(await metricsText(server)),
   );
   stopped.socket.resume();
-  await within('the end of the cut download', 10_000, stopped.closed);
+  await within(stopped.closed, 10_000, 'the end of the cut download');
   assert.ok(stoppedBytes() < size, `the whole file arrived (${stoppedBytes()} bytes)`);
 
   // Read 4 MiB every 0.3 s: slower than the server sends, never 1 s without reading.
@@ -276,7 +263,7 @@ test('a download the client stops reading is closed; one read slowly completes',
       else if (slowBytes() >= allowed) slow.socket.pause();
     }),
   );
-  await within('the slow download', 30_000, whole);
+  await within(whole, 30_000, 'the slow download');
   clearInterval(reader);
   slow.socket.destroy();
   assert.match(await metricsText(server), /exec_server_connections_refused_total\{limit="idle"\} 1\b/);

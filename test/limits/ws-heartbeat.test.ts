@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import WebSocket from 'ws';
 import { RpcConnection } from '../../src/client/rpc-connection.ts';
-import { startServer, type TestServer } from '../support/harness.ts';
+import { startServer, within, type TestServer } from '../support/harness.ts';
 import { requestJson } from '../http/helpers.ts';
 
 const ACME = 'tenant-secret-acme';
@@ -34,19 +34,6 @@ async function mute(server: TestServer): Promise<{ socket: WebSocket; sessionId:
   return { socket, sessionId: result.sessionId, closed };
 }
 
-/** `p`, or a failure naming `what` once `ms` have passed. */
-async function within<T>(what: string, ms: number, p: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`not within ${ms} ms: ${what}`)), ms);
-  });
-  try {
-    return await Promise.race([p, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 async function metricsText(server: TestServer): Promise<string> {
   return String((await requestJson<string>(`${server.httpUrl}/metrics`, 'GET', undefined, ACME)).body);
 }
@@ -59,7 +46,7 @@ test('a WebSocket whose peer answers no ping is dropped; its place comes back an
   t.after(() => gone.socket.terminate());
   const start = Date.now();
   // Dropped without a close frame (1006 on this side): the peer is taken to be gone.
-  const code = await within('a peer answering no ping dropped', 2 * PING_MS + SLACK_MS, gone.closed);
+  const code = await within(gone.closed, 2 * PING_MS + SLACK_MS, 'a peer answering no ping dropped');
   assert.equal(code, 1006);
   assert.ok(Date.now() - start >= PING_MS * 0.9, 'not before a ping went unanswered');
   assert.match(await metricsText(server), /exec_server_connections_refused_total\{limit="ping"\} 1\b/);
